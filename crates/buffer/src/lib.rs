@@ -1,0 +1,306 @@
+//! Local packet buffers.
+//!
+//! `buffer` owns a pool of fixed-size buffers addressed by `u32` index, each with a small
+//! metadata record (data offset and length, the next buffer of a chain, interfaces, VRF, error
+//! code). Frames larger than one buffer are chains linked through `next`. The pool belongs to
+//! one thread; it never blocks, never allocates after construction, and knows nothing of
+//! devices or protocols. Memory another process can write (memif regions) never lives here.
+
+#![forbid(unsafe_code)]
+
+/// The index of no buffer: ends a chain.
+pub const NONE: u32 = u32::MAX;
+
+/// Per-buffer metadata, VPP's `vlib_buffer_t` opaque fields cut to what veclane uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Meta {
+    /// Offset of the first data byte from the start of the buffer (headroom in front).
+    pub offset: u16,
+    /// Bytes of data in this buffer.
+    pub len: u16,
+    /// Next buffer of the chain, or [`NONE`].
+    pub next: u32,
+    /// Bytes in the whole chain; kept on the head buffer only.
+    pub total_len: u32,
+    pub rx_if: u32,
+    pub tx_if: u32,
+    pub vrf: u32,
+    pub error: u16,
+    pub flags: u16,
+}
+
+/// Pool geometry.
+#[derive(Debug, Clone, Copy)]
+pub struct PoolConfig {
+    pub count: u32,
+    /// Data bytes after the headroom.
+    pub data_size: u16,
+    pub headroom: u16,
+}
+
+impl Default for PoolConfig {
+    fn default() -> Self {
+        PoolConfig {
+            count: 16384,
+            data_size: 2048,
+            headroom: 128,
+        }
+    }
+}
+
+/// Why a pool could not be made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError(pub &'static str);
+
+impl core::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.0)
+    }
+}
+impl std::error::Error for ConfigError {}
+
+/// A pool of buffers owned by one thread.
+#[derive(Debug)]
+pub struct Pool {
+    mem: Vec<u8>,
+    meta: Vec<Meta>,
+    free: Vec<u32>,
+    stride: usize,
+    data_size: u16,
+    headroom: u16,
+}
+
+impl Pool {
+    pub fn new(cfg: PoolConfig) -> Result<Pool, ConfigError> {
+        if cfg.count == 0 || cfg.count == NONE {
+            return Err(ConfigError("buffer count must be between 1 and 2^32-2"));
+        }
+        if cfg.data_size < 64 {
+            return Err(ConfigError("buffer data size must be at least 64 bytes"));
+        }
+        let stride = (usize::from(cfg.headroom) + usize::from(cfg.data_size)).next_multiple_of(64);
+        let bytes = stride
+            .checked_mul(cfg.count as usize)
+            .ok_or(ConfigError("buffer pool size overflows"))?;
+        let blank = Meta {
+            offset: cfg.headroom,
+            len: 0,
+            next: NONE,
+            total_len: 0,
+            rx_if: NONE,
+            tx_if: NONE,
+            vrf: 0,
+            error: 0,
+            flags: 0,
+        };
+        Ok(Pool {
+            mem: vec![0; bytes],
+            meta: vec![blank; cfg.count as usize],
+            free: (0..cfg.count).rev().collect(),
+            stride,
+            data_size: cfg.data_size,
+            headroom: cfg.headroom,
+        })
+    }
+
+    /// Data bytes a fresh buffer can hold.
+    pub fn data_size(&self) -> usize {
+        usize::from(self.data_size)
+    }
+
+    pub fn available(&self) -> usize {
+        self.free.len()
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.meta.len()
+    }
+
+    fn reset(&mut self, i: u32) {
+        let m = &mut self.meta[i as usize];
+        m.offset = self.headroom;
+        m.len = 0;
+        m.next = NONE;
+        m.total_len = 0;
+        m.error = 0;
+        m.flags = 0;
+    }
+
+    pub fn alloc(&mut self) -> Option<u32> {
+        let i = self.free.pop()?;
+        self.reset(i);
+        Some(i)
+    }
+
+    /// Fills `out` with fresh buffers; all or nothing. Returns false when too few are free.
+    pub fn alloc_bulk(&mut self, out: &mut [u32]) -> bool {
+        if self.free.len() < out.len() {
+            return false;
+        }
+        for slot in out.iter_mut() {
+            let i = self.free.pop().unwrap_or(NONE);
+            self.reset(i);
+            *slot = i;
+        }
+        true
+    }
+
+    /// Returns a whole chain to the pool.
+    pub fn free(&mut self, head: u32) {
+        let mut i = head;
+        while i != NONE {
+            let next = self.meta[i as usize].next;
+            self.meta[i as usize].next = NONE;
+            self.free.push(i);
+            i = next;
+        }
+    }
+
+    pub fn free_bulk(&mut self, heads: &[u32]) {
+        for &h in heads {
+            self.free(h);
+        }
+    }
+
+    pub fn meta(&self, i: u32) -> &Meta {
+        &self.meta[i as usize]
+    }
+
+    pub fn meta_mut(&mut self, i: u32) -> &mut Meta {
+        &mut self.meta[i as usize]
+    }
+
+    /// This buffer's data bytes.
+    pub fn data(&self, i: u32) -> &[u8] {
+        let m = &self.meta[i as usize];
+        let start = i as usize * self.stride + usize::from(m.offset);
+        &self.mem[start..start + usize::from(m.len)]
+    }
+
+    pub fn data_mut(&mut self, i: u32) -> &mut [u8] {
+        let m = self.meta[i as usize];
+        let start = i as usize * self.stride + usize::from(m.offset);
+        &mut self.mem[start..start + usize::from(m.len)]
+    }
+
+    /// The writable room from the data offset to the end of the buffer.
+    pub fn room_mut(&mut self, i: u32) -> &mut [u8] {
+        let off = usize::from(self.meta[i as usize].offset);
+        let base = i as usize * self.stride;
+        &mut self.mem[base + off..base + usize::from(self.headroom) + usize::from(self.data_size)]
+    }
+
+    /// Links `tail` after `prev` in a chain.
+    pub fn link(&mut self, prev: u32, tail: u32) {
+        self.meta[prev as usize].next = tail;
+    }
+
+    /// Copies `bytes` into a fresh chain; `None` when the pool runs out (nothing is leaked).
+    pub fn from_bytes(&mut self, bytes: &[u8]) -> Option<u32> {
+        let size = self.data_size();
+        let mut head = NONE;
+        let mut prev = NONE;
+        let mut rest = bytes;
+        loop {
+            let Some(b) = self.alloc() else {
+                self.free(head);
+                return None;
+            };
+            let n = rest.len().min(size);
+            self.room_mut(b)[..n].copy_from_slice(&rest[..n]);
+            self.meta[b as usize].len = n as u16;
+            if head == NONE {
+                head = b;
+            } else {
+                self.link(prev, b);
+            }
+            prev = b;
+            rest = &rest[n..];
+            if rest.is_empty() {
+                break;
+            }
+        }
+        self.meta[head as usize].total_len = bytes.len() as u32;
+        Some(head)
+    }
+
+    /// Appends the bytes of a whole chain to `out`.
+    pub fn read_chain(&self, head: u32, out: &mut Vec<u8>) {
+        let mut i = head;
+        while i != NONE {
+            out.extend_from_slice(self.data(i));
+            i = self.meta[i as usize].next;
+        }
+    }
+
+    /// Number of buffers in a chain.
+    pub fn chain_len(&self, head: u32) -> usize {
+        let mut n = 0;
+        let mut i = head;
+        while i != NONE {
+            n += 1;
+            i = self.meta[i as usize].next;
+        }
+        n
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn small() -> Pool {
+        Pool::new(PoolConfig {
+            count: 8,
+            data_size: 64,
+            headroom: 16,
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn chains_round_trip_and_free_everything() {
+        let mut p = small();
+        let bytes: Vec<u8> = (0..200u32).map(|i| i as u8).collect();
+        let h = p.from_bytes(&bytes).unwrap();
+        assert_eq!(p.chain_len(h), 4);
+        assert_eq!(p.meta(h).total_len, 200);
+        let mut out = Vec::new();
+        p.read_chain(h, &mut out);
+        assert_eq!(out, bytes);
+        p.free(h);
+        assert_eq!(p.available(), 8);
+    }
+
+    #[test]
+    fn exhaustion_leaks_nothing() {
+        let mut p = small();
+        assert!(p.from_bytes(&[0u8; 64 * 9]).is_none());
+        assert_eq!(p.available(), 8);
+        let mut four = [0u32; 4];
+        assert!(p.alloc_bulk(&mut four));
+        let mut five = [0u32; 5];
+        assert!(!p.alloc_bulk(&mut five));
+        assert_eq!(p.available(), 4);
+        p.free_bulk(&four);
+        assert_eq!(p.available(), 8);
+    }
+
+    #[test]
+    fn rejects_bad_geometry() {
+        assert!(
+            Pool::new(PoolConfig {
+                count: 0,
+                ..Default::default()
+            })
+            .is_err()
+        );
+        assert!(
+            Pool::new(PoolConfig {
+                data_size: 8,
+                ..Default::default()
+            })
+            .is_err()
+        );
+    }
+}

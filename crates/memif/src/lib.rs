@@ -1,0 +1,206 @@
+//! memif, protocol 2.0: the FD.io shared-memory packet interface, in both roles.
+//!
+//! This crate owns every fd, socket and shared mapping of a memif interface: the control
+//! channel ([`sock`]), the handshake in both roles ([`primary::Listener`],
+//! [`secondary::Client`]), the regions ([`shm`]), the rings ([`ring`]) and the data path
+//! ([`queue`]). It is wire-compatible with VPP, libmemif, DPDK `net_memif` and gomemif.
+//!
+//! The secondary (slave) creates all memory; the primary (master) maps it. Everything the peer
+//! wrote is hostile: control messages are parsed into owned values and checked against the
+//! handshake state; region fds must be sealed and as large as announced before we map them;
+//! ring placement is proved once; every descriptor is read once into a local copy and checked
+//! in u64 arithmetic; peer indices are clamped to the ring size. A peer that breaks the
+//! protocol is disconnected with a reason it receives in DISCONNECT and we log and count. This
+//! crate never panics on peer input and never blocks on the data path.
+//!
+//! It must never parse packets (that is `wire`) or make forwarding decisions.
+
+pub mod msg;
+pub mod primary;
+pub mod queue;
+pub mod ring;
+pub mod secondary;
+pub mod shm;
+pub mod sock;
+
+pub use msg::Mode;
+pub use primary::{Listener, PrimaryQueues};
+pub use queue::{
+    LinkDown, PacketWriter, PrimaryRx, PrimaryTx, QueueStats, RxPacket, SecondaryRx, SecondaryTx,
+};
+pub use ring::RingLayout;
+pub use secondary::{Client, SecondaryQueues};
+pub use shm::SealPolicy;
+pub use sock::SocketPath;
+
+use std::time::Duration;
+
+/// One memif interface, in either role.
+#[derive(Debug, Clone)]
+pub struct InterfaceConfig {
+    /// Interface id, unique per socket and role.
+    pub id: u32,
+    /// Our name for it, sent in CONNECT/CONNECTED (31 bytes at most go on the wire).
+    pub name: String,
+    /// Shared secret (23 bytes at most); `None` accepts peers with any or no secret.
+    pub secret: Option<String>,
+    pub mode: Mode,
+    /// Secondary: S2M rings to create. Primary: the most S2M rings to accept.
+    pub s2m_rings: u16,
+    /// Secondary: M2S rings to create. Primary: the most M2S rings to accept.
+    pub m2s_rings: u16,
+    /// Secondary: ring size (2^n). Primary: the largest accepted (advertised in HELLO).
+    pub log2_ring_size: u8,
+    /// Secondary: bytes per shared buffer (not negotiated; the primary reads capacities from
+    /// descriptors).
+    pub buffer_size: u32,
+    /// Ring header layout: must match the peer's build (64 on x86-64).
+    pub layout: RingLayout,
+    /// Primary: largest packet accepted from the peer, chains included.
+    pub max_frame: u32,
+    /// Primary: whether peer regions must be sealed against shrinking.
+    pub seals: SealPolicy,
+    /// Primary: the most regions a peer may add.
+    pub max_regions: u16,
+    /// Secondary: delay between connection attempts.
+    pub reconnect_interval: Duration,
+    /// Both: a handshake that takes longer than this is abandoned.
+    pub handshake_timeout: Duration,
+}
+
+impl Default for InterfaceConfig {
+    fn default() -> Self {
+        InterfaceConfig {
+            id: 0,
+            name: "memif0".into(),
+            secret: None,
+            mode: Mode::Ethernet,
+            s2m_rings: 1,
+            m2s_rings: 1,
+            log2_ring_size: 10,
+            buffer_size: 2048,
+            layout: RingLayout::CacheLine64,
+            max_frame: 9216,
+            seals: SealPolicy::Require,
+            max_regions: 256,
+            reconnect_interval: Duration::from_millis(500),
+            handshake_timeout: Duration::from_secs(3),
+        }
+    }
+}
+
+/// A configuration value out of range; the message names the field and the allowed range.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("memif interface {id}: {msg}")]
+pub struct ConfigError {
+    pub id: u32,
+    pub msg: String,
+}
+
+impl InterfaceConfig {
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let err = |msg: String| Err(ConfigError { id: self.id, msg });
+        if !(1..=255).contains(&self.s2m_rings) || !(1..=255).contains(&self.m2s_rings) {
+            return err(format!(
+                "queue counts s2m={} m2s={} must each be 1..=255",
+                self.s2m_rings, self.m2s_rings
+            ));
+        }
+        if !(1..=msg::MAX_LOG2_RING_SIZE).contains(&self.log2_ring_size) {
+            return err(format!(
+                "log2 ring size {} must be 1..=14 (ring sizes 2..16384)",
+                self.log2_ring_size
+            ));
+        }
+        if !(64..=65535).contains(&self.buffer_size) {
+            return err(format!(
+                "buffer size {} must be 64..=65535",
+                self.buffer_size
+            ));
+        }
+        if self.secret.as_ref().is_some_and(|s| s.len() > 23) {
+            return err("secret longer than 23 bytes".into());
+        }
+        if self.name.len() > 31 {
+            return err(format!("name {:?} longer than 31 bytes", self.name));
+        }
+        if !(64..=65535).contains(&self.max_frame) {
+            return err(format!("max frame {} must be 64..=65535", self.max_frame));
+        }
+        if self.max_regions == 0 || self.max_regions > 256 {
+            return err(format!("max regions {} must be 1..=256", self.max_regions));
+        }
+        let slots = u64::from(self.s2m_rings + self.m2s_rings) << self.log2_ring_size;
+        if slots * u64::from(self.buffer_size) >= 1 << 32 {
+            return err(format!(
+                "{slots} buffers of {} bytes exceed the 4 GiB a region's u32 offsets can address",
+                self.buffer_size
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// What the peer told us about itself.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PeerInfo {
+    /// Application name from HELLO (primary peer) or INIT (secondary peer).
+    pub app_name: String,
+    /// Interface name from CONNECT/CONNECTED.
+    pub if_name: String,
+    pub s2m_rings: u16,
+    pub m2s_rings: u16,
+    pub log2_ring_size: u8,
+    pub regions: usize,
+}
+
+/// Something that happened to an interface, returned by `poll`.
+#[derive(Debug)]
+pub enum Event<Q> {
+    /// The handshake completed; the queues are ready to be moved to workers.
+    Connected { id: u32, peer: PeerInfo, queues: Q },
+    /// The connection ended; every queue of it now returns `LinkDown`.
+    Disconnected { id: u32, reason: String },
+}
+
+/// Interface state and counters the control plane keeps.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct InterfaceStatus {
+    pub id: u32,
+    pub name: String,
+    pub connected: bool,
+    pub peer: Option<PeerInfo>,
+    pub connects: u64,
+    pub disconnects: u64,
+    /// Handshakes we refused or peers we disconnected for breaking the protocol.
+    pub protocol_errors: u64,
+    pub last_disconnect_reason: Option<String>,
+}
+
+/// How a role reports a peer that misbehaved during the handshake.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Refusal(pub String);
+
+impl<T: Into<String>> From<T> for Refusal {
+    fn from(s: T) -> Self {
+        Refusal(s.into())
+    }
+}
+
+pub(crate) fn set_nonblocking(fd: std::os::fd::BorrowedFd<'_>) {
+    if let Ok(fl) = rustix::fs::fcntl_getfl(fd) {
+        let _ = rustix::fs::fcntl_setfl(fd, fl | rustix::fs::OFlags::NONBLOCK);
+    }
+}
+
+/// Errors from setting up a socket.
+pub mod sock_error {
+    /// Why a listener or client could not be created.
+    #[derive(Debug, thiserror::Error)]
+    pub enum BindError {
+        #[error(transparent)]
+        Config(#[from] crate::ConfigError),
+        #[error("{0}")]
+        Io(#[from] std::io::Error),
+    }
+}

@@ -1,0 +1,564 @@
+//! The primary (master) role: listens, maps the secondary's memory, copies packets.
+//!
+//! One [`Listener`] serves any number of interfaces on one socket, told apart by the id in
+//! INIT. The handshake is lock-step (one reply per message) and every message is checked
+//! against the state it arrives in; the first violation ends the connection with a DISCONNECT
+//! whose reason names it. The listener keeps listening after any peer leaves.
+
+use std::collections::VecDeque;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::msg::{FixedStr, Hello, MAX_LOG2_RING_SIZE, Msg, VERSION};
+use crate::queue::{Link, PrimaryRx, PrimaryTx, QueueBase, Regions};
+use crate::ring::Ring;
+use crate::shm::SharedMemory;
+use crate::sock::{self, Channel, SocketPath};
+use crate::{ConfigError, Event, InterfaceConfig, InterfaceStatus, PeerInfo, Refusal};
+
+/// Connections that have not finished INIT; more are accepted and closed at once.
+const MAX_PENDING: usize = 64;
+/// Messages handled per connection per poll, so that one chatty peer cannot starve others.
+const MSG_BUDGET: usize = 32;
+/// Bytes of peer regions one interface may map.
+const MAX_MAPPED_PER_INTERFACE: u64 = 16 << 30;
+
+/// The queues of a connected interface, in ring order.
+#[derive(Debug)]
+pub struct PrimaryQueues {
+    /// One per S2M ring.
+    pub rx: Vec<PrimaryRx>,
+    /// One per M2S ring.
+    pub tx: Vec<PrimaryTx>,
+}
+
+#[derive(Debug)]
+enum Stage {
+    AwaitInit,
+    Setup,
+    Connected(Arc<Link>),
+}
+
+#[derive(Debug)]
+struct Conn {
+    chan: Channel,
+    stage: Stage,
+    iface: Option<usize>,
+    deadline: Instant,
+    app_name: String,
+    regions: Vec<Arc<SharedMemory>>,
+    mapped: u64,
+    s2m: Vec<(Ring, OwnedFd)>,
+    m2s: Vec<(Ring, OwnedFd)>,
+    closed: bool,
+}
+
+#[derive(Debug)]
+struct Iface {
+    cfg: InterfaceConfig,
+    status: InterfaceStatus,
+    bound: bool,
+}
+
+/// A memif listener socket and the interfaces it serves.
+#[derive(Debug)]
+pub struct Listener {
+    fd: OwnedFd,
+    path: SocketPath,
+    app_name: String,
+    ifaces: Vec<Iface>,
+    conns: Vec<Conn>,
+    events: VecDeque<Event<PrimaryQueues>>,
+}
+
+impl Listener {
+    /// Listens on `path` for the given interfaces (ids must be unique).
+    pub fn bind(
+        path: &SocketPath,
+        ifaces: Vec<InterfaceConfig>,
+    ) -> Result<Listener, crate::sock_error::BindError> {
+        for (i, c) in ifaces.iter().enumerate() {
+            c.validate()?;
+            if ifaces[..i].iter().any(|o| o.id == c.id) {
+                return Err(ConfigError {
+                    id: c.id,
+                    msg: "interface id used twice on one socket".into(),
+                }
+                .into());
+            }
+        }
+        let fd = sock::listen(path)?;
+        Ok(Listener {
+            fd,
+            path: path.clone(),
+            app_name: format!("veclane {}", env!("CARGO_PKG_VERSION")),
+            ifaces: ifaces
+                .into_iter()
+                .map(|cfg| Iface {
+                    status: InterfaceStatus {
+                        id: cfg.id,
+                        name: cfg.name.clone(),
+                        ..Default::default()
+                    },
+                    cfg,
+                    bound: false,
+                })
+                .collect(),
+            conns: Vec::new(),
+            events: VecDeque::new(),
+        })
+    }
+
+    pub fn path(&self) -> &SocketPath {
+        &self.path
+    }
+
+    /// Status and counters of every interface.
+    pub fn interfaces(&self) -> Vec<InterfaceStatus> {
+        self.ifaces.iter().map(|i| i.status.clone()).collect()
+    }
+
+    /// The next event, if any.
+    pub fn next_event(&mut self) -> Option<Event<PrimaryQueues>> {
+        self.events.pop_front()
+    }
+
+    /// Waits up to `timeout` for socket activity and runs the handshakes it brings.
+    pub fn poll(&mut self, timeout: Duration) -> std::io::Result<()> {
+        let now = Instant::now();
+        let next_deadline = self
+            .conns
+            .iter()
+            .filter(|c| !matches!(c.stage, Stage::Connected(_)))
+            .map(|c| c.deadline.saturating_duration_since(now))
+            .min()
+            .unwrap_or(timeout);
+        let wait_ms = timeout.min(next_deadline).as_millis().min(i32::MAX as u128) as i32;
+        let ready = {
+            let mut fds = vec![self.fd.as_fd()];
+            fds.extend(self.conns.iter().map(|c| c.chan.fd()));
+            sock::wait_readable(&fds, wait_ms)?
+        };
+        if ready[0] {
+            self.accept_all();
+        }
+        for ci in 0..ready.len() - 1 {
+            if ready[ci + 1] {
+                self.read_conn(ci);
+            }
+        }
+        self.check_faults_and_deadlines();
+        self.conns.retain(|c| !c.closed);
+        Ok(())
+    }
+
+    fn accept_all(&mut self) {
+        loop {
+            let chan = match sock::accept(self.fd.as_fd()) {
+                Ok(Some(c)) => c,
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::warn!(socket = %self.path, "accept: {e}");
+                    break;
+                }
+            };
+            let pending = self
+                .conns
+                .iter()
+                .filter(|c| matches!(c.stage, Stage::AwaitInit))
+                .count();
+            if pending >= MAX_PENDING {
+                let _ = chan.send(&Msg::disconnect("too many pending connections"), None);
+                continue;
+            }
+            let hello = Msg::Hello(Hello {
+                name: FixedStr::new(&self.app_name),
+                min_version: VERSION,
+                max_version: VERSION,
+                max_region: self
+                    .ifaces
+                    .iter()
+                    .map(|i| i.cfg.max_regions)
+                    .max()
+                    .unwrap_or(1)
+                    - 1,
+                max_m2s_ring: self
+                    .ifaces
+                    .iter()
+                    .map(|i| i.cfg.m2s_rings)
+                    .max()
+                    .unwrap_or(1)
+                    - 1,
+                max_s2m_ring: self
+                    .ifaces
+                    .iter()
+                    .map(|i| i.cfg.s2m_rings)
+                    .max()
+                    .unwrap_or(1)
+                    - 1,
+                max_log2_ring_size: self
+                    .ifaces
+                    .iter()
+                    .map(|i| i.cfg.log2_ring_size)
+                    .max()
+                    .unwrap_or(10),
+            });
+            if chan.send(&hello, None).is_err() {
+                continue;
+            }
+            let timeout = self
+                .ifaces
+                .iter()
+                .map(|i| i.cfg.handshake_timeout)
+                .max()
+                .unwrap_or(Duration::from_secs(3));
+            self.conns.push(Conn {
+                chan,
+                stage: Stage::AwaitInit,
+                iface: None,
+                deadline: Instant::now() + timeout,
+                app_name: String::new(),
+                regions: Vec::new(),
+                mapped: 0,
+                s2m: Vec::new(),
+                m2s: Vec::new(),
+                closed: false,
+            });
+        }
+    }
+
+    fn read_conn(&mut self, ci: usize) {
+        for _ in 0..MSG_BUDGET {
+            if self.conns[ci].closed {
+                return;
+            }
+            let rcv = match self.conns[ci].chan.recv() {
+                Ok(Some(r)) => r,
+                Ok(None) => return,
+                Err(e) => {
+                    let reason = if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                        "peer closed the control socket".to_string()
+                    } else {
+                        format!("control socket error: {e}")
+                    };
+                    self.close(ci, &reason, false, false);
+                    return;
+                }
+            };
+            let result = match rcv.data {
+                Err(n) => Err(Refusal(format!(
+                    "malformed message: {n} bytes instead of 128"
+                ))),
+                Ok(bytes) => match Msg::parse(&bytes) {
+                    Err(e) => Err(Refusal(e.to_string())),
+                    Ok(msg) => self.on_message(ci, msg, rcv.fds),
+                },
+            };
+            match result {
+                Ok(Some(reply)) => {
+                    if let Err(e) = self.conns[ci].chan.send(&reply, None) {
+                        self.close(
+                            ci,
+                            &format!("cannot send {}: {e}", reply.name()),
+                            false,
+                            true,
+                        );
+                    }
+                }
+                Ok(None) => {}
+                Err(Refusal(reason)) => self.close(ci, &reason, true, true),
+            }
+        }
+    }
+
+    fn on_message(
+        &mut self,
+        ci: usize,
+        msg: Msg,
+        mut fds: Vec<OwnedFd>,
+    ) -> Result<Option<Msg>, Refusal> {
+        // At most one fd, and only on the two messages that carry one; every other fd is
+        // closed here by being dropped.
+        let fd = if msg.carries_fd() { fds.pop() } else { None };
+        drop(fds);
+        if let Msg::Disconnect { reason, .. } = msg {
+            let r = format!("peer disconnected: {}", reason.to_string_lossy());
+            self.close(ci, &r, false, false);
+            return Ok(None);
+        }
+        match self.conns[ci].stage {
+            Stage::AwaitInit => match msg {
+                Msg::Init(init) => self.on_init(ci, init),
+                m => Err(format!("unexpected message {} before INIT", m.name()).into()),
+            },
+            Stage::Setup => match msg {
+                Msg::AddRegion { index, size } => self.on_add_region(ci, index, size, fd),
+                Msg::AddRing(r) => self.on_add_ring(ci, r, fd),
+                Msg::Connect { if_name } => self.on_connect(ci, if_name),
+                m => Err(format!("unexpected message {} during setup", m.name()).into()),
+            },
+            Stage::Connected(_) => {
+                Err(format!("unexpected message {} after CONNECTED", msg.name()).into())
+            }
+        }
+    }
+
+    fn iface_of(&self, ci: usize) -> &Iface {
+        // Invariant: only called in Setup or later, where INIT bound an interface.
+        &self.ifaces[self.conns[ci].iface.unwrap_or(0)]
+    }
+
+    fn on_init(&mut self, ci: usize, init: crate::msg::Init) -> Result<Option<Msg>, Refusal> {
+        if init.version != VERSION {
+            return Err(format!("incompatible protocol version {:#06x}", init.version).into());
+        }
+        let Some(ii) = self.ifaces.iter().position(|i| i.cfg.id == init.id) else {
+            return Err(format!("unmatched interface id {}", init.id).into());
+        };
+        let iface = &self.ifaces[ii];
+        if iface.bound {
+            return Err("already connected".into());
+        }
+        if iface.cfg.mode != init.mode {
+            return Err("mode mismatch".into());
+        }
+        if let Some(secret) = &iface.cfg.secret {
+            if init.secret.is_empty() {
+                return Err("secret required".into());
+            }
+            if init.secret.as_bytes() != secret.as_bytes() {
+                return Err("incorrect secret".into());
+            }
+        }
+        self.ifaces[ii].bound = true;
+        let c = &mut self.conns[ci];
+        c.iface = Some(ii);
+        c.app_name = init.name.to_string_lossy();
+        c.stage = Stage::Setup;
+        Ok(Some(Msg::Ack))
+    }
+
+    fn on_add_region(
+        &mut self,
+        ci: usize,
+        index: u16,
+        size: u64,
+        fd: Option<OwnedFd>,
+    ) -> Result<Option<Msg>, Refusal> {
+        let Some(fd) = fd else {
+            return Err("missing memory region fd".into());
+        };
+        let cfg = &self.iface_of(ci).cfg;
+        let (max, seals) = (cfg.max_regions, cfg.seals);
+        let c = &mut self.conns[ci];
+        if usize::from(index) != c.regions.len() {
+            return Err(format!(
+                "unexpected region index {index}, expected {}",
+                c.regions.len()
+            )
+            .into());
+        }
+        if index >= max {
+            return Err("too many regions".into());
+        }
+        if c.mapped.saturating_add(size) > MAX_MAPPED_PER_INTERFACE {
+            return Err(format!("regions exceed {MAX_MAPPED_PER_INTERFACE} bytes").into());
+        }
+        let shm =
+            SharedMemory::map_peer(fd, size, seals).map_err(|e| format!("region {index}: {e}"))?;
+        c.mapped += size;
+        c.regions.push(Arc::new(shm));
+        Ok(Some(Msg::Ack))
+    }
+
+    fn on_add_ring(
+        &mut self,
+        ci: usize,
+        r: crate::msg::AddRing,
+        fd: Option<OwnedFd>,
+    ) -> Result<Option<Msg>, Refusal> {
+        let Some(fd) = fd else {
+            return Err("missing ring interrupt fd".into());
+        };
+        let cfg = &self.iface_of(ci).cfg;
+        let (max_s2m, max_m2s, max_log2, layout) =
+            (cfg.s2m_rings, cfg.m2s_rings, cfg.log2_ring_size, cfg.layout);
+        let c = &mut self.conns[ci];
+        if r.private_hdr_size != 0 {
+            return Err("private headers not supported".into());
+        }
+        let (list, max, dir) = if r.is_s2m() {
+            (&mut c.s2m, max_s2m, "S2M")
+        } else {
+            (&mut c.m2s, max_m2s, "M2S")
+        };
+        if usize::from(r.index) != list.len() {
+            return Err(format!(
+                "unexpected {dir} ring index {}, expected {}",
+                r.index,
+                list.len()
+            )
+            .into());
+        }
+        if r.index >= max {
+            return Err(format!("too many {dir} rings (at most {max})").into());
+        }
+        if r.log2_ring_size > max_log2.max(MAX_LOG2_RING_SIZE) {
+            return Err(format!(
+                "{dir} ring {}: log2 size {} too large",
+                r.index, r.log2_ring_size
+            )
+            .into());
+        }
+        let Some(region) = c.regions.get(usize::from(r.region)) else {
+            return Err(format!("{dir} ring {} in unknown region {}", r.index, r.region).into());
+        };
+        let ring = Ring::new(
+            region.clone(),
+            u64::from(r.offset),
+            r.log2_ring_size,
+            layout,
+        )
+        .map_err(|e| format!("{dir} ring {}: {e}", r.index))?;
+        crate::set_nonblocking(fd.as_fd());
+        list.push((ring, fd));
+        Ok(Some(Msg::Ack))
+    }
+
+    fn on_connect(&mut self, ci: usize, if_name: FixedStr<32>) -> Result<Option<Msg>, Refusal> {
+        let ii = self.conns[ci].iface.unwrap_or(0);
+        let cfg = self.ifaces[ii].cfg.clone();
+        let c = &mut self.conns[ci];
+        if c.s2m.is_empty() || c.m2s.is_empty() {
+            return Err(format!(
+                "CONNECT with {} S2M and {} M2S rings; need at least one each",
+                c.s2m.len(),
+                c.m2s.len()
+            )
+            .into());
+        }
+        for (dir, list) in [("S2M", &c.s2m), ("M2S", &c.m2s)] {
+            if let Some((i, _)) = list.iter().enumerate().find(|(_, (r, _))| !r.cookie_ok()) {
+                return Err(format!("wrong cookie on {dir} ring {i}").into());
+            }
+        }
+        let link = Link::new_up();
+        let regions = Regions(c.regions.iter().cloned().collect());
+        let peer = PeerInfo {
+            app_name: c.app_name.clone(),
+            if_name: if_name.to_string_lossy(),
+            s2m_rings: c.s2m.len() as u16,
+            m2s_rings: c.m2s.len() as u16,
+            log2_ring_size: c.s2m[0].0.log2(),
+            regions: c.regions.len(),
+        };
+        let rx = c
+            .s2m
+            .drain(..)
+            .enumerate()
+            .map(|(i, (ring, fd))| {
+                let mut q = PrimaryRx::new(
+                    QueueBase::new(ring, fd, link.clone(), i as u16),
+                    regions.clone(),
+                    cfg.max_frame,
+                );
+                q.set_interrupt_mode(false);
+                q
+            })
+            .collect();
+        let tx = c
+            .m2s
+            .drain(..)
+            .enumerate()
+            .map(|(i, (ring, fd))| {
+                PrimaryTx::new(
+                    QueueBase::new(ring, fd, link.clone(), i as u16),
+                    regions.clone(),
+                )
+            })
+            .collect();
+        c.stage = Stage::Connected(link);
+        let st = &mut self.ifaces[ii].status;
+        st.connected = true;
+        st.connects += 1;
+        st.peer = Some(peer.clone());
+        tracing::info!(socket = %self.path, id = cfg.id, peer = %peer.app_name, "memif connected");
+        self.events.push_back(Event::Connected {
+            id: cfg.id,
+            peer,
+            queues: PrimaryQueues { rx, tx },
+        });
+        Ok(Some(Msg::Connected {
+            if_name: FixedStr::new(&cfg.name),
+        }))
+    }
+
+    fn check_faults_and_deadlines(&mut self) {
+        let now = Instant::now();
+        for ci in 0..self.conns.len() {
+            if self.conns[ci].closed {
+                continue;
+            }
+            let fault = match &self.conns[ci].stage {
+                Stage::Connected(link) => link.take_fault(),
+                _ if now >= self.conns[ci].deadline => Some("handshake timeout".to_string()),
+                _ => None,
+            };
+            if let Some(reason) = fault {
+                self.close(ci, &reason, true, true);
+            }
+        }
+    }
+
+    /// Ends a connection: optional DISCONNECT, link down, interface freed, event and counters.
+    fn close(&mut self, ci: usize, reason: &str, send: bool, protocol_error: bool) {
+        let c = &mut self.conns[ci];
+        if c.closed {
+            return;
+        }
+        c.closed = true;
+        if send {
+            let _ = c.chan.send(&Msg::disconnect(reason), None);
+        }
+        let was_connected = match &c.stage {
+            Stage::Connected(link) => {
+                link.set_down();
+                true
+            }
+            _ => false,
+        };
+        c.regions.clear();
+        c.s2m.clear();
+        c.m2s.clear();
+        let Some(ii) = c.iface else {
+            tracing::warn!(socket = %self.path, "memif peer refused before INIT: {reason}");
+            return;
+        };
+        let iface = &mut self.ifaces[ii];
+        iface.bound = false;
+        let st = &mut iface.status;
+        st.connected = false;
+        st.disconnects += u64::from(was_connected);
+        st.protocol_errors += u64::from(protocol_error);
+        st.last_disconnect_reason = Some(reason.to_string());
+        tracing::warn!(socket = %self.path, id = iface.cfg.id, "memif disconnected: {reason}");
+        if was_connected {
+            self.events.push_back(Event::Disconnected {
+                id: iface.cfg.id,
+                reason: reason.to_string(),
+            });
+        }
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        for ci in 0..self.conns.len() {
+            self.close(ci, "interface deleted", true, false);
+        }
+        if let SocketPath::File(p) = &self.path {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}

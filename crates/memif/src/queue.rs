@@ -1,0 +1,911 @@
+//! The data path: four queue kinds, one per (role, direction).
+//!
+//! | role      | ring | queue          | what it does                                           |
+//! |-----------|------|----------------|--------------------------------------------------------|
+//! | primary   | S2M  | [`PrimaryRx`]  | validates each descriptor, copies into local buffers   |
+//! | primary   | M2S  | [`PrimaryTx`]  | copies local buffers into buffers the peer posted      |
+//! | secondary | S2M  | [`SecondaryTx`]| writes frames in place into its own shared buffers     |
+//! | secondary | M2S  | [`SecondaryRx`]| reads frames in place, then reposts the buffers        |
+//!
+//! The primary trusts nothing in the ring: each descriptor is snapshotted once and checked
+//! (region index, `offset + length` against the mapped size in u64, length > 0, whole chains);
+//! the distance between the peer's index and ours is checked against the ring size, and a
+//! peer that breaks that rule is faulted: the control thread then sends DISCONNECT with the
+//! reason. Bad packets are dropped and counted by reason; they never stall the queue.
+
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use buffer::{NONE, Pool};
+
+use crate::ring::{DESC_FLAG_NEXT, Desc, RING_FLAG_MASK_INT, Ring};
+use crate::shm::SharedMemory;
+
+/// Link state shared by the control thread and the queues of one connection.
+#[derive(Debug, Default)]
+pub struct Link {
+    up: AtomicBool,
+    fault: Mutex<Option<String>>,
+}
+
+impl Link {
+    pub(crate) fn new_up() -> Arc<Link> {
+        Arc::new(Link {
+            up: AtomicBool::new(true),
+            fault: Mutex::new(None),
+        })
+    }
+
+    #[inline]
+    pub fn is_up(&self) -> bool {
+        self.up.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn set_down(&self) {
+        self.up.store(false, Ordering::Release);
+    }
+
+    /// Marks the peer as broken; the first reason wins and is sent in DISCONNECT.
+    pub fn fault(&self, reason: String) {
+        let mut f = self.fault.lock().unwrap_or_else(|e| e.into_inner());
+        if f.is_none() {
+            *f = Some(reason);
+        }
+        self.set_down();
+    }
+
+    pub(crate) fn take_fault(&self) -> Option<String> {
+        self.fault.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+}
+
+/// The connection is gone; drop the queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("memif link is down")]
+pub struct LinkDown;
+
+/// Per-queue counters. One thread writes (the queue's owner), any thread reads.
+#[derive(Debug, Default)]
+pub struct QueueCounters {
+    pub packets: AtomicU64,
+    pub bytes: AtomicU64,
+    /// Descriptor pointing outside a region, zero length, or longer than allowed.
+    pub drop_bad_desc: AtomicU64,
+    /// Whole packet larger than `max_frame`.
+    pub drop_oversize: AtomicU64,
+    /// No local buffer for a received packet (it stays in the ring).
+    pub no_buffer: AtomicU64,
+    /// A send found the ring full (or too few slots for the next packet).
+    pub ring_full: AtomicU64,
+    /// Packets a send could not place because of `ring_full`.
+    pub tx_no_room: AtomicU64,
+    pub interrupts_sent: AtomicU64,
+    pub interrupts_received: AtomicU64,
+}
+
+#[inline]
+fn bump(c: &AtomicU64, n: u64) {
+    // Single writer: a load and a store are enough and cost no locked instruction.
+    c.store(c.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+}
+
+/// A plain copy of [`QueueCounters`].
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct QueueStats {
+    pub packets: u64,
+    pub bytes: u64,
+    pub drop_bad_desc: u64,
+    pub drop_oversize: u64,
+    pub no_buffer: u64,
+    pub ring_full: u64,
+    pub tx_no_room: u64,
+    pub interrupts_sent: u64,
+    pub interrupts_received: u64,
+}
+
+impl QueueCounters {
+    pub fn snapshot(&self) -> QueueStats {
+        let l = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        QueueStats {
+            packets: l(&self.packets),
+            bytes: l(&self.bytes),
+            drop_bad_desc: l(&self.drop_bad_desc),
+            drop_oversize: l(&self.drop_oversize),
+            no_buffer: l(&self.no_buffer),
+            ring_full: l(&self.ring_full),
+            tx_no_room: l(&self.tx_no_room),
+            interrupts_sent: l(&self.interrupts_sent),
+            interrupts_received: l(&self.interrupts_received),
+        }
+    }
+}
+
+/// What every queue has: its ring, interrupt eventfd, link and counters.
+#[derive(Debug)]
+pub(crate) struct QueueBase {
+    pub ring: Ring,
+    pub irq: OwnedFd,
+    pub link: Arc<Link>,
+    pub counters: Arc<QueueCounters>,
+    pub index: u16,
+    pub interrupt_mode: bool,
+}
+
+impl QueueBase {
+    pub(crate) fn new(ring: Ring, irq: OwnedFd, link: Arc<Link>, index: u16) -> QueueBase {
+        QueueBase {
+            ring,
+            irq,
+            link,
+            counters: Arc::default(),
+            index,
+            interrupt_mode: false,
+        }
+    }
+
+    /// Producer side: wake the consumer unless it masked interrupts.
+    #[inline]
+    fn signal(&self) {
+        if self.ring.flags() & RING_FLAG_MASK_INT == 0 {
+            // A full counter (EAGAIN) already means "wake up"; nothing to do on error.
+            let _ = rustix::io::write(&self.irq, &1u64.to_ne_bytes());
+            bump(&self.counters.interrupts_sent, 1);
+        }
+    }
+
+    /// Consumer side: mask or unmask the peer's signals on this ring.
+    fn set_interrupt_mode(&mut self, on: bool) {
+        self.interrupt_mode = on;
+        self.ring.set_flags(if on { 0 } else { RING_FLAG_MASK_INT });
+    }
+
+    /// Consumer side: sleep until the peer signals or `timeout_ms` passes, unless `ready()`
+    /// already holds after unmasking (the lost-wakeup re-check). Returns `ready()`.
+    fn wait(&self, timeout_ms: i32, ready: impl Fn() -> bool) -> bool {
+        self.ring.set_flags(0);
+        if !ready() {
+            if let Ok(r) = crate::sock::wait_readable(&[self.irq.as_fd()], timeout_ms) {
+                if r[0] {
+                    let mut b = [0u8; 8];
+                    // The fd is non-blocking (set when the ring was added).
+                    let _ = rustix::io::read(&self.irq, &mut b);
+                    bump(&self.counters.interrupts_received, 1);
+                }
+            }
+        }
+        if !self.interrupt_mode {
+            self.ring.set_flags(RING_FLAG_MASK_INT);
+        }
+        ready()
+    }
+}
+
+macro_rules! queue_common {
+    ($t:ty) => {
+        impl $t {
+            /// Queue (ring) index within its direction.
+            pub fn index(&self) -> u16 {
+                self.base.index
+            }
+            pub fn ring_size(&self) -> u16 {
+                self.base.ring.size()
+            }
+            pub fn counters(&self) -> &Arc<QueueCounters> {
+                &self.base.counters
+            }
+            pub fn stats(&self) -> QueueStats {
+                self.base.counters.snapshot()
+            }
+            pub fn is_up(&self) -> bool {
+                self.base.link.is_up()
+            }
+            /// The eventfd this queue's peer signals (or that we signal, for tx queues).
+            pub fn interrupt_fd(&self) -> BorrowedFd<'_> {
+                self.base.irq.as_fd()
+            }
+        }
+    };
+}
+
+/// Descriptor checks shared by both roles: a view of the peer's regions.
+#[derive(Debug, Clone)]
+pub(crate) struct Regions(pub Arc<[Arc<SharedMemory>]>);
+
+impl Regions {
+    #[inline]
+    fn valid(&self, d: &Desc) -> bool {
+        match self.0.get(usize::from(d.region)) {
+            Some(r) => d.length > 0 && r.check(u64::from(d.offset), u64::from(d.length)).is_ok(),
+            None => false,
+        }
+    }
+}
+
+/// Primary, S2M: receives by copying out of the peer's buffers into a local pool.
+#[derive(Debug)]
+pub struct PrimaryRx {
+    base: QueueBase,
+    regions: Regions,
+    cursor: u16,
+    max_frame: u32,
+    segs: Vec<Desc>,
+}
+queue_common!(PrimaryRx);
+
+impl PrimaryRx {
+    pub(crate) fn new(base: QueueBase, regions: Regions, max_frame: u32) -> PrimaryRx {
+        let cursor = base.ring.tail();
+        let n = usize::from(base.ring.size());
+        PrimaryRx {
+            base,
+            regions,
+            cursor,
+            max_frame,
+            segs: Vec::with_capacity(n),
+        }
+    }
+
+    /// Slots the peer has published and we have not consumed, or `LinkDown` (after faulting
+    /// the link) when the peer's index is further ahead than a ring can hold.
+    fn pending(&self) -> Result<u16, LinkDown> {
+        let head = self.base.ring.head();
+        let n = head.wrapping_sub(self.cursor);
+        if n > self.base.ring.size() {
+            self.base.link.fault(format!(
+                "S2M ring {}: head {head} is {n} slots past tail {}, ring holds {}",
+                self.base.index,
+                self.cursor,
+                self.base.ring.size()
+            ));
+            return Err(LinkDown);
+        }
+        Ok(n)
+    }
+
+    pub fn set_interrupt_mode(&mut self, on: bool) {
+        self.base.set_interrupt_mode(on);
+    }
+
+    /// Sleeps until the peer signals packets or `timeout_ms` passes; true if packets wait.
+    pub fn wait(&self, timeout_ms: i32) -> bool {
+        self.base.wait(timeout_ms, || {
+            matches!(self.pending(), Ok(n) if n > 0) || !self.is_up()
+        })
+    }
+
+    /// Receives up to `max` packets into `pool`, appending their head buffer indices to `out`.
+    pub fn recv(
+        &mut self,
+        pool: &mut Pool,
+        out: &mut Vec<u32>,
+        max: usize,
+    ) -> Result<usize, LinkDown> {
+        if !self.base.link.is_up() {
+            return Err(LinkDown);
+        }
+        let n = self.pending()?;
+        if n == 0 {
+            return Ok(0);
+        }
+        let ring = &self.base.ring;
+        let end = self.cursor.wrapping_add(n);
+        let mut slot = self.cursor;
+        let (mut packets, mut bytes, mut bad, mut oversize) = (0usize, 0u64, 0u64, 0u64);
+        let data_size = pool.data_size();
+        'packets: while slot != end && packets < max {
+            let start = slot;
+            self.segs.clear();
+            let mut total = 0u64;
+            let mut ok = true;
+            loop {
+                if slot == end {
+                    // The chain is not complete yet: leave it for the next call, unless it
+                    // already spans the whole ring and so never can be.
+                    if start == self.cursor && n == ring.size() {
+                        self.base.link.fault(format!(
+                            "S2M ring {}: descriptor chain longer than the ring",
+                            self.base.index
+                        ));
+                        return Err(LinkDown);
+                    }
+                    slot = start;
+                    break 'packets;
+                }
+                let d = ring.desc(slot);
+                slot = slot.wrapping_add(1);
+                ok &= self.regions.valid(&d);
+                total += u64::from(d.length);
+                self.segs.push(d);
+                if d.flags & DESC_FLAG_NEXT == 0 {
+                    break;
+                }
+            }
+            if !ok {
+                bad += 1;
+                continue;
+            }
+            if total > u64::from(self.max_frame) {
+                oversize += 1;
+                continue;
+            }
+            match copy_in(pool, &self.regions, &self.segs, total as usize, data_size) {
+                Some(h) => {
+                    out.push(h);
+                    packets += 1;
+                    bytes += total;
+                }
+                None => {
+                    bump(&self.base.counters.no_buffer, 1);
+                    slot = start;
+                    break;
+                }
+            }
+        }
+        if slot != self.cursor {
+            self.cursor = slot;
+            ring.set_tail(slot);
+        }
+        let c = &self.base.counters;
+        bump(&c.packets, packets as u64);
+        bump(&c.bytes, bytes);
+        if bad != 0 {
+            bump(&c.drop_bad_desc, bad);
+        }
+        if oversize != 0 {
+            bump(&c.drop_oversize, oversize);
+        }
+        Ok(packets)
+    }
+}
+
+/// Copies validated segments into a fresh local chain; `None` if the pool is short.
+#[inline]
+fn copy_in(
+    pool: &mut Pool,
+    regions: &Regions,
+    segs: &[Desc],
+    total: usize,
+    data_size: usize,
+) -> Option<u32> {
+    if let [d] = segs {
+        if total <= data_size {
+            let b = pool.alloc()?;
+            let room = &mut pool.room_mut(b)[..total];
+            // Validated by `Regions::valid` just before; a failure here is impossible, and would
+            // only leave zeros in our own buffer.
+            let _ = regions.0[usize::from(d.region)].read(u64::from(d.offset), room);
+            let m = pool.meta_mut(b);
+            m.len = total as u16;
+            m.total_len = total as u32;
+            return Some(b);
+        }
+    }
+    let nbufs = total.div_ceil(data_size).max(1);
+    if pool.available() < nbufs {
+        return None;
+    }
+    let head = pool.alloc()?;
+    let (mut cur, mut fill) = (head, 0usize);
+    for d in segs {
+        let r = &regions.0[usize::from(d.region)];
+        let mut off = 0usize;
+        let len = d.length as usize;
+        while off < len {
+            if fill == data_size {
+                let nb = pool.alloc()?;
+                pool.meta_mut(cur).len = fill as u16;
+                pool.link(cur, nb);
+                cur = nb;
+                fill = 0;
+            }
+            let n = (len - off).min(data_size - fill);
+            let _ = r.read(
+                u64::from(d.offset) + off as u64,
+                &mut pool.room_mut(cur)[fill..fill + n],
+            );
+            fill += n;
+            off += n;
+        }
+    }
+    pool.meta_mut(cur).len = fill as u16;
+    pool.meta_mut(head).total_len = total as u32;
+    Some(head)
+}
+
+/// Primary, M2S: sends by copying local buffers into buffers the peer posted.
+#[derive(Debug)]
+pub struct PrimaryTx {
+    base: QueueBase,
+    regions: Regions,
+    cursor: u16,
+    plan: Vec<Desc>,
+}
+queue_common!(PrimaryTx);
+
+impl PrimaryTx {
+    pub(crate) fn new(base: QueueBase, regions: Regions) -> PrimaryTx {
+        let cursor = base.ring.tail();
+        let n = usize::from(base.ring.size());
+        PrimaryTx {
+            base,
+            regions,
+            cursor,
+            plan: Vec::with_capacity(n),
+        }
+    }
+
+    /// Sends packets (local chains) in order; returns how many were consumed from the front of
+    /// `pkts`: placed, or dropped and counted in `drop_oversize` because they exceed all the
+    /// buffers the peer posted. The caller still owns every buffer and frees them.
+    pub fn send(&mut self, pool: &Pool, pkts: &[u32]) -> Result<usize, LinkDown> {
+        if !self.base.link.is_up() {
+            return Err(LinkDown);
+        }
+        let ring = &self.base.ring;
+        let head = ring.head();
+        let posted = head.wrapping_sub(self.cursor);
+        if posted > ring.size() {
+            self.base.link.fault(format!(
+                "M2S ring {}: head {head} is {posted} slots past tail {}, ring holds {}",
+                self.base.index,
+                self.cursor,
+                ring.size()
+            ));
+            return Err(LinkDown);
+        }
+        let mut slot = self.cursor;
+        let mut left = posted;
+        let (mut sent, mut dropped, mut bytes) = (0usize, 0u64, 0u64);
+        for &p in pkts {
+            let total = chain_bytes(pool, p);
+            // Plan: snapshot posted buffers until they hold the packet, touching nothing.
+            self.plan.clear();
+            let mut cap = 0u64;
+            while cap < total as u64 || self.plan.is_empty() {
+                if usize::from(left) == self.plan.len() {
+                    break;
+                }
+                let d = ring.desc(slot.wrapping_add(self.plan.len() as u16));
+                if !self.regions.valid(&d) {
+                    self.base.link.fault(format!(
+                        "M2S ring {}: posted buffer region {} offset {} length {} is not inside a region",
+                        self.base.index, d.region, d.offset, d.length
+                    ));
+                    return Err(LinkDown);
+                }
+                cap += u64::from(d.length);
+                self.plan.push(d);
+            }
+            if cap < total as u64 && self.plan.len() == usize::from(ring.size()) {
+                // Larger than every buffer the peer posted put together: it can never fit.
+                bump(&self.base.counters.drop_oversize, 1);
+                sent += 1;
+                dropped += 1;
+                continue;
+            }
+            if cap < total as u64 || self.plan.is_empty() {
+                bump(&self.base.counters.ring_full, 1);
+                bump(&self.base.counters.tx_no_room, (pkts.len() - sent) as u64);
+                break;
+            }
+            // Copy, following the local chain and the planned slots together.
+            let mut k = 0usize;
+            let mut dfill = 0u32;
+            let mut b = p;
+            while b != NONE {
+                let mut src = pool.data(b);
+                while !src.is_empty() {
+                    let d = &self.plan[k];
+                    if dfill == d.length {
+                        k += 1;
+                        dfill = 0;
+                        continue;
+                    }
+                    let n = src.len().min((d.length - dfill) as usize);
+                    let r = &self.regions.0[usize::from(d.region)];
+                    let _ = r.write(u64::from(d.offset) + u64::from(dfill), &src[..n]);
+                    dfill += n as u32;
+                    src = &src[n..];
+                }
+                b = pool.meta(b).next;
+            }
+            let used = k + 1;
+            for (i, d) in self.plan[..used].iter().enumerate() {
+                let last = i + 1 == used;
+                let len = if last { dfill } else { d.length };
+                ring.set_desc_len_flags(
+                    slot.wrapping_add(i as u16),
+                    len,
+                    if last { 0 } else { DESC_FLAG_NEXT },
+                );
+            }
+            slot = slot.wrapping_add(used as u16);
+            left -= used as u16;
+            sent += 1;
+            bytes += total as u64;
+        }
+        if slot != self.cursor {
+            self.cursor = slot;
+            ring.set_tail(slot);
+            self.base.signal();
+        }
+        bump(&self.base.counters.packets, sent as u64 - dropped);
+        bump(&self.base.counters.bytes, bytes);
+        Ok(sent)
+    }
+}
+
+fn chain_bytes(pool: &Pool, head: u32) -> usize {
+    let mut n = 0;
+    let mut b = head;
+    while b != NONE {
+        n += pool.data(b).len();
+        b = pool.meta(b).next;
+    }
+    n
+}
+
+/// The secondary's own buffers for one ring: slot `j` always uses buffer `j`.
+#[derive(Debug)]
+pub(crate) struct SlotBuffers {
+    pub region: Arc<SharedMemory>,
+    pub region_index: u16,
+    pub base: u64,
+    pub size: u32,
+}
+
+impl SlotBuffers {
+    #[inline]
+    fn offset(&self, slot: u16, mask: u16) -> u64 {
+        self.base + u64::from(slot & mask) * u64::from(self.size)
+    }
+}
+
+/// Where one packet's bytes go: its consecutive slots' buffers.
+#[derive(Debug)]
+pub struct PacketWriter<'a> {
+    bufs: &'a SlotBuffers,
+    first_slot: u16,
+    mask: u16,
+    len: usize,
+}
+
+impl PacketWriter<'_> {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Writes `bytes` at packet offset `at`, across buffer boundaries; bytes past the packet's
+    /// length are ignored.
+    #[inline]
+    pub fn write(&mut self, at: usize, bytes: &[u8]) {
+        let size = self.bufs.size as usize;
+        let end = (at + bytes.len()).min(self.len);
+        let mut pos = at;
+        while pos < end {
+            let seg = pos / size;
+            let within = pos % size;
+            let n = (end - pos).min(size - within);
+            let off = self
+                .bufs
+                .offset(self.first_slot.wrapping_add(seg as u16), self.mask)
+                + within as u64;
+            let _ = self.bufs.region.write(off, &bytes[pos - at..pos - at + n]);
+            pos += n;
+        }
+    }
+}
+
+/// Secondary, S2M: writes packets straight into its shared buffers (no staging copy).
+#[derive(Debug)]
+pub struct SecondaryTx {
+    base: QueueBase,
+    bufs: SlotBuffers,
+    head: u16,
+}
+queue_common!(SecondaryTx);
+
+impl SecondaryTx {
+    pub(crate) fn new(base: QueueBase, bufs: SlotBuffers) -> SecondaryTx {
+        let head = base.ring.head();
+        SecondaryTx { base, bufs, head }
+    }
+
+    /// Bytes one slot holds; longer packets take several slots.
+    pub fn buffer_size(&self) -> usize {
+        self.bufs.size as usize
+    }
+
+    /// Free slots, or `LinkDown` if the peer moved `tail` past our `head`.
+    pub fn free_slots(&self) -> Result<u16, LinkDown> {
+        if !self.base.link.is_up() {
+            return Err(LinkDown);
+        }
+        let tail = self.base.ring.tail();
+        let inflight = self.head.wrapping_sub(tail);
+        if inflight > self.base.ring.size() {
+            self.base.link.fault(format!(
+                "S2M ring {}: tail {tail} moved past head {}",
+                self.base.index, self.head
+            ));
+            return Err(LinkDown);
+        }
+        Ok(self.base.ring.size() - inflight)
+    }
+
+    /// Sends `lens.len()` packets or as many as fit; `fill(i, writer)` writes packet `i` in
+    /// place. Returns how many packets were consumed from the front of `lens`: sent, or
+    /// dropped and counted in `drop_oversize` because they need more slots than the ring has.
+    pub fn send_with(
+        &mut self,
+        lens: &[u32],
+        mut fill: impl FnMut(usize, &mut PacketWriter<'_>),
+    ) -> Result<usize, LinkDown> {
+        let mut free = self.free_slots()?;
+        let ring = &self.base.ring;
+        let mask = ring.size() - 1;
+        let size = self.bufs.size;
+        let mut slot = self.head;
+        let (mut sent, mut dropped, mut bytes) = (0usize, 0u64, 0u64);
+        for (i, &len) in lens.iter().enumerate() {
+            let nseg = len.div_ceil(size).max(1);
+            if nseg > u32::from(ring.size()) {
+                // Can never fit, however empty the ring gets: drop it rather than stall.
+                bump(&self.base.counters.drop_oversize, 1);
+                sent += 1;
+                dropped += 1;
+                continue;
+            }
+            if nseg > u32::from(free) {
+                bump(&self.base.counters.ring_full, 1);
+                bump(&self.base.counters.tx_no_room, (lens.len() - i) as u64);
+                break;
+            }
+            let mut w = PacketWriter {
+                bufs: &self.bufs,
+                first_slot: slot,
+                mask,
+                len: len as usize,
+            };
+            fill(i, &mut w);
+            let mut left = len;
+            for s in 0..nseg {
+                let seg = left.min(size);
+                left -= seg;
+                let last = s + 1 == nseg;
+                let sl = slot.wrapping_add(s as u16);
+                ring.set_desc(
+                    sl,
+                    Desc {
+                        flags: if last { 0 } else { DESC_FLAG_NEXT },
+                        region: self.bufs.region_index,
+                        length: seg,
+                        offset: self.bufs.offset(sl, mask) as u32,
+                        metadata: 0,
+                    },
+                );
+            }
+            slot = slot.wrapping_add(nseg as u16);
+            free -= nseg as u16;
+            sent += 1;
+            bytes += u64::from(len);
+        }
+        if slot != self.head {
+            self.head = slot;
+            ring.set_head(slot);
+            self.base.signal();
+        }
+        bump(&self.base.counters.packets, sent as u64 - dropped);
+        bump(&self.base.counters.bytes, bytes);
+        Ok(sent)
+    }
+}
+
+/// One received packet, read in place from the secondary's own buffers.
+#[derive(Debug)]
+pub struct RxPacket<'a> {
+    bufs: &'a SlotBuffers,
+    segs: &'a [u32],
+    first_slot: u16,
+    mask: u16,
+    len: usize,
+}
+
+impl RxPacket<'_> {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Number of slots (descriptors) the packet used.
+    pub fn segments(&self) -> usize {
+        self.segs.len()
+    }
+
+    /// Copies packet bytes from offset `at` into `dst`; returns how many were copied.
+    pub fn read(&self, at: usize, dst: &mut [u8]) -> usize {
+        let mut pos = 0usize; // packet offset of the current segment
+        let mut done = 0usize;
+        for (i, &seg) in self.segs.iter().enumerate() {
+            let seg = seg as usize;
+            let want = at + done;
+            if want < pos + seg && done < dst.len() {
+                let within = want - pos;
+                let n = (seg - within).min(dst.len() - done);
+                let off = self
+                    .bufs
+                    .offset(self.first_slot.wrapping_add(i as u16), self.mask)
+                    + within as u64;
+                let _ = self.bufs.region.read(off, &mut dst[done..done + n]);
+                done += n;
+            }
+            pos += seg;
+        }
+        done
+    }
+
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut v = vec![0; self.len];
+        self.read(0, &mut v);
+        v
+    }
+}
+
+/// Secondary, M2S: receives in place and reposts each buffer once the callback returns.
+#[derive(Debug)]
+pub struct SecondaryRx {
+    base: QueueBase,
+    bufs: SlotBuffers,
+    cursor: u16,
+    lens: Vec<u32>,
+}
+queue_common!(SecondaryRx);
+
+impl SecondaryRx {
+    /// Posts every slot's buffer to the primary (head = tail + ring size).
+    pub(crate) fn new(base: QueueBase, bufs: SlotBuffers) -> SecondaryRx {
+        let cursor = base.ring.tail();
+        let ring = &base.ring;
+        let mask = ring.size() - 1;
+        for i in 0..ring.size() {
+            let s = cursor.wrapping_add(i);
+            ring.set_desc(
+                s,
+                Desc {
+                    flags: 0,
+                    region: bufs.region_index,
+                    length: bufs.size,
+                    offset: bufs.offset(s, mask) as u32,
+                    metadata: 0,
+                },
+            );
+        }
+        ring.set_head(cursor.wrapping_add(ring.size()));
+        SecondaryRx {
+            base,
+            bufs,
+            cursor,
+            lens: Vec::with_capacity(usize::from(mask) + 1),
+        }
+    }
+
+    fn pending(&self) -> Result<u16, LinkDown> {
+        let tail = self.base.ring.tail();
+        let n = tail.wrapping_sub(self.cursor);
+        if n > self.base.ring.size() {
+            self.base.link.fault(format!(
+                "M2S ring {}: tail {tail} is {n} slots past our cursor {}, ring holds {}",
+                self.base.index,
+                self.cursor,
+                self.base.ring.size()
+            ));
+            return Err(LinkDown);
+        }
+        Ok(n)
+    }
+
+    pub fn set_interrupt_mode(&mut self, on: bool) {
+        self.base.set_interrupt_mode(on);
+    }
+
+    pub fn wait(&self, timeout_ms: i32) -> bool {
+        self.base.wait(timeout_ms, || {
+            matches!(self.pending(), Ok(n) if n > 0) || !self.is_up()
+        })
+    }
+
+    /// Hands up to `max` packets to `f` in order, then reposts their buffers.
+    pub fn recv_with(
+        &mut self,
+        max: usize,
+        mut f: impl FnMut(&RxPacket<'_>),
+    ) -> Result<usize, LinkDown> {
+        if !self.base.link.is_up() {
+            return Err(LinkDown);
+        }
+        let n = self.pending()?;
+        if n == 0 {
+            return Ok(0);
+        }
+        let ring = &self.base.ring;
+        let mask = ring.size() - 1;
+        let end = self.cursor.wrapping_add(n);
+        let mut slot = self.cursor;
+        let (mut packets, mut bytes, mut bad) = (0usize, 0u64, 0u64);
+        'packets: while slot != end && packets < max {
+            let start = slot;
+            self.lens.clear();
+            let mut ok = true;
+            loop {
+                if slot == end {
+                    if start == self.cursor && n == ring.size() {
+                        self.base.link.fault(format!(
+                            "M2S ring {}: descriptor chain longer than the ring",
+                            self.base.index
+                        ));
+                        return Err(LinkDown);
+                    }
+                    slot = start;
+                    break 'packets;
+                }
+                // Only flags and length are the primary's; region and offset are ours and
+                // are never read back from shared memory.
+                let d = ring.desc(slot);
+                slot = slot.wrapping_add(1);
+                ok &= d.length <= self.bufs.size && (d.length > 0 || d.flags & DESC_FLAG_NEXT == 0);
+                self.lens.push(d.length.min(self.bufs.size));
+                if d.flags & DESC_FLAG_NEXT == 0 {
+                    break;
+                }
+            }
+            if !ok {
+                bad += 1;
+                continue;
+            }
+            let len = self.lens.iter().map(|&l| l as usize).sum();
+            f(&RxPacket {
+                bufs: &self.bufs,
+                segs: &self.lens,
+                first_slot: start,
+                mask,
+                len,
+            });
+            packets += 1;
+            bytes += len as u64;
+        }
+        // Repost the consumed buffers: region, offset and capacity rewritten from our records.
+        let mut s = self.cursor;
+        while s != slot {
+            ring.set_desc(
+                s,
+                Desc {
+                    flags: 0,
+                    region: self.bufs.region_index,
+                    length: self.bufs.size,
+                    offset: self.bufs.offset(s, mask) as u32,
+                    metadata: 0,
+                },
+            );
+            s = s.wrapping_add(1);
+        }
+        if slot != self.cursor {
+            self.cursor = slot;
+            ring.set_head(slot.wrapping_add(ring.size()));
+        }
+        let c = &self.base.counters;
+        bump(&c.packets, packets as u64);
+        bump(&c.bytes, bytes);
+        if bad != 0 {
+            bump(&c.drop_bad_desc, bad);
+        }
+        Ok(packets)
+    }
+}

@@ -1,0 +1,311 @@
+//! Shared memory regions: the one module that maps memory another process writes.
+//!
+//! A [`SharedMemory`] is either created by us (secondary role: a sealed memfd) or mapped from
+//! a peer's fd (primary role) after checking the fd's size and seals, so that the peer can
+//! neither hand us a short file nor shrink it later (either would turn our first touch into
+//! SIGBUS). Every access goes through a bounds check done in `u64` and copies bytes with raw
+//! pointer operations: no Rust reference to peer-writable bytes is ever formed, except the
+//! `AtomicU16`/`AtomicU32` ring indices, which are atomics precisely so that both sides may
+//! write them.
+
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU16, AtomicU32};
+
+use rustix::fs::{MemfdFlags, SealFlags};
+use rustix::mm::{MapFlags, ProtFlags};
+
+/// The largest region we accept from a peer: its descriptors address it with u32 offsets, and
+/// a region larger than that is only ever a way to make us reserve address space.
+pub const MAX_REGION_SIZE: u64 = 1 << 32;
+
+/// An access outside the mapping.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("access of {len} bytes at offset {offset} outside a {size}-byte region")]
+pub struct OutOfBounds {
+    pub offset: u64,
+    pub len: u64,
+    pub size: u64,
+}
+
+/// Why a peer's region fd was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum MapError {
+    #[error("region size {0} is zero or larger than {MAX_REGION_SIZE}")]
+    BadSize(u64),
+    #[error("region fd is {actual} bytes, smaller than the {announced} bytes announced")]
+    ShortFd { actual: u64, announced: u64 },
+    #[error("region fd is not sealed against shrinking (F_SEAL_SHRINK)")]
+    NotSealed,
+    #[error("region fd is not a regular file or memfd")]
+    NotAFile,
+    #[error("region fd: {0}")]
+    Io(#[from] io::Error),
+}
+
+/// Whether a peer's region must carry `F_SEAL_SHRINK`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SealPolicy {
+    /// Refuse unsealed regions (the default: a peer could shrink them and crash us).
+    Require,
+    /// Accept unsealed regions from legacy peers; a peer that shrinks one can then kill us
+    /// with SIGBUS. Only for peers that are trusted not to.
+    AllowUnsealed,
+}
+
+/// A mapped region.
+#[derive(Debug)]
+pub struct SharedMemory {
+    ptr: NonNull<u8>,
+    len: usize,
+    fd: Option<OwnedFd>,
+}
+
+// SAFETY: the mapping is plain memory valid for the lifetime of the value; all accesses are
+// raw-pointer copies or atomics, which are sound from any thread.
+unsafe impl Send for SharedMemory {}
+// SAFETY: as above; `&SharedMemory` only exposes bounds-checked raw copies and atomics.
+unsafe impl Sync for SharedMemory {}
+
+impl SharedMemory {
+    /// Creates a sealed memfd of `len` bytes and maps it (secondary role).
+    pub fn create(name: &str, len: usize) -> io::Result<SharedMemory> {
+        if len == 0 || len as u64 > MAX_REGION_SIZE {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "region size out of range",
+            ));
+        }
+        let fd = rustix::fs::memfd_create(name, MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING)?;
+        rustix::fs::ftruncate(&fd, len as u64)?;
+        rustix::fs::fcntl_add_seals(&fd, SealFlags::SHRINK | SealFlags::GROW)?;
+        let ptr = map_shared(Some(fd.as_fd()), len)?;
+        Ok(SharedMemory {
+            ptr,
+            len,
+            fd: Some(fd),
+        })
+    }
+
+    /// Maps a peer's region fd after checking it is a file of at least `announced` bytes
+    /// sealed against shrinking (primary role).
+    pub fn map_peer(
+        fd: OwnedFd,
+        announced: u64,
+        seals: SealPolicy,
+    ) -> Result<SharedMemory, MapError> {
+        if announced == 0 || announced > MAX_REGION_SIZE {
+            return Err(MapError::BadSize(announced));
+        }
+        let st = rustix::fs::fstat(&fd).map_err(std::io::Error::from)?;
+        if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::RegularFile {
+            return Err(MapError::NotAFile);
+        }
+        let actual = st.st_size as u64;
+        if actual < announced {
+            return Err(MapError::ShortFd { actual, announced });
+        }
+        if seals == SealPolicy::Require {
+            let have = rustix::fs::fcntl_get_seals(&fd).map_err(|_| MapError::NotSealed)?;
+            if !have.contains(SealFlags::SHRINK) {
+                return Err(MapError::NotSealed);
+            }
+        }
+        let ptr = map_shared(Some(fd.as_fd()), announced as usize).map_err(MapError::Io)?;
+        Ok(SharedMemory {
+            ptr,
+            len: announced as usize,
+            fd: Some(fd),
+        })
+    }
+
+    /// Anonymous private memory shaped like a region: for tests, fuzzing and Miri-free
+    /// ring-walk checks where no second process is involved.
+    pub fn anonymous(len: usize) -> io::Result<SharedMemory> {
+        if len == 0 {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "empty region"));
+        }
+        let ptr = map_shared(None, len)?;
+        Ok(SharedMemory { ptr, len, fd: None })
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn fd(&self) -> Option<BorrowedFd<'_>> {
+        self.fd.as_ref().map(|f| f.as_fd())
+    }
+
+    /// Checks that `[offset, offset + len)` lies inside the mapping, in u64 arithmetic.
+    #[inline]
+    pub fn check(&self, offset: u64, len: u64) -> Result<usize, OutOfBounds> {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.len as u64 => Ok(offset as usize),
+            _ => Err(OutOfBounds {
+                offset,
+                len,
+                size: self.len as u64,
+            }),
+        }
+    }
+
+    /// Copies bytes out of the region.
+    #[inline]
+    pub fn read(&self, offset: u64, dst: &mut [u8]) -> Result<(), OutOfBounds> {
+        let off = self.check(offset, dst.len() as u64)?;
+        // SAFETY: `check` proved `off + dst.len() <= self.len`, so the source lies inside the
+        // live mapping; `dst` is our own memory and cannot overlap a mapping we created. The
+        // peer may write the bytes concurrently: we then copy torn bytes, which are only ever
+        // interpreted from our private copy.
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.ptr.as_ptr().add(off), dst.as_mut_ptr(), dst.len())
+        };
+        Ok(())
+    }
+
+    /// Copies bytes into the region.
+    #[inline]
+    pub fn write(&self, offset: u64, src: &[u8]) -> Result<(), OutOfBounds> {
+        let off = self.check(offset, src.len() as u64)?;
+        // SAFETY: bounds proved by `check`; the mapping is writable (PROT_WRITE) and `src` is
+        // our own memory, so the ranges do not overlap.
+        unsafe {
+            std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.as_ptr().add(off), src.len())
+        };
+        Ok(())
+    }
+
+    /// Fills bytes in the region with `byte`.
+    pub fn fill(&self, offset: u64, len: usize, byte: u8) -> Result<(), OutOfBounds> {
+        let off = self.check(offset, len as u64)?;
+        // SAFETY: bounds proved by `check`; the mapping is writable.
+        unsafe { std::ptr::write_bytes(self.ptr.as_ptr().add(off), byte, len) };
+        Ok(())
+    }
+
+    /// Reads a little-endian u32 with a volatile load.
+    pub fn read_u32(&self, offset: u64) -> Result<u32, OutOfBounds> {
+        let mut b = [0u8; 4];
+        self.read(offset, &mut b)?;
+        Ok(u32::from_le_bytes(b))
+    }
+
+    /// An atomic view of a 16-bit word (ring head, tail, flags).
+    pub fn atomic_u16(&self, offset: u64) -> Result<&AtomicU16, OutOfBounds> {
+        let off = self.check(offset, 2)?;
+        if off % 2 != 0 {
+            return Err(OutOfBounds {
+                offset,
+                len: 2,
+                size: self.len as u64,
+            });
+        }
+        // SAFETY: in bounds and 2-aligned (the mapping is page aligned); the memory lives as
+        // long as `&self`. AtomicU16 has the size and alignment of u16 and is meant for memory
+        // that other threads, here another process, access concurrently.
+        Ok(unsafe { &*self.ptr.as_ptr().add(off).cast::<AtomicU16>() })
+    }
+
+    /// An atomic view of a 32-bit word (ring cookie).
+    pub fn atomic_u32(&self, offset: u64) -> Result<&AtomicU32, OutOfBounds> {
+        let off = self.check(offset, 4)?;
+        if off % 4 != 0 {
+            return Err(OutOfBounds {
+                offset,
+                len: 4,
+                size: self.len as u64,
+            });
+        }
+        // SAFETY: in bounds, 4-aligned, lives as long as `&self`; see `atomic_u16`.
+        Ok(unsafe { &*self.ptr.as_ptr().add(off).cast::<AtomicU32>() })
+    }
+
+    /// Base pointer, for ring code that proved its own bounds once at construction.
+    pub(crate) fn base(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+}
+
+fn map_shared(fd: Option<BorrowedFd<'_>>, len: usize) -> io::Result<NonNull<u8>> {
+    let prot = ProtFlags::READ | ProtFlags::WRITE;
+    let ptr = match fd {
+        // SAFETY: a fresh mapping at an address the kernel chooses aliases no Rust object.
+        Some(fd) => {
+            unsafe { rustix::mm::mmap(std::ptr::null_mut(), len, prot, MapFlags::SHARED, fd, 0) }?
+        }
+        // SAFETY: as above, anonymous memory.
+        None => unsafe {
+            rustix::mm::mmap_anonymous(std::ptr::null_mut(), len, prot, MapFlags::PRIVATE)
+        }?,
+    };
+    NonNull::new(ptr.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned null"))
+}
+
+impl Drop for SharedMemory {
+    fn drop(&mut self) {
+        // SAFETY: `ptr`/`len` are exactly what mmap returned, and no reference into the
+        // mapping outlives `self` (accessors borrow `&self`).
+        let _ = unsafe { rustix::mm::munmap(self.ptr.as_ptr().cast(), self.len) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounds_are_checked_in_u64() {
+        let m = SharedMemory::anonymous(4096).unwrap();
+        assert!(m.check(4095, 1).is_ok());
+        assert!(m.check(4095, 2).is_err());
+        assert!(m.check(u64::MAX, 2).is_err());
+        assert!(m.check(u32::MAX as u64, u32::MAX as u64).is_err());
+        let mut b = [0u8; 8];
+        assert!(m.read(4090, &mut b).is_err());
+        m.write(8, b"abcdefgh").unwrap();
+        m.read(8, &mut b).unwrap();
+        assert_eq!(&b, b"abcdefgh");
+        assert!(m.atomic_u16(1).is_err());
+    }
+
+    #[test]
+    fn peer_region_checks_size_and_seals() {
+        let ours = SharedMemory::create("t", 8192).unwrap();
+        let dup = ours.fd().unwrap().try_clone_to_owned().unwrap();
+        let m = SharedMemory::map_peer(dup, 8192, SealPolicy::Require).unwrap();
+        m.write(100, b"x").unwrap();
+        let mut b = [0u8];
+        ours.read(100, &mut b).unwrap();
+        assert_eq!(&b, b"x");
+
+        let dup = ours.fd().unwrap().try_clone_to_owned().unwrap();
+        assert!(matches!(
+            SharedMemory::map_peer(dup, 8193, SealPolicy::Require),
+            Err(MapError::ShortFd {
+                actual: 8192,
+                announced: 8193
+            })
+        ));
+
+        let unsealed = rustix::fs::memfd_create("u", MemfdFlags::CLOEXEC).unwrap();
+        rustix::fs::ftruncate(&unsealed, 4096).unwrap();
+        let dup = unsealed.try_clone().unwrap();
+        assert!(matches!(
+            SharedMemory::map_peer(dup, 4096, SealPolicy::Require),
+            Err(MapError::NotSealed)
+        ));
+        assert!(SharedMemory::map_peer(unsealed, 4096, SealPolicy::AllowUnsealed).is_ok());
+
+        let ev = rustix::event::eventfd(0, rustix::event::EventfdFlags::CLOEXEC).unwrap();
+        assert!(matches!(
+            SharedMemory::map_peer(ev, 8, SealPolicy::Require),
+            Err(MapError::NotAFile)
+        ));
+    }
+}

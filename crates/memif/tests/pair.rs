@@ -1,0 +1,376 @@
+//! Both roles of our own memif against each other, in one process.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use memif::{Client, Event, InterfaceConfig, Listener, SocketPath};
+
+fn transfer_both_ways(pcfg: InterfaceConfig, scfg: InterfaceConfig, sizes: &[usize], count: u32) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = sock_path(&dir);
+    let mut l = Listener::bind(&path, vec![pcfg]).unwrap();
+    let mut c = Client::new(&path, vec![scfg]).unwrap();
+    let (mut p, mut s) = connect(&mut l, &mut c);
+    let mut pool = pool();
+    let nq = s.tx.len();
+    assert_eq!(p.rx.len(), nq);
+
+    // secondary -> primary
+    let mut sent = 0u32;
+    let mut got = 0u32;
+    let mut out = Vec::new();
+    let mut bytes = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while got < count {
+        assert!(Instant::now() < deadline, "stalled at {got}/{count}");
+        for q in 0..nq {
+            let lens: Vec<u32> = (sent..count.min(sent + 32))
+                .map(|i| sizes[i as usize % sizes.len()] as u32)
+                .collect();
+            let base = sent;
+            let n = s.tx[q]
+                .send_with(&lens, |i, w| w.write(0, &frame(base + i as u32, w.len())))
+                .unwrap();
+            sent += n as u32;
+        }
+        for q in 0..nq {
+            out.clear();
+            p.rx[q].recv(&mut pool, &mut out, 256).unwrap();
+            for &h in &out {
+                bytes.clear();
+                pool.read_chain(h, &mut bytes);
+                // Per-queue order is what memif guarantees; with one queue that is global order.
+                if nq == 1 {
+                    assert_eq!(
+                        bytes,
+                        frame(got, sizes[got as usize % sizes.len()]),
+                        "frame {got}"
+                    );
+                } else {
+                    assert!(sizes.contains(&bytes.len()));
+                }
+                got += 1;
+            }
+            pool.free_bulk(&out);
+        }
+    }
+    assert_eq!(
+        p.rx.iter().map(|q| q.stats().packets).sum::<u64>(),
+        u64::from(count)
+    );
+
+    // primary -> secondary
+    let mut sent = 0u32;
+    let mut got = 0u32;
+    let mut fail = None;
+    while got < count {
+        assert!(Instant::now() < deadline, "stalled at {got}/{count}");
+        for q in 0..nq {
+            let hs: Vec<u32> = (sent..count.min(sent + 32))
+                .map(|i| {
+                    pool.from_bytes(&frame(i, sizes[i as usize % sizes.len()]))
+                        .unwrap()
+                })
+                .collect();
+            let n = p.tx[q].send(&pool, &hs).unwrap();
+            pool.free_bulk(&hs);
+            sent += n as u32;
+        }
+        for q in 0..nq {
+            s.rx[q]
+                .recv_with(256, |pkt| {
+                    let want = frame(got, sizes[got as usize % sizes.len()]);
+                    if nq == 1 && pkt.to_vec() != want && fail.is_none() {
+                        fail = Some(got);
+                    }
+                    got += 1;
+                })
+                .unwrap();
+        }
+    }
+    assert_eq!(fail, None, "first corrupt frame primary->secondary");
+    assert_eq!(pool.available(), pool.capacity(), "local buffers leaked");
+}
+
+#[test]
+fn frames_of_every_size_both_ways() {
+    transfer_both_ways(
+        cfg(0),
+        cfg(0),
+        &[60, 64, 128, 1500, 2048, 2049, 4000, 9000],
+        20_000,
+    );
+}
+
+#[test]
+fn small_rings_and_odd_buffer_sizes() {
+    // 4 slots of 1000 bytes: a 3001-byte frame takes the whole ring.
+    let s = InterfaceConfig {
+        log2_ring_size: 2,
+        buffer_size: 1000,
+        ..cfg(3)
+    };
+    transfer_both_ways(cfg(3), s, &[64, 999, 1000, 1001, 3001, 4000], 2000);
+}
+
+#[test]
+fn frames_larger_than_the_whole_ring_are_dropped_and_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = sock_path(&dir);
+    let s = InterfaceConfig {
+        log2_ring_size: 1,
+        buffer_size: 1000,
+        ..cfg(0)
+    };
+    let mut l = Listener::bind(&path, vec![cfg(0)]).unwrap();
+    let mut c = Client::new(&path, vec![s]).unwrap();
+    let (mut p, mut s) = connect(&mut l, &mut c);
+    assert_eq!(
+        s.tx[0]
+            .send_with(&[2001, 64], |_, w| w.write(0, &[7; 64]))
+            .unwrap(),
+        2
+    );
+    assert_eq!(
+        (s.tx[0].stats().drop_oversize, s.tx[0].stats().packets),
+        (1, 1)
+    );
+    let mut pool = pool();
+    let big = pool.from_bytes(&[1; 2001]).unwrap();
+    let small = pool.from_bytes(&[2; 64]).unwrap();
+    assert_eq!(p.tx[0].send(&pool, &[big, small]).unwrap(), 2);
+    assert_eq!(
+        (p.tx[0].stats().drop_oversize, p.tx[0].stats().packets),
+        (1, 1)
+    );
+    let mut got = Vec::new();
+    s.rx[0].recv_with(8, |pkt| got.push(pkt.to_vec())).unwrap();
+    assert_eq!(got, vec![vec![2; 64]]);
+}
+
+#[test]
+fn largest_rings_and_128_byte_layout() {
+    let layout = memif::RingLayout::CacheLine128;
+    let p = InterfaceConfig {
+        log2_ring_size: 14,
+        layout,
+        ..cfg(1)
+    };
+    let s = InterfaceConfig {
+        log2_ring_size: 14,
+        layout,
+        ..cfg(1)
+    };
+    transfer_both_ways(p, s, &[64, 9000], 40_000);
+}
+
+#[test]
+fn several_queue_pairs() {
+    let p = InterfaceConfig {
+        s2m_rings: 4,
+        m2s_rings: 4,
+        ..cfg(7)
+    };
+    let s = InterfaceConfig {
+        s2m_rings: 3,
+        m2s_rings: 3,
+        ..cfg(7)
+    };
+    transfer_both_ways(p, s, &[64, 1500], 10_000);
+}
+
+#[test]
+fn secondary_takes_the_primarys_limits() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = sock_path(&dir);
+    let p = InterfaceConfig {
+        s2m_rings: 2,
+        m2s_rings: 1,
+        log2_ring_size: 8,
+        ..cfg(0)
+    };
+    let s = InterfaceConfig {
+        s2m_rings: 4,
+        m2s_rings: 4,
+        log2_ring_size: 12,
+        ..cfg(0)
+    };
+    let mut l = Listener::bind(&path, vec![p]).unwrap();
+    let mut c = Client::new(&path, vec![s]).unwrap();
+    let (pq, sq) = connect(&mut l, &mut c);
+    assert_eq!(
+        (pq.rx.len(), pq.tx.len(), sq.tx.len(), sq.rx.len()),
+        (2, 1, 2, 1)
+    );
+    assert_eq!(sq.tx[0].ring_size(), 256);
+}
+
+#[test]
+fn abstract_socket_and_many_interfaces_on_one_socket() {
+    let name = format!("@veclane-test-{}", std::process::id());
+    let path = SocketPath::parse(&name);
+    let mut l = Listener::bind(&path, vec![cfg(1), cfg(2)]).unwrap();
+    let mut c1 = Client::new(&path, vec![cfg(2)]).unwrap();
+    let mut c2 = Client::new(&path, vec![cfg(1)]).unwrap();
+    let (_p1, _s1) = connect(&mut l, &mut c1);
+    let (_p2, _s2) = connect(&mut l, &mut c2);
+    assert!(l.interfaces().iter().all(|i| i.connected));
+}
+
+#[test]
+fn secret_and_mode_are_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = sock_path(&dir);
+    let p = InterfaceConfig {
+        secret: Some("open sesame".into()),
+        ..cfg(0)
+    };
+    let mut l = Listener::bind(&path, vec![p]).unwrap();
+    for (s, want) in [
+        (
+            InterfaceConfig {
+                secret: None,
+                ..cfg(0)
+            },
+            "secret required",
+        ),
+        (
+            InterfaceConfig {
+                secret: Some("open barley".into()),
+                ..cfg(0)
+            },
+            "incorrect secret",
+        ),
+        (
+            InterfaceConfig {
+                secret: Some("open sesame".into()),
+                mode: memif::Mode::Ip,
+                ..cfg(0)
+            },
+            "mode mismatch",
+        ),
+        (
+            InterfaceConfig {
+                secret: Some("open sesame".into()),
+                ..cfg(9)
+            },
+            "unmatched interface id 9",
+        ),
+    ] {
+        let mut c = Client::new(&path, vec![s]).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            c.poll(Duration::from_millis(1)).unwrap();
+            l.poll(Duration::from_millis(1)).unwrap();
+            let st = &c.interfaces()[0];
+            if let Some(r) = &st.last_disconnect_reason {
+                assert_eq!(r, &format!("peer disconnected: {want}"));
+                break;
+            }
+            assert!(Instant::now() < deadline);
+        }
+    }
+    let mut c = Client::new(
+        &path,
+        vec![InterfaceConfig {
+            secret: Some("open sesame".into()),
+            ..cfg(0)
+        }],
+    )
+    .unwrap();
+    connect(&mut l, &mut c);
+}
+
+#[test]
+fn secondary_reconnects_and_primary_keeps_listening() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = sock_path(&dir);
+    let scfg = InterfaceConfig {
+        reconnect_interval: Duration::from_millis(20),
+        ..cfg(0)
+    };
+    let mut c = Client::new(&path, vec![scfg]).unwrap();
+    // No primary yet: attempts fail with a reason and no event.
+    c.poll(Duration::from_millis(30)).unwrap();
+    assert!(c.last_connect_error(0).is_some());
+
+    let mut pool = pool();
+    for round in 0..3 {
+        let mut l = Listener::bind(&path, vec![cfg(0)]).unwrap();
+        for _ in 0..2 {
+            let (mut p, mut s) = connect(&mut l, &mut c);
+            s.tx[0]
+                .send_with(&[100], |_, w| w.write(0, &frame(round, 100)))
+                .unwrap();
+            let mut out = Vec::new();
+            p.rx[0].recv(&mut pool, &mut out, 8).unwrap();
+            assert_eq!(out.len(), 1);
+            pool.free_bulk(&out);
+            // The secondary side drops its queues and the client goes away and comes back:
+            // simulate by dropping the client (DISCONNECT "interface deleted").
+            drop((p, s));
+            let scfg = InterfaceConfig {
+                reconnect_interval: Duration::from_millis(20),
+                ..cfg(0)
+            };
+            let old = std::mem::replace(&mut c, Client::new(&path, vec![scfg]).unwrap());
+            drop(old);
+            let deadline = Instant::now() + Duration::from_secs(5);
+            loop {
+                l.poll(Duration::from_millis(1)).unwrap();
+                if let Some(Event::Disconnected { reason, .. }) = l.next_event() {
+                    assert_eq!(reason, "peer disconnected: interface deleted");
+                    break;
+                }
+                assert!(Instant::now() < deadline);
+            }
+        }
+        // Now the primary goes away: the secondary sees it and keeps retrying.
+        let (p, s) = connect(&mut l, &mut c);
+        drop(l);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            c.poll(Duration::from_millis(1)).unwrap();
+            if let Some(Event::Disconnected { .. }) = c.next_event() {
+                break;
+            }
+            assert!(Instant::now() < deadline);
+        }
+        assert!(!s.tx[0].is_up());
+        assert!(matches!(s.tx[0].free_slots(), Err(memif::LinkDown)));
+        drop((p, s));
+    }
+}
+
+#[test]
+fn interrupt_mode_wakes_the_consumer() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = sock_path(&dir);
+    let mut l = Listener::bind(&path, vec![cfg(0)]).unwrap();
+    let mut c = Client::new(&path, vec![cfg(0)]).unwrap();
+    let (mut p, mut s) = connect(&mut l, &mut c);
+    // Polling mode: the producer sees MASK_INT and does not signal.
+    s.tx[0]
+        .send_with(&[64], |_, w| w.write(0, &[1; 64]))
+        .unwrap();
+    assert_eq!(s.tx[0].stats().interrupts_sent, 0);
+    let mut pool = pool();
+    let mut out = Vec::new();
+    p.rx[0].recv(&mut pool, &mut out, 8).unwrap();
+    // Interrupt mode: an idle wait times out, a send wakes it.
+    p.rx[0].set_interrupt_mode(true);
+    assert!(!p.rx[0].wait(10));
+    let rx = std::thread::spawn(move || {
+        let woke = p.rx[0].wait(5000);
+        (woke, p)
+    });
+    std::thread::sleep(Duration::from_millis(50));
+    s.tx[0]
+        .send_with(&[64], |_, w| w.write(0, &[2; 64]))
+        .unwrap();
+    let (woke, _p) = rx.join().unwrap();
+    assert!(woke);
+    assert_eq!(s.tx[0].stats().interrupts_sent, 1);
+}
