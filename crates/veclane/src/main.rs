@@ -1,1 +1,48 @@
-fn main() {}
+//! `veclane`: the command-line front end. Argument parsing and printing live here; the work is
+//! done by the library crates.
+
+mod bench_cmd;
+mod gen_cmd;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "veclane",
+    version,
+    about = "Userspace vector packet dataplane for container networks"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Generate and/or sink UDP traffic over a memif interface.
+    Gen(gen_cmd::GenArgs),
+    /// Run a benchmark scenario (default: p2p over all frame sizes, veclane and testpmd).
+    Bench(bench_cmd::BenchArgs),
+}
+
+fn main() -> std::process::ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("VECLANE_LOG")
+                .unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let r = match cli.cmd {
+        Cmd::Gen(a) => gen_cmd::run(a),
+        Cmd::Bench(a) => bench_cmd::run(a),
+    };
+    match r {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("veclane: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,73 @@
+//! Benchmark scenarios.
+//!
+//! `bench` owns the scenarios (today `p2p`: one memif, generator → receiver), the drivers that
+//! start each device under test as its own process pinned to its own core (veclane's `gen`,
+//! DPDK `dpdk-testpmd`), the interleaving of trials (A B A B ...) and the reports. Rates are
+//! always measured by the receiving side over its own clock, never inferred from what was
+//! offered. It never parses command lines (the `veclane` front end does).
+
+pub mod p2p;
+pub mod report;
+pub mod testpmd;
+
+use std::path::PathBuf;
+
+/// Which implementation a trial measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Dut {
+    Veclane,
+    Testpmd,
+}
+
+impl core::fmt::Display for Dut {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            Dut::Veclane => "veclane",
+            Dut::Testpmd => "testpmd",
+        })
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    #[error("{0}")]
+    Setup(String),
+    #[error("{dut} trial at {size} B failed: {msg}")]
+    Trial { dut: Dut, size: usize, msg: String },
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+/// Where the `veclane` binary is (the running one, normally).
+pub fn veclane_bin() -> PathBuf {
+    std::env::current_exe().unwrap_or_else(|_| PathBuf::from("veclane"))
+}
+
+/// Median, min and max of a non-empty sample.
+pub fn median_min_max(v: &[f64]) -> (f64, f64, f64) {
+    let mut s: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
+    if s.is_empty() {
+        return (0.0, 0.0, 0.0);
+    }
+    s.sort_by(|a, b| a.total_cmp(b));
+    let m = if s.len() % 2 == 1 {
+        s[s.len() / 2]
+    } else {
+        (s[s.len() / 2 - 1] + s[s.len() / 2]) / 2.0
+    };
+    (m, s[0], s[s.len() - 1])
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn median_of_odd_and_even() {
+        assert_eq!(super::median_min_max(&[3.0, 1.0, 2.0]), (2.0, 1.0, 3.0));
+        assert_eq!(
+            super::median_min_max(&[4.0, 1.0, 2.0, 3.0]),
+            (2.5, 1.0, 4.0)
+        );
+        assert_eq!(super::median_min_max(&[]), (0.0, 0.0, 0.0));
+    }
+}

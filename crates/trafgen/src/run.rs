@@ -1,0 +1,415 @@
+//! The generator/sink loop, in either memif role.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use buffer::{Pool, PoolConfig};
+use memif::{Client, Event, InterfaceConfig, Listener, PrimaryQueues, SecondaryQueues, SocketPath};
+
+use crate::frame::{FrameSpec, PROBE_LEN, PROBE_OFFSET, Probe, SRC_PORT_OFFSET};
+use crate::now_ns;
+use crate::stats::{GenReport, RxStats};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Listens and copies (the switch's path).
+    Primary,
+    /// Connects and writes frames in place in its own shared memory (zero-copy).
+    Secondary,
+}
+
+#[derive(Debug, Clone)]
+pub struct GenConfig {
+    pub role: Role,
+    pub socket: SocketPath,
+    pub iface: InterfaceConfig,
+    pub spec: FrameSpec,
+    pub send: bool,
+    pub receive: bool,
+    /// Packets per second; `None` sends flat out.
+    pub rate_pps: Option<f64>,
+    pub burst: usize,
+    /// Stop sending after this many frames...
+    pub count: Option<u64>,
+    /// ...or after this long, whichever comes first.
+    pub duration: Duration,
+    /// Give up if no peer connects within this time.
+    pub connect_timeout: Duration,
+    /// After sending, keep receiving until nothing arrived for this long.
+    pub drain: Duration,
+    pub cpu: Option<usize>,
+}
+
+impl Default for GenConfig {
+    fn default() -> Self {
+        GenConfig {
+            role: Role::Secondary,
+            socket: SocketPath::parse("/run/veclane/memif.sock"),
+            iface: InterfaceConfig::default(),
+            spec: FrameSpec::default(),
+            send: true,
+            receive: true,
+            rate_pps: None,
+            burst: 64,
+            count: None,
+            duration: Duration::from_secs(5),
+            connect_timeout: Duration::from_secs(10),
+            drain: Duration::from_millis(300),
+            cpu: None,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum GenError {
+    #[error("{0}")]
+    Config(String),
+    #[error("memif: {0}")]
+    Memif(String),
+    #[error("no peer connected to {socket} within {secs} s{detail}")]
+    NoPeer {
+        socket: String,
+        secs: u64,
+        detail: String,
+    },
+}
+
+enum Endpoint {
+    Primary(Listener),
+    Secondary(Client),
+}
+
+enum Queues {
+    Primary(PrimaryQueues),
+    Secondary(SecondaryQueues),
+}
+
+impl Endpoint {
+    fn poll(&mut self, t: Duration) -> std::io::Result<Option<Event<Queues>>> {
+        Ok(match self {
+            Endpoint::Primary(l) => {
+                l.poll(t)?;
+                l.next_event().map(|e| match e {
+                    Event::Connected { id, peer, queues } => Event::Connected {
+                        id,
+                        peer,
+                        queues: Queues::Primary(queues),
+                    },
+                    Event::Disconnected { id, reason } => Event::Disconnected { id, reason },
+                })
+            }
+            Endpoint::Secondary(c) => {
+                c.poll(t)?;
+                c.next_event().map(|e| match e {
+                    Event::Connected { id, peer, queues } => Event::Connected {
+                        id,
+                        peer,
+                        queues: Queues::Secondary(queues),
+                    },
+                    Event::Disconnected { id, reason } => Event::Disconnected { id, reason },
+                })
+            }
+        })
+    }
+
+    fn status(&self) -> memif::InterfaceStatus {
+        let v = match self {
+            Endpoint::Primary(l) => l.interfaces(),
+            Endpoint::Secondary(c) => c.interfaces(),
+        };
+        v.into_iter().next().unwrap_or_default()
+    }
+}
+
+/// Runs one generator/sink until its send budget is spent and the return traffic drained, the
+/// peer leaves, or `stop` is set.
+pub fn run(cfg: &GenConfig, stop: &AtomicBool) -> Result<GenReport, GenError> {
+    if cfg.burst == 0 || cfg.burst > 256 {
+        return Err(GenError::Config(format!(
+            "burst {} must be 1..=256",
+            cfg.burst
+        )));
+    }
+    if let Some(r) = cfg.rate_pps {
+        if !(r > 0.0 && r.is_finite()) {
+            return Err(GenError::Config(format!("rate {r} pps must be positive")));
+        }
+    }
+    let template = cfg
+        .spec
+        .template()
+        .map_err(|e| GenError::Config(e.to_string()))?;
+    if let Some(cpu) = cfg.cpu {
+        crate::pin_to_cpu(cpu)
+            .map_err(|e| GenError::Config(format!("cannot pin to CPU {cpu}: {e}")))?;
+    }
+    let mut ep = match cfg.role {
+        Role::Primary => Endpoint::Primary(
+            Listener::bind(&cfg.socket, vec![cfg.iface.clone()])
+                .map_err(|e| GenError::Memif(e.to_string()))?,
+        ),
+        Role::Secondary => Endpoint::Secondary(
+            Client::new(&cfg.socket, vec![cfg.iface.clone()])
+                .map_err(|e| GenError::Memif(e.to_string()))?,
+        ),
+    };
+    let deadline = Instant::now() + cfg.connect_timeout;
+    let mut queues = loop {
+        if stop.load(Ordering::Relaxed) || Instant::now() >= deadline {
+            let detail = match &ep {
+                Endpoint::Secondary(c) => c
+                    .last_connect_error(cfg.iface.id)
+                    .map(|e| format!(" ({e})"))
+                    .unwrap_or_default(),
+                Endpoint::Primary(_) => String::new(),
+            };
+            return Err(GenError::NoPeer {
+                socket: cfg.socket.to_string(),
+                secs: cfg.connect_timeout.as_secs(),
+                detail,
+            });
+        }
+        if let Some(Event::Connected { queues, .. }) = ep
+            .poll(Duration::from_millis(10))
+            .map_err(|e| GenError::Memif(e.to_string()))?
+        {
+            break queues;
+        }
+    };
+    let mut pool = Pool::new(PoolConfig {
+        count: 16384,
+        ..Default::default()
+    })
+    .map_err(|e| GenError::Config(e.to_string()))?;
+    let mut report = GenReport {
+        role: match cfg.role {
+            Role::Primary => "primary".into(),
+            Role::Secondary => "secondary".into(),
+        },
+        frame_size: cfg.spec.size,
+        ..Default::default()
+    };
+    let mut rx = RxStats::default();
+    let mut sender = Sender::new(cfg, &template, &mut pool);
+    let start = Instant::now();
+    let mut last_rx = Instant::now();
+    let mut iter = 0u64;
+    let mut out = Vec::with_capacity(256);
+    let mut hdr = [0u8; PROBE_OFFSET + PROBE_LEN];
+    loop {
+        iter += 1;
+        let sending = cfg.send && !sender.done(cfg, start);
+        if sending {
+            let r = match &mut queues {
+                Queues::Secondary(q) => sender.send_secondary(cfg, q, start),
+                Queues::Primary(q) => sender.send_primary(cfg, q, &mut pool, start),
+            };
+            if r.is_err() {
+                break;
+            }
+        }
+        let mut got = 0usize;
+        if cfg.receive {
+            let now = now_ns();
+            let res = match &mut queues {
+                Queues::Primary(q) => q.rx.iter_mut().try_for_each(|r| {
+                    out.clear();
+                    r.recv(&mut pool, &mut out, 256)?;
+                    for &h in &out {
+                        let d = pool.data(h);
+                        rx.record(pool.meta(h).total_len as usize, Probe::parse(d), now);
+                    }
+                    got += out.len();
+                    pool.free_bulk(&out);
+                    Ok(())
+                }),
+                Queues::Secondary(q) => q.rx.iter_mut().try_for_each(|r| {
+                    got += r.recv_with(256, |pkt| {
+                        let n = pkt.read(0, &mut hdr);
+                        rx.record(pkt.len(), Probe::parse(&hdr[..n]), now);
+                    })?;
+                    Ok::<(), memif::LinkDown>(())
+                }),
+            };
+            if res.is_err() {
+                break;
+            }
+        }
+        if got > 0 {
+            last_rx = Instant::now();
+        }
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        if !sending {
+            if cfg.send {
+                // Sent everything: stop once the return traffic (if any) has drained.
+                if !cfg.receive || last_rx.elapsed() >= cfg.drain {
+                    break;
+                }
+            } else if start.elapsed() >= cfg.duration {
+                // Receive only: `duration` bounds the whole run; the peer leaving ends it sooner.
+                break;
+            }
+        }
+        // Control traffic (peer leaving) is checked every few thousand bursts, or at once when idle.
+        if iter % 4096 == 0 || (got == 0 && !sending) {
+            let t = if got == 0 && !sending && !cfg.send {
+                Duration::from_millis(1)
+            } else {
+                Duration::ZERO
+            };
+            match ep.poll(t) {
+                Ok(Some(Event::Disconnected { .. })) => break,
+                Ok(_) => {}
+                Err(e) => return Err(GenError::Memif(e.to_string())),
+            }
+        }
+    }
+    report.tx_packets = sender.sent;
+    let (txs, bad) = match &queues {
+        Queues::Secondary(q) => (
+            q.tx.iter().map(|t| t.stats()).collect::<Vec<_>>(),
+            q.rx.iter().map(|r| r.stats().drop_bad_desc).sum(),
+        ),
+        Queues::Primary(q) => (
+            q.tx.iter().map(|t| t.stats()).collect(),
+            q.rx.iter().map(|r| r.stats().drop_bad_desc).sum(),
+        ),
+    };
+    report.tx_ring_full = txs.iter().map(|s| s.tx_no_room).sum();
+    report.rx_bad_desc = bad;
+    report.fill_rx(&rx);
+    // Let the peer see a clean DISCONNECT before we report.
+    drop(queues);
+    let st = ep.status();
+    report.connects = st.connects;
+    report.last_disconnect_reason = st.last_disconnect_reason;
+    Ok(report)
+}
+
+/// Sending state: sequence, rate control, prebuilt frames for the copy path.
+struct Sender {
+    sent: u64,
+    lens: Vec<u32>,
+    head: Vec<u8>,
+    template: Vec<u8>,
+    primed: u64,
+    chains: Vec<u32>,
+    /// Next sequence number per stream (= tx queue).
+    seqs: Vec<u64>,
+}
+
+impl Sender {
+    fn new(cfg: &GenConfig, template: &[u8], pool: &mut Pool) -> Sender {
+        let chains = if cfg.role == Role::Primary && cfg.send {
+            (0..cfg.burst)
+                .filter_map(|_| pool.from_bytes(template))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        Sender {
+            sent: 0,
+            lens: vec![template.len() as u32; cfg.burst],
+            head: template[..PROBE_OFFSET + PROBE_LEN].to_vec(),
+            template: template.to_vec(),
+            primed: 0,
+            chains,
+            seqs: vec![0; 256],
+        }
+    }
+
+    fn done(&self, cfg: &GenConfig, start: Instant) -> bool {
+        cfg.count.is_some_and(|c| self.sent >= c) || start.elapsed() >= cfg.duration
+    }
+
+    /// How many frames may go now: the burst, the count left, and the rate.
+    #[inline]
+    fn budget(&self, cfg: &GenConfig, start: Instant) -> usize {
+        let mut n = cfg.burst as u64;
+        if let Some(c) = cfg.count {
+            n = n.min(c - self.sent);
+        }
+        if let Some(rate) = cfg.rate_pps {
+            let due = (start.elapsed().as_secs_f64() * rate) as u64 + 1;
+            n = n.min(due.saturating_sub(self.sent));
+        }
+        n as usize
+    }
+
+    fn send_secondary(
+        &mut self,
+        cfg: &GenConfig,
+        q: &mut SecondaryQueues,
+        start: Instant,
+    ) -> Result<(), memif::LinkDown> {
+        let nq = q.tx.len();
+        for t in q.tx.iter_mut() {
+            let n = self.budget(cfg, start);
+            if n == 0 {
+                return Ok(());
+            }
+            let ts = now_ns();
+            let base = self.sent;
+            let ring = u64::from(t.ring_size());
+            let (head, template, spec) = (&mut self.head, &self.template, &cfg.spec);
+            let full = self.primed < ring * nq as u64;
+            let stream = t.index();
+            let seq0 = self.seqs[usize::from(stream)];
+            let sent = t.send_with(&self.lens[..n], |i, w| {
+                let p = Probe {
+                    stream,
+                    seq: seq0 + i as u64,
+                    sent_ns: ts,
+                };
+                head[PROBE_OFFSET..].copy_from_slice(&p.encode());
+                let port = spec.src_port_for(base + i as u64);
+                head[SRC_PORT_OFFSET..SRC_PORT_OFFSET + 2].copy_from_slice(&port.to_be_bytes());
+                if full {
+                    // Until every slot's buffer holds the template once, write whole frames;
+                    // afterwards only headers and probe change (the buffers are ours alone).
+                    w.write(0, template);
+                }
+                w.write(0, head);
+            })?;
+            self.primed += sent as u64;
+            self.seqs[usize::from(stream)] += sent as u64;
+            self.sent += sent as u64;
+        }
+        Ok(())
+    }
+
+    fn send_primary(
+        &mut self,
+        cfg: &GenConfig,
+        q: &mut PrimaryQueues,
+        pool: &mut Pool,
+        start: Instant,
+    ) -> Result<(), memif::LinkDown> {
+        for t in q.tx.iter_mut() {
+            let n = self.budget(cfg, start).min(self.chains.len());
+            if n == 0 {
+                return Ok(());
+            }
+            let ts = now_ns();
+            let stream = usize::from(t.index());
+            // The chains are ours: patch probe and port in place, then copy into the peer.
+            for (i, &c) in self.chains[..n].iter().enumerate() {
+                let p = Probe {
+                    stream: stream as u16,
+                    seq: self.seqs[stream] + i as u64,
+                    sent_ns: ts,
+                };
+                let port = cfg.spec.src_port_for(self.sent + i as u64);
+                let d = pool.data_mut(c);
+                d[PROBE_OFFSET..PROBE_OFFSET + PROBE_LEN].copy_from_slice(&p.encode());
+                d[SRC_PORT_OFFSET..SRC_PORT_OFFSET + 2].copy_from_slice(&port.to_be_bytes());
+            }
+            let sent = t.send(pool, &self.chains[..n])?;
+            self.seqs[stream] += sent as u64;
+            self.sent += sent as u64;
+        }
+        Ok(())
+    }
+}

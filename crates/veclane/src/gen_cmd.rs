@@ -1,0 +1,159 @@
+//! `veclane gen`.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::{Args, ValueEnum};
+use memif::{InterfaceConfig, SocketPath};
+use trafgen::{FrameSpec, GenConfig, GenReport, Role};
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum RoleArg {
+    /// Listen and copy (the switch's receive path).
+    Primary,
+    /// Connect and write frames in place in shared memory (zero-copy).
+    Secondary,
+}
+
+#[derive(Args, Debug)]
+pub struct GenArgs {
+    /// memif socket: a path, or @name for an abstract socket.
+    #[arg(long)]
+    socket: String,
+    #[arg(long, value_enum, default_value = "secondary")]
+    role: RoleArg,
+    /// memif interface id.
+    #[arg(long, default_value_t = 0)]
+    id: u32,
+    #[arg(long)]
+    secret: Option<String>,
+    /// Frame size in bytes (Ethernet header to payload end, no FCS), 64..9216.
+    #[arg(long, default_value_t = 64)]
+    size: usize,
+    /// Send rate in packets per second (e.g. 1e6); flat out when absent.
+    #[arg(long)]
+    rate: Option<f64>,
+    /// Frames to send (default: unlimited within --duration).
+    #[arg(long)]
+    count: Option<u64>,
+    /// Seconds to send; with --rx-only, the longest to listen.
+    #[arg(long, default_value_t = 5.0)]
+    duration: f64,
+    /// Number of flows (UDP source ports).
+    #[arg(long, default_value_t = 1)]
+    flows: u16,
+    /// Frames per burst, 1..256.
+    #[arg(long, default_value_t = 64)]
+    burst: usize,
+    /// Only send.
+    #[arg(long, conflicts_with = "rx_only")]
+    tx_only: bool,
+    /// Only receive (a sink).
+    #[arg(long)]
+    rx_only: bool,
+    /// Queue pairs (secondary: requested; primary: most accepted).
+    #[arg(long, default_value_t = 1)]
+    queues: u16,
+    /// log2 of the ring size, 1..14.
+    #[arg(long, default_value_t = 10)]
+    ring_log2: u8,
+    /// Shared buffer size in bytes (secondary).
+    #[arg(long, default_value_t = 2048)]
+    buffer_size: u32,
+    /// Pin to this CPU.
+    #[arg(long)]
+    cpu: Option<usize>,
+    /// Seconds to wait for the peer.
+    #[arg(long, default_value_t = 10.0)]
+    connect_timeout: f64,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+fn secs(name: &str, v: f64) -> anyhow::Result<Duration> {
+    if !(v.is_finite() && v >= 0.0) {
+        bail!("--{name} {v} must be a non-negative number of seconds");
+    }
+    Ok(Duration::from_secs_f64(v))
+}
+
+pub fn run(a: GenArgs) -> anyhow::Result<()> {
+    let cfg = GenConfig {
+        role: match a.role {
+            RoleArg::Primary => Role::Primary,
+            RoleArg::Secondary => Role::Secondary,
+        },
+        socket: SocketPath::parse(&a.socket),
+        iface: InterfaceConfig {
+            id: a.id,
+            name: format!("gen{}", a.id),
+            secret: a.secret.clone(),
+            s2m_rings: a.queues,
+            m2s_rings: a.queues,
+            log2_ring_size: a.ring_log2,
+            buffer_size: a.buffer_size,
+            ..Default::default()
+        },
+        spec: FrameSpec {
+            size: a.size,
+            flows: a.flows,
+            ..Default::default()
+        },
+        send: !a.rx_only,
+        receive: !a.tx_only,
+        rate_pps: a.rate,
+        burst: a.burst,
+        count: a.count,
+        duration: secs("duration", a.duration)?,
+        connect_timeout: secs("connect-timeout", a.connect_timeout)?,
+        cpu: a.cpu,
+        ..Default::default()
+    };
+    cfg.iface.validate()?;
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone()).context("installing signal handler")?;
+    }
+    let report = trafgen::run::run(&cfg, &stop)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_report(&report);
+    }
+    Ok(())
+}
+
+fn print_report(r: &GenReport) {
+    println!("role        {}   frame {} B (no FCS)", r.role, r.frame_size);
+    println!(
+        "sent        {} frames   ({} retried on a full ring)",
+        r.tx_packets, r.tx_ring_full
+    );
+    println!(
+        "received    {} frames   {} bytes in {:.3} s   foreign {}  reordered {}  gaps {}  bad descriptors {}",
+        r.rx_packets,
+        r.rx_bytes,
+        r.rx_window_s,
+        r.rx_foreign,
+        r.rx_reordered,
+        r.rx_seq_gaps,
+        r.rx_bad_desc
+    );
+    if r.rx_packets > 0 {
+        println!(
+            "rate        {:.3} Mpps   {:.3} Gbps L2 (frame bytes)   {:.3} Gbps L1 (frame + 20 B)",
+            r.rx_mpps, r.rx_gbps_l2, r.rx_gbps_l1
+        );
+        let l = &r.latency;
+        println!(
+            "latency ns  min {}  p50 {}  p90 {}  p99 {}  p99.9 {}  max {}",
+            l.min_ns, l.p50_ns, l.p90_ns, l.p99_ns, l.p999_ns, l.max_ns
+        );
+    }
+    if let Some(reason) = &r.last_disconnect_reason {
+        println!("disconnect  {reason}");
+    }
+}
