@@ -204,3 +204,81 @@ pub mod sock_error {
         Io(#[from] std::io::Error),
     }
 }
+
+/// Constructors for fuzz targets and tests that drive one queue over memory they lay out
+/// themselves, without a handshake. Not part of the stable API.
+#[doc(hidden)]
+pub mod testing {
+    use std::sync::Arc;
+
+    use crate::queue::{Link, QueueBase, Regions, SlotBuffers};
+    use crate::ring::{Ring, RingError, RingLayout};
+    use crate::shm::SharedMemory;
+    use crate::{PrimaryRx, PrimaryTx, SecondaryRx};
+
+    fn eventfd() -> std::os::fd::OwnedFd {
+        rustix::event::eventfd(
+            0,
+            rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK,
+        )
+        .expect("eventfd")
+    }
+
+    /// A primary's S2M receive queue over `regions`, its ring in region 0 at `offset`.
+    pub fn primary_rx(
+        regions: &[Arc<SharedMemory>],
+        offset: u64,
+        log2: u8,
+        layout: RingLayout,
+        max_frame: u32,
+    ) -> Result<(PrimaryRx, Arc<Link>), RingError> {
+        let ring = Ring::new(regions[0].clone(), offset, log2, layout)?;
+        let link = Link::new_up();
+        let base = QueueBase::new(ring, eventfd(), link.clone(), 0);
+        Ok((
+            PrimaryRx::new(base, Regions(regions.iter().cloned().collect()), max_frame),
+            link,
+        ))
+    }
+
+    /// A primary's M2S transmit queue over `regions`, its ring in region 0 at `offset`.
+    pub fn primary_tx(
+        regions: &[Arc<SharedMemory>],
+        offset: u64,
+        log2: u8,
+        layout: RingLayout,
+    ) -> Result<(PrimaryTx, Arc<Link>), RingError> {
+        let ring = Ring::new(regions[0].clone(), offset, log2, layout)?;
+        let link = Link::new_up();
+        let base = QueueBase::new(ring, eventfd(), link.clone(), 0);
+        Ok((
+            PrimaryTx::new(base, Regions(regions.iter().cloned().collect())),
+            link,
+        ))
+    }
+
+    /// A secondary's M2S receive queue: ring in `rings` at `offset`, buffers in `bufs`.
+    pub fn secondary_rx(
+        rings: Arc<SharedMemory>,
+        offset: u64,
+        log2: u8,
+        bufs: Arc<SharedMemory>,
+        buffer_size: u32,
+    ) -> Result<(SecondaryRx, Arc<Link>), RingError> {
+        let ring = Ring::new(rings, offset, log2, RingLayout::CacheLine64)?;
+        let link = Link::new_up();
+        let base = QueueBase::new(ring, eventfd(), link.clone(), 0);
+        let sb = SlotBuffers {
+            region: bufs,
+            region_index: 1,
+            base: 0,
+            size: buffer_size,
+        };
+        Ok((SecondaryRx::new(base, sb), link))
+    }
+
+    /// The fault reason a queue recorded, if any.
+    pub fn fault(link: &Link) -> Option<String> {
+        link.take_fault()
+    }
+}

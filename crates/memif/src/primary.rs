@@ -70,6 +70,7 @@ pub struct Listener {
     ifaces: Vec<Iface>,
     conns: Vec<Conn>,
     events: VecDeque<Event<PrimaryQueues>>,
+    refused_before_init: u64,
 }
 
 impl Listener {
@@ -107,6 +108,7 @@ impl Listener {
                 .collect(),
             conns: Vec::new(),
             events: VecDeque::new(),
+            refused_before_init: 0,
         })
     }
 
@@ -117,6 +119,11 @@ impl Listener {
     /// Status and counters of every interface.
     pub fn interfaces(&self) -> Vec<InterfaceStatus> {
         self.ifaces.iter().map(|i| i.status.clone()).collect()
+    }
+
+    /// Connections refused before they named an interface (bad INIT, garbage, too many).
+    pub fn refused_before_init(&self) -> u64 {
+        self.refused_before_init
     }
 
     /// The next event, if any.
@@ -170,6 +177,7 @@ impl Listener {
                 .count();
             if pending >= MAX_PENDING {
                 let _ = chan.send(&Msg::disconnect("too many pending connections"), None);
+                self.refused_before_init += 1;
                 continue;
             }
             let hello = Msg::Hello(Hello {
@@ -362,6 +370,13 @@ impl Listener {
         if index >= max {
             return Err("too many regions".into());
         }
+        if size == 0 || size > crate::shm::MAX_REGION_SIZE {
+            return Err(format!(
+                "region {index}: size {size} out of range 1..={}",
+                crate::shm::MAX_REGION_SIZE
+            )
+            .into());
+        }
         if c.mapped.saturating_add(size) > MAX_MAPPED_PER_INTERFACE {
             return Err(format!("regions exceed {MAX_MAPPED_PER_INTERFACE} bytes").into());
         }
@@ -532,6 +547,7 @@ impl Listener {
         c.s2m.clear();
         c.m2s.clear();
         let Some(ii) = c.iface else {
+            self.refused_before_init += u64::from(protocol_error);
             tracing::warn!(socket = %self.path, "memif peer refused before INIT: {reason}");
             return;
         };

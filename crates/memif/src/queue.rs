@@ -164,15 +164,14 @@ impl QueueBase {
     /// already holds after unmasking (the lost-wakeup re-check). Returns `ready()`.
     fn wait(&self, timeout_ms: i32, ready: impl Fn() -> bool) -> bool {
         self.ring.set_flags(0);
-        if !ready() {
-            if let Ok(r) = crate::sock::wait_readable(&[self.irq.as_fd()], timeout_ms) {
-                if r[0] {
-                    let mut b = [0u8; 8];
-                    // The fd is non-blocking (set when the ring was added).
-                    let _ = rustix::io::read(&self.irq, &mut b);
-                    bump(&self.counters.interrupts_received, 1);
-                }
-            }
+        if !ready()
+            && let Ok(r) = crate::sock::wait_readable(&[self.irq.as_fd()], timeout_ms)
+            && r[0]
+        {
+            let mut b = [0u8; 8];
+            // The fd is non-blocking (set when the ring was added).
+            let _ = rustix::io::read(&self.irq, &mut b);
+            bump(&self.counters.interrupts_received, 1);
         }
         if !self.interrupt_mode {
             self.ring.set_flags(RING_FLAG_MASK_INT);
@@ -368,18 +367,18 @@ fn copy_in(
     total: usize,
     data_size: usize,
 ) -> Option<u32> {
-    if let [d] = segs {
-        if total <= data_size {
-            let b = pool.alloc()?;
-            let room = &mut pool.room_mut(b)[..total];
-            // Validated by `Regions::valid` just before; a failure here is impossible, and would
-            // only leave zeros in our own buffer.
-            let _ = regions.0[usize::from(d.region)].read(u64::from(d.offset), room);
-            let m = pool.meta_mut(b);
-            m.len = total as u16;
-            m.total_len = total as u32;
-            return Some(b);
-        }
+    if let [d] = segs
+        && total <= data_size
+    {
+        let b = pool.alloc()?;
+        let room = &mut pool.room_mut(b)[..total];
+        // Validated by `Regions::valid` just before; a failure here is impossible, and would
+        // only leave zeros in our own buffer.
+        let _ = regions.0[usize::from(d.region)].read(u64::from(d.offset), room);
+        let m = pool.meta_mut(b);
+        m.len = total as u16;
+        m.total_len = total as u32;
+        return Some(b);
     }
     let nbufs = total.div_ceil(data_size).max(1);
     if pool.available() < nbufs {

@@ -103,7 +103,7 @@ impl Ring {
         if log2 > MAX_LOG2_RING_SIZE {
             return Err(RingError::BadLog2(log2));
         }
-        if offset % 8 != 0 {
+        if !offset.is_multiple_of(8) {
             return Err(RingError::Misaligned(offset));
         }
         shm.check(offset, layout.ring_bytes(log2))

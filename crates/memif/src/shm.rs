@@ -235,14 +235,16 @@ impl SharedMemory {
 fn map_shared(fd: Option<BorrowedFd<'_>>, len: usize) -> io::Result<NonNull<u8>> {
     let prot = ProtFlags::READ | ProtFlags::WRITE;
     let ptr = match fd {
-        // SAFETY: a fresh mapping at an address the kernel chooses aliases no Rust object.
         Some(fd) => {
+            // SAFETY: a fresh mapping at an address the kernel chooses aliases no Rust object.
             unsafe { rustix::mm::mmap(std::ptr::null_mut(), len, prot, MapFlags::SHARED, fd, 0) }?
         }
-        // SAFETY: as above, anonymous memory.
-        None => unsafe {
-            rustix::mm::mmap_anonymous(std::ptr::null_mut(), len, prot, MapFlags::PRIVATE)
-        }?,
+        None => {
+            // SAFETY: as above, anonymous memory.
+            unsafe {
+                rustix::mm::mmap_anonymous(std::ptr::null_mut(), len, prot, MapFlags::PRIVATE)
+            }?
+        }
     };
     NonNull::new(ptr.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned null"))
 }

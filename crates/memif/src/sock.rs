@@ -170,15 +170,28 @@ impl Channel {
         let mut space =
             [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(4), ScmCredentials(1))];
         let mut control = RecvAncillaryBuffer::new(&mut space);
-        let r = match rustix::net::recvmsg(
-            &self.fd,
-            &mut [io::IoSliceMut::new(&mut buf)],
-            &mut control,
-            RecvFlags::CMSG_CLOEXEC | RecvFlags::DONTWAIT,
-        ) {
-            Ok(r) => r,
-            Err(Errno::AGAIN) | Err(Errno::INTR) => return Ok(None),
-            Err(e) => return Err(e.into()),
+        let mut reset = false;
+        let r = loop {
+            match rustix::net::recvmsg(
+                &self.fd,
+                &mut [io::IoSliceMut::new(&mut buf)],
+                &mut control,
+                RecvFlags::CMSG_CLOEXEC | RecvFlags::DONTWAIT,
+            ) {
+                Ok(r) => break r,
+                // A peer that closes with our messages unread makes the kernel report
+                // ECONNRESET once, ahead of whatever the peer queued before closing (its
+                // DISCONNECT and reason): read on to get those.
+                Err(Errno::CONNRESET) if !reset => reset = true,
+                Err(Errno::AGAIN) | Err(Errno::INTR) if !reset => return Ok(None),
+                Err(Errno::AGAIN) | Err(Errno::CONNRESET) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "peer reset the control socket",
+                    ));
+                }
+                Err(e) => return Err(e.into()),
+            }
         };
         let mut fds = Vec::new();
         for m in control.drain() {

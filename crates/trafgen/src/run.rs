@@ -130,10 +130,10 @@ pub fn run(cfg: &GenConfig, stop: &AtomicBool) -> Result<GenReport, GenError> {
             cfg.burst
         )));
     }
-    if let Some(r) = cfg.rate_pps {
-        if !(r > 0.0 && r.is_finite()) {
-            return Err(GenError::Config(format!("rate {r} pps must be positive")));
-        }
+    if let Some(r) = cfg.rate_pps
+        && !(r > 0.0 && r.is_finite())
+    {
+        return Err(GenError::Config(format!("rate {r} pps must be positive")));
     }
     let template = cfg
         .spec
@@ -253,7 +253,7 @@ pub fn run(cfg: &GenConfig, stop: &AtomicBool) -> Result<GenReport, GenError> {
             }
         }
         // Control traffic (peer leaving) is checked every few thousand bursts, or at once when idle.
-        if iter % 4096 == 0 || (got == 0 && !sending) {
+        if iter.is_multiple_of(4096) || (got == 0 && !sending) {
             let t = if got == 0 && !sending && !cfg.send {
                 Duration::from_millis(1)
             } else {

@@ -52,7 +52,7 @@ pub struct BenchArgs {
 
 pub fn run(a: BenchArgs) -> anyhow::Result<()> {
     let Scenario::P2p = a.scenario;
-    if a.reps == 0 || !(a.trial_secs > 0.0) {
+    if a.reps == 0 || !a.trial_secs.is_finite() || a.trial_secs <= 0.0 {
         bail!("--reps must be at least 1 and --trial-secs positive");
     }
     if let Some(s) = a.sizes.iter().find(|&&s| !(64..=9216).contains(&s)) {

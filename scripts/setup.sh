@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs what a fresh machine lacks, and nothing it already has. Idempotent; safe to run
+# before every `make` target. Needs root (or sudo) only when a Debian package is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+
+# Debian packages: DPDK (testpmd with net_memif) is the reference peer in tests and benchmarks.
+pkgs=()
+command -v dpdk-testpmd >/dev/null 2>&1 || pkgs+=(dpdk)
+dpkg -s dpdk-dev >/dev/null 2>&1 || pkgs+=(dpdk-dev)
+dpkg -s librte-net-memif23 >/dev/null 2>&1 || pkgs+=(librte-net-memif23)
+if [ "${#pkgs[@]}" -gt 0 ]; then
+  echo "setup: installing ${pkgs[*]}"
+  as_root apt-get update -q
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -q --no-install-recommends "${pkgs[@]}"
+fi
+
+# Rust: rust-toolchain.toml pins the toolchain; this makes rustup fetch it if absent.
+rustup show active-toolchain >/dev/null
+
+# Go interop peer (gomemif v0.1.0 as memif primary), built from the committed go.sum.
+if command -v go >/dev/null 2>&1; then
+  mkdir -p target/interop
+  (cd interop/gomemif-peer && go build -o ../../target/interop/gomemif-peer .)
+else
+  echo "setup: go not found; the gomemif interop test will fail" >&2
+fi
+
+# Fuzzing (make fuzz, and the short fuzz smoke in make test): nightly + cargo-fuzz.
+if [ "${VECLANE_SETUP_FUZZ:-1}" = 1 ]; then
+  rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
+  command -v cargo-fuzz >/dev/null 2>&1 || cargo install --locked cargo-fuzz
+fi
