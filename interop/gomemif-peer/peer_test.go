@@ -5,12 +5,14 @@ package main
 // checks every echoed byte, the count and the order.
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -127,8 +129,8 @@ type testSlave struct {
 	m2sTail  []uint16 // last M2S tail consumed
 }
 
-func (s *testSlave) s2mRing(q int) int { return q * s.stride }
-func (s *testSlave) m2sRing(q int) int { return (s.cfg.nq + q) * s.stride }
+func (s *testSlave) s2mRing(q int) int  { return q * s.stride }
+func (s *testSlave) m2sRing(q int) int  { return (s.cfg.nq + q) * s.stride }
 func (s *testSlave) u16(at int) *uint16 { return (*uint16)(unsafe.Pointer(&s.mem[at])) }
 func (s *testSlave) u32(at int) *uint32 { return (*uint32)(unsafe.Pointer(&s.mem[at])) }
 func (s *testSlave) descAt(ring, slot int) int {
@@ -310,7 +312,7 @@ func (s *testSlave) send(q int, frame []byte) bool {
 	}
 	*s.u16(ring + ringHeadOff) = head + uint16(need)
 	s.s2mHead[q] = head + uint16(need)
-	if *s.u16(ring+ringFlagsOff)&1 == 0 {
+	if *s.u16(ring + ringFlagsOff)&1 == 0 {
 		one := []byte{1, 0, 0, 0, 0, 0, 0, 0}
 		_, _ = syscall.Write(s.efds[q], one)
 	}
@@ -332,7 +334,7 @@ func (s *testSlave) recv(q int) ([]byte, error) {
 		d := s.descAt(ring, int(s.m2sTail[q]))
 		flags, length, off := *s.u16(d), int(*s.u32(d + 4)), int(*s.u32(d + 8))
 		slot := int(s.m2sTail[q]) & (s.size - 1)
-		if int(*s.u16(d+2)) != 0 || off != s.m2sStart+(q*s.size+slot)*s.cfg.m2sBuf {
+		if int(*s.u16(d + 2)) != 0 || off != s.m2sStart+(q*s.size+slot)*s.cfg.m2sBuf {
 			return nil, fmt.Errorf("master changed M2S descriptor region/offset")
 		}
 		if length > s.cfg.m2sBuf {
@@ -558,5 +560,77 @@ func TestReconnectAndSecret(t *testing.T) {
 	c := rp.finish(true)
 	if c.Connections != 3 || c.Disconnects != 3 || c.TxPackets != 9000 {
 		t.Fatalf("counters %+v", c)
+	}
+}
+
+// TestSubprocess drives the built binary the way the Rust suite does: wait
+// for "ready", echo frames, stop with SIGTERM, parse the final JSON line.
+func TestSubprocess(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := filepath.Join(t.TempDir(), "gomemif-peer")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		slave slaveCfg
+		sizes []int
+		n     int
+	}{
+		{"2048-buffers", nil, slaveCfg{nq: 1, log2: 10, s2mBuf: 2048, m2sBuf: 2048}, []int{60, 64, 1500, 2048}, 100000},
+		{"chained-s2m-64-ring", nil, slaveCfg{nq: 1, log2: 6, s2mBuf: 512, m2sBuf: 10240}, []int{64, 513, 1500, 9000, 10240}, 20000},
+		{"2-queues-poll", []string{"-queues", "2", "-rx-mode", "poll"}, slaveCfg{nq: 2, log2: 8, s2mBuf: 2048, m2sBuf: 2048}, []int{64, 1514}, 20000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sock := filepath.Join(t.TempDir(), "memif.sock")
+			cmd := exec.Command(bin, append([]string{"-socket", sock}, tc.args...)...)
+			stdout, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var stderr syncBuf
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer cmd.Process.Kill()
+			lines := bufio.NewScanner(stdout)
+			if !lines.Scan() || lines.Text() != "ready" {
+				t.Fatalf("no ready line: %q; stderr:\n%s", lines.Text(), stderr.String())
+			}
+			s, _ := dialSlave(t, sock, tc.slave)
+			st := time.Now()
+			total := 0
+			for q := 0; q < tc.slave.nq; q++ {
+				_, got := pump(t, s, q, tc.n, tc.sizes, all)
+				total += got
+			}
+			elapsed := time.Since(st)
+			s.close()
+			if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			if !lines.Scan() {
+				t.Fatalf("no JSON line; stderr:\n%s", stderr.String())
+			}
+			var c countersSnapshot
+			if err := json.Unmarshal(lines.Bytes(), &c); err != nil {
+				t.Fatalf("bad JSON %q: %v", lines.Text(), err)
+			}
+			if err := cmd.Wait(); err != nil {
+				t.Fatalf("exit: %v; stderr:\n%s", err, stderr.String())
+			}
+			want := uint64(tc.n * tc.slave.nq)
+			if uint64(total) != want || c.RxPackets != want || c.TxPackets != want || c.TxErrors != 0 || c.Connections != 1 {
+				t.Fatalf("echoed %d, counters %+v", total, c)
+			}
+			if _, err := os.Stat(sock); !os.IsNotExist(err) {
+				t.Fatalf("socket file left behind: %v", err)
+			}
+			t.Logf("%d frames echoed in %v", total, elapsed)
+		})
 	}
 }
