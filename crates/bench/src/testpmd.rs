@@ -274,7 +274,7 @@ pub fn parse_port_stats(out: &str) -> Option<PortStats> {
 /// `--txpkts` for a frame of `size` bytes in 2048-byte segments: "2048,2048,...,rest".
 fn segments(size: usize) -> String {
     let mut v = vec![2048; size / 2048];
-    if size % 2048 != 0 {
+    if !size.is_multiple_of(2048) {
         v.push(size % 2048);
     }
     v.iter()
