@@ -138,16 +138,15 @@ func run(cfg config, out, errOut io.Writer, stop <-chan struct{}) int {
 		return 2
 	}
 
-	// gomemif reports every control-channel event error here, including
-	// routine ones ("Hang up" when the slave disconnects). The channel must
-	// be drained or gomemif's polling goroutine blocks.
-	errCh := make(chan error, 64)
-	go func() {
-		for err := range errCh {
-			p.logf("gomemif: %v", err)
-		}
-	}()
-	sock.StartPolling(errCh)
+	// Poll gomemif's control events with our own loop instead of
+	// sock.StartPolling (see poll.go).
+	epfd, wakeFd, err := socketFds(sock)
+	if err != nil {
+		p.logf("error: %v", err)
+		return 2
+	}
+	pollStop, pollDone := make(chan struct{}), make(chan struct{})
+	go p.pollLoop(sock, epfd, wakeFd, pollStop, pollDone)
 	fmt.Fprintln(out, "ready")
 
 	code := 0
@@ -163,13 +162,12 @@ func run(cfg config, out, errOut io.Writer, stop <-chan struct{}) int {
 		}
 	}
 
-	// Stop gomemif's polling goroutine first so that nothing else touches the
+	// Stop the polling loop first so that nothing else touches the
 	// interface, then send DISCONNECT, stop the workers (DisconnectedFunc),
 	// unmap, close the listener and remove the socket file.
-	if err := sock.StopPolling(); err != nil {
-		p.logf("StopPolling: %v", err)
-	}
-	if err := sock.Delete(); err != nil {
+	close(pollStop)
+	<-pollDone
+	if err := deleteSocket(sock); err != nil {
 		p.logf("Delete: %v", err)
 	}
 	if code == 0 {
@@ -183,6 +181,17 @@ func run(cfg config, out, errOut io.Writer, stop <-chan struct{}) int {
 	line, _ := json.Marshal(p.c.snapshot())
 	fmt.Fprintln(out, string(line))
 	return code
+}
+
+// deleteSocket calls sock.Delete, turning a gomemif panic into an error so
+// that the counters are still printed.
+func deleteSocket(sock *memif.Socket) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("gomemif panicked: %v", r)
+		}
+	}()
+	return sock.Delete()
 }
 
 func main() {

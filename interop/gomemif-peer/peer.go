@@ -175,13 +175,20 @@ func (p *peer) disconnected(i *memif.Interface) error {
 	cs := p.conn
 	p.conn = nil
 	p.mu.Unlock()
+	if cs != nil {
+		close(cs.stop)
+		cs.wg.Wait()
+	}
+	if n, err := gomemifDropUnmappedRegions(i); err != nil {
+		p.logf("warning: %v", err)
+	} else if n > 0 {
+		p.logf("worked around gomemif teardown bug: dropped %d unmapped region(s)", n)
+	}
 	if cs == nil {
 		// The handshake failed after INIT; nothing was started.
 		p.logf("handshake aborted")
 		return nil
 	}
-	close(cs.stop)
-	cs.wg.Wait()
 	// gomemif keeps the S2M ring 0 eventfd registered in its epoll set; leave
 	// it drained so a late signal cannot make its poll loop spin.
 	if len(cs.pairs) > 0 {

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -80,6 +81,11 @@ func startPeer(t *testing.T, mod func(*config)) *runningPeer {
 // finish stops the peer (unless it exits by itself) and returns its counters.
 func (rp *runningPeer) finish(sendStop bool) countersSnapshot {
 	rp.t.Helper()
+	return rp.finishCode(sendStop, 0)
+}
+
+func (rp *runningPeer) finishCode(sendStop bool, want int) countersSnapshot {
+	rp.t.Helper()
 	if sendStop {
 		close(rp.stop)
 	}
@@ -89,8 +95,8 @@ func (rp *runningPeer) finish(sendStop bool) countersSnapshot {
 	case <-time.After(10 * time.Second):
 		rp.t.Fatalf("peer did not exit; log:\n%s", rp.log.String())
 	}
-	if code != 0 {
-		rp.t.Fatalf("peer exit code %d; log:\n%s", code, rp.log.String())
+	if code != want {
+		rp.t.Fatalf("peer exit code %d, want %d; log:\n%s", code, want, rp.log.String())
 	}
 	lines := strings.Split(strings.TrimSpace(rp.out.String()), "\n")
 	if len(lines) != 2 || lines[0] != "ready" {
@@ -112,6 +118,8 @@ type slaveCfg struct {
 	log2   int
 	s2mBuf int // S2M buffer size (slave TX)
 	m2sBuf int // capacity posted in M2S descriptors (slave RX)
+
+	hangUpAfterRegion bool // abort the handshake after ADD_REGION
 }
 
 type testSlave struct {
@@ -197,11 +205,16 @@ func dialSlave(t *testing.T, sock string, cfg slaveCfg) (*testSlave, string) {
 	if typ != 1 {
 		t.Fatalf("INIT answered with type %d", typ)
 	}
-	s.setup()
+	if reason := s.setup(); reason != "" {
+		s.close()
+		return nil, reason
+	}
 	return s, ""
 }
 
-func (s *testSlave) setup() {
+// setup creates the shared memory and runs the handshake from ADD_REGION
+// on. It returns the reason if the master answers with DISCONNECT.
+func (s *testSlave) setup() string {
 	t, nq := s.t, s.cfg.nq
 	s.stride = ringHeaderSize + descSize*s.size
 	s.bufStart = 2 * nq * s.stride
@@ -253,7 +266,12 @@ func (s *testSlave) setup() {
 	m := msg(4)
 	binary.LittleEndian.PutUint64(m[4:], uint64(total))
 	s.sendMsg(m, s.memFd)
-	s.expect(1)
+	if r := s.ack(); r != "" {
+		return r
+	}
+	if s.cfg.hangUpAfterRegion {
+		return "slave hung up"
+	}
 	for dir := 0; dir < 2; dir++ {
 		for q := 0; q < nq; q++ {
 			efd, _, errno := syscall.Syscall(syscall.SYS_EVENTFD2, 0, 0x800|syscall.O_CLOEXEC, 0)
@@ -272,20 +290,33 @@ func (s *testSlave) setup() {
 			binary.LittleEndian.PutUint32(m[8:], uint32(off))
 			m[12] = byte(s.cfg.log2)
 			s.sendMsg(m, int(efd))
-			s.expect(1)
+			if r := s.ack(); r != "" {
+				return r
+			}
 		}
 	}
 	m = msg(6)
 	copy(m[2:], "test-slave-if")
 	s.sendMsg(m, -1)
-	s.expect(7)
+	if typ, m := s.recvMsg(); typ != 7 {
+		s.t.Fatalf("CONNECT answered with type %d (%q)", typ, bytes.TrimRight(m[6:102], "\x00"))
+	}
+	return ""
 }
 
-func (s *testSlave) expect(typ uint16) {
+// ack reads the reply to a handshake message: "" for ACK, the reason for
+// DISCONNECT.
+func (s *testSlave) ack() string {
 	s.t.Helper()
-	if got, m := s.recvMsg(); got != typ {
-		s.t.Fatalf("got message type %d (%q), want %d", got, bytes.TrimRight(m[6:102], "\x00"), typ)
+	typ, m := s.recvMsg()
+	switch typ {
+	case 1:
+		return ""
+	case 8:
+		return "DISCONNECT: " + string(bytes.TrimRight(m[6:102], "\x00"))
 	}
+	s.t.Fatalf("got message type %d, want ACK", typ)
+	return ""
 }
 
 // send tries to put one frame on S2M ring q; false if the ring is full.
@@ -357,8 +388,10 @@ func (s *testSlave) close() {
 	for _, fd := range s.efds {
 		syscall.Close(fd)
 	}
-	syscall.Munmap(s.mem)
-	syscall.Close(s.memFd)
+	if s.mem != nil {
+		syscall.Munmap(s.mem)
+		syscall.Close(s.memFd)
+	}
 }
 
 func frameFor(seq uint64, size int) []byte {
@@ -423,7 +456,12 @@ func pumpErr(s *testSlave, q int, n int, sizes []int, echoed func(int) bool) (se
 		}
 		if progress {
 			last = time.Now()
-		} else if time.Since(last) > 5*time.Second {
+			continue
+		}
+		// Let the in-process peer run: a spinning slave can starve it of
+		// the machine's few Ps.
+		runtime.Gosched()
+		if time.Since(last) > 5*time.Second {
 			return next, got, fmt.Errorf("queue %d: stalled after %d sent, %d echoed, %d outstanding", q, next, got, len(expect))
 		}
 	}
@@ -632,5 +670,97 @@ func TestSubprocess(t *testing.T) {
 			}
 			t.Logf("%d frames echoed in %v", total, elapsed)
 		})
+	}
+}
+
+// A handshake that fails after ADD_REGION wedges a stock gomemif v0.1.0
+// master for good; the peer's workaround must let the next slave connect.
+func TestRecoverAfterFailedHandshake(t *testing.T) {
+	rp := startPeer(t, nil) // -queues 1
+	bad := slaveCfg{nq: 2, log2: 8, s2mBuf: 2048, m2sBuf: 2048}
+	if s, reason := dialSlave(t, rp.cfg.socket, bad); s != nil || !strings.Contains(reason, "invalid ring index") {
+		t.Fatalf("2 queue pairs accepted by a -queues 1 master (reason %q)", reason)
+	}
+	hangup := slaveCfg{nq: 1, log2: 8, s2mBuf: 2048, m2sBuf: 2048, hangUpAfterRegion: true}
+	if s, _ := dialSlave(t, rp.cfg.socket, hangup); s != nil {
+		t.Fatal("unexpected success")
+	}
+	good := slaveCfg{nq: 1, log2: 8, s2mBuf: 2048, m2sBuf: 2048}
+	var s *testSlave
+	var reason string
+	deadline := time.Now().Add(5 * time.Second)
+	for s == nil {
+		// The hang-up is handled asynchronously; retry until it is.
+		if s, reason = dialSlave(t, rp.cfg.socket, good); s == nil && time.Now().After(deadline) {
+			t.Fatalf("interface wedged after a failed handshake: %s\nlog:\n%s", reason, rp.log.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	defer s.close()
+	if _, got := pump(t, s, 0, 1000, []int{64, 1500}, all); got != 1000 {
+		t.Fatalf("echoed %d", got)
+	}
+	c := rp.finish(true)
+	if c.Connections != 1 || c.TxPackets != 1000 {
+		t.Fatalf("counters %+v", c)
+	}
+	if n := strings.Count(rp.log.String(), "dropped 1 unmapped region"); n != 2 {
+		t.Fatalf("workaround applied %d times, want 2; log:\n%s", n, rp.log.String())
+	}
+}
+
+// A stock gomemif v0.1.0 master dies with a nil pointer dereference when a
+// client closes the socket before INIT; the peer's poll loop recovers.
+func TestHangUpBeforeInit(t *testing.T) {
+	rp := startPeer(t, nil)
+	for k := 0; k < 3; k++ {
+		conn, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: rp.cfg.socket, Net: "unixpacket"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k > 0 { // also hang up without reading HELLO
+			buf := make([]byte, 128)
+			if n, err := conn.Read(buf); err != nil || n != 128 {
+				t.Fatalf("HELLO: %d %v", n, err)
+			}
+		}
+		conn.Close()
+	}
+	s, reason := dialSlave(t, rp.cfg.socket, slaveCfg{nq: 1, log2: 8, s2mBuf: 2048, m2sBuf: 2048})
+	if s == nil {
+		t.Fatal(reason)
+	}
+	defer s.close()
+	if _, got := pump(t, s, 0, 1000, []int{64}, all); got != 1000 {
+		t.Fatalf("echoed %d", got)
+	}
+	c := rp.finish(true)
+	if c.Connections != 1 || c.TxPackets != 1000 {
+		t.Fatalf("counters %+v", c)
+	}
+	if n := strings.Count(rp.log.String(), "closed by the peer before INIT"); n != 3 {
+		t.Fatalf("%d recovered hang-ups, want 3; log:\n%s", n, rp.log.String())
+	}
+}
+
+// CONNECT before INIT also makes gomemif dereference a nil interface. The
+// peer reports it and exits with code 3 (after printing the counters).
+func TestMessageBeforeInitIsFatal(t *testing.T) {
+	rp := startPeer(t, nil)
+	conn, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: rp.cfg.socket, Net: "unixpacket"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	buf := make([]byte, 128)
+	if _, err := conn.Read(buf); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Write(msg(6)); err != nil {
+		t.Fatal(err)
+	}
+	rp.finishCode(false, 3)
+	if !strings.Contains(rp.log.String(), "gomemif panicked") {
+		t.Fatalf("log:\n%s", rp.log.String())
 	}
 }

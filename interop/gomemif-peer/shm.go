@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"reflect"
 	"sync/atomic"
+	"syscall"
 	"unsafe"
 
 	"go.fd.io/govpp/extras/gomemif/memif"
@@ -225,4 +226,45 @@ func queueView(regions [][]byte, q *memif.Queue) (*ringView, error) {
 		return nil, fmt.Errorf("ring cookie is %#x, want %#x", c, memifCookie)
 	}
 	return v, nil
+}
+
+// gomemifDropUnmappedRegions works around a gomemif v0.1.0 teardown bug and
+// is the only place where the peer modifies gomemif state.
+//
+// A master maps the slave's regions only when CONNECT arrives
+// (Interface.connect). If the handshake ends earlier but after at least one
+// ADD_REGION (the slave hangs up, sends a bad ADD_RING, ...),
+// Interface.disconnect calls syscall.Munmap on a nil slice, gets EINVAL and
+// returns early, before it clears Interface.cc. parseInit then rejects every
+// later INIT for this id ("Invalid interface id"): the interface can never
+// connect again. DisconnectedFunc runs before that loop, so here the
+// never-mapped regions are removed from Interface.regions and their fds
+// closed (gomemif would have closed them), which lets disconnect finish.
+func gomemifDropUnmappedRegions(i *memif.Interface) (dropped int, err error) {
+	f := reflect.ValueOf(i).Elem().FieldByName("regions")
+	if !f.IsValid() || f.Kind() != reflect.Slice {
+		return 0, fmt.Errorf("gomemif internals changed: Interface.regions not found")
+	}
+	regs := reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem()
+	keep := 0
+	for k := 0; k < regs.Len(); k++ {
+		r := regs.Index(k)
+		data, fd := r.FieldByName("data"), r.FieldByName("fd")
+		if !data.IsValid() || !fd.IsValid() || fd.Kind() != reflect.Int {
+			return dropped, fmt.Errorf("gomemif internals changed: memoryRegion fields not found")
+		}
+		if data.Len() == 0 {
+			if fd.Int() >= 0 {
+				syscall.Close(int(fd.Int()))
+			}
+			dropped++
+			continue
+		}
+		if keep != k {
+			regs.Index(keep).Set(r)
+		}
+		keep++
+	}
+	regs.SetLen(keep)
+	return dropped, nil
 }

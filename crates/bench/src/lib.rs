@@ -70,4 +70,18 @@ mod tests {
         );
         assert_eq!(super::median_min_max(&[]), (0.0, 0.0, 0.0));
     }
+
+    #[test]
+    fn trials_with_the_wrong_frame_size_are_refused() {
+        use crate::p2p::check_frame_size;
+        assert!(check_frame_size(64 * 1000, 1000, 64).is_ok());
+        assert!(check_frame_size(9000 * 10, 10, 9000).is_ok());
+        // testpmd falling back to 64-byte frames when asked for 9000
+        assert!(
+            check_frame_size(64 * 1000, 1000, 9000)
+                .unwrap_err()
+                .contains("average 64.0 B")
+        );
+        assert!(check_frame_size(0, 0, 64).is_err());
+    }
 }

@@ -67,6 +67,13 @@ pub fn table(cfg: &P2pConfig, rows: &[Row]) -> String {
         cfg.sender_cpu, cfg.receiver_cpu, cfg.ring_log2, cfg.buffer_size, cfg.reps, cfg.trial_secs
     );
     let _ = writeln!(s, "{CONVENTIONS}");
+    if cfg.sizes.iter().any(|&z| z > cfg.buffer_size as usize) {
+        let _ = writeln!(
+            s,
+            "frames larger than {} B use 9216-byte memif buffers in both DUTs (no chains: DPDK 22.11 corrupts chained tx)",
+            cfg.buffer_size
+        );
+    }
     let _ = writeln!(s);
     let mut header = format!("{:>6}", "size");
     for d in &cfg.duts {

@@ -271,18 +271,6 @@ pub fn parse_port_stats(out: &str) -> Option<PortStats> {
     })
 }
 
-/// `--txpkts` for a frame of `size` bytes in 2048-byte segments: "2048,2048,...,rest".
-fn segments(size: usize) -> String {
-    let mut v = vec![2048; size / 2048];
-    if !size.is_multiple_of(2048) {
-        v.push(size % 2048);
-    }
-    v.iter()
-        .map(|s| s.to_string())
-        .collect::<Vec<_>>()
-        .join(",")
-}
-
 /// testpmd txonly (client, sender CPU) → testpmd rxonly (server, receiver CPU).
 pub fn p2p_trial(cfg: &P2pConfig, size: usize, rep: usize) -> Result<Trial, BenchError> {
     let fail = |msg: String| BenchError::Trial {
@@ -301,30 +289,38 @@ pub fn p2p_trial(cfg: &P2pConfig, size: usize, rep: usize) -> Result<Trial, Benc
         socket: sock.clone(),
         id: 0,
         rsize_log2: cfg.ring_log2,
-        bsize: cfg.buffer_size,
+        bsize: crate::p2p::buffer_size_for(cfg, size),
         secret: None,
     };
     let tag = format!("vl{}", std::process::id());
+    let mut rx_app = vec!["--forward-mode=rxonly".to_string()];
+    if size > 2048 {
+        rx_app.push(format!(
+            "--mbuf-size={}",
+            (size + 1024).next_multiple_of(1024)
+        ));
+    }
     let mut rx = Testpmd::spawn(
         &bin,
         &format!("{tag}rx"),
         cfg.receiver_cpu,
         cfg.sender_cpu,
         &[port(true)],
-        &["--forward-mode=rxonly".into()],
+        &rx_app,
     )
     .map_err(fail)?;
     rx.cmd("start").map_err(fail)?;
-    let mut app = vec!["--forward-mode=txonly".to_string()];
-    if size <= 2048 {
-        app.push(format!("--txpkts={size}"));
-    }
+    let mut app = vec![
+        "--forward-mode=txonly".to_string(),
+        format!("--txpkts={size}"),
+    ];
     if size > 2048 {
-        // Jumbo frames: txonly builds them from several mbuf segments, and net_memif chains
-        // them over memif buffers (it advertises 1518 B as its maximum, so --max-pkt-len is
-        // refused and not needed: its receive path chains without checking it).
-        app.push(format!("--txpkts={}", segments(size)));
-        app.push("--tx-offloads=0x8000".into());
+        // One mbuf per frame: txonly gives up on frames larger than its mbuf ("give up") and
+        // would send 64-byte frames instead.
+        app.push(format!(
+            "--mbuf-size={}",
+            (size + 1024).next_multiple_of(1024)
+        ));
     }
     let mut tx = Testpmd::spawn(
         &bin,
@@ -350,6 +346,12 @@ pub fn p2p_trial(cfg: &P2pConfig, size: usize, rep: usize) -> Result<Trial, Benc
     tx.quit();
     rx.quit();
     let mpps = (s2.rx_packets - s1.rx_packets) as f64 / window / 1e6;
+    crate::p2p::check_frame_size(
+        s2.rx_bytes - s1.rx_bytes,
+        s2.rx_packets - s1.rx_packets,
+        size,
+    )
+    .map_err(fail)?;
     Ok(Trial {
         dut: Dut::Testpmd,
         size,
@@ -384,7 +386,5 @@ mod tests {
         let s = parse_port_stats(out).unwrap();
         assert_eq!((s.rx_packets, s.tx_packets, s.rx_missed), (40127680, 0, 0));
         assert!(parse_port_stats("garbage").is_none());
-        assert_eq!(segments(9000), "2048,2048,2048,2048,808");
-        assert_eq!(segments(4096), "2048,2048");
     }
 }

@@ -637,6 +637,11 @@ impl SecondaryTx {
         Ok(self.base.ring.size() - inflight)
     }
 
+    /// Slots published that the primary has not yet consumed.
+    pub fn in_flight(&self) -> Result<u16, LinkDown> {
+        Ok(self.base.ring.size() - self.free_slots()?)
+    }
+
     /// Sends `lens.len()` packets or as many as fit; `fill(i, writer)` writes packet `i` in
     /// place. Returns how many packets were consumed from the front of `lens`: sent, or
     /// dropped and counted in `drop_oversize` because they need more slots than the ring has.

@@ -458,7 +458,11 @@ impl Client {
         st.disconnects += u64::from(was_connected);
         st.protocol_errors += u64::from(protocol_error);
         st.last_disconnect_reason = Some(reason.to_string());
-        tracing::warn!(socket = %self.path, id = i.cfg.id, "memif disconnected: {reason}");
+        if protocol_error {
+            tracing::warn!(socket = %self.path, id = i.cfg.id, "memif peer broke the protocol: {reason}");
+        } else {
+            tracing::info!(socket = %self.path, id = i.cfg.id, "memif disconnected: {reason}");
+        }
         if was_connected {
             self.events.push_back(Event::Disconnected {
                 id: i.cfg.id,

@@ -193,6 +193,7 @@ pub fn run(cfg: &GenConfig, stop: &AtomicBool) -> Result<GenReport, GenError> {
     let mut sender = Sender::new(cfg, &template, &mut pool);
     let start = Instant::now();
     let mut last_rx = Instant::now();
+    let mut send_end: Option<Instant> = None;
     let mut iter = 0u64;
     let mut out = Vec::with_capacity(256);
     let mut hdr = [0u8; PROBE_OFFSET + PROBE_LEN];
@@ -243,8 +244,18 @@ pub fn run(cfg: &GenConfig, stop: &AtomicBool) -> Result<GenReport, GenError> {
         }
         if !sending {
             if cfg.send {
-                // Sent everything: stop once the return traffic (if any) has drained.
-                if !cfg.receive || last_rx.elapsed() >= cfg.drain {
+                // Sent everything. Stop once the peer has taken every frame off our rings (so
+                // that leaving does not discard frames in flight) and the return traffic, if
+                // any, has drained; both waits are bounded by `drain`.
+                let ended = *send_end.get_or_insert_with(Instant::now);
+                let flushed = match &queues {
+                    Queues::Secondary(q) => {
+                        q.tx.iter().all(|t| t.in_flight().map_or(true, |n| n == 0))
+                    }
+                    Queues::Primary(_) => true,
+                };
+                let waited = ended.elapsed() >= cfg.drain;
+                if (flushed || waited) && (!cfg.receive || last_rx.elapsed() >= cfg.drain) {
                     break;
                 }
             } else if start.elapsed() >= cfg.duration {
@@ -252,14 +263,17 @@ pub fn run(cfg: &GenConfig, stop: &AtomicBool) -> Result<GenReport, GenError> {
                 break;
             }
         }
+        // An idle sink sleeps on its ring's eventfd (the sender signals once we unmask), so
+        // waiting for traffic costs no CPU.
+        if got == 0 && !cfg.send && last_rx.elapsed() >= Duration::from_millis(100) {
+            match &queues {
+                Queues::Primary(q) => drop(q.rx.first().map(|r| r.wait(50))),
+                Queues::Secondary(q) => drop(q.rx.first().map(|r| r.wait(50))),
+            }
+        }
         // Control traffic (peer leaving) is checked every few thousand bursts, or at once when idle.
         if iter.is_multiple_of(4096) || (got == 0 && !sending) {
-            let t = if got == 0 && !sending && !cfg.send {
-                Duration::from_millis(1)
-            } else {
-                Duration::ZERO
-            };
-            match ep.poll(t) {
+            match ep.poll(Duration::ZERO) {
                 Ok(Some(Event::Disconnected { .. })) => break,
                 Ok(_) => {}
                 Err(e) => return Err(GenError::Memif(e.to_string())),
