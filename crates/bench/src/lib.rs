@@ -7,6 +7,7 @@
 //! offered. It never parses command lines (the `veclane` front end does).
 
 pub mod p2p;
+pub mod placement;
 pub mod report;
 pub mod testpmd;
 

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use crate::placement::{self, Placement};
 use crate::{BenchError, Dut, median_min_max};
 
 #[derive(Debug, Clone, Serialize)]
@@ -24,6 +25,8 @@ pub struct P2pConfig {
     pub receiver_cpu: usize,
     pub ring_log2: u8,
     pub buffer_size: u32,
+    /// Before each trial, wait up to this long for the CPUs to be near (0: do not wait).
+    pub wait_near_secs: f64,
     #[serde(skip)]
     pub veclane_bin: PathBuf,
     #[serde(skip)]
@@ -56,6 +59,12 @@ pub struct Trial {
     /// `tx - rx`, frames the sender counted as sent that never arrived.
     pub lost: i64,
     pub note: String,
+    /// One-way cache-line transfer between the two CPUs, before and after the trial.
+    pub probe_before_ns: f64,
+    pub probe_after_ns: f64,
+    pub placement: Placement,
+    /// Why the trial produced no number.
+    pub error: Option<String>,
 }
 
 /// Median of the trials of one (DUT, size).
@@ -71,20 +80,33 @@ pub struct Row {
     /// (size + 20) × 8 × pps.
     pub gbps_l1: f64,
     pub loss_ratio: f64,
+    /// Trials behind the median, and which placement they share.
     pub trials: usize,
+    pub basis: Placement,
+    /// Trials of this (DUT, size) in all, failed ones included.
+    pub trials_run: usize,
 }
 
 pub fn rows(trials: &[Trial], cfg: &P2pConfig) -> Vec<Row> {
     let mut out = Vec::new();
     for &size in &cfg.sizes {
         for &dut in &cfg.duts {
-            let t: Vec<&Trial> = trials
+            let all: Vec<&Trial> = trials
                 .iter()
                 .filter(|t| t.dut == dut && t.size == size)
                 .collect();
-            if t.is_empty() {
-                continue;
-            }
+            let ok: Vec<&Trial> = all.iter().copied().filter(|t| t.error.is_none()).collect();
+            // Near trials when there are any (the state memif is meant to run in), else far
+            // ones; mixed trials were cut by a flip and only count when nothing else exists.
+            let basis = [Placement::Near, Placement::Far, Placement::Mixed]
+                .into_iter()
+                .find(|p| ok.iter().any(|t| t.placement == *p));
+            let Some(basis) = basis else { continue };
+            let t: Vec<&Trial> = ok
+                .iter()
+                .copied()
+                .filter(|t| t.placement == basis)
+                .collect();
             let (m, lo, hi) = median_min_max(&t.iter().map(|t| t.mpps).collect::<Vec<_>>());
             let tx: u64 = t.iter().map(|t| t.tx_packets).sum();
             let lost: i64 = t.iter().map(|t| t.lost.max(0)).sum();
@@ -98,6 +120,8 @@ pub fn rows(trials: &[Trial], cfg: &P2pConfig) -> Vec<Row> {
                 gbps_l1: m * 1e6 * (size as f64 + 20.0) * 8.0 / 1e9,
                 loss_ratio: if tx > 0 { lost as f64 / tx as f64 } else { 0.0 },
                 trials: t.len(),
+                basis,
+                trials_run: all.len(),
             });
         }
     }
@@ -105,15 +129,41 @@ pub fn rows(trials: &[Trial], cfg: &P2pConfig) -> Vec<Row> {
 }
 
 /// Runs every (rep, size, DUT) trial, DUTs interleaved; `progress` sees each finished trial.
+/// A trial that fails is kept with its reason and the run goes on.
 pub fn run(cfg: &P2pConfig, mut progress: impl FnMut(&Trial)) -> Result<Vec<Trial>, BenchError> {
     let mut trials = Vec::new();
+    let (a, b) = (cfg.sender_cpu, cfg.receiver_cpu);
     for rep in 0..cfg.reps {
         for &size in &cfg.sizes {
             for &dut in &cfg.duts {
-                let t = match dut {
-                    Dut::Veclane => veclane_trial(cfg, size, rep)?,
-                    Dut::Testpmd => crate::testpmd::p2p_trial(cfg, size, rep)?,
+                let before = if cfg.wait_near_secs > 0.0 {
+                    placement::wait_near(a, b, Duration::from_secs_f64(cfg.wait_near_secs))
+                } else {
+                    placement::probe(a, b, 20_000)
                 };
+                let r = match dut {
+                    Dut::Veclane => veclane_trial(cfg, size, rep),
+                    Dut::Testpmd => crate::testpmd::p2p_trial(cfg, size, rep),
+                };
+                let after = placement::probe(a, b, 20_000);
+                let mut t = r.unwrap_or_else(|e| Trial {
+                    dut,
+                    size,
+                    rep,
+                    tx_packets: 0,
+                    rx_packets: 0,
+                    mpps: f64::NAN,
+                    window_s: 0.0,
+                    lost: 0,
+                    note: String::new(),
+                    probe_before_ns: 0.0,
+                    probe_after_ns: 0.0,
+                    placement: Placement::Mixed,
+                    error: Some(e.to_string()),
+                });
+                t.probe_before_ns = before;
+                t.probe_after_ns = after;
+                t.placement = Placement::of(before, after);
                 progress(&t);
                 trials.push(t);
             }
@@ -212,5 +262,9 @@ fn veclane_trial(cfg: &P2pConfig, size: usize, rep: usize) -> Result<Trial, Benc
         window_s: r["rx_window_s"].as_f64().unwrap_or(0.0),
         lost: tx_packets as i64 - rx_packets as i64,
         note: format!("bad_desc={} gaps={}", r["rx_bad_desc"], r["rx_seq_gaps"]),
+        probe_before_ns: 0.0,
+        probe_after_ns: 0.0,
+        placement: Placement::Mixed,
+        error: None,
     })
 }

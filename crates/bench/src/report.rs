@@ -63,8 +63,12 @@ pub fn table(cfg: &P2pConfig, rows: &[Row]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "memif p2p throughput: sender on CPU {}, receiver on CPU {}, ring 2^{}, buffer {} B, {} trial(s) of {} s each, median (min-max)",
+        "memif p2p throughput: sender on CPU {}, receiver on CPU {}, ring 2^{}, buffer {} B, {} trial(s) of {} s per DUT and size, DUTs interleaved",
         cfg.sender_cpu, cfg.receiver_cpu, cfg.ring_log2, cfg.buffer_size, cfg.reps, cfg.trial_secs
+    );
+    let _ = writeln!(
+        s,
+        "Mpps = median (min-max) of the trials in the placement shown: near = the two CPUs share a cache, far = they do not (probed before and after every trial)"
     );
     let _ = writeln!(s, "{CONVENTIONS}");
     if cfg.sizes.iter().any(|&z| z > cfg.buffer_size as usize) {
@@ -79,8 +83,8 @@ pub fn table(cfg: &P2pConfig, rows: &[Row]) -> String {
     for d in &cfg.duts {
         let _ = write!(
             header,
-            " | {:<9} {:>21} {:>8} {:>8} {:>8}",
-            d, "Mpps (min-max)", "Gbps L2", "Gbps L1", "loss"
+            " | {:<8} {:>21} {:>8} {:>8} {:>7} {:>9}",
+            d, "Mpps (min-max)", "Gbps L2", "Gbps L1", "loss", "placement"
         );
     }
     if cfg.duts.len() == 2 {
@@ -94,24 +98,35 @@ pub fn table(cfg: &P2pConfig, rows: &[Row]) -> String {
         for &d in &cfg.duts {
             match rows.iter().find(|r| r.dut == d && r.size == size) {
                 Some(r) => {
+                    let place = format!("{} {}/{}", r.basis, r.trials, r.trials_run);
                     let _ = write!(
                         line,
-                        " | {:<9} {:>7.3} ({:>5.2}-{:>5.2}) {:>8.2} {:>8.2} {:>8.1e}",
-                        "", r.mpps, r.mpps_min, r.mpps_max, r.gbps_l2, r.gbps_l1, r.loss_ratio
+                        " | {:<8} {:>7.3} ({:>5.2}-{:>5.2}) {:>8.2} {:>8.2} {:>7.0e} {:>9}",
+                        "",
+                        r.mpps,
+                        r.mpps_min,
+                        r.mpps_max,
+                        r.gbps_l2,
+                        r.gbps_l1,
+                        r.loss_ratio,
+                        place
                     );
-                    m.push(r.mpps);
+                    m.push((r.mpps, r.basis));
                 }
                 None => {
                     let _ = write!(
                         line,
-                        " | {:<9} {:>21} {:>8} {:>8} {:>8}",
-                        "", "n/a", "", "", ""
+                        " | {:<8} {:>21} {:>8} {:>8} {:>7} {:>9}",
+                        "", "failed", "", "", "", ""
                     );
                 }
             }
         }
-        if m.len() == 2 && m[1] > 0.0 {
-            let _ = write!(line, " | {:.2}x", m[0] / m[1]);
+        // A ratio only between medians taken in the same placement.
+        if m.len() == 2 && m[1].0 > 0.0 && m[0].1 == m[1].1 {
+            let _ = write!(line, " | {:.2}x", m[0].0 / m[1].0);
+        } else if cfg.duts.len() == 2 {
+            let _ = write!(line, " | n/a (placements differ)");
         }
         let _ = writeln!(s, "{line}");
     }

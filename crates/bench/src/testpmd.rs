@@ -310,18 +310,17 @@ pub fn p2p_trial(cfg: &P2pConfig, size: usize, rep: usize) -> Result<Trial, Benc
     )
     .map_err(fail)?;
     rx.cmd("start").map_err(fail)?;
-    let mut app = vec![
-        "--forward-mode=txonly".to_string(),
-        format!("--txpkts={size}"),
-    ];
+    // --mbuf-size must come before --txpkts: testpmd checks the segment lengths against the
+    // mbuf size when it parses --txpkts, and falls back to 64-byte frames ("give up") if they
+    // do not fit the default.
+    let mut app = vec!["--forward-mode=txonly".to_string()];
     if size > 2048 {
-        // One mbuf per frame: txonly gives up on frames larger than its mbuf ("give up") and
-        // would send 64-byte frames instead.
         app.push(format!(
             "--mbuf-size={}",
             (size + 1024).next_multiple_of(1024)
         ));
     }
+    app.push(format!("--txpkts={size}"));
     let mut tx = Testpmd::spawn(
         &bin,
         &format!("{tag}tx"),
@@ -362,6 +361,10 @@ pub fn p2p_trial(cfg: &P2pConfig, size: usize, rep: usize) -> Result<Trial, Benc
         window_s: window,
         lost: txs.tx_packets as i64 - rxs.rx_packets as i64,
         note: format!("rx_missed={} rx_errors={}", rxs.rx_missed, rxs.rx_errors),
+        probe_before_ns: 0.0,
+        probe_after_ns: 0.0,
+        placement: crate::placement::Placement::Mixed,
+        error: None,
     })
 }
 

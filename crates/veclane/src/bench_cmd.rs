@@ -45,6 +45,10 @@ pub struct BenchArgs {
     /// Directory for the JSON report.
     #[arg(long, default_value = "results")]
     out: std::path::PathBuf,
+    /// Before each trial, wait up to this many seconds for the two CPUs to share a cache
+    /// (0: do not wait; every trial is tagged near, far or mixed either way).
+    #[arg(long, default_value_t = 10.0)]
+    wait_near: f64,
     /// Skip testpmd (instead of failing) when it is not installed.
     #[arg(long)]
     allow_missing_peer: bool,
@@ -91,6 +95,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
         receiver_cpu: a.receiver_cpu,
         ring_log2: a.ring_log2,
         buffer_size: a.buffer_size,
+        wait_near_secs: a.wait_near.max(0.0),
         veclane_bin: bench::veclane_bin(),
         testpmd_bin,
     };
@@ -98,10 +103,25 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
     let mut done = 0;
     let trials = p2p::run(&cfg, |t| {
         done += 1;
-        eprintln!(
-            "[{done}/{total}] {:<8} {:>5} B  rep {}  {:>7.3} Mpps  tx {} rx {} lost {}",
-            t.dut, t.size, t.rep, t.mpps, t.tx_packets, t.rx_packets, t.lost
-        );
+        match &t.error {
+            None => eprintln!(
+                "[{done}/{total}] {:<8} {:>5} B  rep {}  {:>7.3} Mpps  tx {} rx {} lost {}  {} ({:.0}/{:.0} ns)",
+                t.dut,
+                t.size,
+                t.rep,
+                t.mpps,
+                t.tx_packets,
+                t.rx_packets,
+                t.lost,
+                t.placement,
+                t.probe_before_ns,
+                t.probe_after_ns
+            ),
+            Some(e) => eprintln!(
+                "[{done}/{total}] {:<8} {:>5} B  rep {}  FAILED: {e}",
+                t.dut, t.size, t.rep
+            ),
+        }
     })?;
     let rows = p2p::rows(&trials, &cfg);
     let env = Environment::probe(bench::testpmd::version());
@@ -116,5 +136,15 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
     };
     let path = report::write_json(&a.out, &rep)?;
     println!("\nJSON: {}", path.display());
+    let failed: Vec<_> = trials
+        .iter()
+        .filter_map(|t| t.error.as_ref().map(|e| (t.dut, t.size, e)))
+        .collect();
+    if !failed.is_empty() {
+        for (d, s, e) in &failed {
+            eprintln!("failed: {d} {s} B: {e}");
+        }
+        bail!("{} of {} trials failed", failed.len(), trials.len());
+    }
     Ok(())
 }

@@ -1,0 +1,142 @@
+//! Where the host put our two vCPUs right now.
+//!
+//! On this class of machine the host moves the vCPUs between cores that share an L3 (a cache
+//! line crosses in ~60 ns) and cores on different dies (~330 ns), every few seconds to minutes.
+//! memif is nothing but cross-core traffic, so every pipeline runs several times slower in the
+//! far state. The probe bounces one cache line between a thread pinned to each CPU and reports
+//! the one-way time; trials are tagged by the probes taken before and after them.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+/// One-way cache-line transfer time above which the CPUs count as far apart.
+pub const FAR_NS: f64 = 180.0;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Placement {
+    /// Both probes near: the CPUs share a cache.
+    Near,
+    /// Both probes far.
+    Far,
+    /// The state flipped during the trial (or a probe failed).
+    Mixed,
+}
+
+impl Placement {
+    pub fn of(before_ns: f64, after_ns: f64) -> Placement {
+        match (before_ns < FAR_NS, after_ns < FAR_NS) {
+            _ if !before_ns.is_finite() || !after_ns.is_finite() => Placement::Mixed,
+            (true, true) => Placement::Near,
+            (false, false) => Placement::Far,
+            _ => Placement::Mixed,
+        }
+    }
+}
+
+impl core::fmt::Display for Placement {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            Placement::Near => "near",
+            Placement::Far => "far",
+            Placement::Mixed => "mixed",
+        })
+    }
+}
+
+#[repr(align(128))]
+struct Line(AtomicU64);
+
+fn pin(cpu: usize) -> bool {
+    let mut set = rustix::thread::CpuSet::new();
+    set.set(cpu);
+    rustix::thread::sched_setaffinity(None, &set).is_ok()
+}
+
+/// Median one-way cache-line transfer time between `a` and `b` in ns, over three runs of
+/// `hops` transfers; NaN if a thread could not be pinned.
+pub fn probe(a: usize, b: usize, hops: u64) -> f64 {
+    let mut runs: Vec<f64> = (0..3).map(|_| probe_once(a, b, hops)).collect();
+    runs.sort_by(|x, y| x.total_cmp(y));
+    runs[1]
+}
+
+fn probe_once(a: usize, b: usize, hops: u64) -> f64 {
+    let line = Arc::new(Line(AtomicU64::new(0)));
+    let l2 = line.clone();
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let peer = std::thread::spawn(move || {
+        if !pin(b) {
+            return false;
+        }
+        let mut v = 1;
+        while v < hops {
+            if l2.0.load(Ordering::Acquire) == v {
+                l2.0.store(v + 1, Ordering::Release);
+                v += 2;
+            } else if Instant::now() > deadline {
+                return false;
+            }
+            std::hint::spin_loop();
+        }
+        true
+    });
+    if !pin(a) {
+        let _ = peer.join();
+        return f64::NAN;
+    }
+    let t = Instant::now();
+    let mut v = 0;
+    while v < hops {
+        if line.0.load(Ordering::Acquire) == v {
+            line.0.store(v + 1, Ordering::Release);
+            v += 2;
+        } else if Instant::now() > deadline {
+            break;
+        }
+        std::hint::spin_loop();
+    }
+    let ns = t.elapsed().as_nanos() as f64 / hops as f64;
+    if peer.join().unwrap_or(false) && v >= hops {
+        ns
+    } else {
+        f64::NAN
+    }
+}
+
+/// Probes until the CPUs are near or `max_wait` passes; returns the last probe.
+pub fn wait_near(a: usize, b: usize, max_wait: Duration) -> f64 {
+    let t = Instant::now();
+    loop {
+        let ns = probe(a, b, 20_000);
+        if ns < FAR_NS || t.elapsed() >= max_wait {
+            return ns;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classification() {
+        assert_eq!(Placement::of(60.0, 70.0), Placement::Near);
+        assert_eq!(Placement::of(330.0, 300.0), Placement::Far);
+        assert_eq!(Placement::of(60.0, 330.0), Placement::Mixed);
+        assert_eq!(Placement::of(f64::NAN, 60.0), Placement::Mixed);
+    }
+
+    #[test]
+    fn probe_measures_something_plausible() {
+        let cpus = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1);
+        let ns = probe(0, 1 % cpus, 2000);
+        assert!(ns.is_finite() && ns > 0.0, "{ns}");
+    }
+}
