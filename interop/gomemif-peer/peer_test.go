@@ -357,7 +357,7 @@ func (s *testSlave) recv(q int) ([]byte, error) {
 	if tail == s.m2sTail[q] {
 		return nil, nil
 	}
-	var frame []byte
+	frame := []byte{}
 	for {
 		if s.m2sTail[q] == tail {
 			return nil, fmt.Errorf("M2S chain not terminated before tail %d", tail)
@@ -475,7 +475,7 @@ func TestEcho100kWithExitAfter(t *testing.T) {
 	rp := startPeer(t, func(c *config) { c.exitAfter = n })
 	s, _ := dialSlave(t, rp.cfg.socket, slaveCfg{nq: 1, log2: 10, s2mBuf: 2048, m2sBuf: 2048})
 	defer s.close()
-	sizes := []int{60, 64, 65, 128, 512, 1000, 1500, 1514, 2047, 2048, 14, 1}
+	sizes := []int{60, 64, 65, 128, 512, 1000, 1500, 1514, 2047, 2048, 14, 1, 0}
 	sent, got := pump(t, s, 0, n, sizes, all)
 	c := rp.finish(false) // -exit-after makes it exit by itself
 	if sent != n || got != n || c.RxPackets != n || c.TxPackets != n || c.TxErrors != 0 || c.Connections != 1 {
@@ -559,6 +559,15 @@ func TestMultiQueue(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestNoSecretRejectsSlaveWithSecret(t *testing.T) {
+	rp := startPeer(t, nil)
+	cfg := slaveCfg{secret: "x", nq: 1, log2: 8, s2mBuf: 2048, m2sBuf: 2048}
+	if s, reason := dialSlave(t, rp.cfg.socket, cfg); s != nil || reason != "Invalid secret" {
+		t.Fatalf("reason %q", reason)
+	}
+	rp.finish(true)
 }
 
 func TestReconnectAndSecret(t *testing.T) {

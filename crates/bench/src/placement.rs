@@ -12,28 +12,43 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-/// One-way cache-line transfer time above which the CPUs count as far apart.
-pub const FAR_NS: f64 = 180.0;
+/// One-way cache-line transfer times that separate the states seen on this machine class:
+/// about 60-110 ns (the CPUs share an L3), 150-215 ns (a middle state), 360-400 ns (different
+/// dies).
+pub const NEAR_BELOW_NS: f64 = 130.0;
+pub const FAR_ABOVE_NS: f64 = 280.0;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Placement {
-    /// Both probes near: the CPUs share a cache.
+    /// Both probes near: the CPUs share an L3.
     Near,
-    /// Both probes far.
+    /// Both probes in the middle band.
+    Mid,
+    /// Both probes far: different dies.
     Far,
-    /// The state flipped during the trial (or a probe failed).
+    /// The state changed during the trial (or a probe failed).
     Mixed,
 }
 
 impl Placement {
-    pub fn of(before_ns: f64, after_ns: f64) -> Placement {
-        match (before_ns < FAR_NS, after_ns < FAR_NS) {
-            _ if !before_ns.is_finite() || !after_ns.is_finite() => Placement::Mixed,
-            (true, true) => Placement::Near,
-            (false, false) => Placement::Far,
-            _ => Placement::Mixed,
+    /// The class of one probe.
+    pub fn class(ns: f64) -> Placement {
+        if !ns.is_finite() {
+            Placement::Mixed
+        } else if ns < NEAR_BELOW_NS {
+            Placement::Near
+        } else if ns <= FAR_ABOVE_NS {
+            Placement::Mid
+        } else {
+            Placement::Far
         }
+    }
+
+    /// The class of a trial from the probes before and after it.
+    pub fn of(before_ns: f64, after_ns: f64) -> Placement {
+        let (a, b) = (Placement::class(before_ns), Placement::class(after_ns));
+        if a == b { a } else { Placement::Mixed }
     }
 }
 
@@ -41,6 +56,7 @@ impl core::fmt::Display for Placement {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.write_str(match self {
             Placement::Near => "near",
+            Placement::Mid => "mid",
             Placement::Far => "far",
             Placement::Mixed => "mixed",
         })
@@ -112,7 +128,7 @@ pub fn wait_near(a: usize, b: usize, max_wait: Duration) -> f64 {
     let t = Instant::now();
     loop {
         let ns = probe(a, b, 20_000);
-        if ns < FAR_NS || t.elapsed() >= max_wait {
+        if ns < NEAR_BELOW_NS || t.elapsed() >= max_wait {
             return ns;
         }
         std::thread::sleep(Duration::from_millis(250));
@@ -126,8 +142,10 @@ mod tests {
     #[test]
     fn classification() {
         assert_eq!(Placement::of(60.0, 70.0), Placement::Near);
-        assert_eq!(Placement::of(330.0, 300.0), Placement::Far);
+        assert_eq!(Placement::of(175.0, 200.0), Placement::Mid);
+        assert_eq!(Placement::of(330.0, 390.0), Placement::Far);
         assert_eq!(Placement::of(60.0, 330.0), Placement::Mixed);
+        assert_eq!(Placement::of(100.0, 180.0), Placement::Mixed);
         assert_eq!(Placement::of(f64::NAN, 60.0), Placement::Mixed);
     }
 

@@ -68,7 +68,7 @@ pub fn table(cfg: &P2pConfig, rows: &[Row]) -> String {
     );
     let _ = writeln!(
         s,
-        "Mpps = median (min-max) of the trials in the placement shown: near = the two CPUs share a cache, far = they do not (probed before and after every trial)"
+        "Mpps = median (min-max) of the trials in the placement shown: near/mid/far = one-way cache-line transfer between the two CPUs <130 / 130-280 / >280 ns, probed before and after every trial"
     );
     let _ = writeln!(s, "{CONVENTIONS}");
     if cfg.sizes.iter().any(|&z| z > cfg.buffer_size as usize) {
