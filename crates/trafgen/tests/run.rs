@@ -1,0 +1,142 @@
+//! The generator and the sink against each other, in one process: counts, order and pacing.
+
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+use memif::{InterfaceConfig, SocketPath};
+use trafgen::{FrameSpec, GenConfig, GenReport, Role};
+
+fn pair(send: GenConfig) -> (GenReport, GenReport, Duration) {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = SocketPath::File(dir.path().join("g.sock"));
+    let sink = GenConfig {
+        role: Role::Primary,
+        socket: socket.clone(),
+        iface: InterfaceConfig {
+            log2_ring_size: 14,
+            ..Default::default()
+        },
+        spec: send.spec.clone(),
+        send: false,
+        duration: Duration::from_secs(30),
+        ..Default::default()
+    };
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let rx = s.spawn(|| trafgen::run(&sink, &stop).unwrap());
+        std::thread::sleep(Duration::from_millis(50));
+        let t = Instant::now();
+        let tx = trafgen::run(
+            &GenConfig {
+                socket,
+                receive: false,
+                ..send
+            },
+            &stop,
+        )
+        .unwrap();
+        let took = t.elapsed();
+        (tx, rx.join().unwrap(), took)
+    })
+}
+
+#[test]
+fn every_frame_arrives_in_order_and_is_counted() {
+    for (size, buffer_size) in [(64usize, 2048u32), (1500, 2048), (9000, 2048), (9000, 9216)] {
+        let (tx, rx, _) = pair(GenConfig {
+            spec: FrameSpec {
+                size,
+                flows: 8,
+                ..Default::default()
+            },
+            iface: InterfaceConfig {
+                buffer_size,
+                ..Default::default()
+            },
+            count: Some(30_000),
+            duration: Duration::from_secs(30),
+            ..Default::default()
+        });
+        assert_eq!(tx.tx_packets, 30_000, "{size}");
+        assert_eq!(
+            rx.rx_packets, 30_000,
+            "{size}: the sender must not leave frames behind"
+        );
+        assert_eq!(rx.rx_bytes, 30_000 * size as u64);
+        assert_eq!(
+            (
+                rx.rx_foreign,
+                rx.rx_reordered,
+                rx.rx_seq_gaps,
+                rx.rx_bad_desc
+            ),
+            (0, 0, 0, 0),
+            "{size}"
+        );
+        assert!(rx.latency.max_ns > 0 && rx.latency.min_ns <= rx.latency.p50_ns);
+        assert!(rx.rx_mpps > 0.0);
+    }
+}
+
+#[test]
+fn paced_sending_does_not_run_ahead_of_its_rate() {
+    // 5 000 frames at 50 000 pps cannot take less than 0.1 s (a lower bound only, so a slow
+    // machine cannot fail it; a broken pacer sends them in well under a millisecond).
+    let (tx, rx, took) = pair(GenConfig {
+        count: Some(5_000),
+        rate_pps: Some(50_000.0),
+        burst: 8,
+        duration: Duration::from_secs(30),
+        ..Default::default()
+    });
+    assert_eq!((tx.tx_packets, rx.rx_packets), (5_000, 5_000));
+    assert!(
+        took >= Duration::from_millis(99),
+        "sent 5000 frames at 50 kpps in {took:?}"
+    );
+    assert!(
+        rx.rx_window_s >= 0.09,
+        "receive window {} s",
+        rx.rx_window_s
+    );
+}
+
+#[test]
+fn bad_settings_are_refused_with_a_reason() {
+    let stop = AtomicBool::new(false);
+    let bad = [
+        GenConfig {
+            burst: 0,
+            ..Default::default()
+        },
+        GenConfig {
+            rate_pps: Some(-1.0),
+            ..Default::default()
+        },
+        GenConfig {
+            spec: FrameSpec {
+                size: 20,
+                ..Default::default()
+            },
+            ..Default::default()
+        },
+    ];
+    for cfg in bad {
+        let e = trafgen::run(&cfg, &stop).unwrap_err().to_string();
+        assert!(
+            e.contains("burst") || e.contains("rate") || e.contains("frame size"),
+            "{e}"
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let nobody = GenConfig {
+        socket: SocketPath::File(dir.path().join("none.sock")),
+        connect_timeout: Duration::from_millis(100),
+        ..Default::default()
+    };
+    let e = trafgen::run(&nobody, &stop).unwrap_err().to_string();
+    assert!(
+        e.contains("no peer connected") && e.contains("none.sock"),
+        "{e}"
+    );
+}
