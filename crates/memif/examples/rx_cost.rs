@@ -7,7 +7,7 @@
 //!
 //! It lays out one S2M ring of 256 single-descriptor packets of SIZE bytes in anonymous memory,
 //! then ROUNDS times publishes all 256 (head += 256) and receives them in one call, freeing the
-//! buffers. Instructions in `recv` divided by SIZE·256·ROUNDS... by 256·ROUNDS packets is the
+//! buffers. Instructions in `recv` divided by 256·ROUNDS packets is the
 //! per-packet cost of validation, allocation and copy, independent of timing and neighbours.
 
 use std::sync::Arc;
@@ -28,7 +28,8 @@ fn main() {
         SharedMemory::anonymous(buf_base + 256 * 2048.max(size as usize)).expect("region"),
     );
     let (mut rx, _link) =
-        memif::testing::primary_rx(&[region.clone()], 0, 8, layout, 9216).expect("queue");
+        memif::testing::primary_rx(std::slice::from_ref(&region), 0, 8, layout, 9216)
+            .expect("queue");
     let ring = Ring::new(region, 0, 8, layout).expect("ring");
     ring.init();
     for i in 0..256u16 {
