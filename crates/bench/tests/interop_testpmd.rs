@@ -271,7 +271,7 @@ fn testpmd_client_echoes_standard_frames() {
 
 #[test]
 fn testpmd_server_echoes_jumbo_chains() {
-    echo_through_testpmd_server(&[64, 2049, 4000, 9000], 20_000, 2048);
+    echo_through_testpmd_server(&[64, 2049, 4000, 9000], 100_000, 2048);
 }
 
 /// Our primary's chains into testpmd's client ring (rxonly): count and bytes must match.
@@ -286,7 +286,7 @@ fn testpmd_client_receives_jumbo_chains() {
     let _serial = serial();
     let Some(bin) = testpmd_or_skip() else { return };
     let sizes = [64usize, 2049, 4000, 9000];
-    let total = 20_000u64;
+    let total = 100_000u64;
     let dir = tempfile::tempdir().unwrap();
     let sock = dir.path().join("tp.sock");
     let path = SocketPath::File(sock.clone());
