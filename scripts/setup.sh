@@ -11,6 +11,8 @@ pkgs=()
 command -v dpdk-testpmd >/dev/null 2>&1 || pkgs+=(dpdk)
 dpkg -s dpdk-dev >/dev/null 2>&1 || pkgs+=(dpdk-dev)
 dpkg -s librte-net-memif23 >/dev/null 2>&1 || pkgs+=(librte-net-memif23)
+# testpmd's default mbuf pool ops (ring_mp_mc) live in a driver that dpdk only Recommends.
+dpkg -s librte-mempool-ring23 >/dev/null 2>&1 || pkgs+=(librte-mempool-ring23)
 if [ "${#pkgs[@]}" -gt 0 ]; then
   echo "setup: installing ${pkgs[*]}"
   as_root apt-get update -q
