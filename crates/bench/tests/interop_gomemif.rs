@@ -8,9 +8,11 @@
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+mod common;
+
 use std::time::{Duration, Instant};
 
-use memif::{Client, Event, InterfaceConfig, SocketPath};
+use memif::{Client, InterfaceConfig, SocketPath};
 
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
@@ -103,19 +105,7 @@ fn echo(sizes: &[usize], total: u64, buffer_size: u32) {
         ..Default::default()
     };
     let mut c = Client::new(&SocketPath::File(sock), vec![cfg]).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let mut q = loop {
-        assert!(
-            Instant::now() < deadline,
-            "no connection to gomemif: {:?} {:?}",
-            c.last_connect_error(7),
-            c.interfaces()
-        );
-        c.poll(Duration::from_millis(10)).unwrap();
-        if let Some(Event::Connected { queues, .. }) = c.next_event() {
-            break queues;
-        }
-    };
+    let (_, mut q) = common::connected_secondary(&mut c, "gomemif");
     let len_of = |s: u64| sizes[(s as usize / 5) % sizes.len()];
     let (mut sent, mut got) = (0u64, 0u64);
     let mut first_bad = None;

@@ -5,11 +5,13 @@
 //! every returned frame's bytes, the count and the order. Frames in flight are capped below the
 //! ring size, because io forwarding drops (by design) what its tx ring cannot take.
 
+mod common;
+
 use std::time::{Duration, Instant};
 
 use bench::testpmd::{self, MemifPort, Testpmd};
 use buffer::{Pool, PoolConfig};
-use memif::{Client, Event, InterfaceConfig, Listener, SocketPath};
+use memif::{Client, InterfaceConfig, Listener, SocketPath};
 
 const IN_FLIGHT: u64 = 256;
 
@@ -125,19 +127,8 @@ fn echo_through_testpmd_server(sizes: &[usize], total: u64, buffer_size: u32) {
         ..Default::default()
     };
     let mut c = Client::new(&SocketPath::File(sock), vec![cfg]).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let mut q = loop {
-        assert!(
-            Instant::now() < deadline,
-            "no connection to testpmd: {:?}",
-            c.last_connect_error(0)
-        );
-        c.poll(Duration::from_millis(10)).unwrap();
-        if let Some(Event::Connected { queues, peer, .. }) = c.next_event() {
-            assert!(peer.app_name.contains("DPDK"), "peer {peer:?}");
-            break queues;
-        }
-    };
+    let (peer, mut q) = common::connected_secondary(&mut c, "testpmd");
+    assert!(peer.app_name.contains("DPDK"), "peer {peer:?}");
     let mut ck = Checker {
         sizes: sizes.to_vec(),
         sent: 0,
@@ -198,19 +189,8 @@ fn echo_through_testpmd_client(sizes: &[usize], total: u64) {
         secret: None,
     };
     let mut tp = Testpmd::spawn(&bin, &prefix(), 1, 0, &[port], &jumbo_args(sizes)).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let mut q = loop {
-        assert!(
-            Instant::now() < deadline,
-            "testpmd never connected: {:?}",
-            l.interfaces()
-        );
-        l.poll(Duration::from_millis(10)).unwrap();
-        if let Some(Event::Connected { queues, peer, .. }) = l.next_event() {
-            assert_eq!(peer.log2_ring_size, 11);
-            break queues;
-        }
-    };
+    let (peer, mut q) = common::connected_primary(&mut l, "testpmd");
+    assert_eq!(peer.log2_ring_size, 11);
     tp.cmd("start").unwrap();
     let mut pool = Pool::new(PoolConfig {
         count: 8192,
@@ -308,18 +288,7 @@ fn testpmd_client_receives_jumbo_chains() {
     };
     let app = vec!["--forward-mode=rxonly".to_string()];
     let mut tp = Testpmd::spawn(&bin, &prefix(), 1, 0, &[port], &app).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let mut q = loop {
-        assert!(
-            Instant::now() < deadline,
-            "testpmd never connected: {:?}",
-            l.interfaces()
-        );
-        l.poll(Duration::from_millis(10)).unwrap();
-        if let Some(Event::Connected { queues, .. }) = l.next_event() {
-            break queues;
-        }
-    };
+    let (_, mut q) = common::connected_primary(&mut l, "testpmd");
     tp.cmd("start").unwrap();
     let mut pool = Pool::new(PoolConfig {
         count: 8192,
