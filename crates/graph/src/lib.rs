@@ -1,0 +1,612 @@
+//! The vector graph.
+//!
+//! `graph` owns the engine every packet runs through, in VPP's shape: a node is one function
+//! over a frame of up to [`FRAME_SIZE`] buffer indices that decides, for each buffer, which of
+//! its declared next nodes gets it; the runtime then moves buffers to those nodes' pending
+//! frames. A node declares its name, next nodes and error counters in one [`NodeInfo`], and
+//! that is all `show runtime`, `show errors` and `show trace` need.
+//!
+//! One [`Runtime`] per worker thread: it owns its nodes, their pending frames, their counters
+//! (calls, vectors, clocks) and a trace ring. Nothing here locks or allocates after
+//! construction, and nothing here knows a protocol: nodes live in the `nodes` crate.
+
+pub mod clock;
+pub mod trace;
+
+use buffer::Pool;
+
+pub use trace::{TraceRecord, TraceRing};
+
+/// Buffers per frame.
+pub const FRAME_SIZE: usize = 256;
+
+/// A node's place in its graph.
+pub type NodeIndex = u16;
+
+/// A `next` value meaning "this node consumed the buffer" (sent it, freed it, kept it).
+pub const CONSUMED: u16 = u16::MAX;
+
+/// Buffer flag: trace this buffer through the graph.
+pub const BUFFER_TRACED: u16 = 1;
+
+/// Whether the runtime polls a node or feeds it frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeKind {
+    /// Polled once per dispatch loop (device input).
+    Input,
+    /// Runs when buffers are pending for it.
+    Internal,
+}
+
+/// What a node is, declared in one place.
+#[derive(Debug, Clone, Copy)]
+pub struct NodeInfo {
+    pub name: &'static str,
+    pub kind: NodeKind,
+    /// Next nodes by name; a node's `next` values index this list.
+    pub nexts: &'static [&'static str],
+    /// Error counters by name; a node's error codes index this list.
+    pub errors: &'static [&'static str],
+}
+
+/// What a node gets while it runs.
+#[derive(Debug)]
+pub struct Ctx<'a> {
+    pub pool: &'a mut Pool,
+    errors: &'a mut [u64],
+    trace: &'a mut TraceRing,
+    node: NodeIndex,
+}
+
+impl Ctx<'_> {
+    /// Counts one occurrence of error `code` (an index into the node's `errors`).
+    #[inline]
+    pub fn count_error(&mut self, code: usize) {
+        if let Some(c) = self.errors.get_mut(code) {
+            *c += 1;
+        }
+    }
+
+    #[inline]
+    pub fn count_errors(&mut self, code: usize, n: u64) {
+        if let Some(c) = self.errors.get_mut(code) {
+            *c += n;
+        }
+    }
+
+    /// Whether buffer `b` is being traced.
+    #[inline]
+    pub fn is_traced(&self, b: u32) -> bool {
+        self.pool.meta(b).flags & BUFFER_TRACED != 0
+    }
+
+    /// Adds this node's record for traced buffer `b` (at most [`trace::TRACE_DATA`] bytes).
+    pub fn trace(&mut self, b: u32, data: &[u8]) {
+        self.trace.push(self.node, b, data);
+    }
+}
+
+/// A graph node.
+pub trait Node: Send {
+    fn info(&self) -> NodeInfo;
+
+    /// Internal nodes: for each buffer of `bufs`, write the index of its next node into `next`,
+    /// or [`CONSUMED`] if the node took the buffer (terminal nodes: output, drop).
+    fn process(&mut self, ctx: &mut Ctx<'_>, bufs: &[u32], next: &mut [u16]) {
+        let _ = (ctx, bufs, next);
+    }
+
+    /// Input nodes: append up to `room` new buffers to `out` and their next-node indices to
+    /// `next`.
+    fn poll(&mut self, ctx: &mut Ctx<'_>, room: usize, out: &mut Vec<u32>, next: &mut Vec<u16>) {
+        let _ = (ctx, room, out, next);
+    }
+
+    /// Turns one of this node's trace records back into text.
+    fn format_trace(&self, data: &[u8]) -> String {
+        data.iter().map(|b| format!("{b:02x}")).collect()
+    }
+}
+
+/// Why a graph cannot be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GraphError {
+    #[error("node {node:?}: next node {next:?} does not exist")]
+    UnknownNext {
+        node: &'static str,
+        next: &'static str,
+    },
+    #[error("two nodes are named {0:?}")]
+    Duplicate(&'static str),
+    #[error("more than {} nodes", NodeIndex::MAX)]
+    TooMany,
+}
+
+/// Per-node counters, as `show runtime` prints them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NodeStats {
+    pub calls: u64,
+    pub vectors: u64,
+    /// Nanoseconds spent in the node ([`clock::ticks`]).
+    pub clocks: u64,
+}
+
+struct Slot {
+    node: Box<dyn Node>,
+    info: NodeInfo,
+    nexts: Vec<NodeIndex>,
+    pending: Vec<u32>,
+    stats: NodeStats,
+    errors: Vec<u64>,
+}
+
+/// One worker's graph.
+pub struct Runtime {
+    slots: Vec<Slot>,
+    inputs: Vec<NodeIndex>,
+    trace: TraceRing,
+    next_scratch: Vec<u16>,
+    buf_scratch: Vec<u32>,
+    /// Traced buffers still to mark, per input node.
+    trace_quota: Vec<u32>,
+    /// Whether any buffer may carry the trace flag (checked once per frame).
+    tracing: bool,
+    /// Buffers a node sent to a next index it never declared (a node bug): freed, counted.
+    undeclared_next: u64,
+}
+
+impl core::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Runtime")
+            .field(
+                "nodes",
+                &self.slots.iter().map(|s| s.info.name).collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}
+
+impl Runtime {
+    /// Builds a runtime from its nodes, resolving every next node by name.
+    pub fn new(nodes: Vec<Box<dyn Node>>, trace_capacity: usize) -> Result<Runtime, GraphError> {
+        if nodes.len() > usize::from(NodeIndex::MAX) {
+            return Err(GraphError::TooMany);
+        }
+        let infos: Vec<NodeInfo> = nodes.iter().map(|n| n.info()).collect();
+        for (i, a) in infos.iter().enumerate() {
+            if infos[..i].iter().any(|b| b.name == a.name) {
+                return Err(GraphError::Duplicate(a.name));
+            }
+        }
+        let index = |name: &str| {
+            infos
+                .iter()
+                .position(|i| i.name == name)
+                .map(|p| p as NodeIndex)
+        };
+        let mut slots = Vec::with_capacity(nodes.len());
+        for (node, info) in nodes.into_iter().zip(infos.iter().copied()) {
+            let nexts = info
+                .nexts
+                .iter()
+                .map(|n| {
+                    index(n).ok_or(GraphError::UnknownNext {
+                        node: info.name,
+                        next: n,
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            slots.push(Slot {
+                errors: vec![0; info.errors.len()],
+                node,
+                info,
+                nexts,
+                pending: Vec::with_capacity(FRAME_SIZE * 2),
+                stats: NodeStats::default(),
+            });
+        }
+        let inputs = infos
+            .iter()
+            .enumerate()
+            .filter(|(_, i)| i.kind == NodeKind::Input)
+            .map(|(i, _)| i as NodeIndex)
+            .collect();
+        Ok(Runtime {
+            tracing: false,
+            undeclared_next: 0,
+            trace_quota: vec![0; slots.len()],
+            slots,
+            inputs,
+            trace: TraceRing::new(trace_capacity),
+            next_scratch: Vec::with_capacity(FRAME_SIZE),
+            buf_scratch: Vec::with_capacity(FRAME_SIZE),
+        })
+    }
+
+    pub fn node_index(&self, name: &str) -> Option<NodeIndex> {
+        self.slots
+            .iter()
+            .position(|s| s.info.name == name)
+            .map(|p| p as NodeIndex)
+    }
+
+    /// `trace add NODE N`: trace the next `n` buffers that input node `name` produces.
+    pub fn trace_add(&mut self, name: &str, n: u32) -> Result<(), String> {
+        match self.node_index(name) {
+            Some(i) if self.slots[usize::from(i)].info.kind == NodeKind::Input => {
+                self.trace_quota[usize::from(i)] += n;
+                self.tracing = true;
+                Ok(())
+            }
+            Some(_) => Err(format!("{name} is not an input node")),
+            None => Err(format!("no node named {name}")),
+        }
+    }
+
+    /// One pass: poll every input node, then run internal nodes until nothing is pending.
+    /// Returns the buffers the input nodes produced.
+    pub fn dispatch(&mut self, pool: &mut Pool) -> usize {
+        let mut produced = 0;
+        for k in 0..self.inputs.len() {
+            let i = usize::from(self.inputs[k]);
+            let mut out = std::mem::take(&mut self.buf_scratch);
+            let mut next = std::mem::take(&mut self.next_scratch);
+            out.clear();
+            next.clear();
+            let t0 = clock::ticks();
+            {
+                let s = &mut self.slots[i];
+                let mut ctx = Ctx {
+                    pool,
+                    errors: &mut s.errors,
+                    trace: &mut self.trace,
+                    node: i as NodeIndex,
+                };
+                s.node.poll(&mut ctx, FRAME_SIZE, &mut out, &mut next);
+            }
+            let n = out.len().min(next.len());
+            let s = &mut self.slots[i];
+            s.stats.calls += 1;
+            s.stats.vectors += n as u64;
+            s.stats.clocks += clock::ticks().wrapping_sub(t0);
+            if n > 0 {
+                if self.trace_quota[i] > 0 {
+                    for &b in &out[..n] {
+                        if self.trace_quota[i] == 0 {
+                            break;
+                        }
+                        pool.meta_mut(b).flags |= BUFFER_TRACED;
+                        self.trace.push_start(i as NodeIndex, b);
+                        self.trace_quota[i] -= 1;
+                    }
+                }
+                self.enqueue(i, &out[..n], &next[..n], pool);
+                produced += n;
+            }
+            self.buf_scratch = out;
+            self.next_scratch = next;
+        }
+        // Run pending frames in node order until the graph is empty.
+        while let Some(i) = self.slots.iter().position(|s| !s.pending.is_empty()) {
+            let take = self.slots[i].pending.len().min(FRAME_SIZE);
+            let mut frame = std::mem::take(&mut self.buf_scratch);
+            frame.clear();
+            frame.extend(self.slots[i].pending.drain(..take));
+            let mut next = std::mem::take(&mut self.next_scratch);
+            next.clear();
+            next.resize(frame.len(), 0);
+            if self.tracing {
+                for &b in &frame {
+                    if pool.meta(b).flags & BUFFER_TRACED != 0 {
+                        self.trace.push(i as NodeIndex, b, &[]);
+                    }
+                }
+            }
+            let t0 = clock::ticks();
+            {
+                let s = &mut self.slots[i];
+                let mut ctx = Ctx {
+                    pool,
+                    errors: &mut s.errors,
+                    trace: &mut self.trace,
+                    node: i as NodeIndex,
+                };
+                s.node.process(&mut ctx, &frame, &mut next);
+            }
+            let s = &mut self.slots[i];
+            s.stats.calls += 1;
+            s.stats.vectors += frame.len() as u64;
+            s.stats.clocks += clock::ticks().wrapping_sub(t0);
+            self.enqueue(i, &frame, &next, pool);
+            self.buf_scratch = frame;
+            self.next_scratch = next;
+        }
+        produced
+    }
+
+    /// Moves buffers to the pending frames of their next nodes. A next index the node did not
+    /// declare is a bug in that node: the buffer is freed and counted, never lost.
+    fn enqueue(&mut self, from: usize, bufs: &[u32], next: &[u16], pool: &mut Pool) {
+        for (&b, &n) in bufs.iter().zip(next) {
+            if n == CONSUMED {
+                continue;
+            }
+            match self.slots[from].nexts.get(usize::from(n)) {
+                Some(&to) => self.slots[usize::from(to)].pending.push(b),
+                None => {
+                    pool.free(b);
+                    self.undeclared_next += 1;
+                }
+            }
+        }
+    }
+
+    /// `show runtime`: per node name, kind, counters.
+    pub fn runtime(&self) -> Vec<(&'static str, NodeKind, NodeStats)> {
+        self.slots
+            .iter()
+            .map(|s| (s.info.name, s.info.kind, s.stats))
+            .collect()
+    }
+
+    /// Buffers dropped because a node named a next index it never declared.
+    pub fn undeclared_next_drops(&self) -> u64 {
+        self.undeclared_next
+    }
+
+    /// `show errors`: (node, error name, count) for every non-zero counter.
+    pub fn errors(&self) -> Vec<(&'static str, &'static str, u64)> {
+        let mut v = Vec::new();
+        for s in &self.slots {
+            for (name, &n) in s.info.errors.iter().zip(&s.errors) {
+                if n > 0 {
+                    v.push((s.info.name, *name, n));
+                }
+            }
+        }
+        v
+    }
+
+    /// `show trace`: one block per traced buffer, its path through the nodes in order.
+    pub fn show_trace(&self) -> String {
+        let mut out = String::new();
+        for (b, recs) in self.trace.by_buffer() {
+            out.push_str(&format!("Packet (buffer {b})\n"));
+            for r in recs {
+                let s = &self.slots[usize::from(r.node)];
+                let text = if r.data().is_empty() {
+                    String::new()
+                } else {
+                    s.node.format_trace(r.data())
+                };
+                out.push_str(&format!("  {:<16} {text}\n", s.info.name));
+            }
+        }
+        out
+    }
+
+    pub fn clear_runtime(&mut self) {
+        for s in &mut self.slots {
+            s.stats = NodeStats::default();
+        }
+    }
+
+    pub fn clear_errors(&mut self) {
+        for s in &mut self.slots {
+            s.errors.iter_mut().for_each(|e| *e = 0);
+        }
+    }
+
+    /// Forgets all records and stops marking new buffers (buffers already marked keep
+    /// their flag until freed).
+    pub fn clear_trace(&mut self) {
+        self.trace.clear();
+        self.trace_quota.iter_mut().for_each(|q| *q = 0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use buffer::PoolConfig;
+
+    /// Produces `per_poll` one-byte buffers counting up from `start`.
+    struct Gen {
+        name: &'static str,
+        per_poll: usize,
+        value: u8,
+    }
+
+    impl Node for Gen {
+        fn info(&self) -> NodeInfo {
+            NodeInfo {
+                name: self.name,
+                kind: NodeKind::Input,
+                nexts: &["classify"],
+                errors: &[],
+            }
+        }
+        fn poll(
+            &mut self,
+            ctx: &mut Ctx<'_>,
+            room: usize,
+            out: &mut Vec<u32>,
+            next: &mut Vec<u16>,
+        ) {
+            for _ in 0..self.per_poll.min(room) {
+                let b = ctx.pool.from_bytes(&[self.value]).unwrap();
+                self.value = self.value.wrapping_add(1);
+                out.push(b);
+                next.push(0);
+            }
+        }
+    }
+
+    /// Even bytes go on, odd ones are dropped with a named error.
+    struct Classify;
+
+    impl Node for Classify {
+        fn info(&self) -> NodeInfo {
+            NodeInfo {
+                name: "classify",
+                kind: NodeKind::Internal,
+                nexts: &["sink", "error-drop"],
+                errors: &["odd byte"],
+            }
+        }
+        fn process(&mut self, ctx: &mut Ctx<'_>, bufs: &[u32], next: &mut [u16]) {
+            for (b, n) in bufs.iter().zip(next.iter_mut()) {
+                let v = ctx.pool.data(*b)[0];
+                if ctx.is_traced(*b) {
+                    ctx.trace(*b, &[v]);
+                }
+                if v.is_multiple_of(2) {
+                    *n = 0;
+                } else {
+                    ctx.count_error(0);
+                    *n = 1;
+                }
+            }
+        }
+        fn format_trace(&self, data: &[u8]) -> String {
+            format!("value {}", data[0])
+        }
+    }
+
+    struct Sink(std::sync::Arc<std::sync::atomic::AtomicU64>);
+
+    impl Node for Sink {
+        fn info(&self) -> NodeInfo {
+            NodeInfo {
+                name: "sink",
+                kind: NodeKind::Internal,
+                nexts: &[],
+                errors: &[],
+            }
+        }
+        fn process(&mut self, ctx: &mut Ctx<'_>, bufs: &[u32], next: &mut [u16]) {
+            self.0
+                .fetch_add(bufs.len() as u64, std::sync::atomic::Ordering::Relaxed);
+            ctx.pool.free_bulk(bufs);
+            next.fill(CONSUMED);
+        }
+    }
+
+    struct Drop;
+
+    impl Node for Drop {
+        fn info(&self) -> NodeInfo {
+            NodeInfo {
+                name: "error-drop",
+                kind: NodeKind::Internal,
+                nexts: &[],
+                errors: &[],
+            }
+        }
+        fn process(&mut self, ctx: &mut Ctx<'_>, bufs: &[u32], next: &mut [u16]) {
+            ctx.pool.free_bulk(bufs);
+            next.fill(CONSUMED);
+        }
+    }
+
+    fn graph(sunk: &std::sync::Arc<std::sync::atomic::AtomicU64>) -> Runtime {
+        Runtime::new(
+            vec![
+                Box::new(Gen {
+                    name: "gen-a",
+                    per_poll: 200,
+                    value: 0,
+                }),
+                Box::new(Gen {
+                    name: "gen-b",
+                    per_poll: 200,
+                    value: 1,
+                }),
+                Box::new(Classify),
+                Box::new(Sink(sunk.clone())),
+                Box::new(Drop),
+            ],
+            64,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn buffers_follow_their_nexts_and_are_all_accounted_for() {
+        let sunk = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let mut rt = graph(&sunk);
+        let mut pool = Pool::new(PoolConfig {
+            count: 1024,
+            data_size: 64,
+            headroom: 0,
+        })
+        .unwrap();
+        for _ in 0..10 {
+            assert_eq!(rt.dispatch(&mut pool), 400);
+        }
+        assert_eq!(sunk.load(std::sync::atomic::Ordering::Relaxed), 2000);
+        assert_eq!(rt.errors(), vec![("classify", "odd byte", 2000)]);
+        assert_eq!(pool.available(), 1024, "every buffer was freed");
+        let stats: std::collections::HashMap<_, _> =
+            rt.runtime().into_iter().map(|(n, _, s)| (n, s)).collect();
+        assert_eq!((stats["gen-a"].calls, stats["gen-a"].vectors), (10, 2000));
+        // 400 pending buffers per pass run as a full frame of 256 and one of 144.
+        assert_eq!(
+            (stats["classify"].calls, stats["classify"].vectors),
+            (20, 4000)
+        );
+        assert_eq!(stats["error-drop"].vectors, 2000);
+        rt.clear_runtime();
+        rt.clear_errors();
+        assert!(rt.errors().is_empty());
+        assert_eq!(rt.runtime()[0].2, NodeStats::default());
+    }
+
+    #[test]
+    fn trace_follows_marked_buffers_only() {
+        let sunk = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let mut rt = graph(&sunk);
+        let mut pool = Pool::new(PoolConfig {
+            count: 1024,
+            data_size: 64,
+            headroom: 0,
+        })
+        .unwrap();
+        rt.trace_add("gen-a", 2).unwrap();
+        assert!(rt.trace_add("classify", 1).is_err());
+        assert!(rt.trace_add("nope", 1).is_err());
+        rt.dispatch(&mut pool);
+        let t = rt.show_trace();
+        assert_eq!(t.matches("Packet (buffer").count(), 2, "{t}");
+        assert!(
+            t.contains("gen-a") && t.contains("value 0") && t.contains("sink"),
+            "{t}"
+        );
+        assert!(t.contains("value 1") && t.contains("error-drop"), "{t}");
+        rt.clear_trace();
+        rt.dispatch(&mut pool);
+        assert_eq!(rt.show_trace(), "");
+    }
+
+    #[test]
+    fn bad_graphs_are_refused_by_name() {
+        struct Lost;
+        impl Node for Lost {
+            fn info(&self) -> NodeInfo {
+                NodeInfo {
+                    name: "lost",
+                    kind: NodeKind::Internal,
+                    nexts: &["ip4-lokup"],
+                    errors: &[],
+                }
+            }
+        }
+        let e = Runtime::new(vec![Box::new(Lost)], 0).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "node \"lost\": next node \"ip4-lokup\" does not exist"
+        );
+        let e = Runtime::new(vec![Box::new(Drop), Box::new(Drop)], 0).unwrap_err();
+        assert_eq!(e, GraphError::Duplicate("error-drop"));
+    }
+}
