@@ -148,9 +148,25 @@ impl QueueBase {
     #[inline]
     fn signal(&self) {
         if self.ring.flags() & RING_FLAG_MASK_INT == 0 {
-            // A full counter (EAGAIN) already means "wake up"; nothing to do on error.
-            let _ = rustix::io::write(&self.irq, &1u64.to_ne_bytes());
-            bump(&self.counters.interrupts_sent, 1);
+            // The eventfd is one open file description shared with the peer, which can clear
+            // O_NONBLOCK on it and fill its counter so that a plain write would block us. Write
+            // only when poll says a write cannot block; a counter that is full already means
+            // "wake up". (A peer that races poll and write precisely can still stall this
+            // thread; eventfds support neither RWF_NOWAIT nor reopening via /proc.)
+            let mut p = [rustix::event::PollFd::new(
+                &self.irq,
+                rustix::event::PollFlags::OUT,
+            )];
+            let zero = rustix::event::Timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            if matches!(rustix::event::poll(&mut p, Some(&zero)), Ok(1))
+                && p[0].revents().contains(rustix::event::PollFlags::OUT)
+            {
+                let _ = rustix::io::write(&self.irq, &1u64.to_ne_bytes());
+                bump(&self.counters.interrupts_sent, 1);
+            }
         }
     }
 

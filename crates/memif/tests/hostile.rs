@@ -912,3 +912,54 @@ fn hostile_primary_cannot_crash_the_secondary() {
     let mut l = Listener::bind(&path, vec![cfg(0)]).unwrap();
     connect(&mut l, &mut c);
 }
+
+#[test]
+fn a_peer_cannot_stall_our_signalling_through_its_eventfd() {
+    // The peer makes the shared eventfd blocking and fills its counter: our producer must skip
+    // the signal instead of blocking in write().
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let mut l = listener(&dir, vec![cfg(0)]);
+    let e = Evil::connect(&mut l);
+    e.init(&mut l, 0);
+    let size = RINGS as usize + 2048 * 2048;
+    let _shm = good_region(&e, &mut l, size);
+    let s2m_irq = eventfd();
+    let m2s_irq = rustix::event::eventfd(0, rustix::event::EventfdFlags::CLOEXEC).unwrap(); // blocking
+    e.send(add_ring(true, 0, 0, 0, 10), Some(&s2m_irq));
+    assert_eq!(e.recv(&mut l), Some(Msg::Ack));
+    e.send(add_ring(false, 0, 0, 16512, 10), Some(&m2s_irq));
+    assert_eq!(e.recv(&mut l), Some(Msg::Ack));
+    e.send(
+        Msg::Connect {
+            if_name: FixedStr::new("evil"),
+        },
+        None,
+    );
+    assert!(matches!(e.recv(&mut l), Some(Msg::Connected { .. })));
+    let Some(Event::Connected { mut queues, .. }) = l.next_event() else {
+        panic!("no connection")
+    };
+    // Undo the non-blocking flag we set on our side of the shared description, then saturate.
+    let fl = rustix::fs::fcntl_getfl(&m2s_irq).unwrap();
+    rustix::fs::fcntl_setfl(&m2s_irq, fl - rustix::fs::OFlags::NONBLOCK).unwrap();
+    rustix::io::write(&m2s_irq, &0xffff_ffff_ffff_fffeu64.to_ne_bytes()).unwrap();
+    let m2s = Ring::new(_shm.clone(), 16512, 10, RingLayout::CacheLine64).unwrap();
+    m2s.set_desc(
+        0,
+        Desc {
+            flags: 0,
+            region: 0,
+            length: 2048,
+            offset: RINGS as u32,
+            metadata: 0,
+        },
+    );
+    m2s.set_head(1);
+    let mut pool = pool();
+    let b = pool.from_bytes(&[5; 64]).unwrap();
+    // Would hang forever in write() without the POLLOUT check.
+    assert_eq!(queues.tx[0].send(&pool, &[b]).unwrap(), 1);
+    assert_eq!(queues.tx[0].stats().interrupts_sent, 0);
+    pool.free(b);
+}
