@@ -1,6 +1,6 @@
 //! Packet bytes, and nothing else.
 //!
-//! `wire` owns typed views over header bytes (`Ethernet`, `Ipv4`, `Udp`) with checked
+//! `wire` owns typed views over header bytes (`Ethernet`, `Arp`, `Ipv4`, `Icmp`, `Udp`) with checked
 //! constructors, typed getters and setters, and the Internet checksum including the RFC 1624
 //! incremental update. It performs no I/O and never allocates; a view borrows the caller's
 //! buffer. Protocol numbers it does not know are kept as `Unknown(raw)` so that a caller can
@@ -8,12 +8,16 @@
 
 #![forbid(unsafe_code)]
 
+pub mod arp;
 pub mod checksum;
 pub mod ethernet;
+pub mod icmp;
 pub mod ipv4;
 pub mod udp;
 
+pub use arp::{Arp, ArpOp};
 pub use ethernet::{EtherType, Ethernet, MacAddr};
+pub use icmp::{Icmp, IcmpType};
 pub use ipv4::{IpProtocol, Ipv4, Ipv4Addr};
 pub use udp::Udp;
 
