@@ -13,7 +13,11 @@
 //! owner calls [`Lpm::quiesce`], declaring that every reader has finished the lookups it had
 //! in flight (the daemon does so after each worker has passed a dispatch-loop boundary).
 //!
-//! It never allocates on the lookup path and knows nothing of packets or interfaces.
+//! [`adj`] holds what a route leads to (rewrite, glean, local, drop) and the neighbour table.
+//!
+//! It never allocates on the lookup path and knows nothing of packets.
+
+pub mod adj;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -407,16 +411,20 @@ mod tests {
         t.insert(ip("198.51.100.0"), 24, 7).unwrap();
         let r = t.reader();
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let s2 = stop.clone();
+        let seen = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let (s2, seen2) = (stop.clone(), seen.clone());
         let h = std::thread::spawn(move || {
-            let mut n = 0u64;
             while !s2.load(Ordering::Relaxed) {
                 assert_eq!(r.lookup(ip("198.51.100.1")), Some(7));
-                n += 1;
+                seen2.fetch_add(1, Ordering::Relaxed);
             }
-            n
         });
-        for i in 0..20_000u32 {
+        // Interleave for real: keep writing until the reader has done many lookups too.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let mut i = 0u32;
+        while (i < 20_000 || seen.load(Ordering::Relaxed) < 100_000)
+            && std::time::Instant::now() < deadline
+        {
             t.insert(ip("198.51.100.2"), 32, i).unwrap();
             t.remove(ip("198.51.100.2"), 32).unwrap();
             if i % 2 == 0 {
@@ -424,8 +432,14 @@ mod tests {
                 // (re)fill copies the covering entry first, so .1 still reads 7.
                 t.quiesce();
             }
+            i += 1;
         }
         stop.store(true, Ordering::Relaxed);
-        assert!(h.join().unwrap() > 0);
+        h.join().unwrap();
+        assert!(
+            seen.load(Ordering::Relaxed) >= 100_000,
+            "reader ran {} lookups",
+            seen.load(Ordering::Relaxed)
+        );
     }
 }
