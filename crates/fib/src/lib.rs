@@ -427,7 +427,7 @@ mod tests {
         {
             t.insert(ip("198.51.100.2"), 32, i).unwrap();
             t.remove(ip("198.51.100.2"), 32).unwrap();
-            if i % 2 == 0 {
+            if i.is_multiple_of(2) {
                 // Test-only: the reader may be mid-lookup in a group we now reuse, but every
                 // (re)fill copies the covering entry first, so .1 still reads 7.
                 t.quiesce();
