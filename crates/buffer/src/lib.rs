@@ -25,6 +25,8 @@ pub struct Meta {
     pub rx_if: u32,
     pub tx_if: u32,
     pub vrf: u32,
+    /// The adjacency a lookup chose (an index into the forwarding tables).
+    pub adj: u32,
     pub error: u16,
     pub flags: u16,
 }
@@ -90,6 +92,7 @@ impl Pool {
             rx_if: NONE,
             tx_if: NONE,
             vrf: 0,
+            adj: 0,
             error: 0,
             flags: 0,
         };
@@ -190,6 +193,33 @@ impl Pool {
         &mut self.mem[base + off..base + usize::from(self.headroom) + usize::from(self.data_size)]
     }
 
+    /// Moves the start of this buffer's data by `n` bytes (VPP's `vlib_buffer_advance`):
+    /// positive skips a parsed header, negative exposes headroom to prepend one. Keeps the
+    /// chain's `total_len` in step. Returns false, changing nothing, if the move would leave
+    /// the buffer.
+    pub fn advance(&mut self, b: u32, n: isize) -> bool {
+        let m = &mut self.meta[b as usize];
+        let off = m.offset as isize + n;
+        let len = m.len as isize - n;
+        let end = usize::from(self.headroom) + usize::from(self.data_size);
+        if off < 0 || len < 0 || off as usize + len as usize > end {
+            return false;
+        }
+        m.offset = off as u16;
+        m.len = len as u16;
+        m.total_len = (m.total_len as isize - n).max(0) as u32;
+        true
+    }
+
+    /// Shortens this buffer's data to `len` bytes (trailing Ethernet padding, say).
+    pub fn truncate(&mut self, b: u32, len: u16) {
+        let m = &mut self.meta[b as usize];
+        if len < m.len {
+            m.total_len -= u32::from(m.len - len);
+            m.len = len;
+        }
+    }
+
     /// Links `tail` after `prev` in a chain.
     pub fn link(&mut self, prev: u32, tail: u32) {
         self.meta[prev as usize].next = tail;
@@ -284,6 +314,20 @@ mod tests {
         assert_eq!(p.available(), 4);
         p.free_bulk(&four);
         assert_eq!(p.available(), 8);
+    }
+
+    #[test]
+    fn advance_skips_and_prepends_within_the_buffer() {
+        let mut p = small();
+        let b = p.from_bytes(&[1, 2, 3, 4, 5, 6]).unwrap();
+        assert!(p.advance(b, 2));
+        assert_eq!((p.data(b), p.meta(b).total_len), (&[3, 4, 5, 6][..], 4));
+        assert!(p.advance(b, -18), "16 bytes of headroom plus the 2 skipped");
+        assert_eq!(p.data(b).len(), 22);
+        assert!(!p.advance(b, -1), "no headroom left");
+        assert!(!p.advance(b, 23), "past the data");
+        p.truncate(b, 10);
+        assert_eq!((p.data(b).len(), p.meta(b).total_len), (10, 10));
     }
 
     #[test]

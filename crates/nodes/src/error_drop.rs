@@ -1,0 +1,22 @@
+//! `error-drop`: frees what other nodes dropped. The reasons were counted where they arose.
+
+use graph::{CONSUMED, Ctx, Node, NodeInfo, NodeKind};
+
+#[derive(Debug, Default)]
+pub struct ErrorDrop;
+
+impl Node for ErrorDrop {
+    fn info(&self) -> NodeInfo {
+        NodeInfo {
+            name: "error-drop",
+            kind: NodeKind::Internal,
+            nexts: &[],
+            errors: &[],
+        }
+    }
+
+    fn process(&mut self, ctx: &mut Ctx<'_>, bufs: &[u32], next: &mut [u16]) {
+        ctx.pool.free_bulk(bufs);
+        next.fill(CONSUMED);
+    }
+}

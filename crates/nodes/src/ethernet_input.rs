@@ -1,0 +1,86 @@
+//! `ethernet-input`: checks the destination MAC against the receiving interface, classifies by
+//! EtherType and skips the Ethernet header.
+
+use graph::{Ctx, Node, NodeInfo, NodeKind};
+use wire::{EtherType, Ethernet};
+
+use crate::Shared;
+
+const NEXT_IP4: u16 = 0;
+const NEXT_DROP: u16 = 1;
+
+const E_SHORT: usize = 0;
+const E_NOT_FOR_US: usize = 1;
+const E_UNKNOWN_TYPE: usize = 2;
+const E_IF_DOWN: usize = 3;
+
+#[derive(Debug)]
+pub struct EthernetInput {
+    shared: Shared,
+}
+
+impl EthernetInput {
+    pub fn new(shared: Shared) -> EthernetInput {
+        EthernetInput { shared }
+    }
+}
+
+impl Node for EthernetInput {
+    fn info(&self) -> NodeInfo {
+        NodeInfo {
+            name: "ethernet-input",
+            kind: NodeKind::Internal,
+            nexts: &["ip4-input", "error-drop"],
+            errors: &[
+                "frame shorter than an Ethernet header",
+                "l3 mac mismatch",
+                "unknown ethertype",
+                "interface down",
+            ],
+        }
+    }
+
+    fn process(&mut self, ctx: &mut Ctx<'_>, bufs: &[u32], next: &mut [u16]) {
+        let ifs = self.shared.interfaces.load();
+        for (&b, n) in bufs.iter().zip(next.iter_mut()) {
+            let rx = ctx.pool.meta(b).rx_if;
+            let Some(ifc) = ifs.get(rx as usize).filter(|i| i.up) else {
+                ctx.count_error(E_IF_DOWN);
+                *n = NEXT_DROP;
+                continue;
+            };
+            let (ethertype, dst) = match Ethernet::new_checked(ctx.pool.data(b)) {
+                Ok(e) => (e.ethertype(), e.dst()),
+                Err(_) => {
+                    ctx.count_error(E_SHORT);
+                    *n = NEXT_DROP;
+                    continue;
+                }
+            };
+            if dst.0 != ifc.mac && !dst.is_multicast() {
+                ctx.count_error(E_NOT_FOR_US);
+                *n = NEXT_DROP;
+                continue;
+            }
+            if ctx.is_traced(b) {
+                let t: u16 = ethertype.into();
+                ctx.trace(b, &t.to_be_bytes());
+            }
+            match ethertype {
+                EtherType::Ipv4 => {
+                    ctx.pool.meta_mut(b).vrf = ifc.vrf;
+                    ctx.pool.advance(b, 14);
+                    *n = NEXT_IP4;
+                }
+                _ => {
+                    ctx.count_error(E_UNKNOWN_TYPE);
+                    *n = NEXT_DROP;
+                }
+            }
+        }
+    }
+
+    fn format_trace(&self, data: &[u8]) -> String {
+        format!("ethertype 0x{:02x}{:02x}", data[0], data[1])
+    }
+}

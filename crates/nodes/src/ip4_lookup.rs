@@ -1,0 +1,95 @@
+//! `ip4-lookup`: longest-prefix match of the destination in the packet's VRF.
+
+use fib::Ipv4Addr;
+use fib::adj::Adjacency;
+use graph::{Ctx, Node, NodeInfo, NodeKind};
+
+use crate::Shared;
+
+const NEXT_REWRITE: u16 = 0;
+const NEXT_DROP: u16 = 1;
+
+const E_NO_ROUTE: usize = 0;
+const E_NO_VRF: usize = 1;
+const E_LOCAL: usize = 2;
+const E_GLEAN: usize = 3;
+const E_DROP_ROUTE: usize = 4;
+
+#[derive(Debug)]
+pub struct Ip4Lookup {
+    shared: Shared,
+}
+
+impl Ip4Lookup {
+    pub fn new(shared: Shared) -> Ip4Lookup {
+        Ip4Lookup { shared }
+    }
+}
+
+impl Node for Ip4Lookup {
+    fn info(&self) -> NodeInfo {
+        NodeInfo {
+            name: "ip4-lookup",
+            kind: NodeKind::Internal,
+            nexts: &["ip4-rewrite", "error-drop"],
+            errors: &[
+                "no route",
+                "vrf does not exist",
+                "to one of our addresses (no ip4-local in this graph)",
+                "next hop unresolved (no arp in this graph)",
+                "drop route",
+            ],
+        }
+    }
+
+    fn process(&mut self, ctx: &mut Ctx<'_>, bufs: &[u32], next: &mut [u16]) {
+        let vrfs = self.shared.vrfs.load();
+        let adjs = self.shared.adjacencies.load();
+        for (&b, n) in bufs.iter().zip(next.iter_mut()) {
+            let d = ctx.pool.data(b);
+            // ip4-input guaranteed a full header.
+            let dst = Ipv4Addr::new(d[16], d[17], d[18], d[19]);
+            let vrf = ctx.pool.meta(b).vrf;
+            let Some(table) = vrfs.get(vrf as usize) else {
+                ctx.count_error(E_NO_VRF);
+                *n = NEXT_DROP;
+                continue;
+            };
+            let Some(adj) = table.lookup(dst) else {
+                ctx.count_error(E_NO_ROUTE);
+                *n = NEXT_DROP;
+                continue;
+            };
+            if ctx.is_traced(b) {
+                let mut t = [0u8; 8];
+                t[..4].copy_from_slice(&vrf.to_be_bytes());
+                t[4..].copy_from_slice(&adj.to_be_bytes());
+                ctx.trace(b, &t);
+            }
+            *n = match adjs.get(adj as usize).copied().unwrap_or(Adjacency::Drop) {
+                Adjacency::Rewrite { .. } => {
+                    ctx.pool.meta_mut(b).adj = adj;
+                    NEXT_REWRITE
+                }
+                Adjacency::Local => {
+                    ctx.count_error(E_LOCAL);
+                    NEXT_DROP
+                }
+                Adjacency::Glean { .. } => {
+                    ctx.count_error(E_GLEAN);
+                    NEXT_DROP
+                }
+                Adjacency::Drop => {
+                    ctx.count_error(E_DROP_ROUTE);
+                    NEXT_DROP
+                }
+            };
+        }
+    }
+
+    fn format_trace(&self, data: &[u8]) -> String {
+        let vrf = u32::from_be_bytes([data[0], data[1], data[2], data[3]]);
+        let adj = u32::from_be_bytes([data[4], data[5], data[6], data[7]]);
+        format!("fib {vrf} adj {adj}")
+    }
+}

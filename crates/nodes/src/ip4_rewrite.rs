@@ -1,0 +1,87 @@
+//! `ip4-rewrite`: decrements TTL with an incremental checksum update (RFC 1624) and writes the
+//! Ethernet header of the chosen adjacency in front of the packet.
+
+use fib::adj::Adjacency;
+use graph::{Ctx, Node, NodeInfo, NodeKind};
+use wire::checksum;
+
+use crate::Shared;
+
+const NEXT_OUTPUT: u16 = 0;
+const NEXT_DROP: u16 = 1;
+
+const E_TTL_EXPIRED: usize = 0;
+const E_NO_HEADROOM: usize = 1;
+const E_STALE_ADJ: usize = 2;
+
+#[derive(Debug)]
+pub struct Ip4Rewrite {
+    shared: Shared,
+}
+
+impl Ip4Rewrite {
+    pub fn new(shared: Shared) -> Ip4Rewrite {
+        Ip4Rewrite { shared }
+    }
+}
+
+impl Node for Ip4Rewrite {
+    fn info(&self) -> NodeInfo {
+        NodeInfo {
+            name: "ip4-rewrite",
+            kind: NodeKind::Internal,
+            nexts: &["interface-output", "error-drop"],
+            errors: &[
+                "ttl expired (no icmp-error in this graph)",
+                "no headroom for the l2 header",
+                "adjacency changed",
+            ],
+        }
+    }
+
+    fn process(&mut self, ctx: &mut Ctx<'_>, bufs: &[u32], next: &mut [u16]) {
+        let adjs = self.shared.adjacencies.load();
+        for (&b, n) in bufs.iter().zip(next.iter_mut()) {
+            let Some(Adjacency::Rewrite {
+                tx_if, dst, src, ..
+            }) = adjs.get(ctx.pool.meta(b).adj as usize).copied()
+            else {
+                ctx.count_error(E_STALE_ADJ);
+                *n = NEXT_DROP;
+                continue;
+            };
+            let ip = ctx.pool.data_mut(b);
+            if ip[8] <= 1 {
+                ctx.count_error(E_TTL_EXPIRED);
+                *n = NEXT_DROP;
+                continue;
+            }
+            let old = u16::from_be_bytes([ip[8], ip[9]]);
+            ip[8] -= 1;
+            let new = u16::from_be_bytes([ip[8], ip[9]]);
+            let c = checksum::update(u16::from_be_bytes([ip[10], ip[11]]), old, new);
+            ip[10..12].copy_from_slice(&c.to_be_bytes());
+            if !ctx.pool.advance(b, -14) {
+                ctx.count_error(E_NO_HEADROOM);
+                *n = NEXT_DROP;
+                continue;
+            }
+            let eth = ctx.pool.data_mut(b);
+            eth[0..6].copy_from_slice(&dst);
+            eth[6..12].copy_from_slice(&src);
+            eth[12..14].copy_from_slice(&[0x08, 0x00]);
+            ctx.pool.meta_mut(b).tx_if = tx_if;
+            if ctx.is_traced(b) {
+                ctx.trace(b, &tx_if.to_be_bytes());
+            }
+            *n = NEXT_OUTPUT;
+        }
+    }
+
+    fn format_trace(&self, data: &[u8]) -> String {
+        format!(
+            "tx interface {}",
+            u32::from_be_bytes([data[0], data[1], data[2], data[3]])
+        )
+    }
+}
