@@ -5,15 +5,15 @@
 //! data for traced buffers. Nodes read forwarding state through [`Shared`]: snapshots loaded
 //! once per frame, never a lock. They never allocate, log or return a `Result` per packet.
 //!
-//! Here now: `ethernet-input`, `ip4-input`, `ip4-lookup`, `ip4-rewrite`, `error-drop`.
-//! `ip4-rewrite` hands packets to a node named `interface-output`, which the daemon provides
-//! (it owns the devices).
+//! Here now: `memif-input`, `ethernet-input`, `ip4-input`, `ip4-lookup`, `ip4-rewrite`,
+//! `interface-output` (memif transmit) and `error-drop`.
 
 pub mod error_drop;
 pub mod ethernet_input;
 pub mod ip4_input;
 pub mod ip4_lookup;
 pub mod ip4_rewrite;
+pub mod memif_nodes;
 
 use std::sync::Arc;
 
@@ -26,6 +26,7 @@ pub use ethernet_input::EthernetInput;
 pub use ip4_input::Ip4Input;
 pub use ip4_lookup::Ip4Lookup;
 pub use ip4_rewrite::Ip4Rewrite;
+pub use memif_nodes::{InterfaceOutput, MemifInput, QueueCommand};
 
 /// What the nodes know of an interface.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
