@@ -8,6 +8,7 @@ use crate::Shared;
 
 const NEXT_IP4: u16 = 0;
 const NEXT_DROP: u16 = 1;
+const NEXT_ARP: u16 = 2;
 
 const E_SHORT: usize = 0;
 const E_NOT_FOR_US: usize = 1;
@@ -30,7 +31,7 @@ impl Node for EthernetInput {
         NodeInfo {
             name: "ethernet-input",
             kind: NodeKind::Internal,
-            nexts: &["ip4-input", "error-drop"],
+            nexts: &["ip4-input", "error-drop", "arp-input"],
             errors: &[
                 "frame shorter than an Ethernet header",
                 "l3 mac mismatch",
@@ -71,6 +72,10 @@ impl Node for EthernetInput {
                     ctx.pool.meta_mut(b).vrf = ifc.vrf;
                     ctx.pool.advance(b, 14);
                     *n = NEXT_IP4;
+                }
+                EtherType::Arp => {
+                    ctx.pool.advance(b, 14);
+                    *n = NEXT_ARP;
                 }
                 _ => {
                     ctx.count_error(E_UNKNOWN_TYPE);

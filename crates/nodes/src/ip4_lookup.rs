@@ -8,12 +8,12 @@ use crate::Shared;
 
 const NEXT_REWRITE: u16 = 0;
 const NEXT_DROP: u16 = 1;
+const NEXT_LOCAL: u16 = 2;
 
 const E_NO_ROUTE: usize = 0;
 const E_NO_VRF: usize = 1;
-const E_LOCAL: usize = 2;
-const E_GLEAN: usize = 3;
-const E_DROP_ROUTE: usize = 4;
+const E_GLEAN: usize = 2;
+const E_DROP_ROUTE: usize = 3;
 
 #[derive(Debug)]
 pub struct Ip4Lookup {
@@ -31,11 +31,10 @@ impl Node for Ip4Lookup {
         NodeInfo {
             name: "ip4-lookup",
             kind: NodeKind::Internal,
-            nexts: &["ip4-rewrite", "error-drop"],
+            nexts: &["ip4-rewrite", "error-drop", "ip4-local"],
             errors: &[
                 "no route",
                 "vrf does not exist",
-                "to one of our addresses (no ip4-local in this graph)",
                 "next hop unresolved (no arp in this graph)",
                 "drop route",
             ],
@@ -71,10 +70,7 @@ impl Node for Ip4Lookup {
                     ctx.pool.meta_mut(b).adj = adj;
                     NEXT_REWRITE
                 }
-                Adjacency::Local => {
-                    ctx.count_error(E_LOCAL);
-                    NEXT_DROP
-                }
+                Adjacency::Local => NEXT_LOCAL,
                 Adjacency::Glean { .. } => {
                     ctx.count_error(E_GLEAN);
                     NEXT_DROP

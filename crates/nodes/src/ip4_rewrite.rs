@@ -50,17 +50,20 @@ impl Node for Ip4Rewrite {
                 *n = NEXT_DROP;
                 continue;
             };
+            let local = ctx.pool.meta(b).flags & crate::LOCALLY_ORIGINATED != 0;
             let ip = ctx.pool.data_mut(b);
-            if ip[8] <= 1 {
-                ctx.count_error(E_TTL_EXPIRED);
-                *n = NEXT_DROP;
-                continue;
+            if !local {
+                if ip[8] <= 1 {
+                    ctx.count_error(E_TTL_EXPIRED);
+                    *n = NEXT_DROP;
+                    continue;
+                }
+                let old = u16::from_be_bytes([ip[8], ip[9]]);
+                ip[8] -= 1;
+                let new = u16::from_be_bytes([ip[8], ip[9]]);
+                let c = checksum::update(u16::from_be_bytes([ip[10], ip[11]]), old, new);
+                ip[10..12].copy_from_slice(&c.to_be_bytes());
             }
-            let old = u16::from_be_bytes([ip[8], ip[9]]);
-            ip[8] -= 1;
-            let new = u16::from_be_bytes([ip[8], ip[9]]);
-            let c = checksum::update(u16::from_be_bytes([ip[10], ip[11]]), old, new);
-            ip[10..12].copy_from_slice(&c.to_be_bytes());
             if !ctx.pool.advance(b, -14) {
                 ctx.count_error(E_NO_HEADROOM);
                 *n = NEXT_DROP;

@@ -13,8 +13,8 @@ use fib::{Ipv4Addr, Lpm};
 use graph::Runtime;
 use memif::{Client, Event, InterfaceConfig, Listener, PrimaryQueues, SecondaryQueues, SocketPath};
 use nodes::{
-    ErrorDrop, EthernetInput, IfConfig, InterfaceOutput, Ip4Input, Ip4Lookup, Ip4Rewrite,
-    MemifInput, QueueCommand, Shared,
+    ArpInput, ErrorDrop, EthernetInput, IfConfig, InterfaceOutput, Ip4Input, Ip4Local, Ip4Lookup,
+    Ip4Rewrite, MemifInput, QueueCommand, Shared,
 };
 
 const IF_MAC: [[u8; 6]; 2] = [[2, 0, 0, 0, 0, 0xa0], [2, 0, 0, 0, 0, 0xa1]];
@@ -93,18 +93,7 @@ fn routes_between_two_memif_interfaces() {
     adj.learn(1, nh, POD1_MAC);
     let mut vrf0 = Lpm::new(8);
     vrf0.insert(Ipv4Addr::new(192, 0, 2, 0), 24, a).unwrap();
-    let ifs = vec![
-        IfConfig {
-            mac: IF_MAC[0],
-            vrf: 0,
-            up: true,
-        },
-        IfConfig {
-            mac: IF_MAC[1],
-            vrf: 0,
-            up: true,
-        },
-    ];
+    let ifs = vec![IfConfig::new(IF_MAC[0], 0), IfConfig::new(IF_MAC[1], 0)];
     let shared = Shared {
         interfaces: Arc::new(ArcSwap::from_pointee(ifs)),
         vrfs: Arc::new(ArcSwap::from_pointee(vec![vrf0.reader()])),
@@ -114,8 +103,13 @@ fn routes_between_two_memif_interfaces() {
         vec![
             Box::new(MemifInput::new(in_rx)),
             Box::new(EthernetInput::new(shared.clone())),
+            Box::new(ArpInput::new(
+                shared.clone(),
+                std::sync::mpsc::sync_channel(16).0,
+            )),
             Box::new(Ip4Input),
             Box::new(Ip4Lookup::new(shared.clone())),
+            Box::new(Ip4Local),
             Box::new(Ip4Rewrite::new(shared)),
             Box::new(InterfaceOutput::new(out_rx)),
             Box::new(ErrorDrop),
