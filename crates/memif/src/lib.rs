@@ -163,6 +163,20 @@ pub enum Event<Q> {
     Disconnected { id: u32, reason: String },
 }
 
+impl<Q> Event<Q> {
+    /// The same event with its queues transformed (wrapped into a caller's own type, say).
+    pub fn map<R>(self, f: impl FnOnce(Q) -> R) -> Event<R> {
+        match self {
+            Event::Connected { id, peer, queues } => Event::Connected {
+                id,
+                peer,
+                queues: f(queues),
+            },
+            Event::Disconnected { id, reason } => Event::Disconnected { id, reason },
+        }
+    }
+}
+
 /// Interface state and counters the control plane keeps.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct InterfaceStatus {
@@ -175,6 +189,40 @@ pub struct InterfaceStatus {
     /// Handshakes we refused or peers we disconnected for breaking the protocol.
     pub protocol_errors: u64,
     pub last_disconnect_reason: Option<String>,
+}
+
+impl InterfaceStatus {
+    /// Bookkeeping when a connection completes, the same in both roles.
+    pub(crate) fn record_connect(&mut self, socket: &SocketPath, peer: &PeerInfo) {
+        self.connected = true;
+        self.connects += 1;
+        self.peer = Some(peer.clone());
+        tracing::info!(socket = %socket, id = self.id, peer = %peer.app_name, "memif connected");
+    }
+
+    /// Bookkeeping when a connection (or handshake) ends, the same in both roles; returns the
+    /// `Disconnected` event to emit if the interface had been connected.
+    pub(crate) fn record_close<Q>(
+        &mut self,
+        socket: &SocketPath,
+        reason: &str,
+        was_connected: bool,
+        protocol_error: bool,
+    ) -> Option<Event<Q>> {
+        self.connected = false;
+        self.disconnects += u64::from(was_connected);
+        self.protocol_errors += u64::from(protocol_error);
+        self.last_disconnect_reason = Some(reason.to_string());
+        if protocol_error {
+            tracing::warn!(socket = %socket, id = self.id, "memif peer broke the protocol: {reason}");
+        } else {
+            tracing::info!(socket = %socket, id = self.id, "memif disconnected: {reason}");
+        }
+        was_connected.then(|| Event::Disconnected {
+            id: self.id,
+            reason: reason.to_string(),
+        })
+    }
 }
 
 /// How a role reports a peer that misbehaved during the handshake.

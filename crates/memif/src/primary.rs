@@ -494,11 +494,7 @@ impl Listener {
             })
             .collect();
         c.stage = Stage::Connected(link);
-        let st = &mut self.ifaces[ii].status;
-        st.connected = true;
-        st.connects += 1;
-        st.peer = Some(peer.clone());
-        tracing::info!(socket = %self.path, id = cfg.id, peer = %peer.app_name, "memif connected");
+        self.ifaces[ii].status.record_connect(&self.path, &peer);
         self.events.push_back(Event::Connected {
             id: cfg.id,
             peer,
@@ -553,21 +549,12 @@ impl Listener {
         };
         let iface = &mut self.ifaces[ii];
         iface.bound = false;
-        let st = &mut iface.status;
-        st.connected = false;
-        st.disconnects += u64::from(was_connected);
-        st.protocol_errors += u64::from(protocol_error);
-        st.last_disconnect_reason = Some(reason.to_string());
-        if protocol_error {
-            tracing::warn!(socket = %self.path, id = iface.cfg.id, "memif peer broke the protocol: {reason}");
-        } else {
-            tracing::info!(socket = %self.path, id = iface.cfg.id, "memif disconnected: {reason}");
-        }
-        if was_connected {
-            self.events.push_back(Event::Disconnected {
-                id: iface.cfg.id,
-                reason: reason.to_string(),
-            });
+        if let Some(e) =
+            iface
+                .status
+                .record_close(&self.path, reason, was_connected, protocol_error)
+        {
+            self.events.push_back(e);
         }
     }
 }

@@ -310,63 +310,42 @@ impl PrimaryRx {
         let data_size = pool.data_size();
         'packets: while slot != end && packets < max {
             let start = slot;
-            // Fast path: a packet in one descriptor (almost all of them), read once.
             let first = ring.desc(slot);
             slot = slot.wrapping_add(1);
-            if first.flags & DESC_FLAG_NEXT == 0 {
-                if !self.regions.valid(&first) {
-                    bad += 1;
-                } else if first.length > self.max_frame {
-                    oversize += 1;
-                } else {
-                    match copy_in(
-                        pool,
-                        &self.regions,
-                        &[first],
-                        first.length as usize,
-                        data_size,
-                    ) {
-                        Some(h) => {
-                            out.push(h);
-                            packets += 1;
-                            bytes += u64::from(first.length);
+            let single = first.flags & DESC_FLAG_NEXT == 0;
+            let (ok, total) = if single {
+                // Almost every packet: one descriptor, no need for the chain scratch.
+                (self.regions.valid(&first), u64::from(first.length))
+            } else {
+                self.segs.clear();
+                self.segs.push(first);
+                let mut total = u64::from(first.length);
+                let mut ok = self.regions.valid(&first);
+                loop {
+                    if slot == end {
+                        // The chain is not complete yet: leave it for the next call, unless it
+                        // already spans the whole ring and so never can be.
+                        if start == self.cursor && n == ring.size() {
+                            self.base.link.fault(format!(
+                                "S2M ring {}: descriptor chain longer than the ring",
+                                self.base.index
+                            ));
+                            return Err(LinkDown);
                         }
-                        None => {
-                            bump(&self.base.counters.no_buffer, 1);
-                            slot = start;
-                            break;
-                        }
+                        slot = start;
+                        break 'packets;
+                    }
+                    let d = ring.desc(slot);
+                    slot = slot.wrapping_add(1);
+                    ok &= self.regions.valid(&d);
+                    total += u64::from(d.length);
+                    self.segs.push(d);
+                    if d.flags & DESC_FLAG_NEXT == 0 {
+                        break;
                     }
                 }
-                continue;
-            }
-            self.segs.clear();
-            self.segs.push(first);
-            let mut total = u64::from(first.length);
-            let mut ok = self.regions.valid(&first);
-            loop {
-                if slot == end {
-                    // The chain is not complete yet: leave it for the next call, unless it
-                    // already spans the whole ring and so never can be.
-                    if start == self.cursor && n == ring.size() {
-                        self.base.link.fault(format!(
-                            "S2M ring {}: descriptor chain longer than the ring",
-                            self.base.index
-                        ));
-                        return Err(LinkDown);
-                    }
-                    slot = start;
-                    break 'packets;
-                }
-                let d = ring.desc(slot);
-                slot = slot.wrapping_add(1);
-                ok &= self.regions.valid(&d);
-                total += u64::from(d.length);
-                self.segs.push(d);
-                if d.flags & DESC_FLAG_NEXT == 0 {
-                    break;
-                }
-            }
+                (ok, total)
+            };
             if !ok {
                 bad += 1;
                 continue;
@@ -375,7 +354,12 @@ impl PrimaryRx {
                 oversize += 1;
                 continue;
             }
-            match copy_in(pool, &self.regions, &self.segs, total as usize, data_size) {
+            let segs: &[Desc] = if single {
+                std::slice::from_ref(&first)
+            } else {
+                &self.segs
+            };
+            match copy_in(pool, &self.regions, segs, total as usize, data_size) {
                 Some(h) => {
                     out.push(h);
                     packets += 1;
@@ -606,6 +590,19 @@ impl SlotBuffers {
     fn offset(&self, slot: u16, mask: u16) -> u64 {
         self.base + u64::from(slot & mask) * u64::from(self.size)
     }
+
+    /// The descriptor of `slot`'s own buffer: `length` bytes (a full buffer when posting an
+    /// empty one), region and offset always from our records, never from the ring.
+    #[inline]
+    fn desc(&self, slot: u16, mask: u16, length: u32, flags: u16) -> Desc {
+        Desc {
+            flags,
+            region: self.region_index,
+            length,
+            offset: self.offset(slot, mask) as u32,
+            metadata: 0,
+        }
+    }
 }
 
 /// Where one packet's bytes go: its consecutive slots' buffers.
@@ -730,16 +727,8 @@ impl SecondaryTx {
                 left -= seg;
                 let last = s + 1 == nseg;
                 let sl = slot.wrapping_add(s as u16);
-                ring.set_desc(
-                    sl,
-                    Desc {
-                        flags: if last { 0 } else { DESC_FLAG_NEXT },
-                        region: self.bufs.region_index,
-                        length: seg,
-                        offset: self.bufs.offset(sl, mask) as u32,
-                        metadata: 0,
-                    },
-                );
+                let flags = if last { 0 } else { DESC_FLAG_NEXT };
+                ring.set_desc(sl, self.bufs.desc(sl, mask, seg, flags));
             }
             slot = slot.wrapping_add(nseg as u16);
             free -= nseg as u16;
@@ -828,6 +817,7 @@ impl SecondaryRx {
         let mask = ring.size() - 1;
         for i in 0..ring.size() {
             let s = cursor.wrapping_add(i);
+            ring.set_desc(s, bufs.desc(s, mask, bufs.size, 0));
             ring.set_desc(
                 s,
                 Desc {
@@ -935,16 +925,7 @@ impl SecondaryRx {
         // Repost the consumed buffers: region, offset and capacity rewritten from our records.
         let mut s = self.cursor;
         while s != slot {
-            ring.set_desc(
-                s,
-                Desc {
-                    flags: 0,
-                    region: self.bufs.region_index,
-                    length: self.bufs.size,
-                    offset: self.bufs.offset(s, mask) as u32,
-                    metadata: 0,
-                },
-            );
+            ring.set_desc(s, self.bufs.desc(s, mask, self.bufs.size, 0));
             s = s.wrapping_add(1);
         }
         if slot != self.cursor {

@@ -361,11 +361,7 @@ impl Client {
                     log2_ring_size: mem.log2,
                     regions: mem.regions.len(),
                 };
-                let st = &mut self.ifaces[ii].status;
-                st.connected = true;
-                st.connects += 1;
-                st.peer = Some(peer.clone());
-                tracing::info!(socket = %self.path, id = cfg.id, peer = %peer.app_name, "memif connected");
+                self.ifaces[ii].status.record_connect(&self.path, &peer);
                 self.events.push_back(Event::Connected {
                     id: cfg.id,
                     peer,
@@ -453,21 +449,11 @@ impl Client {
         };
         drop(state);
         i.next_attempt = Instant::now() + i.cfg.reconnect_interval;
-        let st = &mut i.status;
-        st.connected = false;
-        st.disconnects += u64::from(was_connected);
-        st.protocol_errors += u64::from(protocol_error);
-        st.last_disconnect_reason = Some(reason.to_string());
-        if protocol_error {
-            tracing::warn!(socket = %self.path, id = i.cfg.id, "memif peer broke the protocol: {reason}");
-        } else {
-            tracing::info!(socket = %self.path, id = i.cfg.id, "memif disconnected: {reason}");
-        }
-        if was_connected {
-            self.events.push_back(Event::Disconnected {
-                id: i.cfg.id,
-                reason: reason.to_string(),
-            });
+        if let Some(e) = i
+            .status
+            .record_close(&self.path, reason, was_connected, protocol_error)
+        {
+            self.events.push_back(e);
         }
     }
 }
