@@ -67,6 +67,28 @@ pub struct Trial {
     pub error: Option<String>,
 }
 
+impl Trial {
+    /// A trial of `dut` at `size` with nothing measured yet: the DUT drivers fill in counts and
+    /// rate, `run` fills in the placement probes (or the error).
+    pub fn new(dut: Dut, size: usize, rep: usize) -> Trial {
+        Trial {
+            dut,
+            size,
+            rep,
+            tx_packets: 0,
+            rx_packets: 0,
+            mpps: f64::NAN,
+            window_s: 0.0,
+            lost: 0,
+            note: String::new(),
+            probe_before_ns: 0.0,
+            probe_after_ns: 0.0,
+            placement: Placement::Mixed,
+            error: None,
+        }
+    }
+}
+
 /// Median of the trials of one (DUT, size).
 #[derive(Debug, Clone, Serialize)]
 pub struct Row {
@@ -152,19 +174,8 @@ pub fn run(cfg: &P2pConfig, mut progress: impl FnMut(&Trial)) -> Result<Vec<Tria
                 };
                 let after = placement::probe(a, b, 20_000);
                 let mut t = r.unwrap_or_else(|e| Trial {
-                    dut,
-                    size,
-                    rep,
-                    tx_packets: 0,
-                    rx_packets: 0,
-                    mpps: f64::NAN,
-                    window_s: 0.0,
-                    lost: 0,
-                    note: String::new(),
-                    probe_before_ns: 0.0,
-                    probe_after_ns: 0.0,
-                    placement: Placement::Mixed,
                     error: Some(e.to_string()),
+                    ..Trial::new(dut, size, rep)
                 });
                 t.probe_before_ns = before;
                 t.probe_after_ns = after;
@@ -258,18 +269,12 @@ fn veclane_trial(cfg: &P2pConfig, size: usize, rep: usize) -> Result<Trial, Benc
     let rx_packets = r["rx_packets"].as_u64().unwrap_or(0);
     check_frame_size(r["rx_bytes"].as_u64().unwrap_or(0), rx_packets, size).map_err(fail)?;
     Ok(Trial {
-        dut: Dut::Veclane,
-        size,
-        rep,
         tx_packets,
         rx_packets,
         mpps: r["rx_mpps"].as_f64().unwrap_or(0.0),
         window_s: r["rx_window_s"].as_f64().unwrap_or(0.0),
         lost: tx_packets as i64 - rx_packets as i64,
         note: format!("bad_desc={} gaps={}", r["rx_bad_desc"], r["rx_seq_gaps"]),
-        probe_before_ns: 0.0,
-        probe_after_ns: 0.0,
-        placement: Placement::Mixed,
-        error: None,
+        ..Trial::new(Dut::Veclane, size, rep)
     })
 }

@@ -293,13 +293,12 @@ pub fn p2p_trial(cfg: &P2pConfig, size: usize, rep: usize) -> Result<Trial, Benc
         secret: None,
     };
     let tag = format!("vl{}", std::process::id());
+    // Jumbo frames need one mbuf per frame on both sides (txonly gives up on frames larger
+    // than its mbuf and quietly sends 64-byte frames instead).
+    let mbuf_size =
+        (size > 2048).then(|| format!("--mbuf-size={}", (size + 1024).next_multiple_of(1024)));
     let mut rx_app = vec!["--forward-mode=rxonly".to_string()];
-    if size > 2048 {
-        rx_app.push(format!(
-            "--mbuf-size={}",
-            (size + 1024).next_multiple_of(1024)
-        ));
-    }
+    rx_app.extend(mbuf_size.clone());
     let mut rx = Testpmd::spawn(
         &bin,
         &format!("{tag}rx"),
@@ -311,15 +310,9 @@ pub fn p2p_trial(cfg: &P2pConfig, size: usize, rep: usize) -> Result<Trial, Benc
     .map_err(fail)?;
     rx.cmd("start").map_err(fail)?;
     // --mbuf-size must come before --txpkts: testpmd checks the segment lengths against the
-    // mbuf size when it parses --txpkts, and falls back to 64-byte frames ("give up") if they
-    // do not fit the default.
+    // mbuf size when it parses --txpkts.
     let mut app = vec!["--forward-mode=txonly".to_string()];
-    if size > 2048 {
-        app.push(format!(
-            "--mbuf-size={}",
-            (size + 1024).next_multiple_of(1024)
-        ));
-    }
+    app.extend(mbuf_size);
     app.push(format!("--txpkts={size}"));
     let mut tx = Testpmd::spawn(
         &bin,
@@ -352,19 +345,13 @@ pub fn p2p_trial(cfg: &P2pConfig, size: usize, rep: usize) -> Result<Trial, Benc
     )
     .map_err(fail)?;
     Ok(Trial {
-        dut: Dut::Testpmd,
-        size,
-        rep,
         tx_packets: txs.tx_packets,
         rx_packets: rxs.rx_packets,
         mpps,
         window_s: window,
         lost: txs.tx_packets as i64 - rxs.rx_packets as i64,
         note: format!("rx_missed={} rx_errors={}", rxs.rx_missed, rxs.rx_errors),
-        probe_before_ns: 0.0,
-        probe_after_ns: 0.0,
-        placement: crate::placement::Placement::Mixed,
-        error: None,
+        ..Trial::new(Dut::Testpmd, size, rep)
     })
 }
 

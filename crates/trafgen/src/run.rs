@@ -89,25 +89,11 @@ impl Endpoint {
         Ok(match self {
             Endpoint::Primary(l) => {
                 l.poll(t)?;
-                l.next_event().map(|e| match e {
-                    Event::Connected { id, peer, queues } => Event::Connected {
-                        id,
-                        peer,
-                        queues: Queues::Primary(queues),
-                    },
-                    Event::Disconnected { id, reason } => Event::Disconnected { id, reason },
-                })
+                l.next_event().map(|e| e.map(Queues::Primary))
             }
             Endpoint::Secondary(c) => {
                 c.poll(t)?;
-                c.next_event().map(|e| match e {
-                    Event::Connected { id, peer, queues } => Event::Connected {
-                        id,
-                        peer,
-                        queues: Queues::Secondary(queues),
-                    },
-                    Event::Disconnected { id, reason } => Event::Disconnected { id, reason },
-                })
+                c.next_event().map(|e| e.map(Queues::Secondary))
             }
         })
     }
