@@ -13,7 +13,11 @@ dpkg -s dpdk-dev >/dev/null 2>&1 || pkgs+=(dpdk-dev)
 dpkg -s librte-net-memif23 >/dev/null 2>&1 || pkgs+=(librte-net-memif23)
 # testpmd's default mbuf pool ops (ring_mp_mc) live in a driver that dpdk only Recommends.
 dpkg -s librte-mempool-ring23 >/dev/null 2>&1 || pkgs+=(librte-mempool-ring23)
+# tshark: the independent parser the daemon tests check forwarded packets (pcap) with.
+command -v tshark >/dev/null 2>&1 || pkgs+=(tshark)
 if [ "${#pkgs[@]}" -gt 0 ]; then
+  # wireshark-common asks whether non-root users may capture; the answer does not matter here.
+  echo "wireshark-common wireshark-common/install-setuid boolean false" | as_root debconf-set-selections 2>/dev/null || true
   echo "setup: installing ${pkgs[*]}"
   as_root apt-get update -q
   DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -q --no-install-recommends "${pkgs[@]}"

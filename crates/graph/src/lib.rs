@@ -10,11 +10,15 @@
 //! (calls, vectors, clocks) and a trace ring. Nothing here locks or allocates after
 //! construction, and nothing here knows a protocol: nodes live in the `nodes` crate.
 
+pub mod capture;
 pub mod clock;
 pub mod trace;
 
+use std::os::fd::BorrowedFd;
+
 use buffer::Pool;
 
+pub use capture::{Capture, Captured, Filter, Point};
 pub use trace::{TraceRecord, TraceRing};
 
 /// Buffers per frame.
@@ -55,10 +59,22 @@ pub struct Ctx<'a> {
     pub pool: &'a mut Pool,
     errors: &'a mut [u64],
     trace: &'a mut TraceRing,
+    capture: &'a mut Capture,
     node: NodeIndex,
 }
 
 impl Ctx<'_> {
+    /// Whether packets at `point` are being captured (`pcap trace`); check once per frame.
+    #[inline]
+    pub fn capturing(&self, point: Point) -> bool {
+        self.capture.wants(point)
+    }
+
+    /// Captures buffer `b` at `point` for interface `ifindex` if the capture filter matches.
+    pub fn capture(&mut self, point: Point, ifindex: u32, b: u32) {
+        self.capture.record(self.pool, point, ifindex, b);
+    }
+
     /// Counts one occurrence of error `code` (an index into the node's `errors`).
     #[inline]
     pub fn count_error(&mut self, code: usize) {
@@ -100,6 +116,20 @@ pub trait Node: Send {
     /// `next`.
     fn poll(&mut self, ctx: &mut Ctx<'_>, room: usize, out: &mut Vec<u32>, next: &mut Vec<u16>) {
         let _ = (ctx, room, out, next);
+    }
+
+    /// Input nodes that can sleep: `arm(true)` unmasks the devices' interrupts before the
+    /// worker sleeps and returns true if work is already waiting (the lost-wakeup re-check:
+    /// then the worker does not sleep); `arm(false)` masks them again and clears the
+    /// notifications, after the sleep. Input nodes that cannot sleep keep the default.
+    fn arm(&mut self, on: bool) -> bool {
+        let _ = on;
+        false
+    }
+
+    /// Input nodes: the fds that become readable when work arrives (interrupt eventfds).
+    fn wake_fds<'a>(&'a self, out: &mut Vec<BorrowedFd<'a>>) {
+        let _ = out;
     }
 
     /// Turns one of this node's trace records back into text.
@@ -153,6 +183,7 @@ pub struct Runtime {
     tracing: bool,
     /// Buffers a node sent to a next index it never declared (a node bug): freed, counted.
     undeclared_next: u64,
+    capture: Capture,
 }
 
 impl core::fmt::Debug for Runtime {
@@ -212,6 +243,7 @@ impl Runtime {
             .map(|(i, _)| i as NodeIndex)
             .collect();
         Ok(Runtime {
+            capture: Capture::default(),
             tracing: false,
             undeclared_next: 0,
             trace_quota: vec![0; slots.len()],
@@ -260,6 +292,7 @@ impl Runtime {
                     pool,
                     errors: &mut s.errors,
                     trace: &mut self.trace,
+                    capture: &mut self.capture,
                     node: i as NodeIndex,
                 };
                 s.node.poll(&mut ctx, FRAME_SIZE, &mut out, &mut next);
@@ -270,6 +303,12 @@ impl Runtime {
             s.stats.vectors += n as u64;
             s.stats.clocks += clock::ticks().wrapping_sub(t0);
             if n > 0 {
+                if self.capture.wants(Point::Rx) {
+                    for &b in &out[..n] {
+                        let rx_if = pool.meta(b).rx_if;
+                        self.capture.record(pool, Point::Rx, rx_if, b);
+                    }
+                }
                 if self.trace_quota[i] > 0 {
                     for &b in &out[..n] {
                         if self.trace_quota[i] == 0 {
@@ -309,6 +348,7 @@ impl Runtime {
                     pool,
                     errors: &mut s.errors,
                     trace: &mut self.trace,
+                    capture: &mut self.capture,
                     node: i as NodeIndex,
                 };
                 s.node.process(&mut ctx, &frame, &mut next);
@@ -322,6 +362,56 @@ impl Runtime {
             self.next_scratch = next;
         }
         produced
+    }
+
+    /// Sleeps until an input node's device signals work, `wake` becomes readable (the worker's
+    /// command fd) or `timeout_ms` passes. Returns false at once, without sleeping, if an
+    /// input node already has work. Interrupts are masked again before it returns, so a
+    /// polling worker is never signalled.
+    pub fn sleep(&mut self, wake: BorrowedFd<'_>, timeout_ms: i32) -> bool {
+        let mut pending = false;
+        for k in 0..self.inputs.len() {
+            pending |= self.slots[usize::from(self.inputs[k])].node.arm(true);
+        }
+        let slept = !pending && {
+            let mut fds: Vec<BorrowedFd<'_>> = vec![wake];
+            for &i in &self.inputs {
+                self.slots[usize::from(i)].node.wake_fds(&mut fds);
+            }
+            let mut polls: Vec<rustix::event::PollFd<'_>> = fds
+                .iter()
+                .map(|fd| {
+                    rustix::event::PollFd::from_borrowed_fd(*fd, rustix::event::PollFlags::IN)
+                })
+                .collect();
+            let ts = rustix::event::Timespec {
+                tv_sec: i64::from(timeout_ms / 1000),
+                tv_nsec: i64::from(timeout_ms % 1000) * 1_000_000,
+            };
+            let _ = rustix::event::poll(&mut polls, Some(&ts));
+            true
+        };
+        for k in 0..self.inputs.len() {
+            self.slots[usize::from(self.inputs[k])].node.arm(false);
+        }
+        slept
+    }
+
+    /// `pcap trace ... on`: starts capturing (what was captured before is discarded).
+    pub fn pcap_start(&mut self, f: Filter) {
+        self.capture.start(f);
+    }
+
+    /// `pcap trace off`: stops and returns the captured packets and how many did not fit.
+    pub fn pcap_stop(&mut self) -> (Vec<Captured>, u64) {
+        self.capture.stop()
+    }
+
+    /// Packets captured so far, if capturing.
+    pub fn pcap_status(&self) -> Option<(Filter, usize)> {
+        self.capture
+            .filter()
+            .map(|f| (f.clone(), self.capture.captured()))
     }
 
     /// Moves buffers to the pending frames of their next nodes. A next index the node did not
@@ -372,7 +462,12 @@ impl Runtime {
         let mut out = String::new();
         for (b, recs) in self.trace.by_buffer() {
             out.push_str(&format!("Packet (buffer {b})\n"));
-            for r in recs {
+            for (k, r) in recs.iter().enumerate() {
+                // The runtime marks a traced buffer's arrival at a node with an empty record;
+                // when the node added its own, print that one alone.
+                if r.data().is_empty() && recs.get(k + 1).is_some_and(|n| n.node == r.node) {
+                    continue;
+                }
                 let s = &self.slots[usize::from(r.node)];
                 let text = if r.data().is_empty() {
                     String::new()

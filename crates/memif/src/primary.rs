@@ -116,6 +116,27 @@ impl Listener {
         &self.path
     }
 
+    /// Serves one more interface on this socket (`create interface memif ... master`).
+    pub fn add_interface(&mut self, cfg: InterfaceConfig) -> Result<(), ConfigError> {
+        cfg.validate()?;
+        if self.ifaces.iter().any(|i| i.cfg.id == cfg.id) {
+            return Err(ConfigError {
+                id: cfg.id,
+                msg: format!("interface id {} already exists on {}", cfg.id, self.path),
+            });
+        }
+        self.ifaces.push(Iface {
+            status: InterfaceStatus {
+                id: cfg.id,
+                name: cfg.name.clone(),
+                ..Default::default()
+            },
+            cfg,
+            bound: false,
+        });
+        Ok(())
+    }
+
     /// Status and counters of every interface.
     pub fn interfaces(&self) -> Vec<InterfaceStatus> {
         self.ifaces.iter().map(|i| i.status.clone()).collect()

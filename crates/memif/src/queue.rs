@@ -176,6 +176,25 @@ impl QueueBase {
         self.ring.set_flags(if on { 0 } else { RING_FLAG_MASK_INT });
     }
 
+    /// Consumer side, for a caller that sleeps on many queues at once: `on` unmasks the
+    /// peer's signals and returns `ready()` (the lost-wakeup re-check); `!on` clears the
+    /// eventfd and masks signals again unless the queue is in interrupt mode.
+    fn arm(&self, on: bool, ready: impl Fn() -> bool) -> bool {
+        if on {
+            self.ring.set_flags(0);
+            return ready();
+        }
+        let mut b = [0u8; 8];
+        // The fd is non-blocking (set when the ring was added).
+        if matches!(rustix::io::read(&self.irq, &mut b), Ok(8)) {
+            bump(&self.counters.interrupts_received, 1);
+        }
+        if !self.interrupt_mode {
+            self.ring.set_flags(RING_FLAG_MASK_INT);
+        }
+        false
+    }
+
     /// Consumer side: sleep until the peer signals or `timeout_ms` passes, unless `ready()`
     /// already holds after unmasking (the lost-wakeup re-check). Returns `ready()`.
     fn wait(&self, timeout_ms: i32, ready: impl Fn() -> bool) -> bool {
@@ -285,6 +304,15 @@ impl PrimaryRx {
     /// Sleeps until the peer signals packets or `timeout_ms` passes; true if packets wait.
     pub fn wait(&self, timeout_ms: i32) -> bool {
         self.base.wait(timeout_ms, || {
+            matches!(self.pending(), Ok(n) if n > 0) || !self.is_up()
+        })
+    }
+
+    /// For a worker sleeping on many queues (see `interrupt_fd`): `arm(true)` unmasks the
+    /// peer's signals and returns true if packets already wait (or the link is down);
+    /// `arm(false)` after the sleep clears the eventfd and masks signals again.
+    pub fn arm(&self, on: bool) -> bool {
+        self.base.arm(on, || {
             matches!(self.pending(), Ok(n) if n > 0) || !self.is_up()
         })
     }
@@ -859,6 +887,13 @@ impl SecondaryRx {
 
     pub fn wait(&self, timeout_ms: i32) -> bool {
         self.base.wait(timeout_ms, || {
+            matches!(self.pending(), Ok(n) if n > 0) || !self.is_up()
+        })
+    }
+
+    /// As [`PrimaryRx::arm`].
+    pub fn arm(&self, on: bool) -> bool {
+        self.base.arm(on, || {
             matches!(self.pending(), Ok(n) if n > 0) || !self.is_up()
         })
     }

@@ -118,6 +118,30 @@ impl Client {
         })
     }
 
+    /// Adds one more interface on this socket (`create interface memif ... slave`); it
+    /// connects on the next `poll`.
+    pub fn add_interface(&mut self, cfg: InterfaceConfig) -> Result<(), ConfigError> {
+        cfg.validate()?;
+        if self.ifaces.iter().any(|i| i.cfg.id == cfg.id) {
+            return Err(ConfigError {
+                id: cfg.id,
+                msg: format!("interface id {} already exists on {}", cfg.id, self.path),
+            });
+        }
+        self.ifaces.push(Iface {
+            status: InterfaceStatus {
+                id: cfg.id,
+                name: cfg.name.clone(),
+                ..Default::default()
+            },
+            cfg,
+            state: State::Idle,
+            next_attempt: Instant::now(),
+            last_connect_error: None,
+        });
+        Ok(())
+    }
+
     pub fn interfaces(&self) -> Vec<InterfaceStatus> {
         self.ifaces.iter().map(|i| i.status.clone()).collect()
     }

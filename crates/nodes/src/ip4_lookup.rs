@@ -1,14 +1,21 @@
 //! `ip4-lookup`: longest-prefix match of the destination in the packet's VRF.
+//!
+//! A packet with no route goes to `ip4-icmp-error` (destination unreachable, net unreachable)
+//! unless we originated it; one whose next hop is not resolved yet goes to `ip4-glean`. Both
+//! are still counted here, so `show errors` tells why a packet did not go on.
 
 use fib::Ipv4Addr;
 use fib::adj::Adjacency;
 use graph::{Ctx, Node, NodeInfo, NodeKind};
 
 use crate::Shared;
+use crate::ip4_icmp_error::NET_UNREACHABLE;
 
 const NEXT_REWRITE: u16 = 0;
 const NEXT_DROP: u16 = 1;
 const NEXT_LOCAL: u16 = 2;
+const NEXT_ICMP_ERROR: u16 = 3;
+const NEXT_GLEAN: u16 = 4;
 
 const E_NO_ROUTE: usize = 0;
 const E_NO_VRF: usize = 1;
@@ -31,11 +38,17 @@ impl Node for Ip4Lookup {
         NodeInfo {
             name: "ip4-lookup",
             kind: NodeKind::Internal,
-            nexts: &["ip4-rewrite", "error-drop", "ip4-local"],
+            nexts: &[
+                "ip4-rewrite",
+                "error-drop",
+                "ip4-local",
+                "ip4-icmp-error",
+                "ip4-glean",
+            ],
             errors: &[
                 "no route",
                 "vrf does not exist",
-                "next hop unresolved (no arp in this graph)",
+                "next hop unresolved (sent to ip4-glean)",
                 "drop route",
             ],
         }
@@ -56,7 +69,14 @@ impl Node for Ip4Lookup {
             };
             let Some(adj) = table.lookup(dst) else {
                 ctx.count_error(E_NO_ROUTE);
-                *n = NEXT_DROP;
+                let m = ctx.pool.meta_mut(b);
+                // An error about our own packet would be addressed to ourselves.
+                *n = if m.flags & crate::LOCALLY_ORIGINATED != 0 {
+                    NEXT_DROP
+                } else {
+                    m.error = NET_UNREACHABLE;
+                    NEXT_ICMP_ERROR
+                };
                 continue;
             };
             if ctx.is_traced(b) {
@@ -73,7 +93,8 @@ impl Node for Ip4Lookup {
                 Adjacency::Local => NEXT_LOCAL,
                 Adjacency::Glean { .. } => {
                     ctx.count_error(E_GLEAN);
-                    NEXT_DROP
+                    ctx.pool.meta_mut(b).adj = adj;
+                    NEXT_GLEAN
                 }
                 Adjacency::Drop => {
                     ctx.count_error(E_DROP_ROUTE);

@@ -1,14 +1,17 @@
 //! `ip4-rewrite`: decrements TTL with an incremental checksum update (RFC 1624) and writes the
-//! Ethernet header of the chosen adjacency in front of the packet.
+//! Ethernet header of the chosen adjacency in front of the packet. A packet whose TTL would
+//! reach zero goes to `ip4-icmp-error` (time exceeded) untouched.
 
 use fib::adj::Adjacency;
 use graph::{Ctx, Node, NodeInfo, NodeKind};
 use wire::checksum;
 
 use crate::Shared;
+use crate::ip4_icmp_error::TTL_EXCEEDED;
 
 const NEXT_OUTPUT: u16 = 0;
 const NEXT_DROP: u16 = 1;
+const NEXT_ICMP_ERROR: u16 = 2;
 
 const E_TTL_EXPIRED: usize = 0;
 const E_NO_HEADROOM: usize = 1;
@@ -30,9 +33,9 @@ impl Node for Ip4Rewrite {
         NodeInfo {
             name: "ip4-rewrite",
             kind: NodeKind::Internal,
-            nexts: &["interface-output", "error-drop"],
+            nexts: &["interface-output", "error-drop", "ip4-icmp-error"],
             errors: &[
-                "ttl expired (no icmp-error in this graph)",
+                "ttl expired (sent to ip4-icmp-error)",
                 "no headroom for the l2 header",
                 "adjacency changed",
             ],
@@ -55,7 +58,8 @@ impl Node for Ip4Rewrite {
             if !local {
                 if ip[8] <= 1 {
                     ctx.count_error(E_TTL_EXPIRED);
-                    *n = NEXT_DROP;
+                    ctx.pool.meta_mut(b).error = TTL_EXCEEDED;
+                    *n = NEXT_ICMP_ERROR;
                     continue;
                 }
                 let old = u16::from_be_bytes([ip[8], ip[9]]);

@@ -5,28 +5,162 @@
 //! poll or frame (a non-blocking `try_recv`, no lock on the packet path). A queue whose link
 //! went down is dropped by the node that holds it.
 
+use std::os::fd::BorrowedFd;
+use std::sync::Arc;
 use std::sync::mpsc::Receiver;
 
-use graph::{CONSUMED, Ctx, Node, NodeInfo, NodeKind};
-use memif::{PrimaryRx, PrimaryTx};
+use arc_swap::ArcSwap;
+
+use buffer::Pool;
+use graph::{CONSUMED, Ctx, Node, NodeInfo, NodeKind, Point};
+use memif::{LinkDown, PrimaryRx, PrimaryTx, SecondaryRx, SecondaryTx};
+
+/// A memif receive queue in either role: as primary (master) we copy out of the peer's
+/// buffers; as secondary (slave, the daemon playing a pod) out of our own.
+#[derive(Debug)]
+pub enum RxQueue {
+    Primary(PrimaryRx),
+    Secondary(SecondaryRx),
+}
+
+/// A memif transmit queue in either role.
+#[derive(Debug)]
+pub enum TxQueue {
+    Primary(PrimaryTx),
+    Secondary(SecondaryTx),
+}
+
+impl From<PrimaryRx> for RxQueue {
+    fn from(q: PrimaryRx) -> Self {
+        RxQueue::Primary(q)
+    }
+}
+impl From<SecondaryRx> for RxQueue {
+    fn from(q: SecondaryRx) -> Self {
+        RxQueue::Secondary(q)
+    }
+}
+impl From<PrimaryTx> for TxQueue {
+    fn from(q: PrimaryTx) -> Self {
+        TxQueue::Primary(q)
+    }
+}
+impl From<SecondaryTx> for TxQueue {
+    fn from(q: SecondaryTx) -> Self {
+        TxQueue::Secondary(q)
+    }
+}
+
+impl RxQueue {
+    pub fn is_up(&self) -> bool {
+        match self {
+            RxQueue::Primary(q) => q.is_up(),
+            RxQueue::Secondary(q) => q.is_up(),
+        }
+    }
+
+    fn arm(&self, on: bool) -> bool {
+        match self {
+            RxQueue::Primary(q) => q.arm(on),
+            RxQueue::Secondary(q) => q.arm(on),
+        }
+    }
+
+    fn interrupt_fd(&self) -> BorrowedFd<'_> {
+        match self {
+            RxQueue::Primary(q) => q.interrupt_fd(),
+            RxQueue::Secondary(q) => q.interrupt_fd(),
+        }
+    }
+
+    /// Receives up to `max` packets into `pool`; returns how many and how many were lost
+    /// for want of local buffers (secondary role only: the primary leaves them in the ring).
+    fn recv(&mut self, pool: &mut Pool, out: &mut Vec<u32>, max: usize) -> Result<u64, LinkDown> {
+        match self {
+            RxQueue::Primary(q) => q.recv(pool, out, max).map(|_| 0),
+            RxQueue::Secondary(q) => {
+                let size = pool.data_size();
+                let mut lost = 0u64;
+                q.recv_with(max, |p| {
+                    let need = p.len().div_ceil(size).max(1);
+                    if pool.available() < need {
+                        lost += 1;
+                        return;
+                    }
+                    let mut head = buffer::NONE;
+                    let mut prev = buffer::NONE;
+                    let mut at = 0usize;
+                    for _ in 0..need {
+                        let Some(b) = pool.alloc() else { break };
+                        let n = (p.len() - at).min(size);
+                        p.read(at, &mut pool.room_mut(b)[..n]);
+                        pool.meta_mut(b).len = n as u16;
+                        if head == buffer::NONE {
+                            head = b;
+                        } else {
+                            pool.link(prev, b);
+                        }
+                        prev = b;
+                        at += n;
+                    }
+                    pool.meta_mut(head).total_len = p.len() as u32;
+                    out.push(head);
+                })?;
+                Ok(lost)
+            }
+        }
+    }
+}
+
+impl TxQueue {
+    pub fn is_up(&self) -> bool {
+        match self {
+            TxQueue::Primary(q) => q.is_up(),
+            TxQueue::Secondary(q) => q.is_up(),
+        }
+    }
+
+    /// Sends packets in order; returns how many were consumed from the front of `pkts`
+    /// (sent, or dropped as too large and counted by the queue). The caller frees them all.
+    fn send(&mut self, pool: &Pool, pkts: &[u32], lens: &mut Vec<u32>) -> Result<usize, LinkDown> {
+        match self {
+            TxQueue::Primary(q) => q.send(pool, pkts),
+            TxQueue::Secondary(q) => {
+                lens.clear();
+                lens.extend(pkts.iter().map(|&p| pool.meta(p).total_len));
+                q.send_with(lens, |i, w| {
+                    let mut b = pkts[i];
+                    let mut at = 0usize;
+                    while b != buffer::NONE {
+                        let d = pool.data(b);
+                        w.write(at, d);
+                        at += d.len();
+                        b = pool.meta(b).next;
+                    }
+                })
+            }
+        }
+    }
+}
 
 /// Hands a connected interface's queues to a worker (or takes them back).
 #[derive(Debug)]
 pub enum QueueCommand {
-    Rx { ifindex: u32, queue: PrimaryRx },
-    Tx { ifindex: u32, queue: PrimaryTx },
+    Rx { ifindex: u32, queue: RxQueue },
+    Tx { ifindex: u32, queue: TxQueue },
     Detach { ifindex: u32 },
 }
 
 /// `memif-input`: polls every rx queue placed on this worker.
 #[derive(Debug)]
 pub struct MemifInput {
-    queues: Vec<(u32, PrimaryRx)>,
+    queues: Vec<(u32, RxQueue)>,
     commands: Receiver<QueueCommand>,
     scratch: Vec<u32>,
 }
 
 const E_LINK_DOWN: usize = 0;
+const E_NO_BUFFER: usize = 1;
 
 impl MemifInput {
     pub fn new(commands: Receiver<QueueCommand>) -> MemifInput {
@@ -44,8 +178,23 @@ impl Node for MemifInput {
             name: "memif-input",
             kind: NodeKind::Input,
             nexts: &["ethernet-input"],
-            errors: &["link down, queue released"],
+            errors: &[
+                "link down, queue released",
+                "no local buffer, packet lost (slave role)",
+            ],
         }
+    }
+
+    fn arm(&mut self, on: bool) -> bool {
+        let mut pending = false;
+        for (_, q) in &self.queues {
+            pending |= q.arm(on);
+        }
+        pending
+    }
+
+    fn wake_fds<'a>(&'a self, out: &mut Vec<BorrowedFd<'a>>) {
+        out.extend(self.queues.iter().map(|(_, q)| q.interrupt_fd()));
     }
 
     fn poll(&mut self, ctx: &mut Ctx<'_>, room: usize, out: &mut Vec<u32>, next: &mut Vec<u16>) {
@@ -64,7 +213,10 @@ impl Node for MemifInput {
             }
             self.scratch.clear();
             match q.recv(ctx.pool, &mut self.scratch, left) {
-                Ok(_) => {
+                Ok(lost) => {
+                    if lost != 0 {
+                        ctx.count_errors(E_NO_BUFFER, lost);
+                    }
                     for &b in &self.scratch {
                         ctx.pool.meta_mut(b).rx_if = *ifindex;
                         out.push(b);
@@ -86,13 +238,17 @@ impl Node for MemifInput {
 #[derive(Debug)]
 pub struct InterfaceOutput {
     /// Indexed by interface index.
-    queues: Vec<Option<PrimaryTx>>,
+    queues: Vec<Option<TxQueue>>,
     commands: Receiver<QueueCommand>,
     run: Vec<u32>,
+    lens: Vec<u32>,
+    /// Interface admin state, when the graph has one (packets to a down interface drop).
+    interfaces: Option<Arc<ArcSwap<Vec<crate::IfConfig>>>>,
 }
 
 const E_NO_TX: usize = 0;
 const E_RING_FULL: usize = 1;
+const E_ADMIN_DOWN: usize = 2;
 
 impl InterfaceOutput {
     pub fn new(commands: Receiver<QueueCommand>) -> InterfaceOutput {
@@ -100,38 +256,49 @@ impl InterfaceOutput {
             queues: Vec::new(),
             commands,
             run: Vec::with_capacity(graph::FRAME_SIZE),
+            lens: Vec::with_capacity(graph::FRAME_SIZE),
+            interfaces: None,
         }
+    }
+
+    /// Drops (and counts) packets for interfaces that are administratively down.
+    pub fn with_interfaces(mut self, ifs: Arc<ArcSwap<Vec<crate::IfConfig>>>) -> InterfaceOutput {
+        self.interfaces = Some(ifs);
+        self
     }
 
     fn flush(&mut self, ctx: &mut Ctx<'_>, ifindex: u32) {
         if self.run.is_empty() {
             return;
         }
-        let sent = match self
+        if let Some(ifs) = &self.interfaces
+            && !ifs.load().get(ifindex as usize).is_some_and(|i| i.up)
+        {
+            ctx.count_errors(E_ADMIN_DOWN, self.run.len() as u64);
+            ctx.pool.free_bulk(&self.run);
+            self.run.clear();
+            return;
+        }
+        let queue = self
             .queues
             .get_mut(ifindex as usize)
-            .and_then(|q| q.as_mut())
-        {
-            Some(q) => match q.send(ctx.pool, &self.run) {
-                Ok(n) => n,
-                Err(_) => {
-                    self.queues[ifindex as usize] = None;
-                    ctx.count_errors(E_NO_TX, self.run.len() as u64);
-                    0
+            .and_then(|q| q.as_mut());
+        match queue.map(|q| q.send(ctx.pool, &self.run, &mut self.lens)) {
+            Some(Ok(sent)) => {
+                if ctx.capturing(Point::Tx) {
+                    for &b in &self.run[..sent] {
+                        ctx.capture(Point::Tx, ifindex, b);
+                    }
                 }
-            },
-            None => {
-                ctx.count_errors(E_NO_TX, self.run.len() as u64);
-                self.run.len()
+                if sent < self.run.len() {
+                    ctx.count_errors(E_RING_FULL, (self.run.len() - sent) as u64);
+                }
             }
-        };
-        if sent < self.run.len()
-            && self
-                .queues
-                .get(ifindex as usize)
-                .is_some_and(|q| q.is_some())
-        {
-            ctx.count_errors(E_RING_FULL, (self.run.len() - sent) as u64);
+            Some(Err(_)) => {
+                self.queues[ifindex as usize] = None;
+                ctx.count_errors(E_NO_TX, self.run.len() as u64);
+            }
+            None => ctx.count_errors(E_NO_TX, self.run.len() as u64),
         }
         ctx.pool.free_bulk(&self.run);
         self.run.clear();
@@ -144,7 +311,11 @@ impl Node for InterfaceOutput {
             name: "interface-output",
             kind: NodeKind::Internal,
             nexts: &[],
-            errors: &["interface not connected", "tx ring full (no free slots)"],
+            errors: &[
+                "interface not connected",
+                "tx ring full (no free slots)",
+                "interface admin down",
+            ],
         }
     }
 

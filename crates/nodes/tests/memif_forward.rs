@@ -13,8 +13,8 @@ use fib::{Ipv4Addr, Lpm};
 use graph::Runtime;
 use memif::{Client, Event, InterfaceConfig, Listener, PrimaryQueues, SecondaryQueues, SocketPath};
 use nodes::{
-    ArpInput, ErrorDrop, EthernetInput, IfConfig, InterfaceOutput, Ip4Input, Ip4Local, Ip4Lookup,
-    Ip4Rewrite, MemifInput, QueueCommand, Shared,
+    ArpInput, ErrorDrop, EthernetInput, IfConfig, InterfaceOutput, Ip4Glean, Ip4IcmpError,
+    Ip4Input, Ip4Local, Ip4Lookup, Ip4Rewrite, MemifInput, QueueCommand, Shared,
 };
 
 const IF_MAC: [[u8; 6]; 2] = [[2, 0, 0, 0, 0, 0xa0], [2, 0, 0, 0, 0, 0xa1]];
@@ -72,7 +72,7 @@ fn routes_between_two_memif_interfaces() {
             in_tx
                 .send(QueueCommand::Rx {
                     ifindex: i as u32,
-                    queue: rx,
+                    queue: rx.into(),
                 })
                 .unwrap();
         }
@@ -80,7 +80,7 @@ fn routes_between_two_memif_interfaces() {
             out_tx
                 .send(QueueCommand::Tx {
                     ifindex: i as u32,
-                    queue: tx,
+                    queue: tx.into(),
                 })
                 .unwrap();
         }
@@ -110,7 +110,9 @@ fn routes_between_two_memif_interfaces() {
             Box::new(Ip4Input),
             Box::new(Ip4Lookup::new(shared.clone())),
             Box::new(Ip4Local),
-            Box::new(Ip4Rewrite::new(shared)),
+            Box::new(Ip4Rewrite::new(shared.clone())),
+            Box::new(Ip4IcmpError::new(shared.clone())),
+            Box::new(Ip4Glean::new(shared)),
             Box::new(InterfaceOutput::new(out_rx)),
             Box::new(ErrorDrop),
         ],
@@ -179,7 +181,18 @@ fn routes_between_two_memif_interfaces() {
             })
             .unwrap();
     }
-    assert_eq!(rt.errors(), vec![("ip4-lookup", "no route", 1)]);
+    // Our interfaces have no addresses here, so nobody can send the unreachable back.
+    assert_eq!(
+        rt.errors(),
+        vec![
+            ("ip4-lookup", "no route", 1),
+            (
+                "ip4-icmp-error",
+                "no icmp error: receiving interface has no address",
+                1
+            ),
+        ]
+    );
     let runtime: std::collections::HashMap<_, _> =
         rt.runtime().into_iter().map(|(n, _, s)| (n, s)).collect();
     assert_eq!(runtime["memif-input"].vectors, u64::from(total) + 1);

@@ -2,7 +2,9 @@
 //! done by the library crates.
 
 mod bench_cmd;
+mod ctl_cmd;
 mod gen_cmd;
+mod run_cmd;
 
 use clap::{Parser, Subcommand};
 
@@ -19,6 +21,10 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Cmd {
+    /// Run the daemon (foreground) on a configuration file or the embedded default.
+    Run(run_cmd::RunArgs),
+    /// Talk to the running daemon: `veclane ctl show interface`, `veclane ctl help`.
+    Ctl(ctl_cmd::CtlArgs),
     /// Generate and/or sink UDP traffic over a memif interface.
     Gen(gen_cmd::GenArgs),
     /// Run a benchmark scenario (default: p2p over all frame sizes, veclane and testpmd).
@@ -35,6 +41,8 @@ fn main() -> std::process::ExitCode {
         .init();
     let cli = Cli::parse();
     let r = match cli.cmd {
+        Cmd::Run(a) => run_cmd::run(a),
+        Cmd::Ctl(a) => ctl_cmd::run(a),
         Cmd::Gen(a) => gen_cmd::run(a),
         Cmd::Bench(a) => bench_cmd::run(a),
     };

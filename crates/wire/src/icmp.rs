@@ -36,6 +36,18 @@ impl From<IcmpType> for u8 {
     }
 }
 
+impl IcmpType {
+    /// Whether messages of this type report an error (destination unreachable, source quench,
+    /// redirect, time exceeded, parameter problem: RFC 1122 3.2.2). Nobody answers an error
+    /// with another error (RFC 1812 4.3.2.7), so a router must be able to tell.
+    pub fn is_error(self) -> bool {
+        matches!(
+            self,
+            IcmpType::DestUnreachable | IcmpType::TimeExceeded | IcmpType::Unknown(4 | 5 | 12)
+        )
+    }
+}
+
 /// A view over an ICMP message (header and body).
 #[derive(Debug)]
 pub struct Icmp<T: AsRef<[u8]>> {
@@ -94,6 +106,17 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Icmp<T> {
         set_u16(b, 2, c);
     }
 
+    /// Writes an error message's header over the first 8 bytes of `buf` (type, code and `rest`:
+    /// zero, or the next-hop MTU of "fragmentation needed") and the checksum over all of
+    /// `buf`, whose body (from byte 8) already holds the quoted datagram.
+    pub fn emit_error(buf: T, t: IcmpType, code: u8, rest: u32) -> Result<Self> {
+        let mut m = Icmp::new_checked(buf)?;
+        m.set_type_code(t, code);
+        m.set_rest(rest);
+        m.fill_checksum();
+        Ok(m)
+    }
+
     /// Turns an echo request into its reply in place: type 0, same id, seq and data.
     pub fn make_echo_reply(&mut self) {
         self.set_type_code(IcmpType::EchoReply, 0);
@@ -141,5 +164,46 @@ mod tests {
         assert!(m.checksum_ok());
         assert_eq!(Icmp::new_checked(&b[..7]).unwrap_err(), Error::Truncated);
         assert_eq!(IcmpType::from(42), IcmpType::Unknown(42));
+    }
+
+    #[test]
+    fn error_types_are_known_as_errors() {
+        let errors: Vec<u8> = (0..=255u8)
+            .filter(|&t| IcmpType::from(t).is_error())
+            .collect();
+        assert_eq!(errors, [3, 4, 5, 11, 12]);
+    }
+
+    #[test]
+    fn emitted_error_quotes_the_datagram_and_matches_etherparse() {
+        // Time exceeded quoting a 20-byte IPv4 header and 8 bytes of UDP.
+        let mut quoted = [0u8; 28];
+        crate::Ipv4::emit(
+            &mut quoted[..],
+            core::net::Ipv4Addr::new(10, 0, 0, 7),
+            core::net::Ipv4Addr::new(192, 0, 2, 5),
+            crate::IpProtocol::Udp,
+            1,
+            8,
+        )
+        .unwrap();
+        let mut b = [0xaau8; 36];
+        b[8..].copy_from_slice(&quoted);
+        let m = Icmp::emit_error(&mut b[..], IcmpType::TimeExceeded, 0, 0).unwrap();
+        assert!(m.checksum_ok());
+        assert_eq!(m.body(), &quoted[..]);
+        let (h, rest) = etherparse::Icmpv4Header::from_slice(&b).unwrap();
+        assert_eq!(
+            h.icmp_type,
+            etherparse::Icmpv4Type::TimeExceeded(
+                etherparse::icmpv4::TimeExceededCode::TtlExceededInTransit
+            )
+        );
+        assert_eq!(rest, &quoted[..]);
+        assert_eq!(h.checksum, h.icmp_type.calc_checksum(rest));
+        assert_eq!(
+            Icmp::emit_error(&mut b[..7], IcmpType::DestUnreachable, 0, 0).unwrap_err(),
+            Error::Truncated
+        );
     }
 }

@@ -80,6 +80,22 @@ impl<T: AsRef<[u8]>> Ipv4<T> {
         get_u16(self.buf.as_ref(), 4)
     }
 
+    /// More fragments follow this one (MF flag).
+    pub fn more_frags(&self) -> bool {
+        get_u16(self.buf.as_ref(), 6) & 0x2000 != 0
+    }
+
+    /// Don't fragment (DF flag).
+    pub fn dont_frag(&self) -> bool {
+        get_u16(self.buf.as_ref(), 6) & 0x4000 != 0
+    }
+
+    /// Where this fragment's data sits in the original datagram, in bytes: non-zero for every
+    /// fragment but the first.
+    pub fn frag_offset(&self) -> u16 {
+        (get_u16(self.buf.as_ref(), 6) & 0x1fff) << 3
+    }
+
     pub fn ttl(&self) -> u8 {
         self.buf.as_ref()[8]
     }
@@ -178,6 +194,29 @@ mod tests {
         let (h, _) = etherparse::Ipv4Header::from_slice(&b).unwrap();
         assert_eq!(h.header_checksum, v.header_checksum());
         assert_eq!(h.total_len, 28);
+    }
+
+    #[test]
+    fn fragment_fields_match_etherparse() {
+        for (offset_units, more) in [(0u16, false), (0, true), (185, true), (8191, false)] {
+            let mut h = etherparse::Ipv4Header::new(
+                0,
+                64,
+                etherparse::IpNumber::UDP,
+                [10, 0, 0, 1],
+                [10, 0, 0, 2],
+            )
+            .unwrap();
+            h.more_fragments = more;
+            h.fragment_offset = etherparse::IpFragOffset::try_new(offset_units).unwrap();
+            h.dont_fragment = !more;
+            let b = h.to_bytes();
+            let v = Ipv4::new_checked(&b[..]).unwrap();
+            assert_eq!(
+                (v.frag_offset(), v.more_frags(), v.dont_frag()),
+                (offset_units * 8, more, !more)
+            );
+        }
     }
 
     #[test]

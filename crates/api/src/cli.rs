@@ -1,0 +1,708 @@
+//! The VPP-like command language of `veclane ctl`: each command line maps onto one
+//! [`Request`]; each [`Reply`] formats as text. A wrong argument gets a message that names it
+//! and shows the command's one-line help.
+
+use crate::{CapturePoint, Clear, MemifSpec, Reply, Request, Role};
+
+/// Every command: its usage and one line of help.
+pub const COMMANDS: &[(&str, &str)] = &[
+    (
+        "show version",
+        "daemon version, workers and runtime directory",
+    ),
+    (
+        "show interface [IF]",
+        "interfaces: state, addresses, counters",
+    ),
+    (
+        "show interface rx-placement",
+        "which worker (core) polls each rx queue",
+    ),
+    (
+        "show runtime",
+        "per worker, per node: calls, vectors, clocks per packet",
+    ),
+    ("show errors", "every non-zero error counter, by node"),
+    ("show trace", "packets traced through the graph"),
+    (
+        "trace add NODE N",
+        "trace the next N packets input node NODE produces (e.g. memif-input)",
+    ),
+    (
+        "clear runtime|errors|trace|interfaces",
+        "reset those counters or records",
+    ),
+    (
+        "create interface memif id N socket PATH master|slave [rx-queues N] [tx-queues N] [ring-size N] [buffer-size N] [secret S] [hw-addr MAC] [name NAME]",
+        "a memif interface; PATH relative to the runtime directory, @name for abstract sockets",
+    ),
+    ("set interface state IF up|down", "administrative state"),
+    (
+        "set interface ip address [del] IF A.B.C.D/L",
+        "add (or delete) an interface address",
+    ),
+    (
+        "set interface ip table IF VRF",
+        "the IPv4 table packets received on IF are routed in",
+    ),
+    (
+        "ip route add|del A.B.C.D/L via NH [IF] [table VRF]",
+        "a static route",
+    ),
+    ("show ip fib [table VRF]", "routes and what they resolve to"),
+    ("show ip neighbors", "ARP neighbours, learned and static"),
+    (
+        "set ip neighbor [del] IF A.B.C.D MAC",
+        "a static ARP neighbour",
+    ),
+    (
+        "pcap trace rx|tx|drop... on IF|any FILE [max N]",
+        "capture packets at those points into FILE (written at off)",
+    ),
+    ("pcap trace off", "stop capturing and write the file"),
+];
+
+/// The help text: every command with its line.
+pub fn help() -> String {
+    let mut s = String::from("commands:\n");
+    for (usage, what) in COMMANDS {
+        s.push_str(&format!("  {usage}\n      {what}\n"));
+    }
+    s
+}
+
+fn usage_of(prefix: &str) -> String {
+    COMMANDS
+        .iter()
+        .filter(|(u, _)| u.starts_with(prefix))
+        .map(|(u, w)| format!("usage: {u}  ({w})"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Word cursor with error messages that name the command.
+struct Words<'a> {
+    w: &'a [&'a str],
+    i: usize,
+    cmd: &'static str,
+}
+
+impl<'a> Words<'a> {
+    fn err(&self, msg: String) -> String {
+        format!("{msg}\n{}", usage_of(self.cmd))
+    }
+    fn next(&mut self, what: &str) -> Result<&'a str, String> {
+        let r = self
+            .w
+            .get(self.i)
+            .copied()
+            .ok_or_else(|| self.err(format!("missing {what}")))?;
+        self.i += 1;
+        Ok(r)
+    }
+    fn peek(&self) -> Option<&'a str> {
+        self.w.get(self.i).copied()
+    }
+    fn eat(&mut self, word: &str) -> bool {
+        if self.peek() == Some(word) {
+            self.i += 1;
+            true
+        } else {
+            false
+        }
+    }
+    fn number<T: std::str::FromStr>(&mut self, what: &str) -> Result<T, String> {
+        let s = self.next(what)?;
+        s.parse()
+            .map_err(|_| self.err(format!("{what} {s:?} is not a valid number")))
+    }
+    fn done(&self) -> Result<(), String> {
+        match self.peek() {
+            None => Ok(()),
+            Some(x) => Err(self.err(format!("unexpected argument {x:?}"))),
+        }
+    }
+}
+
+/// Parses one command line (already split into words).
+pub fn parse(words: &[&str]) -> Result<Request, String> {
+    let mut w = Words {
+        w: words,
+        i: 0,
+        cmd: "",
+    };
+    let first = w.next("command (try `help`)")?;
+    let second = w.peek().unwrap_or("");
+    let r = match (first, second) {
+        ("show", "version") => {
+            w.cmd = "show version";
+            w.i += 1;
+            Request::ShowVersion
+        }
+        ("show", "interface") | ("show", "int") | ("show", "interfaces") => {
+            w.cmd = "show interface";
+            w.i += 1;
+            if w.eat("rx-placement") {
+                Request::ShowRxPlacement
+            } else {
+                Request::ShowInterface {
+                    name: w.peek().map(|s| {
+                        w.i += 1;
+                        s.to_string()
+                    }),
+                }
+            }
+        }
+        ("show", "runtime") | ("show", "run") => {
+            w.cmd = "show runtime";
+            w.i += 1;
+            Request::ShowRuntime
+        }
+        ("show", "errors") | ("show", "error") => {
+            w.cmd = "show errors";
+            w.i += 1;
+            Request::ShowErrors
+        }
+        ("show", "trace") => {
+            w.cmd = "show trace";
+            w.i += 1;
+            Request::ShowTrace
+        }
+        ("show", "ip") => {
+            w.cmd = "show ip";
+            w.i += 1;
+            match w.next("fib or neighbors")? {
+                "fib" => {
+                    w.cmd = "show ip fib";
+                    let table = if w.eat("table") {
+                        Some(w.number("table")?)
+                    } else {
+                        None
+                    };
+                    Request::ShowIpFib { table }
+                }
+                "neighbors" | "neighbours" | "neighbor" | "arp" => Request::ShowIpNeighbors,
+                x => return Err(w.err(format!("unknown `show ip {x}`: expected fib or neighbors"))),
+            }
+        }
+        ("trace", "add") => {
+            w.cmd = "trace add";
+            w.i += 1;
+            let node = w.next("node name")?.to_string();
+            let count = w.number("packet count")?;
+            Request::TraceAdd { node, count }
+        }
+        ("clear", _) => {
+            w.cmd = "clear";
+            let what = match w.next("what to clear")? {
+                "runtime" | "run" => Clear::Runtime,
+                "errors" | "error" => Clear::Errors,
+                "trace" => Clear::Trace,
+                "interfaces" | "interface" => Clear::Interfaces,
+                x => {
+                    return Err(w.err(format!(
+                        "cannot clear {x:?}: expected runtime, errors, trace or interfaces"
+                    )));
+                }
+            };
+            Request::Clear { what }
+        }
+        ("create", "interface") => {
+            w.cmd = "create interface memif";
+            w.i += 1;
+            match w.next("interface type (memif)")? {
+                "memif" => {}
+                x => return Err(w.err(format!("unknown interface type {x:?}: expected memif"))),
+            }
+            create_memif(&mut w)?
+        }
+        ("set", "interface") | ("set", "int") => {
+            w.i += 1;
+            w.cmd = "set interface";
+            match w.next("state or ip")? {
+                "state" => {
+                    w.cmd = "set interface state";
+                    let interface = w.next("interface name")?.to_string();
+                    let up = match w.next("up or down")? {
+                        "up" => true,
+                        "down" => false,
+                        x => return Err(w.err(format!("state {x:?} must be up or down"))),
+                    };
+                    Request::SetState { interface, up }
+                }
+                "ip" => match w.next("address or table")? {
+                    "address" | "addr" => {
+                        w.cmd = "set interface ip address";
+                        let delete = w.eat("del");
+                        let interface = w.next("interface name")?.to_string();
+                        let address = w.next("address A.B.C.D/L")?.to_string();
+                        check_prefix(&w, "address", &address)?;
+                        Request::SetIpAddress {
+                            interface,
+                            address,
+                            delete,
+                        }
+                    }
+                    "table" => {
+                        w.cmd = "set interface ip table";
+                        let interface = w.next("interface name")?.to_string();
+                        let table = w.number("table")?;
+                        Request::SetIpTable { interface, table }
+                    }
+                    x => return Err(w.err(format!("unknown `set interface ip {x}`"))),
+                },
+                x => return Err(w.err(format!("unknown `set interface {x}`"))),
+            }
+        }
+        ("set", "ip") => {
+            w.i += 1;
+            w.cmd = "set ip neighbor";
+            match w.next("neighbor")? {
+                "neighbor" | "neighbour" | "arp" => {}
+                x => return Err(w.err(format!("unknown `set ip {x}`"))),
+            }
+            let delete = w.eat("del");
+            let interface = w.next("interface name")?.to_string();
+            let ip = w.next("address A.B.C.D")?.to_string();
+            if ip.parse::<std::net::Ipv4Addr>().is_err() {
+                return Err(w.err(format!("address {ip:?} is not an IPv4 address")));
+            }
+            let mac = w.next("MAC address")?.to_string();
+            if parse_mac(&mac).is_none() {
+                return Err(w.err(format!("MAC {mac:?} is not aa:bb:cc:dd:ee:ff")));
+            }
+            Request::SetIpNeighbor {
+                interface,
+                ip,
+                mac,
+                delete,
+            }
+        }
+        ("ip", "route") => {
+            w.i += 1;
+            w.cmd = "ip route";
+            let add = match w.next("add or del")? {
+                "add" => true,
+                "del" | "delete" => false,
+                x => return Err(w.err(format!("{x:?}: expected add or del"))),
+            };
+            let prefix = w.next("prefix A.B.C.D/L")?.to_string();
+            check_prefix(&w, "prefix", &prefix)?;
+            if !w.eat("via") {
+                return Err(w.err("missing `via NH`".into()));
+            }
+            let via = w.next("next hop")?.to_string();
+            if via != "drop" && via.parse::<std::net::Ipv4Addr>().is_err() {
+                return Err(w.err(format!("next hop {via:?} is not an IPv4 address (or drop)")));
+            }
+            let mut interface = None;
+            let mut table = 0;
+            while let Some(x) = w.peek() {
+                if x == "table" {
+                    w.i += 1;
+                    table = w.number("table")?;
+                } else if interface.is_none() {
+                    interface = Some(x.to_string());
+                    w.i += 1;
+                } else {
+                    break;
+                }
+            }
+            Request::IpRoute {
+                add,
+                prefix,
+                via,
+                interface,
+                table,
+            }
+        }
+        ("pcap", "trace") => {
+            w.i += 1;
+            w.cmd = "pcap trace";
+            let mut points = Vec::new();
+            loop {
+                match w.next("rx, tx, drop, on or off")? {
+                    "rx" => points.push(CapturePoint::Rx),
+                    "tx" => points.push(CapturePoint::Tx),
+                    "drop" => points.push(CapturePoint::Drop),
+                    "off" => {
+                        w.done()?;
+                        return Ok(Request::PcapOff);
+                    }
+                    "on" => break,
+                    x => {
+                        return Err(w.err(format!(
+                            "capture point {x:?}: expected rx, tx, drop, then on or off"
+                        )));
+                    }
+                }
+            }
+            if points.is_empty() {
+                return Err(w.err("name at least one of rx, tx, drop before `on`".into()));
+            }
+            let interface = w.next("interface name (or any)")?.to_string();
+            let file = w.next("output file")?.to_string();
+            let max_packets = if w.eat("max") {
+                Some(w.number("max packets")?)
+            } else {
+                None
+            };
+            Request::PcapOn {
+                points,
+                interface,
+                file,
+                max_packets,
+            }
+        }
+        _ => {
+            return Err(format!(
+                "unknown command {:?}; `veclane ctl help` lists them",
+                words.join(" ")
+            ));
+        }
+    };
+    w.done()?;
+    Ok(r)
+}
+
+fn create_memif(w: &mut Words<'_>) -> Result<Request, String> {
+    let mut id = None;
+    let mut socket = None;
+    let mut role = None;
+    let mut spec = MemifSpec {
+        id: 0,
+        socket: String::new(),
+        role: Role::Master,
+        name: None,
+        rx_queues: None,
+        tx_queues: None,
+        ring_size: None,
+        buffer_size: None,
+        secret: None,
+        hw_addr: None,
+    };
+    while let Some(k) = w.peek() {
+        w.i += 1;
+        match k {
+            "id" => id = Some(w.number("id")?),
+            "socket" => socket = Some(w.next("socket path")?.to_string()),
+            "master" => role = Some(Role::Master),
+            "slave" => role = Some(Role::Slave),
+            "rx-queues" => spec.rx_queues = Some(w.number("rx-queues")?),
+            "tx-queues" => spec.tx_queues = Some(w.number("tx-queues")?),
+            "ring-size" => spec.ring_size = Some(w.number("ring-size")?),
+            "buffer-size" => spec.buffer_size = Some(w.number("buffer-size")?),
+            "secret" => spec.secret = Some(w.next("secret")?.to_string()),
+            "name" => spec.name = Some(w.next("name")?.to_string()),
+            "hw-addr" => {
+                let m = w.next("MAC address")?;
+                if parse_mac(m).is_none() {
+                    return Err(w.err(format!("hw-addr {m:?} is not aa:bb:cc:dd:ee:ff")));
+                }
+                spec.hw_addr = Some(m.to_string());
+            }
+            x => return Err(w.err(format!("unknown argument {x:?}"))),
+        }
+    }
+    spec.id = id.ok_or_else(|| w.err("missing `id N`".into()))?;
+    spec.socket = socket.ok_or_else(|| w.err("missing `socket PATH`".into()))?;
+    spec.role = role.ok_or_else(|| w.err("missing role: master or slave".into()))?;
+    Ok(Request::CreateMemif(spec))
+}
+
+fn check_prefix(w: &Words<'_>, what: &str, s: &str) -> Result<(), String> {
+    parse_prefix(s)
+        .map(|_| ())
+        .ok_or_else(|| w.err(format!("{what} {s:?} is not A.B.C.D/L with L in 0..=32")))
+}
+
+/// `A.B.C.D/L`.
+pub fn parse_prefix(s: &str) -> Option<(std::net::Ipv4Addr, u8)> {
+    let (a, l) = s.split_once('/')?;
+    let l: u8 = l.parse().ok()?;
+    (l <= 32).then_some((a.parse().ok()?, l))
+}
+
+/// `aa:bb:cc:dd:ee:ff`.
+pub fn parse_mac(s: &str) -> Option<[u8; 6]> {
+    let mut m = [0u8; 6];
+    let mut parts = s.split(':');
+    for b in &mut m {
+        let p = parts.next()?;
+        if p.is_empty() || p.len() > 2 {
+            return None;
+        }
+        *b = u8::from_str_radix(p, 16).ok()?;
+    }
+    parts.next().is_none().then_some(m)
+}
+
+pub fn format_mac(m: &[u8; 6]) -> String {
+    m.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+/// Formats a reply as the text `veclane ctl` prints.
+pub fn format(reply: &Reply) -> String {
+    let mut s = String::new();
+    match reply {
+        Reply::Ok => {}
+        Reply::Error { message } => s.push_str(&format!("error: {message}\n")),
+        Reply::Version {
+            version,
+            workers,
+            runtime_dir,
+        } => s.push_str(&format!(
+            "veclane {version}, {workers} worker(s), runtime directory {runtime_dir}\n"
+        )),
+        Reply::Created { name, index } => s.push_str(&format!("{name} (index {index})\n")),
+        Reply::Interfaces { interfaces } => {
+            s.push_str(&format!(
+                "{:<14} {:>3} {:<6} {:<5} {:>12} {:>14} {:>12} {:>14} {:>8} {:>8}\n",
+                "Name",
+                "Idx",
+                "State",
+                "Link",
+                "rx packets",
+                "rx bytes",
+                "tx packets",
+                "tx bytes",
+                "rx err",
+                "tx full"
+            ));
+            for i in interfaces {
+                s.push_str(&format!(
+                    "{:<14} {:>3} {:<6} {:<5} {:>12} {:>14} {:>12} {:>14} {:>8} {:>8}\n",
+                    i.name,
+                    i.index,
+                    if i.admin_up { "up" } else { "down" },
+                    if i.connected { "up" } else { "down" },
+                    i.rx_packets,
+                    i.rx_bytes,
+                    i.tx_packets,
+                    i.tx_bytes,
+                    i.rx_errors,
+                    i.tx_no_room
+                ));
+                s.push_str(&format!(
+                    "    memif {} id {} socket {} mac {} table {} queues rx {} tx {} ring {} buffer {}\n",
+                    i.role, i.id, i.socket, i.mac, i.table, i.rx_queues, i.tx_queues, i.ring_size,
+                    i.buffer_size
+                ));
+                if !i.addresses.is_empty() {
+                    s.push_str(&format!("    addresses {}\n", i.addresses.join(" ")));
+                }
+                if let Some(p) = &i.peer {
+                    s.push_str(&format!("    peer {p}\n"));
+                }
+                if let Some(r) = &i.last_disconnect_reason {
+                    s.push_str(&format!(
+                        "    connects {} disconnects {} last: {r}\n",
+                        i.connects, i.disconnects
+                    ));
+                }
+            }
+        }
+        Reply::RxPlacement { placement } => {
+            for p in placement {
+                s.push_str(&format!(
+                    "interface {} queue {}: worker {} (core {}), {}{}\n",
+                    p.interface,
+                    p.queue,
+                    p.worker,
+                    p.core.map_or("any".to_string(), |c| c.to_string()),
+                    p.mode,
+                    if p.connected { "" } else { ", not connected" }
+                ));
+            }
+        }
+        Reply::Runtime { workers } => {
+            for w in workers {
+                s.push_str(&format!(
+                    "Thread {} vl_wk_{} (core {}): {:.1} s, {} loops, {} sleeps\n",
+                    w.worker + 1,
+                    w.worker,
+                    w.core.map_or("any".to_string(), |c| c.to_string()),
+                    w.seconds,
+                    w.loops,
+                    w.sleeps
+                ));
+                s.push_str(&format!(
+                    "{:<22} {:<9} {:>12} {:>14} {:>14} {:>12} {:>10}\n",
+                    "Name", "State", "Calls", "Vectors", "Clocks(ns)", "ns/Packet", "Vec/Call"
+                ));
+                for n in &w.nodes {
+                    if n.calls == 0 {
+                        continue;
+                    }
+                    let per_pkt = if n.vectors > 0 {
+                        n.clocks as f64 / n.vectors as f64
+                    } else {
+                        0.0
+                    };
+                    s.push_str(&format!(
+                        "{:<22} {:<9} {:>12} {:>14} {:>14} {:>12.2} {:>10.2}\n",
+                        n.name,
+                        if n.kind == "input" {
+                            "polling"
+                        } else {
+                            "active"
+                        },
+                        n.calls,
+                        n.vectors,
+                        n.clocks,
+                        per_pkt,
+                        n.vectors as f64 / n.calls as f64
+                    ));
+                }
+            }
+        }
+        Reply::Errors { errors } => {
+            s.push_str(&format!("{:>12}  {:<20} {}\n", "Count", "Node", "Reason"));
+            for e in errors {
+                s.push_str(&format!("{:>12}  {:<20} {}\n", e.count, e.node, e.reason));
+            }
+        }
+        Reply::Trace { text } => s.push_str(text),
+        Reply::Fib { entries } => {
+            let mut table = None;
+            for e in entries {
+                if table != Some(e.table) {
+                    s.push_str(&format!("ipv4-VRF:{}\n", e.table));
+                    table = Some(e.table);
+                }
+                s.push_str(&format!("  {:<20} {}\n", e.prefix, e.path));
+            }
+        }
+        Reply::Neighbors { neighbors } => {
+            s.push_str(&format!(
+                "{:<16} {:<18} {:<8} {}\n",
+                "IP", "MAC", "Flags", "Interface"
+            ));
+            for n in neighbors {
+                s.push_str(&format!(
+                    "{:<16} {:<18} {:<8} {}\n",
+                    n.ip,
+                    n.mac,
+                    if n.static_entry { "S" } else { "D" },
+                    n.interface
+                ));
+            }
+        }
+        Reply::Pcap {
+            file,
+            packets,
+            missed,
+        } => s.push_str(&format!(
+            "wrote {packets} packets to {file}{}\n",
+            if *missed > 0 {
+                format!(" ({missed} more did not fit)")
+            } else {
+                String::new()
+            }
+        )),
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> Result<Request, String> {
+        parse(&s.split_whitespace().collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn verbs() {
+        assert_eq!(
+            p("show interface").unwrap(),
+            Request::ShowInterface { name: None }
+        );
+        assert_eq!(
+            p("show interface rx-placement").unwrap(),
+            Request::ShowRxPlacement
+        );
+        assert_eq!(
+            p("trace add memif-input 50").unwrap(),
+            Request::TraceAdd {
+                node: "memif-input".into(),
+                count: 50
+            }
+        );
+        assert_eq!(
+            p("ip route add 10.1.0.0/16 via 10.0.0.2 memif0/1 table 3").unwrap(),
+            Request::IpRoute {
+                add: true,
+                prefix: "10.1.0.0/16".into(),
+                via: "10.0.0.2".into(),
+                interface: Some("memif0/1".into()),
+                table: 3
+            }
+        );
+        assert_eq!(
+            p("set interface ip address del memif0/0 10.0.0.1/24").unwrap(),
+            Request::SetIpAddress {
+                interface: "memif0/0".into(),
+                address: "10.0.0.1/24".into(),
+                delete: true
+            }
+        );
+        let Request::CreateMemif(m) =
+            p("create interface memif id 3 socket /tmp/x.sock slave ring-size 512").unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!((m.id, m.role, m.ring_size), (3, Role::Slave, Some(512)));
+        assert_eq!(
+            p("pcap trace rx tx on memif0/0 /tmp/a.pcap max 10").unwrap(),
+            Request::PcapOn {
+                points: vec![CapturePoint::Rx, CapturePoint::Tx],
+                interface: "memif0/0".into(),
+                file: "/tmp/a.pcap".into(),
+                max_packets: Some(10)
+            }
+        );
+        assert_eq!(p("pcap trace off").unwrap(), Request::PcapOff);
+        assert_eq!(
+            p("show ip fib table 2").unwrap(),
+            Request::ShowIpFib { table: Some(2) }
+        );
+    }
+
+    #[test]
+    fn wrong_arguments_are_named() {
+        let e = p("set interface state memif0/0 sideways").unwrap_err();
+        assert!(
+            e.contains("\"sideways\"") && e.contains("usage: set interface state"),
+            "{e}"
+        );
+        let e = p("ip route add 10.0.0.0/33 via 1.2.3.4").unwrap_err();
+        assert!(e.contains("10.0.0.0/33"), "{e}");
+        let e = p("create interface memif socket /x master").unwrap_err();
+        assert!(e.contains("missing `id N`"), "{e}");
+        let e = p("trace add memif-input lots").unwrap_err();
+        assert!(e.contains("\"lots\""), "{e}");
+        let e = p("show interface memif0/0 extra").unwrap_err();
+        assert!(e.contains("\"extra\""), "{e}");
+        let e = p("frobnicate").unwrap_err();
+        assert!(e.contains("unknown command"), "{e}");
+        let e = p("set ip neighbor memif0/0 10.0.0.2 zz:00:00:00:00:00").unwrap_err();
+        assert!(e.contains("zz:00"), "{e}");
+    }
+
+    #[test]
+    fn macs_and_prefixes() {
+        assert_eq!(
+            parse_mac("02:00:0a:0b:0c:ff"),
+            Some([2, 0, 10, 11, 12, 255])
+        );
+        assert_eq!(parse_mac("02:00:0a:0b:0c"), None);
+        assert_eq!(parse_mac("02:00:0a:0b:0c:ff:01"), None);
+        assert_eq!(format_mac(&[2, 0, 10, 11, 12, 255]), "02:00:0a:0b:0c:ff");
+        assert_eq!(parse_prefix("10.0.0.0/8"), Some(([10, 0, 0, 0].into(), 8)));
+        assert_eq!(parse_prefix("10.0.0.0"), None);
+    }
+}

@@ -1,0 +1,374 @@
+//! The control API: one typed set of requests and replies, spoken as one JSON object per
+//! line over the daemon's unix stream socket. `veclane ctl` and the CNI plugin are thin
+//! clients of it; [`cli`] maps VPP-like command lines onto [`Request`]s and formats
+//! [`Reply`]s as text.
+
+pub mod cli;
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// File name of the control socket inside the runtime directory.
+pub const CONTROL_SOCKET: &str = "ctl.sock";
+
+/// The daemon's runtime directory: `$XDG_RUNTIME_DIR/veclane` when that variable is set,
+/// else `/run/veclane`.
+pub fn runtime_dir() -> PathBuf {
+    match std::env::var_os("XDG_RUNTIME_DIR") {
+        Some(d) if !d.is_empty() => PathBuf::from(d).join("veclane"),
+        _ => PathBuf::from("/run/veclane"),
+    }
+}
+
+/// The memif role of an interface.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// memif primary: we listen and map the peer's memory (the switch's usual role).
+    Master,
+    /// memif secondary: we connect and own the memory (a pod's role).
+    Slave,
+}
+
+impl std::fmt::Display for Role {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Role::Master => "master",
+            Role::Slave => "slave",
+        })
+    }
+}
+
+/// `create interface memif`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemifSpec {
+    pub id: u32,
+    /// Socket path; `@name` for the abstract namespace; relative paths are taken inside the
+    /// daemon's runtime directory.
+    pub socket: String,
+    pub role: Role,
+    /// Interface name; default `memif<socket-id>/<id>` as VPP names them.
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub rx_queues: Option<u16>,
+    #[serde(default)]
+    pub tx_queues: Option<u16>,
+    #[serde(default)]
+    pub ring_size: Option<u32>,
+    #[serde(default)]
+    pub buffer_size: Option<u32>,
+    #[serde(default)]
+    pub secret: Option<String>,
+    /// MAC address `aa:bb:cc:dd:ee:ff`; default derived from the interface index.
+    #[serde(default)]
+    pub hw_addr: Option<String>,
+}
+
+/// A capture point of `pcap trace`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CapturePoint {
+    Rx,
+    Tx,
+    Drop,
+}
+
+/// What `clear` resets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Clear {
+    Runtime,
+    Errors,
+    Trace,
+    Interfaces,
+}
+
+/// Every request the daemon serves.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "request", rename_all = "snake_case")]
+pub enum Request {
+    ShowVersion,
+    ShowInterface {
+        #[serde(default)]
+        name: Option<String>,
+    },
+    ShowRxPlacement,
+    ShowRuntime,
+    ShowErrors,
+    ShowTrace,
+    TraceAdd {
+        node: String,
+        count: u32,
+    },
+    Clear {
+        what: Clear,
+    },
+    CreateMemif(MemifSpec),
+    SetState {
+        interface: String,
+        up: bool,
+    },
+    SetIpAddress {
+        interface: String,
+        /// `A.B.C.D/L`.
+        address: String,
+        #[serde(default)]
+        delete: bool,
+    },
+    SetIpTable {
+        interface: String,
+        table: u32,
+    },
+    IpRoute {
+        add: bool,
+        /// `A.B.C.D/L`.
+        prefix: String,
+        via: String,
+        #[serde(default)]
+        interface: Option<String>,
+        #[serde(default)]
+        table: u32,
+    },
+    ShowIpFib {
+        #[serde(default)]
+        table: Option<u32>,
+    },
+    ShowIpNeighbors,
+    SetIpNeighbor {
+        interface: String,
+        ip: String,
+        mac: String,
+        #[serde(default)]
+        delete: bool,
+    },
+    PcapOn {
+        points: Vec<CapturePoint>,
+        /// Interface name, or `any`.
+        interface: String,
+        file: String,
+        #[serde(default)]
+        max_packets: Option<u32>,
+    },
+    PcapOff,
+}
+
+/// One interface, as `show interface` prints it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InterfaceInfo {
+    pub name: String,
+    pub index: u32,
+    pub kind: String,
+    pub role: String,
+    pub socket: String,
+    pub id: u32,
+    pub mac: String,
+    pub admin_up: bool,
+    pub connected: bool,
+    pub table: u32,
+    pub addresses: Vec<String>,
+    pub peer: Option<String>,
+    pub rx_queues: u16,
+    pub tx_queues: u16,
+    pub ring_size: u32,
+    pub buffer_size: u32,
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+    /// Received descriptors the peer got wrong (bad region/offset/length), too-large frames.
+    pub rx_errors: u64,
+    /// Packets the peer gave us no room for.
+    pub tx_no_room: u64,
+    pub connects: u64,
+    pub disconnects: u64,
+    pub last_disconnect_reason: Option<String>,
+}
+
+/// One rx queue's worker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Placement {
+    pub interface: String,
+    pub queue: u16,
+    pub worker: usize,
+    pub core: Option<usize>,
+    pub mode: String,
+    pub connected: bool,
+}
+
+/// One node's clocks on one worker.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeRuntime {
+    pub name: String,
+    pub kind: String,
+    pub calls: u64,
+    pub vectors: u64,
+    /// Nanoseconds in the node.
+    pub clocks: u64,
+}
+
+/// `show runtime` for one worker.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkerRuntime {
+    pub worker: usize,
+    pub core: Option<usize>,
+    /// Seconds since the counters were cleared.
+    pub seconds: f64,
+    /// Dispatch loops run and the loops that went to sleep.
+    pub loops: u64,
+    pub sleeps: u64,
+    pub nodes: Vec<NodeRuntime>,
+}
+
+/// A non-zero error counter.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorCount {
+    pub count: u64,
+    pub node: String,
+    pub reason: String,
+}
+
+/// One route.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FibEntry {
+    pub table: u32,
+    pub prefix: String,
+    /// `receive`, `drop`, `glean memif0/1`, `via 10.0.0.2 memif0/1 02:..` and so on.
+    pub path: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Neighbor {
+    pub interface: String,
+    pub ip: String,
+    pub mac: String,
+    /// Configured (`set ip neighbor`) rather than learned from ARP.
+    pub static_entry: bool,
+}
+
+/// Every reply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "reply", rename_all = "snake_case")]
+pub enum Reply {
+    Ok,
+    Error {
+        message: String,
+    },
+    Version {
+        version: String,
+        workers: usize,
+        runtime_dir: String,
+    },
+    Interfaces {
+        interfaces: Vec<InterfaceInfo>,
+    },
+    RxPlacement {
+        placement: Vec<Placement>,
+    },
+    Runtime {
+        workers: Vec<WorkerRuntime>,
+    },
+    Errors {
+        errors: Vec<ErrorCount>,
+    },
+    Trace {
+        text: String,
+    },
+    Created {
+        name: String,
+        index: u32,
+    },
+    Fib {
+        entries: Vec<FibEntry>,
+    },
+    Neighbors {
+        neighbors: Vec<Neighbor>,
+    },
+    Pcap {
+        file: String,
+        packets: u64,
+        missed: u64,
+    },
+}
+
+/// A failed call.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error(
+        "cannot reach the daemon at {path}: {source} (is `veclane run` running? --socket names another)"
+    )]
+    Connect {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("control socket: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("daemon sent a reply we cannot parse: {0}")]
+    Parse(#[from] serde_json::Error),
+    #[error("daemon closed the connection without a reply")]
+    Closed,
+    #[error("{0}")]
+    Daemon(String),
+}
+
+/// A connection to the daemon.
+#[derive(Debug)]
+pub struct Client {
+    reader: BufReader<UnixStream>,
+    writer: UnixStream,
+}
+
+impl Client {
+    pub fn connect(path: &Path) -> Result<Client, ClientError> {
+        let s = UnixStream::connect(path).map_err(|source| ClientError::Connect {
+            path: path.display().to_string(),
+            source,
+        })?;
+        s.set_read_timeout(Some(Duration::from_secs(30)))?;
+        Ok(Client {
+            writer: s.try_clone()?,
+            reader: BufReader::new(s),
+        })
+    }
+
+    /// Sends one request and waits for its reply; `Reply::Error` becomes `ClientError::Daemon`.
+    pub fn call(&mut self, req: &Request) -> Result<Reply, ClientError> {
+        let mut line = serde_json::to_string(req)?;
+        line.push('\n');
+        self.writer.write_all(line.as_bytes())?;
+        let mut buf = String::new();
+        if self.reader.read_line(&mut buf)? == 0 {
+            return Err(ClientError::Closed);
+        }
+        match serde_json::from_str(&buf)? {
+            Reply::Error { message } => Err(ClientError::Daemon(message)),
+            r => Ok(r),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_shape_is_stable() {
+        let r = Request::TraceAdd {
+            node: "memif-input".into(),
+            count: 50,
+        };
+        let j = serde_json::to_string(&r).unwrap();
+        assert_eq!(
+            j,
+            r#"{"request":"trace_add","node":"memif-input","count":50}"#
+        );
+        assert_eq!(serde_json::from_str::<Request>(&j).unwrap(), r);
+        let e: Request = serde_json::from_str(r#"{"request":"show_interface"}"#).unwrap();
+        assert_eq!(e, Request::ShowInterface { name: None });
+        assert!(serde_json::from_str::<Request>(r#"{"request":"reboot"}"#).is_err());
+    }
+}

@@ -1,0 +1,145 @@
+//! The control socket: a unix stream socket; each request is one JSON object on one line and
+//! gets one JSON reply on one line. Many clients may be connected; requests are served in the
+//! control thread, one at a time, so they never race each other.
+
+use std::io::{Read, Write};
+use std::os::fd::AsFd;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+
+use api::{Reply, Request};
+
+use crate::control::Control;
+
+/// Longest request line accepted.
+const MAX_LINE: usize = 64 * 1024;
+
+#[derive(Debug)]
+struct Conn {
+    s: UnixStream,
+    buf: Vec<u8>,
+}
+
+/// The API server.
+#[derive(Debug)]
+pub struct Server {
+    listener: UnixListener,
+    path: PathBuf,
+    conns: Vec<Conn>,
+}
+
+impl Server {
+    /// Binds the control socket, replacing a stale one (a socket nobody answers on).
+    pub fn bind(path: &Path) -> Result<Server, String> {
+        if path.exists() {
+            if UnixStream::connect(path).is_ok() {
+                return Err(format!(
+                    "another veclane daemon is serving {}; stop it or set [daemon] runtime-dir",
+                    path.display()
+                ));
+            }
+            let _ = std::fs::remove_file(path);
+        }
+        let listener = UnixListener::bind(path)
+            .map_err(|e| format!("cannot listen on {}: {e}", path.display()))?;
+        listener
+            .set_nonblocking(true)
+            .map_err(|e| format!("control socket: {e}"))?;
+        Ok(Server {
+            listener,
+            path: path.to_path_buf(),
+            conns: Vec::new(),
+        })
+    }
+
+    /// Waits up to `timeout_ms` for API traffic and serves every complete request.
+    pub fn serve(&mut self, control: &mut Control, timeout_ms: i32) {
+        {
+            let mut fds = vec![rustix::event::PollFd::from_borrowed_fd(
+                self.listener.as_fd(),
+                rustix::event::PollFlags::IN,
+            )];
+            for c in &self.conns {
+                fds.push(rustix::event::PollFd::from_borrowed_fd(
+                    c.s.as_fd(),
+                    rustix::event::PollFlags::IN,
+                ));
+            }
+            let ts = rustix::event::Timespec {
+                tv_sec: 0,
+                tv_nsec: i64::from(timeout_ms) * 1_000_000,
+            };
+            let _ = rustix::event::poll(&mut fds, Some(&ts));
+        }
+        while let Ok((s, _)) = self.listener.accept() {
+            if s.set_nonblocking(true).is_ok() {
+                self.conns.push(Conn { s, buf: Vec::new() });
+            }
+        }
+        let mut k = 0;
+        while k < self.conns.len() {
+            if serve_conn(&mut self.conns[k], control) {
+                k += 1;
+            } else {
+                self.conns.swap_remove(k);
+            }
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Reads what the client sent and answers each complete line; false when it is gone.
+fn serve_conn(c: &mut Conn, control: &mut Control) -> bool {
+    let mut chunk = [0u8; 4096];
+    loop {
+        match c.s.read(&mut chunk) {
+            Ok(0) => return false,
+            Ok(n) => c.buf.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => return false,
+        }
+    }
+    while let Some(nl) = c.buf.iter().position(|&b| b == b'\n') {
+        let line: Vec<u8> = c.buf.drain(..=nl).collect();
+        let reply = match serde_json::from_slice::<Request>(&line[..line.len() - 1]) {
+            Ok(req) => control.handle(req),
+            Err(e) => Reply::Error {
+                message: format!("malformed request: {e}"),
+            },
+        };
+        if !send(&c.s, &reply) {
+            return false;
+        }
+    }
+    if c.buf.len() > MAX_LINE {
+        let _ = send(
+            &c.s,
+            &Reply::Error {
+                message: format!("request longer than {MAX_LINE} bytes"),
+            },
+        );
+        return false;
+    }
+    true
+}
+
+fn send(s: &UnixStream, r: &Reply) -> bool {
+    let mut line = match serde_json::to_vec(r) {
+        Ok(l) => l,
+        Err(_) => return false,
+    };
+    line.push(b'\n');
+    // Replies are written whole; a client that does not read for a second is dropped.
+    let mut s = s;
+    let _ = s.set_nonblocking(false);
+    let _ = s.set_write_timeout(Some(std::time::Duration::from_secs(1)));
+    let ok = s.write_all(&line).is_ok();
+    let _ = s.set_nonblocking(true);
+    ok
+}

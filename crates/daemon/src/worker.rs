@@ -1,0 +1,309 @@
+//! Workers: one thread per configured core, pinned, each with its own buffer pool and graph.
+//! A worker polls the rx queues placed on it, runs the graph over whole frames and, when its
+//! queues have been idle (adaptive mode: for a millisecond; interrupt mode: at once), sleeps
+//! on their memif eventfds and its command eventfd, so an idle daemon costs no CPU.
+//!
+//! The control thread talks to a worker only through channels: queue hand-overs go to the
+//! graph's memif nodes, requests (`show runtime`, `trace add`, `pcap`...) to the loop, each
+//! followed by a kick on the worker's eventfd so that a sleeping worker answers at once.
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, Sender, SyncSender, channel};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use buffer::{Pool, PoolConfig};
+use graph::{Captured, Filter, Node, Runtime};
+use nodes::{Learned, QueueCommand, Shared};
+
+use crate::config::RxMode;
+
+/// How long a worker in adaptive mode keeps polling an idle graph before it sleeps.
+const ADAPTIVE_IDLE: Duration = Duration::from_millis(1);
+/// Longest sleep; commands wake the worker at once anyway.
+const SLEEP_MS: i32 = 1000;
+
+/// A request to a worker.
+#[derive(Debug)]
+pub enum WorkerCmd {
+    Runtime(Sender<api::WorkerRuntime>),
+    Errors(Sender<Vec<(String, String, u64)>>),
+    Trace(Sender<String>),
+    TraceAdd {
+        node: String,
+        count: u32,
+        reply: Sender<Result<(), String>>,
+    },
+    Clear(api::Clear),
+    PcapStart(Filter),
+    PcapStop(Sender<(Vec<Captured>, u64)>),
+    Stop,
+}
+
+/// What the control thread sees of a worker's progress, to know when table memory that was
+/// unlinked can be reused (no worker can still be inside it).
+#[derive(Debug, Default)]
+pub struct Activity {
+    /// Dispatch loops completed.
+    pub loops: AtomicU64,
+    /// The worker is asleep (outside any lookup).
+    pub parked: AtomicBool,
+}
+
+/// The control thread's handle on one worker.
+#[derive(Debug)]
+pub struct WorkerHandle {
+    pub index: usize,
+    pub core: Option<usize>,
+    cmds: Sender<WorkerCmd>,
+    /// Queue hand-overs for `memif-input`.
+    pub rx_queues: Sender<QueueCommand>,
+    /// Queue hand-overs for `interface-output`.
+    pub tx_queues: Sender<QueueCommand>,
+    wake: Arc<OwnedFd>,
+    pub activity: Arc<Activity>,
+    join: Option<JoinHandle<()>>,
+}
+
+impl WorkerHandle {
+    /// Sends a request and wakes the worker.
+    pub fn send(&self, c: WorkerCmd) {
+        let _ = self.cmds.send(c);
+        self.kick();
+    }
+
+    pub fn kick(&self) {
+        let _ = rustix::io::write(&*self.wake, &1u64.to_ne_bytes());
+    }
+
+    pub fn is_alive(&self) -> bool {
+        self.join.as_ref().is_some_and(|j| !j.is_finished())
+    }
+
+    pub fn stop(&mut self) {
+        self.send(WorkerCmd::Stop);
+        if let Some(j) = self.join.take() {
+            let _ = j.join();
+        }
+    }
+}
+
+impl Drop for WorkerHandle {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Everything a worker needs to build its graph.
+#[derive(Debug, Clone)]
+pub struct WorkerSetup {
+    pub index: usize,
+    pub core: Option<usize>,
+    pub mode: RxMode,
+    pub buffers: u32,
+    pub trace_capacity: usize,
+    pub shared: Shared,
+    pub learned: SyncSender<Learned>,
+}
+
+/// The graph every worker runs.
+fn graph_nodes(
+    s: &WorkerSetup,
+    rxq: Receiver<QueueCommand>,
+    txq: Receiver<QueueCommand>,
+) -> Vec<Box<dyn Node>> {
+    vec![
+        Box::new(nodes::MemifInput::new(rxq)),
+        Box::new(nodes::EthernetInput::new(s.shared.clone())),
+        Box::new(nodes::ArpInput::new(s.shared.clone(), s.learned.clone())),
+        Box::new(nodes::Ip4Input),
+        Box::new(nodes::Ip4Lookup::new(s.shared.clone())),
+        Box::new(nodes::Ip4Local),
+        Box::new(nodes::Ip4Rewrite::new(s.shared.clone())),
+        Box::new(nodes::Ip4IcmpError::new(s.shared.clone())),
+        Box::new(nodes::Ip4Glean::new(s.shared.clone())),
+        Box::new(nodes::InterfaceOutput::new(txq).with_interfaces(s.shared.interfaces.clone())),
+        Box::new(nodes::ErrorDrop),
+    ]
+}
+
+/// Starts a worker thread.
+pub fn spawn(s: WorkerSetup) -> std::io::Result<WorkerHandle> {
+    let (cmd_tx, cmd_rx) = channel();
+    let (rxq_tx, rxq_rx) = channel();
+    let (txq_tx, txq_rx) = channel();
+    let wake = Arc::new(rustix::event::eventfd(
+        0,
+        rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK,
+    )?);
+    let activity = Arc::new(Activity::default());
+    let pool = Pool::new(PoolConfig {
+        count: s.buffers,
+        ..PoolConfig::default()
+    })
+    .map_err(|e| std::io::Error::other(e.to_string()))?;
+    let rt = Runtime::new(graph_nodes(&s, rxq_rx, txq_rx), s.trace_capacity)
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    let (w, a, core, mode, index) = (wake.clone(), activity.clone(), s.core, s.mode, s.index);
+    let join = std::thread::Builder::new()
+        .name(format!("vl_wk_{index}"))
+        .spawn(move || {
+            if let Some(c) = core {
+                let mut set = rustix::thread::CpuSet::new();
+                set.set(c);
+                if let Err(e) = rustix::thread::sched_setaffinity(None, &set) {
+                    tracing::warn!(worker = index, core = c, "cannot pin worker: {e}");
+                }
+            }
+            Worker {
+                index,
+                core,
+                mode,
+                rt,
+                pool,
+                cmds: cmd_rx,
+                wake: w,
+                activity: a,
+                loops: 0,
+                sleeps: 0,
+                since: Instant::now(),
+            }
+            .run();
+        })?;
+    Ok(WorkerHandle {
+        index,
+        core,
+        cmds: cmd_tx,
+        rx_queues: rxq_tx,
+        tx_queues: txq_tx,
+        wake,
+        activity,
+        join: Some(join),
+    })
+}
+
+struct Worker {
+    index: usize,
+    core: Option<usize>,
+    mode: RxMode,
+    rt: Runtime,
+    pool: Pool,
+    cmds: Receiver<WorkerCmd>,
+    wake: Arc<OwnedFd>,
+    activity: Arc<Activity>,
+    loops: u64,
+    sleeps: u64,
+    since: Instant,
+}
+
+impl Worker {
+    fn run(&mut self) {
+        let mut idle_since: Option<Instant> = None;
+        loop {
+            while let Ok(c) = self.cmds.try_recv() {
+                if !self.handle(c) {
+                    return;
+                }
+            }
+            let n = self.rt.dispatch(&mut self.pool);
+            self.loops += 1;
+            self.activity.loops.fetch_add(1, Ordering::Release);
+            if n > 0 {
+                idle_since = None;
+                continue;
+            }
+            let sleep = match self.mode {
+                RxMode::Polling => false,
+                RxMode::Interrupt => true,
+                RxMode::Adaptive => {
+                    let t = *idle_since.get_or_insert_with(Instant::now);
+                    t.elapsed() >= ADAPTIVE_IDLE
+                }
+            };
+            if sleep {
+                self.activity.parked.store(true, Ordering::Release);
+                if self.rt.sleep(self.wake.as_fd(), SLEEP_MS) {
+                    self.sleeps += 1;
+                }
+                self.activity.parked.store(false, Ordering::Release);
+                let mut b = [0u8; 8];
+                let _ = rustix::io::read(&*self.wake, &mut b);
+                idle_since = None;
+            }
+        }
+    }
+
+    /// Handles one request; false means stop.
+    fn handle(&mut self, c: WorkerCmd) -> bool {
+        match c {
+            WorkerCmd::Runtime(reply) => {
+                let nodes = self
+                    .rt
+                    .runtime()
+                    .into_iter()
+                    .map(|(name, kind, st)| api::NodeRuntime {
+                        name: name.to_string(),
+                        kind: match kind {
+                            graph::NodeKind::Input => "input",
+                            graph::NodeKind::Internal => "internal",
+                        }
+                        .to_string(),
+                        calls: st.calls,
+                        vectors: st.vectors,
+                        clocks: st.clocks,
+                    })
+                    .collect();
+                let _ = reply.send(api::WorkerRuntime {
+                    worker: self.index,
+                    core: self.core,
+                    seconds: self.since.elapsed().as_secs_f64(),
+                    loops: self.loops,
+                    sleeps: self.sleeps,
+                    nodes,
+                });
+            }
+            WorkerCmd::Errors(reply) => {
+                let mut v: Vec<(String, String, u64)> = self
+                    .rt
+                    .errors()
+                    .into_iter()
+                    .map(|(n, r, c)| (n.to_string(), r.to_string(), c))
+                    .collect();
+                let lost = self.rt.undeclared_next_drops();
+                if lost > 0 {
+                    v.push((
+                        "graph".into(),
+                        "buffer sent to an undeclared next node".into(),
+                        lost,
+                    ));
+                }
+                let _ = reply.send(v);
+            }
+            WorkerCmd::Trace(reply) => {
+                let _ = reply.send(self.rt.show_trace());
+            }
+            WorkerCmd::TraceAdd { node, count, reply } => {
+                let _ = reply.send(self.rt.trace_add(&node, count));
+            }
+            WorkerCmd::Clear(what) => match what {
+                api::Clear::Runtime => {
+                    self.rt.clear_runtime();
+                    self.loops = 0;
+                    self.sleeps = 0;
+                    self.since = Instant::now();
+                }
+                api::Clear::Errors => self.rt.clear_errors(),
+                api::Clear::Trace => self.rt.clear_trace(),
+                api::Clear::Interfaces => {}
+            },
+            WorkerCmd::PcapStart(f) => self.rt.pcap_start(f),
+            WorkerCmd::PcapStop(reply) => {
+                let _ = reply.send(self.rt.pcap_stop());
+            }
+            WorkerCmd::Stop => return false,
+        }
+        true
+    }
+}

@@ -1,0 +1,305 @@
+//! `ip4-glean`: the packet's next hop has no MAC yet. Its buffer becomes the ARP request that
+//! asks for it, broadcast on the adjacency's interface; the packet itself is lost, as in VPP.
+//!
+//! `ip4-lookup` sends the packet here with the `Glean` adjacency's index in `Meta::adj`. The
+//! reply reaches `arp-input`, which reports the neighbour to the control thread; once that has
+//! learned it, the adjacency is a rewrite and later packets are forwarded.
+//!
+//! A burst towards one unresolved next hop must not become a burst of requests: each worker
+//! sends at most one per (interface, next hop) per [`DEFAULT_INTERVAL`], remembered in a small
+//! fixed table indexed by a hash of the pair. A pair that collides with another evicts it, so
+//! the table can let an extra request through but never holds one back that is due.
+
+use std::time::Duration;
+
+use fib::Ipv4Addr;
+use fib::adj::Adjacency;
+use graph::{Ctx, Node, NodeInfo, NodeKind, clock};
+use wire::{Arp, ArpOp, EtherType, Ethernet, MacAddr};
+
+use crate::Shared;
+
+const NEXT_OUTPUT: u16 = 0;
+const NEXT_DROP: u16 = 1;
+
+const E_REQUEST_SENT: usize = 0;
+const E_THROTTLED: usize = 1;
+const E_IF_DOWN: usize = 2;
+const E_NO_ADDRESS: usize = 3;
+const E_STALE_ADJ: usize = 4;
+const E_NO_ROOM: usize = 5;
+
+/// The least time between two requests for one next hop on one interface, per worker.
+pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Slots of the throttle table (a power of two).
+const SLOTS: usize = 256;
+
+/// Ethernet header and ARP packet.
+const REQUEST_LEN: usize = 14 + 28;
+
+/// The last request for one (interface, next hop) pair.
+#[derive(Debug, Clone, Copy)]
+struct Sent {
+    tx_if: u32,
+    next_hop: u32,
+    at: u64,
+}
+
+const NEVER: Sent = Sent {
+    tx_if: buffer::NONE,
+    next_hop: 0,
+    at: 0,
+};
+
+#[derive(Debug)]
+pub struct Ip4Glean {
+    shared: Shared,
+    interval: u64,
+    sent: Box<[Sent; SLOTS]>,
+}
+
+impl Ip4Glean {
+    /// At most one request per (interface, next hop) per [`DEFAULT_INTERVAL`].
+    pub fn new(shared: Shared) -> Ip4Glean {
+        Ip4Glean::with_interval(shared, DEFAULT_INTERVAL)
+    }
+
+    pub fn with_interval(shared: Shared, interval: Duration) -> Ip4Glean {
+        Ip4Glean {
+            shared,
+            interval: u64::try_from(interval.as_nanos()).unwrap_or(u64::MAX),
+            sent: Box::new([NEVER; SLOTS]),
+        }
+    }
+
+    /// Whether a request for `(tx_if, next_hop)` may go out `now`; if so, remembers it.
+    fn may_send(&mut self, tx_if: u32, next_hop: u32, now: u64) -> bool {
+        let key = (u64::from(tx_if) << 32) | u64::from(next_hop);
+        // Fibonacci hashing: the top bits of the product mix every bit of the key.
+        let slot =
+            (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - SLOTS.trailing_zeros())) as usize;
+        let s = &mut self.sent[slot];
+        if s.tx_if == tx_if && s.next_hop == next_hop && now.wrapping_sub(s.at) < self.interval {
+            return false;
+        }
+        *s = Sent {
+            tx_if,
+            next_hop,
+            at: now,
+        };
+        true
+    }
+}
+
+impl Node for Ip4Glean {
+    fn info(&self) -> NodeInfo {
+        NodeInfo {
+            name: "ip4-glean",
+            kind: NodeKind::Internal,
+            nexts: &["interface-output", "error-drop"],
+            errors: &[
+                "arp request sent, packet dropped",
+                "arp request throttled, packet dropped",
+                "tx interface down or unknown",
+                "tx interface has no address",
+                "adjacency changed",
+                "no room for the arp request",
+            ],
+        }
+    }
+
+    fn process(&mut self, ctx: &mut Ctx<'_>, bufs: &[u32], next: &mut [u16]) {
+        let ifs = self.shared.interfaces.load();
+        let adjs = self.shared.adjacencies.load();
+        let now = clock::ticks();
+        for (&b, n) in bufs.iter().zip(next.iter_mut()) {
+            *n = NEXT_DROP;
+            let Some(Adjacency::Glean { tx_if, next_hop }) =
+                adjs.get(ctx.pool.meta(b).adj as usize).copied()
+            else {
+                ctx.count_error(E_STALE_ADJ);
+                continue;
+            };
+            let Some(ifc) = ifs.get(tx_if as usize).filter(|i| i.up) else {
+                ctx.count_error(E_IF_DOWN);
+                continue;
+            };
+            // A connected subnet's glean has no next hop of its own: ask for the packet's
+            // destination (the data starts at the IPv4 header; ip4-input checked its length).
+            let next_hop = if next_hop.is_unspecified() {
+                let d = ctx.pool.data(b);
+                Ipv4Addr::new(d[16], d[17], d[18], d[19])
+            } else {
+                next_hop
+            };
+            let Some(me) = ifc.source_for(next_hop) else {
+                ctx.count_error(E_NO_ADDRESS);
+                continue;
+            };
+            // Room is checked before the throttle remembers a request, and the packet is left
+            // as it came until one is sent (for whoever captures drops).
+            let headroom = usize::from(ctx.pool.meta(b).offset);
+            if headroom < 14 || ctx.pool.room_mut(b).len() + 14 < REQUEST_LEN {
+                ctx.count_error(E_NO_ROOM);
+                continue;
+            }
+            if !self.may_send(tx_if, u32::from(next_hop), now) {
+                ctx.count_error(E_THROTTLED);
+                continue;
+            }
+            // Only the head buffer is reused: it becomes the request, whatever its length was.
+            crate::free_chain_tail(ctx.pool, b);
+            if !ctx.pool.advance(b, -14) {
+                ctx.count_error(E_NO_ROOM);
+                continue;
+            }
+            let (eth, arp) = ctx.pool.room_mut(b)[..REQUEST_LEN].split_at_mut(14);
+            if let Ok(mut e) = Ethernet::new_checked(eth) {
+                e.set_dst(MacAddr::BROADCAST);
+                e.set_src(MacAddr(ifc.mac));
+                e.set_ethertype(EtherType::Arp);
+            }
+            let _ = Arp::emit(
+                arp,
+                ArpOp::Request,
+                (MacAddr(ifc.mac), me),
+                (MacAddr([0; 6]), next_hop),
+            );
+            let m = ctx.pool.meta_mut(b);
+            m.len = REQUEST_LEN as u16;
+            m.total_len = REQUEST_LEN as u32;
+            m.tx_if = tx_if;
+            ctx.count_error(E_REQUEST_SENT);
+            if ctx.is_traced(b) {
+                let mut t = [0u8; 8];
+                t[..4].copy_from_slice(&tx_if.to_be_bytes());
+                t[4..].copy_from_slice(&next_hop.octets());
+                ctx.trace(b, &t);
+            }
+            *n = NEXT_OUTPUT;
+        }
+    }
+
+    fn format_trace(&self, d: &[u8]) -> String {
+        format!(
+            "arp who-has {}.{}.{}.{} on interface {}",
+            d[4],
+            d[5],
+            d[6],
+            d[7],
+            u32::from_be_bytes([d[0], d[1], d[2], d[3]])
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    use arc_swap::ArcSwap;
+
+    use fib::Ipv4Addr;
+    use fib::adj::AdjTable;
+
+    use crate::IfConfig;
+    use crate::testing::run_one;
+
+    fn shared(ifs: Vec<IfConfig>, adj: &AdjTable) -> Shared {
+        Shared {
+            interfaces: Arc::new(ArcSwap::from_pointee(ifs)),
+            vrfs: Arc::new(ArcSwap::from_pointee(Vec::new())),
+            adjacencies: adj.reader(),
+        }
+    }
+
+    fn glean(interval: Duration) -> Ip4Glean {
+        Ip4Glean::with_interval(shared(Vec::new(), &AdjTable::new()), interval)
+    }
+
+    const MAC: [u8; 6] = [2, 0, 0, 0, 0, 1];
+
+    /// A glean adjacency on interface 0 and that interface, configured by `edit`.
+    fn node(edit: impl FnOnce(&mut IfConfig)) -> (Box<Ip4Glean>, AdjTable, u32) {
+        let mut adj = AdjTable::new();
+        let a = adj.add_next_hop(0, Ipv4Addr::new(10, 1, 0, 99));
+        let mut c = IfConfig::new(MAC, 0);
+        c.addresses.push((Ipv4Addr::new(10, 1, 0, 1), 24));
+        edit(&mut c);
+        (Box::new(Ip4Glean::new(shared(vec![c], &adj))), adj, a)
+    }
+
+    /// A bare 20-byte IPv4 header: shorter than the ARP request it becomes.
+    const HEADER_ONLY: [u8; 20] = [
+        0x45, 0, 0, 20, 0, 0, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 7, 203, 0, 113, 9,
+    ];
+
+    #[test]
+    fn chained_packet_becomes_one_buffer_holding_the_request() {
+        let (n, _adj, a) = node(|_| {});
+        let ((next, bytes, buffers, meta), errors) =
+            run_one(n, &HEADER_ONLY, &[9; 300], move |m| m.adj = a);
+        assert_eq!(next, "interface-output");
+        assert_eq!(errors, ["arp request sent, packet dropped"]);
+        assert_eq!((buffers, meta.total_len, meta.tx_if), (1, 42, 0));
+        let eth = Ethernet::new_checked(&bytes[..]).unwrap();
+        assert_eq!(
+            (eth.dst(), eth.src(), eth.ethertype()),
+            (MacAddr::BROADCAST, MacAddr(MAC), EtherType::Arp)
+        );
+        let arp = Arp::new_checked(eth.payload()).unwrap();
+        assert_eq!(
+            (arp.op(), arp.sender_mac(), arp.sender_ip(), arp.target_ip()),
+            (
+                ArpOp::Request,
+                MacAddr(MAC),
+                Ipv4Addr::new(10, 1, 0, 1),
+                Ipv4Addr::new(10, 1, 0, 99)
+            )
+        );
+        assert_eq!(arp.target_mac(), MacAddr([0; 6]));
+    }
+
+    #[test]
+    fn nothing_is_asked_on_a_down_interface_or_for_a_changed_adjacency() {
+        let (n, _adj, a) = node(|c| c.up = false);
+        let (seen, errors) = run_one(n, &HEADER_ONLY, &[], move |m| m.adj = a);
+        assert_eq!(
+            (seen.0, errors),
+            ("error-drop", vec!["tx interface down or unknown"])
+        );
+        let (n, _adj, a) = node(|c| c.addresses.clear());
+        let (seen, errors) = run_one(n, &HEADER_ONLY, &[], move |m| m.adj = a);
+        assert_eq!(
+            (seen.0, errors),
+            ("error-drop", vec!["tx interface has no address"])
+        );
+        let (n, _adj, _) = node(|_| {});
+        let (seen, errors) = run_one(n, &HEADER_ONLY, &[], |m| m.adj = AdjTable::LOCAL);
+        assert_eq!((seen.0, errors), ("error-drop", vec!["adjacency changed"]));
+    }
+
+    #[test]
+    fn one_request_per_pair_per_interval() {
+        let mut g = glean(Duration::from_millis(100));
+        let ms = 1_000_000;
+        assert!(g.may_send(1, 0x0a01_0063, 5 * ms));
+        assert!(!g.may_send(1, 0x0a01_0063, 6 * ms), "same pair, too soon");
+        assert!(g.may_send(2, 0x0a01_0063, 6 * ms), "same address elsewhere");
+        assert!(g.may_send(1, 0x0a01_0064, 6 * ms), "another next hop");
+        assert!(!g.may_send(1, 0x0a01_0063, 104 * ms));
+        assert!(
+            g.may_send(1, 0x0a01_0063, 105 * ms),
+            "the interval has passed"
+        );
+    }
+
+    #[test]
+    fn many_pairs_each_get_their_first_request() {
+        let mut g = glean(Duration::from_secs(1));
+        for nh in 0..10_000u32 {
+            assert!(g.may_send(nh % 7, nh, 0), "first request for {nh}");
+        }
+    }
+}

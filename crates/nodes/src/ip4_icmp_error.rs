@@ -1,0 +1,359 @@
+//! `ip4-icmp-error`: turns an offending packet into the ICMP error about it, in place (VPP's
+//! `ip4-icmp-error`), and sends that back through `ip4-lookup`.
+//!
+//! The node that gives up on a packet (`ip4-rewrite`: TTL expired; `ip4-lookup`: no route)
+//! writes the ICMP type and code into [`buffer::Meta::error`] (see [`icmp_request`]) and
+//! sends the buffer here with its data at the IPv4 header. The error is a new IPv4 header
+//! (from our address on the receiving interface to the offender's source, TTL 64) and ICMP
+//! header in the headroom in front of the original datagram, which is cut so that the whole
+//! error fits in 576 bytes (RFC 1812 4.3.2.3).
+//!
+//! RFC 1812 4.3.2.7 says when not to answer: about an ICMP error, a non-first fragment, or a
+//! packet from or to a non-unicast address. Errors are rate-limited per worker (RFC 1812
+//! 4.3.2.8) by a token bucket refilled once per frame. Every packet not answered is counted.
+
+use graph::{Ctx, Node, NodeInfo, NodeKind, clock};
+use wire::{Icmp, IcmpType, IpProtocol, Ipv4, Ipv4Addr};
+
+use crate::Shared;
+
+const NEXT_LOOKUP: u16 = 0;
+const NEXT_DROP: u16 = 1;
+
+const E_SENT_TIME_EXCEEDED: usize = 0;
+const E_SENT_UNREACHABLE: usize = 1;
+const E_SENT_OTHER: usize = 2;
+const E_ABOUT_ICMP_ERROR: usize = 3;
+const E_SRC_NOT_UNICAST: usize = 4;
+const E_DST_NOT_UNICAST: usize = 5;
+const E_FRAGMENT: usize = 6;
+const E_RATE_LIMITED: usize = 7;
+const E_NO_ADDRESS: usize = 8;
+const E_NO_HEADROOM: usize = 9;
+const E_MALFORMED: usize = 10;
+
+/// An ICMP error is at most this long, quoted datagram included (RFC 1812 4.3.2.3).
+pub const MAX_ERROR_LEN: usize = 576;
+
+/// New IPv4 header and ICMP header (type, code, checksum, 4 unused bytes).
+const PREPEND: usize = 20 + 8;
+
+/// What a node writes into `Meta::error` before sending a buffer here: the ICMP type in the
+/// high byte, the code in the low byte.
+pub const fn icmp_request(icmp_type: u8, code: u8) -> u16 {
+    ((icmp_type as u16) << 8) | code as u16
+}
+
+/// Time exceeded, TTL exceeded in transit.
+pub const TTL_EXCEEDED: u16 = icmp_request(11, 0);
+/// Destination unreachable, net unreachable.
+pub const NET_UNREACHABLE: u16 = icmp_request(3, 0);
+
+/// Errors per second and burst size of the default rate limit (per worker).
+pub const DEFAULT_RATE: u32 = 1000;
+pub const DEFAULT_BURST: u32 = 100;
+
+const NANOS_PER_SEC: u64 = 1_000_000_000;
+
+/// A token bucket in fixed point: one token is [`NANOS_PER_SEC`] credits, and each elapsed
+/// nanosecond adds `rate` credits, so refilling needs no division.
+#[derive(Debug)]
+struct TokenBucket {
+    credit: u64,
+    cap: u64,
+    rate: u64,
+    last: u64,
+}
+
+impl TokenBucket {
+    fn new(rate: u32, burst: u32, now: u64) -> TokenBucket {
+        let cap = u64::from(burst) * NANOS_PER_SEC;
+        TokenBucket {
+            credit: cap,
+            cap,
+            rate: u64::from(rate),
+            last: now,
+        }
+    }
+
+    fn refill(&mut self, now: u64) {
+        let elapsed = now.saturating_sub(self.last);
+        self.last = now;
+        self.credit = self
+            .credit
+            .saturating_add(elapsed.saturating_mul(self.rate))
+            .min(self.cap);
+    }
+
+    fn take(&mut self) -> bool {
+        if self.credit < NANOS_PER_SEC {
+            return false;
+        }
+        self.credit -= NANOS_PER_SEC;
+        true
+    }
+}
+
+#[derive(Debug)]
+pub struct Ip4IcmpError {
+    shared: Shared,
+    bucket: TokenBucket,
+}
+
+impl Ip4IcmpError {
+    /// At most [`DEFAULT_RATE`] errors a second, in bursts of up to [`DEFAULT_BURST`].
+    pub fn new(shared: Shared) -> Ip4IcmpError {
+        Ip4IcmpError::with_rate_limit(shared, DEFAULT_RATE, DEFAULT_BURST)
+    }
+
+    /// At most `per_sec` errors a second from this worker, in bursts of up to `burst`.
+    pub fn with_rate_limit(shared: Shared, per_sec: u32, burst: u32) -> Ip4IcmpError {
+        Ip4IcmpError {
+            shared,
+            bucket: TokenBucket::new(per_sec, burst, clock::ticks()),
+        }
+    }
+}
+
+/// Whether RFC 1812 4.3.2.7 lets a router answer a packet from `a` (or report one sent to
+/// `a`): not 0.0.0.0, loopback, multicast, class E or broadcast.
+fn is_unicast(a: Ipv4Addr) -> bool {
+    !(a.is_unspecified() || a.is_loopback() || a.is_multicast() || a.octets()[0] >= 240)
+}
+
+impl Node for Ip4IcmpError {
+    fn info(&self) -> NodeInfo {
+        NodeInfo {
+            name: "ip4-icmp-error",
+            kind: NodeKind::Internal,
+            nexts: &["ip4-lookup", "error-drop"],
+            errors: &[
+                "icmp time exceeded sent (not an error)",
+                "icmp destination unreachable sent (not an error)",
+                "icmp error of another type sent (not an error)",
+                "no icmp error about an icmp error",
+                "no icmp error: source not a unicast address",
+                "no icmp error: destination multicast or broadcast",
+                "no icmp error about a non-first fragment",
+                "icmp error rate limited",
+                "no icmp error: receiving interface has no address",
+                "no headroom for the icmp error headers",
+                "offending packet malformed",
+            ],
+        }
+    }
+
+    fn process(&mut self, ctx: &mut Ctx<'_>, bufs: &[u32], next: &mut [u16]) {
+        let ifs = self.shared.interfaces.load();
+        self.bucket.refill(clock::ticks());
+        for (&b, n) in bufs.iter().zip(next.iter_mut()) {
+            *n = NEXT_DROP;
+            let meta = *ctx.pool.meta(b);
+            let [icmp_type, code] = meta.error.to_be_bytes();
+            let parsed = Ipv4::new_checked(ctx.pool.data(b)).map(|ip| {
+                // A message too short to show its type is treated as the error it may be.
+                let about_error = ip.protocol() == IpProtocol::Icmp
+                    && ip
+                        .payload()
+                        .first()
+                        .is_none_or(|&t| IcmpType::from(t).is_error());
+                (
+                    ip.src(),
+                    ip.dst(),
+                    ip.frag_offset(),
+                    about_error,
+                    ip.total_len(),
+                )
+            });
+            let Ok((src, dst, frag_offset, about_error, total)) = parsed else {
+                ctx.count_error(E_MALFORMED);
+                continue;
+            };
+            if frag_offset != 0 {
+                ctx.count_error(E_FRAGMENT);
+                continue;
+            }
+            if !is_unicast(src) {
+                ctx.count_error(E_SRC_NOT_UNICAST);
+                continue;
+            }
+            if !is_unicast(dst) {
+                ctx.count_error(E_DST_NOT_UNICAST);
+                continue;
+            }
+            if about_error {
+                ctx.count_error(E_ABOUT_ICMP_ERROR);
+                continue;
+            }
+            let Some(our) = ifs.get(meta.rx_if as usize).and_then(|i| i.source_for(src)) else {
+                ctx.count_error(E_NO_ADDRESS);
+                continue;
+            };
+            if !self.bucket.take() {
+                ctx.count_error(E_RATE_LIMITED);
+                continue;
+            }
+            // Packets not answered were left as they came, for whoever captures drops. The
+            // datagram is in the head buffer (ip4-input checked); its data may be cut, its
+            // header (at most 60 bytes) never is.
+            crate::free_chain_tail(ctx.pool, b);
+            let quoted = usize::from(total).min(MAX_ERROR_LEN - PREPEND);
+            ctx.pool.truncate(b, quoted as u16);
+            if !ctx.pool.advance(b, -(PREPEND as isize)) {
+                ctx.count_error(E_NO_HEADROOM);
+                continue;
+            }
+            let d = ctx.pool.data_mut(b);
+            let t = IcmpType::from(icmp_type);
+            let built = Ipv4::emit(&mut d[..], our, src, IpProtocol::Icmp, 64, quoted + 8).is_ok()
+                && Icmp::emit_error(&mut d[20..], t, code, 0).is_ok();
+            if !built {
+                ctx.count_error(E_MALFORMED);
+                continue;
+            }
+            let m = ctx.pool.meta_mut(b);
+            m.flags |= crate::LOCALLY_ORIGINATED;
+            m.error = 0;
+            ctx.count_error(match t {
+                IcmpType::TimeExceeded => E_SENT_TIME_EXCEEDED,
+                IcmpType::DestUnreachable => E_SENT_UNREACHABLE,
+                _ => E_SENT_OTHER,
+            });
+            if ctx.is_traced(b) {
+                let mut tr = [0u8; 6];
+                tr[0] = icmp_type;
+                tr[1] = code;
+                tr[2..].copy_from_slice(&src.octets());
+                ctx.trace(b, &tr);
+            }
+            // Routed back in the VRF the offending packet came in on.
+            *n = NEXT_LOOKUP;
+        }
+    }
+
+    fn format_trace(&self, d: &[u8]) -> String {
+        format!(
+            "icmp type {} code {} to {}.{}.{}.{}",
+            d[0], d[1], d[2], d[3], d[4], d[5]
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    use arc_swap::ArcSwap;
+
+    use crate::IfConfig;
+    use crate::testing::run_one;
+
+    fn node(addresses: Vec<(Ipv4Addr, u8)>) -> Box<Ip4IcmpError> {
+        let mut c = IfConfig::new([2, 0, 0, 0, 0, 1], 0);
+        c.addresses = addresses;
+        Box::new(Ip4IcmpError::new(Shared {
+            interfaces: Arc::new(ArcSwap::from_pointee(vec![c])),
+            vrfs: Arc::new(ArcSwap::from_pointee(Vec::new())),
+            adjacencies: fib::adj::AdjTable::new().reader(),
+        }))
+    }
+
+    fn datagram(payload: usize) -> Vec<u8> {
+        let mut d = vec![0x33u8; 20 + payload];
+        Ipv4::emit(
+            &mut d[..],
+            Ipv4Addr::new(10, 0, 0, 7),
+            Ipv4Addr::new(192, 0, 2, 5),
+            IpProtocol::Udp,
+            1,
+            payload,
+        )
+        .unwrap();
+        d
+    }
+
+    #[test]
+    fn chained_offender_becomes_one_buffer_holding_the_error() {
+        let sent = datagram(12);
+        let ((next, bytes, buffers, meta), errors) = run_one(
+            node(vec![(Ipv4Addr::new(10, 0, 0, 1), 24)]),
+            &sent,
+            &[9; 300],
+            |m| {
+                m.rx_if = 0;
+                m.vrf = 7;
+                m.error = TTL_EXCEEDED;
+            },
+        );
+        assert_eq!(next, "ip4-lookup");
+        assert_eq!(errors, ["icmp time exceeded sent (not an error)"]);
+        assert_eq!((buffers, meta.total_len as usize), (1, bytes.len()));
+        assert_eq!(bytes.len(), PREPEND + sent.len());
+        assert_eq!(meta.vrf, 7, "looked up in the VRF it came from");
+        assert_eq!(meta.error, 0);
+        assert_ne!(meta.flags & crate::LOCALLY_ORIGINATED, 0);
+        let ip = Ipv4::new_checked(&bytes[..]).unwrap();
+        assert!(ip.checksum_ok());
+        assert_eq!(
+            (ip.src(), ip.dst(), ip.ttl(), ip.protocol()),
+            (
+                Ipv4Addr::new(10, 0, 0, 1),
+                Ipv4Addr::new(10, 0, 0, 7),
+                64,
+                IpProtocol::Icmp
+            )
+        );
+        let icmp = Icmp::new_checked(ip.payload()).unwrap();
+        assert!(icmp.checksum_ok());
+        assert_eq!((icmp.msg_type(), icmp.code()), (IcmpType::TimeExceeded, 0));
+        assert_eq!(icmp.body(), &sent[..]);
+    }
+
+    #[test]
+    fn refused_without_an_address_or_for_a_malformed_offender() {
+        let (seen, errors) = run_one(node(Vec::new()), &datagram(8), &[], |m| {
+            m.rx_if = 0;
+            m.error = NET_UNREACHABLE;
+        });
+        assert_eq!(seen.0, "error-drop");
+        assert_eq!(
+            errors,
+            ["no icmp error: receiving interface has no address"]
+        );
+        let mut lying = datagram(8);
+        lying[3] = 200; // total length beyond the buffer
+        let (seen, errors) = run_one(
+            node(vec![(Ipv4Addr::new(10, 0, 0, 1), 24)]),
+            &lying,
+            &[],
+            |m| m.rx_if = 0,
+        );
+        assert_eq!(seen.0, "error-drop");
+        assert_eq!(errors, ["offending packet malformed"]);
+    }
+
+    #[test]
+    fn bucket_bursts_then_refills_at_its_rate() {
+        let mut t = TokenBucket::new(1000, 3, 0);
+        assert_eq!((0..5).filter(|_| t.take()).count(), 3, "the burst");
+        t.refill(1_500_000); // 1.5 ms: one and a half tokens
+        assert!(t.take());
+        assert!(!t.take());
+        t.refill(2_000_000); // the half left over and another half
+        assert!(t.take());
+        t.refill(u64::MAX); // an eternity refills to the burst, no more, without overflow
+        assert_eq!((0..5).filter(|_| t.take()).count(), 3);
+        t.refill(0); // a clock that went backwards adds nothing
+        assert!(!t.take());
+    }
+
+    #[test]
+    fn only_unicast_addresses_get_answers() {
+        for a in [[0, 0, 0, 0], [127, 0, 0, 1], [224, 0, 0, 5], [240, 1, 2, 3]] {
+            assert!(!is_unicast(Ipv4Addr::from(a)), "{a:?}");
+        }
+        assert!(!is_unicast(Ipv4Addr::BROADCAST));
+        assert!(is_unicast(Ipv4Addr::new(10, 0, 0, 7)));
+    }
+}

@@ -1,0 +1,45 @@
+//! `veclane run`: the daemon in the foreground until SIGTERM or SIGINT.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use anyhow::Context;
+use clap::Args;
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// Configuration file (TOML). Without one the daemon starts on the embedded default: two
+    /// memif master interfaces on memif.sock in the runtime directory, routed to each other.
+    #[arg(long, short)]
+    config: Option<PathBuf>,
+    /// Runtime directory (sockets); overrides the file. Default: $XDG_RUNTIME_DIR/veclane,
+    /// else /run/veclane.
+    #[arg(long)]
+    runtime_dir: Option<PathBuf>,
+    /// Print the embedded default configuration and exit.
+    #[arg(long)]
+    print_default_config: bool,
+}
+
+pub fn run(a: RunArgs) -> anyhow::Result<()> {
+    if a.print_default_config {
+        print!("{}", daemon::DEFAULT_CONFIG);
+        return Ok(());
+    }
+    let mut cfg = match &a.config {
+        Some(p) => daemon::Config::load(p)?,
+        None => daemon::Config::embedded_default(),
+    };
+    if let Some(d) = a.runtime_dir {
+        cfg.daemon.runtime_dir = Some(d.display().to_string());
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
+    }
+    daemon::run(&cfg, stop, |ctl| {
+        eprintln!("veclane: running; control socket {}", ctl.display());
+    })?;
+    Ok(())
+}

@@ -1,0 +1,423 @@
+//! The daemon end to end: `veclane run` in a private runtime directory, memif pods played by
+//! this test, `veclane ctl` driving it, tshark checking what it forwarded.
+
+mod daemon_common;
+
+use std::time::Duration;
+
+use daemon_common::*;
+
+const MAC0: &str = "02:00:00:00:00:a0";
+const MAC1: &str = "02:00:00:00:00:a1";
+const POD0: [u8; 6] = [2, 0, 0, 0, 0xb0, 0];
+const POD1: [u8; 6] = [2, 0, 0, 0, 0xb1, 0];
+
+fn two_port_config(mode: &str) -> String {
+    format!(
+        r#"
+[daemon]
+mode = "{mode}"
+buffers = 4096
+
+[[interface]]
+socket = "memif.sock"
+id = 0
+role = "master"
+mac = "{MAC0}"
+addresses = ["10.0.0.1/24"]
+
+[[interface]]
+socket = "memif.sock"
+id = 1
+role = "master"
+mac = "{MAC1}"
+addresses = ["10.0.1.1/24"]
+"#
+    )
+}
+
+fn payload(i: usize) -> Vec<u8> {
+    let len = 22 + (i * 37) % 1450;
+    (0..len).map(|k| (k as u8) ^ (i as u8)).collect()
+}
+
+#[test]
+fn forwards_answers_and_resolves_checked_by_tshark() {
+    let d = Daemon::start(&two_port_config("adaptive"));
+    let mut pods = Pods::connect(&d.path("memif.sock"), &[0, 1]);
+    let (m0, m1) = (mac(MAC0), mac(MAC1));
+
+    // pod0 resolves its gateway; the daemon answers and learns pod0.
+    pods.send(
+        0,
+        &[arp(
+            1,
+            POD0,
+            [10, 0, 0, 2],
+            [0; 6],
+            [10, 0, 0, 1],
+            [0xff; 6],
+        )],
+    );
+    let r = pods.recv(0, 1, Duration::from_secs(5));
+    assert_eq!(r.len(), 1, "no ARP reply");
+    assert_eq!(&r[0][12..14], &[8, 6]);
+    assert_eq!(&r[0][20..22], &[0, 2], "not a reply");
+    assert_eq!(&r[0][22..28], &m0, "sender MAC");
+    assert_eq!(&r[0][28..32], &[10, 0, 0, 1]);
+    let pcap = d.path("fwd.pcap");
+    d.ok(&format!("pcap trace rx tx drop on any {}", pcap.display()));
+
+    // The first packet to pod1 makes the daemon ask for pod1's MAC; pod1 answers.
+    pods.send(
+        0,
+        &[udp(POD0, m0, [10, 0, 0, 2], [10, 0, 1, 2], 64, &payload(0))],
+    );
+    let r = pods.recv(1, 1, Duration::from_secs(5));
+    assert_eq!(r.len(), 1, "no ARP request on memif0/1");
+    assert_eq!(&r[0][0..6], &[0xff; 6]);
+    assert_eq!(&r[0][20..22], &[0, 1], "not a request");
+    assert_eq!(&r[0][28..32], &[10, 0, 1, 1], "asked from our address");
+    assert_eq!(&r[0][38..42], &[10, 0, 1, 2], "asked for pod1");
+    pods.send(1, &[arp(2, POD1, [10, 0, 1, 2], m1, [10, 0, 1, 1], m1)]);
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !d.ok("show ip neighbors").contains("10.0.1.2") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "neighbour not learned"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let neigh = d.ok("show ip neighbors");
+    assert!(
+        neigh.contains("02:00:00:00:b1:00") && neigh.contains("02:00:00:00:b0:00"),
+        "{neigh}"
+    );
+
+    // Forwarding: 200 frames of many sizes, checked here and by tshark below.
+    let sent: Vec<Vec<u8>> = (0..200)
+        .map(|i| udp(POD0, m0, [10, 0, 0, 2], [10, 0, 1, 2], 64, &payload(i)))
+        .collect();
+    pods.send(0, &sent);
+    let got = pods.recv(1, sent.len(), Duration::from_secs(10));
+    assert_eq!(got.len(), sent.len(), "{}", d.ok("show errors"));
+    for (i, f) in got.iter().enumerate() {
+        let p = etherparse::SlicedPacket::from_ethernet(f).unwrap();
+        let Some(etherparse::LinkSlice::Ethernet2(e)) = &p.link else {
+            panic!()
+        };
+        assert_eq!((e.source(), e.destination()), (m1, POD1));
+        let Some(etherparse::NetSlice::Ipv4(ip)) = &p.net else {
+            panic!()
+        };
+        assert_eq!(ip.header().ttl(), 63);
+        assert_eq!(
+            ip.header().to_header().calc_header_checksum(),
+            ip.header().header_checksum()
+        );
+        let Some(etherparse::TransportSlice::Udp(u)) = &p.transport else {
+            panic!()
+        };
+        assert_eq!(u.payload(), &payload(i)[..], "frame {i}");
+    }
+
+    // ICMP echo to our address, and TTL expiry answered with Time Exceeded.
+    pods.send(0, &[ping(POD0, m0, [10, 0, 0, 2], [10, 0, 0, 1], 7)]);
+    let r = pods.recv(0, 1, Duration::from_secs(5));
+    assert_eq!(r.len(), 1, "no echo reply: {}", d.ok("show errors"));
+    let p = etherparse::SlicedPacket::from_ethernet(&r[0]).unwrap();
+    let Some(etherparse::TransportSlice::Icmpv4(icmp)) = &p.transport else {
+        panic!("not ICMP")
+    };
+    assert!(matches!(
+        icmp.icmp_type(),
+        etherparse::Icmpv4Type::EchoReply(h) if h.seq == 7 && h.id == 0x4242
+    ));
+    pods.send(
+        0,
+        &[udp(POD0, m0, [10, 0, 0, 2], [10, 0, 1, 2], 1, b"expires")],
+    );
+    let r = pods.recv(0, 1, Duration::from_secs(5));
+    assert_eq!(r.len(), 1, "no time exceeded: {}", d.ok("show errors"));
+    let p = etherparse::SlicedPacket::from_ethernet(&r[0]).unwrap();
+    let Some(etherparse::TransportSlice::Icmpv4(icmp)) = &p.transport else {
+        panic!("not ICMP")
+    };
+    assert!(matches!(
+        icmp.icmp_type(),
+        etherparse::Icmpv4Type::TimeExceeded(_)
+    ));
+
+    let out = d.ok("pcap trace off");
+    assert!(out.contains("wrote"), "{out}");
+    let errors = d.ok("show errors");
+    assert!(errors.contains("ttl"), "ttl expiry is counted: {errors}");
+
+    // tshark, an independent parser, reads what the daemon wrote.
+    let t = std::process::Command::new("tshark")
+        .args(["-n", "-r"])
+        .arg(&pcap)
+        .args([
+            "-o",
+            "ip.check_checksum:TRUE",
+            "-o",
+            "udp.check_checksum:TRUE",
+            "-T",
+            "fields",
+            "-E",
+            "separator=;",
+            "-e",
+            "eth.src",
+            "-e",
+            "eth.dst",
+            "-e",
+            "ip.ttl",
+            "-e",
+            "ip.checksum.status",
+            "-e",
+            "udp.checksum.status",
+            "-e",
+            "icmp.type",
+            "-e",
+            "arp.opcode",
+            "-e",
+            "udp.payload",
+        ])
+        .output()
+        .expect("tshark is installed by scripts/setup.sh");
+    assert!(t.status.success(), "{}", String::from_utf8_lossy(&t.stderr));
+    let text = String::from_utf8(t.stdout).unwrap();
+    let rows: Vec<Vec<&str>> = text.lines().map(|l| l.split(';').collect()).collect();
+    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    let forwarded: Vec<&Vec<&str>> = rows
+        .iter()
+        .filter(|r| r[2] == "63" && r[1] == "02:00:00:00:b1:00")
+        .collect();
+    assert_eq!(
+        forwarded.len(),
+        200,
+        "forwarded frames in the capture:\n{text}"
+    );
+    for (i, r) in forwarded.iter().enumerate() {
+        assert_eq!(r[0], MAC1, "source MAC");
+        assert_eq!(r[3], "1", "ip checksum status (1 = good): {r:?}");
+        assert_eq!(r[4], "1", "udp checksum status (1 = good): {r:?}");
+        assert_eq!(r[7], hex(&payload(i)), "payload of frame {i}");
+    }
+    let received = rows
+        .iter()
+        .filter(|r| r[2] == "64" && !r[7].is_empty())
+        .count();
+    assert!(received >= 200, "rx copies: {received}");
+    assert!(rows.iter().any(|r| r[5] == "0"), "echo reply captured");
+    assert!(
+        rows.iter()
+            .any(|r| r[5] == "11" && r[3].split(',').all(|x| x == "1")),
+        "time exceeded captured"
+    );
+    assert!(rows.iter().any(|r| r[6] == "1"), "arp request captured");
+    assert!(rows.iter().any(|r| r[6] == "2"), "arp reply captured");
+}
+
+#[test]
+fn overlapping_prefixes_in_two_vrfs_forward_independently() {
+    let mut cfg = String::from("[daemon]\nmode = \"interrupt\"\nbuffers = 4096\n");
+    for (id, table, addr, nb_mac) in [
+        (0, 1, "10.0.0.1/24", None),
+        (1, 1, "10.0.1.1/24", Some("02:00:00:00:c1:01")),
+        (2, 2, "10.0.0.1/24", None),
+        (3, 2, "10.0.1.1/24", Some("02:00:00:00:c2:03")),
+    ] {
+        cfg.push_str(&format!(
+            "[[interface]]\nsocket = \"memif.sock\"\nid = {id}\nrole = \"master\"\nmac = \"02:00:00:00:0{table}:0{id}\"\ntable = {table}\naddresses = [\"{addr}\"]\n"
+        ));
+        if let Some(m) = nb_mac {
+            cfg.push_str(&format!(
+                "[[neighbor]]\ninterface = \"memif0/{id}\"\nip = \"10.0.1.2\"\nmac = \"{m}\"\n"
+            ));
+        }
+    }
+    // The same prefix in both tables.
+    cfg.push_str("[[route]]\nprefix = \"192.168.0.0/16\"\nvia = \"10.0.1.2\"\ntable = 1\n");
+    cfg.push_str("[[route]]\nprefix = \"192.168.0.0/16\"\nvia = \"10.0.1.2\"\ntable = 2\n");
+    let d = Daemon::start(&cfg);
+    let fib = d.ok("show ip fib table 2");
+    assert!(
+        fib.contains("192.168.0.0/16") && fib.contains("memif0/3"),
+        "{fib}"
+    );
+    let mut pods = Pods::connect(&d.path("memif.sock"), &[0, 1, 2, 3]);
+    let to = |src_if: u32, n: usize| -> Vec<Vec<u8>> {
+        (0..n)
+            .map(|i| {
+                udp(
+                    POD0,
+                    mac(&format!(
+                        "02:00:00:00:0{}:0{src_if}",
+                        if src_if < 2 { 1 } else { 2 }
+                    )),
+                    [10, 0, 0, 2],
+                    [192, 168, 5, i as u8],
+                    64,
+                    format!("from {src_if} #{i}").as_bytes(),
+                )
+            })
+            .collect()
+    };
+    pods.send(0, &to(0, 20));
+    pods.send(2, &to(2, 30));
+    let a = pods.recv(1, 20, Duration::from_secs(5));
+    let b = pods.recv(3, 30, Duration::from_secs(5));
+    assert_eq!((a.len(), b.len()), (20, 30), "{}", d.ok("show errors"));
+    assert!(a.iter().all(|f| f[0..6] == mac("02:00:00:00:c1:01")
+        && f.ends_with(b"")
+        && String::from_utf8_lossy(&f[42..]).starts_with("from 0")));
+    assert!(b.iter().all(|f| f[0..6] == mac("02:00:00:00:c2:03")
+        && String::from_utf8_lossy(&f[42..]).starts_with("from 2")));
+    // Nothing leaked into the other VRF.
+    assert!(pods.recv(1, 1, Duration::from_millis(300)).is_empty());
+    assert!(pods.recv(3, 1, Duration::from_millis(300)).is_empty());
+    // Deleting table 1's route leaves table 2's working.
+    d.ok("ip route del 192.168.0.0/16 via 10.0.1.2 table 1");
+    pods.send(0, &to(0, 5));
+    pods.send(2, &to(2, 5));
+    assert_eq!(pods.recv(3, 5, Duration::from_secs(5)).len(), 5);
+    assert!(pods.recv(1, 1, Duration::from_millis(300)).is_empty());
+}
+
+#[test]
+fn ctl_verbs_against_the_running_daemon() {
+    let d = Daemon::start(&two_port_config("interrupt"));
+    let help = d.ok("help");
+    for verb in [
+        "show interface",
+        "show interface rx-placement",
+        "show runtime",
+        "show errors",
+        "show trace",
+        "trace add",
+        "clear runtime|errors|trace",
+        "create interface memif",
+        "set interface state",
+        "set interface ip address",
+        "set interface ip table",
+        "ip route add|del",
+        "show ip fib",
+        "show ip neighbors",
+        "pcap trace",
+    ] {
+        assert!(help.contains(verb), "help lacks {verb}");
+    }
+    let out =
+        d.ok("create interface memif id 7 socket extra.sock master hw-addr 02:00:00:00:07:07");
+    assert!(out.contains("memif1/7"), "{out}");
+    let out = d.ok(&format!(
+        "create interface memif id 3 socket {} slave",
+        d.path("elsewhere.sock").display()
+    ));
+    assert!(out.contains("memif2/3"), "{out}");
+    d.ok("set interface ip address memif1/7 172.16.0.1/24");
+    d.ok("set interface ip table memif1/7 4");
+    d.ok("set interface state memif1/7 down");
+    let sh = d.ok("show interface memif1/7");
+    assert!(
+        sh.contains("down") && sh.contains("table 4") && sh.contains("172.16.0.1/24"),
+        "{sh}"
+    );
+    assert!(sh.contains("02:00:00:00:07:07"), "{sh}");
+    d.ok("set interface state memif1/7 up");
+    d.ok("ip route add 10.99.0.0/16 via 172.16.0.9 table 4");
+    d.ok("set ip neighbor memif1/7 172.16.0.9 02:00:00:00:09:09");
+    let fib = d.ok("show ip fib table 4");
+    assert!(
+        fib.contains("10.99.0.0/16") && fib.contains("via 172.16.0.9 memif1/7 02:00:00:00:09:09"),
+        "{fib}"
+    );
+    assert!(
+        fib.contains("172.16.0.1/32") && fib.contains("receive"),
+        "{fib}"
+    );
+    d.ok("ip route del 10.99.0.0/16 via 172.16.0.9 table 4");
+    assert!(!d.ok("show ip fib table 4").contains("10.99.0.0/16"));
+    d.ok("set ip neighbor del memif1/7 172.16.0.9 02:00:00:00:09:09");
+    assert!(!d.ok("show ip neighbors").contains("172.16.0.9"));
+    d.ok("set interface ip address del memif1/7 172.16.0.1/24");
+    assert!(!d.ok("show ip fib table 4").contains("172.16.0.1/32"));
+    let pl = d.ok("show interface rx-placement");
+    assert!(pl.contains("memif0/0") && pl.contains("worker 0"), "{pl}");
+    let rt = d.ok("show runtime");
+    assert!(rt.contains("memif-input"), "{rt}");
+    d.ok("trace add memif-input 10");
+    d.ok("show trace");
+    d.ok("clear trace");
+    d.ok("clear runtime");
+    d.ok("clear errors");
+    d.ok("clear interfaces");
+    d.ok("show errors");
+    let v = d.ok("show version");
+    assert!(v.contains("1 worker"), "{v}");
+    // Wrong arguments: a message naming them, a failing exit status.
+    for (line, named) in [
+        ("set interface state memif0/0 sideways", "sideways"),
+        ("set interface state nosuch0 up", "nosuch0"),
+        ("ip route add 10.0.0.0/40 via 10.0.0.2", "10.0.0.0/40"),
+        ("ip route add 10.5.0.0/16 via 10.9.9.9", "10.9.9.9"),
+        ("ip route del 10.5.0.0/16 via 10.0.0.2", "10.5.0.0/16"),
+        ("trace add no-such-node 5", "no-such-node"),
+        (
+            "create interface memif id 0 socket memif.sock master",
+            "id 0",
+        ),
+        (
+            "create interface memif id 9 socket memif.sock slave",
+            "other role",
+        ),
+        ("set interface ip table memif0/0 9999", "9999"),
+        ("show ip fib table 77", "77"),
+        ("pcap trace off", "no capture"),
+        ("frobnicate now", "unknown command"),
+    ] {
+        let (ok, _, err) = d.ctl(line);
+        assert!(!ok, "`{line}` should fail");
+        assert!(err.contains(named), "`{line}`: {err}");
+    }
+    // A malformed request over the raw socket gets an error, not a hang-up.
+    use std::io::{BufRead, Write};
+    let mut s = std::os::unix::net::UnixStream::connect(d.ctl_path()).unwrap();
+    s.write_all(b"{\"request\":\"reboot\"}\n").unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(&s).read_line(&mut line).unwrap();
+    assert!(line.contains("malformed request"), "{line}");
+}
+
+#[test]
+fn idle_daemon_sleeps_and_stops_on_sigterm() {
+    let mut d = Daemon::start(&two_port_config("adaptive"));
+    let mut pods = Pods::connect(&d.path("memif.sock"), &[0, 1]);
+    d.ok("set ip neighbor memif0/1 10.0.1.2 02:00:00:00:b1:00");
+    let m0 = mac(MAC0);
+    let frames: Vec<Vec<u8>> = (0..2000)
+        .map(|i| udp(POD0, m0, [10, 0, 0, 2], [10, 0, 1, 2], 64, &payload(i)))
+        .collect();
+    pods.send(0, &frames);
+    assert_eq!(
+        pods.recv(1, frames.len(), Duration::from_secs(10)).len(),
+        frames.len()
+    );
+    // Connected, no traffic: the workers sleep on the memif eventfds.
+    let t0 = cpu_seconds(d.pid());
+    std::thread::sleep(Duration::from_secs(10));
+    let used = cpu_seconds(d.pid()) - t0;
+    println!(
+        "idle daemon: {:.3} s of CPU in 10 s ({:.2} % of a core)",
+        used,
+        used * 10.0
+    );
+    assert!(used < 0.2, "idle daemon used {used} s of CPU in 10 s");
+    // And it still forwards at once after the sleep.
+    pods.send(0, &frames[..10]);
+    assert_eq!(pods.recv(1, 10, Duration::from_secs(5)).len(), 10);
+    let status = d.terminate();
+    assert!(status.success(), "{status:?}");
+    assert!(!d.ctl_path().exists(), "control socket removed");
+}

@@ -1,0 +1,246 @@
+//! Shared by the daemon tests: start `veclane run` on a configuration in a private runtime
+//! directory, talk to it over its API, and play memif pods against it.
+
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use memif::{Client, Event, InterfaceConfig, SecondaryQueues, SocketPath};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_veclane");
+
+/// A running daemon, killed (SIGTERM, then SIGKILL) when dropped.
+#[derive(Debug)]
+pub struct Daemon {
+    pub child: Option<Child>,
+    pub dir: tempfile::TempDir,
+}
+
+impl Daemon {
+    pub fn start(config: &str) -> Daemon {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = dir.path().join("veclane.toml");
+        std::fs::write(&cfg, config).unwrap();
+        let child = Command::new(BIN)
+            .args(["run", "--config"])
+            .arg(&cfg)
+            .arg("--runtime-dir")
+            .arg(dir.path())
+            .env("VECLANE_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let d = Daemon {
+            child: Some(child),
+            dir,
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while api::Client::connect(&d.ctl_path()).is_err() {
+            assert!(Instant::now() < deadline, "daemon did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        d
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    pub fn ctl_path(&self) -> PathBuf {
+        self.path("ctl.sock")
+    }
+
+    pub fn api(&self) -> api::Client {
+        api::Client::connect(&self.ctl_path()).unwrap()
+    }
+
+    /// `veclane ctl WORDS`: (success, stdout, stderr).
+    pub fn ctl(&self, line: &str) -> (bool, String, String) {
+        let out = Command::new(BIN)
+            .arg("ctl")
+            .arg("--socket")
+            .arg(self.ctl_path())
+            .args(line.split_whitespace())
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    /// `veclane ctl` that must succeed; its output.
+    pub fn ok(&self, line: &str) -> String {
+        let (ok, out, err) = self.ctl(line);
+        assert!(ok, "`{line}` failed: {err}");
+        out
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().unwrap().id()
+    }
+
+    /// SIGTERM and wait; the exit status.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let mut c = self.child.take().unwrap();
+        let _ = Command::new("kill")
+            .args(["-TERM", &c.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(s) = c.try_wait().unwrap() {
+                return s;
+            }
+            if Instant::now() > deadline {
+                let _ = c.kill();
+                panic!("daemon ignored SIGTERM for 10 s");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if self.child.is_some() {
+            self.terminate();
+        }
+    }
+}
+
+/// Memif secondaries ("pods") on one socket.
+#[derive(Debug)]
+pub struct Pods {
+    pub client: Client,
+    pub queues: HashMap<u32, SecondaryQueues>,
+}
+
+impl Pods {
+    pub fn connect(socket: &Path, ids: &[u32]) -> Pods {
+        let path = SocketPath::File(socket.to_path_buf());
+        let cfgs = ids
+            .iter()
+            .map(|&id| InterfaceConfig {
+                id,
+                name: format!("pod{id}"),
+                ..Default::default()
+            })
+            .collect();
+        let mut p = Pods {
+            client: Client::new(&path, cfgs).unwrap(),
+            queues: HashMap::new(),
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while p.queues.len() < ids.len() {
+            assert!(
+                Instant::now() < deadline,
+                "pods did not connect: {:?}",
+                p.client.interfaces()
+            );
+            p.client.poll(Duration::from_millis(10)).unwrap();
+            while let Some(e) = p.client.next_event() {
+                if let Event::Connected { id, queues, .. } = e {
+                    p.queues.insert(id, queues);
+                }
+            }
+        }
+        p
+    }
+
+    pub fn send(&mut self, id: u32, frames: &[Vec<u8>]) {
+        let q = &mut self.queues.get_mut(&id).unwrap().tx[0];
+        let mut done = 0;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while done < frames.len() {
+            assert!(Instant::now() < deadline, "cannot send");
+            let lens: Vec<u32> = frames[done..].iter().map(|f| f.len() as u32).collect();
+            let rest = &frames[done..];
+            done += q.send_with(&lens, |i, w| w.write(0, &rest[i])).unwrap();
+            if done < frames.len() {
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        }
+    }
+
+    /// Receives until `want` frames arrived or `timeout` passed.
+    pub fn recv(&mut self, id: u32, want: usize, timeout: Duration) -> Vec<Vec<u8>> {
+        let q = &mut self.queues.get_mut(&id).unwrap().rx[0];
+        let mut out = Vec::new();
+        let deadline = Instant::now() + timeout;
+        while out.len() < want && Instant::now() < deadline {
+            let n = q.recv_with(256, |p| out.push(p.to_vec())).unwrap();
+            if n == 0 {
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        }
+        out
+    }
+}
+
+pub fn mac(s: &str) -> [u8; 6] {
+    api::cli::parse_mac(s).unwrap()
+}
+
+/// An Ethernet + IPv4 + UDP frame.
+pub fn udp(
+    src_mac: [u8; 6],
+    dst_mac: [u8; 6],
+    src: [u8; 4],
+    dst: [u8; 4],
+    ttl: u8,
+    payload: &[u8],
+) -> Vec<u8> {
+    let b = etherparse::PacketBuilder::ethernet2(src_mac, dst_mac)
+        .ipv4(src, dst, ttl)
+        .udp(4000, 5000);
+    let mut v = Vec::new();
+    b.write(&mut v, payload).unwrap();
+    v
+}
+
+/// An ICMP echo request.
+pub fn ping(src_mac: [u8; 6], dst_mac: [u8; 6], src: [u8; 4], dst: [u8; 4], seq: u16) -> Vec<u8> {
+    let b = etherparse::PacketBuilder::ethernet2(src_mac, dst_mac)
+        .ipv4(src, dst, 64)
+        .icmpv4_echo_request(0x4242, seq);
+    let mut v = Vec::new();
+    b.write(&mut v, b"veclane ping payload").unwrap();
+    v
+}
+
+/// An ARP packet (op 1 request, 2 reply).
+pub fn arp(
+    op: u16,
+    sha: [u8; 6],
+    spa: [u8; 4],
+    tha: [u8; 6],
+    tpa: [u8; 4],
+    dst: [u8; 6],
+) -> Vec<u8> {
+    let mut v = Vec::with_capacity(60);
+    v.extend_from_slice(&dst);
+    v.extend_from_slice(&sha);
+    v.extend_from_slice(&[0x08, 0x06, 0, 1, 8, 0, 6, 4]);
+    v.extend_from_slice(&op.to_be_bytes());
+    v.extend_from_slice(&sha);
+    v.extend_from_slice(&spa);
+    v.extend_from_slice(&tha);
+    v.extend_from_slice(&tpa);
+    v.resize(60, 0);
+    v
+}
+
+/// The CPU time (user + system, seconds) process `pid` has used.
+pub fn cpu_seconds(pid: u32) -> f64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let rest = &s[s.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // Fields 14 and 15 of stat (utime, stime) are 12 and 13 after the command.
+    let ticks: f64 = f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap();
+    ticks / 100.0
+}
