@@ -11,6 +11,27 @@
 /// The index of no buffer: ends a chain.
 pub const NONE: u32 = u32::MAX;
 
+/// Memory outside the pool that a buffer's packet may continue in (single-copy forwarding: the
+/// payload stays in the memif peer's buffer). Implemented by the device layer; the pool only
+/// reads through it (packet capture, linearising for a node that needs the whole packet).
+pub trait ExtSource: Send + Sync + core::fmt::Debug {
+    /// Copies `dst.len()` bytes from `offset` in `region`; false (and `dst` untouched) if that
+    /// range is not inside the region.
+    fn read(&self, region: u16, offset: u64, dst: &mut [u8]) -> bool;
+    /// For the device layer to recover its own type (and raw addresses) when transmitting.
+    fn as_any(&self) -> &dyn core::any::Any;
+}
+
+/// An external segment: `len` bytes at `offset` of `region` of source `source`, following the
+/// buffer's own data. Only the last buffer of a chain may have one; `len == 0` means none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Ext {
+    pub source: u32,
+    pub region: u16,
+    pub offset: u64,
+    pub len: u32,
+}
+
 /// Per-buffer metadata, VPP's `vlib_buffer_t` opaque fields cut to what veclane uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Meta {
@@ -29,6 +50,8 @@ pub struct Meta {
     pub adj: u32,
     pub error: u16,
     pub flags: u16,
+    /// Bytes of this packet that stay outside the pool (see [`Ext`]); counted in `total_len`.
+    pub ext: Ext,
 }
 
 /// Pool geometry.
@@ -67,6 +90,8 @@ pub struct Pool {
     mem: Vec<u8>,
     meta: Vec<Meta>,
     free: Vec<u32>,
+    /// External memory buffers may point into, by source id.
+    sources: Vec<Option<std::sync::Arc<dyn ExtSource>>>,
     stride: usize,
     data_size: u16,
     headroom: u16,
@@ -95,11 +120,13 @@ impl Pool {
             adj: 0,
             error: 0,
             flags: 0,
+            ext: Ext::default(),
         };
         Ok(Pool {
             mem: vec![0; bytes],
             meta: vec![blank; cfg.count as usize],
             free: (0..cfg.count).rev().collect(),
+            sources: Vec::new(),
             stride,
             data_size: cfg.data_size,
             headroom: cfg.headroom,
@@ -127,6 +154,7 @@ impl Pool {
         m.total_len = 0;
         m.error = 0;
         m.flags = 0;
+        m.ext = Ext::default();
     }
 
     pub fn alloc(&mut self) -> Option<u32> {
@@ -154,6 +182,7 @@ impl Pool {
         while i != NONE {
             let next = self.meta[i as usize].next;
             self.meta[i as usize].next = NONE;
+            self.meta[i as usize].ext.len = 0;
             self.free.push(i);
             i = next;
         }
@@ -211,13 +240,96 @@ impl Pool {
         true
     }
 
-    /// Shortens this buffer's data to `len` bytes (trailing Ethernet padding, say).
+    /// Shortens the packet that starts in this buffer's data to `len` bytes (trailing Ethernet
+    /// padding, say): the external segment is cut first, then the buffer's own data.
     pub fn truncate(&mut self, b: u32, len: u16) {
         let m = &mut self.meta[b as usize];
-        if len < m.len {
-            m.total_len -= u32::from(m.len - len);
-            m.len = len;
+        let have = u32::from(m.len) + m.ext.len;
+        let len = u32::from(len);
+        if len >= have {
+            return;
         }
+        if len > u32::from(m.len) {
+            m.ext.len = len - u32::from(m.len);
+        } else {
+            m.ext.len = 0;
+            m.len = len as u16;
+        }
+        m.total_len -= have - len;
+    }
+
+    /// Bytes of this buffer's packet from its data start: own data plus external segment
+    /// (chains aside).
+    pub fn packet_len(&self, b: u32) -> usize {
+        let m = &self.meta[b as usize];
+        usize::from(m.len) + m.ext.len as usize
+    }
+
+    /// Registers (or with `None` forgets) external memory under id `source`.
+    pub fn set_ext_source(&mut self, source: u32, s: Option<std::sync::Arc<dyn ExtSource>>) {
+        let i = source as usize;
+        if self.sources.len() <= i {
+            self.sources.resize_with(i + 1, || None);
+        }
+        self.sources[i] = s;
+    }
+
+    pub fn ext_source(&self, source: u32) -> Option<&std::sync::Arc<dyn ExtSource>> {
+        self.sources.get(source as usize).and_then(|s| s.as_ref())
+    }
+
+    /// Reads buffer `b`'s external segment into `out`; false if its source is gone.
+    pub fn read_ext(&self, b: u32, out: &mut Vec<u8>) -> bool {
+        let e = self.meta[b as usize].ext;
+        if e.len == 0 {
+            return true;
+        }
+        let Some(src) = self.ext_source(e.source) else {
+            return false;
+        };
+        let at = out.len();
+        out.resize(at + e.len as usize, 0);
+        if !src.read(e.region, e.offset, &mut out[at..]) {
+            out.truncate(at);
+            return false;
+        }
+        true
+    }
+
+    /// Copies the external segment of `b` (the last buffer of a chain) into local buffers, so
+    /// that a node can read or change the whole packet. False, changing nothing, when the
+    /// pool is short or the source is gone.
+    pub fn linearize(&mut self, b: u32) -> bool {
+        let e = self.meta[b as usize].ext;
+        if e.len == 0 {
+            return true;
+        }
+        let mut bytes = Vec::with_capacity(e.len as usize);
+        if !self.read_ext(b, &mut bytes) {
+            return false;
+        }
+        let used =
+            usize::from(self.meta[b as usize].offset) + usize::from(self.meta[b as usize].len);
+        let end = usize::from(self.headroom) + usize::from(self.data_size);
+        let fits_here = (end - used).min(bytes.len());
+        let rest = &bytes[fits_here..];
+        let more = rest.len().div_ceil(self.data_size());
+        if self.free.len() < more {
+            return false;
+        }
+        let base = b as usize * self.stride;
+        self.mem[base + used..base + used + fits_here].copy_from_slice(&bytes[..fits_here]);
+        self.meta[b as usize].len += fits_here as u16;
+        self.meta[b as usize].ext.len = 0;
+        let mut prev = b;
+        for chunk in rest.chunks(self.data_size()) {
+            let n = self.alloc().expect("counted above");
+            self.room_mut(n)[..chunk.len()].copy_from_slice(chunk);
+            self.meta[n as usize].len = chunk.len() as u16;
+            self.link(prev, n);
+            prev = n;
+        }
+        true
     }
 
     /// Links `tail` after `prev` in a chain.
@@ -254,11 +366,16 @@ impl Pool {
         Some(head)
     }
 
-    /// Appends the bytes of a whole chain to `out`.
+    /// Appends the bytes of a whole chain to `out`, external segment included (zeros if its
+    /// source is gone).
     pub fn read_chain(&self, head: u32, out: &mut Vec<u8>) {
         let mut i = head;
         while i != NONE {
             out.extend_from_slice(self.data(i));
+            let e = self.meta[i as usize].ext;
+            if e.len != 0 && !self.read_ext(i, out) {
+                out.resize(out.len() + e.len as usize, 0);
+            }
             i = self.meta[i as usize].next;
         }
     }
@@ -278,6 +395,74 @@ impl Pool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[derive(Debug)]
+    struct Peer(Vec<u8>);
+    impl ExtSource for Peer {
+        fn read(&self, region: u16, offset: u64, dst: &mut [u8]) -> bool {
+            let o = offset as usize;
+            if region != 0 || o + dst.len() > self.0.len() {
+                return false;
+            }
+            dst.copy_from_slice(&self.0[o..o + dst.len()]);
+            true
+        }
+        fn as_any(&self) -> &dyn core::any::Any {
+            self
+        }
+    }
+
+    #[test]
+    fn external_segments_read_truncate_and_linearize() {
+        let mut p = small();
+        let peer: Vec<u8> = (0..=255u8).cycle().take(300).collect();
+        p.set_ext_source(3, Some(std::sync::Arc::new(Peer(peer.clone()))));
+        let b = p.from_bytes(&[9u8; 10]).unwrap();
+        let m = p.meta_mut(b);
+        m.ext = Ext {
+            source: 3,
+            region: 0,
+            offset: 100,
+            len: 150,
+        };
+        m.total_len += 150;
+        assert_eq!(p.packet_len(b), 160);
+        let mut all = Vec::new();
+        p.read_chain(b, &mut all);
+        assert_eq!(&all[..10], &[9u8; 10]);
+        assert_eq!(&all[10..], &peer[100..250]);
+        p.truncate(b, 110);
+        assert_eq!((p.packet_len(b), p.meta(b).total_len), (110, 110));
+        let before = p.available();
+        assert!(p.linearize(b));
+        assert_eq!(p.meta(b).ext.len, 0);
+        let mut lin = Vec::new();
+        p.read_chain(b, &mut lin);
+        assert_eq!(lin, all[..110]);
+        assert_eq!(p.meta(b).total_len, 110);
+        assert_eq!(
+            before - p.available(),
+            1,
+            "one more 64-byte buffer for 110 bytes"
+        );
+        p.truncate(b, 4);
+        assert_eq!((p.packet_len(b), p.meta(b).total_len), (4, 4 + 46));
+        p.free(b);
+        assert_eq!(p.available(), 8);
+        // A source that is gone: reads fail, nothing changes.
+        let c = p.alloc().unwrap();
+        p.meta_mut(c).ext = Ext {
+            source: 7,
+            region: 0,
+            offset: 0,
+            len: 5,
+        };
+        assert!(!p.linearize(c));
+        assert_eq!(p.meta(c).ext.len, 5);
+        p.free(c);
+        let d = p.alloc().unwrap();
+        assert_eq!(p.meta(d).ext.len, 0, "fresh buffers carry none");
+    }
 
     fn small() -> Pool {
         Pool::new(PoolConfig {

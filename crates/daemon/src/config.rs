@@ -18,6 +18,12 @@ main-core = 0
 # busy, sleeps on the memif eventfds after a millisecond without packets).
 mode = "adaptive"
 buffers = 32768
+# Forwarding between memif interfaces: "single" copies each payload once, peer to peer
+# (headers go through local buffers); "two" copies into local buffers and out again (VPP).
+copy = "single"
+# What executes payload copies: "cpu" (inline) or "thread" (a copy thread, for tests and
+# hosts with spare cores; Intel DSA plugs in here).
+copy-engine = "cpu"
 
 [[interface]]
 socket = "memif.sock"
@@ -77,6 +83,25 @@ pub struct DaemonSection {
     /// Runtime directory (sockets); default `$XDG_RUNTIME_DIR/veclane` or `/run/veclane`.
     #[serde(default)]
     pub runtime_dir: Option<String>,
+    #[serde(default = "default_copy")]
+    pub copy: CopyMode,
+    #[serde(default = "default_engine")]
+    pub copy_engine: String,
+}
+
+/// How payloads travel between memif interfaces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CopyMode {
+    Single,
+    Two,
+}
+
+fn default_copy() -> CopyMode {
+    CopyMode::Single
+}
+fn default_engine() -> String {
+    "cpu".into()
 }
 
 fn default_mode() -> RxMode {
@@ -98,6 +123,8 @@ impl Default for DaemonSection {
             buffers: default_buffers(),
             trace_capacity: default_trace(),
             runtime_dir: None,
+            copy: default_copy(),
+            copy_engine: default_engine(),
         }
     }
 }
@@ -227,6 +254,9 @@ impl Config {
             if self.daemon.workers[..i].contains(w) {
                 return bad(format!("[daemon] workers lists core {w} twice"));
             }
+        }
+        if let Err(e) = self.daemon.copy_engine.parse::<copy_engine::Kind>() {
+            return bad(format!("[daemon] copy-engine: {e}"));
         }
         if self.daemon.buffers < 1024 {
             return bad(format!(

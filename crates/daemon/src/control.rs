@@ -227,6 +227,8 @@ impl Control {
                 trace_capacity: d.trace_capacity,
                 shared: self.shared.clone(),
                 learned: learned.clone(),
+                copy: d.copy,
+                engine: d.copy_engine.parse().map_err(|e| format!("{e}"))?,
             })
             .map_err(|e| format!("cannot start worker {index}: {e}"))?;
             self.workers.push(h);
@@ -819,14 +821,8 @@ impl Control {
                     ),
                 };
                 let mut counters = IfCounters::default();
-                for (q, r) in rx.into_iter().enumerate() {
-                    counters.rx.push(rx_counters(&r));
-                    let w = self.worker_for(&self.ifaces[ix], q);
-                    let _ = self.workers[w]
-                        .rx_queues
-                        .send(QueueCommand::Rx { ifindex, queue: r });
-                    self.workers[w].kick();
-                }
+                // Transmit queues first: a packet received on a fresh queue may need an
+                // answer (ARP) on the same interface at once.
                 // Worker w transmits on queue w: a queue has one producer.
                 for (q, t) in tx.into_iter().enumerate() {
                     counters.tx.push(tx_counters(&t));
@@ -834,6 +830,14 @@ impl Control {
                         let _ = w.tx_queues.send(QueueCommand::Tx { ifindex, queue: t });
                         w.kick();
                     }
+                }
+                for (q, r) in rx.into_iter().enumerate() {
+                    counters.rx.push(rx_counters(&r));
+                    let w = self.worker_for(&self.ifaces[ix], q);
+                    let _ = self.workers[w]
+                        .rx_queues
+                        .send(QueueCommand::Rx { ifindex, queue: r });
+                    self.workers[w].kick();
                 }
                 let i = &mut self.ifaces[ix];
                 i.counters = counters;

@@ -106,6 +106,8 @@ pub struct WorkerSetup {
     pub trace_capacity: usize,
     pub shared: Shared,
     pub learned: SyncSender<Learned>,
+    pub copy: crate::config::CopyMode,
+    pub engine: copy_engine::Kind,
 }
 
 /// The graph every worker runs.
@@ -113,9 +115,10 @@ fn graph_nodes(
     s: &WorkerSetup,
     rxq: Receiver<QueueCommand>,
     txq: Receiver<QueueCommand>,
-) -> Vec<Box<dyn Node>> {
-    vec![
-        Box::new(nodes::MemifInput::new(rxq)),
+) -> std::io::Result<Vec<Box<dyn Node>>> {
+    let single = s.copy == crate::config::CopyMode::Single;
+    Ok(vec![
+        Box::new(nodes::MemifInput::new(rxq).single_copy(single)),
         Box::new(nodes::EthernetInput::new(s.shared.clone())),
         Box::new(nodes::ArpInput::new(s.shared.clone(), s.learned.clone())),
         Box::new(nodes::Ip4Input),
@@ -124,9 +127,13 @@ fn graph_nodes(
         Box::new(nodes::Ip4Rewrite::new(s.shared.clone())),
         Box::new(nodes::Ip4IcmpError::new(s.shared.clone())),
         Box::new(nodes::Ip4Glean::new(s.shared.clone())),
-        Box::new(nodes::InterfaceOutput::new(txq).with_interfaces(s.shared.interfaces.clone())),
+        Box::new(
+            nodes::InterfaceOutput::new(txq)
+                .with_interfaces(s.shared.interfaces.clone())
+                .with_engine(copy_engine::Engine::new(s.engine)?),
+        ),
         Box::new(nodes::ErrorDrop),
-    ]
+    ])
 }
 
 /// Starts a worker thread.
@@ -144,7 +151,7 @@ pub fn spawn(s: WorkerSetup) -> std::io::Result<WorkerHandle> {
         ..PoolConfig::default()
     })
     .map_err(|e| std::io::Error::other(e.to_string()))?;
-    let rt = Runtime::new(graph_nodes(&s, rxq_rx, txq_rx), s.trace_capacity)
+    let rt = Runtime::new(graph_nodes(&s, rxq_rx, txq_rx)?, s.trace_capacity)
         .map_err(|e| std::io::Error::other(e.to_string()))?;
     let (w, a, core, mode, index) = (wake.clone(), activity.clone(), s.core, s.mode, s.index);
     let join = std::thread::Builder::new()

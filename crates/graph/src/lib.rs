@@ -127,6 +127,11 @@ pub trait Node: Send {
         false
     }
 
+    /// Input nodes: called once the graph has run dry at the end of a dispatch, when every
+    /// buffer this node produced has been sent or dropped (single-copy memif input gives its
+    /// peer's slots back here).
+    fn end_dispatch(&mut self) {}
+
     /// Input nodes: the fds that become readable when work arrives (interrupt eventfds).
     fn wake_fds<'a>(&'a self, out: &mut Vec<BorrowedFd<'a>>) {
         let _ = out;
@@ -360,6 +365,9 @@ impl Runtime {
             self.enqueue(i, &frame, &next, pool);
             self.buf_scratch = frame;
             self.next_scratch = next;
+        }
+        for k in 0..self.inputs.len() {
+            self.slots[usize::from(self.inputs[k])].node.end_dispatch();
         }
         produced
     }

@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use buffer::{NONE, Pool};
+use copy_engine::{CopyReq, Engine};
 
 use crate::ring::{DESC_FLAG_NEXT, Desc, RING_FLAG_MASK_INT, Ring};
 use crate::shm::SharedMemory;
@@ -256,6 +257,31 @@ impl Regions {
     }
 }
 
+/// A connected peer's regions as a [`buffer::ExtSource`]: single-copy receive leaves payloads
+/// here, and transmit copies them out of here straight into another peer's buffers.
+#[derive(Debug, Clone)]
+pub struct PeerMemory(Regions);
+
+impl buffer::ExtSource for PeerMemory {
+    fn read(&self, region: u16, offset: u64, dst: &mut [u8]) -> bool {
+        self.0
+            .0
+            .get(usize::from(region))
+            .is_some_and(|r| r.read(offset, dst).is_ok())
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+impl PeerMemory {
+    /// The address of `len` bytes at `offset` of `region`, bounds-checked.
+    fn addr(&self, region: u16, offset: u64, len: u64) -> Option<*mut u8> {
+        self.0.0.get(usize::from(region))?.addr(offset, len).ok()
+    }
+}
+
 /// Primary, S2M: receives by copying out of the peer's buffers into a local pool.
 #[derive(Debug)]
 pub struct PrimaryRx {
@@ -264,6 +290,8 @@ pub struct PrimaryRx {
     cursor: u16,
     max_frame: u32,
     segs: Vec<Desc>,
+    /// Single-copy: slots consumed but still holding payloads (tail not yet moved).
+    held: bool,
 }
 queue_common!(PrimaryRx);
 
@@ -277,6 +305,21 @@ impl PrimaryRx {
             cursor,
             max_frame,
             segs: Vec::with_capacity(n),
+            held: false,
+        }
+    }
+
+    /// The peer's memory, for single-copy forwarding (register it with the pool).
+    pub fn peer_memory(&self) -> PeerMemory {
+        PeerMemory(self.regions.clone())
+    }
+
+    /// Gives the slots of packets received with `hdr > 0` back to the peer. Call once every
+    /// packet from them has been sent or dropped (the end of a dispatch).
+    pub fn release(&mut self) {
+        if self.held {
+            self.held = false;
+            self.base.ring.set_tail(self.cursor);
         }
     }
 
@@ -323,6 +366,22 @@ impl PrimaryRx {
         pool: &mut Pool,
         out: &mut Vec<u32>,
         max: usize,
+    ) -> Result<usize, LinkDown> {
+        self.recv_split(pool, out, max, 0, 0)
+    }
+
+    /// Single-copy receive: copies only the first `hdr` bytes of each packet into a local
+    /// buffer and leaves the rest in the peer's buffer as the buffer's external segment
+    /// (`source` is the id under which the caller registered [`peer_memory`](Self::peer_memory)
+    /// with the pool). The slots stay held until [`release`](Self::release). Chained packets
+    /// are copied whole. `hdr == 0` is the classic receive.
+    pub fn recv_split(
+        &mut self,
+        pool: &mut Pool,
+        out: &mut Vec<u32>,
+        max: usize,
+        hdr: usize,
+        source: u32,
     ) -> Result<usize, LinkDown> {
         if !self.base.link.is_up() {
             return Err(LinkDown);
@@ -382,6 +441,30 @@ impl PrimaryRx {
                 oversize += 1;
                 continue;
             }
+            if single && hdr != 0 && total as usize > hdr {
+                let Some(b) = pool.alloc() else {
+                    bump(&self.base.counters.no_buffer, 1);
+                    slot = start;
+                    break;
+                };
+                let room = &mut pool.room_mut(b)[..hdr];
+                let _ =
+                    self.regions.0[usize::from(first.region)].read(u64::from(first.offset), room);
+                let m = pool.meta_mut(b);
+                m.len = hdr as u16;
+                m.total_len = total as u32;
+                m.ext = buffer::Ext {
+                    source,
+                    region: first.region,
+                    offset: u64::from(first.offset) + hdr as u64,
+                    len: total as u32 - hdr as u32,
+                };
+                out.push(b);
+                packets += 1;
+                bytes += total;
+                self.held = true;
+                continue;
+            }
             let segs: &[Desc] = if single {
                 std::slice::from_ref(&first)
             } else {
@@ -402,7 +485,9 @@ impl PrimaryRx {
         }
         if slot != self.cursor {
             self.cursor = slot;
-            ring.set_tail(slot);
+            if !self.held {
+                ring.set_tail(slot);
+            }
         }
         let c = &self.base.counters;
         bump(&c.packets, packets as u64);
@@ -478,8 +563,14 @@ pub struct PrimaryTx {
     regions: Regions,
     cursor: u16,
     plan: Vec<Desc>,
+    pieces: Vec<(*const u8, usize)>,
+    reqs: Vec<CopyReq>,
 }
 queue_common!(PrimaryTx);
+
+// SAFETY: `pieces` and `reqs` are scratch space that only holds addresses during one `send`
+// call (cleared at its start, never dereferenced after it); everything else is `Send`.
+unsafe impl Send for PrimaryTx {}
 
 impl PrimaryTx {
     pub(crate) fn new(base: QueueBase, regions: Regions) -> PrimaryTx {
@@ -490,13 +581,28 @@ impl PrimaryTx {
             regions,
             cursor,
             plan: Vec::with_capacity(n),
+            pieces: Vec::with_capacity(4),
+            reqs: Vec::with_capacity(n * 2),
         }
     }
 
     /// Sends packets (local chains) in order; returns how many were consumed from the front of
-    /// `pkts`: placed, or dropped and counted in `drop_oversize` because they exceed all the
-    /// buffers the peer posted. The caller still owns every buffer and frees them.
+    /// `pkts`: placed, or dropped and counted (`drop_oversize`: larger than all the buffers
+    /// the peer posted; `drop_bad_desc`: an external segment whose memory is gone). The caller
+    /// still owns every buffer and frees them. Copies are done inline on the CPU.
     pub fn send(&mut self, pool: &Pool, pkts: &[u32]) -> Result<usize, LinkDown> {
+        self.send_via(pool, pkts, None)
+    }
+
+    /// As [`send`](Self::send), with every payload copy going through `engine` (the head is
+    /// published once the engine retired the batch). External segments (single-copy
+    /// forwarding) are copied straight from the rx peer's buffer into this peer's.
+    pub fn send_via(
+        &mut self,
+        pool: &Pool,
+        pkts: &[u32],
+        engine: Option<&mut Engine>,
+    ) -> Result<usize, LinkDown> {
         if !self.base.link.is_up() {
             return Err(LinkDown);
         }
@@ -512,11 +618,38 @@ impl PrimaryTx {
             ));
             return Err(LinkDown);
         }
+        self.reqs.clear();
         let mut slot = self.cursor;
         let mut left = posted;
-        let (mut sent, mut dropped, mut bytes) = (0usize, 0u64, 0u64);
-        for &p in pkts {
-            let total = chain_bytes(pool, p);
+        let (mut sent, mut dropped, mut bytes, mut lost) = (0usize, 0u64, 0u64, 0u64);
+        'packets: for &p in pkts {
+            // Where each piece of the packet comes from: local data, then any external segment.
+            self.pieces.clear();
+            let mut b = p;
+            while b != NONE {
+                let d = pool.data(b);
+                if !d.is_empty() {
+                    self.pieces.push((d.as_ptr(), d.len()));
+                }
+                let e = pool.meta(b).ext;
+                if e.len != 0 {
+                    let src = pool
+                        .ext_source(e.source)
+                        .and_then(|s| s.as_any().downcast_ref::<PeerMemory>())
+                        .and_then(|m| m.addr(e.region, e.offset, u64::from(e.len)));
+                    match src {
+                        Some(a) => self.pieces.push((a.cast_const(), e.len as usize)),
+                        None => {
+                            lost += 1;
+                            sent += 1;
+                            dropped += 1;
+                            continue 'packets;
+                        }
+                    }
+                }
+                b = pool.meta(b).next;
+            }
+            let total: usize = self.pieces.iter().map(|x| x.1).sum();
             // Plan: snapshot posted buffers until they hold the packet, touching nothing.
             self.plan.clear();
             let mut cap = 0u64;
@@ -547,26 +680,32 @@ impl PrimaryTx {
                 bump(&self.base.counters.tx_no_room, (pkts.len() - sent) as u64);
                 break;
             }
-            // Copy, following the local chain and the planned slots together.
+            // Map the pieces onto the planned buffers.
             let mut k = 0usize;
             let mut dfill = 0u32;
-            let mut b = p;
-            while b != NONE {
-                let mut src = pool.data(b);
-                while !src.is_empty() {
+            for &(src, len) in &self.pieces {
+                let mut off = 0usize;
+                while off < len {
                     let d = &self.plan[k];
                     if dfill == d.length {
                         k += 1;
                         dfill = 0;
                         continue;
                     }
-                    let n = src.len().min((d.length - dfill) as usize);
+                    let n = (len - off).min((d.length - dfill) as usize);
                     let r = &self.regions.0[usize::from(d.region)];
-                    let _ = r.write(u64::from(d.offset) + u64::from(dfill), &src[..n]);
+                    let Ok(dst) = r.addr(u64::from(d.offset) + u64::from(dfill), n as u64) else {
+                        // Validated when planned; unreachable, and harmless if reached.
+                        break;
+                    };
+                    // SAFETY: `off + n <= len` and `src` is valid for `len` bytes (a pool
+                    // slice borrowed for this call, or a bounds-checked peer range whose
+                    // mapping the pool's source keeps alive).
+                    let s = unsafe { src.add(off) };
+                    push_copy(&mut self.reqs, s, dst, n);
                     dfill += n as u32;
-                    src = &src[n..];
+                    off += n;
                 }
-                b = pool.meta(b).next;
             }
             let used = k + 1;
             for (i, d) in self.plan[..used].iter().enumerate() {
@@ -583,6 +722,25 @@ impl PrimaryTx {
             sent += 1;
             bytes += total as u64;
         }
+        if !self.reqs.is_empty() {
+            match engine {
+                Some(e) => {
+                    // SAFETY: every request was built above from a live pool slice or a
+                    // bounds-checked range of a mapping kept alive by an `Arc` for the whole
+                    // call; destinations are posted peer buffers no other request of ours
+                    // writes; `push_copy` already copied any request whose source and
+                    // destination overlap. We wait for retirement before returning, so
+                    // nobody touches the ranges while the engine works.
+                    let t = unsafe { submit_all(e, &self.reqs) };
+                    while !e.is_retired(t) {
+                        e.poll(|_| {});
+                        std::hint::spin_loop();
+                    }
+                }
+                // SAFETY: as above; the copies happen now.
+                None => unsafe { copy_engine::copy_now(&self.reqs) },
+            }
+        }
         if slot != self.cursor {
             self.cursor = slot;
             ring.set_tail(slot);
@@ -590,18 +748,44 @@ impl PrimaryTx {
         }
         bump(&self.base.counters.packets, sent as u64 - dropped);
         bump(&self.base.counters.bytes, bytes);
+        if lost != 0 {
+            bump(&self.base.counters.drop_bad_desc, lost);
+        }
         Ok(sent)
     }
 }
 
-fn chain_bytes(pool: &Pool, head: u32) -> usize {
-    let mut n = 0;
-    let mut b = head;
-    while b != NONE {
-        n += pool.data(b).len();
-        b = pool.meta(b).next;
+/// Adds one copy, or does it at once with `memmove` when source and destination overlap (a
+/// peer whose S2M buffer overlaps an M2S buffer it posted: only its own bytes get mixed up).
+fn push_copy(reqs: &mut Vec<CopyReq>, src: *const u8, dst: *mut u8, len: usize) {
+    let (s, d) = (src as usize, dst as usize);
+    if s < d + len && d < s + len {
+        // SAFETY: both ranges are valid for `len` bytes (see the caller); `copy` allows overlap.
+        unsafe { std::ptr::copy(src, dst, len) };
+        return;
     }
-    n
+    reqs.push(CopyReq {
+        src,
+        dst,
+        len: len as u32,
+    });
+}
+
+/// Submits a batch, waiting out `Full` by retiring older batches.
+///
+/// # Safety
+/// As [`Engine::submit`].
+unsafe fn submit_all(e: &mut Engine, reqs: &[CopyReq]) -> copy_engine::Ticket {
+    loop {
+        // SAFETY: forwarded from the caller.
+        match unsafe { e.submit(reqs) } {
+            Ok(t) => return t,
+            Err(_) => {
+                e.poll(|_| {});
+                std::hint::spin_loop();
+            }
+        }
+    }
 }
 
 /// The secondary's own buffers for one ring: slot `j` always uses buffer `j`.

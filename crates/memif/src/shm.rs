@@ -155,6 +155,17 @@ impl SharedMemory {
         }
     }
 
+    /// The address of `[offset, offset + len)` after the same check as [`read`](Self::read),
+    /// for copy engines, which take raw addresses. Never turn it into a reference: the peer
+    /// may write the bytes at any time.
+    #[inline]
+    pub fn addr(&self, offset: u64, len: u64) -> Result<*mut u8, OutOfBounds> {
+        let off = self.check(offset, len)?;
+        // SAFETY: `check` proved `off + len <= self.len`, so the result stays inside the
+        // mapping (one past its end at most when `len == 0`).
+        Ok(unsafe { self.ptr.as_ptr().add(off) })
+    }
+
     /// Copies bytes out of the region.
     #[inline]
     pub fn read(&self, offset: u64, dst: &mut [u8]) -> Result<(), OutOfBounds> {

@@ -148,9 +148,15 @@ impl Node for Ip4IcmpError {
         self.bucket.refill(clock::ticks());
         for (&b, n) in bufs.iter().zip(next.iter_mut()) {
             *n = NEXT_DROP;
+            // Single-copy: the quoted bytes may reach into the peer's buffer; bring them in (or,
+            // short of buffers, quote what is local: always more than header + 8 bytes).
+            if ctx.pool.meta(b).ext.len != 0 && !ctx.pool.linearize(b) {
+                let local = ctx.pool.meta(b).len;
+                ctx.pool.truncate(b, local);
+            }
             let meta = *ctx.pool.meta(b);
             let [icmp_type, code] = meta.error.to_be_bytes();
-            let parsed = Ipv4::new_checked(ctx.pool.data(b)).map(|ip| {
+            let parsed = Ipv4::new_header_checked(ctx.pool.data(b)).map(|ip| {
                 // A message too short to show its type is treated as the error it may be.
                 let about_error = ip.protocol() == IpProtocol::Icmp
                     && ip

@@ -35,9 +35,12 @@ impl Node for Ip4Input {
     fn process(&mut self, ctx: &mut Ctx<'_>, bufs: &[u32], next: &mut [u16]) {
         for (&b, n) in bufs.iter().zip(next.iter_mut()) {
             let data = ctx.pool.data(b);
-            let verdict = match Ipv4::new_checked(data) {
-                Err(wire::Error::Truncated) if data.len() >= 20 => Err(E_LENGTH),
+            // The whole packet from here: this buffer, its chain and its external segment.
+            let avail = ctx.pool.meta(b).total_len as usize;
+            let verdict = match Ipv4::new_header_checked(data) {
+                Err(wire::Error::Truncated) if avail >= 20 => Err(E_LENGTH),
                 Err(_) => Err(E_BAD_HEADER),
+                Ok(ip) if usize::from(ip.total_len()) > avail => Err(E_LENGTH),
                 Ok(ip) if ip.header_len() != 20 => Err(E_OPTIONS),
                 Ok(ip) if !ip.checksum_ok() => Err(E_BAD_CHECKSUM),
                 Ok(ip) if ip.ttl() == 0 => Err(E_TTL_ZERO),
@@ -45,7 +48,10 @@ impl Node for Ip4Input {
             };
             match verdict {
                 Ok((total, ttl)) => {
-                    ctx.pool.truncate(b, total);
+                    // Link-layer padding (frames under 60 bytes) is never chained.
+                    if ctx.pool.meta(b).next == buffer::NONE {
+                        ctx.pool.truncate(b, total);
+                    }
                     if ctx.is_traced(b) {
                         ctx.trace(b, &[ttl]);
                     }

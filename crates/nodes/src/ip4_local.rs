@@ -10,6 +10,7 @@ const NEXT_DROP: u16 = 1;
 const E_UNHANDLED: usize = 0;
 const E_BAD_ICMP: usize = 1;
 const E_ECHO_REPLIED: usize = 2;
+const E_TOO_BIG: usize = 3;
 
 #[derive(Debug, Default)]
 pub struct Ip4Local;
@@ -24,6 +25,7 @@ impl Node for Ip4Local {
                 "to us, but not icmp echo (no local sockets)",
                 "icmp checksum error or truncated",
                 "icmp echo replied (not an error)",
+                "to us, larger than one buffer or no buffer to take it in",
             ],
         }
     }
@@ -31,6 +33,12 @@ impl Node for Ip4Local {
     fn process(&mut self, ctx: &mut Ctx<'_>, bufs: &[u32], next: &mut [u16]) {
         for (&b, n) in bufs.iter().zip(next.iter_mut()) {
             *n = NEXT_DROP;
+            // The echo checksum covers the whole packet: bring any external segment in, and
+            // answer only what fits one buffer (a chain would be a 2 KiB+ ping).
+            if !ctx.pool.linearize(b) || ctx.pool.meta(b).next != buffer::NONE {
+                ctx.count_error(E_TOO_BIG);
+                continue;
+            }
             let d = ctx.pool.data_mut(b);
             // ip4-input checked the header: 20 bytes, no options, total length = buffer.
             if d[9] != 1 {

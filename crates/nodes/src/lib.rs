@@ -53,12 +53,12 @@ pub const LOCALLY_ORIGINATED: u16 = 1 << 1;
 /// one of their own (ICMP error, ARP request) and need only the head's bytes.
 pub(crate) fn free_chain_tail(pool: &mut buffer::Pool, head: u32) {
     let tail = pool.meta(head).next;
-    if tail == buffer::NONE {
-        return;
+    if tail != buffer::NONE {
+        pool.link(head, buffer::NONE);
+        pool.free(tail);
     }
-    pool.link(head, buffer::NONE);
-    pool.free(tail);
     let m = pool.meta_mut(head);
+    m.ext.len = 0;
     m.total_len = u32::from(m.len);
 }
 

@@ -12,6 +12,7 @@ use std::sync::mpsc::Receiver;
 use arc_swap::ArcSwap;
 
 use buffer::Pool;
+use copy_engine::Engine;
 use graph::{CONSUMED, Ctx, Node, NodeInfo, NodeKind, Point};
 use memif::{LinkDown, PrimaryRx, PrimaryTx, SecondaryRx, SecondaryTx};
 
@@ -75,9 +76,16 @@ impl RxQueue {
 
     /// Receives up to `max` packets into `pool`; returns how many and how many were lost
     /// for want of local buffers (secondary role only: the primary leaves them in the ring).
-    fn recv(&mut self, pool: &mut Pool, out: &mut Vec<u32>, max: usize) -> Result<u64, LinkDown> {
+    fn recv(
+        &mut self,
+        pool: &mut Pool,
+        out: &mut Vec<u32>,
+        max: usize,
+        hdr: usize,
+        source: u32,
+    ) -> Result<u64, LinkDown> {
         match self {
-            RxQueue::Primary(q) => q.recv(pool, out, max).map(|_| 0),
+            RxQueue::Primary(q) => q.recv_split(pool, out, max, hdr, source).map(|_| 0),
             RxQueue::Secondary(q) => {
                 let size = pool.data_size();
                 let mut lost = 0u64;
@@ -122,9 +130,16 @@ impl TxQueue {
 
     /// Sends packets in order; returns how many were consumed from the front of `pkts`
     /// (sent, or dropped as too large and counted by the queue). The caller frees them all.
-    fn send(&mut self, pool: &Pool, pkts: &[u32], lens: &mut Vec<u32>) -> Result<usize, LinkDown> {
+    fn send(
+        &mut self,
+        pool: &Pool,
+        pkts: &[u32],
+        lens: &mut Vec<u32>,
+        scratch: &mut Vec<u8>,
+        engine: &mut Engine,
+    ) -> Result<usize, LinkDown> {
         match self {
-            TxQueue::Primary(q) => q.send(pool, pkts),
+            TxQueue::Primary(q) => q.send_via(pool, pkts, Some(engine)),
             TxQueue::Secondary(q) => {
                 lens.clear();
                 lens.extend(pkts.iter().map(|&p| pool.meta(p).total_len));
@@ -135,6 +150,14 @@ impl TxQueue {
                         let d = pool.data(b);
                         w.write(at, d);
                         at += d.len();
+                        if pool.meta(b).ext.len != 0 {
+                            // Single-copy input, slave output: the payload is in the other
+                            // peer's memory; bring it over through a bounce buffer.
+                            scratch.clear();
+                            pool.read_ext(b, scratch);
+                            w.write(at, scratch);
+                            at += pool.meta(b).ext.len as usize;
+                        }
                         b = pool.meta(b).next;
                     }
                 })
@@ -157,7 +180,13 @@ pub struct MemifInput {
     queues: Vec<(u32, RxQueue)>,
     commands: Receiver<QueueCommand>,
     scratch: Vec<u32>,
+    /// Single-copy: bytes of each packet copied into the local buffer (0: whole packets).
+    hdr: usize,
 }
+
+/// Bytes single-copy input copies into the local buffer: every header the graph parses
+/// (Ethernet, IPv4 with options, the first L4 bytes an ICMP error quotes) with room to spare.
+pub const SINGLE_COPY_HEADER: usize = 128;
 
 const E_LINK_DOWN: usize = 0;
 const E_NO_BUFFER: usize = 1;
@@ -168,7 +197,16 @@ impl MemifInput {
             queues: Vec::new(),
             commands,
             scratch: Vec::with_capacity(graph::FRAME_SIZE),
+            hdr: 0,
         }
+    }
+
+    /// Single-copy forwarding (DESIGN.md): as memif primary, copy only the first
+    /// [`SINGLE_COPY_HEADER`] bytes of each packet and leave the payload in the peer's buffer
+    /// until it is transmitted; the peer's slots go back at the end of each dispatch.
+    pub fn single_copy(mut self, on: bool) -> MemifInput {
+        self.hdr = if on { SINGLE_COPY_HEADER } else { 0 };
+        self
     }
 }
 
@@ -197,11 +235,29 @@ impl Node for MemifInput {
         out.extend(self.queues.iter().map(|(_, q)| q.interrupt_fd()));
     }
 
+    fn end_dispatch(&mut self) {
+        for (_, q) in &mut self.queues {
+            if let RxQueue::Primary(q) = q {
+                q.release();
+            }
+        }
+    }
+
     fn poll(&mut self, ctx: &mut Ctx<'_>, room: usize, out: &mut Vec<u32>, next: &mut Vec<u16>) {
         while let Ok(c) = self.commands.try_recv() {
             match c {
-                QueueCommand::Rx { ifindex, queue } => self.queues.push((ifindex, queue)),
-                QueueCommand::Detach { ifindex } => self.queues.retain(|(i, _)| *i != ifindex),
+                QueueCommand::Rx { ifindex, queue } => {
+                    if let RxQueue::Primary(q) = &queue {
+                        ctx.pool
+                            .set_ext_source(ifindex, Some(Arc::new(q.peer_memory())));
+                    }
+                    self.queues.push((ifindex, queue));
+                }
+                QueueCommand::Detach { ifindex } => {
+                    // Every buffer of earlier dispatches is gone: nothing points there now.
+                    ctx.pool.set_ext_source(ifindex, None);
+                    self.queues.retain(|(i, _)| *i != ifindex);
+                }
                 QueueCommand::Tx { .. } => {}
             }
         }
@@ -212,7 +268,7 @@ impl Node for MemifInput {
                 break;
             }
             self.scratch.clear();
-            match q.recv(ctx.pool, &mut self.scratch, left) {
+            match q.recv(ctx.pool, &mut self.scratch, left, self.hdr, *ifindex) {
                 Ok(lost) => {
                     if lost != 0 {
                         ctx.count_errors(E_NO_BUFFER, lost);
@@ -242,6 +298,9 @@ pub struct InterfaceOutput {
     commands: Receiver<QueueCommand>,
     run: Vec<u32>,
     lens: Vec<u32>,
+    bounce: Vec<u8>,
+    /// Every payload copy into a peer goes through here.
+    engine: Engine,
     /// Interface admin state, when the graph has one (packets to a down interface drop).
     interfaces: Option<Arc<ArcSwap<Vec<crate::IfConfig>>>>,
 }
@@ -257,8 +316,16 @@ impl InterfaceOutput {
             commands,
             run: Vec::with_capacity(graph::FRAME_SIZE),
             lens: Vec::with_capacity(graph::FRAME_SIZE),
+            bounce: Vec::new(),
+            engine: Engine::Cpu(copy_engine::CpuEngine::new()),
             interfaces: None,
         }
+    }
+
+    /// Copies through `engine` instead of inline on the CPU.
+    pub fn with_engine(mut self, engine: Engine) -> InterfaceOutput {
+        self.engine = engine;
+        self
     }
 
     /// Drops (and counts) packets for interfaces that are administratively down.
@@ -283,7 +350,15 @@ impl InterfaceOutput {
             .queues
             .get_mut(ifindex as usize)
             .and_then(|q| q.as_mut());
-        match queue.map(|q| q.send(ctx.pool, &self.run, &mut self.lens)) {
+        match queue.map(|q| {
+            q.send(
+                ctx.pool,
+                &self.run,
+                &mut self.lens,
+                &mut self.bounce,
+                &mut self.engine,
+            )
+        }) {
             Some(Ok(sent)) => {
                 if ctx.capturing(Point::Tx) {
                     for &b in &self.run[..sent] {

@@ -45,6 +45,27 @@ impl<T: AsRef<[u8]>> Ipv4<T> {
     pub const MIN_HEADER_LEN: usize = 20;
 
     /// Wraps `buf`, checking version, IHL and that the header and total length fit.
+    /// Checks the header only: version, header length (all of it present) and a total length
+    /// that covers the header. The payload may be elsewhere (a buffer chain, an external
+    /// segment); the caller compares `total_len` with what it has.
+    pub fn new_header_checked(buf: T) -> Result<Self> {
+        let b = buf.as_ref();
+        if b.len() < Self::MIN_HEADER_LEN {
+            return Err(Error::Truncated);
+        }
+        let v = Ipv4 { buf };
+        if v.version() != 4 || v.header_len() < Self::MIN_HEADER_LEN {
+            return Err(Error::Malformed);
+        }
+        if v.buf.as_ref().len() < v.header_len() {
+            return Err(Error::Truncated);
+        }
+        if usize::from(v.total_len()) < v.header_len() {
+            return Err(Error::Malformed);
+        }
+        Ok(v)
+    }
+
     pub fn new_checked(buf: T) -> Result<Self> {
         let b = buf.as_ref();
         if b.len() < Self::MIN_HEADER_LEN {
@@ -124,8 +145,11 @@ impl<T: AsRef<[u8]>> Ipv4<T> {
     }
 
     /// The bytes after the header, up to the total length.
+    /// The payload bytes present in this buffer (all of them after `new_checked`; after
+    /// `new_header_checked` the rest may live elsewhere).
     pub fn payload(&self) -> &[u8] {
-        &self.buf.as_ref()[self.header_len()..usize::from(self.total_len())]
+        let b = self.buf.as_ref();
+        &b[self.header_len()..usize::from(self.total_len()).min(b.len())]
     }
 }
 
@@ -173,7 +197,9 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4<T> {
 
     pub fn payload_mut(&mut self) -> &mut [u8] {
         let (h, t) = (self.header_len(), usize::from(self.total_len()));
-        &mut self.buf.as_mut()[h..t]
+        let b = self.buf.as_mut();
+        let t = t.min(b.len());
+        &mut b[h..t]
     }
 }
 
