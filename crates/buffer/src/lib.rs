@@ -182,7 +182,6 @@ impl Pool {
         while i != NONE {
             let next = self.meta[i as usize].next;
             self.meta[i as usize].next = NONE;
-            self.meta[i as usize].ext.len = 0;
             self.free.push(i);
             i = next;
         }

@@ -119,8 +119,9 @@ pub struct Control {
     shared: Shared,
     adj: AdjTable,
     tables: Vec<Option<Lpm>>,
-    /// A table with no routes, read for VRF ids below the highest that have none.
-    empty: Lpm,
+    /// A table with no routes, read for VRF ids below the highest that have none; made
+    /// (64 MiB) only when such a gap first exists.
+    empty: Option<Lpm>,
     routes: BTreeMap<(u32, u32, u8), Route>,
     next_hops: HashMap<(u32, Ipv4Addr), (AdjIndex, usize)>,
     static_neighbors: HashSet<(u32, Ipv4Addr)>,
@@ -146,16 +147,11 @@ impl Control {
     /// Starts workers, creates the configured interfaces, addresses, routes and neighbours.
     pub fn new(cfg: &Config, runtime_dir: PathBuf) -> Result<Control, String> {
         let (learned_tx, learned_rx) = mpsc::sync_channel(1024);
-        let empty = Lpm::new(1);
+        let adj = AdjTable::new();
         let shared = Shared {
             interfaces: Arc::new(ArcSwap::from_pointee(Vec::new())),
             vrfs: Arc::new(ArcSwap::from_pointee(Vec::new())),
-            adjacencies: AdjTable::new().reader(),
-        };
-        let adj = AdjTable::new();
-        let shared = Shared {
             adjacencies: adj.reader(),
-            ..shared
         };
         let mut c = Control {
             runtime_dir,
@@ -167,7 +163,7 @@ impl Control {
             shared,
             adj,
             tables: Vec::new(),
-            empty,
+            empty: None,
             routes: BTreeMap::new(),
             next_hops: HashMap::new(),
             static_neighbors: HashSet::new(),
@@ -266,11 +262,19 @@ impl Control {
         Ok(self.tables[i].as_mut().expect("created above"))
     }
 
-    fn publish_tables(&self) {
+    fn publish_tables(&mut self) {
+        if self.empty.is_none() && self.tables.iter().any(Option::is_none) {
+            self.empty = Some(Lpm::new(1));
+        }
         let v: Vec<LpmReader> = self
             .tables
             .iter()
-            .map(|t| t.as_ref().unwrap_or(&self.empty).reader())
+            .map(|t| {
+                t.as_ref()
+                    .or(self.empty.as_ref())
+                    .expect("made above")
+                    .reader()
+            })
             .collect();
         self.shared.vrfs.store(Arc::new(v));
     }

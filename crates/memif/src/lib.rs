@@ -98,6 +98,36 @@ pub struct ConfigError {
 }
 
 impl InterfaceConfig {
+    /// Checks a socket's interfaces: each valid, ids unique. Both roles, before any fd exists.
+    pub(crate) fn validate_all(ifaces: &[InterfaceConfig]) -> Result<(), ConfigError> {
+        for (i, c) in ifaces.iter().enumerate() {
+            c.validate()?;
+            if ifaces[..i].iter().any(|o| o.id == c.id) {
+                return Err(ConfigError {
+                    id: c.id,
+                    msg: "interface id used twice on one socket".into(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks one interface added to a socket that already serves `existing` ids.
+    pub(crate) fn validate_added(
+        &self,
+        mut existing: impl Iterator<Item = u32>,
+        socket: &SocketPath,
+    ) -> Result<(), ConfigError> {
+        self.validate()?;
+        if existing.any(|id| id == self.id) {
+            return Err(ConfigError {
+                id: self.id,
+                msg: format!("interface id {} already exists on {socket}", self.id),
+            });
+        }
+        Ok(())
+    }
+
     pub fn validate(&self) -> Result<(), ConfigError> {
         let err = |msg: String| Err(ConfigError { id: self.id, msg });
         if !(1..=255).contains(&self.s2m_rings) || !(1..=255).contains(&self.m2s_rings) {

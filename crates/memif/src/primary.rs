@@ -61,6 +61,20 @@ struct Iface {
     bound: bool,
 }
 
+impl Iface {
+    fn new(cfg: InterfaceConfig) -> Iface {
+        Iface {
+            status: InterfaceStatus {
+                id: cfg.id,
+                name: cfg.name.clone(),
+                ..Default::default()
+            },
+            cfg,
+            bound: false,
+        }
+    }
+}
+
 /// A memif listener socket and the interfaces it serves.
 #[derive(Debug)]
 pub struct Listener {
@@ -79,33 +93,13 @@ impl Listener {
         path: &SocketPath,
         ifaces: Vec<InterfaceConfig>,
     ) -> Result<Listener, crate::sock_error::BindError> {
-        for (i, c) in ifaces.iter().enumerate() {
-            c.validate()?;
-            if ifaces[..i].iter().any(|o| o.id == c.id) {
-                return Err(ConfigError {
-                    id: c.id,
-                    msg: "interface id used twice on one socket".into(),
-                }
-                .into());
-            }
-        }
+        InterfaceConfig::validate_all(&ifaces)?;
         let fd = sock::listen(path)?;
         Ok(Listener {
             fd,
             path: path.clone(),
             app_name: format!("veclane {}", env!("CARGO_PKG_VERSION")),
-            ifaces: ifaces
-                .into_iter()
-                .map(|cfg| Iface {
-                    status: InterfaceStatus {
-                        id: cfg.id,
-                        name: cfg.name.clone(),
-                        ..Default::default()
-                    },
-                    cfg,
-                    bound: false,
-                })
-                .collect(),
+            ifaces: ifaces.into_iter().map(Iface::new).collect(),
             conns: Vec::new(),
             events: VecDeque::new(),
             refused_before_init: 0,
@@ -118,22 +112,8 @@ impl Listener {
 
     /// Serves one more interface on this socket (`create interface memif ... master`).
     pub fn add_interface(&mut self, cfg: InterfaceConfig) -> Result<(), ConfigError> {
-        cfg.validate()?;
-        if self.ifaces.iter().any(|i| i.cfg.id == cfg.id) {
-            return Err(ConfigError {
-                id: cfg.id,
-                msg: format!("interface id {} already exists on {}", cfg.id, self.path),
-            });
-        }
-        self.ifaces.push(Iface {
-            status: InterfaceStatus {
-                id: cfg.id,
-                name: cfg.name.clone(),
-                ..Default::default()
-            },
-            cfg,
-            bound: false,
-        });
+        cfg.validate_added(self.ifaces.iter().map(|i| i.cfg.id), &self.path)?;
+        self.ifaces.push(Iface::new(cfg));
         Ok(())
     }
 

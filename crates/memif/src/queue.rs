@@ -243,6 +243,35 @@ macro_rules! queue_common {
     };
 }
 
+/// The consumer side of both receive queues: interrupt mode, sleeping, arming; "work" is a
+/// published packet or a link gone down.
+macro_rules! rx_common {
+    ($t:ty) => {
+        impl $t {
+            fn has_work(&self) -> bool {
+                matches!(self.pending(), Ok(n) if n > 0) || !self.is_up()
+            }
+
+            pub fn set_interrupt_mode(&mut self, on: bool) {
+                self.base.set_interrupt_mode(on);
+            }
+
+            /// Sleeps until the peer signals packets or `timeout_ms` passes; true if packets
+            /// wait.
+            pub fn wait(&self, timeout_ms: i32) -> bool {
+                self.base.wait(timeout_ms, || self.has_work())
+            }
+
+            /// For a worker sleeping on many queues (see `interrupt_fd`): `arm(true)` unmasks
+            /// the peer's signals and returns true if packets already wait (or the link is
+            /// down); `arm(false)` after the sleep clears the eventfd and masks signals again.
+            pub fn arm(&self, on: bool) -> bool {
+                self.base.arm(on, || self.has_work())
+            }
+        }
+    };
+}
+
 /// Descriptor checks shared by both roles: a view of the peer's regions.
 #[derive(Debug, Clone)]
 pub(crate) struct Regions(pub Arc<[Arc<SharedMemory>]>);
@@ -294,6 +323,7 @@ pub struct PrimaryRx {
     held: bool,
 }
 queue_common!(PrimaryRx);
+rx_common!(PrimaryRx);
 
 impl PrimaryRx {
     pub(crate) fn new(base: QueueBase, regions: Regions, max_frame: u32) -> PrimaryRx {
@@ -338,26 +368,6 @@ impl PrimaryRx {
             return Err(LinkDown);
         }
         Ok(n)
-    }
-
-    pub fn set_interrupt_mode(&mut self, on: bool) {
-        self.base.set_interrupt_mode(on);
-    }
-
-    /// Sleeps until the peer signals packets or `timeout_ms` passes; true if packets wait.
-    pub fn wait(&self, timeout_ms: i32) -> bool {
-        self.base.wait(timeout_ms, || {
-            matches!(self.pending(), Ok(n) if n > 0) || !self.is_up()
-        })
-    }
-
-    /// For a worker sleeping on many queues (see `interrupt_fd`): `arm(true)` unmasks the
-    /// peer's signals and returns true if packets already wait (or the link is down);
-    /// `arm(false)` after the sleep clears the eventfd and masks signals again.
-    pub fn arm(&self, on: bool) -> bool {
-        self.base.arm(on, || {
-            matches!(self.pending(), Ok(n) if n > 0) || !self.is_up()
-        })
     }
 
     /// Receives up to `max` packets into `pool`, appending their head buffer indices to `out`.
@@ -1020,6 +1030,7 @@ pub struct SecondaryRx {
     lens: Vec<u32>,
 }
 queue_common!(SecondaryRx);
+rx_common!(SecondaryRx);
 
 impl SecondaryRx {
     /// Posts every slot's buffer to the primary (head = tail + ring size).
@@ -1063,23 +1074,6 @@ impl SecondaryRx {
             return Err(LinkDown);
         }
         Ok(n)
-    }
-
-    pub fn set_interrupt_mode(&mut self, on: bool) {
-        self.base.set_interrupt_mode(on);
-    }
-
-    pub fn wait(&self, timeout_ms: i32) -> bool {
-        self.base.wait(timeout_ms, || {
-            matches!(self.pending(), Ok(n) if n > 0) || !self.is_up()
-        })
-    }
-
-    /// As [`PrimaryRx::arm`].
-    pub fn arm(&self, on: bool) -> bool {
-        self.base.arm(on, || {
-            matches!(self.pending(), Ok(n) if n > 0) || !self.is_up()
-        })
     }
 
     /// Hands up to `max` packets to `f` in order, then reposts their buffers.

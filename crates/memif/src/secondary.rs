@@ -76,6 +76,23 @@ struct Iface {
     last_connect_error: Option<String>,
 }
 
+impl Iface {
+    /// An idle interface whose first connection attempt is due at `now`.
+    fn new(cfg: InterfaceConfig, now: Instant) -> Iface {
+        Iface {
+            status: InterfaceStatus {
+                id: cfg.id,
+                name: cfg.name.clone(),
+                ..Default::default()
+            },
+            cfg,
+            state: State::Idle,
+            next_attempt: now,
+            last_connect_error: None,
+        }
+    }
+}
+
 /// The client side of one memif socket.
 #[derive(Debug)]
 pub struct Client {
@@ -87,33 +104,12 @@ pub struct Client {
 
 impl Client {
     pub fn new(path: &SocketPath, ifaces: Vec<InterfaceConfig>) -> Result<Client, ConfigError> {
-        for (i, c) in ifaces.iter().enumerate() {
-            c.validate()?;
-            if ifaces[..i].iter().any(|o| o.id == c.id) {
-                return Err(ConfigError {
-                    id: c.id,
-                    msg: "interface id used twice on one socket".into(),
-                });
-            }
-        }
+        InterfaceConfig::validate_all(&ifaces)?;
         let now = Instant::now();
         Ok(Client {
             path: path.clone(),
             app_name: format!("veclane {}", env!("CARGO_PKG_VERSION")),
-            ifaces: ifaces
-                .into_iter()
-                .map(|cfg| Iface {
-                    status: InterfaceStatus {
-                        id: cfg.id,
-                        name: cfg.name.clone(),
-                        ..Default::default()
-                    },
-                    cfg,
-                    state: State::Idle,
-                    next_attempt: now,
-                    last_connect_error: None,
-                })
-                .collect(),
+            ifaces: ifaces.into_iter().map(|c| Iface::new(c, now)).collect(),
             events: VecDeque::new(),
         })
     }
@@ -121,24 +117,8 @@ impl Client {
     /// Adds one more interface on this socket (`create interface memif ... slave`); it
     /// connects on the next `poll`.
     pub fn add_interface(&mut self, cfg: InterfaceConfig) -> Result<(), ConfigError> {
-        cfg.validate()?;
-        if self.ifaces.iter().any(|i| i.cfg.id == cfg.id) {
-            return Err(ConfigError {
-                id: cfg.id,
-                msg: format!("interface id {} already exists on {}", cfg.id, self.path),
-            });
-        }
-        self.ifaces.push(Iface {
-            status: InterfaceStatus {
-                id: cfg.id,
-                name: cfg.name.clone(),
-                ..Default::default()
-            },
-            cfg,
-            state: State::Idle,
-            next_attempt: Instant::now(),
-            last_connect_error: None,
-        });
+        cfg.validate_added(self.ifaces.iter().map(|i| i.cfg.id), &self.path)?;
+        self.ifaces.push(Iface::new(cfg, Instant::now()));
         Ok(())
     }
 

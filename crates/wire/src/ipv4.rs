@@ -57,29 +57,18 @@ impl<T: AsRef<[u8]>> Ipv4<T> {
         if v.version() != 4 || v.header_len() < Self::MIN_HEADER_LEN {
             return Err(Error::Malformed);
         }
-        if v.buf.as_ref().len() < v.header_len() {
-            return Err(Error::Truncated);
-        }
         if usize::from(v.total_len()) < v.header_len() {
             return Err(Error::Malformed);
+        }
+        if v.buf.as_ref().len() < v.header_len() {
+            return Err(Error::Truncated);
         }
         Ok(v)
     }
 
     pub fn new_checked(buf: T) -> Result<Self> {
-        let b = buf.as_ref();
-        if b.len() < Self::MIN_HEADER_LEN {
-            return Err(Error::Truncated);
-        }
-        let v = Ipv4 { buf };
-        if v.version() != 4 || v.header_len() < Self::MIN_HEADER_LEN {
-            return Err(Error::Malformed);
-        }
-        let total = usize::from(v.total_len());
-        if total < v.header_len() {
-            return Err(Error::Malformed);
-        }
-        if v.buf.as_ref().len() < total {
+        let v = Self::new_header_checked(buf)?;
+        if v.buf.as_ref().len() < usize::from(v.total_len()) {
             return Err(Error::Truncated);
         }
         Ok(v)
