@@ -1,6 +1,8 @@
 //! The primary's data path over a ring whose every byte the fuzzer chose: header, indices,
 //! descriptors, in one or two regions. No panic, no out-of-bounds access, no leaked buffers,
-//! and a queue that faulted stays down.
+//! and a queue that faulted stays down. With `split`, single-copy receive: payloads stay in
+//! the fuzzer's memory and are forwarded straight back into buffers it posted (which may
+//! overlap them), then the slots are released.
 #![no_main]
 
 use std::sync::Arc;
@@ -17,6 +19,7 @@ struct Input {
     wide: bool,
     region1_pages: u8,
     max_frame: u16,
+    split: bool,
     /// (offset in region 0, bytes) writes applied between bursts: the peer racing us.
     writes: Vec<(Vec<(u16, Vec<u8>)>, u8)>,
 }
@@ -33,12 +36,16 @@ fuzz_target!(|inp: Input| {
     let mut pool = Pool::new(PoolConfig { count: 512, data_size: 2048, headroom: 0 }).unwrap();
     let frame = pool.from_bytes(&[0xab; 3000]).unwrap();
     let small = pool.from_bytes(&[0xcd; 60]).unwrap();
+    let hdr = if inp.split { 128 } else { 0 };
+    if inp.split {
+        pool.set_ext_source(0, Some(Arc::new(rx.peer_memory())));
+    }
     let mut out = Vec::new();
     for (writes, n) in inp.writes.iter().take(32) {
         for (off, bytes) in writes.iter().take(16) {
             let _ = r0.write(u64::from(*off), &bytes[..bytes.len().min(64)]);
         }
-        match rx.recv(&mut pool, &mut out, usize::from(*n)) {
+        match rx.recv_split(&mut pool, &mut out, usize::from(*n), hdr, 0) {
             Ok(_) => assert!(rx_link.is_up()),
             Err(_) => assert!(!rx.is_up()),
         }
@@ -48,8 +55,12 @@ fuzz_target!(|inp: Input| {
             assert_eq!(v.len() as u32, pool.meta(h).total_len);
             assert!(v.len() <= usize::from(inp.max_frame).max(64));
         }
+        if inp.split {
+            let _ = tx.send_via(&pool, &out, None);
+        }
         pool.free_bulk(&out);
         out.clear();
+        rx.release();
         let _ = tx.send(&pool, &[frame, small, frame]);
         let _ = tx_link.is_up();
     }

@@ -1,0 +1,148 @@
+//! Single-copy forwarding against a peer that lies: the payload stays in the peer's buffer
+//! until it is transmitted, so the peer can rewrite it, post transmit buffers that overlap it,
+//! or vanish. None of that may crash us, leak a buffer, or touch anything but the peer's own
+//! bytes; the slots go back only at `release`.
+
+use std::sync::Arc;
+
+use buffer::{Pool, PoolConfig};
+use copy_engine::{Engine, Kind};
+use memif::RingLayout;
+use memif::ring::{Desc, Ring};
+use memif::shm::SharedMemory;
+
+const LOG2: u8 = 4;
+const HDR: usize = 128;
+
+fn pattern(i: usize, len: usize) -> Vec<u8> {
+    (0..len).map(|k| (k * 7 + i * 31) as u8).collect()
+}
+
+#[test]
+fn a_lying_peer_only_corrupts_its_own_packets() {
+    let layout = RingLayout::CacheLine64;
+    let rings = Arc::new(SharedMemory::anonymous(65536).unwrap());
+    let bufs = Arc::new(SharedMemory::anonymous(65536).unwrap());
+    let regions = [rings.clone(), bufs.clone()];
+    let tx_at = layout.ring_bytes(LOG2).next_multiple_of(8);
+    let (mut rx, rx_link) = memif::testing::primary_rx(&regions, 0, LOG2, layout, 9216).unwrap();
+    let (mut tx, _) = memif::testing::primary_tx(&regions, tx_at, LOG2, layout).unwrap();
+    // The peer's view of the same two rings.
+    let s2m = Ring::new(rings.clone(), 0, LOG2, layout).unwrap();
+    let m2s = Ring::new(rings.clone(), tx_at, LOG2, layout).unwrap();
+
+    // Four 1000-byte packets, and one descriptor outside every region.
+    for i in 0..4u16 {
+        let off = u32::from(i) * 2048;
+        bufs.write(u64::from(off), &pattern(usize::from(i), 1000))
+            .unwrap();
+        let d = Desc {
+            region: 1,
+            offset: off,
+            length: 1000,
+            ..Desc::default()
+        };
+        s2m.set_desc(i, d);
+    }
+    s2m.set_desc(
+        4,
+        Desc {
+            region: 1,
+            offset: 65000,
+            length: 1000,
+            ..Desc::default()
+        },
+    );
+    s2m.set_head(5);
+
+    let mut pool = Pool::new(PoolConfig {
+        count: 64,
+        data_size: 2048,
+        headroom: 128,
+    })
+    .unwrap();
+    pool.set_ext_source(0, Some(Arc::new(rx.peer_memory())));
+    let mut out = Vec::new();
+    assert_eq!(rx.recv_split(&mut pool, &mut out, 64, HDR, 0).unwrap(), 4);
+    assert!(rx_link.is_up());
+    assert_eq!(rx.stats().drop_bad_desc, 1);
+    for (i, &b) in out.iter().enumerate() {
+        let m = pool.meta(b);
+        assert_eq!(
+            (usize::from(m.len), m.ext.len, m.total_len),
+            (HDR, 872, 1000)
+        );
+        let mut v = Vec::new();
+        pool.read_chain(b, &mut v);
+        assert_eq!(v, pattern(i, 1000));
+    }
+    assert_eq!(s2m.tail(), 0, "slots are held until release");
+
+    // The peer rewrites packet 0 after we took its header: only its payload changes.
+    bufs.write(500, &[0xee; 500]).unwrap();
+    // It posts four transmit buffers: two fresh, one overlapping packet 2's payload, one more.
+    for (k, off) in [
+        (0u16, 16384u32),
+        (1, 18432),
+        (2, 2 * 2048 + 200),
+        (3, 20480),
+    ] {
+        m2s.set_desc(
+            k,
+            Desc {
+                region: 1,
+                offset: off,
+                length: 2048,
+                ..Desc::default()
+            },
+        );
+    }
+    m2s.set_head(4);
+    let mut engine = Engine::new(Kind::Cpu).unwrap();
+    assert_eq!(tx.send_via(&pool, &out, Some(&mut engine)).unwrap(), 4);
+    assert_eq!(m2s.tail(), 4);
+    let read = |off: u64| {
+        let mut v = vec![0; 1000];
+        bufs.read(off, &mut v).unwrap();
+        v
+    };
+    let mut expect0 = pattern(0, 1000);
+    expect0[500..].fill(0xee);
+    assert_eq!(
+        read(16384),
+        expect0,
+        "our header, the peer's rewritten payload"
+    );
+    assert_eq!(read(18432), pattern(1, 1000));
+    assert_eq!(read(20480), pattern(3, 1000));
+    for k in 0..4 {
+        assert_eq!(m2s.desc(k).length, 1000);
+    }
+
+    // The peer vanishes: its memory is unregistered; a packet still pointing there is
+    // dropped and counted, never read.
+    pool.set_ext_source(0, None);
+    m2s.set_desc(
+        4,
+        Desc {
+            region: 1,
+            offset: 22528,
+            length: 2048,
+            ..Desc::default()
+        },
+    );
+    m2s.set_head(5);
+    let before = tx.stats().drop_bad_desc;
+    assert_eq!(tx.send_via(&pool, &out[..1], Some(&mut engine)).unwrap(), 1);
+    assert_eq!(tx.stats().drop_bad_desc, before + 1);
+    assert_eq!(m2s.tail(), 4, "nothing was placed");
+
+    pool.free_bulk(&out);
+    rx.release();
+    assert_eq!(
+        s2m.tail(),
+        5,
+        "every consumed slot, the bad one included, goes back"
+    );
+    assert_eq!(pool.available(), pool.capacity());
+}
