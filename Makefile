@@ -14,9 +14,11 @@ setup:
 build: setup
 	$(CARGO) build --release -p veclane
 
-## The main job: memif point-to-point throughput, veclane and dpdk-testpmd side by side.
+## The main job: memif point-to-point throughput, then L3 forwarding (veclane single- and
+## two-copy vs dpdk-testpmd io forwarding), side by side.
 bench: build
 	./target/release/veclane bench p2p
+	./target/release/veclane bench l3fwd
 
 ## Every check CI runs.
 test: setup lint

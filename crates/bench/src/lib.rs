@@ -1,15 +1,18 @@
 //! Benchmark scenarios.
 //!
-//! `bench` owns the scenarios (today `p2p`: one memif, generator → receiver), the drivers that
-//! start each device under test as its own process pinned to its own core (veclane's `gen`,
+//! `bench` owns the scenarios (`p2p`: one memif, generator → receiver; `l3fwd`: generator →
+//! memif → device under test → memif → the same generator), the drivers that start each
+//! device under test as its own process pinned to its own core (veclane's `gen` and `run`,
 //! DPDK `dpdk-testpmd`), the interleaving of trials (A B A B ...) and the reports. Rates are
 //! always measured by the receiving side over its own clock, never inferred from what was
 //! offered. It never parses command lines (the `veclane` front end does).
 
+pub mod l3fwd;
 pub mod p2p;
 pub mod placement;
 pub mod report;
 pub mod testpmd;
+pub mod trial;
 
 use std::path::PathBuf;
 
@@ -30,12 +33,58 @@ impl core::fmt::Display for Dut {
     }
 }
 
+/// veclane's forwarding path between two memif interfaces (`[daemon] copy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CopyMode {
+    /// Payload copied once, peer to peer; headers through local buffers.
+    Single,
+    /// Copied into local buffers and out again (VPP's path).
+    Two,
+}
+
+impl core::fmt::Display for CopyMode {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            CopyMode::Single => "single",
+            CopyMode::Two => "two",
+        })
+    }
+}
+
+/// One column of a result table: a DUT and, where it has one, its copy mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Subject {
+    pub dut: Dut,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub copy: Option<CopyMode>,
+}
+
+impl Subject {
+    pub fn plain(dut: Dut) -> Subject {
+        Subject { dut, copy: None }
+    }
+}
+
+impl core::fmt::Display for Subject {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.copy {
+            Some(c) => write!(f, "{}/{c}", self.dut),
+            None => write!(f, "{}", self.dut),
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum BenchError {
     #[error("{0}")]
     Setup(String),
     #[error("{dut} trial at {size} B failed: {msg}")]
-    Trial { dut: Dut, size: usize, msg: String },
+    Trial {
+        dut: Subject,
+        size: usize,
+        msg: String,
+    },
     #[error(transparent)]
     Io(#[from] std::io::Error),
 }
@@ -74,7 +123,7 @@ mod tests {
 
     #[test]
     fn trials_with_the_wrong_frame_size_are_refused() {
-        use crate::p2p::check_frame_size;
+        use crate::trial::check_frame_size;
         assert!(check_frame_size(64 * 1000, 1000, 64).is_ok());
         assert!(check_frame_size(9000 * 10, 10, 9000).is_ok());
         // testpmd falling back to 64-byte frames when asked for 9000

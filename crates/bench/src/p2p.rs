@@ -11,8 +11,9 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::placement::{self, Placement};
-use crate::{BenchError, Dut, median_min_max};
+use crate::trial::Schedule;
+pub use crate::trial::{Row, Trial, check_frame_size};
+use crate::{BenchError, Dut, Subject};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct P2pConfig {
@@ -45,168 +46,35 @@ pub fn buffer_size_for(cfg: &P2pConfig, size: usize) -> u32 {
     }
 }
 
-/// One measured trial.
-#[derive(Debug, Clone, Serialize)]
-pub struct Trial {
-    pub dut: Dut,
-    pub size: usize,
-    pub rep: usize,
-    pub tx_packets: u64,
-    pub rx_packets: u64,
-    /// Receive rate in Mpps over the receiver's measurement window.
-    pub mpps: f64,
-    pub window_s: f64,
-    /// `tx - rx`, frames the sender counted as sent that never arrived.
-    pub lost: i64,
-    pub note: String,
-    /// One-way cache-line transfer between the two CPUs, before and after the trial.
-    pub probe_before_ns: f64,
-    pub probe_after_ns: f64,
-    pub placement: Placement,
-    /// Why the trial produced no number.
-    pub error: Option<String>,
-}
-
-impl Trial {
-    /// A trial of `dut` at `size` with nothing measured yet: the DUT drivers fill in counts and
-    /// rate, `run` fills in the placement probes (or the error).
-    pub fn new(dut: Dut, size: usize, rep: usize) -> Trial {
-        Trial {
-            dut,
-            size,
-            rep,
-            tx_packets: 0,
-            rx_packets: 0,
-            mpps: f64::NAN,
-            window_s: 0.0,
-            lost: 0,
-            note: String::new(),
-            probe_before_ns: 0.0,
-            probe_after_ns: 0.0,
-            placement: Placement::Mixed,
-            error: None,
-        }
-    }
-}
-
-/// Median of the trials of one (DUT, size).
-#[derive(Debug, Clone, Serialize)]
-pub struct Row {
-    pub dut: Dut,
-    pub size: usize,
-    pub mpps: f64,
-    pub mpps_min: f64,
-    pub mpps_max: f64,
-    /// size × 8 × pps.
-    pub gbps_l2: f64,
-    /// (size + 20) × 8 × pps.
-    pub gbps_l1: f64,
-    pub loss_ratio: f64,
-    /// Trials behind the median, and which placement they share.
-    pub trials: usize,
-    pub basis: Placement,
-    /// Trials of this (DUT, size) in all, failed ones included.
-    pub trials_run: usize,
-}
-
-pub fn rows(trials: &[Trial], cfg: &P2pConfig) -> Vec<Row> {
-    let mut out = Vec::new();
-    for &size in &cfg.sizes {
-        for &dut in &cfg.duts {
-            let all: Vec<&Trial> = trials
-                .iter()
-                .filter(|t| t.dut == dut && t.size == size)
-                .collect();
-            let ok: Vec<&Trial> = all.iter().copied().filter(|t| t.error.is_none()).collect();
-            // Near trials when there are any (the state memif is meant to run in), else mid,
-            // else far; mixed trials were cut by a flip and only count when nothing else exists.
-            let basis = [
-                Placement::Near,
-                Placement::Mid,
-                Placement::Far,
-                Placement::Mixed,
-            ]
-            .into_iter()
-            .find(|p| ok.iter().any(|t| t.placement == *p));
-            let Some(basis) = basis else { continue };
-            let t: Vec<&Trial> = ok
-                .iter()
-                .copied()
-                .filter(|t| t.placement == basis)
-                .collect();
-            let (m, lo, hi) = median_min_max(&t.iter().map(|t| t.mpps).collect::<Vec<_>>());
-            let tx: u64 = t.iter().map(|t| t.tx_packets).sum();
-            let lost: i64 = t.iter().map(|t| t.lost.max(0)).sum();
-            out.push(Row {
-                dut,
-                size,
-                mpps: m,
-                mpps_min: lo,
-                mpps_max: hi,
-                gbps_l2: m * 1e6 * size as f64 * 8.0 / 1e9,
-                gbps_l1: m * 1e6 * (size as f64 + 20.0) * 8.0 / 1e9,
-                loss_ratio: if tx > 0 { lost as f64 / tx as f64 } else { 0.0 },
-                trials: t.len(),
-                basis,
-                trials_run: all.len(),
-            });
-        }
-    }
-    out
+/// The columns of a p2p run.
+pub fn subjects(cfg: &P2pConfig) -> Vec<Subject> {
+    cfg.duts.iter().map(|&d| Subject::plain(d)).collect()
 }
 
 /// Runs every (rep, size, DUT) trial, DUTs interleaved; `progress` sees each finished trial.
 /// A trial that fails is kept with its reason and the run goes on.
-pub fn run(cfg: &P2pConfig, mut progress: impl FnMut(&Trial)) -> Result<Vec<Trial>, BenchError> {
-    let mut trials = Vec::new();
-    let (a, b) = (cfg.sender_cpu, cfg.receiver_cpu);
-    for rep in 0..cfg.reps {
-        for &size in &cfg.sizes {
-            for &dut in &cfg.duts {
-                let before = if cfg.wait_near_secs > 0.0 {
-                    placement::wait_near(a, b, Duration::from_secs_f64(cfg.wait_near_secs))
-                } else {
-                    placement::probe(a, b, 20_000)
-                };
-                let r = match dut {
-                    Dut::Veclane => veclane_trial(cfg, size, rep),
-                    Dut::Testpmd => crate::testpmd::p2p_trial(cfg, size, rep),
-                };
-                let after = placement::probe(a, b, 20_000);
-                let mut t = r.unwrap_or_else(|e| Trial {
-                    error: Some(e.to_string()),
-                    ..Trial::new(dut, size, rep)
-                });
-                t.probe_before_ns = before;
-                t.probe_after_ns = after;
-                t.placement = Placement::of(before, after);
-                progress(&t);
-                trials.push(t);
-            }
-        }
-    }
-    Ok(trials)
-}
-
-/// A trial is only valid if the receiver saw frames of the size asked for: a DUT that quietly
-/// sends something else (testpmd's txonly falls back to 64-byte frames when a frame does not
-/// fit its mbuf) must not produce a number.
-pub fn check_frame_size(bytes: u64, packets: u64, size: usize) -> Result<(), String> {
-    if packets == 0 {
-        return Err("receiver counted no frames".into());
-    }
-    let avg = bytes as f64 / packets as f64;
-    if (avg - size as f64).abs() > 0.5 {
-        return Err(format!(
-            "received frames average {avg:.1} B, not the {size} B asked for"
-        ));
-    }
-    Ok(())
+pub fn run(cfg: &P2pConfig, progress: impl FnMut(&Trial)) -> Vec<Trial> {
+    let duts = subjects(cfg);
+    let schedule = Schedule {
+        sizes: &cfg.sizes,
+        duts: &duts,
+        reps: cfg.reps,
+        cpus: (cfg.sender_cpu, cfg.receiver_cpu),
+        wait_near_secs: cfg.wait_near_secs,
+    };
+    crate::trial::run(
+        schedule,
+        |dut, size, rep| match dut.dut {
+            Dut::Veclane => veclane_trial(cfg, size, rep),
+            Dut::Testpmd => crate::testpmd::p2p_trial(cfg, size, rep),
+        },
+        progress,
+    )
 }
 
 fn veclane_trial(cfg: &P2pConfig, size: usize, rep: usize) -> Result<Trial, BenchError> {
     let fail = |msg: String| BenchError::Trial {
-        dut: Dut::Veclane,
+        dut: Subject::plain(Dut::Veclane),
         size,
         msg,
     };
@@ -275,6 +143,6 @@ fn veclane_trial(cfg: &P2pConfig, size: usize, rep: usize) -> Result<Trial, Benc
         window_s: r["rx_window_s"].as_f64().unwrap_or(0.0),
         lost: tx_packets as i64 - rx_packets as i64,
         note: format!("bad_desc={} gaps={}", r["rx_bad_desc"], r["rx_seq_gaps"]),
-        ..Trial::new(Dut::Veclane, size, rep)
+        ..Trial::new(Subject::plain(Dut::Veclane), size, rep)
     })
 }

@@ -81,45 +81,35 @@ pub fn probe(a: usize, b: usize, hops: u64) -> f64 {
 }
 
 fn probe_once(a: usize, b: usize, hops: u64) -> f64 {
+    // Both sides run on threads of their own: pinning the caller would leave the harness (and
+    // every process it starts afterwards) confined to one CPU.
     let line = Arc::new(Line(AtomicU64::new(0)));
-    let l2 = line.clone();
     let deadline = Instant::now() + Duration::from_secs(2);
-    let peer = std::thread::spawn(move || {
-        if !pin(b) {
-            return false;
-        }
-        let mut v = 1;
-        while v < hops {
-            if l2.0.load(Ordering::Acquire) == v {
-                l2.0.store(v + 1, Ordering::Release);
-                v += 2;
-            } else if Instant::now() > deadline {
-                return false;
+    // Side 0 starts the ball (even values), side 1 returns it (odd values).
+    let side = |cpu: usize, first: u64, line: Arc<Line>| {
+        std::thread::spawn(move || -> Option<Duration> {
+            if !pin(cpu) {
+                return None;
             }
-            std::hint::spin_loop();
-        }
-        true
-    });
-    if !pin(a) {
-        let _ = peer.join();
-        return f64::NAN;
-    }
-    let t = Instant::now();
-    let mut v = 0;
-    while v < hops {
-        if line.0.load(Ordering::Acquire) == v {
-            line.0.store(v + 1, Ordering::Release);
-            v += 2;
-        } else if Instant::now() > deadline {
-            break;
-        }
-        std::hint::spin_loop();
-    }
-    let ns = t.elapsed().as_nanos() as f64 / hops as f64;
-    if peer.join().unwrap_or(false) && v >= hops {
-        ns
-    } else {
-        f64::NAN
+            let t = Instant::now();
+            let mut v = first;
+            while v < hops {
+                if line.0.load(Ordering::Acquire) == v {
+                    line.0.store(v + 1, Ordering::Release);
+                    v += 2;
+                } else if Instant::now() > deadline {
+                    return None;
+                }
+                std::hint::spin_loop();
+            }
+            Some(t.elapsed())
+        })
+    };
+    let peer = side(b, 1, line.clone());
+    let starter = side(a, 0, line);
+    match (starter.join().ok().flatten(), peer.join().ok().flatten()) {
+        (Some(d), Some(_)) => d.as_nanos() as f64 / hops as f64,
+        _ => f64::NAN,
     }
 }
 

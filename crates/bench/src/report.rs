@@ -1,19 +1,20 @@
-//! Terminal table and JSON file for a p2p run.
+//! Terminal tables and JSON files.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::Dut;
-use crate::p2p::{P2pConfig, Row, Trial};
+use crate::Subject;
+use crate::p2p::P2pConfig;
+use crate::trial::{Row, Trial};
 
 /// Everything a run produced, with its configuration echoed.
 #[derive(Debug, Serialize)]
-pub struct P2pReport<'a> {
+pub struct Report<'a, C: Serialize> {
     pub scenario: &'static str,
     pub conventions: &'static str,
-    pub config: &'a P2pConfig,
+    pub config: &'a C,
     pub environment: Environment,
     pub rows: Vec<Row>,
     pub trials: &'a [Trial],
@@ -58,50 +59,71 @@ impl Environment {
     }
 }
 
-/// The comparison table: one line per frame size, DUTs side by side.
+/// The p2p comparison table.
 pub fn table(cfg: &P2pConfig, rows: &[Row]) -> String {
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "memif p2p throughput: sender on CPU {}, receiver on CPU {}, ring 2^{}, buffer {} B, {} trial(s) of {} s per DUT and size, DUTs interleaved",
-        cfg.sender_cpu, cfg.receiver_cpu, cfg.ring_log2, cfg.buffer_size, cfg.reps, cfg.trial_secs
-    );
-    let _ = writeln!(
-        s,
-        "Mpps = median (min-max) of the trials in the placement shown: near/mid/far = one-way cache-line transfer between the two CPUs <130 / 130-280 / >280 ns, probed before and after every trial"
-    );
-    let _ = writeln!(s, "{CONVENTIONS}");
+    let mut head = vec![
+        format!(
+            "memif p2p throughput: sender on CPU {}, receiver on CPU {}, ring 2^{}, buffer {} B, {} trial(s) of {} s per DUT and size, DUTs interleaved",
+            cfg.sender_cpu,
+            cfg.receiver_cpu,
+            cfg.ring_log2,
+            cfg.buffer_size,
+            cfg.reps,
+            cfg.trial_secs
+        ),
+        PLACEMENT_LEGEND.to_string(),
+        CONVENTIONS.to_string(),
+    ];
     if cfg.sizes.iter().any(|&z| z > cfg.buffer_size as usize) {
-        let _ = writeln!(
-            s,
+        head.push(format!(
             "frames larger than {} B use 9216-byte memif buffers in both DUTs (no chains: DPDK 22.11 corrupts chained tx)",
             cfg.buffer_size
-        );
+        ));
+    }
+    grid(&head, &cfg.sizes, &crate::p2p::subjects(cfg), rows)
+}
+
+pub const PLACEMENT_LEGEND: &str = "Mpps = median (min-max) of the trials in the placement shown: near/mid/far = one-way cache-line transfer between the two CPUs <130 / 130-280 / >280 ns, probed before and after every trial";
+
+/// Heading lines, then one line per frame size with the DUTs side by side, each DUT's rate
+/// divided by the last DUT's where both medians come from the same placement.
+pub fn grid(head: &[String], sizes: &[usize], duts: &[Subject], rows: &[Row]) -> String {
+    let mut s = String::new();
+    for h in head {
+        let _ = writeln!(s, "{h}");
     }
     let _ = writeln!(s);
+    let names: Vec<String> = duts.iter().map(|d| d.to_string()).collect();
+    let w = names.iter().map(String::len).max().unwrap_or(8).max(8);
     let mut header = format!("{:>6}", "size");
-    for d in &cfg.duts {
+    for n in &names {
         let _ = write!(
             header,
-            " | {:<8} {:>21} {:>8} {:>8} {:>7} {:>9}",
-            d, "Mpps (min-max)", "Gbps L2", "Gbps L1", "loss", "placement"
+            " | {n:<w$} {:>21} {:>8} {:>8} {:>7} {:>9}",
+            "Mpps (min-max)", "Gbps L2", "Gbps L1", "loss", "placement"
         );
     }
-    if cfg.duts.len() == 2 {
-        let _ = write!(header, " | {}/{}", cfg.duts[0], cfg.duts[1]);
+    let base = names.last().filter(|_| names.len() >= 2);
+    if let Some(b) = base {
+        for n in &names[..names.len() - 1] {
+            let _ = write!(header, " | {n}/{b}");
+        }
     }
     let _ = writeln!(s, "{header}");
     let _ = writeln!(s, "{}", "-".repeat(header.len()));
-    for &size in &cfg.sizes {
+    for &size in sizes {
         let mut line = format!("{size:>6}");
         let mut m = Vec::new();
-        for &d in &cfg.duts {
+        for &d in duts {
             match rows.iter().find(|r| r.dut == d && r.size == size) {
                 Some(r) => {
-                    let place = format!("{} {}/{}", r.basis, r.trials, r.trials_run);
+                    let mut place = format!("{} {}/{}", r.basis, r.trials, r.trials_run);
+                    if r.disagreeing > 0 {
+                        place.push('!');
+                    }
                     let _ = write!(
                         line,
-                        " | {:<8} {:>7.3} ({:>5.2}-{:>5.2}) {:>8.2} {:>8.2} {:>7.0e} {:>9}",
+                        " | {:<w$} {:>7.3} ({:>5.2}-{:>5.2}) {:>8.2} {:>8.2} {:>7.0e} {:>9}",
                         "",
                         r.mpps,
                         r.mpps_min,
@@ -111,38 +133,56 @@ pub fn table(cfg: &P2pConfig, rows: &[Row]) -> String {
                         r.loss_ratio,
                         place
                     );
-                    m.push((r.mpps, r.basis));
+                    m.push(Some((r.mpps, r.basis)));
                 }
                 None => {
                     let _ = write!(
                         line,
-                        " | {:<8} {:>21} {:>8} {:>8} {:>7} {:>9}",
+                        " | {:<w$} {:>21} {:>8} {:>8} {:>7} {:>9}",
                         "", "failed", "", "", "", ""
                     );
+                    m.push(None);
                 }
             }
         }
-        // A ratio only between medians taken in the same placement.
-        if m.len() == 2 && m[1].0 > 0.0 && m[0].1 == m[1].1 {
-            let _ = write!(line, " | {:.2}x", m[0].0 / m[1].0);
-        } else if cfg.duts.len() == 2 {
-            let _ = write!(line, " | n/a (placements differ)");
+        if base.is_some() {
+            let last = m[m.len() - 1];
+            for (i, n) in names[..names.len() - 1].iter().enumerate() {
+                let cell = match (m[i], last) {
+                    // A ratio only between medians taken in the same placement.
+                    (Some((a, pa)), Some((b, pb))) if b > 0.0 && pa == pb => {
+                        format!("{:.2}x", a / b)
+                    }
+                    (Some(_), Some(_)) => "n/a (placement)".into(),
+                    _ => "n/a".into(),
+                };
+                let _ = write!(
+                    line,
+                    " | {cell:>width$}",
+                    width = n.len() + 1 + names[names.len() - 1].len()
+                );
+            }
         }
         let _ = writeln!(s, "{line}");
+    }
+    if rows.iter().any(|r| r.disagreeing > 0) {
+        let _ = writeln!(
+            s,
+            "! = some trials' counts disagree with the DUT's own counters (see the JSON)"
+        );
     }
     s
 }
 
-pub fn write_json(dir: &Path, report: &P2pReport<'_>) -> std::io::Result<PathBuf> {
+pub fn write_json<C: Serialize>(dir: &Path, report: &Report<'_, C>) -> std::io::Result<PathBuf> {
     std::fs::create_dir_all(dir)?;
-    let path = dir.join(format!("p2p-{}.json", report.environment.unix_time));
+    let path = dir.join(format!(
+        "{}-{}.json",
+        report.scenario, report.environment.unix_time
+    ));
     std::fs::write(
         &path,
         serde_json::to_vec_pretty(report).map_err(std::io::Error::other)?,
     )?;
     Ok(path)
-}
-
-pub fn has(duts: &[Dut], d: Dut) -> bool {
-    duts.contains(&d)
 }

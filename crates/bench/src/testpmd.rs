@@ -12,7 +12,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::{Duration, Instant};
 
 use crate::p2p::{P2pConfig, Trial};
-use crate::{BenchError, Dut};
+use crate::{BenchError, Dut, Subject};
 
 /// `dpdk-testpmd` on PATH, if installed.
 pub fn find() -> Option<PathBuf> {
@@ -274,7 +274,7 @@ pub fn parse_port_stats(out: &str) -> Option<PortStats> {
 /// testpmd txonly (client, sender CPU) → testpmd rxonly (server, receiver CPU).
 pub fn p2p_trial(cfg: &P2pConfig, size: usize, rep: usize) -> Result<Trial, BenchError> {
     let fail = |msg: String| BenchError::Trial {
-        dut: Dut::Testpmd,
+        dut: Subject::plain(Dut::Testpmd),
         size,
         msg,
     };
@@ -351,7 +351,7 @@ pub fn p2p_trial(cfg: &P2pConfig, size: usize, rep: usize) -> Result<Trial, Benc
         window_s: window,
         lost: txs.tx_packets as i64 - rxs.rx_packets as i64,
         note: format!("rx_missed={} rx_errors={}", rxs.rx_missed, rxs.rx_errors),
-        ..Trial::new(Dut::Testpmd, size, rep)
+        ..Trial::new(Subject::plain(Dut::Testpmd), size, rep)
     })
 }
 

@@ -12,7 +12,7 @@ pub mod run;
 pub mod stats;
 
 pub use frame::{FrameSpec, Probe};
-pub use run::{GenConfig, Role, run};
+pub use run::{GenConfig, Role, Session, run};
 pub use stats::{GenReport, RxStats};
 
 /// Nanoseconds on CLOCK_MONOTONIC: comparable between processes on one machine.

@@ -23,6 +23,10 @@ pub struct GenConfig {
     pub role: Role,
     pub socket: SocketPath,
     pub iface: InterfaceConfig,
+    /// Loop mode: also connect this interface (same socket, same role) and receive on it what
+    /// a device under test forwarded from `iface`. One loop on one core then both sends and
+    /// receives, as a two-port traffic generator does.
+    pub rx_iface: Option<InterfaceConfig>,
     pub spec: FrameSpec,
     pub send: bool,
     pub receive: bool,
@@ -46,6 +50,7 @@ impl Default for GenConfig {
             role: Role::Secondary,
             socket: SocketPath::parse("/run/veclane/memif.sock"),
             iface: InterfaceConfig::default(),
+            rx_iface: None,
             spec: FrameSpec::default(),
             send: true,
             receive: true,
@@ -108,192 +113,279 @@ impl Endpoint {
 }
 
 /// Runs one generator/sink until its send budget is spent and the return traffic drained, the
-/// peer leaves, or `stop` is set.
+/// peer leaves, or `stop` is set; then disconnects.
 pub fn run(cfg: &GenConfig, stop: &AtomicBool) -> Result<GenReport, GenError> {
-    if cfg.burst == 0 || cfg.burst > 256 {
-        return Err(GenError::Config(format!(
-            "burst {} must be 1..=256",
-            cfg.burst
-        )));
-    }
-    if let Some(r) = cfg.rate_pps
-        && !(r > 0.0 && r.is_finite())
-    {
-        return Err(GenError::Config(format!("rate {r} pps must be positive")));
-    }
-    let template = cfg
-        .spec
-        .template()
-        .map_err(|e| GenError::Config(e.to_string()))?;
-    if let Some(cpu) = cfg.cpu {
-        crate::pin_to_cpu(cpu)
-            .map_err(|e| GenError::Config(format!("cannot pin to CPU {cpu}: {e}")))?;
-    }
-    let mut ep = match cfg.role {
-        Role::Primary => Endpoint::Primary(
-            Listener::bind(&cfg.socket, vec![cfg.iface.clone()])
-                .map_err(|e| GenError::Memif(e.to_string()))?,
-        ),
-        Role::Secondary => Endpoint::Secondary(
-            Client::new(&cfg.socket, vec![cfg.iface.clone()])
-                .map_err(|e| GenError::Memif(e.to_string()))?,
-        ),
-    };
-    let deadline = Instant::now() + cfg.connect_timeout;
-    let mut queues = loop {
-        if stop.load(Ordering::Relaxed) || Instant::now() >= deadline {
-            let detail = match &ep {
-                Endpoint::Secondary(c) => c
-                    .last_connect_error(cfg.iface.id)
-                    .map(|e| format!(" ({e})"))
-                    .unwrap_or_default(),
-                Endpoint::Primary(_) => String::new(),
-            };
-            return Err(GenError::NoPeer {
-                socket: cfg.socket.to_string(),
-                secs: cfg.connect_timeout.as_secs(),
-                detail,
-            });
-        }
-        if let Some(Event::Connected { queues, .. }) = ep
-            .poll(Duration::from_millis(10))
-            .map_err(|e| GenError::Memif(e.to_string()))?
-        {
-            break queues;
-        }
-    };
-    // Local buffers hold a whole frame, as testpmd's mbufs do when it is given --mbuf-size for
-    // jumbo frames: one copy per frame on receive instead of a chain of 2 KiB pieces.
-    let data_size = cfg.spec.size.next_multiple_of(1024).clamp(2048, 64512) as u16;
-    let count = if data_size > 2048 { 4096 } else { 16384 };
-    let mut pool = Pool::new(PoolConfig {
-        count,
-        data_size,
-        ..Default::default()
-    })
-    .map_err(|e| GenError::Config(e.to_string()))?;
-    let mut report = GenReport {
-        role: match cfg.role {
-            Role::Primary => "primary".into(),
-            Role::Secondary => "secondary".into(),
-        },
-        frame_size: cfg.spec.size,
-        ..Default::default()
-    };
-    let mut rx = RxStats::default();
-    let mut sender = Sender::new(cfg, &template, &mut pool);
-    let start = Instant::now();
-    let mut last_rx = Instant::now();
-    let mut send_end: Option<Instant> = None;
-    let mut iter = 0u64;
-    let mut out = Vec::with_capacity(256);
-    let mut hdr = [0u8; PROBE_OFFSET + PROBE_LEN];
-    // Receive at most ~256 KiB per burst: a burst's copies should stay in this core's L2
-    // (256 jumbo frames would be 2.3 MB and write back to memory before we read them).
-    let rx_burst = (RX_BURST_BYTES / cfg.spec.size.max(1)).clamp(8, 256);
-    loop {
-        iter += 1;
-        let sending = cfg.send && !sender.done(cfg, start);
-        if sending {
-            let r = match &mut queues {
-                Queues::Secondary(q) => sender.send_secondary(cfg, q, start),
-                Queues::Primary(q) => sender.send_primary(cfg, q, &mut pool, start),
-            };
-            if r.is_err() {
-                break;
-            }
-        }
-        let mut got = 0usize;
-        if cfg.receive {
-            let now = now_ns();
-            let res = match &mut queues {
-                Queues::Primary(q) => q.rx.iter_mut().try_for_each(|r| {
-                    out.clear();
-                    r.recv(&mut pool, &mut out, rx_burst)?;
-                    for &h in &out {
-                        let d = pool.data(h);
-                        rx.record(pool.meta(h).total_len as usize, Probe::parse(d), now);
-                    }
-                    got += out.len();
-                    pool.free_bulk(&out);
-                    Ok(())
-                }),
-                Queues::Secondary(q) => q.rx.iter_mut().try_for_each(|r| {
-                    got += r.recv_with(rx_burst, |pkt| {
-                        let n = pkt.read(0, &mut hdr);
-                        rx.record(pkt.len(), Probe::parse(&hdr[..n]), now);
-                    })?;
-                    Ok::<(), memif::LinkDown>(())
-                }),
-            };
-            if res.is_err() {
-                break;
-            }
-        }
-        if got > 0 {
-            last_rx = Instant::now();
-        }
-        if stop.load(Ordering::Relaxed) {
-            break;
-        }
-        if !sending {
-            if cfg.send {
-                // Sent everything. Stop once the peer has taken every frame off our rings (so
-                // that leaving does not discard frames in flight) and the return traffic, if
-                // any, has drained; both waits are bounded by `drain`.
-                let ended = *send_end.get_or_insert_with(Instant::now);
-                let flushed = match &queues {
-                    Queues::Secondary(q) => {
-                        q.tx.iter().all(|t| t.in_flight().map_or(true, |n| n == 0))
-                    }
-                    Queues::Primary(_) => true,
-                };
-                let waited = ended.elapsed() >= cfg.drain;
-                if (flushed || waited) && (!cfg.receive || last_rx.elapsed() >= cfg.drain) {
-                    break;
-                }
-            } else if start.elapsed() >= cfg.duration {
-                // Receive only: `duration` bounds the whole run; the peer leaving ends it sooner.
-                break;
-            }
-        }
-        // An idle sink sleeps on its ring's eventfd (the sender signals once we unmask), so
-        // waiting for traffic costs no CPU.
-        if got == 0 && !cfg.send && last_rx.elapsed() >= Duration::from_millis(100) {
-            match &queues {
-                Queues::Primary(q) => drop(q.rx.first().map(|r| r.wait(50))),
-                Queues::Secondary(q) => drop(q.rx.first().map(|r| r.wait(50))),
-            }
-        }
-        // Control traffic (peer leaving) is checked every few thousand bursts, or at once when idle.
-        if iter.is_multiple_of(4096) || (got == 0 && !sending) {
-            match ep.poll(Duration::ZERO) {
-                Ok(Some(Event::Disconnected { .. })) => break,
-                Ok(_) => {}
-                Err(e) => return Err(GenError::Memif(e.to_string())),
-            }
-        }
-    }
-    report.tx_packets = sender.sent;
-    let (txs, bad) = match &queues {
-        Queues::Secondary(q) => (
-            q.tx.iter().map(|t| t.stats()).collect::<Vec<_>>(),
-            q.rx.iter().map(|r| r.stats().drop_bad_desc).sum(),
-        ),
-        Queues::Primary(q) => (
-            q.tx.iter().map(|t| t.stats()).collect(),
-            q.rx.iter().map(|r| r.stats().drop_bad_desc).sum(),
-        ),
-    };
-    report.tx_ring_full = txs.iter().map(|s| s.tx_no_room).sum();
-    report.rx_bad_desc = bad;
-    report.fill_rx(&rx);
+    let mut session = Session::connect(cfg, stop)?;
+    let mut report = session.run(cfg, stop)?;
     // Let the peer see a clean DISCONNECT before we report.
-    drop(queues);
-    let st = ep.status();
+    let st = session.close();
     report.connects = st.connects;
     report.last_disconnect_reason = st.last_disconnect_reason;
     Ok(report)
+}
+
+/// A connected generator: its interfaces, queues and local buffers. A harness keeps it
+/// connected after a run to read the peer's counters while the link is still up (a DPDK
+/// `net_memif` port reports zero once its peer has gone).
+pub struct Session {
+    ep: Endpoint,
+    /// `peers[0]` is the interface we send on; all of them are received from.
+    peers: Vec<Queues>,
+    pool: Pool,
+    template: Vec<u8>,
+}
+
+impl core::fmt::Debug for Session {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Session")
+            .field("interfaces", &self.peers.len())
+            .field("frame", &self.template.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Session {
+    /// Checks `cfg`, pins the calling thread to `cfg.cpu`, and connects every interface (waiting
+    /// up to `cfg.connect_timeout`).
+    pub fn connect(cfg: &GenConfig, stop: &AtomicBool) -> Result<Session, GenError> {
+        if cfg.burst == 0 || cfg.burst > 256 {
+            return Err(GenError::Config(format!(
+                "burst {} must be 1..=256",
+                cfg.burst
+            )));
+        }
+        if let Some(r) = cfg.rate_pps
+            && !(r > 0.0 && r.is_finite())
+        {
+            return Err(GenError::Config(format!("rate {r} pps must be positive")));
+        }
+        let template = cfg
+            .spec
+            .template()
+            .map_err(|e| GenError::Config(e.to_string()))?;
+        if let Some(cpu) = cfg.cpu {
+            crate::pin_to_cpu(cpu)
+                .map_err(|e| GenError::Config(format!("cannot pin to CPU {cpu}: {e}")))?;
+        }
+        let mut ifaces = vec![cfg.iface.clone()];
+        if let Some(r) = &cfg.rx_iface {
+            if r.id == cfg.iface.id {
+                return Err(GenError::Config(format!(
+                    "the receive interface must differ from the send interface (both are id {})",
+                    r.id
+                )));
+            }
+            ifaces.push(r.clone());
+        }
+        let mut ep = match cfg.role {
+            Role::Primary => Endpoint::Primary(
+                Listener::bind(&cfg.socket, ifaces.clone())
+                    .map_err(|e| GenError::Memif(e.to_string()))?,
+            ),
+            Role::Secondary => Endpoint::Secondary(
+                Client::new(&cfg.socket, ifaces.clone())
+                    .map_err(|e| GenError::Memif(e.to_string()))?,
+            ),
+        };
+        // Every interface must connect; `peers[0]` is the one we send on.
+        let deadline = Instant::now() + cfg.connect_timeout;
+        let mut slots: Vec<Option<Queues>> = ifaces.iter().map(|_| None).collect();
+        while slots.iter().any(Option::is_none) {
+            if stop.load(Ordering::Relaxed) || Instant::now() >= deadline {
+                let missing = ifaces[slots.iter().position(Option::is_none).unwrap_or(0)].id;
+                let detail = match &ep {
+                    Endpoint::Secondary(c) => c
+                        .last_connect_error(missing)
+                        .map(|e| format!(" ({e})"))
+                        .unwrap_or_default(),
+                    Endpoint::Primary(_) => String::new(),
+                };
+                return Err(GenError::NoPeer {
+                    socket: format!("{} (interface id {missing})", cfg.socket),
+                    secs: cfg.connect_timeout.as_secs(),
+                    detail,
+                });
+            }
+            match ep
+                .poll(Duration::from_millis(10))
+                .map_err(|e| GenError::Memif(e.to_string()))?
+            {
+                Some(Event::Connected { id, queues, .. }) => {
+                    if let Some(i) = ifaces.iter().position(|f| f.id == id) {
+                        slots[i] = Some(queues);
+                    }
+                }
+                Some(Event::Disconnected { id, .. }) => {
+                    if let Some(i) = ifaces.iter().position(|f| f.id == id) {
+                        slots[i] = None;
+                    }
+                }
+                None => {}
+            }
+        }
+        let peers: Vec<Queues> = slots.into_iter().flatten().collect();
+        // Local buffers hold a whole frame, as testpmd's mbufs do when it is given --mbuf-size for
+        // jumbo frames: one copy per frame on receive instead of a chain of 2 KiB pieces.
+        let data_size = cfg.spec.size.next_multiple_of(1024).clamp(2048, 64512) as u16;
+        let count = if data_size > 2048 { 4096 } else { 16384 };
+        let pool = Pool::new(PoolConfig {
+            count,
+            data_size,
+            ..Default::default()
+        })
+        .map_err(|e| GenError::Config(e.to_string()))?;
+        Ok(Session {
+            ep,
+            peers,
+            pool,
+            template,
+        })
+    }
+
+    /// Sends per `cfg` (rate, count, duration) while receiving, until the send budget is spent
+    /// and the return traffic drained, the peer leaves, or `stop` is set. Counters in the report
+    /// cover this run only.
+    pub fn run(&mut self, cfg: &GenConfig, stop: &AtomicBool) -> Result<GenReport, GenError> {
+        let Session {
+            ep,
+            peers,
+            pool,
+            template,
+        } = self;
+        let (ring_full0, bad0) = tx_rx_counts(peers);
+        let mut report = GenReport {
+            role: match cfg.role {
+                Role::Primary => "primary".into(),
+                Role::Secondary => "secondary".into(),
+            },
+            frame_size: cfg.spec.size,
+            ..Default::default()
+        };
+        let mut rx = RxStats::default();
+        let mut sender = Sender::new(cfg, template, pool);
+        let start = Instant::now();
+        let mut last_rx = Instant::now();
+        let mut send_end: Option<Instant> = None;
+        let mut iter = 0u64;
+        let mut out = Vec::with_capacity(256);
+        let mut hdr = [0u8; PROBE_OFFSET + PROBE_LEN];
+        // Receive at most ~256 KiB per burst: a burst's copies should stay in this core's L2
+        // (256 jumbo frames would be 2.3 MB and write back to memory before we read them).
+        let rx_burst = (RX_BURST_BYTES / cfg.spec.size.max(1)).clamp(8, 256);
+        loop {
+            iter += 1;
+            let sending = cfg.send && !sender.done(cfg, start);
+            if sending {
+                let r = match &mut peers[0] {
+                    Queues::Secondary(q) => sender.send_secondary(cfg, q, start),
+                    Queues::Primary(q) => sender.send_primary(cfg, q, pool, start),
+                };
+                if r.is_err() {
+                    break;
+                }
+            }
+            let mut got = 0usize;
+            if cfg.receive {
+                let now = now_ns();
+                // In loop mode the send interface's own rx is drained too (a DUT may answer there).
+                let res = peers.iter_mut().try_for_each(|q| match q {
+                    Queues::Primary(q) => q.rx.iter_mut().try_for_each(|r| {
+                        out.clear();
+                        r.recv(pool, &mut out, rx_burst)?;
+                        for &h in &out {
+                            let d = pool.data(h);
+                            rx.record(pool.meta(h).total_len as usize, Probe::parse(d), now);
+                        }
+                        got += out.len();
+                        pool.free_bulk(&out);
+                        Ok(())
+                    }),
+                    Queues::Secondary(q) => q.rx.iter_mut().try_for_each(|r| {
+                        got += r.recv_with(rx_burst, |pkt| {
+                            let n = pkt.read(0, &mut hdr);
+                            rx.record(pkt.len(), Probe::parse(&hdr[..n]), now);
+                        })?;
+                        Ok::<(), memif::LinkDown>(())
+                    }),
+                });
+                if res.is_err() {
+                    break;
+                }
+            }
+            if got > 0 {
+                last_rx = Instant::now();
+            }
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
+            if !sending {
+                if cfg.send {
+                    // Sent everything. Stop once the peer has taken every frame off our rings (so
+                    // that leaving does not discard frames in flight) and the return traffic, if
+                    // any, has drained; both waits are bounded by `drain`.
+                    let ended = *send_end.get_or_insert_with(Instant::now);
+                    let flushed = match &peers[0] {
+                        Queues::Secondary(q) => {
+                            q.tx.iter().all(|t| t.in_flight().map_or(true, |n| n == 0))
+                        }
+                        Queues::Primary(_) => true,
+                    };
+                    let waited = ended.elapsed() >= cfg.drain;
+                    if (flushed || waited) && (!cfg.receive || last_rx.elapsed() >= cfg.drain) {
+                        break;
+                    }
+                } else if start.elapsed() >= cfg.duration {
+                    // Receive only: `duration` bounds the whole run; the peer leaving ends it sooner.
+                    break;
+                }
+            }
+            // An idle sink sleeps on its ring's eventfd (the sender signals once we unmask), so
+            // waiting for traffic costs no CPU.
+            if got == 0 && !cfg.send && last_rx.elapsed() >= Duration::from_millis(100) {
+                match peers.last().expect("at least one interface") {
+                    Queues::Primary(q) => drop(q.rx.first().map(|r| r.wait(50))),
+                    Queues::Secondary(q) => drop(q.rx.first().map(|r| r.wait(50))),
+                }
+            }
+            // Control traffic (peer leaving) is checked every few thousand bursts, or at once when idle.
+            if iter.is_multiple_of(4096) || (got == 0 && !sending) {
+                match ep.poll(Duration::ZERO) {
+                    Ok(Some(Event::Disconnected { .. })) => break,
+                    Ok(_) => {}
+                    Err(e) => return Err(GenError::Memif(e.to_string())),
+                }
+            }
+        }
+        report.tx_packets = sender.sent;
+        let (ring_full, bad) = tx_rx_counts(peers);
+        report.tx_ring_full = ring_full - ring_full0;
+        report.rx_bad_desc = bad - bad0;
+        report.fill_rx(&rx);
+        Ok(report)
+    }
+
+    /// Disconnects; returns the send interface's status (connects, last reason).
+    pub fn close(self) -> memif::InterfaceStatus {
+        let Session { ep, peers, .. } = self;
+        drop(peers);
+        ep.status()
+    }
+}
+
+/// Frames the send interface's rings had no room for, and bad descriptors on every rx ring.
+fn tx_rx_counts(peers: &[Queues]) -> (u64, u64) {
+    let ring_full = match &peers[0] {
+        Queues::Secondary(q) => q.tx.iter().map(|t| t.stats().tx_no_room).sum(),
+        Queues::Primary(q) => q.tx.iter().map(|t| t.stats().tx_no_room).sum(),
+    };
+    let bad = peers
+        .iter()
+        .map(|q| match q {
+            Queues::Secondary(q) => q.rx.iter().map(|r| r.stats().drop_bad_desc).sum::<u64>(),
+            Queues::Primary(q) => q.rx.iter().map(|r| r.stats().drop_bad_desc).sum(),
+        })
+        .sum();
+    (ring_full, bad)
 }
 
 const RX_BURST_BYTES: usize = 256 * 1024;

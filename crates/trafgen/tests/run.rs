@@ -140,3 +140,98 @@ fn bad_settings_are_refused_with_a_reason() {
         "{e}"
     );
 }
+
+/// A wire: a primary with interfaces 0 and 1 that sends out of 1 whatever arrives on 0.
+fn wire(socket: SocketPath, stop: &AtomicBool) -> u64 {
+    use memif::{Event, Listener};
+    let ifaces = [0u32, 1]
+        .map(|id| InterfaceConfig {
+            id,
+            log2_ring_size: 12,
+            ..Default::default()
+        })
+        .to_vec();
+    let mut l = Listener::bind(&socket, ifaces).unwrap();
+    let mut pool = buffer::Pool::new(buffer::PoolConfig::default()).unwrap();
+    let (mut a, mut b) = (None, None);
+    let mut forwarded = 0u64;
+    let mut pkts = Vec::new();
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        l.poll(Duration::ZERO).unwrap();
+        while let Some(ev) = l.next_event() {
+            if let Event::Connected { id, queues, .. } = ev {
+                *if id == 0 { &mut a } else { &mut b } = Some(queues);
+            }
+        }
+        let (Some(a), Some(b)) = (a.as_mut(), b.as_mut()) else {
+            std::thread::sleep(Duration::from_millis(1));
+            continue;
+        };
+        pkts.clear();
+        if a.rx[0].recv(&mut pool, &mut pkts, 64).is_err() {
+            break;
+        }
+        let mut off = 0;
+        while off < pkts.len() {
+            match b.tx[0].send(&pool, &pkts[off..]) {
+                Ok(n) => off += n,
+                Err(_) => return forwarded,
+            }
+        }
+        forwarded += pkts.len() as u64;
+        pool.free_bulk(&pkts);
+    }
+    forwarded
+}
+
+#[test]
+fn loop_mode_sends_on_one_interface_and_receives_on_the_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = SocketPath::File(dir.path().join("w.sock"));
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let (ws, stop) = (socket.clone(), &stop);
+        let w = s.spawn(move || wire(ws, stop));
+        std::thread::sleep(Duration::from_millis(50));
+        let r = trafgen::run(
+            &GenConfig {
+                socket: socket.clone(),
+                iface: InterfaceConfig {
+                    id: 0,
+                    ..Default::default()
+                },
+                rx_iface: Some(InterfaceConfig {
+                    id: 1,
+                    ..Default::default()
+                }),
+                spec: FrameSpec {
+                    size: 512,
+                    ..Default::default()
+                },
+                count: Some(20_000),
+                duration: Duration::from_secs(30),
+                ..Default::default()
+            },
+            stop,
+        )
+        .unwrap();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let forwarded = w.join().unwrap();
+        assert_eq!(r.tx_packets, 20_000);
+        assert_eq!(forwarded, 20_000);
+        assert_eq!((r.rx_packets, r.rx_bytes), (20_000, 20_000 * 512));
+        assert_eq!((r.rx_seq_gaps, r.rx_reordered, r.rx_foreign), (0, 0, 0));
+        // The same interface twice is refused.
+        let e = trafgen::run(
+            &GenConfig {
+                socket,
+                rx_iface: Some(InterfaceConfig::default()),
+                ..Default::default()
+            },
+            &AtomicBool::new(false),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("must differ"), "{e}");
+    });
+}

@@ -1,15 +1,27 @@
 //! `veclane bench`.
 
 use anyhow::bail;
-use bench::Dut;
+use bench::l3fwd::{self, L3fwdConfig};
 use bench::p2p::{self, P2pConfig};
-use bench::report::{self, Environment, P2pReport};
+use bench::report::{self, Environment, Report};
+use bench::trial::Trial;
+use bench::{CopyMode, Dut, Subject};
 use clap::{Args, ValueEnum};
 
-#[derive(Debug, Clone, Copy, ValueEnum)]
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
 pub enum Scenario {
     /// One memif: generator (secondary) → receiver (primary).
     P2p,
+    /// Generator → memif → DUT (routes between two memif interfaces) → memif → generator.
+    L3fwd,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum CopyArg {
+    /// Payload copied once, peer to peer.
+    Single,
+    /// Payload copied into local buffers and out again (VPP's path).
+    Two,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -22,8 +34,9 @@ pub enum DutArg {
 pub struct BenchArgs {
     #[arg(value_enum, default_value = "p2p")]
     scenario: Scenario,
-    /// Frame sizes in bytes (no FCS).
-    #[arg(long, value_delimiter = ',', default_values_t = [64usize, 128, 256, 512, 1024, 1500, 9000])]
+    /// Frame sizes in bytes (no FCS) [default: p2p 64,128,256,512,1024,1500,9000; l3fwd
+    /// 64,128,256,512,1024,1500].
+    #[arg(long, value_delimiter = ',')]
     sizes: Vec<usize>,
     /// Devices under test, interleaved in this order.
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = [DutArg::Veclane, DutArg::Testpmd])]
@@ -34,10 +47,18 @@ pub struct BenchArgs {
     /// Trials per (DUT, size); the table shows the median.
     #[arg(long, default_value_t = 3)]
     reps: usize,
-    #[arg(long, default_value_t = 0)]
+    /// veclane's copy modes to measure (l3fwd), each a column of its own.
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [CopyArg::Single, CopyArg::Two])]
+    copy: Vec<CopyArg>,
+    /// CPU of the sender (p2p) or the generator (l3fwd).
+    #[arg(long, visible_alias = "gen-cpu", default_value_t = 0)]
     sender_cpu: usize,
-    #[arg(long, default_value_t = 1)]
+    /// CPU of the receiver (p2p) or the device under test (l3fwd).
+    #[arg(long, visible_alias = "dut-cpu", default_value_t = 1)]
     receiver_cpu: usize,
+    /// Generator frames per burst (l3fwd).
+    #[arg(long, default_value_t = 64)]
+    burst: usize,
     #[arg(long, default_value_t = 10)]
     ring_log2: u8,
     #[arg(long, default_value_t = 2048)]
@@ -54,12 +75,48 @@ pub struct BenchArgs {
     allow_missing_peer: bool,
 }
 
+fn print_trial(done: usize, total: usize, t: &Trial) {
+    match &t.error {
+        None => eprintln!(
+            "[{done}/{total}] {:<14} {:>5} B  rep {}  {:>7.3} Mpps  tx {} rx {} lost {}  {} ({:.0}/{:.0} ns){}",
+            t.dut.to_string(),
+            t.size,
+            t.rep,
+            t.mpps,
+            t.tx_packets,
+            t.rx_packets,
+            t.lost,
+            t.placement,
+            t.probe_before_ns,
+            t.probe_after_ns,
+            if t.disagreements.is_empty() {
+                String::new()
+            } else {
+                format!("  COUNTERS DISAGREE: {}", t.disagreements.join("; "))
+            }
+        ),
+        Some(e) => eprintln!(
+            "[{done}/{total}] {:<14} {:>5} B  rep {}  FAILED: {e}",
+            t.dut.to_string(),
+            t.size,
+            t.rep
+        ),
+    }
+}
+
 pub fn run(a: BenchArgs) -> anyhow::Result<()> {
-    let Scenario::P2p = a.scenario;
     if a.reps == 0 || !a.trial_secs.is_finite() || a.trial_secs <= 0.0 {
         bail!("--reps must be at least 1 and --trial-secs positive");
     }
-    if let Some(s) = a.sizes.iter().find(|&&s| !(64..=9216).contains(&s)) {
+    let sizes = if a.sizes.is_empty() {
+        match a.scenario {
+            Scenario::P2p => vec![64, 128, 256, 512, 1024, 1500, 9000],
+            Scenario::L3fwd => vec![64, 128, 256, 512, 1024, 1500],
+        }
+    } else {
+        a.sizes.clone()
+    };
+    if let Some(s) = sizes.iter().find(|&&s| !(64..=9216).contains(&s)) {
         bail!("--sizes: {s} is outside 64..=9216");
     }
     if a.sender_cpu == a.receiver_cpu {
@@ -67,6 +124,12 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
             "--sender-cpu and --receiver-cpu must differ (both are {})",
             a.sender_cpu
         );
+    }
+    if a.burst == 0 || a.burst > 256 {
+        bail!("--burst {} must be 1..=256", a.burst);
+    }
+    if a.copy.is_empty() {
+        bail!("--copy needs at least one of single, two");
     }
     let testpmd_bin = bench::testpmd::find();
     let mut duts: Vec<Dut> = a
@@ -86,8 +149,98 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
         eprintln!("note: dpdk-testpmd not installed; measuring veclane only");
         duts.retain(|d| *d != Dut::Testpmd);
     }
+    match a.scenario {
+        Scenario::P2p => run_p2p(&a, sizes, duts, testpmd_bin),
+        Scenario::L3fwd => run_l3fwd(&a, sizes, duts, testpmd_bin),
+    }
+}
+
+fn finish<C: serde::Serialize>(
+    out: &std::path::Path,
+    rep: &Report<'_, C>,
+    trials: &[Trial],
+) -> anyhow::Result<()> {
+    let path = report::write_json(out, rep)?;
+    println!("\nJSON: {}", path.display());
+    let failed: Vec<_> = trials
+        .iter()
+        .filter_map(|t| t.error.as_ref().map(|e| (t.dut, t.size, e)))
+        .collect();
+    if !failed.is_empty() {
+        for (d, s, e) in &failed {
+            eprintln!("failed: {d} {s} B: {e}");
+        }
+        bail!("{} of {} trials failed", failed.len(), trials.len());
+    }
+    Ok(())
+}
+
+fn run_l3fwd(
+    a: &BenchArgs,
+    sizes: Vec<usize>,
+    duts: Vec<Dut>,
+    testpmd_bin: Option<std::path::PathBuf>,
+) -> anyhow::Result<()> {
+    let mut subjects = Vec::new();
+    if duts.contains(&Dut::Veclane) {
+        for c in &a.copy {
+            subjects.push(Subject {
+                dut: Dut::Veclane,
+                copy: Some(match c {
+                    CopyArg::Single => CopyMode::Single,
+                    CopyArg::Two => CopyMode::Two,
+                }),
+            });
+        }
+    }
+    if duts.contains(&Dut::Testpmd) {
+        subjects.push(Subject::plain(Dut::Testpmd));
+    }
+    let cfg = L3fwdConfig {
+        sizes,
+        trial_secs: a.trial_secs,
+        reps: a.reps,
+        duts: subjects,
+        gen_cpu: a.sender_cpu,
+        dut_cpu: a.receiver_cpu,
+        ring_log2: a.ring_log2,
+        buffer_size: a.buffer_size,
+        burst: a.burst,
+        wait_near_secs: a.wait_near.max(0.0),
+        veclane_bin: bench::veclane_bin(),
+        testpmd_bin,
+    };
+    let total = cfg.reps * cfg.sizes.len() * cfg.duts.len();
+    let mut done = 0;
+    let trials = l3fwd::run(&cfg, |t| {
+        done += 1;
+        print_trial(done, total, t);
+    });
+    let rows = bench::trial::rows(&trials, &cfg.sizes, &cfg.duts);
+    print!(
+        "\n{}",
+        report::grid(&l3fwd::head(&cfg), &cfg.sizes, &cfg.duts, &rows)
+    );
+    print!("\n{}", l3fwd::node_table(&cfg, &rows));
+    let rep = Report {
+        scenario: "l3fwd",
+        conventions: report::CONVENTIONS,
+        config: &cfg,
+        environment: Environment::probe(bench::testpmd::version()),
+        rows,
+        trials: &trials,
+    };
+    finish(&a.out, &rep, &trials)
+}
+
+fn run_p2p(
+    a: &BenchArgs,
+    sizes: Vec<usize>,
+    duts: Vec<Dut>,
+    testpmd_bin: Option<std::path::PathBuf>,
+) -> anyhow::Result<()> {
     let cfg = P2pConfig {
-        sizes: a.sizes,
+        sizes,
         trial_secs: a.trial_secs,
         reps: a.reps,
         duts,
@@ -103,48 +256,18 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
     let mut done = 0;
     let trials = p2p::run(&cfg, |t| {
         done += 1;
-        match &t.error {
-            None => eprintln!(
-                "[{done}/{total}] {:<8} {:>5} B  rep {}  {:>7.3} Mpps  tx {} rx {} lost {}  {} ({:.0}/{:.0} ns)",
-                t.dut,
-                t.size,
-                t.rep,
-                t.mpps,
-                t.tx_packets,
-                t.rx_packets,
-                t.lost,
-                t.placement,
-                t.probe_before_ns,
-                t.probe_after_ns
-            ),
-            Some(e) => eprintln!(
-                "[{done}/{total}] {:<8} {:>5} B  rep {}  FAILED: {e}",
-                t.dut, t.size, t.rep
-            ),
-        }
-    })?;
-    let rows = p2p::rows(&trials, &cfg);
-    let env = Environment::probe(bench::testpmd::version());
+        print_trial(done, total, t);
+    });
+    let subjects = p2p::subjects(&cfg);
+    let rows = bench::trial::rows(&trials, &cfg.sizes, &subjects);
     print!("\n{}", report::table(&cfg, &rows));
-    let rep = P2pReport {
+    let rep = Report {
         scenario: "p2p",
         conventions: report::CONVENTIONS,
         config: &cfg,
-        environment: env,
+        environment: Environment::probe(bench::testpmd::version()),
         rows,
         trials: &trials,
     };
-    let path = report::write_json(&a.out, &rep)?;
-    println!("\nJSON: {}", path.display());
-    let failed: Vec<_> = trials
-        .iter()
-        .filter_map(|t| t.error.as_ref().map(|e| (t.dut, t.size, e)))
-        .collect();
-    if !failed.is_empty() {
-        for (d, s, e) in &failed {
-            eprintln!("failed: {d} {s} B: {e}");
-        }
-        bail!("{} of {} trials failed", failed.len(), trials.len());
-    }
-    Ok(())
+    finish(&a.out, &rep, &trials)
 }

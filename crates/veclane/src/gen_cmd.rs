@@ -27,6 +27,10 @@ pub struct GenArgs {
     /// memif interface id.
     #[arg(long, default_value_t = 0)]
     id: u32,
+    /// Loop mode: also connect interface id N on the same socket and receive there what the
+    /// device under test forwarded from --id (one loop, one core, sends and receives).
+    #[arg(long, conflicts_with_all = ["tx_only", "rx_only"])]
+    rx_id: Option<u32>,
     #[arg(long)]
     secret: Option<String>,
     /// Frame size in bytes (Ethernet header to payload end, no FCS), 64..9216.
@@ -81,22 +85,24 @@ fn secs(name: &str, v: f64) -> anyhow::Result<Duration> {
 }
 
 pub fn run(a: GenArgs) -> anyhow::Result<()> {
+    let iface = |id: u32| InterfaceConfig {
+        id,
+        name: format!("gen{id}"),
+        secret: a.secret.clone(),
+        s2m_rings: a.queues,
+        m2s_rings: a.queues,
+        log2_ring_size: a.ring_log2,
+        buffer_size: a.buffer_size,
+        ..Default::default()
+    };
     let cfg = GenConfig {
         role: match a.role {
             RoleArg::Primary => Role::Primary,
             RoleArg::Secondary => Role::Secondary,
         },
         socket: SocketPath::parse(&a.socket),
-        iface: InterfaceConfig {
-            id: a.id,
-            name: format!("gen{}", a.id),
-            secret: a.secret.clone(),
-            s2m_rings: a.queues,
-            m2s_rings: a.queues,
-            log2_ring_size: a.ring_log2,
-            buffer_size: a.buffer_size,
-            ..Default::default()
-        },
+        iface: iface(a.id),
+        rx_iface: a.rx_id.map(iface),
         spec: FrameSpec {
             size: a.size,
             flows: a.flows,

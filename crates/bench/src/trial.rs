@@ -1,0 +1,208 @@
+//! What every scenario shares: a trial, the median rows built from trials, and the loop that
+//! interleaves DUTs (A B A B ...) with a placement probe around every trial.
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::placement::{self, Placement};
+use crate::{BenchError, Subject, median_min_max};
+
+/// One measured trial.
+#[derive(Debug, Clone, Serialize)]
+pub struct Trial {
+    pub dut: Subject,
+    pub size: usize,
+    pub rep: usize,
+    pub tx_packets: u64,
+    pub rx_packets: u64,
+    /// Receive rate in Mpps over the receiver's measurement window.
+    pub mpps: f64,
+    pub window_s: f64,
+    /// `tx - rx`, frames the sender counted as sent that never arrived.
+    pub lost: i64,
+    pub note: String,
+    /// Where the generator's counts and the DUT's own counters disagree (empty: they agree,
+    /// or the scenario has no DUT counters to compare).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub disagreements: Vec<String>,
+    /// Nanoseconds per packet in each graph node (veclane only), from `show runtime`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub node_ns: Vec<(String, f64)>,
+    /// One-way cache-line transfer between the two CPUs, before and after the trial.
+    pub probe_before_ns: f64,
+    pub probe_after_ns: f64,
+    pub placement: Placement,
+    /// Why the trial produced no number.
+    pub error: Option<String>,
+}
+
+impl Trial {
+    /// A trial of `dut` at `size` with nothing measured yet: the DUT drivers fill in counts and
+    /// rate, `run` fills in the placement probes (or the error).
+    pub fn new(dut: Subject, size: usize, rep: usize) -> Trial {
+        Trial {
+            dut,
+            size,
+            rep,
+            tx_packets: 0,
+            rx_packets: 0,
+            mpps: f64::NAN,
+            window_s: 0.0,
+            lost: 0,
+            note: String::new(),
+            disagreements: Vec::new(),
+            node_ns: Vec::new(),
+            probe_before_ns: 0.0,
+            probe_after_ns: 0.0,
+            placement: Placement::Mixed,
+            error: None,
+        }
+    }
+}
+
+/// Median of the trials of one (DUT, size).
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub dut: Subject,
+    pub size: usize,
+    pub mpps: f64,
+    pub mpps_min: f64,
+    pub mpps_max: f64,
+    /// size × 8 × pps.
+    pub gbps_l2: f64,
+    /// (size + 20) × 8 × pps.
+    pub gbps_l1: f64,
+    pub loss_ratio: f64,
+    /// Trials behind the median, and which placement they share.
+    pub trials: usize,
+    pub basis: Placement,
+    /// Trials of this (DUT, size) in all, failed ones included.
+    pub trials_run: usize,
+    /// Trials behind the median whose counts disagreed with the DUT's counters.
+    pub disagreeing: usize,
+    /// Median nanoseconds per packet per node over the trials behind the median (veclane).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub node_ns: Vec<(String, f64)>,
+}
+
+/// One row per (size, DUT) that has a successful trial.
+pub fn rows(trials: &[Trial], sizes: &[usize], duts: &[Subject]) -> Vec<Row> {
+    let mut out = Vec::new();
+    for &size in sizes {
+        for &dut in duts {
+            let all: Vec<&Trial> = trials
+                .iter()
+                .filter(|t| t.dut == dut && t.size == size)
+                .collect();
+            let ok: Vec<&Trial> = all.iter().copied().filter(|t| t.error.is_none()).collect();
+            // Near trials when there are any (the state memif is meant to run in), else mid,
+            // else far; mixed trials were cut by a flip and only count when nothing else exists.
+            let basis = [
+                Placement::Near,
+                Placement::Mid,
+                Placement::Far,
+                Placement::Mixed,
+            ]
+            .into_iter()
+            .find(|p| ok.iter().any(|t| t.placement == *p));
+            let Some(basis) = basis else { continue };
+            let t: Vec<&Trial> = ok
+                .iter()
+                .copied()
+                .filter(|t| t.placement == basis)
+                .collect();
+            let (m, lo, hi) = median_min_max(&t.iter().map(|t| t.mpps).collect::<Vec<_>>());
+            let tx: u64 = t.iter().map(|t| t.tx_packets).sum();
+            let lost: i64 = t.iter().map(|t| t.lost.max(0)).sum();
+            let mut node_ns = Vec::new();
+            if let Some(first) = t.first() {
+                for (name, _) in &first.node_ns {
+                    let v: Vec<f64> = t
+                        .iter()
+                        .filter_map(|x| x.node_ns.iter().find(|(n, _)| n == name).map(|p| p.1))
+                        .collect();
+                    node_ns.push((name.clone(), median_min_max(&v).0));
+                }
+            }
+            out.push(Row {
+                dut,
+                size,
+                mpps: m,
+                mpps_min: lo,
+                mpps_max: hi,
+                gbps_l2: m * 1e6 * size as f64 * 8.0 / 1e9,
+                gbps_l1: m * 1e6 * (size as f64 + 20.0) * 8.0 / 1e9,
+                loss_ratio: if tx > 0 { lost as f64 / tx as f64 } else { 0.0 },
+                trials: t.len(),
+                basis,
+                trials_run: all.len(),
+                disagreeing: t.iter().filter(|x| !x.disagreements.is_empty()).count(),
+                node_ns,
+            });
+        }
+    }
+    out
+}
+
+/// How trials are laid out in time.
+#[derive(Debug, Clone, Copy)]
+pub struct Schedule<'a> {
+    pub sizes: &'a [usize],
+    pub duts: &'a [Subject],
+    pub reps: usize,
+    /// The two CPUs the scenario runs on (probed for placement).
+    pub cpus: (usize, usize),
+    /// Before each trial, wait up to this long for the CPUs to be near (0: do not wait).
+    pub wait_near_secs: f64,
+}
+
+/// Runs every (rep, size, DUT) trial, DUTs interleaved; `progress` sees each finished trial.
+/// A trial that fails is kept with its reason and the run goes on.
+pub fn run(
+    s: Schedule<'_>,
+    mut one: impl FnMut(Subject, usize, usize) -> Result<Trial, BenchError>,
+    mut progress: impl FnMut(&Trial),
+) -> Vec<Trial> {
+    let mut trials = Vec::new();
+    let (a, b) = s.cpus;
+    for rep in 0..s.reps {
+        for &size in s.sizes {
+            for &dut in s.duts {
+                let before = if s.wait_near_secs > 0.0 {
+                    placement::wait_near(a, b, Duration::from_secs_f64(s.wait_near_secs))
+                } else {
+                    placement::probe(a, b, 20_000)
+                };
+                let r = one(dut, size, rep);
+                let after = placement::probe(a, b, 20_000);
+                let mut t = r.unwrap_or_else(|e| Trial {
+                    error: Some(e.to_string()),
+                    ..Trial::new(dut, size, rep)
+                });
+                t.probe_before_ns = before;
+                t.probe_after_ns = after;
+                t.placement = Placement::of(before, after);
+                progress(&t);
+                trials.push(t);
+            }
+        }
+    }
+    trials
+}
+
+/// A trial is only valid if the receiver saw frames of the size asked for: a DUT that quietly
+/// sends something else (testpmd's txonly falls back to 64-byte frames when a frame does not
+/// fit its mbuf) must not produce a number.
+pub fn check_frame_size(bytes: u64, packets: u64, size: usize) -> Result<(), String> {
+    if packets == 0 {
+        return Err("receiver counted no frames".into());
+    }
+    let avg = bytes as f64 / packets as f64;
+    if (avg - size as f64).abs() > 0.5 {
+        return Err(format!(
+            "received frames average {avg:.1} B, not the {size} B asked for"
+        ));
+    }
+    Ok(())
+}

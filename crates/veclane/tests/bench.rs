@@ -1,0 +1,89 @@
+//! `veclane bench` end to end, short trials: every DUT produces a rate, and the generator's
+//! counts agree with each DUT's own counters.
+
+use std::process::Command;
+
+fn bench(args: &[&str]) -> serde_json::Value {
+    let out = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_veclane"))
+        .arg("bench")
+        .args(args)
+        .args([
+            "--reps",
+            "1",
+            "--trial-secs",
+            "0.5",
+            "--wait-near",
+            "0",
+            "--out",
+        ])
+        .arg(out.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{args:?}\n{stdout}\n{stderr}");
+    let json = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("JSON: "))
+        .unwrap_or_else(|| panic!("no JSON path in\n{stdout}"));
+    serde_json::from_slice(&std::fs::read(json).unwrap()).unwrap()
+}
+
+fn testpmd_args() -> Vec<&'static str> {
+    if bench::testpmd::find().is_some() {
+        vec![]
+    } else {
+        // CI installs DPDK; a developer machine without it still checks veclane.
+        eprintln!("dpdk-testpmd not installed: measuring veclane only");
+        vec!["--dut", "veclane"]
+    }
+}
+
+#[test]
+fn l3fwd_measures_every_dut_and_the_counters_agree() {
+    let mut args = vec!["l3fwd", "--sizes", "64,1500"];
+    args.extend(testpmd_args());
+    let r = bench(&args);
+    let trials = r["trials"].as_array().unwrap();
+    let duts: Vec<String> = trials
+        .iter()
+        .map(|t| format!("{}/{}", t["dut"]["dut"], t["dut"]["copy"]))
+        .collect();
+    assert!(duts.iter().any(|d| d.contains("single")), "{duts:?}");
+    assert!(duts.iter().any(|d| d.contains("two")), "{duts:?}");
+    for t in trials {
+        assert!(t["error"].is_null(), "{t}");
+        assert!(t["rx_packets"].as_u64().unwrap() > 1000, "{t}");
+        assert!(t["mpps"].as_f64().unwrap() > 0.0, "{t}");
+        assert!(t.get("disagreements").is_none(), "{t}");
+        if t["dut"]["dut"] == "veclane" {
+            let nodes: Vec<&str> = t["node_ns"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|n| n[0].as_str().unwrap())
+                .collect();
+            for want in [
+                "memif-input",
+                "ip4-lookup",
+                "ip4-rewrite",
+                "interface-output",
+            ] {
+                assert!(nodes.contains(&want), "{want} missing from {nodes:?}");
+            }
+        }
+    }
+    assert_eq!(r["rows"].as_array().unwrap().len(), trials.len());
+}
+
+#[test]
+fn p2p_measures_every_dut() {
+    let mut args = vec!["p2p", "--sizes", "64"];
+    args.extend(testpmd_args());
+    let r = bench(&args);
+    for t in r["trials"].as_array().unwrap() {
+        assert!(t["error"].is_null(), "{t}");
+        assert!(t["rx_packets"].as_u64().unwrap() > 1000, "{t}");
+    }
+}
