@@ -209,9 +209,10 @@ impl Pool {
     }
 
     pub fn data_mut(&mut self, i: u32) -> &mut [u8] {
-        let m = self.meta[i as usize];
-        let start = i as usize * self.stride + usize::from(m.offset);
-        &mut self.mem[start..start + usize::from(m.len)]
+        let m = &self.meta[i as usize];
+        let (off, len) = (usize::from(m.offset), usize::from(m.len));
+        let start = i as usize * self.stride + off;
+        &mut self.mem[start..start + len]
     }
 
     /// The writable room from the data offset to the end of the buffer.
@@ -226,17 +227,36 @@ impl Pool {
     /// chain's `total_len` in step. Returns false, changing nothing, if the move would leave
     /// the buffer.
     pub fn advance(&mut self, b: u32, n: isize) -> bool {
-        let m = &mut self.meta[b as usize];
-        let off = m.offset as isize + n;
-        let len = m.len as isize - n;
         let end = usize::from(self.headroom) + usize::from(self.data_size);
-        if off < 0 || len < 0 || off as usize + len as usize > end {
+        let m = &mut self.meta[b as usize];
+        let (Some(off), Some(len)) = (
+            usize::from(m.offset).checked_add_signed(n),
+            usize::from(m.len).checked_add_signed(-n),
+        ) else {
+            return false;
+        };
+        if off + len > end {
             return false;
         }
         m.offset = off as u16;
         m.len = len as u16;
-        m.total_len = (m.total_len as isize - n).max(0) as u32;
+        m.total_len = (m.total_len as usize).saturating_add_signed(-n) as u32;
         true
+    }
+
+    /// Prepends `n` bytes of headroom to the data (as `advance(b, -n)`) and returns the data,
+    /// now starting with those bytes; `None` (nothing changed) if the headroom is too small.
+    /// One step instead of `advance` then `data_mut`, which would reload the metadata just
+    /// stored.
+    pub fn push_front(&mut self, b: u32, n: usize) -> Option<&mut [u8]> {
+        let m = &mut self.meta[b as usize];
+        let off = usize::from(m.offset).checked_sub(n)?;
+        let len = usize::from(m.len) + n;
+        m.offset = off as u16;
+        m.len = len as u16;
+        m.total_len += n as u32;
+        let start = b as usize * self.stride + off;
+        Some(&mut self.mem[start..start + len])
     }
 
     /// Shortens the packet that starts in this buffer's data to `len` bytes (trailing Ethernet
@@ -512,6 +532,21 @@ mod tests {
         assert!(!p.advance(b, 23), "past the data");
         p.truncate(b, 10);
         assert_eq!((p.data(b).len(), p.meta(b).total_len), (10, 10));
+    }
+
+    #[test]
+    fn push_front_prepends_like_advance() {
+        let mut p = small();
+        let b = p.from_bytes(&[1, 2, 3, 4]).unwrap();
+        let d = p.push_front(b, 14).unwrap();
+        assert_eq!((d.len(), &d[14..]), (18, &[1, 2, 3, 4][..]));
+        d[0] = 0xaa;
+        assert_eq!((p.data(b)[0], p.meta(b).total_len), (0xaa, 18));
+        assert!(
+            p.push_front(b, 3).is_none(),
+            "16 bytes of headroom, 14 used"
+        );
+        assert_eq!(p.data(b).len(), 18, "a refused push changes nothing");
     }
 
     #[test]

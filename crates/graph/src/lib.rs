@@ -332,10 +332,14 @@ impl Runtime {
         }
         // Run pending frames in node order until the graph is empty.
         while let Some(i) = self.slots.iter().position(|s| !s.pending.is_empty()) {
-            let take = self.slots[i].pending.len().min(FRAME_SIZE);
             let mut frame = std::mem::take(&mut self.buf_scratch);
             frame.clear();
-            frame.extend(self.slots[i].pending.drain(..take));
+            if self.slots[i].pending.len() <= FRAME_SIZE {
+                // The whole backlog is one frame: swap the vectors instead of copying.
+                std::mem::swap(&mut frame, &mut self.slots[i].pending);
+            } else {
+                frame.extend(self.slots[i].pending.drain(..FRAME_SIZE));
+            }
             let mut next = std::mem::take(&mut self.next_scratch);
             next.clear();
             next.resize(frame.len(), 0);
@@ -425,6 +429,17 @@ impl Runtime {
     /// Moves buffers to the pending frames of their next nodes. A next index the node did not
     /// declare is a bug in that node: the buffer is freed and counted, never lost.
     fn enqueue(&mut self, from: usize, bufs: &[u32], next: &[u16], pool: &mut Pool) {
+        let k = bufs.len().min(next.len());
+        let (bufs, next) = (&bufs[..k], &next[..k]);
+        // Most frames go to one next node whole: one bulk copy instead of a push per buffer.
+        if let Some(&n0) = next.first()
+            && next.iter().all(|&n| n == n0)
+            && n0 != CONSUMED
+            && let Some(&to) = self.slots[from].nexts.get(usize::from(n0))
+        {
+            self.slots[usize::from(to)].pending.extend_from_slice(bufs);
+            return;
+        }
         for (&b, &n) in bufs.iter().zip(next) {
             if n == CONSUMED {
                 continue;

@@ -50,7 +50,19 @@ impl Node for EthernetInput {
                 *n = NEXT_DROP;
                 continue;
             };
-            let (ethertype, dst) = match Ethernet::new_checked(ctx.pool.data(b)) {
+            let data = ctx.pool.data(b);
+            // Fast path: IPv4 unicast to this interface's MAC.
+            if let Some(h) = data.first_chunk::<14>()
+                && h[12..14] == [0x08, 0x00]
+                && h[..6] == ifc.mac
+                && !ctx.is_traced(b)
+            {
+                ctx.pool.meta_mut(b).vrf = ifc.vrf;
+                ctx.pool.advance(b, 14);
+                *n = NEXT_IP4;
+                continue;
+            }
+            let (ethertype, dst) = match Ethernet::new_checked(data) {
                 Ok(e) => (e.ethertype(), e.dst()),
                 Err(_) => {
                     ctx.count_error(E_SHORT);

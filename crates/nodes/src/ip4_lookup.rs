@@ -85,7 +85,7 @@ impl Node for Ip4Lookup {
                 t[4..].copy_from_slice(&adj.to_be_bytes());
                 ctx.trace(b, &t);
             }
-            *n = match adjs.get(adj as usize).copied().unwrap_or(Adjacency::Drop) {
+            *n = match adjs.get(adj as usize).unwrap_or(&Adjacency::Drop) {
                 Adjacency::Rewrite { .. } => {
                     ctx.pool.meta_mut(b).adj = adj;
                     NEXT_REWRITE

@@ -45,18 +45,30 @@ impl Node for Ip4Rewrite {
     fn process(&mut self, ctx: &mut Ctx<'_>, bufs: &[u32], next: &mut [u16]) {
         let adjs = self.shared.adjacencies.load();
         for (&b, n) in bufs.iter().zip(next.iter_mut()) {
-            let Some(Adjacency::Rewrite {
+            let m = ctx.pool.meta(b);
+            let local = m.flags & crate::LOCALLY_ORIGINATED != 0;
+            let Some(&Adjacency::Rewrite {
                 tx_if, dst, src, ..
-            }) = adjs.get(ctx.pool.meta(b).adj as usize).copied()
+            }) = adjs.get(m.adj as usize)
             else {
                 ctx.count_error(E_STALE_ADJ);
                 *n = NEXT_DROP;
                 continue;
             };
-            let local = ctx.pool.meta(b).flags & crate::LOCALLY_ORIGINATED != 0;
-            let ip = ctx.pool.data_mut(b);
-            if !local {
+            // Expose the room for the Ethernet header first, so that one slice covers both.
+            let Some(f) = ctx.pool.push_front(b, 14) else {
+                ctx.count_error(E_NO_HEADROOM);
+                *n = NEXT_DROP;
+                continue;
+            };
+            let Some((eth, ip)) = f.split_first_chunk_mut::<14>() else {
+                // `push_front` just made 14 bytes; unreachable.
+                *n = NEXT_DROP;
+                continue;
+            };
+            if !local && ip.len() >= 12 {
                 if ip[8] <= 1 {
+                    ctx.pool.advance(b, 14);
                     ctx.count_error(E_TTL_EXPIRED);
                     ctx.pool.meta_mut(b).error = TTL_EXCEEDED;
                     *n = NEXT_ICMP_ERROR;
@@ -64,16 +76,10 @@ impl Node for Ip4Rewrite {
                 }
                 let old = u16::from_be_bytes([ip[8], ip[9]]);
                 ip[8] -= 1;
-                let new = u16::from_be_bytes([ip[8], ip[9]]);
+                let new = old - 0x100;
                 let c = checksum::update(u16::from_be_bytes([ip[10], ip[11]]), old, new);
                 ip[10..12].copy_from_slice(&c.to_be_bytes());
             }
-            if !ctx.pool.advance(b, -14) {
-                ctx.count_error(E_NO_HEADROOM);
-                *n = NEXT_DROP;
-                continue;
-            }
-            let eth = ctx.pool.data_mut(b);
             eth[0..6].copy_from_slice(&dst);
             eth[6..12].copy_from_slice(&src);
             eth[12..14].copy_from_slice(&[0x08, 0x00]);
