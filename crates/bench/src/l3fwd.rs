@@ -45,14 +45,9 @@ pub struct L3fwdConfig {
     pub testpmd_bin: Option<PathBuf>,
 }
 
-/// The memif buffer size for frames of `size`: as configured, or large enough that no frame
-/// is chained (see `p2p::buffer_size_for`).
+/// The memif buffer size for frames of `size` (see [`crate::trial::buffer_size_for`]).
 fn buffer_size_for(cfg: &L3fwdConfig, size: usize) -> u32 {
-    if size > cfg.buffer_size as usize {
-        9216.max(size as u32)
-    } else {
-        cfg.buffer_size
-    }
+    crate::trial::buffer_size_for(cfg.buffer_size, size)
 }
 
 /// Runs every (rep, size, DUT) trial, DUTs interleaved; `progress` sees each finished trial.

@@ -34,16 +34,9 @@ pub struct P2pConfig {
     pub testpmd_bin: Option<PathBuf>,
 }
 
-/// The memif buffer size a trial at `size` uses: the configured one, or 9216 bytes for frames
-/// that would not fit it, so that no DUT chains. DPDK 22.11's net_memif transmit path corrupts
-/// chained frames once its ring nears full (a free-slot off-by-one), so a chained 9000-byte
-/// trial would measure that bug rather than throughput. veclane's chains are covered by tests.
+/// The memif buffer size a trial at `size` uses (see [`crate::trial::buffer_size_for`]).
 pub fn buffer_size_for(cfg: &P2pConfig, size: usize) -> u32 {
-    if size > cfg.buffer_size as usize {
-        9216.max(size as u32)
-    } else {
-        cfg.buffer_size
-    }
+    crate::trial::buffer_size_for(cfg.buffer_size, size)
 }
 
 /// The columns of a p2p run.

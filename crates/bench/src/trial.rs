@@ -191,6 +191,18 @@ pub fn run(
     trials
 }
 
+/// The memif buffer size for frames of `size`: the `configured` one, or 9216 bytes for frames
+/// that would not fit it, so that no DUT chains. DPDK 22.11's net_memif transmit path corrupts
+/// chained frames once its ring nears full (a free-slot off-by-one), so a chained 9000-byte
+/// trial would measure that bug rather than throughput. veclane's chains are covered by tests.
+pub fn buffer_size_for(configured: u32, size: usize) -> u32 {
+    if size > configured as usize {
+        9216.max(size as u32)
+    } else {
+        configured
+    }
+}
+
 /// A trial is only valid if the receiver saw frames of the size asked for: a DUT that quietly
 /// sends something else (testpmd's txonly falls back to 64-byte frames when a frame does not
 /// fit its mbuf) must not produce a number.
