@@ -23,6 +23,7 @@ use serde::Serialize;
 use crate::testpmd::{MemifPort, Testpmd};
 use crate::trial::{Schedule, Trial, check_frame_size};
 use crate::{BenchError, CopyMode, Dut, Subject};
+use trafgen::GenReport;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct L3fwdConfig {
@@ -69,19 +70,6 @@ pub fn run(cfg: &L3fwdConfig, progress: impl FnMut(&Trial)) -> Vec<Trial> {
     )
 }
 
-/// What the generator reported for one trial.
-#[derive(Debug, Clone, Default)]
-struct GenCounts {
-    tx: u64,
-    rx: u64,
-    rx_bytes: u64,
-    mpps: f64,
-    window_s: f64,
-    gaps: u64,
-    foreign: u64,
-    ring_full: u64,
-}
-
 /// Runs the loop-mode generator (in this process, on a thread pinned to the generator CPU)
 /// against the DUT listening on `sock`; `read_dut` runs after the generator has finished but
 /// before it disconnects, so that the DUT's counters can still be read.
@@ -90,7 +78,7 @@ fn generate<R>(
     sock: &Path,
     size: usize,
     read_dut: impl FnOnce() -> Result<R, String>,
-) -> Result<(GenCounts, R), String> {
+) -> Result<(GenReport, R), String> {
     let iface = |id: u32| memif::InterfaceConfig {
         id,
         name: format!("gen{id}"),
@@ -139,32 +127,21 @@ fn generate<R>(
             .map_err(|_| "generator thread died".to_string())??;
         let dut = read_dut();
         let _ = close_tx.send(());
-        let r = &rep;
-        let g = GenCounts {
-            tx: r.tx_packets,
-            rx: r.rx_packets,
-            rx_bytes: r.rx_bytes,
-            mpps: r.rx_mpps,
-            window_s: r.rx_window_s,
-            gaps: r.rx_seq_gaps,
-            foreign: r.rx_foreign,
-            ring_full: r.tx_ring_full,
-        };
-        check_frame_size(g.rx_bytes, g.rx, size)?;
-        Ok((g, dut?))
+        check_frame_size(rep.rx_bytes, rep.rx_packets, size)?;
+        Ok((rep, dut?))
     })
 }
 
-fn trial_from(dut: Subject, size: usize, rep: usize, g: &GenCounts) -> Trial {
+fn trial_from(dut: Subject, size: usize, rep: usize, g: &GenReport) -> Trial {
     Trial {
-        tx_packets: g.tx,
-        rx_packets: g.rx,
-        mpps: g.mpps,
-        window_s: g.window_s,
-        lost: g.tx as i64 - g.rx as i64,
+        tx_packets: g.tx_packets,
+        rx_packets: g.rx_packets,
+        mpps: g.rx_mpps,
+        window_s: g.rx_window_s,
+        lost: g.tx_packets as i64 - g.rx_packets as i64,
         note: format!(
             "seq_gaps={} foreign={} gen_ring_full={}",
-            g.gaps, g.foreign, g.ring_full
+            g.rx_seq_gaps, g.rx_foreign, g.tx_ring_full
         ),
         ..Trial::new(dut, size, rep)
     }
@@ -319,16 +296,16 @@ fn veclane_trial(
     let mut t = trial_from(dut, size, rep, &g);
     let by = |id: u32| ifs.iter().find(|i| i.id == id).cloned().unwrap_or_default();
     let (a, b) = (by(0), by(1));
-    if a.rx_packets != g.tx {
+    if a.rx_packets != g.tx_packets {
         t.disagreements.push(format!(
             "generator sent {} but memif0/0 received {}",
-            g.tx, a.rx_packets
+            g.tx_packets, a.rx_packets
         ));
     }
-    if b.tx_packets != g.rx {
+    if b.tx_packets != g.rx_packets {
         t.disagreements.push(format!(
             "generator received {} but memif0/1 sent {}",
-            g.rx, b.tx_packets
+            g.rx_packets, b.tx_packets
         ));
     }
     t.node_ns = node_costs(&workers);
@@ -360,10 +337,11 @@ pub fn node_costs(workers: &[api::WorkerRuntime]) -> Vec<(String, f64)> {
         }
     }
     // Packets through the graph: what the input nodes produced.
-    let packets = acc
+    let packets = workers
         .iter()
-        .filter(|(n, _, _)| n.ends_with("-input") && !n.starts_with("ip4") && n != "ethernet-input")
-        .map(|e| e.2)
+        .flat_map(|w| &w.nodes)
+        .filter(|n| n.kind == "input")
+        .map(|n| n.vectors)
         .sum::<u64>()
         .max(1);
     let mut v: Vec<(String, f64)> = acc
@@ -415,16 +393,16 @@ fn testpmd_trial(cfg: &L3fwdConfig, size: usize, rep: usize) -> Result<Trial, Be
     .map_err(fail)?;
     let mut t = trial_from(dut, size, rep, &g);
     tp.quit();
-    if p0.rx_packets != g.tx {
+    if p0.rx_packets != g.tx_packets {
         t.disagreements.push(format!(
             "generator sent {} but port 0 received {}",
-            g.tx, p0.rx_packets
+            g.tx_packets, p0.rx_packets
         ));
     }
-    if p1.tx_packets != g.rx {
+    if p1.tx_packets != g.rx_packets {
         t.disagreements.push(format!(
             "generator received {} but port 1 sent {}",
-            g.rx, p1.tx_packets
+            g.rx_packets, p1.tx_packets
         ));
     }
     t.note.push_str(&format!(

@@ -596,6 +596,18 @@ impl PrimaryTx {
         }
     }
 
+    /// A buffer the peer posted must lie inside one of its regions; otherwise the link faults.
+    fn check_posted(&self, d: &Desc) -> Result<(), LinkDown> {
+        if self.regions.valid(d) {
+            return Ok(());
+        }
+        self.base.link.fault(format!(
+            "M2S ring {}: posted buffer region {} offset {} length {} is not inside a region",
+            self.base.index, d.region, d.offset, d.length
+        ));
+        Err(LinkDown)
+    }
+
     /// Sends packets (local chains) in order; returns how many were consumed from the front of
     /// `pkts`: placed, or dropped and counted (`drop_oversize`: larger than all the buffers
     /// the peer posted; `drop_bad_desc`: an external segment whose memory is gone). The caller
@@ -655,13 +667,7 @@ impl PrimaryTx {
                 let local = pool.data(p);
                 let total = local.len() + m.ext.len as usize;
                 if total as u64 <= u64::from(d.length) {
-                    if !self.regions.valid(&d) {
-                        self.base.link.fault(format!(
-                            "M2S ring {}: posted buffer region {} offset {} length {} is not inside a region",
-                            self.base.index, d.region, d.offset, d.length
-                        ));
-                        return Err(LinkDown);
-                    }
+                    self.check_posted(&d)?;
                     let ext_src = if m.ext.len != 0 {
                         let e = m.ext;
                         match peer_of(e.source)
@@ -733,13 +739,7 @@ impl PrimaryTx {
                     break;
                 }
                 let d = ring.desc(slot.wrapping_add(self.plan.len() as u16));
-                if !self.regions.valid(&d) {
-                    self.base.link.fault(format!(
-                        "M2S ring {}: posted buffer region {} offset {} length {} is not inside a region",
-                        self.base.index, d.region, d.offset, d.length
-                    ));
-                    return Err(LinkDown);
-                }
+                self.check_posted(&d)?;
                 cap += u64::from(d.length);
                 self.plan.push(d);
             }

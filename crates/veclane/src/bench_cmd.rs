@@ -155,12 +155,24 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
     }
 }
 
+/// Writes the JSON report of a run (its configuration, rows and trials) and fails the command
+/// if any trial failed.
 fn finish<C: serde::Serialize>(
     out: &std::path::Path,
-    rep: &Report<'_, C>,
+    scenario: &'static str,
+    config: &C,
+    rows: Vec<bench::trial::Row>,
     trials: &[Trial],
 ) -> anyhow::Result<()> {
-    let path = report::write_json(out, rep)?;
+    let rep = Report {
+        scenario,
+        conventions: report::CONVENTIONS,
+        config,
+        environment: Environment::probe(bench::testpmd::version()),
+        rows,
+        trials,
+    };
+    let path = report::write_json(out, &rep)?;
     println!("\nJSON: {}", path.display());
     let failed: Vec<_> = trials
         .iter()
@@ -222,15 +234,7 @@ fn run_l3fwd(
         report::grid(&l3fwd::head(&cfg), &cfg.sizes, &cfg.duts, &rows)
     );
     print!("\n{}", l3fwd::node_table(&cfg, &rows));
-    let rep = Report {
-        scenario: "l3fwd",
-        conventions: report::CONVENTIONS,
-        config: &cfg,
-        environment: Environment::probe(bench::testpmd::version()),
-        rows,
-        trials: &trials,
-    };
-    finish(&a.out, &rep, &trials)
+    finish(&a.out, "l3fwd", &cfg, rows, &trials)
 }
 
 fn run_p2p(
@@ -261,13 +265,5 @@ fn run_p2p(
     let subjects = p2p::subjects(&cfg);
     let rows = bench::trial::rows(&trials, &cfg.sizes, &subjects);
     print!("\n{}", report::table(&cfg, &rows));
-    let rep = Report {
-        scenario: "p2p",
-        conventions: report::CONVENTIONS,
-        config: &cfg,
-        environment: Environment::probe(bench::testpmd::version()),
-        rows,
-        trials: &trials,
-    };
-    finish(&a.out, &rep, &trials)
+    finish(&a.out, "p2p", &cfg, rows, &trials)
 }
