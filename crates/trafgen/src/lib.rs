@@ -13,7 +13,7 @@ pub mod stats;
 
 pub use frame::{FrameSpec, Probe};
 pub use run::{GenConfig, Role, Session, run};
-pub use stats::{GenReport, RxStats};
+pub use stats::{GenReport, RxStats, Sample};
 
 /// Nanoseconds on CLOCK_MONOTONIC: comparable between processes on one machine.
 #[inline]

@@ -8,7 +8,7 @@ use memif::{Client, Event, InterfaceConfig, Listener, PrimaryQueues, SecondaryQu
 
 use crate::frame::{FrameSpec, PROBE_LEN, PROBE_OFFSET, Probe, SRC_PORT_OFFSET};
 use crate::now_ns;
-use crate::stats::{GenReport, RxStats};
+use crate::stats::{GenReport, RxStats, Sample};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
@@ -32,6 +32,13 @@ pub struct GenConfig {
     pub receive: bool,
     /// Packets per second; `None` sends flat out.
     pub rate_pps: Option<f64>,
+    /// With a rate, behave as a port on a wire, which nothing can hold back: frames the ring
+    /// has no room for are dropped and counted (`tx_refused`) instead of retried, and when the
+    /// generator itself falls more than a burst behind its schedule the frames it missed are
+    /// skipped and counted (`tx_shortfall`). An offered load then stays an offered load, which
+    /// throughput searches need. Without it (and always without a rate) a full ring holds the
+    /// sender back.
+    pub drop_when_full: bool,
     pub burst: usize,
     /// Stop sending after this many frames...
     pub count: Option<u64>,
@@ -42,6 +49,9 @@ pub struct GenConfig {
     /// After sending, keep receiving until nothing arrived for this long.
     pub drain: Duration,
     pub cpu: Option<usize>,
+    /// Cumulative counts are sampled this often during a run (`GenReport::samples`), so that
+    /// a run cut by a stall shows it.
+    pub sample_every: Duration,
 }
 
 impl Default for GenConfig {
@@ -55,12 +65,14 @@ impl Default for GenConfig {
             send: true,
             receive: true,
             rate_pps: None,
+            drop_when_full: false,
             burst: 64,
             count: None,
             duration: Duration::from_secs(5),
             connect_timeout: Duration::from_secs(10),
             drain: Duration::from_millis(300),
             cpu: None,
+            sample_every: Duration::from_secs(1),
         }
     }
 }
@@ -267,6 +279,9 @@ impl Session {
         let mut last_rx = Instant::now();
         let mut send_end: Option<Instant> = None;
         let mut iter = 0u64;
+        let mut samples = Vec::new();
+        let every = cfg.sample_every.max(Duration::from_millis(10));
+        let mut next_sample = every;
         let mut out = Vec::with_capacity(256);
         let mut hdr = [0u8; PROBE_OFFSET + PROBE_LEN];
         // Receive at most ~256 KiB per burst: a burst's copies should stay in this core's L2
@@ -315,6 +330,14 @@ impl Session {
             if got > 0 {
                 last_rx = Instant::now();
             }
+            if iter.is_multiple_of(64) && start.elapsed() >= next_sample {
+                samples.push(Sample {
+                    t_s: next_sample.as_secs_f64(),
+                    tx: sender.sent,
+                    rx: rx.packets,
+                });
+                next_sample += every;
+            }
             if stop.load(Ordering::Relaxed) {
                 break;
             }
@@ -323,6 +346,13 @@ impl Session {
                     // Sent everything. Stop once the peer has taken every frame off our rings (so
                     // that leaving does not discard frames in flight) and the return traffic, if
                     // any, has drained; both waits are bounded by `drain`.
+                    if send_end.is_none() {
+                        samples.push(Sample {
+                            t_s: start.elapsed().as_secs_f64(),
+                            tx: sender.sent,
+                            rx: rx.packets,
+                        });
+                    }
                     let ended = *send_end.get_or_insert_with(Instant::now);
                     let flushed = match &peers[0] {
                         Queues::Secondary(q) => {
@@ -356,7 +386,25 @@ impl Session {
                 }
             }
         }
+        let send_s = send_end
+            .map_or_else(|| start.elapsed(), |e| e.duration_since(start))
+            .as_secs_f64();
+        if send_end.is_none() {
+            samples.push(Sample {
+                t_s: start.elapsed().as_secs_f64(),
+                tx: sender.sent,
+                rx: rx.packets,
+            });
+        }
+        report.samples = samples;
         report.tx_packets = sender.sent;
+        report.tx_offered = sender.offered;
+        report.tx_refused = sender.refused;
+        report.tx_shortfall = sender.shortfall;
+        report.tx_window_s = send_s;
+        if send_s > 0.0 {
+            report.tx_mpps = sender.sent as f64 / send_s / 1e6;
+        }
         let (ring_full, bad) = tx_rx_counts(peers);
         report.tx_ring_full = ring_full - ring_full0;
         report.rx_bad_desc = bad - bad0;
@@ -390,9 +438,21 @@ fn tx_rx_counts(peers: &[Queues]) -> (u64, u64) {
 
 const RX_BURST_BYTES: usize = 256 * 1024;
 
+/// How far a generator on a wire may fall behind its schedule before it writes frames off as
+/// shortfall instead of sending them late: four bursts, or half a ring (which a receiver that
+/// keeps up absorbs), whichever is more.
+fn max_behind(cfg: &GenConfig) -> u64 {
+    (4 * cfg.burst as u64).max((1u64 << cfg.iface.log2_ring_size.min(16)) / 2)
+}
+
 /// Sending state: sequence, rate control, prebuilt frames for the copy path.
 struct Sender {
     sent: u64,
+    /// Position in the schedule: frames sent, plus (on a wire) refused and skipped ones.
+    offered: u64,
+    refused: u64,
+    shortfall: u64,
+    max_behind: u64,
     lens: Vec<u32>,
     head: Vec<u8>,
     template: Vec<u8>,
@@ -413,6 +473,10 @@ impl Sender {
         };
         Sender {
             sent: 0,
+            offered: 0,
+            refused: 0,
+            shortfall: 0,
+            max_behind: max_behind(cfg),
             lens: vec![template.len() as u32; cfg.burst],
             head: template[..PROBE_OFFSET + PROBE_LEN].to_vec(),
             template: template.to_vec(),
@@ -423,21 +487,45 @@ impl Sender {
     }
 
     fn done(&self, cfg: &GenConfig, start: Instant) -> bool {
-        cfg.count.is_some_and(|c| self.sent >= c) || start.elapsed() >= cfg.duration
+        cfg.count.is_some_and(|c| self.offered >= c) || start.elapsed() >= cfg.duration
     }
 
-    /// How many frames may go now: the burst, the count left, and the rate.
+    /// How many frames may go now: the burst, the count left, and the rate. With
+    /// `drop_when_full`, frames the schedule called for more than [`max_behind`] frames ago
+    /// are written off as shortfall first (the generator could not offer them in time).
     #[inline]
-    fn budget(&self, cfg: &GenConfig, start: Instant) -> usize {
+    fn budget(&mut self, cfg: &GenConfig, start: Instant) -> usize {
         let mut n = cfg.burst as u64;
         if let Some(c) = cfg.count {
-            n = n.min(c - self.sent);
+            n = n.min(c - self.offered);
         }
         if let Some(rate) = cfg.rate_pps {
-            let due = (start.elapsed().as_secs_f64() * rate) as u64 + 1;
-            n = n.min(due.saturating_sub(self.sent));
+            let mut due = (start.elapsed().as_secs_f64() * rate) as u64 + 1;
+            if let Some(c) = cfg.count {
+                due = due.min(c);
+            }
+            let behind = due.saturating_sub(self.offered);
+            let limit = self.max_behind;
+            if cfg.drop_when_full && behind > limit {
+                self.shortfall += behind - limit;
+                self.offered += behind - limit;
+            }
+            n = n.min(due.saturating_sub(self.offered));
         }
         n as usize
+    }
+
+    /// Books a send of `sent` out of `asked` frames: on a wire the rest are gone (refused by a
+    /// full ring), otherwise they are retried.
+    #[inline]
+    fn account(&mut self, cfg: &GenConfig, asked: usize, sent: usize) {
+        self.sent += sent as u64;
+        if cfg.drop_when_full && cfg.rate_pps.is_some() {
+            self.offered += asked as u64;
+            self.refused += (asked - sent) as u64;
+        } else {
+            self.offered += sent as u64;
+        }
     }
 
     fn send_secondary(
@@ -477,7 +565,7 @@ impl Sender {
             })?;
             self.primed += sent as u64;
             self.seqs[usize::from(stream)] += sent as u64;
-            self.sent += sent as u64;
+            self.account(cfg, n, sent);
         }
         Ok(())
     }
@@ -510,7 +598,7 @@ impl Sender {
             }
             let sent = t.send(pool, &self.chains[..n])?;
             self.seqs[stream] += sent as u64;
-            self.sent += sent as u64;
+            self.account(cfg, n, sent);
         }
         Ok(())
     }

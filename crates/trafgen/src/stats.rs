@@ -105,8 +105,20 @@ pub struct Latency {
 pub struct GenReport {
     pub role: String,
     pub frame_size: usize,
+    /// Frames put on the ring.
     pub tx_packets: u64,
-    /// Packets the ring could not take when sending flat out (retried, not lost).
+    /// Frames the schedule called for: sent, plus refused and shortfall on a wire
+    /// (`GenConfig::drop_when_full`); equal to `tx_packets` otherwise.
+    pub tx_offered: u64,
+    /// On a wire: frames dropped because the ring was full (the receiver's loss).
+    pub tx_refused: u64,
+    /// On a wire: frames the generator could not offer in time (its own loss, TRex's "queue
+    /// full").
+    pub tx_shortfall: u64,
+    /// Seconds from the first send to the end of sending, and the send rate over them.
+    pub tx_window_s: f64,
+    pub tx_mpps: f64,
+    /// Times the ring had no room for a frame (retried or refused), as the queue counts them.
     pub tx_ring_full: u64,
     pub rx_packets: u64,
     pub rx_bytes: u64,
@@ -124,6 +136,32 @@ pub struct GenReport {
     pub latency: Latency,
     pub connects: u64,
     pub last_disconnect_reason: Option<String>,
+    /// Cumulative counts through the run (`GenConfig::sample_every`), the last at its end.
+    pub samples: Vec<Sample>,
+}
+
+/// Frames sent and received since the start of a run, at `t_s` seconds.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
+pub struct Sample {
+    pub t_s: f64,
+    pub tx: u64,
+    pub rx: u64,
+}
+
+impl GenReport {
+    /// Receive rate in each sampling interval, Mpps.
+    pub fn interval_rx_mpps(&self) -> Vec<f64> {
+        let mut prev = Sample::default();
+        let mut v = Vec::with_capacity(self.samples.len());
+        for s in &self.samples {
+            let dt = s.t_s - prev.t_s;
+            if dt > 1e-3 {
+                v.push((s.rx - prev.rx) as f64 / dt / 1e6);
+            }
+            prev = *s;
+        }
+        v
+    }
 }
 
 impl GenReport {

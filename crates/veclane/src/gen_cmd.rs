@@ -39,6 +39,10 @@ pub struct GenArgs {
     /// Send rate in packets per second (e.g. 1e6); flat out when absent.
     #[arg(long)]
     rate: Option<f64>,
+    /// With --rate, act as a port on a wire: frames the ring has no room for are lost (and
+    /// counted) instead of retried, so the offered load stays what was asked for.
+    #[arg(long, requires = "rate")]
+    drop_when_full: bool,
     /// Frames to send (default: unlimited within --duration).
     #[arg(long)]
     count: Option<u64>,
@@ -111,6 +115,7 @@ pub fn run(a: GenArgs) -> anyhow::Result<()> {
         send: !a.rx_only,
         receive: !a.tx_only,
         rate_pps: a.rate,
+        drop_when_full: a.drop_when_full,
         burst: a.burst,
         count: a.count,
         duration: secs("duration", a.duration)?,
@@ -134,10 +139,17 @@ pub fn run(a: GenArgs) -> anyhow::Result<()> {
 
 fn print_report(r: &GenReport) {
     println!("role        {}   frame {} B (no FCS)", r.role, r.frame_size);
-    println!(
-        "sent        {} frames   ({} retried on a full ring)",
-        r.tx_packets, r.tx_ring_full
-    );
+    if r.tx_refused + r.tx_shortfall > 0 || r.tx_offered != r.tx_packets {
+        println!(
+            "sent        {} of {} frames offered in {:.3} s ({:.3} Mpps): {} lost to a full ring, {} the generator fell behind on",
+            r.tx_packets, r.tx_offered, r.tx_window_s, r.tx_mpps, r.tx_refused, r.tx_shortfall
+        );
+    } else {
+        println!(
+            "sent        {} frames in {:.3} s ({:.3} Mpps; {} retried on a full ring)",
+            r.tx_packets, r.tx_window_s, r.tx_mpps, r.tx_ring_full
+        );
+    }
     println!(
         "received    {} frames   {} bytes in {:.3} s   foreign {}  reordered {}  gaps {}  bad descriptors {}",
         r.rx_packets,
