@@ -7,10 +7,13 @@
 //! always measured by the receiving side over its own clock, never inferred from what was
 //! offered. It never parses command lines (the `veclane` front end does).
 
+pub mod csv;
 pub mod l3fwd;
 pub mod p2p;
 pub mod placement;
+pub mod plot;
 pub mod report;
+pub mod seed;
 pub mod testpmd;
 pub mod trial;
 
