@@ -11,6 +11,7 @@ pub mod l3fwd;
 pub mod p2p;
 pub mod placement;
 pub mod report;
+pub mod search;
 pub mod testpmd;
 pub mod trial;
 
