@@ -14,6 +14,7 @@ pub mod placement;
 pub mod plot;
 pub mod report;
 pub mod seed;
+pub mod search;
 pub mod testpmd;
 pub mod trial;
 
