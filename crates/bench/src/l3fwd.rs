@@ -1,35 +1,40 @@
 //! `l3fwd`: generator → memif → device under test → memif → generator.
 //!
-//! The generator is `veclane gen` in loop mode: a memif secondary that writes frames in place
-//! into its own shared memory (zero-copy), sends on interface id 0 and receives on id 1 in one
-//! loop, pinned to the generator CPU. The DUT listens on one socket with both interfaces and
-//! has the other CPU to itself:
+//! The generator is a zero-copy memif secondary in this process, on a thread pinned to the
+//! generator CPU, that sends on interface id 0 and receives on id 1 in one loop. The DUT
+//! listens on one socket with both interfaces and has the other CPU to itself:
 //! - veclane: `veclane run`, one polling worker, routing 10.10.1.0/24 (id 0) to 10.10.2.0/24
 //!   (id 1) through a static neighbour: ethernet-input, ip4-input (checksum, length, TTL),
 //!   ip4-lookup, ip4-rewrite (TTL, checksum, MACs); copy mode single or two.
 //! - testpmd: `dpdk-testpmd --forward-mode=io` between two `net_memif` server ports: no lookup
 //!   and no header change at all.
 //!
-//! After every trial the generator's counts are compared with the DUT's own counters.
+//! One *search* per (repetition, size, DUT): start the DUT, connect the generator, run a
+//! flat-out trial (its receive rate, the MRR, sets the search's maximum load), run the search
+//! ([`crate::search`]) with the generator acting as a port on a wire (a full ring loses
+//! frames), measure latency at fractions of the result, stop the DUT. The DUT's own counters
+//! are read before and after every trial, with the generator still connected, and compared
+//! with the generator's counts. Searches of different DUTs are interleaved (A B A B ...), and
+//! a placement probe runs before the DUT starts and after it stops.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::AtomicBool;
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::dut::{Daemon, Running};
+use crate::placement::{self, Placement};
+use crate::search::{self, Measurement, Measurer, Method, SearchReport};
 use crate::testpmd::{MemifPort, Testpmd};
-use crate::trial::{Schedule, Trial, check_frame_size};
-use crate::{BenchError, CopyMode, Dut, Subject};
+use crate::trial::check_frame_size;
+use crate::{BenchError, CopyMode, Dut, Subject, median_min_max};
 use trafgen::GenReport;
+use trafgen::stats::Latency;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct L3fwdConfig {
     pub sizes: Vec<usize>,
-    /// Sending time per trial.
-    pub trial_secs: f64,
     pub reps: usize,
     pub duts: Vec<Subject>,
     pub gen_cpu: usize,
@@ -38,8 +43,17 @@ pub struct L3fwdConfig {
     pub buffer_size: u32,
     /// Frames per generator burst.
     pub burst: usize,
-    /// Before each trial, wait up to this long for the CPUs to be near (0: do not wait).
+    /// Before each search, wait up to this long for the CPUs to be near (0: do not wait).
     pub wait_near_secs: f64,
+    /// The search and every parameter it uses.
+    pub method: Method,
+    /// The flat-out trial before each search; its receive rate (MRR) times
+    /// `max_load_factor` is the search's maximum load.
+    pub mrr_secs: f64,
+    pub max_load_factor: f64,
+    /// Fractions of the first goal's result at which latency is measured, and for how long.
+    pub latency_at: Vec<f64>,
+    pub latency_secs: f64,
     #[serde(skip)]
     pub veclane_bin: PathBuf,
     #[serde(skip)]
@@ -51,34 +65,115 @@ fn buffer_size_for(cfg: &L3fwdConfig, size: usize) -> u32 {
     crate::trial::buffer_size_for(cfg.buffer_size, size)
 }
 
-/// Runs every (rep, size, DUT) trial, DUTs interleaved; `progress` sees each finished trial.
-pub fn run(cfg: &L3fwdConfig, progress: impl FnMut(&Trial)) -> Vec<Trial> {
-    let schedule = Schedule {
-        sizes: &cfg.sizes,
-        duts: &cfg.duts,
-        reps: cfg.reps,
-        cpus: (cfg.gen_cpu, cfg.dut_cpu),
-        wait_near_secs: cfg.wait_near_secs,
-    };
-    crate::trial::run(
-        schedule,
-        |dut, size, rep| match dut.dut {
-            Dut::Veclane => veclane_trial(cfg, dut.copy.unwrap_or(CopyMode::Single), size, rep),
-            Dut::Testpmd => testpmd_trial(cfg, size, rep),
-        },
-        progress,
-    )
+/// One trial as the generator saw it, with what the DUT's counters said.
+#[derive(Debug, Clone, Serialize)]
+pub struct TrialRecord {
+    /// `mrr` (flat out, held back by a full ring), `search`, or `latency`.
+    pub kind: &'static str,
+    pub m: Measurement,
+    /// Frames lost to a full ring (the DUT's receive ring).
+    pub refused: u64,
+    pub latency: Latency,
+    /// Receive rate in each sampling interval: a trial cut by a stall or a placement flip
+    /// shows a dip.
+    pub interval_rx_mpps: Vec<f64>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub disagreements: Vec<String>,
 }
 
-/// Runs the loop-mode generator (in this process, on a thread pinned to the generator CPU)
-/// against the DUT listening on `sock`; `read_dut` runs after the generator has finished but
-/// before it disconnects, so that the DUT's counters can still be read.
-fn generate<R>(
+/// Latency at one fraction of the first goal's result.
+#[derive(Debug, Clone, Serialize)]
+pub struct LatencyPoint {
+    pub fraction: f64,
+    pub load_pps: f64,
+    pub rx_pps: f64,
+    pub loss_ratio: f64,
+    pub latency: Latency,
+}
+
+/// One search: one (repetition, size, DUT).
+#[derive(Debug, Clone, Serialize)]
+pub struct Outcome {
+    pub dut: Subject,
+    pub size: usize,
+    pub rep: usize,
+    /// Flat-out receive rate.
+    pub mrr_pps: f64,
+    pub search: Option<SearchReport>,
+    pub latency: Vec<LatencyPoint>,
+    /// veclane's nanoseconds per packet per node over the flat-out trial.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub node_ns: Vec<(String, f64)>,
+    /// The DUT's drop counters at the end.
+    pub dut_drops: String,
+    pub trials: Vec<TrialRecord>,
+    pub probe_before_ns: f64,
+    pub probe_after_ns: f64,
+    pub placement: Placement,
+    pub error: Option<String>,
+}
+
+impl Outcome {
+    fn failed(dut: Subject, size: usize, rep: usize, e: String) -> Outcome {
+        Outcome {
+            dut,
+            size,
+            rep,
+            mrr_pps: f64::NAN,
+            search: None,
+            latency: Vec::new(),
+            node_ns: Vec::new(),
+            dut_drops: String::new(),
+            trials: Vec::new(),
+            probe_before_ns: 0.0,
+            probe_after_ns: 0.0,
+            placement: Placement::Mixed,
+            error: Some(e),
+        }
+    }
+
+    /// Trials whose counts the DUT's counters contradict.
+    pub fn disagreeing(&self) -> usize {
+        self.trials
+            .iter()
+            .filter(|t| !t.disagreements.is_empty())
+            .count()
+    }
+}
+
+/// Runs every (rep, size, DUT) search, DUTs interleaved; `progress` sees each finished one.
+/// A search that fails is kept with its reason and the run goes on.
+pub fn run(
     cfg: &L3fwdConfig,
-    sock: &Path,
-    size: usize,
-    read_dut: impl FnOnce() -> Result<R, String>,
-) -> Result<(GenReport, R), String> {
+    mut progress: impl FnMut(&Outcome),
+    mut on_trial: impl FnMut(Subject, usize, &Measurement) + Send,
+) -> Vec<Outcome> {
+    let mut out = Vec::new();
+    let (a, b) = (cfg.gen_cpu, cfg.dut_cpu);
+    for rep in 0..cfg.reps {
+        for &size in &cfg.sizes {
+            for &dut in &cfg.duts {
+                let before = if cfg.wait_near_secs > 0.0 {
+                    placement::wait_near(a, b, Duration::from_secs_f64(cfg.wait_near_secs))
+                } else {
+                    placement::probe(a, b, 20_000)
+                };
+                let r = search_one(cfg, dut, size, rep, &mut |m| on_trial(dut, size, m));
+                let after = placement::probe(a, b, 20_000);
+                let mut o = r.unwrap_or_else(|e| Outcome::failed(dut, size, rep, e.to_string()));
+                o.probe_before_ns = before;
+                o.probe_after_ns = after;
+                o.placement = Placement::of(before, after);
+                progress(&o);
+                out.push(o);
+            }
+        }
+    }
+    out
+}
+
+/// The generator's configuration for frames of `size` against a DUT listening on `sock`.
+fn gen_config(cfg: &L3fwdConfig, sock: &Path, size: usize) -> trafgen::GenConfig {
     let iface = |id: u32| memif::InterfaceConfig {
         id,
         name: format!("gen{id}"),
@@ -86,7 +181,7 @@ fn generate<R>(
         buffer_size: buffer_size_for(cfg, size),
         ..Default::default()
     };
-    let gcfg = trafgen::GenConfig {
+    trafgen::GenConfig {
         role: trafgen::Role::Secondary,
         socket: memif::SocketPath::File(sock.to_path_buf()),
         iface: iface(0),
@@ -96,55 +191,222 @@ fn generate<R>(
             ..Default::default()
         },
         burst: cfg.burst,
-        duration: Duration::from_secs_f64(cfg.trial_secs),
+        // Frames still in the DUT when sending stops come back within microseconds.
+        drain: Duration::from_millis(50),
         cpu: Some(cfg.gen_cpu),
         ..Default::default()
-    };
-    let stop = AtomicBool::new(false);
-    let (done_tx, done_rx) = mpsc::channel();
-    let (close_tx, close_rx) = mpsc::channel::<()>();
-    std::thread::scope(|s| {
-        let (gcfg, stop) = (&gcfg, &stop);
-        s.spawn(move || {
-            let r = trafgen::Session::connect(gcfg, stop).and_then(|mut session| {
-                let rep = session.run(gcfg, stop)?;
-                Ok((session, rep))
-            });
-            match r {
-                Ok((session, rep)) => {
-                    let _ = done_tx.send(Ok(rep));
-                    // Stay connected until the DUT's counters have been read.
-                    let _ = close_rx.recv();
-                    session.close();
-                }
-                Err(e) => {
-                    let _ = done_tx.send(Err(e.to_string()));
-                }
-            }
-        });
-        let rep = done_rx
-            .recv()
-            .map_err(|_| "generator thread died".to_string())??;
-        let dut = read_dut();
-        let _ = close_tx.send(());
-        check_frame_size(rep.rx_bytes, rep.rx_packets, size)?;
-        Ok((rep, dut?))
-    })
+    }
 }
 
-fn trial_from(dut: Subject, size: usize, rep: usize, g: &GenReport) -> Trial {
-    Trial {
-        tx_packets: g.tx_packets,
-        rx_packets: g.rx_packets,
-        mpps: g.rx_mpps,
-        window_s: g.rx_window_s,
-        lost: g.tx_packets as i64 - g.rx_packets as i64,
-        note: format!(
-            "seq_gaps={} foreign={} gen_ring_full={}",
-            g.rx_seq_gaps, g.rx_foreign, g.tx_ring_full
-        ),
-        ..Trial::new(dut, size, rep)
+/// Starts `dut` for frames of `size`, listening on `dir/memif.sock`.
+fn start_dut(cfg: &L3fwdConfig, dut: Subject, size: usize, dir: &Path) -> Result<Running, String> {
+    match dut.dut {
+        Dut::Veclane => Daemon::start(
+            &cfg.veclane_bin,
+            dir,
+            &veclane_config(cfg, dut.copy.unwrap_or(CopyMode::Single), size),
+        )
+        .map(Running::Veclane),
+        Dut::Testpmd => {
+            let bin = cfg
+                .testpmd_bin
+                .clone()
+                .ok_or("dpdk-testpmd not installed")?;
+            let sock = dir.join("memif.sock");
+            let port = |id| MemifPort {
+                server: true,
+                socket: sock.clone(),
+                id,
+                rsize_log2: cfg.ring_log2,
+                bsize: buffer_size_for(cfg, size),
+                secret: None,
+            };
+            let mut app = vec!["--forward-mode=io".to_string()];
+            if size > 2048 {
+                app.push(format!(
+                    "--mbuf-size={}",
+                    (size + 1024).next_multiple_of(1024)
+                ));
+            }
+            let mut tp = Testpmd::spawn(
+                &bin,
+                &format!("vl{}fwd", std::process::id()),
+                cfg.dut_cpu,
+                cfg.gen_cpu,
+                &[port(0), port(1)],
+                &app,
+            )?;
+            tp.cmd("start")?;
+            Ok(Running::Testpmd(tp))
+        }
     }
+}
+
+/// The generator as a [`Measurer`]: one connected session, the DUT beside it.
+struct GenMeasurer<'a> {
+    session: &'a mut trafgen::Session,
+    base: &'a trafgen::GenConfig,
+    dut: &'a mut Running,
+    size: usize,
+    kind: &'static str,
+    records: Vec<TrialRecord>,
+    on_trial: &'a mut (dyn FnMut(&Measurement) + Send),
+}
+
+impl GenMeasurer<'_> {
+    /// One trial: `load` pps on a wire, or flat out (held back by a full ring) when `None`.
+    fn trial(&mut self, load: Option<f64>, duration: Duration) -> Result<Measurement, String> {
+        let before = self.dut.counts()?;
+        let cfg = trafgen::GenConfig {
+            rate_pps: load,
+            drop_when_full: load.is_some(),
+            duration,
+            sample_every: (duration / 5).max(Duration::from_millis(20)),
+            ..self.base.clone()
+        };
+        let g = self
+            .session
+            .run(&cfg, &AtomicBool::new(false))
+            .map_err(|e| e.to_string())?;
+        let after = self.dut.counts()?;
+        if g.rx_packets > 0 {
+            check_frame_size(g.rx_bytes, g.rx_packets, self.size)?;
+        }
+        let m = measurement(load, duration, &g);
+        (self.on_trial)(&m);
+        self.records.push(TrialRecord {
+            kind: self.kind,
+            m: m.clone(),
+            refused: g.tx_refused,
+            latency: g.latency,
+            interval_rx_mpps: g.interval_rx_mpps(),
+            disagreements: Running::check(before, after, g.tx_packets, g.rx_packets),
+        });
+        Ok(m)
+    }
+}
+
+impl Measurer for GenMeasurer<'_> {
+    fn measure(&mut self, load_pps: f64, duration: Duration) -> Result<Measurement, String> {
+        self.trial(Some(load_pps), duration)
+    }
+}
+
+/// What a generator run measured, in the search's terms.
+fn measurement(load: Option<f64>, duration: Duration, g: &GenReport) -> Measurement {
+    Measurement {
+        load_pps: load.unwrap_or(g.tx_mpps * 1e6),
+        duration_s: duration.as_secs_f64(),
+        offered: g.tx_offered,
+        sent: g.tx_packets,
+        received: g.rx_packets,
+        shortfall: g.tx_shortfall,
+        tx_pps: g.tx_mpps * 1e6,
+        rx_pps: g.rx_mpps * 1e6,
+    }
+}
+
+/// One search of `dut` at `size`.
+fn search_one(
+    cfg: &L3fwdConfig,
+    dut: Subject,
+    size: usize,
+    rep: usize,
+    on_trial: &mut (dyn FnMut(&Measurement) + Send),
+) -> Result<Outcome, BenchError> {
+    let fail = |msg: String| BenchError::Trial { dut, size, msg };
+    let dir = tempfile::tempdir()?;
+    let mut running = start_dut(cfg, dut, size, dir.path()).map_err(fail)?;
+    let gcfg = gen_config(cfg, &dir.path().join("memif.sock"), size);
+    let r = std::thread::scope(|s| {
+        let (gcfg, running) = (&gcfg, &mut running);
+        s.spawn(move || {
+            let stop = AtomicBool::new(false);
+            let mut session = trafgen::Session::connect(gcfg, &stop).map_err(|e| e.to_string())?;
+            let mut m = GenMeasurer {
+                session: &mut session,
+                base: gcfg,
+                dut: running,
+                size,
+                kind: "mrr",
+                records: Vec::new(),
+                on_trial,
+            };
+            let r = measure_all(cfg, &mut m);
+            let records = std::mem::take(&mut m.records);
+            let drops = m.dut.drops();
+            session.close();
+            r.map(|(mrr, search, latency, node_ns)| (mrr, search, latency, node_ns, records, drops))
+        })
+        .join()
+        .unwrap_or_else(|_| Err("generator thread panicked".into()))
+    });
+    running.stop();
+    let (mrr_pps, search, latency, node_ns, trials, dut_drops) = r.map_err(fail)?;
+    Ok(Outcome {
+        dut,
+        size,
+        rep,
+        mrr_pps,
+        search: Some(search),
+        latency,
+        node_ns,
+        dut_drops,
+        trials,
+        ..Outcome::failed(dut, size, rep, String::new())
+    }
+    .ok())
+}
+
+impl Outcome {
+    fn ok(mut self) -> Outcome {
+        self.error = None;
+        self
+    }
+}
+
+type Measured = (f64, SearchReport, Vec<LatencyPoint>, Vec<(String, f64)>);
+
+/// The flat-out trial, the search, and the latency trials, on one connection.
+fn measure_all(cfg: &L3fwdConfig, m: &mut GenMeasurer<'_>) -> Result<Measured, String> {
+    m.dut.clear_runtime();
+    let flat = m.trial(None, Duration::from_secs_f64(cfg.mrr_secs))?;
+    let node_ns = m.dut.node_costs();
+    if flat.received == 0 {
+        return Err("nothing came back in the flat-out trial".into());
+    }
+    let max = flat.rx_pps * cfg.max_load_factor;
+    let min = (max / 1000.0).max(1000.0);
+    m.kind = "search";
+    let report = search::search(&cfg.method, min, max, m, &mut |_| {})
+        .map_err(|e| format!("search: {e}"))?;
+    m.kind = "latency";
+    let mut latency = Vec::new();
+    let base = report.goals.first().and_then(|g| {
+        if g.loss_ratio >= 1.0 {
+            g.forwarding_pps
+        } else {
+            g.lower_pps
+        }
+    });
+    if let Some(base) = base {
+        for &f in &cfg.latency_at {
+            let load = base * f;
+            if load < 1000.0 {
+                continue;
+            }
+            let t = m.trial(Some(load), Duration::from_secs_f64(cfg.latency_secs))?;
+            let lat = m.records.last().map(|r| r.latency).unwrap_or_default();
+            latency.push(LatencyPoint {
+                fraction: f,
+                load_pps: load,
+                rx_pps: t.rx_pps,
+                loss_ratio: t.loss_ratio(),
+                latency: lat,
+            });
+        }
+    }
+    Ok((flat.rx_pps, report, latency, node_ns))
 }
 
 /// The daemon configuration a veclane trial runs: the embedded default's topology, one
@@ -188,245 +450,202 @@ mac = "02:00:00:00:00:01"
     )
 }
 
-/// A `veclane run` child, stopped with SIGTERM (then SIGKILL) when dropped.
-struct Daemon {
-    child: Child,
-    dir: PathBuf,
+/// One goal of a search row: the median over repetitions of the goal's result.
+#[derive(Debug, Clone, Serialize)]
+pub struct GoalRow {
+    pub goal: String,
+    pub loss_ratio: f64,
+    /// Median, min and max of the relevant lower bound (0 where even the minimum load failed).
+    pub mpps: f64,
+    pub mpps_min: f64,
+    pub mpps_max: f64,
+    pub gbps_l2: f64,
+    pub gbps_l1: f64,
+    /// Median measured receive rate at the lower bound.
+    pub forwarding_mpps: f64,
+    /// Searches whose result for this goal was irregular (maximum load still passed, or the
+    /// minimum already failed).
+    pub irregular: usize,
 }
 
-impl Daemon {
-    fn start(bin: &Path, dir: &Path, config: &str) -> Result<Daemon, String> {
-        let conf = dir.join("veclane.toml");
-        std::fs::write(&conf, config).map_err(|e| format!("writing {}: {e}", conf.display()))?;
-        let log = std::fs::File::create(dir.join("daemon.log")).map_err(|e| e.to_string())?;
-        let child = Command::new(bin)
-            .arg("run")
-            .arg("--config")
-            .arg(&conf)
-            .arg("--runtime-dir")
-            .arg(dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .map_err(|e| format!("cannot start {}: {e}", bin.display()))?;
-        let mut d = Daemon {
-            child,
-            dir: dir.to_path_buf(),
-        };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !(dir.join("ctl.sock").exists() && dir.join("memif.sock").exists()) {
-            if let Ok(Some(st)) = d.child.try_wait() {
-                return Err(format!("daemon exited ({st}): {}", d.log()));
-            }
-            if Instant::now() > deadline {
-                return Err(format!("daemon made no sockets in 10 s: {}", d.log()));
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        Ok(d)
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("daemon.log"))
-            .unwrap_or_default()
-            .trim()
-            .to_string()
-    }
-
-    fn call(&self, req: &api::Request) -> Result<api::Reply, String> {
-        api::Client::connect(&self.dir.join("ctl.sock"))
-            .and_then(|mut c| c.call(req))
-            .map_err(|e| e.to_string())
-    }
+/// The median of the searches of one (DUT, size).
+#[derive(Debug, Clone, Serialize)]
+pub struct SearchRow {
+    pub dut: Subject,
+    pub size: usize,
+    pub goals: Vec<GoalRow>,
+    pub mrr_mpps: f64,
+    pub mrr_min: f64,
+    pub mrr_max: f64,
+    /// Median of each percentile at each latency fraction.
+    pub latency: Vec<(f64, Latency)>,
+    /// Searches behind the medians, and the placement they share.
+    pub searches: usize,
+    pub basis: Placement,
+    /// Searches of this (DUT, size) in all, failed ones included.
+    pub searches_run: usize,
+    /// Trials (of the searches behind the medians) whose counts the DUT's counters contradict.
+    pub disagreeing: usize,
+    /// Trials (same searches) whose generator fell behind its schedule.
+    pub generator_short: usize,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub node_ns: Vec<(String, f64)>,
 }
 
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let pid = rustix::process::Pid::from_raw(self.child.id() as i32);
-        if let Some(pid) = pid {
-            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
-        }
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+fn median(v: &[f64]) -> f64 {
+    median_min_max(v).0
 }
 
-fn veclane_trial(
-    cfg: &L3fwdConfig,
-    copy: CopyMode,
-    size: usize,
-    rep: usize,
-) -> Result<Trial, BenchError> {
-    let dut = Subject {
-        dut: Dut::Veclane,
-        copy: Some(copy),
-    };
-    let fail = |msg: String| BenchError::Trial { dut, size, msg };
-    let dir = tempfile::tempdir()?;
-    let d = Daemon::start(
-        &cfg.veclane_bin,
-        dir.path(),
-        &veclane_config(cfg, copy, size),
-    )
-    .map_err(fail)?;
-    let (g, (ifs, workers, errors)) = generate(cfg, &dir.path().join("memif.sock"), size, || {
-        let ifs = match d.call(&api::Request::ShowInterface { name: None })? {
-            api::Reply::Interfaces { interfaces } => interfaces,
-            other => return Err(format!("show interface: {other:?}")),
-        };
-        let workers = match d.call(&api::Request::ShowRuntime) {
-            Ok(api::Reply::Runtime { workers }) => workers,
-            _ => Vec::new(),
-        };
-        let errors = match d.call(&api::Request::ShowErrors) {
-            Ok(api::Reply::Errors { errors }) => errors,
-            _ => Vec::new(),
-        };
-        Ok((ifs, workers, errors))
-    })
-    .map_err(fail)?;
-    let mut t = trial_from(dut, size, rep, &g);
-    let by = |id: u32| ifs.iter().find(|i| i.id == id).cloned().unwrap_or_default();
-    let (a, b) = (by(0), by(1));
-    if a.rx_packets != g.tx_packets {
-        t.disagreements.push(format!(
-            "generator sent {} but memif0/0 received {}",
-            g.tx_packets, a.rx_packets
-        ));
-    }
-    if b.tx_packets != g.rx_packets {
-        t.disagreements.push(format!(
-            "generator received {} but memif0/1 sent {}",
-            g.rx_packets, b.tx_packets
-        ));
-    }
-    t.node_ns = node_costs(&workers);
-    for e in errors {
-        t.note
-            .push_str(&format!(" {}:{}={}", e.node, e.reason, e.count));
-    }
-    t.note.push_str(&format!(" tx_no_room={}", b.tx_no_room));
-    drop(d);
-    Ok(t)
-}
-
-/// Nanoseconds per packet in each node that saw packets, summed over workers, with the total
-/// last. Polling input nodes include their empty polls (as VPP's `show runtime` does).
-pub fn node_costs(workers: &[api::WorkerRuntime]) -> Vec<(String, f64)> {
-    let mut acc: Vec<(String, u64, u64)> = Vec::new();
-    for w in workers {
-        for n in &w.nodes {
-            if n.vectors == 0 {
+/// One row per (size, DUT) with at least one successful search. Like the continuous
+/// trials, the medians come from near searches when there are any, else mid, else far, else
+/// mixed.
+pub fn rows(outcomes: &[Outcome], sizes: &[usize], duts: &[Subject]) -> Vec<SearchRow> {
+    let mut out = Vec::new();
+    for &size in sizes {
+        for &dut in duts {
+            let all: Vec<&Outcome> = outcomes
+                .iter()
+                .filter(|o| o.dut == dut && o.size == size)
+                .collect();
+            let ok: Vec<&Outcome> = all
+                .iter()
+                .copied()
+                .filter(|o| o.error.is_none() && o.search.is_some())
+                .collect();
+            let Some(basis) = [
+                Placement::Near,
+                Placement::Mid,
+                Placement::Far,
+                Placement::Mixed,
+            ]
+            .into_iter()
+            .find(|p| ok.iter().any(|o| o.placement == *p)) else {
                 continue;
-            }
-            match acc.iter_mut().find(|(name, _, _)| *name == n.name) {
-                Some(e) => {
-                    e.1 += n.clocks;
-                    e.2 += n.vectors;
+            };
+            let used: Vec<&Outcome> = ok
+                .iter()
+                .copied()
+                .filter(|o| o.placement == basis)
+                .collect();
+            let reports: Vec<&SearchReport> =
+                used.iter().filter_map(|o| o.search.as_ref()).collect();
+            let mut goals = Vec::new();
+            if let Some(first) = reports.first() {
+                for (i, g) in first.goals.iter().enumerate() {
+                    // MRR has no bounds: its result is the receive rate.
+                    let vals: Vec<f64> = reports
+                        .iter()
+                        .filter_map(|r| r.goals.get(i))
+                        .map(|g| {
+                            let v = if g.loss_ratio >= 1.0 {
+                                g.forwarding_pps
+                            } else {
+                                g.lower_pps
+                            };
+                            v.unwrap_or(0.0) / 1e6
+                        })
+                        .collect();
+                    let fwd: Vec<f64> = reports
+                        .iter()
+                        .filter_map(|r| r.goals.get(i))
+                        .filter_map(|g| g.forwarding_pps)
+                        .map(|p| p / 1e6)
+                        .collect();
+                    let (m, lo, hi) = median_min_max(&vals);
+                    goals.push(GoalRow {
+                        goal: g.name.clone(),
+                        loss_ratio: g.loss_ratio,
+                        mpps: m,
+                        mpps_min: lo,
+                        mpps_max: hi,
+                        gbps_l2: m * 1e6 * size as f64 * 8.0 / 1e9,
+                        gbps_l1: m * 1e6 * (size as f64 + 20.0) * 8.0 / 1e9,
+                        forwarding_mpps: median(&fwd),
+                        irregular: reports
+                            .iter()
+                            .filter(|r| r.goals.get(i).is_some_and(|g| !g.regular))
+                            .count(),
+                    });
                 }
-                None => acc.push((n.name.clone(), n.clocks, n.vectors)),
             }
+            let (mrr, mrr_lo, mrr_hi) =
+                median_min_max(&used.iter().map(|o| o.mrr_pps / 1e6).collect::<Vec<_>>());
+            let mut latency = Vec::new();
+            if let Some(first) = used.first() {
+                for p in &first.latency {
+                    let at: Vec<Latency> = used
+                        .iter()
+                        .filter_map(|o| o.latency.iter().find(|q| q.fraction == p.fraction))
+                        .map(|q| q.latency)
+                        .collect();
+                    let med = |f: fn(&Latency) -> u64| {
+                        median(&at.iter().map(|l| f(l) as f64).collect::<Vec<_>>()) as u64
+                    };
+                    latency.push((
+                        p.fraction,
+                        Latency {
+                            min_ns: med(|l| l.min_ns),
+                            p50_ns: med(|l| l.p50_ns),
+                            p90_ns: med(|l| l.p90_ns),
+                            p99_ns: med(|l| l.p99_ns),
+                            p999_ns: med(|l| l.p999_ns),
+                            max_ns: med(|l| l.max_ns),
+                        },
+                    ));
+                }
+            }
+            let mut node_ns = Vec::new();
+            if let Some(first) = used.first() {
+                for (name, _) in &first.node_ns {
+                    let v: Vec<f64> = used
+                        .iter()
+                        .filter_map(|o| o.node_ns.iter().find(|(n, _)| n == name).map(|p| p.1))
+                        .collect();
+                    node_ns.push((name.clone(), median(&v)));
+                }
+            }
+            out.push(SearchRow {
+                dut,
+                size,
+                goals,
+                mrr_mpps: mrr,
+                mrr_min: mrr_lo,
+                mrr_max: mrr_hi,
+                latency,
+                searches: used.len(),
+                basis,
+                searches_run: all.len(),
+                disagreeing: used.iter().map(|o| o.disagreeing()).sum(),
+                generator_short: used
+                    .iter()
+                    .flat_map(|o| &o.trials)
+                    .filter(|t| t.m.shortfall > 0)
+                    .count(),
+                node_ns,
+            });
         }
     }
-    // Packets through the graph: what the input nodes produced.
-    let packets = workers
-        .iter()
-        .flat_map(|w| &w.nodes)
-        .filter(|n| n.kind == "input")
-        .map(|n| n.vectors)
-        .sum::<u64>()
-        .max(1);
-    let mut v: Vec<(String, f64)> = acc
-        .iter()
-        .map(|(n, c, vec)| (n.clone(), *c as f64 / *vec as f64))
-        .collect();
-    let total: u64 = acc.iter().map(|e| e.1).sum();
-    v.push(("total".into(), total as f64 / packets as f64));
-    v
-}
-
-fn testpmd_trial(cfg: &L3fwdConfig, size: usize, rep: usize) -> Result<Trial, BenchError> {
-    let dut = Subject::plain(Dut::Testpmd);
-    let fail = |msg: String| BenchError::Trial { dut, size, msg };
-    let bin = cfg
-        .testpmd_bin
-        .clone()
-        .ok_or_else(|| fail("dpdk-testpmd not installed".into()))?;
-    let dir = tempfile::tempdir()?;
-    let sock = dir.path().join("memif.sock");
-    let port = |id| MemifPort {
-        server: true,
-        socket: sock.clone(),
-        id,
-        rsize_log2: cfg.ring_log2,
-        bsize: buffer_size_for(cfg, size),
-        secret: None,
-    };
-    let mut app = vec!["--forward-mode=io".to_string()];
-    if size > 2048 {
-        app.push(format!(
-            "--mbuf-size={}",
-            (size + 1024).next_multiple_of(1024)
-        ));
-    }
-    let mut tp = Testpmd::spawn(
-        &bin,
-        &format!("vl{}fwd", std::process::id()),
-        cfg.dut_cpu,
-        cfg.gen_cpu,
-        &[port(0), port(1)],
-        &app,
-    )
-    .map_err(fail)?;
-    tp.cmd("start").map_err(fail)?;
-    let (g, (p0, p1)) = generate(cfg, &sock, size, || {
-        Ok((tp.port_stats(0)?, tp.port_stats(1)?))
-    })
-    .map_err(fail)?;
-    let mut t = trial_from(dut, size, rep, &g);
-    tp.quit();
-    if p0.rx_packets != g.tx_packets {
-        t.disagreements.push(format!(
-            "generator sent {} but port 0 received {}",
-            g.tx_packets, p0.rx_packets
-        ));
-    }
-    if p1.tx_packets != g.rx_packets {
-        t.disagreements.push(format!(
-            "generator received {} but port 1 sent {}",
-            g.rx_packets, p1.tx_packets
-        ));
-    }
-    t.note.push_str(&format!(
-        " port0 rx_missed={} port1 tx_errors={}",
-        p0.rx_missed, p1.tx_errors
-    ));
-    Ok(t)
+    out
 }
 
 /// The heading of an l3fwd table.
 pub fn head(cfg: &L3fwdConfig) -> Vec<String> {
     let mut h = vec![
         format!(
-            "L3 forwarding over memif: generator (veclane gen, zero-copy secondary, sends on id 0 and receives on id 1 in one loop) on CPU {}, DUT on CPU {}; ring 2^{}, buffer {} B, burst {}, {} trial(s) of {} s per DUT and size, DUTs interleaved",
+            "L3 forwarding over memif: generator (zero-copy memif secondary, sends on id 0 and receives on id 1 in one loop) on CPU {}, DUT on CPU {}; ring 2^{}, buffer {} B, burst {}; {} search(es) per DUT and size, DUTs interleaved",
             cfg.gen_cpu,
             cfg.dut_cpu,
             cfg.ring_log2,
             cfg.buffer_size,
             cfg.burst,
             cfg.reps,
-            cfg.trial_secs
         ),
         "veclane/single and veclane/two: one polling worker, ethernet-input, ip4-input, ip4-lookup, ip4-rewrite (TTL, checksum, MACs); payload copied once peer to peer (single) or into local buffers and out (two); testpmd: --forward-mode=io, no lookup and no header change".into(),
-        "rate = continuous throughput: frames received per second at 100% offered load (the generator sends flat out)".into(),
+        format!("search: {}", search_summary(&cfg.method)),
+        format!(
+            "MRR = receive rate of a {} s flat-out trial (the generator held back by a full ring); the search runs between MRR/1000 and {} x MRR, the generator acting as a port on a wire: frames a full ring refuses are lost",
+            cfg.mrr_secs, cfg.max_load_factor
+        ),
         crate::report::PLACEMENT_LEGEND.into(),
         crate::report::CONVENTIONS.into(),
     ];
@@ -439,8 +658,119 @@ pub fn head(cfg: &L3fwdConfig) -> Vec<String> {
     h
 }
 
-/// Where veclane's time goes: nanoseconds per packet per node, one line per size and mode.
-pub fn node_table(cfg: &L3fwdConfig, rows: &[crate::trial::Row]) -> String {
+/// The method and its parameters on one line.
+pub fn search_summary(m: &Method) -> String {
+    serde_json::to_string(m).unwrap_or_default()
+}
+
+/// The result table: one line per (size, DUT).
+pub fn table(cfg: &L3fwdConfig, rows: &[SearchRow]) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    for l in head(cfg) {
+        let _ = writeln!(s, "{l}");
+    }
+    let goal_names: Vec<String> = rows
+        .iter()
+        .find(|r| !r.goals.is_empty())
+        .map(|r| r.goals.iter().map(|g| g.goal.clone()).collect())
+        .unwrap_or_default();
+    let lat_at = cfg
+        .latency_at
+        .iter()
+        .copied()
+        .find(|&f| (f - 0.5).abs() < 1e-9)
+        .or(cfg.latency_at.first().copied());
+    let reference = cfg.duts.last().copied();
+    let mut header = format!("{:>5}  {:<15}", "size", "dut");
+    for (i, g) in goal_names.iter().enumerate() {
+        let _ = write!(header, "  {:>22}", format!("{g} Mpps (min-max)"));
+        if i == 0 {
+            let _ = write!(header, "  {:>13}", "Gbps L2/L1");
+        }
+    }
+    let _ = write!(header, "  {:>8}", "MRR Mpps");
+    if let Some(f) = lat_at {
+        let _ = write!(
+            header,
+            "  {:>20}",
+            format!("lat@{:.0}% p50/p99 us", f * 100.0)
+        );
+    }
+    if let Some(r) = reference {
+        let _ = write!(header, "  {:>10}", format!("/{}", r.dut));
+    }
+    let _ = write!(header, "  basis");
+    let _ = writeln!(s, "\n{header}");
+    for &size in &cfg.sizes {
+        let ref_row = rows
+            .iter()
+            .find(|r| Some(r.dut) == reference && r.size == size);
+        for r in rows.iter().filter(|r| r.size == size) {
+            let mut line = format!("{:>5}  {:<15}", size, r.dut.to_string());
+            for (i, g) in r.goals.iter().enumerate() {
+                let _ = write!(
+                    line,
+                    "  {:>22}",
+                    format!("{:.3} ({:.3}-{:.3})", g.mpps, g.mpps_min, g.mpps_max)
+                );
+                if i == 0 {
+                    let _ = write!(
+                        line,
+                        "  {:>13}",
+                        format!("{:.1}/{:.1}", g.gbps_l2, g.gbps_l1)
+                    );
+                }
+            }
+            let _ = write!(line, "  {:>8.3}", r.mrr_mpps);
+            if let Some(f) = lat_at {
+                let cell = r
+                    .latency
+                    .iter()
+                    .find(|(x, _)| *x == f)
+                    .map(|(_, l)| {
+                        format!("{:.1}/{:.1}", l.p50_ns as f64 / 1e3, l.p99_ns as f64 / 1e3)
+                    })
+                    .unwrap_or_else(|| "-".into());
+                let _ = write!(line, "  {cell:>20}");
+            }
+            if reference.is_some() {
+                let ratio = match (r.goals.first(), ref_row.and_then(|x| x.goals.first())) {
+                    (Some(a), Some(b)) if b.mpps > 0.0 => format!("{:.2}", a.mpps / b.mpps),
+                    _ => "-".into(),
+                };
+                let _ = write!(line, "  {ratio:>10}");
+            }
+            let mut flags = format!("  {}x{}", r.basis, r.searches);
+            if r.searches < r.searches_run {
+                let _ = write!(flags, " (of {})", r.searches_run);
+            }
+            if r.disagreeing > 0 {
+                let _ = write!(
+                    flags,
+                    " ! {} trial(s) disagree with the DUT's counters",
+                    r.disagreeing
+                );
+            }
+            if r.generator_short > 0 {
+                let _ = write!(
+                    flags,
+                    " ({} trial(s) with generator shortfall)",
+                    r.generator_short
+                );
+            }
+            let irregular: usize = r.goals.iter().map(|g| g.irregular).sum();
+            if irregular > 0 {
+                let _ = write!(flags, " ({irregular} irregular)");
+            }
+            let _ = writeln!(s, "{line}{flags}");
+        }
+    }
+    s
+}
+
+/// Where veclane's time goes: nanoseconds per packet per node in the flat-out trial.
+pub fn node_table(cfg: &L3fwdConfig, rows: &[SearchRow]) -> String {
     use std::fmt::Write as _;
     let mut s = String::new();
     let mut names: Vec<String> = Vec::new();
@@ -454,12 +784,11 @@ pub fn node_table(cfg: &L3fwdConfig, rows: &[crate::trial::Row]) -> String {
     if names.is_empty() {
         return s;
     }
-    // "total" last.
     names.retain(|n| n != "total");
     names.push("total".into());
     let _ = writeln!(
         s,
-        "veclane show runtime, ns per packet (median of the trials above; memif-input includes empty polls):"
+        "veclane show runtime over the flat-out trial, ns per packet (median; memif-input includes empty polls):"
     );
     let mut header = format!("{:>6} {:<16}", "size", "dut");
     for n in &names {
@@ -487,4 +816,109 @@ pub fn node_table(cfg: &L3fwdConfig, rows: &[crate::trial::Row]) -> String {
         }
     }
     s
+}
+
+/// CSV: one line per (size, DUT, goal).
+pub fn csv(cfg: &L3fwdConfig, rows: &[SearchRow]) -> String {
+    let header = [
+        "scenario",
+        "size",
+        "dut",
+        "goal",
+        "loss_ratio",
+        "mpps",
+        "mpps_min",
+        "mpps_max",
+        "gbps_l2",
+        "gbps_l1",
+        "forwarding_mpps",
+        "mrr_mpps",
+        "lat50_p50_ns",
+        "lat50_p99_ns",
+        "searches",
+        "basis",
+        "disagreeing",
+        "gen_cpu",
+        "dut_cpu",
+        "ring_log2",
+        "buffer_size",
+        "method",
+    ];
+    let method = search_summary(&cfg.method);
+    let mut out = Vec::new();
+    for r in rows {
+        let lat = r
+            .latency
+            .iter()
+            .find(|(f, _)| (f - 0.5).abs() < 1e-9)
+            .map(|(_, l)| *l);
+        for g in &r.goals {
+            out.push(vec![
+                "l3fwd".to_string(),
+                r.size.to_string(),
+                r.dut.to_string(),
+                g.goal.clone(),
+                g.loss_ratio.to_string(),
+                format!("{:.4}", g.mpps),
+                format!("{:.4}", g.mpps_min),
+                format!("{:.4}", g.mpps_max),
+                format!("{:.3}", g.gbps_l2),
+                format!("{:.3}", g.gbps_l1),
+                format!("{:.4}", g.forwarding_mpps),
+                format!("{:.4}", r.mrr_mpps),
+                lat.map(|l| l.p50_ns.to_string()).unwrap_or_default(),
+                lat.map(|l| l.p99_ns.to_string()).unwrap_or_default(),
+                r.searches.to_string(),
+                r.basis.to_string(),
+                r.disagreeing.to_string(),
+                cfg.gen_cpu.to_string(),
+                cfg.dut_cpu.to_string(),
+                cfg.ring_log2.to_string(),
+                cfg.buffer_size.to_string(),
+                method.clone(),
+            ]);
+        }
+    }
+    crate::csv::to_csv(&header, &out)
+}
+
+/// Throughput of the first goal against frame size, one line per DUT.
+pub fn size_plot(cfg: &L3fwdConfig, rows: &[SearchRow]) -> Result<String, String> {
+    let series: Vec<crate::plot::Series> = cfg
+        .duts
+        .iter()
+        .map(|&d| crate::plot::Series {
+            name: d.to_string(),
+            points: rows
+                .iter()
+                .filter(|r| r.dut == d)
+                .filter_map(|r| r.goals.first().map(|g| (r.size, g)))
+                .map(|(size, g)| crate::plot::Point {
+                    x: size as f64,
+                    y: g.mpps,
+                    y_min: g.mpps_min,
+                    y_max: g.mpps_max,
+                })
+                .collect(),
+        })
+        .filter(|s| !s.points.is_empty())
+        .collect();
+    let goal = rows
+        .iter()
+        .find_map(|r| r.goals.first().map(|g| g.goal.clone()))
+        .unwrap_or_else(|| "throughput".into());
+    let ticks: Vec<f64> = cfg.sizes.iter().map(|&s| s as f64).collect();
+    let title = format!("L3 forwarding over memif: {goal} against frame size, one DUT core");
+    let subtitle = format!(
+        "generator CPU {}, DUT CPU {}; median of {} search(es), bars min-max",
+        cfg.gen_cpu, cfg.dut_cpu, cfg.reps
+    );
+    crate::plot::svg(&crate::plot::Plot {
+        title: &title,
+        subtitle: &subtitle,
+        x_label: "frame size (bytes, no FCS)",
+        y_label: "Mpps",
+        x_ticks: Some(&ticks),
+        series: &series,
+    })
 }

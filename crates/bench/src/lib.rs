@@ -8,13 +8,14 @@
 //! offered. It never parses command lines (the `veclane` front end does).
 
 pub mod csv;
+pub mod dut;
 pub mod l3fwd;
 pub mod p2p;
 pub mod placement;
 pub mod plot;
 pub mod report;
-pub mod seed;
 pub mod search;
+pub mod seed;
 pub mod testpmd;
 pub mod trial;
 

@@ -4,6 +4,7 @@ use anyhow::bail;
 use bench::l3fwd::{self, L3fwdConfig};
 use bench::p2p::{self, P2pConfig};
 use bench::report::{self, Environment, Report};
+use bench::search::Method;
 use bench::trial::Trial;
 use bench::{CopyMode, Dut, Subject};
 use clap::{Args, ValueEnum};
@@ -30,6 +31,22 @@ pub enum DutArg {
     Testpmd,
 }
 
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum SearchArg {
+    /// MLRsearch (RFC 9971): NDR (loss 0) and PDR (--pdr) in one search.
+    Mlr,
+    /// RFC 2544 §26.1 binary search for the highest rate with loss ratio <= --loss-ratio.
+    Rfc2544,
+    /// Binary search with loss verification (RFC 8204 / VSPERF): failing trials repeated up
+    /// to --max-repeat times, any pass counts.
+    LossVerification,
+    /// TRex NDR bench: first trial at max load, then binary search with --pdr (default 0.1%)
+    /// and a 2% queue-full threshold.
+    TrexNdr,
+    /// Continuous throughput: the receive rate at max load, no search.
+    Continuous,
+}
+
 #[derive(Args, Debug)]
 pub struct BenchArgs {
     #[arg(value_enum, default_value = "p2p")]
@@ -41,9 +58,39 @@ pub struct BenchArgs {
     /// Devices under test, interleaved in this order.
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = [DutArg::Veclane, DutArg::Testpmd])]
     dut: Vec<DutArg>,
-    /// Seconds of traffic per trial.
-    #[arg(long, default_value_t = 2.0)]
-    trial_secs: f64,
+    /// Seconds of traffic per trial [default: p2p 2; l3fwd 0.25] (l3fwd mlr: the final trial
+    /// duration, the duration sum being 21 times it).
+    #[arg(long)]
+    trial_secs: Option<f64>,
+    /// Throughput search (l3fwd).
+    #[arg(long, value_enum, default_value = "loss-verification")]
+    search: SearchArg,
+    /// Loss ratio a trial may have and pass (rfc2544, loss-verification); 0 is zero loss.
+    #[arg(long, default_value_t = 0.0)]
+    loss_ratio: f64,
+    /// Loss ratio of the PDR goal (mlr, default 0.005) or TRex's pdr (trex-ndr, default 0.001).
+    #[arg(long)]
+    pdr: Option<f64>,
+    /// Stop when the bounds are this close, as a share of the maximum load (rfc2544,
+    /// loss-verification).
+    #[arg(long, default_value_t = 0.01)]
+    precision: f64,
+    /// Seconds of the final trial at the found rate (rfc2544; 0: none).
+    #[arg(long, default_value_t = 0.0)]
+    final_trial_secs: f64,
+    /// Repeats of a failing trial (loss-verification).
+    #[arg(long, default_value_t = 3)]
+    max_repeat: u32,
+    /// Seconds of the flat-out trial before each search (l3fwd); its receive rate times 1.1
+    /// is the search's maximum load.
+    #[arg(long, default_value_t = 1.0)]
+    mrr_secs: f64,
+    /// Fractions of the first goal's result at which latency is measured (l3fwd; none: "").
+    #[arg(long, value_delimiter = ',', default_values_t = [0.1, 0.5, 0.9])]
+    latency_at: Vec<f64>,
+    /// Seconds of each latency trial.
+    #[arg(long, default_value_t = 0.5)]
+    latency_secs: f64,
     /// Trials per (DUT, size); the table shows the median.
     #[arg(long, default_value_t = 3)]
     reps: usize,
@@ -59,8 +106,11 @@ pub struct BenchArgs {
     /// Generator frames per burst (l3fwd).
     #[arg(long, default_value_t = 64)]
     burst: usize,
-    #[arg(long, default_value_t = 10)]
-    ring_log2: u8,
+    /// log2 of the memif ring size [default: p2p 10; l3fwd 12, whose 4096 slots absorb
+    /// the millisecond stalls of a shared host that would otherwise decide every zero-loss
+    /// search].
+    #[arg(long)]
+    ring_log2: Option<u8>,
     #[arg(long, default_value_t = 2048)]
     buffer_size: u32,
     /// Directory for the JSON report.
@@ -70,9 +120,107 @@ pub struct BenchArgs {
     /// (0: do not wait; every trial is tagged near, far or mixed either way).
     #[arg(long, default_value_t = 10.0)]
     wait_near: f64,
+    /// Print the seeds' published tables (converted to Mpps) beside ours (l3fwd).
+    #[arg(long)]
+    compare_seed: bool,
     /// Skip testpmd (instead of failing) when it is not installed.
     #[arg(long)]
     allow_missing_peer: bool,
+}
+
+/// Progress of a run of searches: a bar on a terminal (with the trial in flight), one line per
+/// finished search otherwise (CI logs).
+struct Progress {
+    bar: Option<indicatif::ProgressBar>,
+    total: usize,
+}
+
+impl Progress {
+    fn new(total: usize) -> Progress {
+        use std::io::IsTerminal as _;
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let b = indicatif::ProgressBar::new(total as u64);
+            b.set_style(
+                indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} searches  {msg}")
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            );
+            b
+        });
+        Progress { bar, total }
+    }
+
+    fn trial(&self, dut: Subject, size: usize, m: &bench::search::Measurement) {
+        if let Some(b) = &self.bar {
+            b.set_message(format!(
+                "{dut} {size} B: {:.3} Mpps offered, loss {:.2e}",
+                m.load_pps / 1e6,
+                m.loss_ratio()
+            ));
+        }
+    }
+
+    fn finished(&self, done: usize, o: &l3fwd::Outcome) {
+        let line = match (&o.error, &o.search) {
+            (None, Some(s)) => {
+                let goals: Vec<String> = s
+                    .goals
+                    .iter()
+                    .map(|g| {
+                        let v = if g.loss_ratio >= 1.0 {
+                            g.forwarding_pps
+                        } else {
+                            g.lower_pps
+                        };
+                        format!(
+                            "{} {}",
+                            g.name,
+                            v.map_or("-".into(), |v| format!("{:.3} Mpps", v / 1e6))
+                        )
+                    })
+                    .collect();
+                format!(
+                    "[{done}/{}] {:<14} {:>5} B  rep {}  MRR {:.3} Mpps  {}  ({} trials, {:.1} s of traffic)  {} ({:.0}/{:.0} ns){}",
+                    self.total,
+                    o.dut.to_string(),
+                    o.size,
+                    o.rep,
+                    o.mrr_pps / 1e6,
+                    goals.join("  "),
+                    o.trials.len(),
+                    s.total_trial_s,
+                    o.placement,
+                    o.probe_before_ns,
+                    o.probe_after_ns,
+                    if o.disagreeing() > 0 {
+                        format!("  COUNTERS DISAGREE in {} trial(s)", o.disagreeing())
+                    } else {
+                        String::new()
+                    }
+                )
+            }
+            (e, _) => format!(
+                "[{done}/{}] {:<14} {:>5} B  rep {}  FAILED: {}",
+                self.total,
+                o.dut.to_string(),
+                o.size,
+                o.rep,
+                e.as_deref().unwrap_or("no result")
+            ),
+        };
+        match &self.bar {
+            Some(b) => {
+                b.println(line);
+                b.set_position(done as u64);
+            }
+            None => eprintln!("{line}"),
+        }
+    }
+
+    fn clear(&self) {
+        if let Some(b) = &self.bar {
+            b.finish_and_clear();
+        }
+    }
 }
 
 fn print_trial(done: usize, total: usize, t: &Trial) {
@@ -105,7 +253,11 @@ fn print_trial(done: usize, total: usize, t: &Trial) {
 }
 
 pub fn run(a: BenchArgs) -> anyhow::Result<()> {
-    if a.reps == 0 || !a.trial_secs.is_finite() || a.trial_secs <= 0.0 {
+    let trial_secs = a.trial_secs.unwrap_or(match a.scenario {
+        Scenario::P2p => 2.0,
+        Scenario::L3fwd => 0.25,
+    });
+    if a.reps == 0 || !trial_secs.is_finite() || trial_secs <= 0.0 {
         bail!("--reps must be at least 1 and --trial-secs positive");
     }
     let sizes = if a.sizes.is_empty() {
@@ -150,8 +302,8 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
         duts.retain(|d| *d != Dut::Testpmd);
     }
     match a.scenario {
-        Scenario::P2p => run_p2p(&a, sizes, duts, testpmd_bin),
-        Scenario::L3fwd => run_l3fwd(&a, sizes, duts, testpmd_bin),
+        Scenario::P2p => run_p2p(&a, trial_secs, sizes, duts, testpmd_bin),
+        Scenario::L3fwd => run_l3fwd(&a, trial_secs, sizes, duts, testpmd_bin),
     }
 }
 
@@ -187,8 +339,63 @@ fn finish<C: serde::Serialize>(
     Ok(())
 }
 
+/// The search `a` asks for, with trials of `trial_secs`.
+fn method(a: &BenchArgs, trial_secs: f64) -> anyhow::Result<Method> {
+    let ratio = |name: &str, v: f64| {
+        if (0.0..1.0).contains(&v) {
+            Ok(v)
+        } else {
+            Err(anyhow::anyhow!("--{name} {v} must be in [0, 1)"))
+        }
+    };
+    if !(a.precision > 0.0 && a.precision < 1.0) {
+        bail!("--precision {} must be in (0, 1)", a.precision);
+    }
+    if !(a.final_trial_secs >= 0.0 && a.final_trial_secs.is_finite()) {
+        bail!(
+            "--final-trial-secs {} must be 0 or more",
+            a.final_trial_secs
+        );
+    }
+    Ok(match a.search {
+        SearchArg::Mlr => {
+            let mut m = Method::mlr_default(trial_secs);
+            if let (Method::Mlr { goals, .. }, Some(p)) = (&mut m, a.pdr) {
+                for g in goals.iter_mut().filter(|g| g.loss_ratio > 0.0) {
+                    g.loss_ratio = ratio("pdr", p)?;
+                }
+            }
+            m
+        }
+        SearchArg::Rfc2544 => Method::Rfc2544 {
+            loss_ratio: ratio("loss-ratio", a.loss_ratio)?,
+            trial_s: trial_secs,
+            final_trial_s: a.final_trial_secs,
+            precision: a.precision,
+        },
+        SearchArg::LossVerification => Method::BinaryLossVerification {
+            loss_ratio: ratio("loss-ratio", a.loss_ratio)?,
+            trial_s: trial_secs,
+            max_repeat: a.max_repeat,
+            precision: a.precision,
+        },
+        SearchArg::TrexNdr => {
+            let mut m = Method::trex_ndr_default(trial_secs, trial_secs);
+            if let (Method::TrexNdr { pdr, .. }, Some(p)) = (&mut m, a.pdr) {
+                *pdr = ratio("pdr", p)?;
+            }
+            m
+        }
+        SearchArg::Continuous => Method::Continuous {
+            trial_s: trial_secs,
+            trials: 1,
+        },
+    })
+}
+
 fn run_l3fwd(
     a: &BenchArgs,
+    trial_secs: f64,
     sizes: Vec<usize>,
     duts: Vec<Dut>,
     testpmd_bin: Option<std::path::PathBuf>,
@@ -208,49 +415,114 @@ fn run_l3fwd(
     if duts.contains(&Dut::Testpmd) {
         subjects.push(Subject::plain(Dut::Testpmd));
     }
+    for secs in [a.mrr_secs, a.latency_secs] {
+        if !(secs > 0.0 && secs.is_finite()) {
+            bail!("--mrr-secs and --latency-secs must be positive");
+        }
+    }
+    if let Some(f) = a.latency_at.iter().find(|f| !(**f > 0.0 && **f <= 1.0)) {
+        bail!("--latency-at {f}: fractions must be in (0, 1]");
+    }
     let cfg = L3fwdConfig {
         sizes,
-        trial_secs: a.trial_secs,
         reps: a.reps,
         duts: subjects,
         gen_cpu: a.sender_cpu,
         dut_cpu: a.receiver_cpu,
-        ring_log2: a.ring_log2,
+        ring_log2: a.ring_log2.unwrap_or(12),
         buffer_size: a.buffer_size,
         burst: a.burst,
         wait_near_secs: a.wait_near.max(0.0),
+        method: method(a, trial_secs)?,
+        mrr_secs: a.mrr_secs,
+        max_load_factor: 1.1,
+        latency_at: a.latency_at.clone(),
+        latency_secs: a.latency_secs,
         veclane_bin: bench::veclane_bin(),
         testpmd_bin,
     };
     let total = cfg.reps * cfg.sizes.len() * cfg.duts.len();
+    let progress = Progress::new(total);
     let mut done = 0;
-    let trials = l3fwd::run(&cfg, |t| {
-        done += 1;
-        print_trial(done, total, t);
-    });
-    let rows = bench::trial::rows(&trials, &cfg.sizes, &cfg.duts);
-    print!(
-        "\n{}",
-        report::grid(&l3fwd::head(&cfg), &cfg.sizes, &cfg.duts, &rows)
+    let outcomes = l3fwd::run(
+        &cfg,
+        |o| {
+            done += 1;
+            progress.finished(done, o);
+        },
+        |dut, size, m| progress.trial(dut, size, m),
     );
+    progress.clear();
+    let rows = l3fwd::rows(&outcomes, &cfg.sizes, &cfg.duts);
+    print!("\n{}", l3fwd::table(&cfg, &rows));
     print!("\n{}", l3fwd::node_table(&cfg, &rows));
-    finish(&a.out, "l3fwd", &cfg, rows, &trials)
+    if a.compare_seed {
+        let ours: Vec<bench::seed::Ours> = rows
+            .iter()
+            .filter_map(|r| {
+                r.goals.first().map(|g| bench::seed::Ours {
+                    label: format!("{} {}", r.dut, g.goal),
+                    size: r.size,
+                    mpps: g.mpps,
+                })
+            })
+            .collect();
+        print!("\n{}", bench::seed::compare_table(&ours));
+    }
+    let rep = serde_json::json!({
+        "scenario": "l3fwd",
+        "conventions": report::CONVENTIONS,
+        "config": &cfg,
+        "environment": Environment::probe(bench::testpmd::version()),
+        "rows": &rows,
+        "searches": &outcomes,
+    });
+    std::fs::create_dir_all(&a.out)?;
+    let stem = a.out.join(format!(
+        "l3fwd-{}",
+        rep["environment"]["unix_time"].as_u64().unwrap_or(0)
+    ));
+    let json = stem.with_extension("json");
+    std::fs::write(&json, serde_json::to_vec_pretty(&rep)?)?;
+    let csv = stem.with_extension("csv");
+    std::fs::write(&csv, l3fwd::csv(&cfg, &rows))?;
+    println!("\nJSON: {}\nCSV: {}", json.display(), csv.display());
+    match l3fwd::size_plot(&cfg, &rows) {
+        Ok(svg) => {
+            let p = stem.with_extension("svg");
+            std::fs::write(&p, svg)?;
+            println!("SVG: {}", p.display());
+        }
+        Err(e) => eprintln!("no plot: {e}"),
+    }
+    let failed: Vec<_> = outcomes
+        .iter()
+        .filter_map(|o| o.error.as_ref().map(|e| (o.dut, o.size, e)))
+        .collect();
+    if !failed.is_empty() {
+        for (d, s, e) in &failed {
+            eprintln!("failed: {d} {s} B: {e}");
+        }
+        bail!("{} of {} searches failed", failed.len(), outcomes.len());
+    }
+    Ok(())
 }
 
 fn run_p2p(
     a: &BenchArgs,
+    trial_secs: f64,
     sizes: Vec<usize>,
     duts: Vec<Dut>,
     testpmd_bin: Option<std::path::PathBuf>,
 ) -> anyhow::Result<()> {
     let cfg = P2pConfig {
         sizes,
-        trial_secs: a.trial_secs,
+        trial_secs,
         reps: a.reps,
         duts,
         sender_cpu: a.sender_cpu,
         receiver_cpu: a.receiver_cpu,
-        ring_log2: a.ring_log2,
+        ring_log2: a.ring_log2.unwrap_or(10),
         buffer_size: a.buffer_size,
         wait_near_secs: a.wait_near.max(0.0),
         veclane_bin: bench::veclane_bin(),

@@ -12,7 +12,7 @@ fn bench(args: &[&str]) -> serde_json::Value {
             "--reps",
             "1",
             "--trial-secs",
-            "0.5",
+            "0.3",
             "--wait-near",
             "0",
             "--out",
@@ -41,24 +41,61 @@ fn testpmd_args() -> Vec<&'static str> {
 }
 
 #[test]
-fn l3fwd_measures_every_dut_and_the_counters_agree() {
-    let mut args = vec!["l3fwd", "--sizes", "64,1500"];
+fn l3fwd_searches_every_dut_and_the_counters_agree() {
+    let mut args = vec![
+        "l3fwd",
+        "--sizes",
+        "64,1500",
+        "--search",
+        "loss-verification",
+        "--precision",
+        "0.05",
+        "--mrr-secs",
+        "0.3",
+        "--latency-at",
+        "0.5",
+        "--latency-secs",
+        "0.2",
+    ];
     args.extend(testpmd_args());
     let r = bench(&args);
-    let trials = r["trials"].as_array().unwrap();
-    let duts: Vec<String> = trials
+    let searches = r["searches"].as_array().unwrap();
+    let duts: Vec<String> = searches
         .iter()
         .map(|t| format!("{}/{}", t["dut"]["dut"], t["dut"]["copy"]))
         .collect();
     assert!(duts.iter().any(|d| d.contains("single")), "{duts:?}");
     assert!(duts.iter().any(|d| d.contains("two")), "{duts:?}");
-    for t in trials {
-        assert!(t["error"].is_null(), "{t}");
-        assert!(t["rx_packets"].as_u64().unwrap() > 1000, "{t}");
-        assert!(t["mpps"].as_f64().unwrap() > 0.0, "{t}");
-        assert!(t.get("disagreements").is_none(), "{t}");
-        if t["dut"]["dut"] == "veclane" {
-            let nodes: Vec<&str> = t["node_ns"]
+    for o in searches {
+        assert!(o["error"].is_null(), "{o}");
+        assert!(o["mrr_pps"].as_f64().unwrap() > 10_000.0, "{o}");
+        // Every trial: measured rates, the DUT's counters agree with the generator's.
+        let trials = o["trials"].as_array().unwrap();
+        assert!(trials.len() >= 3, "{o}");
+        for t in trials {
+            assert!(t.get("disagreements").is_none(), "{t}");
+            assert!(t["m"]["offered"].as_u64().unwrap() > 0, "{t}");
+        }
+        // The search found a rate with zero loss, below the flat-out rate, and a trial there
+        // really had zero loss.
+        let goal = &o["search"]["goals"][0];
+        let ndr = goal["lower_pps"].as_f64().unwrap();
+        assert!(
+            ndr > 0.0 && ndr <= 1.1 * o["mrr_pps"].as_f64().unwrap(),
+            "{o}"
+        );
+        assert!(
+            o["search"]["trials"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|t| t["load_pps"].as_f64() == Some(ndr)
+                    && t["received"].as_u64() == t["offered"].as_u64()),
+            "no zero-loss trial at {ndr}: {o}"
+        );
+        assert_eq!(o["latency"].as_array().unwrap().len(), 1, "{o}");
+        if o["dut"]["dut"] == "veclane" {
+            let nodes: Vec<&str> = o["node_ns"]
                 .as_array()
                 .unwrap()
                 .iter()
@@ -74,7 +111,7 @@ fn l3fwd_measures_every_dut_and_the_counters_agree() {
             }
         }
     }
-    assert_eq!(r["rows"].as_array().unwrap().len(), trials.len());
+    assert_eq!(r["rows"].as_array().unwrap().len(), searches.len());
 }
 
 #[test]

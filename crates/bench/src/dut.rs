@@ -1,0 +1,239 @@
+//! Devices under test as child processes, behind one interface: start one for a scenario,
+//! read its own counters between trials, stop it.
+//!
+//! Every DUT listens on one memif socket with interfaces (ports) 0 and 1; the generator sends
+//! on 0 and receives on 1. A DUT that keeps counters (veclane's `show interface`, testpmd's
+//! `show port stats`) reports what it received on port 0 and sent on port 1, so the harness
+//! can compare them with its own counts after every trial.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::testpmd::Testpmd;
+
+/// A DUT's own cumulative counts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Frames received on port 0 (from the generator).
+    pub rx: u64,
+    /// Frames sent on port 1 (to the generator).
+    pub tx: u64,
+}
+
+/// A running DUT.
+#[derive(Debug)]
+pub enum Running {
+    Veclane(Daemon),
+    Testpmd(Testpmd),
+}
+
+impl Running {
+    /// The DUT's counters, or `None` for a DUT that has none to read.
+    pub fn counts(&mut self) -> Result<Option<Counts>, String> {
+        match self {
+            Running::Veclane(d) => {
+                let ifs = match d.call(&api::Request::ShowInterface { name: None })? {
+                    api::Reply::Interfaces { interfaces } => interfaces,
+                    other => return Err(format!("show interface: {other:?}")),
+                };
+                let by = |id: u32| ifs.iter().find(|i| i.id == id).cloned().unwrap_or_default();
+                Ok(Some(Counts {
+                    rx: by(0).rx_packets,
+                    tx: by(1).tx_packets,
+                }))
+            }
+            Running::Testpmd(t) => Ok(Some(Counts {
+                rx: t.port_stats(0)?.rx_packets,
+                tx: t.port_stats(1)?.tx_packets,
+            })),
+        }
+    }
+
+    /// Compares the generator's counts over one trial with the DUT's counters before and
+    /// after it; returns what disagrees.
+    pub fn check(
+        before: Option<Counts>,
+        after: Option<Counts>,
+        gen_sent: u64,
+        gen_received: u64,
+    ) -> Vec<String> {
+        let (Some(b), Some(a)) = (before, after) else {
+            return Vec::new();
+        };
+        let mut v = Vec::new();
+        let rx = a.rx.wrapping_sub(b.rx);
+        let tx = a.tx.wrapping_sub(b.tx);
+        if rx != gen_sent {
+            v.push(format!(
+                "generator sent {gen_sent} but the DUT received {rx} on port 0"
+            ));
+        }
+        if tx != gen_received {
+            v.push(format!(
+                "generator received {gen_received} but the DUT sent {tx} on port 1"
+            ));
+        }
+        v
+    }
+
+    /// Resets per-node clocks (veclane), so that the next [`node_costs`](Self::node_costs)
+    /// covers what follows.
+    pub fn clear_runtime(&mut self) {
+        if let Running::Veclane(d) = self {
+            let _ = d.call(&api::Request::Clear {
+                what: api::Clear::Runtime,
+            });
+        }
+    }
+
+    /// Nanoseconds per packet per graph node since the last clear (veclane; empty otherwise).
+    pub fn node_costs(&mut self) -> Vec<(String, f64)> {
+        match self {
+            Running::Veclane(d) => match d.call(&api::Request::ShowRuntime) {
+                Ok(api::Reply::Runtime { workers }) => node_costs(&workers),
+                _ => Vec::new(),
+            },
+            _ => Vec::new(),
+        }
+    }
+
+    /// Named drop counters that are not zero (veclane), as `node:reason=count`.
+    pub fn drops(&mut self) -> String {
+        match self {
+            Running::Veclane(d) => match d.call(&api::Request::ShowErrors) {
+                Ok(api::Reply::Errors { errors }) => errors
+                    .iter()
+                    .filter(|e| e.count > 0)
+                    .map(|e| format!("{}:{}={}", e.node, e.reason, e.count))
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                _ => String::new(),
+            },
+            Running::Testpmd(t) => match (t.port_stats(0), t.port_stats(1)) {
+                (Ok(p0), Ok(p1)) => format!(
+                    "port0 rx_missed={} port1 tx_errors={}",
+                    p0.rx_missed, p1.tx_errors
+                ),
+                _ => String::new(),
+            },
+        }
+    }
+
+    /// Stops the DUT and reaps it.
+    pub fn stop(self) {
+        match self {
+            Running::Veclane(d) => drop(d),
+            Running::Testpmd(t) => t.quit(),
+        }
+    }
+}
+
+/// A `veclane run` child, stopped with SIGTERM (then SIGKILL) when dropped.
+#[derive(Debug)]
+pub struct Daemon {
+    child: Child,
+    dir: PathBuf,
+}
+
+impl Daemon {
+    /// Starts `bin run` with `config` in runtime directory `dir`, and waits for its control
+    /// socket and its memif socket.
+    pub fn start(bin: &Path, dir: &Path, config: &str) -> Result<Daemon, String> {
+        let conf = dir.join("veclane.toml");
+        std::fs::write(&conf, config).map_err(|e| format!("writing {}: {e}", conf.display()))?;
+        let log = std::fs::File::create(dir.join("daemon.log")).map_err(|e| e.to_string())?;
+        let child = Command::new(bin)
+            .arg("run")
+            .arg("--config")
+            .arg(&conf)
+            .arg("--runtime-dir")
+            .arg(dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", bin.display()))?;
+        let mut d = Daemon {
+            child,
+            dir: dir.to_path_buf(),
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !(dir.join("ctl.sock").exists() && dir.join("memif.sock").exists()) {
+            if let Ok(Some(st)) = d.child.try_wait() {
+                return Err(format!("daemon exited ({st}): {}", d.log()));
+            }
+            if Instant::now() > deadline {
+                return Err(format!("daemon made no sockets in 10 s: {}", d.log()));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Ok(d)
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("daemon.log"))
+            .unwrap_or_default()
+            .trim()
+            .to_string()
+    }
+
+    pub fn call(&self, req: &api::Request) -> Result<api::Reply, String> {
+        api::Client::connect(&self.dir.join("ctl.sock"))
+            .and_then(|mut c| c.call(req))
+            .map_err(|e| e.to_string())
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let pid = rustix::process::Pid::from_raw(self.child.id() as i32);
+        if let Some(pid) = pid {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Nanoseconds per packet in each node that saw packets, summed over workers, with the total
+/// last. Polling input nodes include their empty polls (as VPP's `show runtime` does).
+pub fn node_costs(workers: &[api::WorkerRuntime]) -> Vec<(String, f64)> {
+    let mut acc: Vec<(String, u64, u64)> = Vec::new();
+    for w in workers {
+        for n in &w.nodes {
+            if n.vectors == 0 {
+                continue;
+            }
+            match acc.iter_mut().find(|(name, _, _)| *name == n.name) {
+                Some(e) => {
+                    e.1 += n.clocks;
+                    e.2 += n.vectors;
+                }
+                None => acc.push((n.name.clone(), n.clocks, n.vectors)),
+            }
+        }
+    }
+    // Packets through the graph: what the input nodes produced.
+    let packets = workers
+        .iter()
+        .flat_map(|w| &w.nodes)
+        .filter(|n| n.kind == "input")
+        .map(|n| n.vectors)
+        .sum::<u64>()
+        .max(1);
+    let mut v: Vec<(String, f64)> = acc
+        .iter()
+        .map(|(n, c, vec)| (n.clone(), *c as f64 / *vec as f64))
+        .collect();
+    let total: u64 = acc.iter().map(|e| e.1).sum();
+    v.push(("total".into(), total as f64 / packets as f64));
+    v
+}
