@@ -13,6 +13,12 @@ dpkg -s dpdk-dev >/dev/null 2>&1 || pkgs+=(dpdk-dev)
 dpkg -s librte-net-memif23 >/dev/null 2>&1 || pkgs+=(librte-net-memif23)
 # testpmd's default mbuf pool ops (ring_mp_mc) live in a driver that dpdk only Recommends.
 dpkg -s librte-mempool-ring23 >/dev/null 2>&1 || pkgs+=(librte-mempool-ring23)
+# DPDK's l3fwd example (a benchmark DUT) is built from the source dpdk-doc ships, against
+# libdpdk-dev (dpdk-dev depends on it), with cc, make and pkg-config.
+dpkg -s dpdk-doc >/dev/null 2>&1 || pkgs+=(dpdk-doc)
+command -v cc >/dev/null 2>&1 || pkgs+=(gcc)
+command -v make >/dev/null 2>&1 || pkgs+=(make)
+command -v pkg-config >/dev/null 2>&1 || pkgs+=(pkg-config)
 # tshark: the independent parser the daemon tests check forwarded packets (pcap) with.
 command -v tshark >/dev/null 2>&1 || pkgs+=(tshark)
 if [ "${#pkgs[@]}" -gt 0 ]; then
@@ -22,6 +28,9 @@ if [ "${#pkgs[@]}" -gt 0 ]; then
   as_root apt-get update -q
   DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -q --no-install-recommends "${pkgs[@]}"
 fi
+
+# dpdk-l3fwd (target/dpdk-l3fwd/dpdk-l3fwd); does nothing when it is already up to date.
+scripts/build-dpdk-l3fwd.sh >/dev/null
 
 # Rust: rust-toolchain.toml pins the toolchain; this makes rustup fetch it if absent.
 rustup show active-toolchain >/dev/null

@@ -3,11 +3,13 @@
 //! `bench` owns the scenarios (`p2p`: one memif, generator → receiver; `l3fwd`: generator →
 //! memif → device under test → memif → the same generator), the drivers that start each
 //! device under test as its own process pinned to its own core (veclane's `gen` and `run`,
-//! DPDK `dpdk-testpmd`), the interleaving of trials (A B A B ...) and the reports. Rates are
-//! always measured by the receiving side over its own clock, never inferred from what was
-//! offered. It never parses command lines (the `veclane` front end does).
+//! DPDK `dpdk-testpmd` and the `l3fwd` example, VPP), the interleaving of trials (A B A B
+//! ...) and the reports. Rates are always measured by the receiving side over its own clock,
+//! never inferred from what was offered. It never parses command lines (the `veclane` front
+//! end does).
 
 pub mod csv;
+pub mod dpdk_l3fwd;
 pub mod dut;
 pub mod l3fwd;
 pub mod p2p;
@@ -18,6 +20,7 @@ pub mod search;
 pub mod seed;
 pub mod testpmd;
 pub mod trial;
+pub mod vpp;
 
 use std::path::PathBuf;
 

@@ -62,6 +62,42 @@ impl MemifPort {
     }
 }
 
+/// The EAL arguments of every DPDK application we start: no hugepages (`--no-huge -m 1024`),
+/// no PCI scan, memif PMD logs at info (connections show in the log), the file prefix `prefix`
+/// (one per process, so that instances do not share runtime files), lcores `main_lcore` and
+/// `other_lcores` with `main_lcore` as the main one, and `ports` as vdevs `net_memif0..` in
+/// order (DPDK port ids follow).
+pub fn eal_args(
+    prefix: &str,
+    main_lcore: usize,
+    other_lcores: &[usize],
+    ports: &[MemifPort],
+) -> Vec<String> {
+    let mut lcores = vec![main_lcore];
+    lcores.extend_from_slice(other_lcores);
+    lcores.sort_unstable();
+    lcores.dedup();
+    let lcores: Vec<String> = lcores.iter().map(usize::to_string).collect();
+    let mut v: Vec<String> = [
+        "--no-huge",
+        "-m",
+        "1024",
+        "--no-pci",
+        "--log-level",
+        "pmd.net.memif:info",
+    ]
+    .map(String::from)
+    .to_vec();
+    v.push(format!("--file-prefix={prefix}"));
+    v.push("-l".into());
+    v.push(lcores.join(","));
+    v.push(format!("--main-lcore={main_lcore}"));
+    for (i, p) in ports.iter().enumerate() {
+        v.push(format!("--vdev={}", p.vdev(&format!("net_memif{i}"))));
+    }
+    v
+}
+
 /// A running interactive testpmd.
 #[derive(Debug)]
 pub struct Testpmd {
@@ -98,26 +134,8 @@ impl Testpmd {
         let mut c = Command::new("stdbuf");
         c.args(["-oL", "-eL"])
             .arg(bin)
-            .args([
-                "--no-huge",
-                "-m",
-                "1024",
-                "--no-pci",
-                "--log-level",
-                "pmd.net.memif:info",
-            ])
-            .arg(format!("--file-prefix={prefix}"))
-            .arg("-l")
-            .arg(format!(
-                "{},{}",
-                main_cpu.min(fwd_cpu),
-                main_cpu.max(fwd_cpu)
-            ))
-            .arg(format!("--main-lcore={main_cpu}"));
-        for (i, p) in ports.iter().enumerate() {
-            c.arg(format!("--vdev={}", p.vdev(&format!("net_memif{i}"))));
-        }
-        c.args(["--", "-i", "--no-mlockall", "--total-num-mbufs=16384"])
+            .args(eal_args(prefix, main_cpu, &[fwd_cpu], ports))
+            .args(["--", "-i", "--no-mlockall", "--total-num-mbufs=16384"])
             .args(app);
         c.stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -358,6 +376,30 @@ pub fn p2p_trial(cfg: &P2pConfig, size: usize, rep: usize) -> Result<Trial, Benc
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn eal_arguments() {
+        let port = |id| MemifPort {
+            server: true,
+            socket: "/tmp/x/memif.sock".into(),
+            id,
+            rsize_log2: 10,
+            bsize: 2048,
+            secret: None,
+        };
+        assert_eq!(
+            eal_args("p1", 1, &[0], &[port(0), port(1)]).join(" "),
+            "--no-huge -m 1024 --no-pci --log-level pmd.net.memif:info --file-prefix=p1 \
+             -l 0,1 --main-lcore=1 \
+             --vdev=net_memif0,role=server,socket=/tmp/x/memif.sock,socket-abstract=no,id=0,rsize=10,bsize=2048 \
+             --vdev=net_memif1,role=server,socket=/tmp/x/memif.sock,socket-abstract=no,id=1,rsize=10,bsize=2048"
+        );
+        assert!(
+            eal_args("p", 1, &[], &[])
+                .join(" ")
+                .contains("-l 1 --main-lcore=1")
+        );
+    }
 
     #[test]
     fn parses_show_port_stats() {

@@ -1,0 +1,675 @@
+//! Driving FD.io VPP as a device under test: veclane's l3fwd topology on two memif masters.
+//!
+//! **Untested against a real VPP**: VPP is not installed where this was written. The startup
+//! configuration and CLI commands follow VPP's documentation and sources (`src/vpp/vnet/main.c`,
+//! `src/vlib/unix/main.c`, `src/vlib/buffer.c`, `src/plugins/memif/cli.c`, `src/vpp/app/vppctl.c`)
+//! and are checked here only as text, by unit tests.
+//!
+//! [`spawn`] writes `startup.conf` into a directory of its own and runs `vpp -c startup.conf`:
+//! no hugepages (4 KiB pages for the main heap and the buffers), every plugin disabled but
+//! memif, the main thread on the generator CPU and one worker on the DUT CPU, the CLI, API
+//! and stats sockets in that directory (so instances do not collide with a system VPP). It
+//! then configures, through `vppctl -s DIR/cli.sock` (the `vppctl` next to the `vpp` binary,
+//! else on PATH), what [`crate::l3fwd::veclane_config`] gives veclane:
+//!
+//! ```text
+//! create memif socket id 1 filename DIR/memif.sock
+//! create interface memif id 0 socket-id 1 ring-size R buffer-size B hw-addr 02:00:00:00:00:02 master
+//! create interface memif id 1 socket-id 1 ring-size R buffer-size B hw-addr 02:00:00:00:01:02 master
+//! set interface ip address memif1/0 10.10.1.1/24
+//! set interface ip address memif1/1 10.10.2.1/24
+//! set interface state memif1/0 up
+//! set interface state memif1/1 up
+//! set ip neighbor memif1/1 10.10.2.2 GEN_MAC static
+//! ```
+//!
+//! The memif rx queues are created when the generator connects, in VPP's default rx mode,
+//! polling; the worker polls both (it is the only thread that polls once workers exist).
+//! VPP's path per frame: memif-input, ethernet-input, ip4-input (checksum, length, TTL),
+//! ip4-lookup, ip4-rewrite, memif1/1-output; memif input copies into VPP buffers and memif
+//! output copies out of them (two copies, like veclane's `copy = "two"`).
+//!
+//! Counters for the cross-check come from `show interface` ([`parse_show_interface`]).
+//! Assumptions worth checking on a real VPP (20.05 or later: `set ip neighbor`, memif
+//! `socket-id`): a configuration command succeeds exactly when the CLI prints nothing (VPP
+//! prints the error otherwise), except `create interface memif`, which may print the new
+//! interface's name; the interfaces are named `memif1/0` and `memif1/1`.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The memif socket id VPP knows our socket by (0 is VPP's default socket).
+pub const SOCKET_ID: u32 = 1;
+/// The interface the generator sends to (memif id 0) and its MAC (veclane's memif0/0).
+pub const IF_IN: &str = "memif1/0";
+pub const IF_IN_MAC: &str = "02:00:00:00:00:02";
+/// The interface VPP forwards to (memif id 1) and its MAC (veclane's memif0/1).
+pub const IF_OUT: &str = "memif1/1";
+pub const IF_OUT_MAC: &str = "02:00:00:00:01:02";
+
+/// What a VPP instance is given.
+#[derive(Debug, Clone)]
+pub struct VppConfig {
+    /// VPP's main thread (CLI, memif connection handling; it does not poll interfaces once
+    /// there is a worker).
+    pub gen_cpu: usize,
+    /// The one worker, which polls both interfaces.
+    pub dut_cpu: usize,
+    pub ring_log2: u8,
+    pub buffer_size: u32,
+    /// The static neighbour 10.10.2.2's MAC: the generator's.
+    pub gen_mac: [u8; 6],
+}
+
+impl VppConfig {
+    /// 1024-slot rings, 2048-byte buffers, the generator's default source MAC.
+    pub fn new(gen_cpu: usize, dut_cpu: usize) -> VppConfig {
+        VppConfig {
+            gen_cpu,
+            dut_cpu,
+            ring_log2: 10,
+            buffer_size: 2048,
+            gen_mac: trafgen::FrameSpec::default().src_mac.0,
+        }
+    }
+}
+
+/// `explicit` if given, else `vpp` on PATH, else `/usr/bin/vpp`; `None` if none is a file.
+pub fn find(explicit: Option<&Path>) -> Option<PathBuf> {
+    if let Some(p) = explicit {
+        return p.is_file().then(|| p.to_path_buf());
+    }
+    on_path("vpp").or_else(|| {
+        let p = PathBuf::from("/usr/bin/vpp");
+        p.is_file().then_some(p)
+    })
+}
+
+fn on_path(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|d| Path::new(d).join(name))
+        .find(|p| p.is_file())
+}
+
+/// The `vppctl` next to `vpp_bin`, else on PATH.
+pub fn find_vppctl(vpp_bin: &Path) -> Option<PathBuf> {
+    let sibling = vpp_bin.with_file_name("vppctl");
+    if sibling.is_file() {
+        return Some(sibling);
+    }
+    on_path("vppctl")
+}
+
+fn mac_str(m: [u8; 6]) -> String {
+    m.map(|b| format!("{b:02x}")).join(":")
+}
+
+/// The startup configuration, with every socket and log under `dir` and `tag` naming the
+/// shared-memory API segment (unique per instance).
+pub fn startup_conf(cfg: &VppConfig, dir: &Path, tag: &str) -> String {
+    let d = dir.display();
+    format!(
+        r#"unix {{
+  nodaemon
+  cli-listen {d}/cli.sock
+  cli-no-pager
+  cli-no-banner
+  log {d}/vpp.log
+  runtime-dir {d}
+  poll-sleep-usec 100
+}}
+api-segment {{
+  prefix {tag}
+}}
+socksvr {{
+  socket-name {d}/api.sock
+}}
+statseg {{
+  socket-name {d}/stats.sock
+}}
+cpu {{
+  main-core {main}
+  corelist-workers {worker}
+}}
+memory {{
+  main-heap-size 1G
+  main-heap-page-size 4K
+}}
+buffers {{
+  buffers-per-numa 16384
+  page-size 4K
+}}
+plugins {{
+  plugin default {{ disable }}
+  plugin memif_plugin.so {{ enable }}
+}}
+"#,
+        main = cfg.gen_cpu,
+        worker = cfg.dut_cpu,
+    )
+}
+
+/// The CLI commands that build the topology on the memif socket `sock`, in order.
+pub fn setup_commands(cfg: &VppConfig, sock: &Path) -> Vec<String> {
+    let ring = 1u32 << cfg.ring_log2;
+    let bsize = cfg.buffer_size;
+    let iface = |id: u32, mac: &str| {
+        format!(
+            "create interface memif id {id} socket-id {SOCKET_ID} ring-size {ring} buffer-size {bsize} hw-addr {mac} master"
+        )
+    };
+    vec![
+        format!(
+            "create memif socket id {SOCKET_ID} filename {}",
+            sock.display()
+        ),
+        iface(0, IF_IN_MAC),
+        iface(1, IF_OUT_MAC),
+        format!("set interface ip address {IF_IN} 10.10.1.1/24"),
+        format!("set interface ip address {IF_OUT} 10.10.2.1/24"),
+        format!("set interface state {IF_IN} up"),
+        format!("set interface state {IF_OUT} up"),
+        format!(
+            "set ip neighbor {IF_OUT} 10.10.2.2 {} static",
+            mac_str(cfg.gen_mac)
+        ),
+    ]
+}
+
+/// Whether configuration command `cmd` succeeded, judged by what the CLI printed: nothing, or
+/// for `create interface memif` at most the new interface's name.
+pub fn check_reply(cmd: &str, out: &str) -> Result<(), String> {
+    let out = out.trim();
+    if out.is_empty() {
+        return Ok(());
+    }
+    if cmd.starts_with("create interface memif")
+        && out.lines().count() == 1
+        && out.starts_with(&format!("memif{SOCKET_ID}/"))
+    {
+        return Ok(());
+    }
+    Err(format!("VPP refused `{cmd}`: {out}"))
+}
+
+/// One interface of `show interface`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VppInterface {
+    pub name: String,
+    pub index: u32,
+    pub up: bool,
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+    /// `drops`: frames this interface's graph path dropped.
+    pub drops: u64,
+    pub rx_miss: u64,
+    pub tx_error: u64,
+    /// Every counter as printed, in order (including the ones above).
+    pub counters: Vec<(String, u64)>,
+}
+
+impl VppInterface {
+    fn add(&mut self, name: &str, value: u64) {
+        match name {
+            "rx packets" => self.rx_packets = value,
+            "rx bytes" => self.rx_bytes = value,
+            "tx packets" => self.tx_packets = value,
+            "tx bytes" => self.tx_bytes = value,
+            "drops" => self.drops = value,
+            "rx-miss" => self.rx_miss = value,
+            "tx-error" => self.tx_error = value,
+            _ => {}
+        }
+        self.counters.push((name.to_string(), value));
+    }
+}
+
+/// Parses `show interface`: a header, then per interface a line `name idx state [mtu]
+/// [counter value]` starting in column 0 and one indented `counter value` line per further
+/// counter (counters that are zero are not printed).
+pub fn parse_show_interface(out: &str) -> Vec<VppInterface> {
+    let mut v: Vec<VppInterface> = Vec::new();
+    for line in out.lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        if words.is_empty() {
+            continue;
+        }
+        let counter = if line.starts_with(char::is_whitespace) {
+            // A further counter of the current interface (or the header: no interface yet).
+            if v.is_empty() {
+                continue;
+            }
+            &words[..]
+        } else {
+            let (Some(name), Some(Ok(index)), Some(state)) = (
+                words.first(),
+                words.get(1).map(|w| w.parse::<u32>()),
+                words.get(2),
+            ) else {
+                continue;
+            };
+            v.push(VppInterface {
+                name: (*name).to_string(),
+                index,
+                up: *state == "up",
+                ..Default::default()
+            });
+            // The MTU column (`9000/0/0/0`) exists since VPP 19.04.
+            let rest = &words[3..];
+            match rest.first() {
+                Some(w)
+                    if w.contains('/') && w.bytes().all(|b| b.is_ascii_digit() || b == b'/') =>
+                {
+                    &rest[1..]
+                }
+                _ => rest,
+            }
+        };
+        if let Some((last, name)) = counter.split_last()
+            && !name.is_empty()
+            && let Ok(value) = last.parse::<u64>()
+            && let Some(i) = v.last_mut()
+        {
+            i.add(&name.join(" "), value);
+        }
+    }
+    v
+}
+
+/// A running VPP; stopped with SIGTERM (then SIGKILL) when dropped.
+#[derive(Debug)]
+pub struct Vpp {
+    child: Child,
+    vppctl: PathBuf,
+    command_line: String,
+    dir: tempfile::TempDir,
+}
+
+/// Starts VPP (`vpp_bin -c DIR/startup.conf`), waits up to 30 s for its CLI, and configures
+/// the l3fwd topology. `vppctl` defaults to [`find_vppctl`].
+pub fn spawn(vpp_bin: &Path, vppctl: Option<&Path>, cfg: &VppConfig) -> Result<Vpp, String> {
+    if !vpp_bin.is_file() {
+        return Err(format!(
+            "VPP not found at {}; install VPP or pass --vpp-bin",
+            vpp_bin.display()
+        ));
+    }
+    let vppctl = match vppctl {
+        Some(p) if p.is_file() => p.to_path_buf(),
+        Some(p) => return Err(format!("vppctl not found at {}", p.display())),
+        None => find_vppctl(vpp_bin).ok_or_else(|| {
+            format!(
+                "vppctl not found next to {} or on PATH; VPP's CLI is driven through it (install VPP's vppctl)",
+                vpp_bin.display()
+            )
+        })?,
+    };
+    let dir = tempfile::Builder::new()
+        .prefix("veclane-vpp")
+        .tempdir()
+        .map_err(|e| format!("cannot make a directory for VPP: {e}"))?;
+    let conf = dir.path().join("startup.conf");
+    let tag = format!("vl{}vpp", std::process::id());
+    std::fs::write(&conf, startup_conf(cfg, dir.path(), &tag))
+        .map_err(|e| format!("writing {}: {e}", conf.display()))?;
+    let out_path = dir.path().join("vpp.out");
+    let out = File::create(&out_path).map_err(|e| format!("{}: {e}", out_path.display()))?;
+    let err = out.try_clone().map_err(|e| e.to_string())?;
+    let child = Command::new(vpp_bin)
+        .arg("-c")
+        .arg(&conf)
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", vpp_bin.display()))?;
+    let mut vpp = Vpp {
+        child,
+        vppctl,
+        command_line: format!("{} -c {}", vpp_bin.display(), conf.display()),
+        dir,
+    };
+    vpp.wait_cli(Duration::from_secs(30))?;
+    let sock = vpp.memif_socket();
+    for cmd in setup_commands(cfg, &sock) {
+        let out = vpp.cli(&cmd)?;
+        check_reply(&cmd, &out).map_err(|e| format!("{e}\n{}", vpp.log_tail(20)))?;
+    }
+    let ifs = vpp.interfaces()?;
+    for name in [IF_IN, IF_OUT] {
+        if !ifs.iter().any(|i| i.name == name && i.up) {
+            return Err(format!(
+                "VPP has no interface {name} up after configuration; show interface: {ifs:?}"
+            ));
+        }
+    }
+    Ok(vpp)
+}
+
+impl Vpp {
+    /// The socket both memif masters listen on (ids 0 and 1).
+    pub fn memif_socket(&self) -> PathBuf {
+        self.dir.path().join("memif.sock")
+    }
+
+    /// The command that was run, for reports.
+    pub fn command_line(&self) -> &str {
+        &self.command_line
+    }
+
+    /// The startup configuration VPP was given.
+    pub fn startup_conf(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("startup.conf")).unwrap_or_default()
+    }
+
+    fn cli_socket(&self) -> PathBuf {
+        self.dir.path().join("cli.sock")
+    }
+
+    fn wait_cli(&mut self, timeout: Duration) -> Result<(), String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Ok(Some(st)) = self.child.try_wait() {
+                return Err(format!(
+                    "VPP exited ({st}) while starting; command: {}\noutput:\n{}",
+                    self.command_line,
+                    self.log_tail(20)
+                ));
+            }
+            if self.cli_socket().exists()
+                && let Ok(v) = self.cli("show version")
+                && v.contains("vpp")
+            {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "VPP's CLI ({}) did not answer within {timeout:?}; command: {}\noutput:\n{}",
+                    self.cli_socket().display(),
+                    self.command_line,
+                    self.log_tail(20)
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Runs one CLI command (`vppctl -s DIR/cli.sock CMD`) and returns what it printed.
+    pub fn cli(&self, cmd: &str) -> Result<String, String> {
+        let o = Command::new(&self.vppctl)
+            .arg("-s")
+            .arg(self.cli_socket())
+            .args(cmd.split_whitespace())
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("cannot run {}: {e}", self.vppctl.display()))?;
+        if !o.status.success() {
+            return Err(format!(
+                "vppctl `{cmd}` failed ({}): {}",
+                o.status,
+                String::from_utf8_lossy(&o.stderr).trim()
+            ));
+        }
+        Ok(String::from_utf8_lossy(&o.stdout).replace('\r', ""))
+    }
+
+    /// Every interface's counters (`show interface`).
+    pub fn interfaces(&self) -> Result<Vec<VppInterface>, String> {
+        let out = self.cli("show interface")?;
+        let v = parse_show_interface(&out);
+        if v.is_empty() {
+            return Err(format!("cannot parse show interface: {out}"));
+        }
+        Ok(v)
+    }
+
+    /// Zeroes the interface counters (`clear interfaces`).
+    pub fn clear_counters(&self) -> Result<(), String> {
+        let out = self.cli("clear interfaces")?;
+        check_reply("clear interfaces", &out)
+    }
+
+    /// The last `n` lines of VPP's output and log.
+    pub fn log_tail(&self, n: usize) -> String {
+        let mut s = std::fs::read_to_string(self.dir.path().join("vpp.out")).unwrap_or_default();
+        s.push_str(&std::fs::read_to_string(self.dir.path().join("vpp.log")).unwrap_or_default());
+        let v: Vec<&str> = s.lines().rev().take(n).collect();
+        v.into_iter().rev().collect::<Vec<_>>().join("\n")
+    }
+
+    /// Stops VPP (SIGTERM, SIGKILL after 5 s).
+    pub fn stop(mut self) {
+        self.terminate();
+    }
+
+    fn terminate(&mut self) {
+        if let Ok(Some(_)) = self.child.try_wait() {
+            return;
+        }
+        if let Some(pid) = rustix::process::Pid::from_raw(self.child.id() as i32) {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Vpp {
+    fn drop(&mut self) {
+        self.terminate();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg() -> VppConfig {
+        VppConfig::new(0, 1)
+    }
+
+    #[test]
+    fn startup_configuration() {
+        let s = startup_conf(&cfg(), Path::new("/tmp/v"), "vl1vpp");
+        assert_eq!(
+            s,
+            "unix {
+  nodaemon
+  cli-listen /tmp/v/cli.sock
+  cli-no-pager
+  cli-no-banner
+  log /tmp/v/vpp.log
+  runtime-dir /tmp/v
+  poll-sleep-usec 100
+}
+api-segment {
+  prefix vl1vpp
+}
+socksvr {
+  socket-name /tmp/v/api.sock
+}
+statseg {
+  socket-name /tmp/v/stats.sock
+}
+cpu {
+  main-core 0
+  corelist-workers 1
+}
+memory {
+  main-heap-size 1G
+  main-heap-page-size 4K
+}
+buffers {
+  buffers-per-numa 16384
+  page-size 4K
+}
+plugins {
+  plugin default { disable }
+  plugin memif_plugin.so { enable }
+}
+"
+        );
+        // VPP's early parser only sees main-core when it comes first in the cpu section.
+        let cpu = &s[s.find("cpu {").unwrap()..];
+        assert!(cpu.lines().nth(1).unwrap().trim().starts_with("main-core"));
+    }
+
+    #[test]
+    fn topology_commands() {
+        let c = VppConfig {
+            ring_log2: 11,
+            buffer_size: 9216,
+            ..cfg()
+        };
+        assert_eq!(
+            setup_commands(&c, Path::new("/tmp/v/memif.sock")),
+            [
+                "create memif socket id 1 filename /tmp/v/memif.sock",
+                "create interface memif id 0 socket-id 1 ring-size 2048 buffer-size 9216 hw-addr 02:00:00:00:00:02 master",
+                "create interface memif id 1 socket-id 1 ring-size 2048 buffer-size 9216 hw-addr 02:00:00:00:01:02 master",
+                "set interface ip address memif1/0 10.10.1.1/24",
+                "set interface ip address memif1/1 10.10.2.1/24",
+                "set interface state memif1/0 up",
+                "set interface state memif1/1 up",
+                "set ip neighbor memif1/1 10.10.2.2 02:00:00:00:00:01 static",
+            ]
+        );
+    }
+
+    #[test]
+    fn the_topology_is_veclanes() {
+        // Same addresses, MACs and neighbour as the veclane daemon's l3fwd configuration.
+        let l3 = crate::l3fwd::L3fwdConfig {
+            sizes: vec![64],
+            trial_secs: 1.0,
+            reps: 1,
+            duts: vec![],
+            gen_cpu: 0,
+            dut_cpu: 1,
+            ring_log2: 10,
+            buffer_size: 2048,
+            burst: 32,
+            wait_near_secs: 0.0,
+            veclane_bin: PathBuf::new(),
+            testpmd_bin: None,
+        };
+        let v = crate::l3fwd::veclane_config(&l3, crate::CopyMode::Two, 64);
+        let cmds = setup_commands(&cfg(), Path::new("/s")).join("\n");
+        for needle in [
+            IF_IN_MAC,
+            IF_OUT_MAC,
+            "10.10.1.1/24",
+            "10.10.2.1/24",
+            "10.10.2.2",
+            "02:00:00:00:00:01",
+        ] {
+            assert!(v.contains(needle) && cmds.contains(needle), "{needle}");
+        }
+    }
+
+    #[test]
+    fn replies() {
+        assert!(check_reply("set interface state memif1/0 up", "\n").is_ok());
+        assert!(
+            check_reply(
+                "create interface memif id 0 socket-id 1 master",
+                "memif1/0\n"
+            )
+            .is_ok()
+        );
+        let e = check_reply(
+            "set ip neighbor memif1/1 10.10.2.2 02:00:00:00:00:01 static",
+            "set ip neighbor: unknown input `static'\n",
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("unknown input") && e.contains("set ip neighbor memif1/1"),
+            "{e}"
+        );
+        assert!(check_reply("create interface memif id 0", "memif1/0\nwarning\n").is_err());
+    }
+
+    #[test]
+    fn parses_show_interface() {
+        let out = "              Name               Idx    State  MTU (L3/IP4/IP6/MPLS)     Counter          Count     
+local0                            0     down          0/0/0/0       
+memif1/0                          1      up          9000/0/0/0     rx packets               5000000
+                                                                    rx bytes               320000000
+                                                                    drops                          3
+                                                                    ip4                      5000000
+                                                                    rx-miss                       12
+memif1/1                          2      up          9000/0/0/0     tx packets               4999997
+                                                                    tx bytes               319999808
+                                                                    tx-error                       1
+";
+        let v = parse_show_interface(out);
+        assert_eq!(v.len(), 3);
+        assert_eq!(
+            (v[0].name.as_str(), v[0].index, v[0].up),
+            ("local0", 0, false)
+        );
+        assert!(v[0].counters.is_empty());
+        let a = &v[1];
+        assert_eq!(
+            (
+                a.name.as_str(),
+                a.up,
+                a.rx_packets,
+                a.rx_bytes,
+                a.drops,
+                a.rx_miss
+            ),
+            ("memif1/0", true, 5_000_000, 320_000_000, 3, 12)
+        );
+        assert!(a.counters.contains(&("ip4".into(), 5_000_000)));
+        let b = &v[2];
+        assert_eq!(
+            (
+                b.name.as_str(),
+                b.tx_packets,
+                b.tx_bytes,
+                b.tx_error,
+                b.rx_packets
+            ),
+            ("memif1/1", 4_999_997, 319_999_808, 1, 0)
+        );
+        // Before VPP 19.04 there was no MTU column.
+        let old = "              Name               Idx       State          Counter          Count
+memif1/0                          1         up       rx packets                    10
+";
+        let v = parse_show_interface(old);
+        assert_eq!((v[0].name.as_str(), v[0].rx_packets), ("memif1/0", 10));
+        assert!(parse_show_interface("garbage\n").is_empty());
+    }
+
+    #[test]
+    fn missing_binaries_are_named() {
+        let e = spawn(Path::new("/nonexistent/vpp"), None, &cfg()).unwrap_err();
+        assert_eq!(
+            e,
+            "VPP not found at /nonexistent/vpp; install VPP or pass --vpp-bin"
+        );
+        // A vpp without a vppctl beside it or on PATH (PATH is not changed here: an explicit
+        // vppctl that does not exist takes the same path).
+        let dir = tempfile::tempdir().unwrap();
+        let fake = dir.path().join("vpp");
+        std::fs::write(&fake, "").unwrap();
+        let e = spawn(&fake, Some(Path::new("/nonexistent/vppctl")), &cfg()).unwrap_err();
+        assert!(e.contains("vppctl not found at /nonexistent/vppctl"), "{e}");
+        assert_eq!(find(Some(Path::new("/nonexistent/vpp"))), None);
+        assert_eq!(find(Some(&fake)), Some(fake));
+    }
+}
