@@ -10,7 +10,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::dpdk_l3fwd::DpdkL3fwd;
 use crate::testpmd::Testpmd;
+use crate::vpp::Vpp;
 
 /// A DUT's own cumulative counts.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -26,9 +28,20 @@ pub struct Counts {
 pub enum Running {
     Veclane(Daemon),
     Testpmd(Testpmd),
+    DpdkL3fwd(DpdkL3fwd),
+    Vpp(Vpp),
 }
 
 impl Running {
+    /// Waits until the DUT forwards, once the generator is connected (l3fwd starts its loop
+    /// only when both links are up).
+    pub fn ready(&mut self) -> Result<(), String> {
+        match self {
+            Running::DpdkL3fwd(l) => l.wait_forwarding(Duration::from_secs(15)),
+            _ => Ok(()),
+        }
+    }
+
     /// The DUT's counters, or `None` for a DUT that has none to read.
     pub fn counts(&mut self) -> Result<Option<Counts>, String> {
         match self {
@@ -47,6 +60,23 @@ impl Running {
                 rx: t.port_stats(0)?.rx_packets,
                 tx: t.port_stats(1)?.tx_packets,
             })),
+            // EAL telemetry: l3fwd has no command line of its own.
+            Running::DpdkL3fwd(l) => Ok(Some(Counts {
+                rx: l.port_stats(0)?.rx_packets,
+                tx: l.port_stats(1)?.tx_packets,
+            })),
+            Running::Vpp(v) => {
+                let ifs = v.interfaces()?;
+                let by = |name: &str| {
+                    ifs.iter()
+                        .find(|i| i.name == name)
+                        .ok_or_else(|| format!("VPP has no {name}"))
+                };
+                Ok(Some(Counts {
+                    rx: by(crate::vpp::IF_IN)?.rx_packets,
+                    tx: by(crate::vpp::IF_OUT)?.tx_packets,
+                }))
+            }
         }
     }
 
@@ -117,6 +147,28 @@ impl Running {
                 ),
                 _ => String::new(),
             },
+            Running::DpdkL3fwd(l) => match (l.port_stats(0), l.port_stats(1)) {
+                (Ok(p0), Ok(p1)) => format!(
+                    "port0 rx_missed={} port1 tx_errors={}",
+                    p0.rx_missed, p1.tx_errors
+                ),
+                _ => String::new(),
+            },
+            Running::Vpp(v) => v
+                .interfaces()
+                .map(|ifs| {
+                    ifs.iter()
+                        .filter(|i| i.drops + i.rx_miss + i.tx_error > 0)
+                        .map(|i| {
+                            format!(
+                                "{}: drops={} rx-miss={} tx-error={}",
+                                i.name, i.drops, i.rx_miss, i.tx_error
+                            )
+                        })
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                })
+                .unwrap_or_default(),
         }
     }
 
@@ -125,6 +177,8 @@ impl Running {
         match self {
             Running::Veclane(d) => drop(d),
             Running::Testpmd(t) => t.quit(),
+            Running::DpdkL3fwd(l) => drop(l.stop()),
+            Running::Vpp(v) => v.stop(),
         }
     }
 }

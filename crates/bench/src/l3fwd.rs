@@ -58,6 +58,10 @@ pub struct L3fwdConfig {
     pub veclane_bin: PathBuf,
     #[serde(skip)]
     pub testpmd_bin: Option<PathBuf>,
+    #[serde(skip)]
+    pub l3fwd_bin: Option<PathBuf>,
+    #[serde(skip)]
+    pub vpp_bin: Option<PathBuf>,
 }
 
 /// The memif buffer size for frames of `size` (see [`crate::trial::buffer_size_for`]).
@@ -198,21 +202,59 @@ fn gen_config(cfg: &L3fwdConfig, sock: &Path, size: usize) -> trafgen::GenConfig
     }
 }
 
-/// Starts `dut` for frames of `size`, listening on `dir/memif.sock`.
-fn start_dut(cfg: &L3fwdConfig, dut: Subject, size: usize, dir: &Path) -> Result<Running, String> {
+/// Starts `dut` for frames of `size`; returns it and the memif socket it listens on (in `dir`
+/// for the DUTs that take a directory).
+fn start_dut(
+    cfg: &L3fwdConfig,
+    dut: Subject,
+    size: usize,
+    dir: &Path,
+) -> Result<(Running, PathBuf), String> {
+    let sock = dir.join("memif.sock");
     match dut.dut {
         Dut::Veclane => Daemon::start(
             &cfg.veclane_bin,
             dir,
             &veclane_config(cfg, dut.copy.unwrap_or(CopyMode::Single), size),
         )
-        .map(Running::Veclane),
+        .map(|d| (Running::Veclane(d), sock)),
+        Dut::DpdkL3fwd => {
+            let bin = cfg.l3fwd_bin.clone().ok_or(
+                "dpdk-l3fwd is not built (scripts/build-dpdk-l3fwd.sh, run by scripts/setup.sh)",
+            )?;
+            let l = crate::dpdk_l3fwd::spawn(
+                &bin,
+                &crate::dpdk_l3fwd::DpdkL3fwdConfig {
+                    ring_log2: cfg.ring_log2,
+                    buffer_size: buffer_size_for(cfg, size),
+                    ..crate::dpdk_l3fwd::DpdkL3fwdConfig::new(cfg.dut_cpu)
+                },
+            )?;
+            let sock = l.memif_socket();
+            Ok((Running::DpdkL3fwd(l), sock))
+        }
+        Dut::Vpp => {
+            let bin = cfg
+                .vpp_bin
+                .clone()
+                .ok_or("VPP not found; install VPP or pass --vpp-bin")?;
+            let v = crate::vpp::spawn(
+                &bin,
+                None,
+                &crate::vpp::VppConfig {
+                    ring_log2: cfg.ring_log2,
+                    buffer_size: buffer_size_for(cfg, size),
+                    ..crate::vpp::VppConfig::new(cfg.gen_cpu, cfg.dut_cpu)
+                },
+            )?;
+            let sock = v.memif_socket();
+            Ok((Running::Vpp(v), sock))
+        }
         Dut::Testpmd => {
             let bin = cfg
                 .testpmd_bin
                 .clone()
                 .ok_or("dpdk-testpmd not installed")?;
-            let sock = dir.join("memif.sock");
             let port = |id| MemifPort {
                 server: true,
                 socket: sock.clone(),
@@ -237,7 +279,7 @@ fn start_dut(cfg: &L3fwdConfig, dut: Subject, size: usize, dir: &Path) -> Result
                 &app,
             )?;
             tp.cmd("start")?;
-            Ok(Running::Testpmd(tp))
+            Ok((Running::Testpmd(tp), sock))
         }
     }
 }
@@ -316,8 +358,8 @@ fn search_one(
 ) -> Result<Outcome, BenchError> {
     let fail = |msg: String| BenchError::Trial { dut, size, msg };
     let dir = tempfile::tempdir()?;
-    let mut running = start_dut(cfg, dut, size, dir.path()).map_err(fail)?;
-    let gcfg = gen_config(cfg, &dir.path().join("memif.sock"), size);
+    let (mut running, sock) = start_dut(cfg, dut, size, dir.path()).map_err(fail)?;
+    let gcfg = gen_config(cfg, &sock, size);
     let r = std::thread::scope(|s| {
         let (gcfg, running) = (&gcfg, &mut running);
         s.spawn(move || {
@@ -369,6 +411,7 @@ type Measured = (f64, SearchReport, Vec<LatencyPoint>, Vec<(String, f64)>);
 
 /// The flat-out trial, the search, and the latency trials, on one connection.
 fn measure_all(cfg: &L3fwdConfig, m: &mut GenMeasurer<'_>) -> Result<Measured, String> {
+    m.dut.ready()?;
     m.dut.clear_runtime();
     let flat = m.trial(None, Duration::from_secs_f64(cfg.mrr_secs))?;
     let node_ns = m.dut.node_costs();
@@ -640,7 +683,7 @@ pub fn head(cfg: &L3fwdConfig) -> Vec<String> {
             cfg.burst,
             cfg.reps,
         ),
-        "veclane/single and veclane/two: one polling worker, ethernet-input, ip4-input, ip4-lookup, ip4-rewrite (TTL, checksum, MACs); payload copied once peer to peer (single) or into local buffers and out (two); testpmd: --forward-mode=io, no lookup and no header change".into(),
+        "veclane/single and veclane/two: one polling worker, ethernet-input, ip4-input, ip4-lookup, ip4-rewrite (TTL, checksum, MACs); payload copied once peer to peer (single) or into local buffers and out (two); testpmd: --forward-mode=io, no lookup and no header change; dpdk-l3fwd: DPDK's l3fwd example, LPM, one lcore, no IPv4 checksum check (left to hardware that net_memif lacks); vpp: one worker, memif masters, ip4 routes as veclane's".into(),
         format!("search: {}", search_summary(&cfg.method)),
         format!(
             "MRR = receive rate of a {} s flat-out trial (the generator held back by a full ring); the search runs between MRR/1000 and {} x MRR, the generator acting as a port on a wire: frames a full ring refuses are lost",

@@ -26,10 +26,14 @@ use std::path::PathBuf;
 
 /// Which implementation a trial measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "kebab-case")]
 pub enum Dut {
     Veclane,
     Testpmd,
+    /// DPDK's l3fwd example, LPM mode (l3fwd scenario only).
+    DpdkL3fwd,
+    /// VPP, when the user has it (l3fwd scenario only).
+    Vpp,
 }
 
 impl core::fmt::Display for Dut {
@@ -37,6 +41,8 @@ impl core::fmt::Display for Dut {
         f.write_str(match self {
             Dut::Veclane => "veclane",
             Dut::Testpmd => "testpmd",
+            Dut::DpdkL3fwd => "dpdk-l3fwd",
+            Dut::Vpp => "vpp",
         })
     }
 }

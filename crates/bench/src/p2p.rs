@@ -60,6 +60,9 @@ pub fn run(cfg: &P2pConfig, progress: impl FnMut(&Trial)) -> Vec<Trial> {
         |dut, size, rep| match dut.dut {
             Dut::Veclane => veclane_trial(cfg, size, rep),
             Dut::Testpmd => crate::testpmd::p2p_trial(cfg, size, rep),
+            other => Err(BenchError::Setup(format!(
+                "{other} is an l3fwd DUT; p2p measures veclane and testpmd"
+            ))),
         },
         progress,
     )

@@ -29,6 +29,10 @@ pub enum CopyArg {
 pub enum DutArg {
     Veclane,
     Testpmd,
+    /// DPDK's l3fwd example (l3fwd scenario; built by scripts/setup.sh).
+    DpdkL3fwd,
+    /// VPP (l3fwd scenario; --vpp-bin, or vpp on PATH).
+    Vpp,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -120,6 +124,9 @@ pub struct BenchArgs {
     /// (0: do not wait; every trial is tagged near, far or mixed either way).
     #[arg(long, default_value_t = 10.0)]
     wait_near: f64,
+    /// VPP's binary, for --dut vpp.
+    #[arg(long)]
+    vpp_bin: Option<std::path::PathBuf>,
     /// Print the seeds' published tables (converted to Mpps) beside ours (l3fwd).
     #[arg(long)]
     compare_seed: bool,
@@ -290,8 +297,15 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
         .map(|d| match d {
             DutArg::Veclane => Dut::Veclane,
             DutArg::Testpmd => Dut::Testpmd,
+            DutArg::DpdkL3fwd => Dut::DpdkL3fwd,
+            DutArg::Vpp => Dut::Vpp,
         })
         .collect();
+    if a.scenario == Scenario::P2p
+        && let Some(d) = duts.iter().find(|d| matches!(d, Dut::DpdkL3fwd | Dut::Vpp))
+    {
+        bail!("--dut {d} runs in the l3fwd scenario only; p2p measures veclane and testpmd");
+    }
     if duts.contains(&Dut::Testpmd) && testpmd_bin.is_none() {
         if !a.allow_missing_peer {
             bail!(
@@ -412,8 +426,30 @@ fn run_l3fwd(
             });
         }
     }
-    if duts.contains(&Dut::Testpmd) {
-        subjects.push(Subject::plain(Dut::Testpmd));
+    for d in [Dut::Testpmd, Dut::DpdkL3fwd, Dut::Vpp] {
+        if duts.contains(&d) {
+            subjects.push(Subject::plain(d));
+        }
+    }
+    let l3fwd_bin = bench::dpdk_l3fwd::find();
+    let vpp_bin = bench::vpp::find(a.vpp_bin.as_deref());
+    if duts.contains(&Dut::DpdkL3fwd) && l3fwd_bin.is_none() {
+        bail!(
+            "dpdk-l3fwd is not built: run scripts/build-dpdk-l3fwd.sh (make setup does), or leave it out of --dut"
+        );
+    }
+    if duts.contains(&Dut::Vpp) && vpp_bin.is_none() {
+        let at = a
+            .vpp_bin
+            .as_ref()
+            .map_or("on PATH".to_string(), |p| format!("at {}", p.display()));
+        if !a.allow_missing_peer {
+            bail!(
+                "VPP not found {at}; install VPP or pass --vpp-bin (or --allow-missing-peer to skip it)"
+            );
+        }
+        eprintln!("note: VPP not found {at}; skipping it");
+        subjects.retain(|s| s.dut != Dut::Vpp);
     }
     for secs in [a.mrr_secs, a.latency_secs] {
         if !(secs > 0.0 && secs.is_finite()) {
@@ -440,6 +476,8 @@ fn run_l3fwd(
         latency_secs: a.latency_secs,
         veclane_bin: bench::veclane_bin(),
         testpmd_bin,
+        l3fwd_bin,
+        vpp_bin,
     };
     let total = cfg.reps * cfg.sizes.len() * cfg.duts.len();
     let progress = Progress::new(total);
