@@ -554,7 +554,6 @@ plugins {
         // Same addresses, MACs and neighbour as the veclane daemon's l3fwd configuration.
         let l3 = crate::l3fwd::L3fwdConfig {
             sizes: vec![64],
-            trial_secs: 1.0,
             reps: 1,
             duts: vec![],
             gen_cpu: 0,
@@ -563,8 +562,15 @@ plugins {
             buffer_size: 2048,
             burst: 32,
             wait_near_secs: 0.0,
+            method: crate::search::Method::continuous_default(1.0),
+            mrr_secs: 1.0,
+            max_load_factor: 1.1,
+            latency_at: vec![],
+            latency_secs: 1.0,
             veclane_bin: PathBuf::new(),
             testpmd_bin: None,
+            l3fwd_bin: None,
+            vpp_bin: None,
         };
         let v = crate::l3fwd::veclane_config(&l3, crate::CopyMode::Two, 64);
         let cmds = setup_commands(&cfg(), Path::new("/s")).join("\n");
