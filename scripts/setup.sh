@@ -21,6 +21,8 @@ command -v make >/dev/null 2>&1 || pkgs+=(make)
 command -v pkg-config >/dev/null 2>&1 || pkgs+=(pkg-config)
 # tshark: the independent parser the daemon tests check forwarded packets (pcap) with.
 command -v tshark >/dev/null 2>&1 || pkgs+=(tshark)
+# callgrind: `veclane bench l3fwd --cost` (instructions per packet).
+command -v valgrind >/dev/null 2>&1 || pkgs+=(valgrind)
 if [ "${#pkgs[@]}" -gt 0 ]; then
   # wireshark-common asks whether non-root users may capture; the answer does not matter here.
   echo "wireshark-common wireshark-common/install-setuid boolean false" | as_root debconf-set-selections 2>/dev/null || true

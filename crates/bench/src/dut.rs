@@ -194,10 +194,30 @@ impl Daemon {
     /// Starts `bin run` with `config` in runtime directory `dir`, and waits for its control
     /// socket and its memif socket.
     pub fn start(bin: &Path, dir: &Path, config: &str) -> Result<Daemon, String> {
+        Daemon::start_under(&[], bin, dir, config, Duration::from_secs(10))
+    }
+
+    /// As [`start`](Self::start), run under `wrapper` (e.g. valgrind and its options), which
+    /// may take `timeout` to bring the sockets up.
+    pub fn start_under(
+        wrapper: &[String],
+        bin: &Path,
+        dir: &Path,
+        config: &str,
+        timeout: Duration,
+    ) -> Result<Daemon, String> {
         let conf = dir.join("veclane.toml");
         std::fs::write(&conf, config).map_err(|e| format!("writing {}: {e}", conf.display()))?;
         let log = std::fs::File::create(dir.join("daemon.log")).map_err(|e| e.to_string())?;
-        let child = Command::new(bin)
+        let mut cmd = match wrapper.split_first() {
+            Some((w, args)) => {
+                let mut c = Command::new(w);
+                c.args(args).arg(bin);
+                c
+            }
+            None => Command::new(bin),
+        };
+        let child = cmd
             .arg("run")
             .arg("--config")
             .arg(&conf)
@@ -212,17 +232,40 @@ impl Daemon {
             child,
             dir: dir.to_path_buf(),
         };
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + timeout;
         while !(dir.join("ctl.sock").exists() && dir.join("memif.sock").exists()) {
             if let Ok(Some(st)) = d.child.try_wait() {
                 return Err(format!("daemon exited ({st}): {}", d.log()));
             }
             if Instant::now() > deadline {
-                return Err(format!("daemon made no sockets in 10 s: {}", d.log()));
+                return Err(format!(
+                    "daemon made no sockets in {timeout:?}: {}",
+                    d.log()
+                ));
             }
             std::thread::sleep(Duration::from_millis(10));
         }
         Ok(d)
+    }
+
+    /// The process id (valgrind's, when run under it).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends SIGTERM and waits up to `timeout` for the daemon to exit.
+    pub fn stop_within(mut self, timeout: Duration) -> Result<(), String> {
+        if let Some(pid) = rustix::process::Pid::from_raw(self.child.id() as i32) {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+        }
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Err(format!("daemon still running {timeout:?} after SIGTERM"))
     }
 
     fn log(&self) -> String {

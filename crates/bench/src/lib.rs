@@ -8,6 +8,7 @@
 //! never inferred from what was offered. It never parses command lines (the `veclane` front
 //! end does).
 
+pub mod cost;
 pub mod csv;
 pub mod dpdk_l3fwd;
 pub mod dut;

@@ -124,6 +124,13 @@ pub struct BenchArgs {
     /// (0: do not wait; every trial is tagged near, far or mixed either way).
     #[arg(long, default_value_t = 10.0)]
     wait_near: f64,
+    /// Instead of rates: instructions per packet of veclane (whole daemon and per node) under
+    /// callgrind, for each copy mode and size (l3fwd).
+    #[arg(long)]
+    cost: bool,
+    /// Frames per --cost measurement.
+    #[arg(long, default_value_t = 300_000)]
+    cost_frames: u64,
     /// VPP's binary, for --dut vpp.
     #[arg(long)]
     vpp_bin: Option<std::path::PathBuf>,
@@ -479,6 +486,9 @@ fn run_l3fwd(
         l3fwd_bin,
         vpp_bin,
     };
+    if a.cost {
+        return run_cost(a, &cfg);
+    }
     let total = cfg.reps * cfg.sizes.len() * cfg.duts.len();
     let progress = Progress::new(total);
     let mut done = 0;
@@ -543,6 +553,44 @@ fn run_l3fwd(
         }
         bail!("{} of {} searches failed", failed.len(), outcomes.len());
     }
+    Ok(())
+}
+
+/// `--cost`: instructions per packet of every veclane copy mode at every size.
+fn run_cost(a: &BenchArgs, cfg: &L3fwdConfig) -> anyhow::Result<()> {
+    bench::cost::available().map_err(anyhow::Error::msg)?;
+    if a.cost_frames < 1000 {
+        bail!("--cost-frames {} is too few (at least 1000)", a.cost_frames);
+    }
+    let mut costs = Vec::new();
+    for &size in &cfg.sizes {
+        for s in cfg.duts.iter().filter(|s| s.dut == Dut::Veclane) {
+            let copy = s.copy.unwrap_or(CopyMode::Single);
+            eprintln!(
+                "cost: {s} at {size} B, {} frames under callgrind",
+                a.cost_frames
+            );
+            let c = bench::cost::measure(cfg, copy, size, a.cost_frames)
+                .map_err(|e| anyhow::anyhow!("{s} at {size} B: {e}"))?;
+            costs.push(c);
+        }
+    }
+    if costs.is_empty() {
+        bail!("--cost measures veclane: include it in --dut");
+    }
+    print!("\n{}", bench::cost::table(cfg, &costs));
+    std::fs::create_dir_all(&a.out)?;
+    let env = Environment::probe(bench::testpmd::version());
+    let path = a.out.join(format!("l3fwd-cost-{}.json", env.unix_time));
+    let rep = serde_json::json!({
+        "scenario": "l3fwd-cost",
+        "config": cfg,
+        "cost_frames": a.cost_frames,
+        "environment": env,
+        "costs": costs,
+    });
+    std::fs::write(&path, serde_json::to_vec_pretty(&rep)?)?;
+    println!("\nJSON: {}", path.display());
     Ok(())
 }
 

@@ -1,0 +1,304 @@
+//! `--cost`: instructions per packet of the veclane DUT under callgrind, a figure that does
+//! not move with the neighbours' load (unlike every rate on a shared machine).
+//!
+//! The daemon runs the l3fwd topology under `valgrind --tool=callgrind --fair-sched=yes` with
+//! instrumentation off; the generator (native, on its own CPU) connects, it is switched on
+//! (`callgrind_control -i on`), a fixed number of frames is sent flat out (held back by a full
+//! ring, so the daemon sees full vectors and no empty polls until the last one), collection
+//! is switched off again, and the daemon exits, writing its profile. Instructions are divided by
+//! the frames the DUT received: the whole daemon, and each graph node's `process`
+//! (inclusive).
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::dut::{Daemon, Running};
+use crate::l3fwd::{L3fwdConfig, veclane_config};
+use crate::{CopyMode, Subject};
+
+/// Instructions per packet of one (DUT, size).
+#[derive(Debug, Clone, Serialize)]
+pub struct Cost {
+    pub dut: Subject,
+    pub size: usize,
+    /// Frames the DUT received while collection was on.
+    pub frames: u64,
+    /// Every instruction of the daemon while collecting, per frame.
+    pub total: f64,
+    /// Inclusive instructions per frame of each graph node's `process` (`poll` for input
+    /// nodes, empty polls included), by node type.
+    pub nodes: Vec<(String, f64)>,
+}
+
+/// Whether valgrind and its callgrind tools are installed.
+pub fn available() -> Result<(), String> {
+    for tool in ["valgrind", "callgrind_control", "callgrind_annotate"] {
+        // callgrind_annotate 3.19 prints its version but exits 255: being found is enough.
+        let ok = Command::new(tool)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| !o.stdout.is_empty() || !o.stderr.is_empty());
+        if !ok {
+            return Err(format!(
+                "{tool} not found: --cost needs valgrind (apt-get install valgrind)"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Measures `copy` at `size` over `frames` frames.
+pub fn measure(
+    cfg: &L3fwdConfig,
+    copy: CopyMode,
+    size: usize,
+    frames: u64,
+) -> Result<Cost, String> {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let out = dir.path().join("callgrind.out");
+    let wrapper = vec![
+        "valgrind".to_string(),
+        "--tool=callgrind".into(),
+        "--fair-sched=yes".into(),
+        "--instr-atstart=no".into(),
+        format!("--callgrind-out-file={}", out.display()),
+    ];
+    let d = Daemon::start_under(
+        &wrapper,
+        &cfg.veclane_bin,
+        dir.path(),
+        &veclane_config(cfg, copy, size),
+        Duration::from_secs(120),
+    )?;
+    let pid = d.pid();
+    let mut running = Running::Veclane(d);
+    let iface = |id: u32| memif::InterfaceConfig {
+        id,
+        name: format!("gen{id}"),
+        log2_ring_size: cfg.ring_log2,
+        buffer_size: crate::trial::buffer_size_for(cfg.buffer_size, size),
+        ..Default::default()
+    };
+    let gcfg = trafgen::GenConfig {
+        role: trafgen::Role::Secondary,
+        socket: memif::SocketPath::File(dir.path().join("memif.sock")),
+        iface: iface(0),
+        rx_iface: Some(iface(1)),
+        spec: trafgen::FrameSpec {
+            size,
+            ..Default::default()
+        },
+        burst: cfg.burst,
+        count: Some(frames),
+        duration: Duration::from_secs(600),
+        connect_timeout: Duration::from_secs(60),
+        drain: Duration::from_millis(500),
+        cpu: Some(cfg.gen_cpu),
+        ..Default::default()
+    };
+    let received = std::thread::scope(|s| {
+        let (gcfg, running) = (&gcfg, &mut running);
+        s.spawn(move || -> Result<u64, String> {
+            let stop = AtomicBool::new(false);
+            let mut session = trafgen::Session::connect(gcfg, &stop).map_err(|e| e.to_string())?;
+            let before = running.counts()?.unwrap_or_default();
+            control(pid, "on")?;
+            let r = session.run(gcfg, &stop).map_err(|e| e.to_string());
+            control(pid, "off")?;
+            let after = running.counts()?.unwrap_or_default();
+            session.close();
+            let g = r?;
+            if g.tx_packets != frames {
+                return Err(format!(
+                    "the generator sent {} of {frames} frames",
+                    g.tx_packets
+                ));
+            }
+            Ok(after.rx - before.rx)
+        })
+        .join()
+        .unwrap_or_else(|_| Err("generator thread panicked".into()))
+    })?;
+    let Running::Veclane(d) = running else {
+        return Err("not a veclane DUT".into());
+    };
+    d.stop_within(Duration::from_secs(60))?;
+    if received == 0 {
+        return Err("the DUT received nothing while collecting".into());
+    }
+    let (total, nodes) = annotate(&out)?;
+    Ok(Cost {
+        dut: Subject {
+            dut: crate::Dut::Veclane,
+            copy: Some(copy),
+        },
+        size,
+        frames: received,
+        total: total as f64 / received as f64,
+        nodes: nodes
+            .into_iter()
+            .map(|(n, c)| (n, c as f64 / received as f64))
+            .collect(),
+    })
+}
+
+/// Switches callgrind's instrumentation of process `pid` on or off.
+fn control(pid: u32, on_off: &str) -> Result<(), String> {
+    let o = Command::new("callgrind_control")
+        .arg("-i")
+        .arg(on_off)
+        .arg(pid.to_string())
+        .output()
+        .map_err(|e| format!("callgrind_control: {e}"))?;
+    if !o.status.success() {
+        return Err(format!(
+            "callgrind_control -i {on_off} {pid}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        ));
+    }
+    Ok(())
+}
+
+/// The profile's total instructions, and the inclusive instructions of each graph node's
+/// `process` (by the node's type name).
+fn annotate(out: &Path) -> Result<(u64, Vec<(String, u64)>), String> {
+    let o = Command::new("callgrind_annotate")
+        .args(["--inclusive=yes", "--threshold=100", "--auto=no"])
+        .arg(out)
+        .output()
+        .map_err(|e| format!("callgrind_annotate: {e}"))?;
+    if !o.status.success() {
+        return Err(format!(
+            "callgrind_annotate {}: {}",
+            out.display(),
+            String::from_utf8_lossy(&o.stderr)
+        ));
+    }
+    parse_annotate(&String::from_utf8_lossy(&o.stdout))
+}
+
+/// Parses `callgrind_annotate --inclusive=yes` output.
+pub fn parse_annotate(text: &str) -> Result<(u64, Vec<(String, u64)>), String> {
+    let count = |s: &str| s.trim().replace(',', "").parse::<u64>().ok();
+    let mut total = None;
+    let mut nodes: Vec<(String, u64)> = Vec::new();
+    for line in text.lines() {
+        let l = line.trim();
+        let Some((num, rest)) = l.split_once(' ') else {
+            continue;
+        };
+        let Some(n) = count(num) else { continue };
+        if rest.contains("PROGRAM TOTALS") {
+            total = Some(n);
+            continue;
+        }
+        // "123 (4.5%)  file.rs:<nodes::ip4::Ip4Lookup as graph::Node>::process [/path]"
+        // A function shows once per source file its inlined code came from, and (inclusive)
+        // once more as a whole: the largest entry is the whole. Input nodes work in `poll`,
+        // the others in `process`.
+        let Some((i, len)) = [" as graph::Node>::process", " as graph::Node>::poll"]
+            .iter()
+            .find_map(|p| rest.find(p).map(|i| (i, p.len())))
+        else {
+            continue;
+        };
+        // `process'2` is a recursion level of the same function, already inside `process`.
+        if rest[i + len..].starts_with('\'') {
+            continue;
+        }
+        let head = &rest[..i];
+        let ty = head.rsplit("::").next().unwrap_or(head);
+        let name = ty.trim_start_matches('<').to_string();
+        match nodes.iter_mut().find(|(m, _)| *m == name) {
+            Some(e) => e.1 = e.1.max(n),
+            None => nodes.push((name, n)),
+        }
+    }
+    let total = total.ok_or("callgrind_annotate printed no PROGRAM TOTALS")?;
+    Ok((total, nodes))
+}
+
+/// The cost table.
+pub fn table(cfg: &L3fwdConfig, costs: &[Cost]) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let mut names: Vec<String> = Vec::new();
+    for c in costs {
+        for (n, _) in &c.nodes {
+            if !names.contains(n) {
+                names.push(n.clone());
+            }
+        }
+    }
+    let _ = writeln!(
+        s,
+        "instructions per packet under callgrind (whole daemon, and each node's process inclusive); generator native on CPU {}, flat out, full vectors",
+        cfg.gen_cpu
+    );
+    let mut header = format!(
+        "{:>5}  {:<15} {:>9} {:>9}",
+        "size", "dut", "frames", "total"
+    );
+    for n in &names {
+        let _ = write!(header, " {:>w$}", n, w = n.len().max(7));
+    }
+    let _ = writeln!(s, "{header}");
+    for c in costs {
+        let mut line = format!(
+            "{:>5}  {:<15} {:>9} {:>9.1}",
+            c.size,
+            c.dut.to_string(),
+            c.frames,
+            c.total
+        );
+        for n in &names {
+            let w = n.len().max(7);
+            match c.nodes.iter().find(|(m, _)| m == n) {
+                Some((_, v)) => {
+                    let _ = write!(line, " {v:>w$.1}");
+                }
+                None => {
+                    let _ = write!(line, " {:>w$}", "-");
+                }
+            }
+        }
+        let _ = writeln!(s, "{line}");
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn annotate_output_gives_the_total_and_each_node() {
+        let text = "\
+--------------------------------------------------------------------------------
+Ir
+--------------------------------------------------------------------------------
+900,000,000 (100.0%)  PROGRAM TOTALS
+
+--------------------------------------------------------------------------------
+Ir                    file:function
+--------------------------------------------------------------------------------
+400,000,000 (44.44%)  ???:graph::Worker::dispatch [/x/veclane]
+120,000,000 (13.33%)  crates/nodes/src/memif_nodes.rs:<nodes::memif_nodes::MemifInput as graph::Node>::poll [/x/veclane]
+  5,000,000 ( 0.55%)  /rustc/x/library/std/src/sync/mpsc.rs:<nodes::memif_nodes::MemifInput as graph::Node>::poll
+ 90,000,000 (10.00%)  crates/nodes/src/ip4.rs:<nodes::ip4::Ip4Lookup as graph::Node>::process [/x/veclane]
+  1,000,000 ( 0.11%)  crates/nodes/src/ip4.rs:<nodes::ip4::Ip4Lookup as graph::Node>::process'2 [/x/veclane]
+";
+        let (total, nodes) = super::parse_annotate(text).unwrap();
+        assert_eq!(total, 900_000_000);
+        assert_eq!(
+            nodes,
+            vec![
+                ("MemifInput".to_string(), 120_000_000),
+                ("Ip4Lookup".to_string(), 90_000_000),
+            ]
+        );
+        assert!(super::parse_annotate("nothing").is_err());
+    }
+}
