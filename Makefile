@@ -6,7 +6,7 @@ FUZZ_SECS ?= 20
 FUZZ_TARGETS := control_msg primary_handshake ring_walk secondary_rx
 GO_PEER := interop/gomemif-peer
 
-.PHONY: setup build bench test lint fuzz fuzz-smoke clean
+.PHONY: setup build bench bench-full test lint fuzz fuzz-smoke clean
 
 setup:
 	scripts/setup.sh
@@ -14,11 +14,19 @@ setup:
 build: setup
 	$(CARGO) build --release -p veclane
 
-## The main job: memif point-to-point throughput, then L3 forwarding (veclane single- and
-## two-copy vs dpdk-testpmd io forwarding), side by side.
+## The main job, a few minutes: L3 forwarding NDR (zero-loss throughput, binary search with
+## loss verification) at 64, 512 and 1500 bytes, veclane (single-copy) and dpdk-testpmd io
+## forwarding side by side, three interleaved searches each; table, then JSON, CSV and SVG.
 bench: build
+	./target/release/veclane bench l3fwd --sizes 64,512,1500 --dut veclane,testpmd --copy single --wait-near 2
+
+## Everything, laid out like the seeds' tables: memif p2p; L3 forwarding NDR and PDR
+## (MLRsearch) at every size for veclane single- and two-copy, testpmd and DPDK's l3fwd, with
+## the seeds' figures beside ours; instructions per packet under callgrind.
+bench-full: build
 	./target/release/veclane bench p2p
-	./target/release/veclane bench l3fwd
+	./target/release/veclane bench l3fwd --search mlr --trial-secs 0.5 --sizes 64,128,256,512,1024,1500 --dut veclane,testpmd,dpdk-l3fwd --copy single,two --compare-seed
+	./target/release/veclane bench l3fwd --cost --sizes 64,512,1500 --dut veclane --copy single,two
 
 ## Every check CI runs.
 test: setup lint

@@ -522,9 +522,9 @@ pub struct SearchRow {
     pub mrr_max: f64,
     /// Median of each percentile at each latency fraction.
     pub latency: Vec<(f64, Latency)>,
-    /// Searches behind the medians, and the placement they share.
+    /// Searches behind the medians, and the placement they share (`None`: all placements).
     pub searches: usize,
-    pub basis: Placement,
+    pub basis: Option<Placement>,
     /// Searches of this (DUT, size) in all, failed ones included.
     pub searches_run: usize,
     /// Trials (of the searches behind the medians) whose counts the DUT's counters contradict.
@@ -539,9 +539,9 @@ fn median(v: &[f64]) -> f64 {
     median_min_max(v).0
 }
 
-/// One row per (size, DUT) with at least one successful search. Like the continuous
-/// trials, the medians come from near searches when there are any, else mid, else far, else
-/// mixed.
+/// One row per (size, DUT) with at least one successful search. The medians come from the
+/// searches of one placement (near, else mid, else far) when at least half of them share it,
+/// else from all (a median of one near search among three would be no median).
 pub fn rows(outcomes: &[Outcome], sizes: &[usize], duts: &[Subject]) -> Vec<SearchRow> {
     let mut out = Vec::new();
     for &size in sizes {
@@ -555,20 +555,19 @@ pub fn rows(outcomes: &[Outcome], sizes: &[usize], duts: &[Subject]) -> Vec<Sear
                 .copied()
                 .filter(|o| o.error.is_none() && o.search.is_some())
                 .collect();
-            let Some(basis) = [
-                Placement::Near,
-                Placement::Mid,
-                Placement::Far,
-                Placement::Mixed,
-            ]
-            .into_iter()
-            .find(|p| ok.iter().any(|o| o.placement == *p)) else {
+            if ok.is_empty() {
                 continue;
-            };
+            }
+            // The medians come from one placement when at least half the searches share it
+            // (near first), else from all of them.
+            let half = ok.len().div_ceil(2);
+            let basis = [Placement::Near, Placement::Mid, Placement::Far]
+                .into_iter()
+                .find(|p| ok.iter().filter(|o| o.placement == *p).count() >= half);
             let used: Vec<&Outcome> = ok
                 .iter()
                 .copied()
-                .filter(|o| o.placement == basis)
+                .filter(|o| basis.is_none_or(|b| o.placement == b))
                 .collect();
             let reports: Vec<&SearchReport> =
                 used.iter().filter_map(|o| o.search.as_ref()).collect();
@@ -784,7 +783,8 @@ pub fn table(cfg: &L3fwdConfig, rows: &[SearchRow]) -> String {
                 };
                 let _ = write!(line, "  {ratio:>10}");
             }
-            let mut flags = format!("  {}x{}", r.basis, r.searches);
+            let basis = r.basis.map_or("all".to_string(), |b| b.to_string());
+            let mut flags = format!("  {basis} x{}", r.searches);
             if r.searches < r.searches_run {
                 let _ = write!(flags, " (of {})", r.searches_run);
             }
@@ -912,7 +912,7 @@ pub fn csv(cfg: &L3fwdConfig, rows: &[SearchRow]) -> String {
                 lat.map(|l| l.p50_ns.to_string()).unwrap_or_default(),
                 lat.map(|l| l.p99_ns.to_string()).unwrap_or_default(),
                 r.searches.to_string(),
-                r.basis.to_string(),
+                r.basis.map_or("all".to_string(), |b| b.to_string()),
                 r.disagreeing.to_string(),
                 cfg.gen_cpu.to_string(),
                 cfg.dut_cpu.to_string(),

@@ -160,12 +160,22 @@ impl InterfaceConfig {
         if self.max_regions == 0 || self.max_regions > 256 {
             return err(format!("max regions {} must be 1..=256", self.max_regions));
         }
+        Ok(())
+    }
+
+    /// The secondary's check on top of [`validate`](Self::validate): the buffers it will
+    /// allocate for its rings fit one region. (A primary's ring counts are the most it
+    /// accepts; the peer decides, and allocates.)
+    pub(crate) fn validate_region(&self) -> Result<(), ConfigError> {
         let slots = u64::from(self.s2m_rings + self.m2s_rings) << self.log2_ring_size;
         if slots * u64::from(self.buffer_size) >= 1 << 32 {
-            return err(format!(
-                "{slots} buffers of {} bytes exceed the 4 GiB a region's u32 offsets can address",
-                self.buffer_size
-            ));
+            return Err(ConfigError {
+                id: self.id,
+                msg: format!(
+                    "{slots} buffers of {} bytes exceed the 4 GiB a region's u32 offsets can address",
+                    self.buffer_size
+                ),
+            });
         }
         Ok(())
     }
@@ -358,5 +368,31 @@ pub mod testing {
     /// The fault reason a queue recorded, if any.
     pub fn fault(link: &Link) -> Option<String> {
         link.take_fault()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_region_limit_binds_the_secondary_not_the_primarys_maxima() {
+        // A primary accepting up to 255 rings each way of 8192 slots: the peer decides how
+        // many it makes and allocates them, so this is a valid primary configuration...
+        let big = InterfaceConfig {
+            s2m_rings: 255,
+            m2s_rings: 255,
+            log2_ring_size: 13,
+            ..Default::default()
+        };
+        assert!(InterfaceConfig::validate_all(std::slice::from_ref(&big)).is_ok());
+        // ...but a secondary asking for as many would need a region past 4 GiB.
+        let e = big.validate_region().unwrap_err();
+        assert!(e.to_string().contains("exceed the 4 GiB"), "{e}");
+        let small = InterfaceConfig {
+            log2_ring_size: 13,
+            ..Default::default()
+        };
+        assert!(small.validate_region().is_ok());
     }
 }

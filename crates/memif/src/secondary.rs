@@ -105,6 +105,9 @@ pub struct Client {
 impl Client {
     pub fn new(path: &SocketPath, ifaces: Vec<InterfaceConfig>) -> Result<Client, ConfigError> {
         InterfaceConfig::validate_all(&ifaces)?;
+        for c in &ifaces {
+            c.validate_region()?;
+        }
         let now = Instant::now();
         Ok(Client {
             path: path.clone(),
@@ -118,6 +121,7 @@ impl Client {
     /// connects on the next `poll`.
     pub fn add_interface(&mut self, cfg: InterfaceConfig) -> Result<(), ConfigError> {
         cfg.validate_added(self.ifaces.iter().map(|i| i.cfg.id), &self.path)?;
+        cfg.validate_region()?;
         self.ifaces.push(Iface::new(cfg, Instant::now()));
         Ok(())
     }

@@ -439,10 +439,11 @@ fn tx_rx_counts(peers: &[Queues]) -> (u64, u64) {
 const RX_BURST_BYTES: usize = 256 * 1024;
 
 /// How far a generator on a wire may fall behind its schedule before it writes frames off as
-/// shortfall instead of sending them late: four bursts, or half a ring (which a receiver that
-/// keeps up absorbs), whichever is more.
+/// shortfall instead of sending them late: one ring, as a NIC's transmit queue of that depth
+/// holds what its generator queued while the wire was busy (a receiver that keeps up absorbs
+/// the catch-up burst), and never less than four bursts.
 fn max_behind(cfg: &GenConfig) -> u64 {
-    (4 * cfg.burst as u64).max((1u64 << cfg.iface.log2_ring_size.min(16)) / 2)
+    (4 * cfg.burst as u64).max(1u64 << cfg.iface.log2_ring_size.min(16))
 }
 
 /// How long a paced sender may hold frames back to send them together: 10 µs, the
