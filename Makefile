@@ -20,12 +20,13 @@ build: setup
 bench: build
 	./target/release/veclane bench l3fwd --sizes 64,512,1500 --dut veclane,testpmd --copy single --wait-near 2
 
-## Everything, laid out like the seeds' tables: memif p2p; L3 forwarding NDR and PDR
-## (MLRsearch) at every size for veclane single- and two-copy, testpmd and DPDK's l3fwd, with
-## the seeds' figures beside ours; instructions per packet under callgrind.
+## Everything, laid out like the seeds' tables (about 25 minutes): memif p2p; L3 forwarding NDR
+## at every size for veclane single- and two-copy, testpmd and DPDK's l3fwd, with the seeds'
+## figures beside ours; instructions per packet under callgrind. (MLRsearch NDR and PDR:
+## add --search mlr; with CSIT's 21-trial duration sums it takes minutes per search.)
 bench-full: build
 	./target/release/veclane bench p2p
-	./target/release/veclane bench l3fwd --search mlr --trial-secs 0.5 --sizes 64,128,256,512,1024,1500 --dut veclane,testpmd,dpdk-l3fwd --copy single,two --compare-seed
+	./target/release/veclane bench l3fwd --sizes 64,128,256,512,1024,1500 --dut veclane,testpmd,dpdk-l3fwd --copy single,two --wait-near 2 --compare-seed
 	./target/release/veclane bench l3fwd --cost --sizes 64,512,1500 --dut veclane --copy single,two
 
 ## Every check CI runs.
