@@ -360,11 +360,14 @@ fn search_one(
     let dir = tempfile::tempdir()?;
     let (mut running, sock) = start_dut(cfg, dut, size, dir.path()).map_err(fail)?;
     let gcfg = gen_config(cfg, &sock, size);
-    let r = std::thread::scope(|s| {
+    let (r, trials, dut_drops) = std::thread::scope(|s| {
         let (gcfg, running) = (&gcfg, &mut running);
         s.spawn(move || {
             let stop = AtomicBool::new(false);
-            let mut session = trafgen::Session::connect(gcfg, &stop).map_err(|e| e.to_string())?;
+            let mut session = match trafgen::Session::connect(gcfg, &stop) {
+                Ok(s) => s,
+                Err(e) => return (Err(e.to_string()), Vec::new(), String::new()),
+            };
             let mut m = GenMeasurer {
                 session: &mut session,
                 base: gcfg,
@@ -378,33 +381,33 @@ fn search_one(
             let records = std::mem::take(&mut m.records);
             let drops = m.dut.drops();
             session.close();
-            r.map(|(mrr, search, latency, node_ns)| (mrr, search, latency, node_ns, records, drops))
+            (r, records, drops)
         })
         .join()
-        .unwrap_or_else(|_| Err("generator thread panicked".into()))
+        .unwrap_or_else(|_| {
+            (
+                Err("generator thread panicked".into()),
+                Vec::new(),
+                String::new(),
+            )
+        })
     });
     running.stop();
-    let (mrr_pps, search, latency, node_ns, trials, dut_drops) = r.map_err(fail)?;
-    Ok(Outcome {
-        dut,
-        size,
-        rep,
-        mrr_pps,
-        search: Some(search),
-        latency,
-        node_ns,
-        dut_drops,
-        trials,
-        ..Outcome::failed(dut, size, rep, String::new())
+    // A search that failed part way keeps the trials it ran, as evidence.
+    let mut o = Outcome::failed(dut, size, rep, String::new());
+    o.trials = trials;
+    o.dut_drops = dut_drops;
+    match r {
+        Ok((mrr_pps, search, latency, node_ns)) => {
+            o.mrr_pps = mrr_pps;
+            o.search = Some(search);
+            o.latency = latency;
+            o.node_ns = node_ns;
+            o.error = None;
+        }
+        Err(e) => o.error = Some(fail(e).to_string()),
     }
-    .ok())
-}
-
-impl Outcome {
-    fn ok(mut self) -> Outcome {
-        self.error = None;
-        self
-    }
+    Ok(o)
 }
 
 type Measured = (f64, SearchReport, Vec<LatencyPoint>, Vec<(String, f64)>);
