@@ -534,6 +534,11 @@ pub struct SearchRow {
     pub disagreeing: usize,
     /// Trials (same searches) whose generator fell behind its schedule.
     pub generator_short: usize,
+    /// This DUT's first-goal result over the reference DUT's (the last one) in the same
+    /// repetition, searches run back to back: median, min, max over the repetitions where
+    /// both succeeded. Pairs cancel the drift that a ratio of medians keeps.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paired_ratio: Option<(f64, f64, f64)>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub node_ns: Vec<(String, f64)>,
 }
@@ -666,11 +671,52 @@ pub fn rows(outcomes: &[Outcome], sizes: &[usize], duts: &[Subject]) -> Vec<Sear
                     .flat_map(|o| &o.trials)
                     .filter(|t| t.m.shortfall > 0)
                     .count(),
+                paired_ratio: duts
+                    .last()
+                    .filter(|r| **r != dut)
+                    .and_then(|&r| paired_ratio(outcomes, size, dut, r)),
                 node_ns,
             });
         }
     }
     out
+}
+
+/// The first goal's result of a successful search (the receive rate for MRR).
+fn first_goal_pps(o: &Outcome) -> Option<f64> {
+    if o.error.is_some() {
+        return None;
+    }
+    let g = o.search.as_ref()?.goals.first()?;
+    if g.loss_ratio >= 1.0 {
+        g.forwarding_pps
+    } else {
+        g.lower_pps
+    }
+}
+
+/// `dut` over `reference` at `size`, repetition by repetition (see
+/// [`SearchRow::paired_ratio`]).
+pub fn paired_ratio(
+    outcomes: &[Outcome],
+    size: usize,
+    dut: Subject,
+    reference: Subject,
+) -> Option<(f64, f64, f64)> {
+    let find = |d: Subject, rep: usize| {
+        outcomes
+            .iter()
+            .find(|o| o.dut == d && o.size == size && o.rep == rep)
+            .and_then(first_goal_pps)
+    };
+    let reps = outcomes.iter().map(|o| o.rep + 1).max().unwrap_or(0);
+    let v: Vec<f64> = (0..reps)
+        .filter_map(|rep| match (find(dut, rep), find(reference, rep)) {
+            (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+            _ => None,
+        })
+        .collect();
+    (!v.is_empty()).then(|| median_min_max(&v))
 }
 
 /// The heading of an l3fwd table.
@@ -743,14 +789,11 @@ pub fn table(cfg: &L3fwdConfig, rows: &[SearchRow]) -> String {
         );
     }
     if let Some(r) = reference {
-        let _ = write!(header, "  {:>10}", format!("/{}", r.dut));
+        let _ = write!(header, "  {:>17}", format!("/{} paired", r.dut));
     }
     let _ = write!(header, "  basis");
     let _ = writeln!(s, "\n{header}");
     for &size in &cfg.sizes {
-        let ref_row = rows
-            .iter()
-            .find(|r| Some(r.dut) == reference && r.size == size);
         for r in rows.iter().filter(|r| r.size == size) {
             let mut line = format!("{:>5}  {:<15}", size, r.dut.to_string());
             for (i, g) in r.goals.iter().enumerate() {
@@ -780,11 +823,12 @@ pub fn table(cfg: &L3fwdConfig, rows: &[SearchRow]) -> String {
                 let _ = write!(line, "  {cell:>20}");
             }
             if reference.is_some() {
-                let ratio = match (r.goals.first(), ref_row.and_then(|x| x.goals.first())) {
-                    (Some(a), Some(b)) if b.mpps > 0.0 => format!("{:.2}", a.mpps / b.mpps),
-                    _ => "-".into(),
+                let ratio = match r.paired_ratio {
+                    Some((m, lo, hi)) => format!("{m:.2} ({lo:.2}-{hi:.2})"),
+                    None if Some(r.dut) == reference => "1".into(),
+                    None => "-".into(),
                 };
-                let _ = write!(line, "  {ratio:>10}");
+                let _ = write!(line, "  {ratio:>17}");
             }
             let basis = r.basis.map_or("all".to_string(), |b| b.to_string());
             let mut flags = format!("  {basis} x{}", r.searches);
@@ -884,6 +928,7 @@ pub fn csv(cfg: &L3fwdConfig, rows: &[SearchRow]) -> String {
         "searches",
         "basis",
         "disagreeing",
+        "paired_ratio",
         "gen_cpu",
         "dut_cpu",
         "ring_log2",
@@ -917,6 +962,9 @@ pub fn csv(cfg: &L3fwdConfig, rows: &[SearchRow]) -> String {
                 r.searches.to_string(),
                 r.basis.map_or("all".to_string(), |b| b.to_string()),
                 r.disagreeing.to_string(),
+                r.paired_ratio
+                    .map(|p| format!("{:.4}", p.0))
+                    .unwrap_or_default(),
                 cfg.gen_cpu.to_string(),
                 cfg.dut_cpu.to_string(),
                 cfg.ring_log2.to_string(),
@@ -967,4 +1015,91 @@ pub fn size_plot(cfg: &L3fwdConfig, rows: &[SearchRow]) -> Result<String, String
         x_ticks: Some(&ticks),
         series: &series,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::search::model::ModelDut;
+
+    fn outcome(dut: Subject, rep: usize, capacity: f64) -> Outcome {
+        let mut m = ModelDut::new(capacity, 1);
+        let method = Method::continuous_default(0.1);
+        let r = search::search(&method, 1000.0, capacity * 1.5, &mut m, &mut |_| {}).unwrap();
+        let mut o = Outcome::failed(dut, 64, rep, String::new());
+        o.error = None;
+        o.search = Some(r);
+        o
+    }
+
+    #[test]
+    fn ratios_pair_searches_of_the_same_repetition() {
+        let a = Subject::plain(Dut::Veclane);
+        let b = Subject::plain(Dut::Testpmd);
+        // The host halves every rate in repetition 1: each pair still says 2.
+        let v = vec![
+            outcome(a, 0, 20e6),
+            outcome(b, 0, 10e6),
+            outcome(a, 1, 10e6),
+            outcome(b, 1, 5e6),
+            outcome(a, 2, 16e6),
+            outcome(b, 2, 8e6),
+        ];
+        let (m, lo, hi) = paired_ratio(&v, 64, a, b).unwrap();
+        assert!((m - 2.0).abs() < 0.02 && (lo - 2.0).abs() < 0.02 && (hi - 2.0).abs() < 0.02);
+        // A failed search drops its pair, not the others.
+        let mut w = v.clone();
+        w[3].error = Some("x".into());
+        let (m, _, _) = paired_ratio(&w, 64, a, b).unwrap();
+        assert!((m - 2.0).abs() < 0.02);
+        assert!(paired_ratio(&v, 1500, a, b).is_none());
+        let rows = rows(&v, &[64], &[a, b]);
+        assert!(rows[0].paired_ratio.is_some() && rows[1].paired_ratio.is_none());
+    }
+
+    #[test]
+    fn every_csv_line_has_the_header_s_fields() {
+        let a = Subject::plain(Dut::Veclane);
+        let b = Subject::plain(Dut::Testpmd);
+        let v = vec![outcome(a, 0, 20e6), outcome(b, 0, 10e6)];
+        let cfg = L3fwdConfig {
+            sizes: vec![64],
+            reps: 1,
+            duts: vec![a, b],
+            gen_cpu: 0,
+            dut_cpu: 1,
+            ring_log2: 12,
+            buffer_size: 2048,
+            burst: 64,
+            wait_near_secs: 0.0,
+            method: Method::continuous_default(0.1),
+            mrr_secs: 1.0,
+            max_load_factor: 1.1,
+            latency_at: vec![],
+            latency_secs: 1.0,
+            veclane_bin: PathBuf::new(),
+            testpmd_bin: None,
+            l3fwd_bin: None,
+            vpp_bin: None,
+        };
+        let text = csv(&cfg, &rows(&v, &[64], &[a, b]));
+        // The method echo holds commas inside quotes: count fields outside them.
+        let fields = |l: &str| {
+            let mut n = 1;
+            let mut quoted = false;
+            for c in l.chars() {
+                match c {
+                    '"' => quoted = !quoted,
+                    ',' if !quoted => n += 1,
+                    _ => {}
+                }
+            }
+            n
+        };
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        for l in &lines[1..] {
+            assert_eq!(fields(l), fields(lines[0]), "{l}");
+        }
+    }
 }

@@ -125,6 +125,66 @@ pub fn wait_near(a: usize, b: usize, max_wait: Duration) -> f64 {
     }
 }
 
+/// How often the host took a CPU away: gaps in a tight clock-reading loop pinned to it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct Stalls {
+    pub cpu: usize,
+    pub secs: f64,
+    /// Gaps longer than 100 µs and than 1 ms, and the longest, in µs.
+    pub over_100us: u64,
+    pub over_1ms: u64,
+    pub max_us: f64,
+}
+
+impl core::fmt::Display for Stalls {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(
+            f,
+            "CPU {}: {} stalls > 100 us, {} > 1 ms, longest {:.0} us in {:.1} s",
+            self.cpu, self.over_100us, self.over_1ms, self.max_us, self.secs
+        )
+    }
+}
+
+/// Measures [`Stalls`] on every CPU in `cpus` at once (each busy, as in a benchmark) for
+/// `dur`.
+pub fn stalls(cpus: &[usize], dur: Duration) -> Vec<Stalls> {
+    let hs: Vec<_> = cpus
+        .iter()
+        .map(|&cpu| {
+            std::thread::spawn(move || {
+                let mut st = Stalls {
+                    cpu,
+                    secs: dur.as_secs_f64(),
+                    ..Default::default()
+                };
+                if !pin(cpu) {
+                    st.max_us = f64::NAN;
+                    return st;
+                }
+                let start = Instant::now();
+                let mut prev = start;
+                let mut max = Duration::ZERO;
+                while prev - start < dur {
+                    let now = Instant::now();
+                    let gap = now - prev;
+                    if gap > Duration::from_micros(100) {
+                        st.over_100us += 1;
+                        if gap > Duration::from_millis(1) {
+                            st.over_1ms += 1;
+                        }
+                    }
+                    max = max.max(gap);
+                    prev = now;
+                }
+                st.max_us = max.as_secs_f64() * 1e6;
+                st
+            })
+        })
+        .collect();
+    hs.into_iter().filter_map(|h| h.join().ok()).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -137,6 +197,18 @@ mod tests {
         assert_eq!(Placement::of(60.0, 330.0), Placement::Mixed);
         assert_eq!(Placement::of(100.0, 180.0), Placement::Mixed);
         assert_eq!(Placement::of(f64::NAN, 60.0), Placement::Mixed);
+    }
+
+    #[test]
+    fn stalls_are_counted_per_cpu() {
+        let v = stalls(&[0], Duration::from_millis(50));
+        assert_eq!(v.len(), 1);
+        assert!(
+            v[0].max_us > 0.0 && v[0].over_1ms <= v[0].over_100us,
+            "{:?}",
+            v[0]
+        );
+        assert!(v[0].to_string().contains("CPU 0"));
     }
 
     #[test]

@@ -489,6 +489,9 @@ fn run_l3fwd(
     if a.cost {
         return run_cost(a, &cfg);
     }
+    // The host's own noise, before and after: the rates below are only as steady as this.
+    let cpus = [cfg.gen_cpu, cfg.dut_cpu];
+    let stalls_before = bench::placement::stalls(&cpus, std::time::Duration::from_secs(1));
     let total = cfg.reps * cfg.sizes.len() * cfg.duts.len();
     let progress = Progress::new(total);
     let mut done = 0;
@@ -501,8 +504,18 @@ fn run_l3fwd(
         |dut, size, m| progress.trial(dut, size, m),
     );
     progress.clear();
+    let stalls_after = bench::placement::stalls(&cpus, std::time::Duration::from_secs(1));
     let rows = l3fwd::rows(&outcomes, &cfg.sizes, &cfg.duts);
     print!("\n{}", l3fwd::table(&cfg, &rows));
+    println!(
+        "host stalls (a busy loop on each CPU, 1 s before and after the run; a ring of 2^{} slots rides out about 2^{} / rate):",
+        cfg.ring_log2, cfg.ring_log2
+    );
+    for (when, v) in [("before", &stalls_before), ("after", &stalls_after)] {
+        for st in v {
+            println!("  {when:<6} {st}");
+        }
+    }
     print!("\n{}", l3fwd::node_table(&cfg, &rows));
     if a.compare_seed {
         let ours: Vec<bench::seed::Ours> = rows
@@ -522,6 +535,7 @@ fn run_l3fwd(
         "conventions": report::CONVENTIONS,
         "config": &cfg,
         "environment": Environment::probe(bench::testpmd::version()),
+        "host_stalls": { "before": &stalls_before, "after": &stalls_after },
         "rows": &rows,
         "searches": &outcomes,
     });
