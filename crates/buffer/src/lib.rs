@@ -215,6 +215,28 @@ impl Pool {
         &mut self.mem[start..start + len]
     }
 
+    /// Addresses in the rooms of many buffers at once, for a copy engine that writes them
+    /// after this call: every pointer derives from one borrow of the pool's memory, so that
+    /// none is invalidated by another (as pointers taken from successive `room_mut` calls
+    /// would be). The pool stays borrowed while the pointers are in use.
+    pub fn room_ptrs(&mut self) -> RoomPtrs<'_> {
+        let Pool {
+            mem,
+            meta,
+            stride,
+            headroom,
+            data_size,
+            ..
+        } = self;
+        RoomPtrs {
+            base: mem.as_mut_ptr(),
+            meta,
+            stride: *stride,
+            end: usize::from(*headroom) + usize::from(*data_size),
+            _mem: core::marker::PhantomData,
+        }
+    }
+
     /// The writable room from the data offset to the end of the buffer.
     pub fn room_mut(&mut self, i: u32) -> &mut [u8] {
         let off = usize::from(self.meta[i as usize].offset);
@@ -415,6 +437,28 @@ impl Pool {
 mod tests {
     use super::*;
 
+    #[test]
+    fn room_pointers_stay_inside_each_room() {
+        let mut p = Pool::new(PoolConfig {
+            count: 4,
+            data_size: 2048,
+            headroom: 128,
+        })
+        .unwrap();
+        let a = p.alloc().unwrap();
+        let b = p.alloc().unwrap();
+        let room = p.room_mut(a).len();
+        let r = p.room_ptrs();
+        let (pa, pb) = (r.ptr(a, 0, room).unwrap(), r.ptr(b, 0, room).unwrap());
+        assert_eq!((pb as usize).abs_diff(pa as usize) % 64, 0);
+        assert_ne!(pa, pb);
+        assert_eq!(r.ptr(a, 10, 5).unwrap() as usize, pa as usize + 10);
+        assert!(r.ptr(a, 0, room + 1).is_none());
+        assert!(r.ptr(a, room, 1).is_none());
+        assert!(r.ptr(a, usize::MAX, 2).is_none());
+        assert!(r.ptr(99, 0, 1).is_none());
+    }
+
     #[derive(Debug)]
     struct Peer(Vec<u8>);
     impl ExtSource for Peer {
@@ -565,5 +609,32 @@ mod tests {
             })
             .is_err()
         );
+    }
+}
+
+/// See [`Pool::room_ptrs`].
+#[derive(Debug)]
+pub struct RoomPtrs<'a> {
+    base: *mut u8,
+    meta: &'a [Meta],
+    stride: usize,
+    /// Room ends here, from the start of each buffer.
+    end: usize,
+    _mem: core::marker::PhantomData<&'a mut [u8]>,
+}
+
+impl RoomPtrs<'_> {
+    /// The address of byte `at` of buffer `b`'s room (which starts at its data offset), if
+    /// `len` bytes from there stay inside the room.
+    pub fn ptr(&self, b: u32, at: usize, len: usize) -> Option<*mut u8> {
+        let m = self.meta.get(b as usize)?;
+        let start = usize::from(m.offset).checked_add(at)?;
+        if start.checked_add(len)? > self.end {
+            return None;
+        }
+        // In bounds of the pool's memory: buffer `b` exists (its metadata does) and the range
+        // ends inside its stride. `wrapping_add` keeps this free of `unsafe`; dereferencing is
+        // the caller's business.
+        Some(self.base.wrapping_add(b as usize * self.stride + start))
     }
 }

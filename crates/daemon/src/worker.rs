@@ -118,7 +118,11 @@ fn graph_nodes(
 ) -> std::io::Result<Vec<Box<dyn Node>>> {
     let single = s.copy == crate::config::CopyMode::Single;
     Ok(vec![
-        Box::new(nodes::MemifInput::new(rxq).single_copy(single)),
+        Box::new(
+            nodes::MemifInput::new(rxq)
+                .single_copy(single)
+                .with_engine(copy_engine::Engine::new(s.engine)?),
+        ),
         Box::new(nodes::EthernetInput::new(s.shared.clone())),
         Box::new(nodes::ArpInput::new(s.shared.clone(), s.learned.clone())),
         Box::new(nodes::Ip4Input),

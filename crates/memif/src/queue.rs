@@ -321,8 +321,65 @@ pub struct PrimaryRx {
     segs: Vec<Desc>,
     /// Single-copy: slots consumed but still holding payloads (tail not yet moved).
     held: bool,
+    /// Copies of one receive call waiting for the engine (see `recv_split_via`).
+    copies: Vec<RxCopy>,
+    reqs: Vec<CopyReq>,
 }
 queue_common!(PrimaryRx);
+
+// SAFETY: `reqs` is scratch space that only holds addresses during one `recv_split_via` call
+// (cleared before use, every address retired before the call returns); between calls its
+// stale pointers are never read. Everything else in a `PrimaryRx` is `Send`.
+unsafe impl Send for PrimaryRx {}
+
+/// One receive copy, recorded while walking the ring: from a validated range of a peer
+/// region into a local buffer's room. Addresses are resolved only once the walk (and every
+/// buffer allocation) is done.
+#[derive(Debug, Clone, Copy)]
+struct RxCopy {
+    region: u16,
+    offset: u64,
+    buf: u32,
+    at: u32,
+    len: u32,
+}
+
+/// Where receive copies go: done at once, or recorded for the engine.
+enum Copier<'a> {
+    Now,
+    Later(&'a mut Vec<RxCopy>),
+}
+
+impl Copier<'_> {
+    /// Copies `len` bytes at `(region, offset)` of the peer's memory (already validated) to
+    /// byte `at` of buffer `buf`'s room.
+    #[inline]
+    fn copy(
+        &mut self,
+        pool: &mut Pool,
+        regions: &Regions,
+        (region, offset): (u16, u64),
+        buf: u32,
+        at: usize,
+        len: usize,
+    ) {
+        match self {
+            Copier::Now => {
+                // Validated by `Regions::valid` before; a failure here is impossible, and
+                // would only leave zeros in our own buffer.
+                let _ = regions.0[usize::from(region)]
+                    .read(offset, &mut pool.room_mut(buf)[at..at + len]);
+            }
+            Copier::Later(v) => v.push(RxCopy {
+                region,
+                offset,
+                buf,
+                at: at as u32,
+                len: len as u32,
+            }),
+        }
+    }
+}
 rx_common!(PrimaryRx);
 
 impl PrimaryRx {
@@ -336,6 +393,8 @@ impl PrimaryRx {
             max_frame,
             segs: Vec::with_capacity(n),
             held: false,
+            copies: Vec::new(),
+            reqs: Vec::new(),
         }
     }
 
@@ -393,6 +452,24 @@ impl PrimaryRx {
         hdr: usize,
         source: u32,
     ) -> Result<usize, LinkDown> {
+        self.recv_split_via(pool, out, max, hdr, source, None)
+    }
+
+    /// As [`recv_split`](Self::recv_split), with every copy out of the peer's memory going
+    /// through `engine`. The copies of one call are submitted as one batch once the ring walk
+    /// is done, and retired before the call returns and before any slot goes back to the
+    /// peer. A synchronous engine (the CPU backend: every batch copied within `submit`) and
+    /// `None` both copy inline during the walk, which is the same work without a second pass
+    /// over the batch (about 55 instructions a packet).
+    pub fn recv_split_via(
+        &mut self,
+        pool: &mut Pool,
+        out: &mut Vec<u32>,
+        max: usize,
+        hdr: usize,
+        source: u32,
+        engine: Option<&mut Engine>,
+    ) -> Result<usize, LinkDown> {
         if !self.base.link.is_up() {
             return Err(LinkDown);
         }
@@ -405,6 +482,13 @@ impl PrimaryRx {
         let mut slot = self.cursor;
         let (mut packets, mut bytes, mut bad, mut oversize) = (0usize, 0u64, 0u64, 0u64);
         let data_size = pool.data_size();
+        self.copies.clear();
+        let engine = engine.filter(|e| e.caps().asynchronous);
+        let mut copier = if engine.is_some() {
+            Copier::Later(&mut self.copies)
+        } else {
+            Copier::Now
+        };
         'packets: while slot != end && packets < max {
             let start = slot;
             let first = ring.desc(slot);
@@ -457,9 +541,14 @@ impl PrimaryRx {
                     slot = start;
                     break;
                 };
-                let room = &mut pool.room_mut(b)[..hdr];
-                let _ =
-                    self.regions.0[usize::from(first.region)].read(u64::from(first.offset), room);
+                copier.copy(
+                    pool,
+                    &self.regions,
+                    (first.region, u64::from(first.offset)),
+                    b,
+                    0,
+                    hdr,
+                );
                 let m = pool.meta_mut(b);
                 m.len = hdr as u16;
                 m.total_len = total as u32;
@@ -480,7 +569,14 @@ impl PrimaryRx {
             } else {
                 &self.segs
             };
-            match copy_in(pool, &self.regions, segs, total as usize, data_size) {
+            match copy_in(
+                pool,
+                &self.regions,
+                segs,
+                total as usize,
+                data_size,
+                &mut copier,
+            ) {
                 Some(h) => {
                     out.push(h);
                     packets += 1;
@@ -491,6 +587,37 @@ impl PrimaryRx {
                     slot = start;
                     break;
                 }
+            }
+        }
+        if let Some(e) = engine
+            && !self.copies.is_empty()
+        {
+            self.reqs.clear();
+            let rooms = pool.room_ptrs();
+            for c in &self.copies {
+                let r = &self.regions.0[usize::from(c.region)];
+                // Both ranges were checked when recorded (descriptor against its region, the
+                // copy against the room it was sized for); a miss here is impossible and
+                // would only leave our own buffer unwritten.
+                let (Ok(src), Some(dst)) = (
+                    r.addr(c.offset, u64::from(c.len)),
+                    rooms.ptr(c.buf, c.at as usize, c.len as usize),
+                ) else {
+                    continue;
+                };
+                push_copy(&mut self.reqs, src, dst, c.len as usize);
+            }
+            // SAFETY: every source is a bounds-checked range of a peer mapping that
+            // `self.regions` keeps alive for the whole call; every destination is a
+            // bounds-checked range of a local buffer's room, derived from one exclusive
+            // borrow of the pool (`rooms`) that lasts until the batch is retired below, and
+            // no two destinations overlap (each buffer's ranges are disjoint by
+            // construction). Local and peer memory never overlap. We wait for retirement
+            // before the pool is touched again or any slot goes back to the peer.
+            let t = unsafe { submit_all(e, &self.reqs) };
+            while !e.is_retired(t) {
+                e.poll(|_| {});
+                std::hint::spin_loop();
             }
         }
         if slot != self.cursor {
@@ -520,15 +647,13 @@ fn copy_in(
     segs: &[Desc],
     total: usize,
     data_size: usize,
+    copier: &mut Copier<'_>,
 ) -> Option<u32> {
     if let [d] = segs
         && total <= data_size
     {
         let b = pool.alloc()?;
-        let room = &mut pool.room_mut(b)[..total];
-        // Validated by `Regions::valid` just before; a failure here is impossible, and would
-        // only leave zeros in our own buffer.
-        let _ = regions.0[usize::from(d.region)].read(u64::from(d.offset), room);
+        copier.copy(pool, regions, (d.region, u64::from(d.offset)), b, 0, total);
         let m = pool.meta_mut(b);
         m.len = total as u16;
         m.total_len = total as u32;
@@ -541,7 +666,6 @@ fn copy_in(
     let head = pool.alloc()?;
     let (mut cur, mut fill) = (head, 0usize);
     for d in segs {
-        let r = &regions.0[usize::from(d.region)];
         let mut off = 0usize;
         let len = d.length as usize;
         while off < len {
@@ -553,9 +677,13 @@ fn copy_in(
                 fill = 0;
             }
             let n = (len - off).min(data_size - fill);
-            let _ = r.read(
-                u64::from(d.offset) + off as u64,
-                &mut pool.room_mut(cur)[fill..fill + n],
+            copier.copy(
+                pool,
+                regions,
+                (d.region, u64::from(d.offset) + off as u64),
+                cur,
+                fill,
+                n,
             );
             fill += n;
             off += n;

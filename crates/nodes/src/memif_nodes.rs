@@ -83,9 +83,12 @@ impl RxQueue {
         max: usize,
         hdr: usize,
         source: u32,
+        engine: &mut Engine,
     ) -> Result<u64, LinkDown> {
         match self {
-            RxQueue::Primary(q) => q.recv_split(pool, out, max, hdr, source).map(|_| 0),
+            RxQueue::Primary(q) => q
+                .recv_split_via(pool, out, max, hdr, source, Some(engine))
+                .map(|_| 0),
             RxQueue::Secondary(q) => {
                 let size = pool.data_size();
                 let mut lost = 0u64;
@@ -182,6 +185,8 @@ pub struct MemifInput {
     scratch: Vec<u32>,
     /// Single-copy: bytes of each packet copied into the local buffer (0: whole packets).
     hdr: usize,
+    /// Every copy out of a peer's memory (primary role) goes through it.
+    engine: Engine,
 }
 
 /// Bytes single-copy input copies into the local buffer: every header the graph parses
@@ -198,7 +203,14 @@ impl MemifInput {
             commands,
             scratch: Vec::with_capacity(graph::FRAME_SIZE),
             hdr: 0,
+            engine: Engine::Cpu(copy_engine::CpuEngine::new()),
         }
+    }
+
+    /// Copies through `engine` instead of inline on the CPU.
+    pub fn with_engine(mut self, engine: Engine) -> MemifInput {
+        self.engine = engine;
+        self
     }
 
     /// Single-copy forwarding (DESIGN.md): as memif primary, copy only the first
@@ -268,7 +280,14 @@ impl Node for MemifInput {
                 break;
             }
             self.scratch.clear();
-            match q.recv(ctx.pool, &mut self.scratch, left, self.hdr, *ifindex) {
+            match q.recv(
+                ctx.pool,
+                &mut self.scratch,
+                left,
+                self.hdr,
+                *ifindex,
+                &mut self.engine,
+            ) {
                 Ok(lost) => {
                     if lost != 0 {
                         ctx.count_errors(E_NO_BUFFER, lost);

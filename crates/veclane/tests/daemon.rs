@@ -13,16 +13,17 @@ const POD0: [u8; 6] = [2, 0, 0, 0, 0xb0, 0];
 const POD1: [u8; 6] = [2, 0, 0, 0, 0xb1, 0];
 
 fn two_port_config(mode: &str) -> String {
-    two_port_config_copy(mode, "single")
+    two_port_config_copy(mode, "single", "cpu")
 }
 
-fn two_port_config_copy(mode: &str, copy: &str) -> String {
+fn two_port_config_copy(mode: &str, copy: &str, engine: &str) -> String {
     format!(
         r#"
 [daemon]
 mode = "{mode}"
 buffers = 4096
 copy = "{copy}"
+copy-engine = "{engine}"
 
 [[interface]]
 socket = "memif.sock"
@@ -57,7 +58,10 @@ fn two_copy_forwards_answers_and_resolves_checked_by_tshark() {
 }
 
 fn forwards_answers_and_resolves(copy: &str) {
-    let d = Daemon::start(&two_port_config_copy("adaptive", copy));
+    // Two-copy runs its receive and transmit copies on the worker-thread engine, single-copy
+    // on the CPU engine: both engines behind the nodes, checked end to end.
+    let engine = if copy == "two" { "thread" } else { "cpu" };
+    let d = Daemon::start(&two_port_config_copy("adaptive", copy, engine));
     let mut pods = Pods::connect(&d.path("memif.sock"), &[0, 1]);
     let (m0, m1) = (mac(MAC0), mac(MAC1));
 
