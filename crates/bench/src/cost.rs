@@ -4,8 +4,9 @@
 //! The daemon runs the l3fwd topology under `valgrind --tool=callgrind --fair-sched=yes` with
 //! instrumentation off; the generator (native, on its own CPU) connects, it is switched on
 //! (`callgrind_control -i on`), a fixed number of frames is sent flat out (held back by a full
-//! ring, so the daemon sees full vectors and no empty polls until the last one), collection
-//! is switched off again, and the daemon exits, writing its profile. Instructions are divided by
+//! ring, so the daemon sees full vectors and no empty polls until the last one), and it is
+//! switched off again once the DUT's counter shows every frame taken (a few milliseconds of
+//! empty polls at most); the daemon exits, writing its profile. Instructions are divided by
 //! the frames the DUT received: the whole daemon, and each graph node's `process`
 //! (inclusive).
 
@@ -96,7 +97,8 @@ pub fn measure(
         count: Some(frames),
         duration: Duration::from_secs(600),
         connect_timeout: Duration::from_secs(60),
-        drain: Duration::from_millis(500),
+        // Frames still in the DUT are waited for on its counter instead (below).
+        drain: Duration::from_millis(10),
         cpu: Some(cfg.gen_cpu),
         ..Default::default()
     };
@@ -108,17 +110,35 @@ pub fn measure(
             let before = running.counts()?.unwrap_or_default();
             control(pid, "on")?;
             let r = session.run(gcfg, &stop).map_err(|e| e.to_string());
+            // Instrumentation goes off as soon as the DUT has taken every frame, so that the
+            // idle polls after the last one stay out of the count.
+            let deadline = std::time::Instant::now() + Duration::from_secs(30);
+            let sent = r.as_ref().map_or(0, |g| g.tx_packets);
+            while running
+                .counts()?
+                .unwrap_or_default()
+                .rx
+                .wrapping_sub(before.rx)
+                < sent
+                && std::time::Instant::now() < deadline
+            {
+                std::thread::sleep(Duration::from_millis(1));
+            }
             control(pid, "off")?;
             let after = running.counts()?.unwrap_or_default();
             session.close();
             let g = r?;
-            if g.tx_packets != frames {
+            if g.tx_packets != frames || g.link_lost {
                 return Err(format!(
-                    "the generator sent {} of {frames} frames",
-                    g.tx_packets
+                    "the generator sent {} of {frames} frames{}",
+                    g.tx_packets,
+                    if g.link_lost { " (link lost)" } else { "" }
                 ));
             }
-            Ok(after.rx - before.rx)
+            after
+                .rx
+                .checked_sub(before.rx)
+                .ok_or_else(|| "the DUT's receive counter went backwards".to_string())
         })
         .join()
         .unwrap_or_else(|_| Err("generator thread panicked".into()))

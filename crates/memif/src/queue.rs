@@ -597,8 +597,8 @@ impl PrimaryRx {
             for c in &self.copies {
                 let r = &self.regions.0[usize::from(c.region)];
                 // Both ranges were checked when recorded (descriptor against its region, the
-                // copy against the room it was sized for); a miss here is impossible and
-                // would only leave our own buffer unwritten.
+                // copy against the room it was sized for); a miss here is impossible, and
+                // would leave stale bytes of an earlier packet in our own buffer.
                 let (Ok(src), Some(dst)) = (
                     r.addr(c.offset, u64::from(c.len)),
                     rooms.ptr(c.buf, c.at as usize, c.len as usize),
@@ -619,6 +619,10 @@ impl PrimaryRx {
                 e.poll(|_| {});
                 std::hint::spin_loop();
             }
+            // The pool's memory was lent to the engine until here: keeping the borrow alive to
+            // this point makes the compiler refuse any pool access while copies are in flight.
+            #[allow(clippy::drop_non_drop)]
+            drop(rooms);
         }
         if slot != self.cursor {
             self.cursor = slot;

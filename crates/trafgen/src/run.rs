@@ -296,6 +296,7 @@ impl Session {
                     Queues::Primary(q) => sender.send_primary(cfg, q, pool, start),
                 };
                 if r.is_err() {
+                    report.link_lost = true;
                     break;
                 }
             }
@@ -324,19 +325,23 @@ impl Session {
                     }),
                 });
                 if res.is_err() {
+                    report.link_lost = true;
                     break;
                 }
             }
             if got > 0 {
                 last_rx = Instant::now();
             }
-            if iter.is_multiple_of(64) && start.elapsed() >= next_sample {
-                samples.push(Sample {
-                    t_s: next_sample.as_secs_f64(),
-                    tx: sender.sent,
-                    rx: rx.packets,
-                });
-                next_sample += every;
+            if send_end.is_none() && iter.is_multiple_of(64) {
+                let t = start.elapsed();
+                if t >= next_sample {
+                    samples.push(Sample {
+                        t_s: t.as_secs_f64(),
+                        tx: sender.sent,
+                        rx: rx.packets,
+                    });
+                    next_sample += every;
+                }
             }
             if stop.load(Ordering::Relaxed) {
                 break;
@@ -380,7 +385,10 @@ impl Session {
             // Control traffic (peer leaving) is checked every few thousand bursts, or at once when idle.
             if iter.is_multiple_of(4096) || (got == 0 && !sending) {
                 match ep.poll(Duration::ZERO) {
-                    Ok(Some(Event::Disconnected { .. })) => break,
+                    Ok(Some(Event::Disconnected { .. })) => {
+                        report.link_lost = true;
+                        break;
+                    }
                     Ok(_) => {}
                     Err(e) => return Err(GenError::Memif(e.to_string())),
                 }

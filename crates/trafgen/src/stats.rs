@@ -136,7 +136,11 @@ pub struct GenReport {
     pub latency: Latency,
     pub connects: u64,
     pub last_disconnect_reason: Option<String>,
-    /// Cumulative counts through the run (`GenConfig::sample_every`), the last at its end.
+    /// The run ended early because a link went down or the peer left: its counts cover only
+    /// part of the time asked for.
+    pub link_lost: bool,
+    /// Cumulative counts through the sending time (`GenConfig::sample_every`), the last when
+    /// sending ended.
     pub samples: Vec<Sample>,
 }
 

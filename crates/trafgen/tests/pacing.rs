@@ -147,3 +147,43 @@ fn paced_rates_hold_within_one_percent_and_a_full_ring_loses_frames() {
         (1024, 1024, 0)
     );
 }
+
+#[test]
+fn a_peer_that_leaves_mid_run_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = SocketPath::File(dir.path().join("q.sock"));
+    std::thread::scope(|s| {
+        let sock = socket.clone();
+        s.spawn(move || {
+            let mut l = Listener::bind(&sock, vec![InterfaceConfig::default()]).unwrap();
+            let t = Instant::now();
+            let mut held = Vec::new();
+            // Connect, hold the link for 200 ms, then leave.
+            while t.elapsed() < Duration::from_millis(200) || held.is_empty() {
+                l.poll(Duration::from_millis(5)).unwrap();
+                if let Some(Event::Connected { queues, .. }) = l.next_event() {
+                    held.push(queues);
+                }
+            }
+            drop(held);
+            drop(l);
+        });
+        std::thread::sleep(Duration::from_millis(50));
+        let t = Instant::now();
+        let r = trafgen::run(
+            &GenConfig {
+                socket: socket.clone(),
+                rate_pps: Some(100_000.0),
+                drop_when_full: true,
+                duration: Duration::from_secs(5),
+                receive: false,
+                ..Default::default()
+            },
+            &AtomicBool::new(false),
+        )
+        .unwrap();
+        assert!(r.link_lost, "{r:?}");
+        assert!(t.elapsed() < Duration::from_secs(4), "{:?}", t.elapsed());
+        assert!(r.tx_offered < 400_000, "{r:?}");
+    });
+}

@@ -532,7 +532,7 @@ fn run_l3fwd(
     }
     let rep = serde_json::json!({
         "scenario": "l3fwd",
-        "conventions": report::CONVENTIONS,
+        "conventions": l3fwd::head(&cfg),
         "config": &cfg,
         "environment": Environment::probe(bench::testpmd::version()),
         "host_stalls": { "before": &stalls_before, "after": &stalls_after },
