@@ -7,7 +7,7 @@
 //!   (id 1) through a static neighbour: ethernet-input, ip4-input (checksum, length, TTL),
 //!   ip4-lookup, ip4-rewrite (TTL, checksum, MACs); copy mode single or two.
 //! - testpmd: `dpdk-testpmd --forward-mode=io` between two `net_memif` server ports: no lookup
-//!   and no header change at all.
+//!   and no header change at all (or `mac`: MACs rewritten, still no lookup).
 //!
 //! One *search* per (repetition, size, DUT): start the DUT, connect the generator, run a
 //! flat-out trial (its receive rate, the MRR, sets the search's maximum load), run the search
@@ -51,6 +51,9 @@ pub struct L3fwdConfig {
     /// `max_load_factor` is the search's maximum load.
     pub mrr_secs: f64,
     pub max_load_factor: f64,
+    /// testpmd's forwarding: `io` (frames untouched) or `mac` (source and destination MACs
+    /// rewritten, the destination being the generator's).
+    pub testpmd_fwd: TestpmdFwd,
     /// Fractions of the first goal's result at which latency is measured, and for how long.
     pub latency_at: Vec<f64>,
     pub latency_secs: f64,
@@ -62,6 +65,14 @@ pub struct L3fwdConfig {
     pub l3fwd_bin: Option<PathBuf>,
     #[serde(skip)]
     pub vpp_bin: Option<PathBuf>,
+}
+
+/// testpmd's forwarding mode in the l3fwd scenario.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TestpmdFwd {
+    Io,
+    Mac,
 }
 
 /// The memif buffer size for frames of `size` (see [`crate::trial::buffer_size_for`]).
@@ -263,7 +274,21 @@ fn start_dut(
                 bsize: buffer_size_for(cfg, size),
                 secret: None,
             };
-            let mut app = vec!["--forward-mode=io".to_string()];
+            let mut app = match cfg.testpmd_fwd {
+                TestpmdFwd::Io => vec!["--forward-mode=io".to_string()],
+                // Frames leave port 1 addressed to the generator, as veclane's do.
+                TestpmdFwd::Mac => vec![
+                    "--forward-mode=mac".to_string(),
+                    format!(
+                        "--eth-peer=1,{}",
+                        trafgen::FrameSpec::default()
+                            .src_mac
+                            .0
+                            .map(|b| format!("{b:02x}"))
+                            .join(":")
+                    ),
+                ],
+            };
             if size > 2048 {
                 app.push(format!(
                     "--mbuf-size={}",
@@ -752,7 +777,7 @@ pub fn head(cfg: &L3fwdConfig) -> Vec<String> {
             cfg.burst,
             cfg.reps,
         ),
-        "veclane/single and veclane/two: one polling worker, ethernet-input, ip4-input, ip4-lookup, ip4-rewrite (TTL, checksum, MACs); payload copied once peer to peer (single) or into local buffers and out (two); testpmd: --forward-mode=io, no lookup and no header change; dpdk-l3fwd: DPDK's l3fwd example, LPM, one lcore, no IPv4 checksum check (left to hardware that net_memif lacks); vpp: one worker, memif masters, ip4 routes as veclane's".into(),
+        "veclane/single and veclane/two: one polling worker, ethernet-input, ip4-input, ip4-lookup, ip4-rewrite (TTL, checksum, MACs); payload copied once peer to peer (single) or into local buffers and out (two); testpmd: --forward-mode=io (no lookup, no header change) or mac (MACs rewritten, no lookup); dpdk-l3fwd: DPDK's l3fwd example, LPM, one lcore, no IPv4 checksum check (left to hardware that net_memif lacks); vpp: one worker, memif masters, ip4 routes as veclane's".into(),
         format!("search: {}", search_summary(&cfg.method)),
         format!(
             "MRR = receive rate of a {} s flat-out trial (the generator held back by a full ring); the search runs between MRR/1000 and {} x MRR, the generator acting as a port on a wire: frames a full ring refuses are lost",
@@ -1116,6 +1141,7 @@ mod tests {
             burst: 64,
             wait_near_secs: 0.0,
             method: Method::continuous_default(0.1),
+            testpmd_fwd: TestpmdFwd::Io,
             mrr_secs: 1.0,
             max_load_factor: 1.1,
             latency_at: vec![],

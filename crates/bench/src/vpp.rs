@@ -563,6 +563,7 @@ plugins {
             burst: 32,
             wait_near_secs: 0.0,
             method: crate::search::Method::continuous_default(1.0),
+            testpmd_fwd: crate::l3fwd::TestpmdFwd::Io,
             mrr_secs: 1.0,
             max_load_factor: 1.1,
             latency_at: vec![],

@@ -51,6 +51,12 @@ pub enum SearchArg {
     Continuous,
 }
 
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum TestpmdFwdArg {
+    Io,
+    Mac,
+}
+
 #[derive(Args, Debug)]
 pub struct BenchArgs {
     #[arg(value_enum, default_value = "p2p")]
@@ -131,6 +137,9 @@ pub struct BenchArgs {
     /// Frames per --cost measurement.
     #[arg(long, default_value_t = 300_000)]
     cost_frames: u64,
+    /// testpmd's forwarding in l3fwd: io (frames untouched) or mac (MACs rewritten).
+    #[arg(long, value_enum, default_value = "io")]
+    testpmd_fwd: TestpmdFwdArg,
     /// VPP's binary, for --dut vpp.
     #[arg(long)]
     vpp_bin: Option<std::path::PathBuf>,
@@ -477,6 +486,10 @@ fn run_l3fwd(
         burst: a.burst,
         wait_near_secs: a.wait_near.max(0.0),
         method: method(a, trial_secs)?,
+        testpmd_fwd: match a.testpmd_fwd {
+            TestpmdFwdArg::Io => l3fwd::TestpmdFwd::Io,
+            TestpmdFwdArg::Mac => l3fwd::TestpmdFwd::Mac,
+        },
         mrr_secs: a.mrr_secs,
         max_load_factor: 1.1,
         latency_at: a.latency_at.clone(),

@@ -134,3 +134,37 @@ fn p2p_measures_every_dut() {
         assert!(t["rx_packets"].as_u64().unwrap() > 1000, "{t}");
     }
 }
+
+#[test]
+fn l3fwd_testpmd_mac_forwarding_counts_agree() {
+    if bench::testpmd::find().is_none() {
+        eprintln!("dpdk-testpmd not installed: skipped");
+        return;
+    }
+    let r = bench(&[
+        "l3fwd",
+        "--sizes",
+        "64",
+        "--dut",
+        "testpmd",
+        "--testpmd-fwd",
+        "mac",
+        "--search",
+        "continuous",
+        "--mrr-secs",
+        "0.3",
+        "--latency-at",
+        "0.5",
+        "--latency-secs",
+        "0.2",
+    ]);
+    assert_eq!(r["config"]["testpmd_fwd"], "mac");
+    for o in r["searches"].as_array().unwrap() {
+        assert!(o["error"].is_null(), "{o}");
+        let goal = &o["search"]["goals"][0];
+        assert!(goal["forwarding_pps"].as_f64().unwrap() > 10_000.0, "{o}");
+        for t in o["trials"].as_array().unwrap() {
+            assert!(t.get("disagreements").is_none(), "{t}");
+        }
+    }
+}
