@@ -14,6 +14,9 @@ pub const PROBE_OFFSET: usize = 42;
 pub const PROBE_LEN: usize = 20;
 /// Offset of the UDP source port, varied per flow.
 pub const SRC_PORT_OFFSET: usize = 34;
+/// Offsets of the IPv4 header checksum and destination address, varied with `dst_ips`.
+pub const IP_CHECK_OFFSET: usize = 24;
+pub const DST_IP_OFFSET: usize = 30;
 pub const MIN_FRAME: usize = PROBE_OFFSET + PROBE_LEN + 2;
 pub const MAX_FRAME: usize = 9216;
 
@@ -27,8 +30,11 @@ pub struct FrameSpec {
     pub dst_ip: Ipv4Addr,
     pub src_port: u16,
     pub dst_port: u16,
-    /// Flows differ in UDP source port: `src_port + (seq % flows)`.
+    /// UDP source ports: `src_port .. src_port + flows`.
     pub flows: u16,
+    /// Destination addresses: `dst_ip .. dst_ip + dst_ips`. Frames cycle through every
+    /// (port, address) pair, `flows × dst_ips` flows in all.
+    pub dst_ips: u16,
 }
 
 impl Default for FrameSpec {
@@ -42,6 +48,7 @@ impl Default for FrameSpec {
             src_port: 1024,
             dst_port: 5001,
             flows: 1,
+            dst_ips: 1,
         }
     }
 }
@@ -61,6 +68,18 @@ impl FrameSpec {
         }
         if self.flows == 0 {
             return Err(SpecError("flows must be at least 1".into()));
+        }
+        if self.dst_ips == 0 {
+            return Err(SpecError("destination addresses must be at least 1".into()));
+        }
+        if u32::from(self.dst_ip)
+            .checked_add(u32::from(self.dst_ips) - 1)
+            .is_none()
+        {
+            return Err(SpecError(format!(
+                "{} destination addresses from {} run past 255.255.255.255",
+                self.dst_ips, self.dst_ip
+            )));
         }
         Ok(())
     }
@@ -96,6 +115,28 @@ impl FrameSpec {
     pub fn src_port_for(&self, seq: u64) -> u16 {
         self.src_port
             .wrapping_add((seq % u64::from(self.flows)) as u16)
+    }
+
+    /// The destination address of frame `seq`: the address steps once per round of ports.
+    #[inline]
+    pub fn dst_ip_for(&self, seq: u64) -> Ipv4Addr {
+        let k = (seq / u64::from(self.flows)) % u64::from(self.dst_ips);
+        Ipv4Addr::from(u32::from(self.dst_ip).wrapping_add(k as u32))
+    }
+
+    /// Writes frame `seq`'s source port, and (with several destination addresses) its
+    /// destination address and IPv4 header checksum, into `head` (the frame's first bytes,
+    /// at least through the UDP header, holding the template's).
+    #[inline]
+    pub fn patch(&self, head: &mut [u8], seq: u64) {
+        let port = self.src_port_for(seq);
+        head[SRC_PORT_OFFSET..SRC_PORT_OFFSET + 2].copy_from_slice(&port.to_be_bytes());
+        if self.dst_ips > 1 {
+            head[DST_IP_OFFSET..DST_IP_OFFSET + 4].copy_from_slice(&self.dst_ip_for(seq).octets());
+            head[IP_CHECK_OFFSET..IP_CHECK_OFFSET + 2].fill(0);
+            let c = wire::checksum::checksum(&head[14..34]);
+            head[IP_CHECK_OFFSET..IP_CHECK_OFFSET + 2].copy_from_slice(&c.to_be_bytes());
+        }
     }
 }
 
@@ -136,6 +177,44 @@ impl Probe {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn frames_cycle_through_ports_and_addresses_with_valid_checksums() {
+        let spec = FrameSpec {
+            flows: 3,
+            dst_ips: 2,
+            ..Default::default()
+        };
+        let t = spec.template().unwrap();
+        let mut seen = std::collections::BTreeSet::new();
+        for seq in 0..12u64 {
+            let mut f = t.clone();
+            spec.patch(&mut f, seq);
+            let h: &[u8; 20] = f[14..34].try_into().unwrap();
+            assert!(wire::checksum::ipv4_header_ok(h), "seq {seq}");
+            let dst = Ipv4Addr::new(f[30], f[31], f[32], f[33]);
+            let port = u16::from_be_bytes([f[34], f[35]]);
+            seen.insert((dst, port));
+        }
+        // 3 ports x 2 addresses, every pair seen.
+        assert_eq!(seen.len(), 6, "{seen:?}");
+        assert!(seen.contains(&(Ipv4Addr::new(10, 10, 2, 3), 1026)));
+        // One address: the header is left as the template made it.
+        let one = FrameSpec::default();
+        let mut f = one.template().unwrap();
+        let before = f[14..34].to_vec();
+        one.patch(&mut f, 5);
+        assert_eq!(&f[14..34], &before[..]);
+        assert!(
+            FrameSpec {
+                dst_ip: Ipv4Addr::new(255, 255, 255, 250),
+                dst_ips: 10,
+                ..Default::default()
+            }
+            .validate()
+            .is_err()
+        );
+    }
 
     #[test]
     fn template_is_a_valid_udp_frame() {

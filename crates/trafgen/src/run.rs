@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use buffer::{Pool, PoolConfig};
 use memif::{Client, Event, InterfaceConfig, Listener, PrimaryQueues, SecondaryQueues, SocketPath};
 
-use crate::frame::{FrameSpec, PROBE_LEN, PROBE_OFFSET, Probe, SRC_PORT_OFFSET};
+use crate::frame::{FrameSpec, PROBE_LEN, PROBE_OFFSET, Probe};
 use crate::now_ns;
 use crate::stats::{GenReport, RxStats, Sample};
 
@@ -579,8 +579,7 @@ impl Sender {
                     sent_ns: ts,
                 };
                 head[PROBE_OFFSET..].copy_from_slice(&p.encode());
-                let port = spec.src_port_for(base + i as u64);
-                head[SRC_PORT_OFFSET..SRC_PORT_OFFSET + 2].copy_from_slice(&port.to_be_bytes());
+                spec.patch(head, base + i as u64);
                 if full {
                     // Until every slot's buffer holds the template once, write whole frames;
                     // afterwards only headers and probe change (the buffers are ours alone).
@@ -616,10 +615,9 @@ impl Sender {
                     seq: self.seqs[stream] + i as u64,
                     sent_ns: ts,
                 };
-                let port = cfg.spec.src_port_for(self.sent + i as u64);
                 let d = pool.data_mut(c);
                 d[PROBE_OFFSET..PROBE_OFFSET + PROBE_LEN].copy_from_slice(&p.encode());
-                d[SRC_PORT_OFFSET..SRC_PORT_OFFSET + 2].copy_from_slice(&port.to_be_bytes());
+                cfg.spec.patch(d, self.sent + i as u64);
             }
             let sent = t.send(pool, &self.chains[..n])?;
             self.seqs[stream] += sent as u64;

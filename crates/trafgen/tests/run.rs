@@ -47,6 +47,7 @@ fn every_frame_arrives_in_order_and_is_counted() {
             spec: FrameSpec {
                 size,
                 flows: 8,
+                dst_ips: 4,
                 ..Default::default()
             },
             iface: InterfaceConfig {

@@ -52,6 +52,10 @@ pub struct GenArgs {
     /// Number of flows (UDP source ports).
     #[arg(long, default_value_t = 1)]
     flows: u16,
+    /// Number of destination addresses, counting up from the default 10.10.2.2; with
+    /// --flows, frames cycle through every (port, address) pair.
+    #[arg(long, default_value_t = 1)]
+    dst_ips: u16,
     /// Frames per burst, 1..256.
     #[arg(long, default_value_t = 64)]
     burst: usize,
@@ -110,6 +114,7 @@ pub fn run(a: GenArgs) -> anyhow::Result<()> {
         spec: FrameSpec {
             size: a.size,
             flows: a.flows,
+            dst_ips: a.dst_ips,
             ..Default::default()
         },
         send: !a.rx_only,
