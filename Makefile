@@ -27,7 +27,7 @@ bench: build
 bench-full: build
 	./target/release/veclane bench p2p
 	./target/release/veclane bench l3fwd --sizes 64,128,256,512,1024,1500 --dut veclane,testpmd,dpdk-l3fwd --copy single,two --wait-near 2 --compare-seed
-	./target/release/veclane bench l3fwd --cost --sizes 64,512,1500 --dut veclane --copy single,two
+	./target/release/veclane bench l3fwd --cost --sizes 64,512,1500 --dut veclane,testpmd --copy single,two
 
 ## Every check CI runs.
 test: setup lint

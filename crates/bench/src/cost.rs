@@ -1,14 +1,14 @@
-//! `--cost`: instructions per packet of the veclane DUT under callgrind, a figure that does
-//! not move with the neighbours' load (unlike every rate on a shared machine).
+//! `--cost`: instructions per packet of a DUT (veclane, testpmd) under callgrind, a figure
+//! that does not move with the neighbours' load (unlike every rate on a shared machine).
 //!
-//! The daemon runs the l3fwd topology under `valgrind --tool=callgrind --fair-sched=yes` with
+//! The DUT runs the l3fwd topology under `valgrind --tool=callgrind --fair-sched=yes` with
 //! instrumentation off; the generator (native, on its own CPU) connects, it is switched on
 //! (`callgrind_control -i on`), a fixed number of frames is sent flat out (held back by a full
 //! ring, so the daemon sees full vectors and no empty polls until the last one), and it is
 //! switched off again once the DUT's counter shows every frame taken (a few milliseconds of
-//! empty polls at most); the daemon exits, writing its profile. Instructions are divided by
-//! the frames the DUT received: the whole daemon, and each graph node's `process`
-//! (inclusive).
+//! empty polls at most); the DUT exits, writing its profile. Instructions are divided by the
+//! frames the DUT received: the whole process (every thread), and for veclane each graph
+//! node's `process` (inclusive).
 
 use std::path::Path;
 use std::process::Command;
@@ -19,7 +19,8 @@ use serde::Serialize;
 
 use crate::dut::{Daemon, Running};
 use crate::l3fwd::{L3fwdConfig, veclane_config};
-use crate::{CopyMode, Subject};
+use crate::testpmd::{MemifPort, Testpmd};
+use crate::{CopyMode, Dut, Subject};
 
 /// Instructions per packet of one (DUT, size).
 #[derive(Debug, Clone, Serialize)]
@@ -53,12 +54,7 @@ pub fn available() -> Result<(), String> {
 }
 
 /// Measures `copy` at `size` over `frames` frames.
-pub fn measure(
-    cfg: &L3fwdConfig,
-    copy: CopyMode,
-    size: usize,
-    frames: u64,
-) -> Result<Cost, String> {
+pub fn measure(cfg: &L3fwdConfig, dut: Subject, size: usize, frames: u64) -> Result<Cost, String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let out = dir.path().join("callgrind.out");
     let wrapper = vec![
@@ -68,20 +64,52 @@ pub fn measure(
         "--instr-atstart=no".into(),
         format!("--callgrind-out-file={}", out.display()),
     ];
-    let d = Daemon::start_under(
-        &wrapper,
-        &cfg.veclane_bin,
-        dir.path(),
-        &veclane_config(cfg, copy, size),
-        Duration::from_secs(120),
-    )?;
-    let pid = d.pid();
-    let mut running = Running::Veclane(d);
+    let bsize = crate::trial::buffer_size_for(cfg.buffer_size, size);
+    let mut running = match dut.dut {
+        Dut::Veclane => Running::Veclane(Daemon::start_under(
+            &wrapper,
+            &cfg.veclane_bin,
+            dir.path(),
+            &veclane_config(cfg, dut.copy.unwrap_or(CopyMode::Single), size),
+            Duration::from_secs(120),
+        )?),
+        Dut::Testpmd => {
+            let bin = cfg
+                .testpmd_bin
+                .as_ref()
+                .ok_or("dpdk-testpmd not installed")?;
+            let port = |id| MemifPort {
+                server: true,
+                socket: dir.path().join("memif.sock"),
+                id,
+                rsize_log2: cfg.ring_log2,
+                bsize,
+                secret: None,
+            };
+            let mut tp = Testpmd::spawn_under(
+                &wrapper,
+                bin,
+                &format!("vl{}cost", std::process::id()),
+                cfg.dut_cpu,
+                cfg.gen_cpu,
+                &[port(0), port(1)],
+                &["--forward-mode=io".to_string()],
+            )?;
+            tp.cmd("start")?;
+            Running::Testpmd(tp)
+        }
+        other => return Err(format!("--cost measures veclane and testpmd, not {other}")),
+    };
+    let pid = match &running {
+        Running::Veclane(d) => d.pid(),
+        Running::Testpmd(t) => t.pid(),
+        _ => 0,
+    };
     let iface = |id: u32| memif::InterfaceConfig {
         id,
         name: format!("gen{id}"),
         log2_ring_size: cfg.ring_log2,
-        buffer_size: crate::trial::buffer_size_for(cfg.buffer_size, size),
+        buffer_size: bsize,
         ..Default::default()
     };
     let gcfg = trafgen::GenConfig {
@@ -143,19 +171,18 @@ pub fn measure(
         .join()
         .unwrap_or_else(|_| Err("generator thread panicked".into()))
     })?;
-    let Running::Veclane(d) = running else {
-        return Err("not a veclane DUT".into());
-    };
-    d.stop_within(Duration::from_secs(60))?;
+    // The profile is written when the DUT exits on its own: give valgrind time.
+    match running {
+        Running::Veclane(d) => d.stop_within(Duration::from_secs(60))?,
+        Running::Testpmd(t) => t.quit_within(Duration::from_secs(120))?,
+        _ => {}
+    }
     if received == 0 {
         return Err("the DUT received nothing while collecting".into());
     }
     let (total, nodes) = annotate(&out)?;
     Ok(Cost {
-        dut: Subject {
-            dut: crate::Dut::Veclane,
-            copy: Some(copy),
-        },
+        dut,
         size,
         frames: received,
         total: total as f64 / received as f64,
@@ -256,7 +283,7 @@ pub fn table(cfg: &L3fwdConfig, costs: &[Cost]) -> String {
     }
     let _ = writeln!(
         s,
-        "instructions per packet under callgrind (whole daemon, and each node's process inclusive); generator native on CPU {}, flat out, full vectors",
+        "instructions per packet under callgrind (whole process, every thread; for veclane also each node's process, inclusive); generator native on CPU {}, flat out",
         cfg.gen_cpu
     );
     let mut header = format!(

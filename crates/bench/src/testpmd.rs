@@ -129,10 +129,26 @@ impl Testpmd {
         ports: &[MemifPort],
         app: &[String],
     ) -> Result<Testpmd, String> {
+        Testpmd::spawn_under(&[], bin, prefix, fwd_cpu, main_cpu, ports, app)
+    }
+
+    /// As [`spawn`](Self::spawn), run under `wrapper` (valgrind and its options, for
+    /// `--cost`); with a wrapper the first prompt may take two minutes.
+    pub fn spawn_under(
+        wrapper: &[String],
+        bin: &Path,
+        prefix: &str,
+        fwd_cpu: usize,
+        main_cpu: usize,
+        ports: &[MemifPort],
+        app: &[String],
+    ) -> Result<Testpmd, String> {
         // testpmd's stdout is a pipe, so printf output would be block-buffered and arrive
-        // after the prompt that cmdline writes directly: stdbuf makes it line-buffered.
+        // after the prompt that cmdline writes directly: stdbuf makes it line-buffered. stdbuf
+        // execs what follows, so the child's pid is testpmd's (or the wrapper's).
         let mut c = Command::new("stdbuf");
         c.args(["-oL", "-eL"])
+            .args(wrapper)
             .arg(bin)
             .args(eal_args(prefix, main_cpu, &[fwd_cpu], ports))
             .args(["--", "-i", "--no-mlockall", "--total-num-mbufs=16384"])
@@ -165,8 +181,14 @@ impl Testpmd {
             out: rx,
             log: Vec::new(),
         };
-        t.until_prompt_after(b"", Duration::from_secs(20))?;
+        let first = if wrapper.is_empty() { 20 } else { 120 };
+        t.until_prompt_after(b"", Duration::from_secs(first))?;
         Ok(t)
+    }
+
+    /// The process id (the wrapper's, which runs testpmd in-process, under valgrind).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// Reads output until a `testpmd> ` prompt that follows `after` (the echo of the command
@@ -243,19 +265,28 @@ impl Testpmd {
     }
 
     /// Quits and reaps the process (killing it if it does not leave).
-    pub fn quit(mut self) {
+    pub fn quit(self) {
+        let _ = self.quit_within(Duration::from_secs(5));
+    }
+
+    /// Quits, waiting up to `timeout` for testpmd to exit on its own (under valgrind it
+    /// writes its profile then) before killing it; says whether it exited on its own.
+    pub fn quit_within(mut self, timeout: Duration) -> Result<(), String> {
         if let Some(mut w) = self.stdin.take() {
             let _ = w.write_all(b"quit\n");
         }
-        let deadline = Instant::now() + Duration::from_secs(5);
+        let deadline = Instant::now() + timeout;
         while Instant::now() < deadline {
             if let Ok(Some(_)) = self.child.try_wait() {
-                return;
+                return Ok(());
             }
             std::thread::sleep(Duration::from_millis(20));
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
+        Err(format!(
+            "testpmd did not exit within {timeout:?} of quit; killed"
+        ))
     }
 }
 

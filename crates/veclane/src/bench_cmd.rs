@@ -130,8 +130,8 @@ pub struct BenchArgs {
     /// (0: do not wait; every trial is tagged near, far or mixed either way).
     #[arg(long, default_value_t = 10.0)]
     wait_near: f64,
-    /// Instead of rates: instructions per packet of veclane (whole daemon and per node) under
-    /// callgrind, for each copy mode and size (l3fwd).
+    /// Instead of rates: instructions per packet under callgrind of veclane (whole daemon and
+    /// per node, each copy mode) and testpmd (whole process), at each size (l3fwd).
     #[arg(long)]
     cost: bool,
     /// Frames per --cost measurement.
@@ -591,19 +591,22 @@ fn run_cost(a: &BenchArgs, cfg: &L3fwdConfig) -> anyhow::Result<()> {
     }
     let mut costs = Vec::new();
     for &size in &cfg.sizes {
-        for s in cfg.duts.iter().filter(|s| s.dut == Dut::Veclane) {
-            let copy = s.copy.unwrap_or(CopyMode::Single);
+        for s in cfg
+            .duts
+            .iter()
+            .filter(|s| matches!(s.dut, Dut::Veclane | Dut::Testpmd))
+        {
             eprintln!(
                 "cost: {s} at {size} B, {} frames under callgrind",
                 a.cost_frames
             );
-            let c = bench::cost::measure(cfg, copy, size, a.cost_frames)
+            let c = bench::cost::measure(cfg, *s, size, a.cost_frames)
                 .map_err(|e| anyhow::anyhow!("{s} at {size} B: {e}"))?;
             costs.push(c);
         }
     }
     if costs.is_empty() {
-        bail!("--cost measures veclane: include it in --dut");
+        bail!("--cost measures veclane and testpmd: include one in --dut");
     }
     print!("\n{}", bench::cost::table(cfg, &costs));
     std::fs::create_dir_all(&a.out)?;
