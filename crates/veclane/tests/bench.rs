@@ -168,3 +168,45 @@ fn l3fwd_testpmd_mac_forwarding_counts_agree() {
         }
     }
 }
+
+#[test]
+fn cost_counts_instructions_per_packet_of_each_dut() {
+    if bench::cost::available().is_err() {
+        eprintln!("valgrind not installed (scripts/setup.sh installs it): skipped");
+        return;
+    }
+    let mut duts = "veclane";
+    if bench::testpmd::find().is_some() {
+        duts = "veclane,testpmd";
+    }
+    let r = bench(&[
+        "l3fwd",
+        "--cost",
+        "--cost-frames",
+        "20000",
+        "--sizes",
+        "64",
+        "--dut",
+        duts,
+        "--copy",
+        "single",
+    ]);
+    let costs = r["costs"].as_array().unwrap();
+    assert_eq!(costs.len(), duts.split(',').count(), "{r}");
+    for c in costs {
+        assert!(c["frames"].as_u64().unwrap() >= 20_000, "{c}");
+        let total = c["total"].as_f64().unwrap();
+        assert!(total > 50.0 && total < 1e6, "{c}");
+        if c["dut"]["dut"] == "veclane" {
+            let nodes = c["nodes"].as_array().unwrap();
+            let names: Vec<&str> = nodes.iter().map(|n| n[0].as_str().unwrap()).collect();
+            for want in ["MemifInput", "Ip4Lookup", "Ip4Rewrite", "InterfaceOutput"] {
+                assert!(names.contains(&want), "{want} missing from {names:?}");
+            }
+            // Each node is part of the whole.
+            for n in nodes {
+                assert!(n[1].as_f64().unwrap() < total, "{c}");
+            }
+        }
+    }
+}
