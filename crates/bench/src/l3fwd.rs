@@ -555,6 +555,9 @@ pub struct GoalRow {
     pub gbps_l1: f64,
     /// Median measured receive rate at the lower bound.
     pub forwarding_mpps: f64,
+    /// Median loss ratio of the trials at the result (the least of each search's trials at
+    /// that load: the one that passed; for MRR, the mean of its trials).
+    pub measured_loss: f64,
     /// Searches whose result for this goal was irregular (maximum load still passed, or the
     /// minimum already failed).
     pub irregular: usize,
@@ -648,9 +651,36 @@ pub fn rows(outcomes: &[Outcome], sizes: &[usize], duts: &[Subject]) -> Vec<Sear
                         .map(|p| p / 1e6)
                         .collect();
                     let (m, lo, hi) = median_min_max(&vals);
+                    let losses: Vec<f64> = reports
+                        .iter()
+                        .filter_map(|r| {
+                            let goal = r.goals.get(i)?;
+                            let at: Vec<f64> = match goal.lower_pps {
+                                Some(l) => r
+                                    .trials
+                                    .iter()
+                                    .filter(|t| t.load_pps == l)
+                                    .map(|t| t.loss_ratio())
+                                    .collect(),
+                                // MRR: every trial is at the maximum load.
+                                None if goal.loss_ratio >= 1.0 => {
+                                    r.trials.iter().map(|t| t.loss_ratio()).collect()
+                                }
+                                None => Vec::new(),
+                            };
+                            if at.is_empty() {
+                                None
+                            } else if goal.loss_ratio >= 1.0 {
+                                Some(at.iter().sum::<f64>() / at.len() as f64)
+                            } else {
+                                at.into_iter().reduce(f64::min)
+                            }
+                        })
+                        .collect();
                     goals.push(GoalRow {
                         goal: g.name.clone(),
                         loss_ratio: g.loss_ratio,
+                        measured_loss: median(&losses),
                         mpps: m,
                         mpps_min: lo,
                         mpps_max: hi,
@@ -823,7 +853,7 @@ pub fn table(cfg: &L3fwdConfig, rows: &[SearchRow]) -> String {
     for (i, g) in goal_names.iter().enumerate() {
         let _ = write!(header, "  {:>22}", format!("{g} Mpps (min-max)"));
         if i == 0 {
-            let _ = write!(header, "  {:>13}", "Gbps L2/L1");
+            let _ = write!(header, "  {:>13}  {:>8}", "Gbps L2/L1", "loss");
         }
     }
     let _ = write!(header, "  {:>8}", "MRR Mpps");
@@ -851,8 +881,9 @@ pub fn table(cfg: &L3fwdConfig, rows: &[SearchRow]) -> String {
                 if i == 0 {
                     let _ = write!(
                         line,
-                        "  {:>13}",
-                        format!("{:.1}/{:.1}", g.gbps_l2, g.gbps_l1)
+                        "  {:>13}  {:>8.1e}",
+                        format!("{:.1}/{:.1}", g.gbps_l2, g.gbps_l1),
+                        g.measured_loss
                     );
                 }
             }
@@ -962,6 +993,7 @@ pub fn csv(cfg: &L3fwdConfig, rows: &[SearchRow]) -> String {
         "dut",
         "goal",
         "loss_ratio",
+        "measured_loss",
         "mpps",
         "mpps_min",
         "mpps_max",
@@ -996,6 +1028,7 @@ pub fn csv(cfg: &L3fwdConfig, rows: &[SearchRow]) -> String {
                 r.dut.to_string(),
                 g.goal.clone(),
                 g.loss_ratio.to_string(),
+                format!("{:.3e}", g.measured_loss),
                 format!("{:.4}", g.mpps),
                 format!("{:.4}", g.mpps_min),
                 format!("{:.4}", g.mpps_max),
