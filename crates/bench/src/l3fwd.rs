@@ -24,10 +24,10 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::dut::{Daemon, Running};
-use crate::placement::{self, Placement};
+use crate::placement::Placement;
 use crate::search::{self, Measurement, Measurer, Method, SearchReport};
 use crate::testpmd::{MemifPort, Testpmd};
-use crate::trial::check_frame_size;
+use crate::trial::{Placed, Schedule, check_frame_size};
 use crate::{BenchError, CopyMode, Dut, Subject, median_min_max};
 use trafgen::GenReport;
 use trafgen::stats::Latency;
@@ -128,7 +128,7 @@ pub struct Outcome {
     pub error: Option<String>,
 }
 
-impl Outcome {
+impl Placed for Outcome {
     fn failed(dut: Subject, size: usize, rep: usize, e: String) -> Outcome {
         Outcome {
             dut,
@@ -147,6 +147,14 @@ impl Outcome {
         }
     }
 
+    fn set_placement(&mut self, before_ns: f64, after_ns: f64) {
+        self.probe_before_ns = before_ns;
+        self.probe_after_ns = after_ns;
+        self.placement = Placement::of(before_ns, after_ns);
+    }
+}
+
+impl Outcome {
     /// Trials whose counts the DUT's counters contradict.
     pub fn disagreeing(&self) -> usize {
         self.trials
@@ -160,31 +168,21 @@ impl Outcome {
 /// A search that fails is kept with its reason and the run goes on.
 pub fn run(
     cfg: &L3fwdConfig,
-    mut progress: impl FnMut(&Outcome),
+    progress: impl FnMut(&Outcome),
     mut on_trial: impl FnMut(Subject, usize, &Measurement) + Send,
 ) -> Vec<Outcome> {
-    let mut out = Vec::new();
-    let (a, b) = (cfg.gen_cpu, cfg.dut_cpu);
-    for rep in 0..cfg.reps {
-        for &size in &cfg.sizes {
-            for &dut in &cfg.duts {
-                let before = if cfg.wait_near_secs > 0.0 {
-                    placement::wait_near(a, b, Duration::from_secs_f64(cfg.wait_near_secs))
-                } else {
-                    placement::probe(a, b, 20_000)
-                };
-                let r = search_one(cfg, dut, size, rep, &mut |m| on_trial(dut, size, m));
-                let after = placement::probe(a, b, 20_000);
-                let mut o = r.unwrap_or_else(|e| Outcome::failed(dut, size, rep, e.to_string()));
-                o.probe_before_ns = before;
-                o.probe_after_ns = after;
-                o.placement = Placement::of(before, after);
-                progress(&o);
-                out.push(o);
-            }
-        }
-    }
-    out
+    let schedule = Schedule {
+        sizes: &cfg.sizes,
+        duts: &cfg.duts,
+        reps: cfg.reps,
+        cpus: (cfg.gen_cpu, cfg.dut_cpu),
+        wait_near_secs: cfg.wait_near_secs,
+    };
+    crate::trial::run(
+        schedule,
+        |dut, size, rep| search_one(cfg, dut, size, rep, &mut |m| on_trial(dut, size, m)),
+        progress,
+    )
 }
 
 /// The generator's configuration for frames of `size` against a DUT listening on `sock`.

@@ -157,14 +157,39 @@ pub struct Schedule<'a> {
     pub wait_near_secs: f64,
 }
 
-/// Runs every (rep, size, DUT) trial, DUTs interleaved; `progress` sees each finished trial.
-/// A trial that fails is kept with its reason and the run goes on.
-pub fn run(
+/// What the interleaving loop makes of one (rep, size, DUT): a continuous trial, or a
+/// search.
+pub trait Placed {
+    /// The record of a (rep, size, DUT) that produced no number, and why.
+    fn failed(dut: Subject, size: usize, rep: usize, error: String) -> Self;
+    /// The placement probes taken before and after it.
+    fn set_placement(&mut self, before_ns: f64, after_ns: f64);
+}
+
+impl Placed for Trial {
+    fn failed(dut: Subject, size: usize, rep: usize, error: String) -> Trial {
+        Trial {
+            error: Some(error),
+            ..Trial::new(dut, size, rep)
+        }
+    }
+
+    fn set_placement(&mut self, before_ns: f64, after_ns: f64) {
+        self.probe_before_ns = before_ns;
+        self.probe_after_ns = after_ns;
+        self.placement = Placement::of(before_ns, after_ns);
+    }
+}
+
+/// Runs every (rep, size, DUT), DUTs interleaved, with a placement probe before (or a bounded
+/// wait for the near state) and after each; `progress` sees each finished one. One that fails
+/// is kept with its reason and the run goes on.
+pub fn run<T: Placed>(
     s: Schedule<'_>,
-    mut one: impl FnMut(Subject, usize, usize) -> Result<Trial, BenchError>,
-    mut progress: impl FnMut(&Trial),
-) -> Vec<Trial> {
-    let mut trials = Vec::new();
+    mut one: impl FnMut(Subject, usize, usize) -> Result<T, BenchError>,
+    mut progress: impl FnMut(&T),
+) -> Vec<T> {
+    let mut out = Vec::new();
     let (a, b) = s.cpus;
     for rep in 0..s.reps {
         for &size in s.sizes {
@@ -176,19 +201,14 @@ pub fn run(
                 };
                 let r = one(dut, size, rep);
                 let after = placement::probe(a, b, 20_000);
-                let mut t = r.unwrap_or_else(|e| Trial {
-                    error: Some(e.to_string()),
-                    ..Trial::new(dut, size, rep)
-                });
-                t.probe_before_ns = before;
-                t.probe_after_ns = after;
-                t.placement = Placement::of(before, after);
+                let mut t = r.unwrap_or_else(|e| T::failed(dut, size, rep, e.to_string()));
+                t.set_placement(before, after);
                 progress(&t);
-                trials.push(t);
+                out.push(t);
             }
         }
     }
-    trials
+    out
 }
 
 /// The memif buffer size for frames of `size`: the `configured` one, or 9216 bytes for frames
