@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use rustix::process::Signal;
+
 use crate::dpdk_l3fwd::DpdkL3fwd;
 use crate::testpmd::Testpmd;
 use crate::vpp::Vpp;
@@ -253,19 +255,15 @@ impl Daemon {
         self.child.id()
     }
 
-    /// Sends SIGTERM and waits up to `timeout` for the daemon to exit.
+    /// Sends SIGTERM and waits up to `timeout` for the daemon to exit (it is killed after).
     pub fn stop_within(mut self, timeout: Duration) -> Result<(), String> {
-        if let Some(pid) = rustix::process::Pid::from_raw(self.child.id() as i32) {
-            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+        if stop_child(&mut self.child, Some(Signal::TERM), timeout) {
+            Ok(())
+        } else {
+            Err(format!(
+                "daemon still running {timeout:?} after SIGTERM; killed"
+            ))
         }
-        let deadline = Instant::now() + timeout;
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return Ok(());
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Err(format!("daemon still running {timeout:?} after SIGTERM"))
     }
 
     fn log(&self) -> String {
@@ -284,20 +282,30 @@ impl Daemon {
 
 impl Drop for Daemon {
     fn drop(&mut self) {
-        let pid = rustix::process::Pid::from_raw(self.child.id() as i32);
-        if let Some(pid) = pid {
-            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
-        }
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        stop_child(&mut self.child, Some(Signal::TERM), Duration::from_secs(5));
     }
+}
+
+/// Stops a DUT process: sends `signal` (if any, and if it still runs), gives it `timeout` to
+/// exit on its own (a DUT under valgrind writes its profile then), and kills it after that.
+/// Returns whether it exited on its own.
+pub fn stop_child(child: &mut Child, signal: Option<Signal>, timeout: Duration) -> bool {
+    if let Ok(Some(_)) = child.try_wait() {
+        return true;
+    }
+    if let (Some(sig), Some(pid)) = (signal, rustix::process::Pid::from_raw(child.id() as i32)) {
+        let _ = rustix::process::kill_process(pid, sig);
+    }
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    false
 }
 
 /// Nanoseconds per packet in each node that saw packets, summed over workers, with the total

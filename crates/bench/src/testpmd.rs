@@ -275,18 +275,13 @@ impl Testpmd {
         if let Some(mut w) = self.stdin.take() {
             let _ = w.write_all(b"quit\n");
         }
-        let deadline = Instant::now() + timeout;
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return Ok(());
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        if crate::dut::stop_child(&mut self.child, None, timeout) {
+            Ok(())
+        } else {
+            Err(format!(
+                "testpmd did not exit within {timeout:?} of quit; killed"
+            ))
         }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        Err(format!(
-            "testpmd did not exit within {timeout:?} of quit; killed"
-        ))
     }
 }
 
