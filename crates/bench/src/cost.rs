@@ -19,6 +19,7 @@ use serde::Serialize;
 
 use crate::dut::{Daemon, Running};
 use crate::l3fwd::{L3fwdConfig, veclane_config};
+use crate::report;
 use crate::testpmd::{MemifPort, Testpmd};
 use crate::{CopyMode, Dut, Subject};
 
@@ -273,14 +274,7 @@ pub fn parse_annotate(text: &str) -> Result<(u64, Vec<(String, u64)>), String> {
 pub fn table(cfg: &L3fwdConfig, costs: &[Cost]) -> String {
     use std::fmt::Write as _;
     let mut s = String::new();
-    let mut names: Vec<String> = Vec::new();
-    for c in costs {
-        for (n, _) in &c.nodes {
-            if !names.contains(n) {
-                names.push(n.clone());
-            }
-        }
-    }
+    let names = report::named_columns(costs.iter().map(|c| c.nodes.as_slice()), &[]);
     let _ = writeln!(
         s,
         "instructions per packet under callgrind (whole process, every thread; for veclane also each node's process, inclusive); generator native on CPU {}, flat out",
@@ -290,9 +284,7 @@ pub fn table(cfg: &L3fwdConfig, costs: &[Cost]) -> String {
         "{:>5}  {:<15} {:>9} {:>9}",
         "size", "dut", "frames", "total"
     );
-    for n in &names {
-        let _ = write!(header, " {:>w$}", n, w = n.len().max(7));
-    }
+    report::push_named_cells(&mut header, &names, None);
     let _ = writeln!(s, "{header}");
     for c in costs {
         let mut line = format!(
@@ -302,17 +294,7 @@ pub fn table(cfg: &L3fwdConfig, costs: &[Cost]) -> String {
             c.frames,
             c.total
         );
-        for n in &names {
-            let w = n.len().max(7);
-            match c.nodes.iter().find(|(m, _)| m == n) {
-                Some((_, v)) => {
-                    let _ = write!(line, " {v:>w$.1}");
-                }
-                None => {
-                    let _ = write!(line, " {:>w$}", "-");
-                }
-            }
-        }
+        report::push_named_cells(&mut line, &names, Some(&c.nodes));
         let _ = writeln!(s, "{line}");
     }
     s

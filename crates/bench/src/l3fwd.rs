@@ -938,27 +938,16 @@ pub fn table(cfg: &L3fwdConfig, rows: &[SearchRow]) -> String {
 pub fn node_table(cfg: &L3fwdConfig, rows: &[SearchRow]) -> String {
     use std::fmt::Write as _;
     let mut s = String::new();
-    let mut names: Vec<String> = Vec::new();
-    for r in rows {
-        for (n, _) in &r.node_ns {
-            if !names.contains(n) {
-                names.push(n.clone());
-            }
-        }
-    }
+    let names = crate::report::named_columns(rows.iter().map(|r| r.node_ns.as_slice()), &["total"]);
     if names.is_empty() {
         return s;
     }
-    names.retain(|n| n != "total");
-    names.push("total".into());
     let _ = writeln!(
         s,
         "veclane show runtime over the flat-out trial, ns per packet (median; memif-input includes empty polls):"
     );
     let mut header = format!("{:>6} {:<16}", "size", "dut");
-    for n in &names {
-        let _ = write!(header, " {:>w$}", n, w = n.len().max(7));
-    }
+    crate::report::push_named_cells(&mut header, &names, None);
     let _ = writeln!(s, "{header}");
     for &size in &cfg.sizes {
         for r in rows
@@ -966,17 +955,7 @@ pub fn node_table(cfg: &L3fwdConfig, rows: &[SearchRow]) -> String {
             .filter(|r| r.size == size && !r.node_ns.is_empty())
         {
             let mut line = format!("{size:>6} {:<16}", r.dut.to_string());
-            for n in &names {
-                let w = n.len().max(7);
-                match r.node_ns.iter().find(|(m, _)| m == n) {
-                    Some((_, v)) => {
-                        let _ = write!(line, " {v:>w$.1}");
-                    }
-                    None => {
-                        let _ = write!(line, " {:>w$}", "-");
-                    }
-                }
-            }
+            crate::report::push_named_cells(&mut line, &names, Some(&r.node_ns));
             let _ = writeln!(s, "{line}");
         }
     }

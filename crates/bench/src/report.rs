@@ -186,3 +186,57 @@ pub fn write_json<C: Serialize>(dir: &Path, report: &Report<'_, C>) -> std::io::
     )?;
     Ok(path)
 }
+
+/// Columns named by the values of several rows (`(name, value)` pairs), in first-seen order,
+/// with the names in `last` moved to the end.
+pub fn named_columns<'a>(
+    rows: impl IntoIterator<Item = &'a [(String, f64)]>,
+    last: &[&str],
+) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for row in rows {
+        for (n, _) in row {
+            if !names.contains(n) {
+                names.push(n.clone());
+            }
+        }
+    }
+    let (mut head, tail): (Vec<String>, Vec<String>) =
+        names.into_iter().partition(|n| !last.contains(&n.as_str()));
+    head.extend(tail);
+    head
+}
+
+/// Appends one right-aligned cell per column: its name (`values` = `None`, a header), the
+/// row's value to one decimal, or `-` where the row has none.
+pub fn push_named_cells(line: &mut String, names: &[String], values: Option<&[(String, f64)]>) {
+    for n in names {
+        let w = n.len().max(7);
+        let _ = match values {
+            None => write!(line, " {n:>w$}"),
+            Some(v) => match v.iter().find(|(m, _)| m == n) {
+                Some((_, x)) => write!(line, " {x:>w$.1}"),
+                None => write!(line, " {:>w$}", "-"),
+            },
+        };
+    }
+}
+
+#[cfg(test)]
+mod named_tests {
+    use super::*;
+
+    #[test]
+    fn named_columns_union_rows_and_cells_fill_the_gaps() {
+        let a = vec![("total".to_string(), 36.0), ("lookup".to_string(), 4.5)];
+        let b = vec![("input".to_string(), 9.0), ("total".to_string(), 40.0)];
+        let names = named_columns([a.as_slice(), b.as_slice()], &["total"]);
+        assert_eq!(names, ["lookup", "input", "total"]);
+        let mut h = String::new();
+        push_named_cells(&mut h, &names, None);
+        assert_eq!(h, "  lookup   input   total");
+        let mut l = String::new();
+        push_named_cells(&mut l, &names, Some(&a));
+        assert_eq!(l, "     4.5       -    36.0");
+    }
+}
