@@ -1073,6 +1073,32 @@ pub fn size_plot(cfg: &L3fwdConfig, rows: &[SearchRow]) -> Result<String, String
     })
 }
 
+/// A configuration for unit tests that run nothing: one size (64), the given DUTs.
+#[cfg(test)]
+pub(crate) fn test_config(duts: Vec<Subject>) -> L3fwdConfig {
+    L3fwdConfig {
+        sizes: vec![64],
+        reps: 1,
+        duts,
+        gen_cpu: 0,
+        dut_cpu: 1,
+        ring_log2: 12,
+        buffer_size: 2048,
+        burst: 64,
+        wait_near_secs: 0.0,
+        method: Method::continuous_default(0.1),
+        testpmd_fwd: TestpmdFwd::Io,
+        mrr_secs: 1.0,
+        max_load_factor: 1.1,
+        latency_at: vec![],
+        latency_secs: 1.0,
+        veclane_bin: PathBuf::new(),
+        testpmd_bin: None,
+        l3fwd_bin: None,
+        vpp_bin: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1140,27 +1166,7 @@ mod tests {
         let a = Subject::plain(Dut::Veclane);
         let b = Subject::plain(Dut::Testpmd);
         let v = vec![outcome(a, 0, 20e6), outcome(b, 0, 10e6)];
-        let cfg = L3fwdConfig {
-            sizes: vec![64],
-            reps: 1,
-            duts: vec![a, b],
-            gen_cpu: 0,
-            dut_cpu: 1,
-            ring_log2: 12,
-            buffer_size: 2048,
-            burst: 64,
-            wait_near_secs: 0.0,
-            method: Method::continuous_default(0.1),
-            testpmd_fwd: TestpmdFwd::Io,
-            mrr_secs: 1.0,
-            max_load_factor: 1.1,
-            latency_at: vec![],
-            latency_secs: 1.0,
-            veclane_bin: PathBuf::new(),
-            testpmd_bin: None,
-            l3fwd_bin: None,
-            vpp_bin: None,
-        };
+        let cfg = test_config(vec![a, b]);
         let text = csv(&cfg, &rows(&v, &[64], &[a, b]));
         // The method echo holds commas inside quotes: count fields outside them.
         let fields = |l: &str| {

@@ -542,27 +542,7 @@ plugins {
     #[test]
     fn the_topology_is_veclanes() {
         // Same addresses, MACs and neighbour as the veclane daemon's l3fwd configuration.
-        let l3 = crate::l3fwd::L3fwdConfig {
-            sizes: vec![64],
-            reps: 1,
-            duts: vec![],
-            gen_cpu: 0,
-            dut_cpu: 1,
-            ring_log2: 10,
-            buffer_size: 2048,
-            burst: 32,
-            wait_near_secs: 0.0,
-            method: crate::search::Method::continuous_default(1.0),
-            testpmd_fwd: crate::l3fwd::TestpmdFwd::Io,
-            mrr_secs: 1.0,
-            max_load_factor: 1.1,
-            latency_at: vec![],
-            latency_secs: 1.0,
-            veclane_bin: PathBuf::new(),
-            testpmd_bin: None,
-            l3fwd_bin: None,
-            vpp_bin: None,
-        };
+        let l3 = crate::l3fwd::test_config(vec![]);
         let v = crate::l3fwd::veclane_config(&l3, crate::CopyMode::Two, 64);
         let cmds = setup_commands(&cfg(), Path::new("/s")).join("\n");
         for needle in [
