@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::dut::{Daemon, Running};
+use crate::dut::{Counts, Daemon, Running};
 use crate::placement::Placement;
 use crate::search::{self, Measurement, Measurer, Method, SearchReport};
 use crate::testpmd::{MemifPort, Testpmd};
@@ -316,12 +316,18 @@ struct GenMeasurer<'a> {
     kind: &'static str,
     records: Vec<TrialRecord>,
     on_trial: &'a mut (dyn FnMut(&Measurement) + Send),
+    /// The DUT's counters as the last trial ended: nothing passes between trials, so they
+    /// are also where the next one starts.
+    counts: Option<Option<Counts>>,
 }
 
 impl GenMeasurer<'_> {
     /// One trial: `load` pps on a wire, or flat out (held back by a full ring) when `None`.
     fn trial(&mut self, load: Option<f64>, duration: Duration) -> Result<Measurement, String> {
-        let before = self.dut.counts()?;
+        let before = match self.counts.take() {
+            Some(c) => c,
+            None => self.dut.counts()?,
+        };
         let cfg = trafgen::GenConfig {
             rate_pps: load,
             drop_when_full: load.is_some(),
@@ -348,6 +354,7 @@ impl GenMeasurer<'_> {
             ));
         }
         let after = self.dut.counts()?;
+        self.counts = Some(after);
         if g.rx_packets > 0 {
             check_frame_size(g.rx_bytes, g.rx_packets, self.size)?;
         }
@@ -420,6 +427,7 @@ fn search_one(
                 kind: "mrr",
                 records: Vec::new(),
                 on_trial,
+                counts: None,
             };
             let r = measure_all(cfg, &mut m);
             let records = std::mem::take(&mut m.records);
