@@ -34,7 +34,7 @@ pub struct GenConfig {
     pub rate_pps: Option<f64>,
     /// With a rate, behave as a port on a wire, which nothing can hold back: frames the ring
     /// has no room for are dropped and counted (`tx_refused`) instead of retried, and when the
-    /// generator itself falls more than a burst behind its schedule the frames it missed are
+    /// generator itself falls more than a ring behind its schedule the frames it missed are
     /// skipped and counted (`tx_shortfall`). An offered load then stays an offered load, which
     /// throughput searches need. Without it (and always without a rate) a full ring holds the
     /// sender back.
@@ -280,6 +280,11 @@ impl Session {
         let mut send_end: Option<Instant> = None;
         let mut iter = 0u64;
         let mut samples = Vec::new();
+        let sample = |t: Duration, tx: u64, rx: u64| Sample {
+            t_s: t.as_secs_f64(),
+            tx,
+            rx,
+        };
         let every = cfg.sample_every.max(Duration::from_millis(10));
         let mut next_sample = every;
         let mut out = Vec::with_capacity(256);
@@ -335,11 +340,7 @@ impl Session {
             if send_end.is_none() && iter.is_multiple_of(64) {
                 let t = start.elapsed();
                 if t >= next_sample {
-                    samples.push(Sample {
-                        t_s: t.as_secs_f64(),
-                        tx: sender.sent,
-                        rx: rx.packets,
-                    });
+                    samples.push(sample(t, sender.sent, rx.packets));
                     next_sample += every;
                 }
             }
@@ -352,11 +353,7 @@ impl Session {
                     // that leaving does not discard frames in flight) and the return traffic, if
                     // any, has drained; both waits are bounded by `drain`.
                     if send_end.is_none() {
-                        samples.push(Sample {
-                            t_s: start.elapsed().as_secs_f64(),
-                            tx: sender.sent,
-                            rx: rx.packets,
-                        });
+                        samples.push(sample(start.elapsed(), sender.sent, rx.packets));
                     }
                     let ended = *send_end.get_or_insert_with(Instant::now);
                     let flushed = match &peers[0] {
@@ -398,11 +395,7 @@ impl Session {
             .map_or_else(|| start.elapsed(), |e| e.duration_since(start))
             .as_secs_f64();
         if send_end.is_none() {
-            samples.push(Sample {
-                t_s: start.elapsed().as_secs_f64(),
-                tx: sender.sent,
-                rx: rx.packets,
-            });
+            samples.push(sample(start.elapsed(), sender.sent, rx.packets));
         }
         report.samples = samples;
         report.tx_packets = sender.sent;
