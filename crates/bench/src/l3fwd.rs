@@ -480,13 +480,7 @@ fn measure_all(cfg: &L3fwdConfig, m: &mut GenMeasurer<'_>) -> Result<Measured, S
         .map_err(|e| format!("search: {e}"))?;
     m.kind = "latency";
     let mut latency = Vec::new();
-    let base = report.goals.first().and_then(|g| {
-        if g.loss_ratio >= 1.0 {
-            g.forwarding_pps
-        } else {
-            g.lower_pps
-        }
-    });
+    let base = report.goals.first().and_then(|g| g.result_pps());
     if let Some(base) = base {
         for &f in &cfg.latency_at {
             let load = base * f;
@@ -641,14 +635,7 @@ pub fn rows(outcomes: &[Outcome], sizes: &[usize], duts: &[Subject]) -> Vec<Sear
                     let vals: Vec<f64> = reports
                         .iter()
                         .filter_map(|r| r.goals.get(i))
-                        .map(|g| {
-                            let v = if g.loss_ratio >= 1.0 {
-                                g.forwarding_pps
-                            } else {
-                                g.lower_pps
-                            };
-                            v.unwrap_or(0.0) / 1e6
-                        })
+                        .map(|g| g.result_pps().unwrap_or(0.0) / 1e6)
                         .collect();
                     let fwd: Vec<f64> = reports
                         .iter()
@@ -769,12 +756,7 @@ fn first_goal_pps(o: &Outcome) -> Option<f64> {
     if o.error.is_some() {
         return None;
     }
-    let g = o.search.as_ref()?.goals.first()?;
-    if g.loss_ratio >= 1.0 {
-        g.forwarding_pps
-    } else {
-        g.lower_pps
-    }
+    o.search.as_ref()?.goals.first()?.result_pps()
 }
 
 /// `dut` over `reference` at `size`, repetition by repetition (see

@@ -245,6 +245,18 @@ pub struct GoalResult {
     pub regular: bool,
 }
 
+impl GoalResult {
+    /// The goal's result: the relevant lower bound, or for MRR (which has no bounds) the
+    /// receive rate.
+    pub fn result_pps(&self) -> Option<f64> {
+        if self.loss_ratio >= 1.0 {
+            self.forwarding_pps
+        } else {
+            self.lower_pps
+        }
+    }
+}
+
 /// Runs `method` between `min_load_pps` and `max_load_pps`, calling `progress` after every
 /// trial. A measurer error aborts the search with that error, prefixed with the load.
 pub fn search(

@@ -189,11 +189,7 @@ impl Progress {
                     .goals
                     .iter()
                     .map(|g| {
-                        let v = if g.loss_ratio >= 1.0 {
-                            g.forwarding_pps
-                        } else {
-                            g.lower_pps
-                        };
+                        let v = g.result_pps();
                         format!(
                             "{} {}",
                             g.name,
