@@ -17,11 +17,10 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::dut::{Daemon, Running};
-use crate::l3fwd::{L3fwdConfig, veclane_config};
+use crate::dut::Running;
+use crate::l3fwd::{L3fwdConfig, gen_config, start_dut};
 use crate::report;
-use crate::testpmd::{MemifPort, Testpmd};
-use crate::{CopyMode, Dut, Subject};
+use crate::{Dut, Subject};
 
 /// Instructions per packet of one (DUT, size).
 #[derive(Debug, Clone, Serialize)]
@@ -65,71 +64,22 @@ pub fn measure(cfg: &L3fwdConfig, dut: Subject, size: usize, frames: u64) -> Res
         "--instr-atstart=no".into(),
         format!("--callgrind-out-file={}", out.display()),
     ];
-    let bsize = crate::trial::buffer_size_for(cfg.buffer_size, size);
-    let mut running = match dut.dut {
-        Dut::Veclane => Running::Veclane(Daemon::start_under(
-            &wrapper,
-            &cfg.veclane_bin,
-            dir.path(),
-            &veclane_config(cfg, dut.copy.unwrap_or(CopyMode::Single), size),
-            Duration::from_secs(120),
-        )?),
-        Dut::Testpmd => {
-            let bin = cfg
-                .testpmd_bin
-                .as_ref()
-                .ok_or("dpdk-testpmd not installed")?;
-            let port = |id| MemifPort {
-                server: true,
-                socket: dir.path().join("memif.sock"),
-                id,
-                rsize_log2: cfg.ring_log2,
-                bsize,
-                secret: None,
-            };
-            let mut tp = Testpmd::spawn_under(
-                &wrapper,
-                bin,
-                &format!("vl{}cost", std::process::id()),
-                cfg.dut_cpu,
-                cfg.gen_cpu,
-                &[port(0), port(1)],
-                &["--forward-mode=io".to_string()],
-            )?;
-            tp.cmd("start")?;
-            Running::Testpmd(tp)
-        }
-        other => return Err(format!("--cost measures veclane and testpmd, not {other}")),
-    };
+    if !matches!(dut.dut, Dut::Veclane | Dut::Testpmd) {
+        return Err(format!("--cost measures veclane and testpmd, not {dut}"));
+    }
+    let (mut running, sock) = start_dut(cfg, dut, size, dir.path(), &wrapper)?;
     let pid = match &running {
         Running::Veclane(d) => d.pid(),
         Running::Testpmd(t) => t.pid(),
         _ => 0,
     };
-    let iface = |id: u32| memif::InterfaceConfig {
-        id,
-        name: format!("gen{id}"),
-        log2_ring_size: cfg.ring_log2,
-        buffer_size: bsize,
-        ..Default::default()
-    };
     let gcfg = trafgen::GenConfig {
-        role: trafgen::Role::Secondary,
-        socket: memif::SocketPath::File(dir.path().join("memif.sock")),
-        iface: iface(0),
-        rx_iface: Some(iface(1)),
-        spec: trafgen::FrameSpec {
-            size,
-            ..Default::default()
-        },
-        burst: cfg.burst,
         count: Some(frames),
         duration: Duration::from_secs(600),
         connect_timeout: Duration::from_secs(60),
         // Frames still in the DUT are waited for on its counter instead (below).
         drain: Duration::from_millis(10),
-        cpu: Some(cfg.gen_cpu),
-        ..Default::default()
+        ..gen_config(cfg, &sock, size)
     };
     let received = std::thread::scope(|s| {
         let (gcfg, running) = (&gcfg, &mut running);

@@ -186,7 +186,7 @@ pub fn run(
 }
 
 /// The generator's configuration for frames of `size` against a DUT listening on `sock`.
-fn gen_config(cfg: &L3fwdConfig, sock: &Path, size: usize) -> trafgen::GenConfig {
+pub(crate) fn gen_config(cfg: &L3fwdConfig, sock: &Path, size: usize) -> trafgen::GenConfig {
     let iface = |id: u32| memif::InterfaceConfig {
         id,
         name: format!("gen{id}"),
@@ -211,20 +211,29 @@ fn gen_config(cfg: &L3fwdConfig, sock: &Path, size: usize) -> trafgen::GenConfig
     }
 }
 
-/// Starts `dut` for frames of `size`; returns it and the memif socket it listens on (in `dir`
-/// for the DUTs that take a directory).
-fn start_dut(
+/// Starts `dut` for frames of `size`, under `wrapper` if not empty (veclane and testpmd only);
+/// returns it and the memif socket it listens on (in `dir` for the DUTs that take a
+/// directory).
+pub(crate) fn start_dut(
     cfg: &L3fwdConfig,
     dut: Subject,
     size: usize,
     dir: &Path,
+    wrapper: &[String],
 ) -> Result<(Running, PathBuf), String> {
     let sock = dir.join("memif.sock");
+    if !wrapper.is_empty() && !matches!(dut.dut, Dut::Veclane | Dut::Testpmd) {
+        return Err(format!("{dut} cannot run under {}", wrapper.join(" ")));
+    }
+    // Under a wrapper (valgrind) start-up is far slower.
+    let ready = Duration::from_secs(if wrapper.is_empty() { 10 } else { 120 });
     match dut.dut {
-        Dut::Veclane => Daemon::start(
+        Dut::Veclane => Daemon::start_under(
+            wrapper,
             &cfg.veclane_bin,
             dir,
             &veclane_config(cfg, dut.copy.unwrap_or(CopyMode::Single), size),
+            ready,
         )
         .map(|d| (Running::Veclane(d), sock)),
         Dut::DpdkL3fwd => {
@@ -293,7 +302,8 @@ fn start_dut(
                     (size + 1024).next_multiple_of(1024)
                 ));
             }
-            let mut tp = Testpmd::spawn(
+            let mut tp = Testpmd::spawn_under(
+                wrapper,
                 &bin,
                 &format!("vl{}fwd", std::process::id()),
                 cfg.dut_cpu,
@@ -409,7 +419,7 @@ fn search_one(
 ) -> Result<Outcome, BenchError> {
     let fail = |msg: String| BenchError::Trial { dut, size, msg };
     let dir = tempfile::tempdir()?;
-    let (mut running, sock) = start_dut(cfg, dut, size, dir.path()).map_err(fail)?;
+    let (mut running, sock) = start_dut(cfg, dut, size, dir.path(), &[]).map_err(fail)?;
     let gcfg = gen_config(cfg, &sock, size);
     let (r, trials, dut_drops) = std::thread::scope(|s| {
         let (gcfg, running) = (&gcfg, &mut running);
