@@ -614,11 +614,7 @@ impl PrimaryRx {
             // no two destinations overlap (each buffer's ranges are disjoint by
             // construction). Local and peer memory never overlap. We wait for retirement
             // before the pool is touched again or any slot goes back to the peer.
-            let t = unsafe { submit_all(e, &self.reqs) };
-            while !e.is_retired(t) {
-                e.poll(|_| {});
-                std::hint::spin_loop();
-            }
+            unsafe { copy_and_wait(e, &self.reqs) };
             // The pool's memory was lent to the engine until here: keeping the borrow alive to
             // this point makes the compiler refuse any pool access while copies are in flight.
             #[allow(clippy::drop_non_drop)]
@@ -938,11 +934,7 @@ impl PrimaryTx {
                     // writes; `push_copy` already copied any request whose source and
                     // destination overlap. We wait for retirement before returning, so
                     // nobody touches the ranges while the engine works.
-                    let t = unsafe { submit_all(e, &self.reqs) };
-                    while !e.is_retired(t) {
-                        e.poll(|_| {});
-                        std::hint::spin_loop();
-                    }
+                    unsafe { copy_and_wait(e, &self.reqs) };
                 }
                 // SAFETY: as above; the copies happen now.
                 None => unsafe { copy_engine::copy_now(&self.reqs) },
@@ -978,20 +970,25 @@ fn push_copy(reqs: &mut Vec<CopyReq>, src: *const u8, dst: *mut u8, len: usize) 
     });
 }
 
-/// Submits a batch, waiting out `Full` by retiring older batches.
+/// Submits a batch, waiting out `Full` by retiring older batches, and waits until the batch
+/// itself is retired: the copies are done when this returns.
 ///
 /// # Safety
 /// As [`Engine::submit`].
-unsafe fn submit_all(e: &mut Engine, reqs: &[CopyReq]) -> copy_engine::Ticket {
-    loop {
+unsafe fn copy_and_wait(e: &mut Engine, reqs: &[CopyReq]) {
+    let t = loop {
         // SAFETY: forwarded from the caller.
         match unsafe { e.submit(reqs) } {
-            Ok(t) => return t,
+            Ok(t) => break t,
             Err(_) => {
                 e.poll(|_| {});
                 std::hint::spin_loop();
             }
         }
+    };
+    while !e.is_retired(t) {
+        e.poll(|_| {});
+        std::hint::spin_loop();
     }
 }
 
