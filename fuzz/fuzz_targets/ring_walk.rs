@@ -2,7 +2,8 @@
 //! descriptors, in one or two regions. No panic, no out-of-bounds access, no leaked buffers,
 //! and a queue that faulted stays down. With `split`, single-copy receive: payloads stay in
 //! the fuzzer's memory and are forwarded straight back into buffers it posted (which may
-//! overlap them), then the slots are released.
+//! overlap them), then the slots are released. With `engine`, every copy goes through the
+//! worker-thread copy engine (receive copies recorded during the walk, one batch per call).
 #![no_main]
 
 use std::sync::Arc;
@@ -20,6 +21,7 @@ struct Input {
     region1_pages: u8,
     max_frame: u16,
     split: bool,
+    engine: bool,
     /// (offset in region 0, bytes) writes applied between bursts: the peer racing us.
     writes: Vec<(Vec<(u16, Vec<u8>)>, u8)>,
 }
@@ -40,12 +42,15 @@ fuzz_target!(|inp: Input| {
     if inp.split {
         pool.set_ext_source(0, Some(Arc::new(rx.peer_memory())));
     }
+    let mut engine = inp
+        .engine
+        .then(|| copy_engine::Engine::new(copy_engine::Kind::Thread).unwrap());
     let mut out = Vec::new();
     for (writes, n) in inp.writes.iter().take(32) {
         for (off, bytes) in writes.iter().take(16) {
             let _ = r0.write(u64::from(*off), &bytes[..bytes.len().min(64)]);
         }
-        match rx.recv_split(&mut pool, &mut out, usize::from(*n), hdr, 0) {
+        match rx.recv_split_via(&mut pool, &mut out, usize::from(*n), hdr, 0, engine.as_mut()) {
             Ok(_) => assert!(rx_link.is_up()),
             Err(_) => assert!(!rx.is_up()),
         }
@@ -56,7 +61,7 @@ fuzz_target!(|inp: Input| {
             assert!(v.len() <= usize::from(inp.max_frame).max(64));
         }
         if inp.split {
-            let _ = tx.send_via(&pool, &out, None);
+            let _ = tx.send_via(&pool, &out, engine.as_mut());
         }
         pool.free_bulk(&out);
         out.clear();

@@ -150,7 +150,7 @@ fn a_lying_peer_only_corrupts_its_own_packets() {
 #[test]
 fn receive_copies_go_through_the_engine() {
     // One whole small packet, one split (header copied, payload left), one chain of two
-    // descriptors: in both copy modes every byte copied out of the peer's memory is a request
+    // descriptors, one descriptor out of bounds: in both copy modes every byte copied out of the peer's memory is a request
     // to an asynchronous engine, and the packets come out intact. A synchronous engine (CPU)
     // lets the queue copy inline: the same bytes, no batch.
     for (kind, hdr) in [(Kind::Cpu, 0usize), (Kind::Thread, 0), (Kind::Thread, HDR)] {
@@ -180,7 +180,17 @@ fn receive_copies_go_through_the_engine() {
                 },
             );
         }
-        s2m.set_head(4);
+        // A lie: a descriptor past the end of its region. Counted, skipped, nothing copied.
+        s2m.set_desc(
+            4,
+            Desc {
+                region: 1,
+                offset: 65000,
+                length: 1000,
+                ..Desc::default()
+            },
+        );
+        s2m.set_head(5);
         let mut pool = Pool::new(PoolConfig {
             count: 64,
             data_size: 2048,
@@ -213,7 +223,8 @@ fn receive_copies_go_through_the_engine() {
         let via_engine = if kind == Kind::Cpu { 0 } else { copied };
         assert_eq!(engine.stats().bytes, via_engine, "{kind:?} {hdr}");
         assert_eq!(engine.inflight(), 0);
+        assert_eq!(rx.stats().drop_bad_desc, 1);
         rx.release();
-        assert_eq!(s2m.tail(), 4);
+        assert_eq!(s2m.tail(), 5);
     }
 }
