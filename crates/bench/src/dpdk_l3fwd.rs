@@ -276,6 +276,10 @@ pub fn spawn(bin: &Path, cfg: &DpdkL3fwdConfig) -> Result<DpdkL3fwd, String> {
 }
 
 impl DpdkL3fwd {
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// The socket both memif ports listen on (ids 0 and 1).
     pub fn memif_socket(&self) -> PathBuf {
         self.dir.path().join("memif.sock")

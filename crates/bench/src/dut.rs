@@ -35,6 +35,32 @@ pub enum Running {
 }
 
 impl Running {
+    /// The DUT's process.
+    pub fn pid(&self) -> u32 {
+        match self {
+            Running::Veclane(d) => d.pid(),
+            Running::Testpmd(t) => t.pid(),
+            Running::DpdkL3fwd(l) => l.pid(),
+            Running::Vpp(v) => v.pid(),
+        }
+    }
+
+    /// Nanoseconds the DUT's busiest thread (its polling worker) has so far spent runnable but
+    /// not running, waiting for its CPU (`/proc/PID/task/TID/schedstat`, second field): the
+    /// time the host's other threads took from it. `None` where the kernel does not say.
+    pub fn worker_wait_ns(&self) -> Option<u64> {
+        let dir = format!("/proc/{}/task", self.pid());
+        std::fs::read_dir(dir)
+            .ok()?
+            .filter_map(|e| {
+                let s = std::fs::read_to_string(e.ok()?.path().join("schedstat")).ok()?;
+                let mut f = s.split_whitespace().map(|x| x.parse::<u64>().ok());
+                Some((f.next()??, f.next()??))
+            })
+            .max_by_key(|&(run, _)| run)
+            .map(|(_, wait)| wait)
+    }
+
     /// Waits until the DUT forwards, once the generator is connected (l3fwd starts its loop
     /// only when both links are up).
     pub fn ready(&mut self) -> Result<(), String> {

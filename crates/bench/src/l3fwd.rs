@@ -24,7 +24,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::dut::{Counts, Daemon, Running};
-use crate::placement::Placement;
+use crate::placement::{self, Placement};
 use crate::search::{self, Measurement, Measurer, Method, SearchReport};
 use crate::testpmd::{MemifPort, Testpmd};
 use crate::trial::{Placed, Schedule, check_frame_size};
@@ -43,8 +43,11 @@ pub struct L3fwdConfig {
     pub buffer_size: u32,
     /// Frames per generator burst.
     pub burst: usize,
-    /// Before each search, wait up to this long for the CPUs to be near (0: do not wait).
+    /// Before each search, wait up to this long for the CPUs to be near (0: do not wait);
+    /// within a search, before each trial (see [`TrialGuard`]).
     pub wait_near_secs: f64,
+    /// Trials a search may run again because the host disturbed them (see [`TrialGuard`]).
+    pub max_redo: usize,
     /// The search and every parameter it uses.
     pub method: Method,
     /// The flat-out trial before each search; its receive rate (MRR) times
@@ -94,6 +97,19 @@ pub struct TrialRecord {
     pub interval_rx_mpps: Vec<f64>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub disagreements: Vec<String>,
+    /// One-way cache-line transfer between the CPUs just before and just after the trial,
+    /// probed at real-time priority (`None` where the process may not use it).
+    pub probe_before_ns: Option<f64>,
+    pub probe_after_ns: Option<f64>,
+    /// The longest pause of the generator's loop and the longest time without a received
+    /// frame while sending, µs.
+    pub max_stall_us: f64,
+    pub max_rx_gap_us: f64,
+    /// How long the DUT's worker thread waited for its CPU during the trial, µs in all.
+    pub dut_wait_us: Option<f64>,
+    /// Why the search did not use this trial and ran it again (see [`TrialGuard`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub redone: Option<String>,
 }
 
 /// Latency at one fraction of the first goal's result.
@@ -317,6 +333,103 @@ pub(crate) fn start_dut(
     }
 }
 
+/// What a search does about the host, trial by trial. This machine's host takes a CPU away
+/// for 0.1-8 ms several times a second and moves the two vCPUs between cores that share an L3
+/// and cores that do not (memif runs 30-75% slower then). A trial the host disturbed says
+/// nothing about the DUT when it failed because of the disturbance, so such a trial is run
+/// again (up to `redo_left` times per search) when
+/// - the CPUs were not near before and after it (probed at real-time priority, which
+///   preempts the busy DUT between trials), while the search waits for the near state; or
+/// - the generator fell behind its schedule (its CPU was taken away, or slowed down in the
+///   far state), and the DUT lost no more than the pause would explain; or
+/// - a pause on either side would fill half a ring (`ring_slots`) at the trial's load, and
+///   the DUT lost no more than the pause explains. A pause counts only where the host caused
+///   it: the generator's own loop stopping, or the DUT's worker waiting that long for its CPU
+///   (its scheduler statistics). Nothing coming back while the DUT's worker had its CPU is the
+///   DUT's own doing and stands as loss.
+///
+/// A trial that passes despite a disturbance stands: it passed under worse conditions. Every
+/// trial run again stays in the JSON with its reason, and the table counts them.
+#[derive(Debug, Clone)]
+struct TrialGuard {
+    cpus: (usize, usize),
+    /// Wait up to this long for the near state before each trial (zero: do not wait, and do
+    /// not run trials again for their placement).
+    wait_near: Duration,
+    ring_slots: u64,
+    redo_left: usize,
+}
+
+impl TrialGuard {
+    /// The probe before a trial, after waiting (bounded) for the near state. Once a wait has
+    /// run out the host is settled elsewhere, and the rest of the search does not wait.
+    fn before(&mut self) -> Option<f64> {
+        let (a, b) = self.cpus;
+        let start = std::time::Instant::now();
+        loop {
+            let ns = placement::probe_preempting(a, b, 5_000)?;
+            if self.wait_near.is_zero() || ns < placement::NEAR_BELOW_NS {
+                return Some(ns);
+            }
+            if start.elapsed() >= self.wait_near {
+                self.wait_near = Duration::ZERO;
+                return Some(ns);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn after(&self) -> Option<f64> {
+        placement::probe_preempting(self.cpus.0, self.cpus.1, 5_000)
+    }
+
+    /// Why the host, not the DUT, may have failed this trial at `load` (flat out: `None`):
+    /// `m` is the trial, `dut_wait_us` how long the DUT's worker waited for its CPU during it.
+    fn disturbance(
+        &self,
+        load: Option<f64>,
+        m: &Measurement,
+        g: &GenReport,
+        dut_wait_us: Option<f64>,
+        before: Option<f64>,
+        after: Option<f64>,
+    ) -> Option<String> {
+        if let (Some(b), Some(a)) = (before, after) {
+            let p = Placement::of(b, a);
+            if p != Placement::Near && !self.wait_near.is_zero() {
+                return Some(format!("placement {p} ({b:.0}/{a:.0} ns)"));
+            }
+        }
+        let load = load?;
+        // What the DUT lost: offered minus received, less what the generator never sent.
+        let dut_loss = m.offered.saturating_sub(m.received + m.shortfall) as f64;
+        // The longest pause the host caused: ours, or nothing back while the DUT waited for
+        // its CPU (the wait is a total over the trial, so it bounds the longest one).
+        let dut_pause_us = g.max_rx_gap_us.min(dut_wait_us.unwrap_or(0.0));
+        let (who, pause_us) = if g.max_stall_us >= dut_pause_us {
+            ("generator paused", g.max_stall_us)
+        } else {
+            ("DUT's worker off its CPU", dut_pause_us)
+        };
+        let pause_frames = pause_us * 1e-6 * load;
+        if dut_loss > pause_frames {
+            return None;
+        }
+        if m.shortfall > 0 {
+            return Some(format!(
+                "generator {} frames behind its schedule ({who} {pause_us:.0} us)",
+                m.shortfall
+            ));
+        }
+        (pause_frames > self.ring_slots as f64 / 2.0).then(|| {
+            format!(
+                "{who} {pause_us:.0} us, {pause_frames:.0} frames at this load (ring {})",
+                self.ring_slots
+            )
+        })
+    }
+}
+
 /// The generator as a [`Measurer`]: one connected session, the DUT beside it.
 struct GenMeasurer<'a> {
     session: &'a mut trafgen::Session,
@@ -329,11 +442,52 @@ struct GenMeasurer<'a> {
     /// The DUT's counters as the last trial ended: nothing passes between trials, so they
     /// are also where the next one starts.
     counts: Option<Option<Counts>>,
+    guard: TrialGuard,
 }
 
 impl GenMeasurer<'_> {
-    /// One trial: `load` pps on a wire, or flat out (held back by a full ring) when `None`.
+    /// One trial: `load` pps on a wire, or flat out (held back by a full ring) when `None`;
+    /// run again while the host disturbed it and it failed (see [`TrialGuard`]). Latency
+    /// trials are taken as they come.
     fn trial(&mut self, load: Option<f64>, duration: Duration) -> Result<Measurement, String> {
+        loop {
+            let before = self.guard.before();
+            if load.is_none() {
+                self.dut.clear_runtime();
+            }
+            let wait0 = self.dut.worker_wait_ns();
+            let (m, g, mut record) = self.trial_once(load, duration)?;
+            let dut_wait_us = match (wait0, self.dut.worker_wait_ns()) {
+                (Some(a), Some(b)) => Some(b.saturating_sub(a) as f64 / 1e3),
+                _ => None,
+            };
+            let after = self.guard.after();
+            record.probe_before_ns = before;
+            record.probe_after_ns = after;
+            record.dut_wait_us = dut_wait_us;
+            let failed = load.is_none() || m.offered > m.received;
+            let why = self
+                .guard
+                .disturbance(load, &m, &g, dut_wait_us, before, after);
+            if let Some(why) = why.filter(|_| failed && self.kind != "latency")
+                && self.guard.redo_left > 0
+            {
+                self.guard.redo_left -= 1;
+                record.redone = Some(why);
+                self.records.push(record);
+                continue;
+            }
+            (self.on_trial)(&m);
+            self.records.push(record);
+            return Ok(m);
+        }
+    }
+
+    fn trial_once(
+        &mut self,
+        load: Option<f64>,
+        duration: Duration,
+    ) -> Result<(Measurement, GenReport, TrialRecord), String> {
         let before = match self.counts.take() {
             Some(c) => c,
             None => self.dut.counts()?,
@@ -369,16 +523,21 @@ impl GenMeasurer<'_> {
             check_frame_size(g.rx_bytes, g.rx_packets, self.size)?;
         }
         let m = measurement(load, duration, &g);
-        (self.on_trial)(&m);
-        self.records.push(TrialRecord {
+        let record = TrialRecord {
             kind: self.kind,
             m: m.clone(),
             refused: g.tx_refused,
             latency: g.latency,
             interval_rx_mpps: g.interval_rx_mpps(),
             disagreements: Running::check(before, after, g.tx_packets, g.rx_packets),
-        });
-        Ok(m)
+            probe_before_ns: None,
+            probe_after_ns: None,
+            max_stall_us: g.max_stall_us,
+            max_rx_gap_us: g.max_rx_gap_us,
+            dut_wait_us: None,
+            redone: None,
+        };
+        Ok((m, g, record))
     }
 }
 
@@ -438,6 +597,12 @@ fn search_one(
                 records: Vec::new(),
                 on_trial,
                 counts: None,
+                guard: TrialGuard {
+                    cpus: (cfg.gen_cpu, cfg.dut_cpu),
+                    wait_near: Duration::from_secs_f64(cfg.wait_near_secs),
+                    ring_slots: 1 << cfg.ring_log2,
+                    redo_left: cfg.max_redo,
+                },
             };
             let r = measure_all(cfg, &mut m);
             let records = std::mem::take(&mut m.records);
@@ -477,7 +642,6 @@ type Measured = (f64, SearchReport, Vec<LatencyPoint>, Vec<(String, f64)>);
 /// The flat-out trial, the search, and the latency trials, on one connection.
 fn measure_all(cfg: &L3fwdConfig, m: &mut GenMeasurer<'_>) -> Result<Measured, String> {
     m.dut.ready()?;
-    m.dut.clear_runtime();
     let flat = m.trial(None, Duration::from_secs_f64(cfg.mrr_secs))?;
     let node_ns = m.dut.node_costs();
     if flat.received == 0 {
@@ -593,6 +757,8 @@ pub struct SearchRow {
     pub disagreeing: usize,
     /// Trials (same searches) whose generator fell behind its schedule.
     pub generator_short: usize,
+    /// Trials (same searches) run again because the host disturbed them.
+    pub redone: usize,
     /// This DUT's first-goal result over the reference DUT's (the last one) in the same
     /// repetition, searches run back to back: median, min, max over the repetitions where
     /// both succeeded. Pairs cancel the drift that a ratio of medians keeps.
@@ -748,7 +914,12 @@ pub fn rows(outcomes: &[Outcome], sizes: &[usize], duts: &[Subject]) -> Vec<Sear
                 generator_short: used
                     .iter()
                     .flat_map(|o| &o.trials)
-                    .filter(|t| t.m.shortfall > 0)
+                    .filter(|t| t.m.shortfall > 0 && t.redone.is_none())
+                    .count(),
+                redone: used
+                    .iter()
+                    .flat_map(|o| &o.trials)
+                    .filter(|t| t.redone.is_some())
                     .count(),
                 paired_ratio: duts
                     .last()
@@ -924,6 +1095,9 @@ pub fn table(cfg: &L3fwdConfig, rows: &[SearchRow]) -> String {
                     r.generator_short
                 );
             }
+            if r.redone > 0 {
+                let _ = write!(flags, " ({} disturbed trial(s) run again)", r.redone);
+            }
             let irregular: usize = r.goals.iter().map(|g| g.irregular).sum();
             if irregular > 0 {
                 let _ = write!(flags, " ({irregular} irregular)");
@@ -1090,6 +1264,7 @@ pub(crate) fn test_config(duts: Vec<Subject>) -> L3fwdConfig {
         testpmd_fwd: TestpmdFwd::Io,
         mrr_secs: 1.0,
         max_load_factor: 1.1,
+        max_redo: 0,
         latency_at: vec![],
         latency_secs: 1.0,
         veclane_bin: PathBuf::new(),
@@ -1112,6 +1287,101 @@ mod tests {
         o.error = None;
         o.search = Some(r);
         o
+    }
+
+    #[test]
+    fn only_failures_the_host_explains_are_run_again() {
+        let guard = TrialGuard {
+            cpus: (0, 1),
+            wait_near: Duration::from_secs(1),
+            ring_slots: 4096,
+            redo_left: 10,
+        };
+        // 10 Mpps for 0.25 s: 2.5 M frames offered.
+        let trial = |received: u64, shortfall: u64| Measurement {
+            load_pps: 10e6,
+            duration_s: 0.25,
+            offered: 2_500_000,
+            sent: 2_500_000 - shortfall,
+            received,
+            shortfall,
+            tx_pps: 10e6,
+            rx_pps: 10e6,
+        };
+        let report = |stall_us: f64, gap_us: f64| GenReport {
+            max_stall_us: stall_us,
+            max_rx_gap_us: gap_us,
+            ..Default::default()
+        };
+        let near = (Some(60.0), Some(70.0));
+        let why =
+            |m: &Measurement, g: &GenReport, wait: Option<f64>, p: (Option<f64>, Option<f64>)| {
+                guard.disturbance(Some(10e6), m, g, wait, p.0, p.1)
+            };
+        // The CPUs moved apart around the trial while the search waits for near.
+        let w = why(
+            &trial(2_000_000, 0),
+            &report(50.0, 50.0),
+            Some(0.0),
+            (Some(60.0), Some(190.0)),
+        );
+        assert!(w.unwrap().contains("placement mixed"));
+        // Nothing wrong: the loss is the DUT's.
+        assert_eq!(
+            why(&trial(2_400_000, 0), &report(50.0, 60.0), Some(10.0), near),
+            None
+        );
+        // Nothing came back for 2 ms while the DUT's worker waited 2.5 ms for its CPU: 20 000
+        // frames at this load, more than half a ring, and the 15 000 lost are explained.
+        let w = why(
+            &trial(2_485_000, 0),
+            &report(50.0, 2000.0),
+            Some(2500.0),
+            near,
+        )
+        .unwrap();
+        assert!(w.contains("DUT's worker off its CPU 2000 us"), "{w}");
+        // The same gap with the worker on its CPU throughout is the DUT's own pause.
+        assert_eq!(
+            why(
+                &trial(2_485_000, 0),
+                &report(50.0, 2000.0),
+                Some(30.0),
+                near
+            ),
+            None
+        );
+        // The generator paused 3 ms: its shortfall is its own, the DUT lost nothing.
+        let w = why(
+            &trial(2_460_000, 40_000),
+            &report(3000.0, 3000.0),
+            Some(0.0),
+            near,
+        )
+        .unwrap();
+        assert!(w.contains("generator 40000 frames behind"), "{w}");
+        // A DUT that lost far more than the pause explains failed on its own (overload).
+        assert_eq!(
+            why(
+                &trial(2_000_000, 1000),
+                &report(3000.0, 3000.0),
+                Some(0.0),
+                near
+            ),
+            None
+        );
+        // Flat out only the placement matters.
+        assert_eq!(
+            guard.disturbance(
+                None,
+                &trial(2_000_000, 0),
+                &report(9e3, 9e3),
+                Some(9e3),
+                near.0,
+                near.1
+            ),
+            None
+        );
     }
 
     #[test]

@@ -17,6 +17,7 @@ pub mod p2p;
 pub mod placement;
 pub mod plot;
 pub mod report;
+mod sched;
 pub mod search;
 pub mod seed;
 pub mod testpmd;

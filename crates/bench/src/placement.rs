@@ -75,20 +75,61 @@ fn pin(cpu: usize) -> bool {
 /// Median one-way cache-line transfer time between `a` and `b` in ns, over three runs of
 /// `hops` transfers; NaN if a thread could not be pinned.
 pub fn probe(a: usize, b: usize, hops: u64) -> f64 {
-    let mut runs: Vec<f64> = (0..3).map(|_| probe_once(a, b, hops)).collect();
+    probe_with(a, b, hops, false)
+}
+
+/// As [`probe`], with both threads at real-time priority, so that the probe runs between
+/// trials while a busy-polling DUT holds one of the CPUs (a normal thread would get the CPU
+/// only in time slices and measure the scheduler); `None` when this process may not use
+/// real-time priority (see [`can_preempt`]).
+pub fn probe_preempting(a: usize, b: usize, hops: u64) -> Option<f64> {
+    can_preempt().then(|| probe_with(a, b, hops, true))
+}
+
+/// Whether threads of this process may take real-time priority (root or `CAP_SYS_NICE`);
+/// tried once, on a thread of its own.
+pub fn can_preempt() -> bool {
+    static CAN: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *CAN.get_or_init(|| {
+        std::thread::spawn(|| crate::sched::make_current_thread_fifo(RT_PRIORITY).is_ok())
+            .join()
+            .unwrap_or(false)
+    })
+}
+
+/// Above every normal thread, below the kernel's own real-time threads (50 and up).
+const RT_PRIORITY: i32 = 10;
+
+fn probe_with(a: usize, b: usize, hops: u64, rt: bool) -> f64 {
+    let mut runs: Vec<f64> = (0..3).map(|_| probe_once(a, b, hops, rt)).collect();
     runs.sort_by(|x, y| x.total_cmp(y));
     runs[1]
 }
 
-fn probe_once(a: usize, b: usize, hops: u64) -> f64 {
+fn probe_once(a: usize, b: usize, hops: u64, rt: bool) -> f64 {
     // Both sides run on threads of their own: pinning the caller would leave the harness (and
     // every process it starts afterwards) confined to one CPU.
     let line = Arc::new(Line(AtomicU64::new(0)));
+    let ready = Arc::new(Line(AtomicU64::new(0)));
     let deadline = Instant::now() + Duration::from_secs(2);
     // Side 0 starts the ball (even values), side 1 returns it (odd values).
-    let side = |cpu: usize, first: u64, line: Arc<Line>| {
+    let side = |cpu: usize, first: u64, line: Arc<Line>, ready: Arc<Line>| {
         std::thread::spawn(move || -> Option<Duration> {
-            if !pin(cpu) {
+            // Real-time first, then the move: a real-time thread arriving on a CPU preempts
+            // the thread there at once, where a normal one waits for the end of its slice.
+            if (rt && crate::sched::make_current_thread_fifo(RT_PRIORITY).is_err()) || !pin(cpu) {
+                ready.0.fetch_add(2, Ordering::AcqRel);
+                return None;
+            }
+            // The clock starts once both sides run on their CPUs.
+            ready.0.fetch_add(1, Ordering::AcqRel);
+            while ready.0.load(Ordering::Acquire) < 2 {
+                if Instant::now() > deadline {
+                    return None;
+                }
+                std::hint::spin_loop();
+            }
+            if ready.0.load(Ordering::Acquire) > 2 {
                 return None;
             }
             let t = Instant::now();
@@ -105,8 +146,8 @@ fn probe_once(a: usize, b: usize, hops: u64) -> f64 {
             Some(t.elapsed())
         })
     };
-    let peer = side(b, 1, line.clone());
-    let starter = side(a, 0, line);
+    let peer = side(b, 1, line.clone(), ready.clone());
+    let starter = side(a, 0, line, ready);
     match (starter.join().ok().flatten(), peer.join().ok().flatten()) {
         (Some(d), Some(_)) => d.as_nanos() as f64 / hops as f64,
         _ => f64::NAN,
@@ -209,6 +250,38 @@ mod tests {
             v[0]
         );
         assert!(v[0].to_string().contains("CPU 0"));
+    }
+
+    #[test]
+    fn a_preempting_probe_measures_through_a_busy_cpu() {
+        let cpus = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1);
+        if cpus < 2 || !can_preempt() {
+            println!("skipped: needs two CPUs and real-time priority (root or CAP_SYS_NICE)");
+            return;
+        }
+        // A normal thread spinning on CPU 1, as a polling DUT does between trials.
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let spin = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                pin(1);
+                while !stop.load(Ordering::Relaxed) {
+                    std::hint::spin_loop();
+                }
+            })
+        };
+        std::thread::sleep(Duration::from_millis(20));
+        let ns: Vec<f64> = (0..3)
+            .map(|_| probe_preempting(0, 1, 2000).unwrap())
+            .collect();
+        stop.store(true, Ordering::Relaxed);
+        spin.join().unwrap();
+        // The far state is ~400 ns; a probe that waited for the spinner's time slice (up to
+        // a scheduler tick, 4 ms) would read microseconds per hop at 2000 hops.
+        println!("preempting probe beside a busy thread: {ns:?} ns");
+        assert!(ns.iter().all(|&x| x > 0.0 && x < 600.0), "{ns:?}");
     }
 
     #[test]

@@ -353,6 +353,10 @@ pub fn spawn(vpp_bin: &Path, vppctl: Option<&Path>, cfg: &VppConfig) -> Result<V
 }
 
 impl Vpp {
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// The socket both memif masters listen on (ids 0 and 1).
     pub fn memif_socket(&self) -> PathBuf {
         self.dir.path().join("memif.sock")

@@ -289,12 +289,21 @@ impl Session {
         let mut next_sample = every;
         let mut out = Vec::with_capacity(256);
         let mut hdr = [0u8; PROBE_OFFSET + PROBE_LEN];
+        // Gaps while sending: between two passes of this loop (our CPU was taken away) and
+        // between two receives once frames come back (the peer's CPU, or ours, stopped).
+        let (mut prev_ns, mut last_got_ns, mut max_loop_ns, mut max_rx_gap_ns) =
+            (0u64, 0u64, 0u64, 0u64);
         // Receive at most ~256 KiB per burst: a burst's copies should stay in this core's L2
         // (256 jumbo frames would be 2.3 MB and write back to memory before we read them).
         let rx_burst = (RX_BURST_BYTES / cfg.spec.size.max(1)).clamp(8, 256);
         loop {
             iter += 1;
             let sending = cfg.send && !sender.done(cfg, start);
+            let pass_ns = now_ns();
+            if sending && prev_ns != 0 {
+                max_loop_ns = max_loop_ns.max(pass_ns.saturating_sub(prev_ns));
+            }
+            prev_ns = pass_ns;
             if sending {
                 let r = match &mut peers[0] {
                     Queues::Secondary(q) => sender.send_secondary(cfg, q, start),
@@ -306,8 +315,8 @@ impl Session {
                 }
             }
             let mut got = 0usize;
+            let now = now_ns();
             if cfg.receive {
-                let now = now_ns();
                 // In loop mode the send interface's own rx is drained too (a DUT may answer there).
                 let res = peers.iter_mut().try_for_each(|q| match q {
                     Queues::Primary(q) => q.rx.iter_mut().try_for_each(|r| {
@@ -336,6 +345,10 @@ impl Session {
             }
             if got > 0 {
                 last_rx = Instant::now();
+                if sending && last_got_ns != 0 {
+                    max_rx_gap_ns = max_rx_gap_ns.max(now.saturating_sub(last_got_ns));
+                }
+                last_got_ns = now;
             }
             if send_end.is_none() && iter.is_multiple_of(64) {
                 let t = start.elapsed();
@@ -403,6 +416,8 @@ impl Session {
         report.tx_refused = sender.refused;
         report.tx_shortfall = sender.shortfall;
         report.tx_window_s = send_s;
+        report.max_stall_us = max_loop_ns as f64 / 1e3;
+        report.max_rx_gap_us = max_rx_gap_ns as f64 / 1e3;
         if send_s > 0.0 {
             report.tx_mpps = sender.sent as f64 / send_s / 1e6;
         }

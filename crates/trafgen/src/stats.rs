@@ -120,6 +120,12 @@ pub struct GenReport {
     pub tx_mpps: f64,
     /// Times the ring had no room for a frame (retried or refused), as the queue counts them.
     pub tx_ring_full: u64,
+    /// While sending: the longest pause between two passes of the generator's loop (its CPU
+    /// was taken away), and the longest time without a received frame once frames came back
+    /// (the peer stopped, or we did), in µs. A pause longer than a ring holds at the offered
+    /// rate loses frames that no DUT could have kept.
+    pub max_stall_us: f64,
+    pub max_rx_gap_us: f64,
     pub rx_packets: u64,
     pub rx_bytes: u64,
     /// Seconds between the first and the last received frame.

@@ -144,6 +144,11 @@ fn bad_settings_are_refused_with_a_reason() {
 
 /// A wire: a primary with interfaces 0 and 1 that sends out of 1 whatever arrives on 0.
 fn wire(socket: SocketPath, stop: &AtomicBool) -> u64 {
+    wire_pausing(socket, stop, None)
+}
+
+/// [`wire`], stopping once for `pause.1` after it has forwarded `pause.0` frames.
+fn wire_pausing(socket: SocketPath, stop: &AtomicBool, mut pause: Option<(u64, Duration)>) -> u64 {
     use memif::{Event, Listener};
     let ifaces = [0u32, 1]
         .map(|id| InterfaceConfig {
@@ -181,8 +186,59 @@ fn wire(socket: SocketPath, stop: &AtomicBool) -> u64 {
         }
         forwarded += pkts.len() as u64;
         pool.free_bulk(&pkts);
+        if let Some((after, d)) = pause
+            && forwarded >= after
+        {
+            std::thread::sleep(d);
+            pause = None;
+        }
     }
     forwarded
+}
+
+#[test]
+fn pauses_while_sending_are_measured() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = SocketPath::File(dir.path().join("p.sock"));
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let (ws, stop) = (socket.clone(), &stop);
+        // The wire stops for 40 ms a third of the way through: nothing comes back meanwhile.
+        let w = s.spawn(move || wire_pausing(ws, stop, Some((20_000, Duration::from_millis(40)))));
+        std::thread::sleep(Duration::from_millis(50));
+        let r = trafgen::run(
+            &GenConfig {
+                socket: socket.clone(),
+                iface: InterfaceConfig {
+                    id: 0,
+                    ..Default::default()
+                },
+                rx_iface: Some(InterfaceConfig {
+                    id: 1,
+                    ..Default::default()
+                }),
+                rate_pps: Some(200_000.0),
+                drop_when_full: true,
+                duration: Duration::from_millis(300),
+                ..Default::default()
+            },
+            stop,
+        )
+        .unwrap();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        w.join().unwrap();
+        println!(
+            "longest rx gap {:.0} us, longest generator pause {:.0} us",
+            r.max_rx_gap_us, r.max_stall_us
+        );
+        assert!(r.max_rx_gap_us >= 39_000.0, "{r:?}");
+        // The generator itself kept going (a host stall of ours would show here, never 40 ms
+        // of the wire's).
+        assert!(
+            r.max_stall_us > 0.0 && r.max_stall_us < r.max_rx_gap_us,
+            "{r:?}"
+        );
+    });
 }
 
 #[test]

@@ -130,6 +130,11 @@ pub struct BenchArgs {
     /// (0: do not wait; every trial is tagged near, far or mixed either way).
     #[arg(long, default_value_t = 10.0)]
     wait_near: f64,
+    /// l3fwd: trials a search may run again when the host disturbed one that failed (the CPUs
+    /// not near around it while waiting for near, or a pause longer than half a ring holds at
+    /// its load); each stays in the JSON with its reason.
+    #[arg(long, default_value_t = 10)]
+    max_redo: usize,
     /// Instead of rates: instructions per packet under callgrind of veclane (whole daemon and
     /// per node, each copy mode) and testpmd (whole process), at each size (l3fwd).
     #[arg(long)]
@@ -488,6 +493,7 @@ fn run_l3fwd(
         },
         mrr_secs: a.mrr_secs,
         max_load_factor: 1.1,
+        max_redo: a.max_redo,
         latency_at: a.latency_at.clone(),
         latency_secs: a.latency_secs,
         veclane_bin: bench::veclane_bin(),

@@ -81,6 +81,15 @@ fn l3fwd_searches_every_dut_and_the_counters_agree() {
         for t in trials {
             assert!(t.get("disagreements").is_none(), "{t}");
             assert!(t["m"]["offered"].as_u64().unwrap() > 0, "{t}");
+            // Every trial is guarded: its pauses and the DUT worker's wait for its CPU are
+            // measured, and (with real-time priority: root, as CI runs) the placement around it
+            // probed.
+            assert!(t["max_stall_us"].as_f64().unwrap() > 0.0, "{t}");
+            assert!(t["dut_wait_us"].as_f64().is_some(), "{t}");
+            if bench::placement::can_preempt() {
+                let p = t["probe_before_ns"].as_f64().unwrap();
+                assert!(p > 0.0 && p < 2000.0, "{t}");
+            }
         }
         // The search found a rate with zero loss, below the flat-out rate, and a trial there
         // really had zero loss.
