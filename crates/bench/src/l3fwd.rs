@@ -365,18 +365,14 @@ impl TrialGuard {
     /// run out the host is settled elsewhere, and the rest of the search does not wait.
     fn before(&mut self) -> Option<f64> {
         let (a, b) = self.cpus;
-        let start = std::time::Instant::now();
-        loop {
-            let ns = placement::probe_preempting(a, b, 5_000)?;
-            if self.wait_near.is_zero() || ns < placement::NEAR_BELOW_NS {
-                return Some(ns);
-            }
-            if start.elapsed() >= self.wait_near {
-                self.wait_near = Duration::ZERO;
-                return Some(ns);
-            }
-            std::thread::sleep(Duration::from_millis(50));
+        let ns = placement::wait_near_with(self.wait_near, Duration::from_millis(50), || {
+            placement::probe_preempting(a, b, 5_000)
+        })?;
+        let near = ns < placement::NEAR_BELOW_NS;
+        if !near {
+            self.wait_near = Duration::ZERO;
         }
+        Some(ns)
     }
 
     fn after(&self) -> Option<f64> {

@@ -156,13 +156,26 @@ fn probe_once(a: usize, b: usize, hops: u64, rt: bool) -> f64 {
 
 /// Probes until the CPUs are near or `max_wait` passes; returns the last probe.
 pub fn wait_near(a: usize, b: usize, max_wait: Duration) -> f64 {
+    wait_near_with(max_wait, Duration::from_millis(250), || {
+        Some(probe(a, b, 20_000))
+    })
+    .unwrap_or(f64::NAN)
+}
+
+/// Calls `probe` every `every` until it reads near or `max_wait` passes (at once for zero);
+/// returns the last reading, or `None` as soon as `probe` cannot read.
+pub fn wait_near_with(
+    max_wait: Duration,
+    every: Duration,
+    mut probe: impl FnMut() -> Option<f64>,
+) -> Option<f64> {
     let t = Instant::now();
     loop {
-        let ns = probe(a, b, 20_000);
+        let ns = probe()?;
         if ns < NEAR_BELOW_NS || t.elapsed() >= max_wait {
-            return ns;
+            return Some(ns);
         }
-        std::thread::sleep(Duration::from_millis(250));
+        std::thread::sleep(every);
     }
 }
 

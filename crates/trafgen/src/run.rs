@@ -299,11 +299,6 @@ impl Session {
         loop {
             iter += 1;
             let sending = cfg.send && !sender.done(cfg, start);
-            let pass_ns = now_ns();
-            if sending && prev_ns != 0 {
-                max_loop_ns = max_loop_ns.max(pass_ns.saturating_sub(prev_ns));
-            }
-            prev_ns = pass_ns;
             if sending {
                 let r = match &mut peers[0] {
                     Queues::Secondary(q) => sender.send_secondary(cfg, q, start),
@@ -316,6 +311,10 @@ impl Session {
             }
             let mut got = 0usize;
             let now = now_ns();
+            if sending && prev_ns != 0 {
+                max_loop_ns = max_loop_ns.max(now.saturating_sub(prev_ns));
+            }
+            prev_ns = now;
             if cfg.receive {
                 // In loop mode the send interface's own rx is drained too (a DUT may answer there).
                 let res = peers.iter_mut().try_for_each(|q| match q {

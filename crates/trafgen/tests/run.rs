@@ -142,13 +142,9 @@ fn bad_settings_are_refused_with_a_reason() {
     );
 }
 
-/// A wire: a primary with interfaces 0 and 1 that sends out of 1 whatever arrives on 0.
-fn wire(socket: SocketPath, stop: &AtomicBool) -> u64 {
-    wire_pausing(socket, stop, None)
-}
-
-/// [`wire`], stopping once for `pause.1` after it has forwarded `pause.0` frames.
-fn wire_pausing(socket: SocketPath, stop: &AtomicBool, mut pause: Option<(u64, Duration)>) -> u64 {
+/// A wire: a primary with interfaces 0 and 1 that sends out of 1 whatever arrives on 0,
+/// stopping once for `pause.1` after it has forwarded `pause.0` frames.
+fn wire(socket: SocketPath, stop: &AtomicBool, mut pause: Option<(u64, Duration)>) -> u64 {
     use memif::{Event, Listener};
     let ifaces = [0u32, 1]
         .map(|id| InterfaceConfig {
@@ -196,59 +192,15 @@ fn wire_pausing(socket: SocketPath, stop: &AtomicBool, mut pause: Option<(u64, D
     forwarded
 }
 
-#[test]
-fn pauses_while_sending_are_measured() {
-    let dir = tempfile::tempdir().unwrap();
-    let socket = SocketPath::File(dir.path().join("p.sock"));
-    let stop = AtomicBool::new(false);
-    std::thread::scope(|s| {
-        let (ws, stop) = (socket.clone(), &stop);
-        // The wire stops for 40 ms a third of the way through: nothing comes back meanwhile.
-        let w = s.spawn(move || wire_pausing(ws, stop, Some((20_000, Duration::from_millis(40)))));
-        std::thread::sleep(Duration::from_millis(50));
-        let r = trafgen::run(
-            &GenConfig {
-                socket: socket.clone(),
-                iface: InterfaceConfig {
-                    id: 0,
-                    ..Default::default()
-                },
-                rx_iface: Some(InterfaceConfig {
-                    id: 1,
-                    ..Default::default()
-                }),
-                rate_pps: Some(200_000.0),
-                drop_when_full: true,
-                duration: Duration::from_millis(300),
-                ..Default::default()
-            },
-            stop,
-        )
-        .unwrap();
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        w.join().unwrap();
-        println!(
-            "longest rx gap {:.0} us, longest generator pause {:.0} us",
-            r.max_rx_gap_us, r.max_stall_us
-        );
-        assert!(r.max_rx_gap_us >= 39_000.0, "{r:?}");
-        // The generator itself kept going (a host stall of ours would show here, never 40 ms
-        // of the wire's).
-        assert!(
-            r.max_stall_us > 0.0 && r.max_stall_us < r.max_rx_gap_us,
-            "{r:?}"
-        );
-    });
-}
-
-#[test]
-fn loop_mode_sends_on_one_interface_and_receives_on_the_other() {
+/// Runs the generator in loop mode per `cfg` (out on interface 0, back on 1) through a
+/// [`wire`] with `pause`; returns its report and what the wire forwarded.
+fn through_wire(cfg: GenConfig, pause: Option<(u64, Duration)>) -> (GenReport, u64) {
     let dir = tempfile::tempdir().unwrap();
     let socket = SocketPath::File(dir.path().join("w.sock"));
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
         let (ws, stop) = (socket.clone(), &stop);
-        let w = s.spawn(move || wire(ws, stop));
+        let w = s.spawn(move || wire(ws, stop, pause));
         std::thread::sleep(Duration::from_millis(50));
         let r = trafgen::run(
             &GenConfig {
@@ -261,34 +213,70 @@ fn loop_mode_sends_on_one_interface_and_receives_on_the_other() {
                     id: 1,
                     ..Default::default()
                 }),
-                spec: FrameSpec {
-                    size: 512,
-                    ..Default::default()
-                },
-                count: Some(20_000),
-                duration: Duration::from_secs(30),
-                ..Default::default()
+                ..cfg
             },
             stop,
         )
         .unwrap();
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        let forwarded = w.join().unwrap();
-        assert_eq!(r.tx_packets, 20_000);
-        assert_eq!(forwarded, 20_000);
-        assert_eq!((r.rx_packets, r.rx_bytes), (20_000, 20_000 * 512));
-        assert_eq!((r.rx_seq_gaps, r.rx_reordered, r.rx_foreign), (0, 0, 0));
-        // The same interface twice is refused.
-        let e = trafgen::run(
-            &GenConfig {
-                socket,
-                rx_iface: Some(InterfaceConfig::default()),
+        (r, w.join().unwrap())
+    })
+}
+
+#[test]
+fn pauses_while_sending_are_measured() {
+    // The wire stops for 40 ms a third of the way through: nothing comes back meanwhile.
+    let (r, _) = through_wire(
+        GenConfig {
+            rate_pps: Some(200_000.0),
+            drop_when_full: true,
+            duration: Duration::from_millis(300),
+            ..Default::default()
+        },
+        Some((20_000, Duration::from_millis(40))),
+    );
+    println!(
+        "longest rx gap {:.0} us, longest generator pause {:.0} us",
+        r.max_rx_gap_us, r.max_stall_us
+    );
+    assert!(r.max_rx_gap_us >= 39_000.0, "{r:?}");
+    // The generator itself kept going (a host stall of ours would show here, never 40 ms
+    // of the wire's).
+    assert!(
+        r.max_stall_us > 0.0 && r.max_stall_us < r.max_rx_gap_us,
+        "{r:?}"
+    );
+}
+
+#[test]
+fn loop_mode_sends_on_one_interface_and_receives_on_the_other() {
+    let (r, forwarded) = through_wire(
+        GenConfig {
+            spec: FrameSpec {
+                size: 512,
                 ..Default::default()
             },
-            &AtomicBool::new(false),
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(e.contains("must differ"), "{e}");
-    });
+            count: Some(20_000),
+            duration: Duration::from_secs(30),
+            ..Default::default()
+        },
+        None,
+    );
+    assert_eq!(r.tx_packets, 20_000);
+    assert_eq!(forwarded, 20_000);
+    assert_eq!((r.rx_packets, r.rx_bytes), (20_000, 20_000 * 512));
+    assert_eq!((r.rx_seq_gaps, r.rx_reordered, r.rx_foreign), (0, 0, 0));
+    // The same interface twice is refused.
+    let dir = tempfile::tempdir().unwrap();
+    let e = trafgen::run(
+        &GenConfig {
+            socket: SocketPath::File(dir.path().join("w.sock")),
+            rx_iface: Some(InterfaceConfig::default()),
+            ..Default::default()
+        },
+        &AtomicBool::new(false),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("must differ"), "{e}");
 }
