@@ -34,6 +34,9 @@ pub struct Cost {
     /// Inclusive instructions per frame of each graph node's `process` (`poll` for input
     /// nodes, empty polls included), by node type.
     pub nodes: Vec<(String, f64)>,
+    /// Where the callgrind profile was kept (`--cost-profiles`), for `callgrind_annotate`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub profile: Option<std::path::PathBuf>,
 }
 
 /// Whether valgrind and its callgrind tools are installed.
@@ -53,8 +56,15 @@ pub fn available() -> Result<(), String> {
     Ok(())
 }
 
-/// Measures `copy` at `size` over `frames` frames.
-pub fn measure(cfg: &L3fwdConfig, dut: Subject, size: usize, frames: u64) -> Result<Cost, String> {
+/// Measures `dut` at `size` over `frames` frames; with `keep`, the callgrind profile (with
+/// per-instruction counts) is kept in that directory as `callgrind.DUT.SIZE.out`.
+pub fn measure(
+    cfg: &L3fwdConfig,
+    dut: Subject,
+    size: usize,
+    frames: u64,
+    keep: Option<&std::path::Path>,
+) -> Result<Cost, String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let out = dir.path().join("callgrind.out");
     let wrapper = vec![
@@ -62,6 +72,7 @@ pub fn measure(cfg: &L3fwdConfig, dut: Subject, size: usize, frames: u64) -> Res
         "--tool=callgrind".into(),
         "--fair-sched=yes".into(),
         "--instr-atstart=no".into(),
+        "--dump-instr=yes".into(),
         format!("--callgrind-out-file={}", out.display()),
     ];
     if !matches!(dut.dut, Dut::Veclane | Dut::Testpmd) {
@@ -132,7 +143,19 @@ pub fn measure(cfg: &L3fwdConfig, dut: Subject, size: usize, frames: u64) -> Res
         return Err("the DUT received nothing while collecting".into());
     }
     let (total, nodes) = annotate(&out)?;
+    let profile = match keep {
+        Some(dir) => {
+            let label = dut.to_string().replace('/', "-");
+            let to = dir.join(format!("callgrind.{label}.{size}.out"));
+            std::fs::create_dir_all(dir)
+                .and_then(|()| std::fs::copy(&out, &to))
+                .map_err(|e| format!("keeping the profile as {}: {e}", to.display()))?;
+            Some(to)
+        }
+        None => None,
+    };
     Ok(Cost {
+        profile,
         dut,
         size,
         frames: received,
@@ -246,6 +269,9 @@ pub fn table(cfg: &L3fwdConfig, costs: &[Cost]) -> String {
         );
         report::push_named_cells(&mut line, &names, Some(&c.nodes));
         let _ = writeln!(s, "{line}");
+    }
+    for p in costs.iter().filter_map(|c| c.profile.as_ref()) {
+        let _ = writeln!(s, "profile: callgrind_annotate {}", p.display());
     }
     s
 }

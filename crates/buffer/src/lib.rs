@@ -54,6 +54,21 @@ pub struct Meta {
     pub ext: Ext,
 }
 
+impl Meta {
+    /// Skips `n` bytes of this buffer's data (a parsed header), as [`Pool::advance`] with a
+    /// positive count; false, changing nothing, if the data is shorter.
+    #[inline]
+    pub fn skip(&mut self, n: u16) -> bool {
+        let Some(len) = self.len.checked_sub(n) else {
+            return false;
+        };
+        self.offset += n;
+        self.len = len;
+        self.total_len = self.total_len.saturating_sub(u32::from(n));
+        true
+    }
+}
+
 /// Pool geometry.
 #[derive(Debug, Clone, Copy)]
 pub struct PoolConfig {
@@ -215,6 +230,16 @@ impl Pool {
         &mut self.mem[start..start + len]
     }
 
+    /// This buffer's metadata and data together, for a node's per-packet fast path: one
+    /// look-up of the metadata instead of one per field or slice.
+    #[inline]
+    pub fn meta_data_mut(&mut self, i: u32) -> (&mut Meta, &mut [u8]) {
+        let m = &mut self.meta[i as usize];
+        let start = i as usize * self.stride + usize::from(m.offset);
+        let len = usize::from(m.len);
+        (m, &mut self.mem[start..start + len])
+    }
+
     /// Addresses in the rooms of many buffers at once, for a copy engine that writes them
     /// after this call: every pointer derives from one borrow of the pool's memory, so that
     /// none is invalidated by another (as pointers taken from successive `room_mut` calls
@@ -271,6 +296,12 @@ impl Pool {
     /// One step instead of `advance` then `data_mut`, which would reload the metadata just
     /// stored.
     pub fn push_front(&mut self, b: u32, n: usize) -> Option<&mut [u8]> {
+        self.push_front_meta(b, n).map(|(_, d)| d)
+    }
+
+    /// As [`push_front`](Self::push_front), returning the metadata too.
+    #[inline]
+    pub fn push_front_meta(&mut self, b: u32, n: usize) -> Option<(&mut Meta, &mut [u8])> {
         let m = &mut self.meta[b as usize];
         let off = usize::from(m.offset).checked_sub(n)?;
         let len = usize::from(m.len) + n;
@@ -278,7 +309,7 @@ impl Pool {
         m.len = len as u16;
         m.total_len += n as u32;
         let start = b as usize * self.stride + off;
-        Some(&mut self.mem[start..start + len])
+        Some((m, &mut self.mem[start..start + len]))
     }
 
     /// Shortens the packet that starts in this buffer's data to `len` bytes (trailing Ethernet
@@ -570,6 +601,12 @@ mod tests {
         let b = p.from_bytes(&[1, 2, 3, 4, 5, 6]).unwrap();
         assert!(p.advance(b, 2));
         assert_eq!((p.data(b), p.meta(b).total_len), (&[3, 4, 5, 6][..], 4));
+        let (m, d) = p.meta_data_mut(b);
+        assert_eq!(d, &[3, 4, 5, 6]);
+        assert!(!m.skip(5), "past the data");
+        assert!(m.skip(1));
+        assert_eq!((p.data(b), p.meta(b).total_len), (&[4, 5, 6][..], 3));
+        assert!(p.advance(b, -1));
         assert!(p.advance(b, -18), "16 bytes of headroom plus the 2 skipped");
         assert_eq!(p.data(b).len(), 22);
         assert!(!p.advance(b, -1), "no headroom left");

@@ -44,24 +44,24 @@ impl Node for EthernetInput {
     fn process(&mut self, ctx: &mut Ctx<'_>, bufs: &[u32], next: &mut [u16]) {
         let ifs = self.shared.interfaces.load();
         for (&b, n) in bufs.iter().zip(next.iter_mut()) {
-            let rx = ctx.pool.meta(b).rx_if;
-            let Some(ifc) = ifs.get(rx as usize).filter(|i| i.up) else {
+            let (m, data) = ctx.pool.meta_data_mut(b);
+            let Some(ifc) = ifs.get(m.rx_if as usize).filter(|i| i.up) else {
                 ctx.count_error(E_IF_DOWN);
                 *n = NEXT_DROP;
                 continue;
             };
-            let data = ctx.pool.data(b);
             // Fast path: IPv4 unicast to this interface's MAC.
             if let Some(h) = data.first_chunk::<14>()
                 && h[12..14] == [0x08, 0x00]
                 && h[..6] == ifc.mac
-                && !ctx.is_traced(b)
+                && m.flags & graph::BUFFER_TRACED == 0
             {
-                ctx.pool.meta_mut(b).vrf = ifc.vrf;
-                ctx.pool.advance(b, 14);
+                m.vrf = ifc.vrf;
+                m.skip(14);
                 *n = NEXT_IP4;
                 continue;
             }
+            let data = ctx.pool.data(b);
             let (ethertype, dst) = match Ethernet::new_checked(data) {
                 Ok(e) => (e.ethertype(), e.dst()),
                 Err(_) => {

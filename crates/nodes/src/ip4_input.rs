@@ -34,8 +34,7 @@ impl Node for Ip4Input {
 
     fn process(&mut self, ctx: &mut Ctx<'_>, bufs: &[u32], next: &mut [u16]) {
         for (&b, n) in bufs.iter().zip(next.iter_mut()) {
-            let data = ctx.pool.data(b);
-            let m = ctx.pool.meta(b);
+            let (m, data) = ctx.pool.meta_data_mut(b);
             // Fast path, almost every packet: version 4, no options, valid checksum, TTL
             // above zero, and the whole length present. Anything else takes the full checks
             // below, which name the reason.
@@ -47,17 +46,18 @@ impl Node for Ip4Input {
                 let total = u16::from_be_bytes([h[2], h[3]]);
                 let (unchained, avail) = (m.next == buffer::NONE, m.total_len as usize);
                 if usize::from(total) <= avail && total >= 20 {
-                    let ttl = h[8];
+                    let (ttl, traced) = (h[8], m.flags & graph::BUFFER_TRACED != 0);
                     if unchained && usize::from(total) < avail {
                         ctx.pool.truncate(b, total);
                     }
-                    if ctx.is_traced(b) {
+                    if traced {
                         ctx.trace(b, &[ttl]);
                     }
                     *n = NEXT_LOOKUP;
                     continue;
                 }
             }
+            let data = ctx.pool.data(b);
             // The whole packet from here: this buffer, its chain and its external segment.
             let avail = ctx.pool.meta(b).total_len as usize;
             let verdict = match Ipv4::new_header_checked(data) {

@@ -58,10 +58,14 @@ impl Node for Ip4Lookup {
         let vrfs = self.shared.vrfs.load();
         let adjs = self.shared.adjacencies.load();
         for (&b, n) in bufs.iter().zip(next.iter_mut()) {
-            let d = ctx.pool.data(b);
+            let (m, d) = ctx.pool.meta_data_mut(b);
             // ip4-input guaranteed a full header.
-            let dst = Ipv4Addr::new(d[16], d[17], d[18], d[19]);
-            let vrf = ctx.pool.meta(b).vrf;
+            let Some(a) = d.get(16..20) else {
+                *n = NEXT_DROP;
+                continue;
+            };
+            let dst = Ipv4Addr::new(a[0], a[1], a[2], a[3]);
+            let vrf = m.vrf;
             let Some(table) = vrfs.get(vrf as usize) else {
                 ctx.count_error(E_NO_VRF);
                 *n = NEXT_DROP;
@@ -79,6 +83,14 @@ impl Node for Ip4Lookup {
                 };
                 continue;
             };
+            if let Some(Adjacency::Rewrite { .. }) = adjs.get(adj as usize)
+                && m.flags & graph::BUFFER_TRACED == 0
+            {
+                // Fast path: forwarded, not traced.
+                m.adj = adj;
+                *n = NEXT_REWRITE;
+                continue;
+            }
             if ctx.is_traced(b) {
                 let mut t = [0u8; 8];
                 t[..4].copy_from_slice(&vrf.to_be_bytes());

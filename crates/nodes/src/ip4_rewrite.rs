@@ -45,18 +45,17 @@ impl Node for Ip4Rewrite {
     fn process(&mut self, ctx: &mut Ctx<'_>, bufs: &[u32], next: &mut [u16]) {
         let adjs = self.shared.adjacencies.load();
         for (&b, n) in bufs.iter().zip(next.iter_mut()) {
-            let m = ctx.pool.meta(b);
-            let local = m.flags & crate::LOCALLY_ORIGINATED != 0;
+            let adj = ctx.pool.meta(b).adj;
             let Some(&Adjacency::Rewrite {
                 tx_if, dst, src, ..
-            }) = adjs.get(m.adj as usize)
+            }) = adjs.get(adj as usize)
             else {
                 ctx.count_error(E_STALE_ADJ);
                 *n = NEXT_DROP;
                 continue;
             };
             // Expose the room for the Ethernet header first, so that one slice covers both.
-            let Some(f) = ctx.pool.push_front(b, 14) else {
+            let Some((m, f)) = ctx.pool.push_front_meta(b, 14) else {
                 ctx.count_error(E_NO_HEADROOM);
                 *n = NEXT_DROP;
                 continue;
@@ -66,11 +65,15 @@ impl Node for Ip4Rewrite {
                 *n = NEXT_DROP;
                 continue;
             };
-            if !local && ip.len() >= 12 {
+            let (local, traced) = (
+                m.flags & crate::LOCALLY_ORIGINATED != 0,
+                m.flags & graph::BUFFER_TRACED != 0,
+            );
+            if !local && let Some(ip) = ip.first_chunk_mut::<12>() {
                 if ip[8] <= 1 {
-                    ctx.pool.advance(b, 14);
+                    m.skip(14);
+                    m.error = TTL_EXCEEDED;
                     ctx.count_error(E_TTL_EXPIRED);
-                    ctx.pool.meta_mut(b).error = TTL_EXCEEDED;
                     *n = NEXT_ICMP_ERROR;
                     continue;
                 }
@@ -83,8 +86,8 @@ impl Node for Ip4Rewrite {
             eth[0..6].copy_from_slice(&dst);
             eth[6..12].copy_from_slice(&src);
             eth[12..14].copy_from_slice(&[0x08, 0x00]);
-            ctx.pool.meta_mut(b).tx_if = tx_if;
-            if ctx.is_traced(b) {
+            m.tx_if = tx_if;
+            if traced {
                 ctx.trace(b, &tx_if.to_be_bytes());
             }
             *n = NEXT_OUTPUT;

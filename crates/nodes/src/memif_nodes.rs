@@ -294,9 +294,9 @@ impl Node for MemifInput {
                     }
                     for &b in &self.scratch {
                         ctx.pool.meta_mut(b).rx_if = *ifindex;
-                        out.push(b);
-                        next.push(0);
                     }
+                    out.extend_from_slice(&self.scratch);
+                    next.resize(out.len(), 0);
                 }
                 Err(_) => down = true,
             }

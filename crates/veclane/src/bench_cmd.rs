@@ -142,6 +142,10 @@ pub struct BenchArgs {
     /// Frames per --cost measurement.
     #[arg(long, default_value_t = 300_000)]
     cost_frames: u64,
+    /// Keep each --cost callgrind profile (per-instruction counts) in this directory, as
+    /// callgrind.DUT.SIZE.out, to see with callgrind_annotate where the instructions go.
+    #[arg(long)]
+    cost_profiles: Option<std::path::PathBuf>,
     /// testpmd's forwarding in l3fwd: io (frames untouched) or mac (MACs rewritten).
     #[arg(long, value_enum, default_value = "io")]
     testpmd_fwd: TestpmdFwdArg,
@@ -602,7 +606,7 @@ fn run_cost(a: &BenchArgs, cfg: &L3fwdConfig) -> anyhow::Result<()> {
                 "cost: {s} at {size} B, {} frames under callgrind",
                 a.cost_frames
             );
-            let c = bench::cost::measure(cfg, *s, size, a.cost_frames)
+            let c = bench::cost::measure(cfg, *s, size, a.cost_frames, a.cost_profiles.as_deref())
                 .map_err(|e| anyhow::anyhow!("{s} at {size} B: {e}"))?;
             costs.push(c);
         }

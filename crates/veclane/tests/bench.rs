@@ -188,9 +188,12 @@ fn cost_counts_instructions_per_packet_of_each_dut() {
     if bench::testpmd::find().is_some() {
         duts = "veclane,testpmd";
     }
+    let profiles = tempfile::tempdir().unwrap();
     let r = bench(&[
         "l3fwd",
         "--cost",
+        "--cost-profiles",
+        profiles.path().to_str().unwrap(),
         "--cost-frames",
         "20000",
         "--sizes",
@@ -206,6 +209,12 @@ fn cost_counts_instructions_per_packet_of_each_dut() {
         assert!(c["frames"].as_u64().unwrap() >= 20_000, "{c}");
         let total = c["total"].as_f64().unwrap();
         assert!(total > 50.0 && total < 1e6, "{c}");
+        let profile = c["profile"].as_str().unwrap();
+        let text = std::fs::read_to_string(profile).unwrap();
+        assert!(
+            text.contains("events: Ir"),
+            "{profile} is no callgrind profile"
+        );
         if c["dut"]["dut"] == "veclane" {
             let nodes = c["nodes"].as_array().unwrap();
             let names: Vec<&str> = nodes.iter().map(|n| n[0].as_str().unwrap()).collect();
