@@ -32,8 +32,11 @@ pub struct Ext {
     pub len: u32,
 }
 
-/// Per-buffer metadata, VPP's `vlib_buffer_t` opaque fields cut to what veclane uses.
+/// Per-buffer metadata, VPP's `vlib_buffer_t` opaque fields cut to what veclane uses. One
+/// cache line each: at 56 bytes unaligned, every other record would straddle two lines, and
+/// each node touches a packet's metadata.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(align(64))]
 pub struct Meta {
     /// Offset of the first data byte from the start of the buffer (headroom in front).
     pub offset: u16,
