@@ -21,6 +21,7 @@ const E_NO_ROUTE: usize = 0;
 const E_NO_VRF: usize = 1;
 const E_GLEAN: usize = 2;
 const E_DROP_ROUTE: usize = 3;
+const E_SHORT: usize = 4;
 
 #[derive(Debug)]
 pub struct Ip4Lookup {
@@ -50,6 +51,7 @@ impl Node for Ip4Lookup {
                 "vrf does not exist",
                 "next hop unresolved (sent to ip4-glean)",
                 "drop route",
+                "ip4 header truncated",
             ],
         }
     }
@@ -59,8 +61,10 @@ impl Node for Ip4Lookup {
         let adjs = self.shared.adjacencies.load();
         for (&b, n) in bufs.iter().zip(next.iter_mut()) {
             let (m, d) = ctx.pool.meta_data_mut(b);
-            // ip4-input guaranteed a full header.
+            // ip4-input guaranteed a full header; a node that feeds us anything shorter is
+            // counted, never trusted.
             let Some(a) = d.get(16..20) else {
+                ctx.count_error(E_SHORT);
                 *n = NEXT_DROP;
                 continue;
             };
