@@ -23,8 +23,9 @@ bench: build
 
 ## Everything, laid out like the seeds' tables (about 20 minutes): memif p2p; L3 forwarding NDR
 ## (0.1 s trials, as make bench; 10 minutes) at every size for veclane single- and two-copy,
-## testpmd and DPDK's l3fwd, with the seeds' figures beside ours; MLRsearch NDR and PDR (CSIT's goals, 50 ms trials, so that most
-## trials fall between the host's stalls); instructions per packet under callgrind.
+## testpmd and DPDK's l3fwd, with the seeds' figures beside ours; MLRsearch NDR and PDR
+## (CSIT's goals, 50 ms trials, so that most trials fall between the host's stalls);
+## instructions per packet under callgrind.
 bench-full: build
 	./target/release/veclane bench p2p
 	./target/release/veclane bench l3fwd --sizes 64,128,256,512,1024,1500 --dut veclane,testpmd,dpdk-l3fwd --copy single,two --wait-near 2 --trial-secs 0.1 --compare-seed
