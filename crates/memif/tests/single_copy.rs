@@ -18,6 +18,33 @@ fn pattern(i: usize, len: usize) -> Vec<u8> {
     (0..len).map(|k| (k * 7 + i * 31) as u8).collect()
 }
 
+/// As the peer: puts a descriptor past the end of region 1 (65536 bytes) in `slot` and
+/// publishes every slot up to it.
+fn publish_with_a_lie(s2m: &Ring, slot: u16) {
+    s2m.set_desc(
+        slot,
+        Desc {
+            region: 1,
+            offset: 65000,
+            length: 1000,
+            ..Desc::default()
+        },
+    );
+    s2m.set_head(slot + 1);
+}
+
+/// A local pool with `rx`'s peer memory registered as external source 0.
+fn pool_with_peer(rx: &memif::PrimaryRx) -> Pool {
+    let mut pool = Pool::new(PoolConfig {
+        count: 64,
+        data_size: 2048,
+        headroom: 128,
+    })
+    .unwrap();
+    pool.set_ext_source(0, Some(Arc::new(rx.peer_memory())));
+    pool
+}
+
 #[test]
 fn a_lying_peer_only_corrupts_its_own_packets() {
     let layout = RingLayout::CacheLine64;
@@ -44,24 +71,9 @@ fn a_lying_peer_only_corrupts_its_own_packets() {
         };
         s2m.set_desc(i, d);
     }
-    s2m.set_desc(
-        4,
-        Desc {
-            region: 1,
-            offset: 65000,
-            length: 1000,
-            ..Desc::default()
-        },
-    );
-    s2m.set_head(5);
+    publish_with_a_lie(&s2m, 4);
 
-    let mut pool = Pool::new(PoolConfig {
-        count: 64,
-        data_size: 2048,
-        headroom: 128,
-    })
-    .unwrap();
-    pool.set_ext_source(0, Some(Arc::new(rx.peer_memory())));
+    let mut pool = pool_with_peer(&rx);
     let mut out = Vec::new();
     assert_eq!(rx.recv_split(&mut pool, &mut out, 64, HDR, 0).unwrap(), 4);
     assert!(rx_link.is_up());
@@ -181,23 +193,8 @@ fn receive_copies_go_through_the_engine() {
             );
         }
         // A lie: a descriptor past the end of its region. Counted, skipped, nothing copied.
-        s2m.set_desc(
-            4,
-            Desc {
-                region: 1,
-                offset: 65000,
-                length: 1000,
-                ..Desc::default()
-            },
-        );
-        s2m.set_head(5);
-        let mut pool = Pool::new(PoolConfig {
-            count: 64,
-            data_size: 2048,
-            headroom: 128,
-        })
-        .unwrap();
-        pool.set_ext_source(0, Some(Arc::new(rx.peer_memory())));
+        publish_with_a_lie(&s2m, 4);
+        let mut pool = pool_with_peer(&rx);
         let mut engine = Engine::new(kind).unwrap();
         let mut out = Vec::new();
         let n = rx
