@@ -126,3 +126,27 @@ impl Node for Ip4Lookup {
         format!("fib {vrf} adj {adj}")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arc_swap::ArcSwap;
+    use fib::adj::AdjTable;
+
+    use super::*;
+    use crate::testing::run_one;
+
+    #[test]
+    fn a_buffer_shorter_than_an_ip4_header_is_counted_and_dropped() {
+        let shared = Shared {
+            interfaces: Arc::new(ArcSwap::from_pointee(Vec::new())),
+            vrfs: Arc::new(ArcSwap::from_pointee(Vec::new())),
+            adjacencies: AdjTable::new().reader(),
+        };
+        let ((next, _, _, _), errors) =
+            run_one(Box::new(Ip4Lookup::new(shared)), &[0x45; 12], &[], |_| {});
+        assert_eq!(next, "error-drop");
+        assert_eq!(errors, ["ip4 header truncated"]);
+    }
+}
