@@ -90,6 +90,8 @@ pub fn measure(
         connect_timeout: Duration::from_secs(60),
         // Frames still in the DUT are waited for on its counter instead (below).
         drain: Duration::from_millis(10),
+        // Counted frames, under callgrind's own clock: nothing to warm up.
+        warmup: Duration::ZERO,
         ..gen_config(cfg, &sock, size)
     };
     let received = std::thread::scope(|s| {

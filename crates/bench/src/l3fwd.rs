@@ -54,6 +54,10 @@ pub struct L3fwdConfig {
     /// `max_load_factor` is the search's maximum load.
     pub mrr_secs: f64,
     pub max_load_factor: f64,
+    /// Every trial first sends this long at its load, uncounted (see
+    /// `trafgen::GenConfig::warmup`): after the pause between trials the DUT starts with cold
+    /// caches, and on this host its first milliseconds forward at a third of its rate.
+    pub warmup_secs: f64,
     /// testpmd's forwarding: `io` (frames untouched) or `mac` (source and destination MACs
     /// rewritten, the destination being the generator's).
     pub testpmd_fwd: TestpmdFwd,
@@ -95,6 +99,12 @@ pub struct TrialRecord {
     /// Receive rate in each sampling interval: a trial cut by a stall or a placement flip
     /// shows a dip.
     pub interval_rx_mpps: Vec<f64>,
+    /// Frames refused in each sampling interval (where in the trial the ring overflowed).
+    pub interval_refused: Vec<u64>,
+    /// The warm-up before the counted window (`L3fwdConfig::warmup_secs`): frames sent in it
+    /// and refused by a full ring. Neither counts; they show the cold start it absorbed.
+    pub warmup_sent: u64,
+    pub warmup_refused: u64,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub disagreements: Vec<String>,
     /// One-way cache-line transfer between the CPUs just before and just after the trial,
@@ -222,6 +232,7 @@ pub(crate) fn gen_config(cfg: &L3fwdConfig, sock: &Path, size: usize) -> trafgen
         burst: cfg.burst,
         // Frames still in the DUT when sending stops come back within microseconds.
         drain: Duration::from_millis(50),
+        warmup: Duration::from_secs_f64(cfg.warmup_secs),
         cpu: Some(cfg.gen_cpu),
         ..Default::default()
     }
@@ -525,7 +536,11 @@ impl GenMeasurer<'_> {
             refused: g.tx_refused,
             latency: g.latency,
             interval_rx_mpps: g.interval_rx_mpps(),
-            disagreements: Running::check(before, after, g.tx_packets, g.rx_packets),
+            interval_refused: g.interval_refused(),
+            warmup_sent: g.warmup_tx_packets,
+            warmup_refused: g.warmup_tx_refused,
+            // The DUT's counters saw the warm-up too.
+            disagreements: Running::check(before, after, g.tx_total(), g.rx_total()),
             probe_before_ns: None,
             probe_after_ns: None,
             max_stall_us: g.max_stall_us,
@@ -1259,6 +1274,7 @@ pub(crate) fn test_config(duts: Vec<Subject>) -> L3fwdConfig {
         method: Method::continuous_default(0.1),
         testpmd_fwd: TestpmdFwd::Io,
         mrr_secs: 1.0,
+        warmup_secs: 0.01,
         max_load_factor: 1.1,
         max_redo: 0,
         latency_at: vec![],

@@ -8,7 +8,7 @@ use memif::{Client, Event, InterfaceConfig, Listener, PrimaryQueues, SecondaryQu
 
 use crate::frame::{FrameSpec, PROBE_LEN, PROBE_OFFSET, Probe};
 use crate::now_ns;
-use crate::stats::{GenReport, RxStats, Sample};
+use crate::stats::{GenReport, Sample, WindowedRx};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
@@ -44,6 +44,12 @@ pub struct GenConfig {
     pub count: Option<u64>,
     /// ...or after this long, whichever comes first.
     pub duration: Duration,
+    /// Send this long before the measurement window (`duration`) starts, at the same rate and
+    /// without a break, and leave it out of every count, rate and latency of the report
+    /// (`GenReport::warmup_*` say what it was). A receiver that sat idle before a run starts
+    /// with cold caches; a short trial must not measure that. A frame belongs to the window
+    /// when it was sent in it, whenever it arrives. Not with `count`.
+    pub warmup: Duration,
     /// Give up if no peer connects within this time.
     pub connect_timeout: Duration,
     /// After sending, keep receiving until nothing arrived for this long.
@@ -69,6 +75,7 @@ impl Default for GenConfig {
             burst: 64,
             count: None,
             duration: Duration::from_secs(5),
+            warmup: Duration::ZERO,
             connect_timeout: Duration::from_secs(10),
             drain: Duration::from_millis(300),
             cpu: None,
@@ -145,6 +152,10 @@ pub struct Session {
     peers: Vec<Queues>,
     pool: Pool,
     template: Vec<u8>,
+    /// Frames sent so far in this session's life (secondary): once every tx slot's buffer
+    /// has held the template, a frame needs only its headers written. The buffers belong to
+    /// the session, so this survives from one run to the next.
+    primed: u64,
 }
 
 impl core::fmt::Debug for Session {
@@ -171,6 +182,7 @@ impl Session {
         {
             return Err(GenError::Config(format!("rate {r} pps must be positive")));
         }
+        check_warmup(cfg)?;
         let template = cfg
             .spec
             .template()
@@ -251,6 +263,7 @@ impl Session {
             peers,
             pool,
             template,
+            primed: 0,
         })
     }
 
@@ -258,11 +271,13 @@ impl Session {
     /// and the return traffic drained, the peer leaves, or `stop` is set. Counters in the report
     /// cover this run only.
     pub fn run(&mut self, cfg: &GenConfig, stop: &AtomicBool) -> Result<GenReport, GenError> {
+        check_warmup(cfg)?;
         let Session {
             ep,
             peers,
             pool,
             template,
+            primed,
         } = self;
         let (ring_full0, bad0) = tx_rx_counts(peers);
         let mut report = GenReport {
@@ -273,19 +288,30 @@ impl Session {
             frame_size: cfg.spec.size,
             ..Default::default()
         };
-        let mut rx = RxStats::default();
-        let mut sender = Sender::new(cfg, template, pool);
+        let mut rx = WindowedRx::default();
+        let mut sender = Sender::new(cfg, template, pool, *primed);
         let start = Instant::now();
+        // The measurement window: when it started and the sender's counts then. Every count
+        // in the report is taken from here.
+        let mut win = (start, Counts::default());
+        if cfg.warmup.is_zero() {
+            rx.start_window(&sender.seqs);
+        }
         let mut last_rx = Instant::now();
         let mut send_end: Option<Instant> = None;
         let mut iter = 0u64;
         let mut samples = Vec::new();
-        let sample = |t: Duration, tx: u64, rx: u64| Sample {
-            t_s: t.as_secs_f64(),
-            tx,
-            rx,
+        let sample = |t0: Instant, c0: &Counts, s: &Sender, rx: u64| {
+            let c = s.counts().minus(c0);
+            Sample {
+                t_s: t0.elapsed().as_secs_f64(),
+                tx: c.sent,
+                rx,
+                refused: c.refused,
+                shortfall: c.shortfall,
+            }
         };
-        let every = cfg.sample_every.max(Duration::from_millis(10));
+        let every = cfg.sample_every.max(Duration::from_micros(500));
         let mut next_sample = every;
         let mut out = Vec::with_capacity(256);
         let mut hdr = [0u8; PROBE_OFFSET + PROBE_LEN];
@@ -308,6 +334,12 @@ impl Session {
                     report.link_lost = true;
                     break;
                 }
+            }
+            if !rx.started() && start.elapsed() >= cfg.warmup {
+                // The warm-up ends here: what it sent and measured stays out of the report.
+                win = (Instant::now(), sender.counts());
+                rx.start_window(&sender.seqs);
+                (prev_ns, last_got_ns, max_loop_ns, max_rx_gap_ns) = (0, 0, 0, 0);
             }
             let mut got = 0usize;
             let now = now_ns();
@@ -349,10 +381,10 @@ impl Session {
                 }
                 last_got_ns = now;
             }
-            if send_end.is_none() && iter.is_multiple_of(64) {
-                let t = start.elapsed();
+            if send_end.is_none() && rx.started() && iter.is_multiple_of(64) {
+                let t = win.0.elapsed();
                 if t >= next_sample {
-                    samples.push(sample(t, sender.sent, rx.packets));
+                    samples.push(sample(win.0, &win.1, &sender, rx.window.packets));
                     next_sample += every;
                 }
             }
@@ -365,7 +397,7 @@ impl Session {
                     // that leaving does not discard frames in flight) and the return traffic, if
                     // any, has drained; both waits are bounded by `drain`.
                     if send_end.is_none() {
-                        samples.push(sample(start.elapsed(), sender.sent, rx.packets));
+                        samples.push(sample(win.0, &win.1, &sender, rx.window.packets));
                     }
                     let ended = *send_end.get_or_insert_with(Instant::now);
                     let flushed = match &peers[0] {
@@ -403,27 +435,38 @@ impl Session {
                 }
             }
         }
+        if !rx.started() {
+            // Stopped (or the link went) during the warm-up: the window is empty.
+            win = (Instant::now(), sender.counts());
+        }
         let send_s = send_end
-            .map_or_else(|| start.elapsed(), |e| e.duration_since(start))
+            .map_or_else(|| win.0.elapsed(), |e| e.saturating_duration_since(win.0))
             .as_secs_f64();
         if send_end.is_none() {
-            samples.push(sample(start.elapsed(), sender.sent, rx.packets));
+            samples.push(sample(win.0, &win.1, &sender, rx.window.packets));
         }
         report.samples = samples;
-        report.tx_packets = sender.sent;
-        report.tx_offered = sender.offered;
-        report.tx_refused = sender.refused;
-        report.tx_shortfall = sender.shortfall;
+        *primed = sender.primed;
+        let c = sender.counts().minus(&win.1);
+        report.tx_packets = c.sent;
+        report.tx_offered = c.offered;
+        report.tx_refused = c.refused;
+        report.tx_shortfall = c.shortfall;
+        report.warmup_s = win.0.duration_since(start).as_secs_f64();
+        report.warmup_tx_offered = win.1.offered;
+        report.warmup_tx_packets = win.1.sent;
+        report.warmup_tx_refused = win.1.refused;
+        report.warmup_rx_packets = rx.warmup.packets;
         report.tx_window_s = send_s;
         report.max_stall_us = max_loop_ns as f64 / 1e3;
         report.max_rx_gap_us = max_rx_gap_ns as f64 / 1e3;
         if send_s > 0.0 {
-            report.tx_mpps = sender.sent as f64 / send_s / 1e6;
+            report.tx_mpps = c.sent as f64 / send_s / 1e6;
         }
         let (ring_full, bad) = tx_rx_counts(peers);
         report.tx_ring_full = ring_full - ring_full0;
         report.rx_bad_desc = bad - bad0;
-        report.fill_rx(&rx);
+        report.fill_rx(&rx.window);
         Ok(report)
     }
 
@@ -452,6 +495,37 @@ fn tx_rx_counts(peers: &[Queues]) -> (u64, u64) {
 }
 
 const RX_BURST_BYTES: usize = 256 * 1024;
+
+/// A warm-up needs a run bounded by time: a frame count would have to say which frames it
+/// counts.
+fn check_warmup(cfg: &GenConfig) -> Result<(), GenError> {
+    if !cfg.warmup.is_zero() && cfg.count.is_some() {
+        return Err(GenError::Config(
+            "a warm-up needs a run bounded by its duration, not by a frame count".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The sender's counts at one moment, to take a window's share of them.
+#[derive(Debug, Clone, Copy, Default)]
+struct Counts {
+    sent: u64,
+    offered: u64,
+    refused: u64,
+    shortfall: u64,
+}
+
+impl Counts {
+    fn minus(&self, earlier: &Counts) -> Counts {
+        Counts {
+            sent: self.sent - earlier.sent,
+            offered: self.offered - earlier.offered,
+            refused: self.refused - earlier.refused,
+            shortfall: self.shortfall - earlier.shortfall,
+        }
+    }
+}
 
 /// How far a generator on a wire may fall behind its schedule before it writes frames off as
 /// shortfall instead of sending them late: one ring, as a NIC's transmit queue of that depth
@@ -486,7 +560,7 @@ struct Sender {
 }
 
 impl Sender {
-    fn new(cfg: &GenConfig, template: &[u8], pool: &mut Pool) -> Sender {
+    fn new(cfg: &GenConfig, template: &[u8], pool: &mut Pool, primed: u64) -> Sender {
         let chains = if cfg.role == Role::Primary && cfg.send {
             (0..cfg.burst)
                 .filter_map(|_| pool.from_bytes(template))
@@ -506,14 +580,23 @@ impl Sender {
             lens: vec![template.len() as u32; cfg.burst],
             head: template[..PROBE_OFFSET + PROBE_LEN].to_vec(),
             template: template.to_vec(),
-            primed: 0,
+            primed,
             chains,
             seqs: vec![0; 256],
         }
     }
 
     fn done(&self, cfg: &GenConfig, start: Instant) -> bool {
-        cfg.count.is_some_and(|c| self.offered >= c) || start.elapsed() >= cfg.duration
+        cfg.count.is_some_and(|c| self.offered >= c) || start.elapsed() >= cfg.warmup + cfg.duration
+    }
+
+    fn counts(&self) -> Counts {
+        Counts {
+            sent: self.sent,
+            offered: self.offered,
+            refused: self.refused,
+            shortfall: self.shortfall,
+        }
     }
 
     /// How many frames may go now: the burst, the count left, and the rate. With

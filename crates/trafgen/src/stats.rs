@@ -90,6 +90,46 @@ impl RxStats {
     }
 }
 
+/// Receive accounting split at a measurement window's start: a frame belongs to the window
+/// when it was *sent* in it (its sequence number is at least its stream's first in the
+/// window), whenever it arrives. Frames of the warm-up that arrive late are therefore not
+/// counted, and frames of the window still in flight when it ends are, once they drain.
+#[derive(Debug, Default)]
+pub struct WindowedRx {
+    /// Frames sent before the window started.
+    pub warmup: RxStats,
+    /// Frames sent in the window (and foreign frames received once it had started).
+    pub window: RxStats,
+    /// Each stream's first sequence number in the window; `None` until the window starts.
+    first_seq: Option<Vec<u64>>,
+}
+
+impl WindowedRx {
+    /// Starts the window: `next_seq[s]` is the sequence number stream `s` sends next.
+    pub fn start_window(&mut self, next_seq: &[u64]) {
+        self.window.next_seq = next_seq.to_vec();
+        self.first_seq = Some(next_seq.to_vec());
+    }
+
+    pub fn started(&self) -> bool {
+        self.first_seq.is_some()
+    }
+
+    #[inline]
+    pub fn record(&mut self, frame_len: usize, probe: Option<Probe>, now: u64) {
+        let in_window = match (&self.first_seq, &probe) {
+            (None, _) => false,
+            (Some(first), Some(p)) => first.get(usize::from(p.stream)).is_none_or(|&f| p.seq >= f),
+            (Some(_), None) => true,
+        };
+        if in_window {
+            self.window.record(frame_len, probe, now);
+        } else {
+            self.warmup.record(frame_len, probe, now);
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
 pub struct Latency {
     pub min_ns: u64,
@@ -148,17 +188,39 @@ pub struct GenReport {
     /// Cumulative counts through the sending time (`GenConfig::sample_every`), the last when
     /// sending ended.
     pub samples: Vec<Sample>,
+    /// With `GenConfig::warmup`: what happened before the measurement window, which every
+    /// other count leaves out. A peer's own counters see warm-up and window together (see
+    /// [`GenReport::tx_total`]).
+    pub warmup_s: f64,
+    pub warmup_tx_offered: u64,
+    pub warmup_tx_packets: u64,
+    pub warmup_tx_refused: u64,
+    pub warmup_rx_packets: u64,
 }
 
-/// Frames sent and received since the start of a run, at `t_s` seconds.
+/// Frames sent and received since the start of a run's measurement window (after any
+/// warm-up), at `t_s` seconds into it, and (paced on a wire) those a full ring refused and
+/// those the generator wrote off as behind its schedule.
 #[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
 pub struct Sample {
     pub t_s: f64,
     pub tx: u64,
     pub rx: u64,
+    pub refused: u64,
+    pub shortfall: u64,
 }
 
 impl GenReport {
+    /// Frames put on the ring over the whole run, warm-up included: what the peer received.
+    pub fn tx_total(&self) -> u64 {
+        self.tx_packets + self.warmup_tx_packets
+    }
+
+    /// Frames received over the whole run, warm-up included: what the peer sent us.
+    pub fn rx_total(&self) -> u64 {
+        self.rx_packets + self.warmup_rx_packets
+    }
+
     /// Receive rate in each sampling interval, Mpps.
     pub fn interval_rx_mpps(&self) -> Vec<f64> {
         let mut prev = Sample::default();
@@ -171,6 +233,19 @@ impl GenReport {
             prev = *s;
         }
         v
+    }
+
+    /// Frames a full ring refused in each sampling interval: where in a trial the loss was.
+    pub fn interval_refused(&self) -> Vec<u64> {
+        let mut prev = 0;
+        self.samples
+            .iter()
+            .map(|s| {
+                let d = s.refused - prev;
+                prev = s.refused;
+                d
+            })
+            .collect()
     }
 }
 
