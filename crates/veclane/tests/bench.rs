@@ -81,6 +81,9 @@ fn l3fwd_searches_every_dut_and_the_counters_agree() {
         for t in trials {
             assert!(t.get("disagreements").is_none(), "{t}");
             assert!(t["m"]["offered"].as_u64().unwrap() > 0, "{t}");
+            // Each trial ran its (default) warm-up first, left out of the counts above but
+            // not of the DUT's counters, which still agree.
+            assert!(t["warmup_sent"].as_u64().unwrap() > 0, "{t}");
             // Every trial is guarded: its pauses and the DUT worker's wait for its CPU are
             // measured, and (with real-time priority: root, as CI runs) the placement around it
             // probed.
