@@ -311,7 +311,7 @@ impl Session {
                 shortfall: c.shortfall,
             }
         };
-        let every = cfg.sample_every.max(Duration::from_micros(500));
+        let every = cfg.sample_every.max(Duration::from_millis(10));
         let mut next_sample = every;
         let mut out = Vec::with_capacity(256);
         let mut hdr = [0u8; PROBE_OFFSET + PROBE_LEN];
