@@ -320,6 +320,12 @@ func (s *testSlave) ack() string {
 }
 
 // send tries to put one frame on S2M ring q; false if the ring is full.
+// drained reports whether the master has taken every frame we put on queue
+// q's S2M ring (its tail caught up with our head).
+func (s *testSlave) drained(q int) bool {
+	return *s.u16(s.s2mRing(q) + ringTailOff) == s.s2mHead[q]
+}
+
 func (s *testSlave) send(q int, frame []byte) bool {
 	ring := s.s2mRing(q)
 	head := s.s2mHead[q]
@@ -422,7 +428,9 @@ func pumpErr(s *testSlave, q int, n int, sizes []int, echoed func(int) bool) (se
 	var expect [][]byte
 	next := 0
 	last := time.Now()
-	for next < n || len(expect) > 0 {
+	// Done when every echo came back and the master took every frame, so that
+	// its counters cover the frames it does not echo too.
+	for next < n || len(expect) > 0 || !s.drained(q) {
 		progress := false
 		for next < n {
 			f := frameFor(uint64(q)<<32|uint64(next), sizes[next%len(sizes)])
