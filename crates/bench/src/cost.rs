@@ -92,7 +92,7 @@ pub fn measure(
         drain: Duration::from_millis(10),
         // Counted frames, under callgrind's own clock: nothing to warm up.
         warmup: Duration::ZERO,
-        ..gen_config(cfg, &sock, size)
+        ..gen_config(cfg, &sock, size, dut.workers)
     };
     let received = std::thread::scope(|s| {
         let (gcfg, running) = (&gcfg, &mut running);

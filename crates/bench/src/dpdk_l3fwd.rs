@@ -24,9 +24,14 @@
 //! frame leaving port N gets `--eth-dest` N as destination and port N's MAC as source; a lookup
 //! miss sends the frame back out of the port it came in on.
 //!
-//! One lcore only, unlike testpmd's two: l3fwd's main lcore, when it has no queue, returns
-//! and then busy-waits for the others (`rte_eal_mp_wait_lcore` spins, and so does the link
-//! check's `rte_delay_ms`), which would take the generator's CPU. With `-l L` alone the
+//! With N workers the lcores are the N DUT CPUs, `-l L1,L2 --main-lcore=L1` and
+//! `--config=(0,0,L1),(0,1,L2),(1,0,L1),(1,1,L2)`: lcore i polls queue i of both ports (and
+//! l3fwd gives every lcore a transmit queue of its own on each port).
+//!
+//! No lcore besides the forwarding ones, unlike testpmd's extra main lcore: l3fwd's main
+//! lcore, when it has no queue, returns and then busy-waits for the others
+//! (`rte_eal_mp_wait_lcore` spins, and so does the link check's `rte_delay_ms`), which would
+//! take the generator's CPU. With `-l L` alone the
 //! forwarding loop runs on the main lcore on the DUT CPU, and EAL's control threads (memif
 //! connection handling, telemetry; they sleep) get the remaining CPUs: the generator's CPU
 //! then holds only sleeping threads, as with testpmd, whose main lcore waits on its prompt.
@@ -70,8 +75,9 @@ pub fn find() -> Option<PathBuf> {
 /// What an l3fwd instance is given.
 #[derive(Debug, Clone)]
 pub struct DpdkL3fwdConfig {
-    /// The CPU l3fwd's single lcore (main and forwarding) is pinned to.
-    pub dut_cpu: usize,
+    /// The CPUs of l3fwd's lcores, one forwarding lcore each, polling queue `i` of both ports
+    /// on `cpus[i]`; the first is also the main lcore.
+    pub cpus: Vec<usize>,
     pub ring_log2: u8,
     pub buffer_size: u32,
     /// The generator's MAC: the destination of every frame l3fwd sends, on both ports.
@@ -85,7 +91,7 @@ impl DpdkL3fwdConfig {
     /// the generator's default source MAC, a prefix unique to this process.
     pub fn new(dut_cpu: usize) -> DpdkL3fwdConfig {
         DpdkL3fwdConfig {
-            dut_cpu,
+            cpus: vec![dut_cpu],
             ring_log2: 10,
             buffer_size: 2048,
             gen_mac: trafgen::FrameSpec::default().src_mac.0,
@@ -114,8 +120,8 @@ pub fn arguments(cfg: &DpdkL3fwdConfig, dir: &Path) -> Vec<String> {
         bsize: cfg.buffer_size,
         secret: None,
     };
-    let l = cfg.dut_cpu;
-    let mut v = eal_args(&cfg.file_prefix, l, &[], &[port(0), port(1)]);
+    let main = cfg.cpus.first().copied().unwrap_or(0);
+    let mut v = eal_args(&cfg.file_prefix, main, &cfg.cpus[1..], &[port(0), port(1)]);
     v.extend(
         [
             "--",
@@ -128,7 +134,15 @@ pub fn arguments(cfg: &DpdkL3fwdConfig, dir: &Path) -> Vec<String> {
         ]
         .map(String::from),
     );
-    v.push(format!("--config=(0,0,{l}),(1,0,{l})"));
+    let queues: Vec<String> = (0..2)
+        .flat_map(|port| {
+            cfg.cpus
+                .iter()
+                .enumerate()
+                .map(move |(q, l)| format!("({port},{q},{l})"))
+        })
+        .collect();
+    v.push(format!("--config={}", queues.join(",")));
     for p in 0..2 {
         v.push(format!("--eth-dest={p},{}", mac_str(cfg.gen_mac)));
     }
@@ -383,6 +397,19 @@ mod tests {
              --rule_ipv4=/tmp/d/route-v4.cfg --rule_ipv6=/tmp/d/route-v6.cfg"
         );
         assert_eq!(shell_line(&["it's".into()]), r"'it'\''s'");
+        // Two workers: one lcore per CPU, each polling its queue of both ports.
+        let two = shell_line(&arguments(
+            &DpdkL3fwdConfig {
+                cpus: vec![1, 3],
+                ..cfg
+            },
+            Path::new("/tmp/d"),
+        ));
+        assert!(two.contains("-l 1,3 --main-lcore=1"), "{two}");
+        assert!(
+            two.contains("'--config=(0,0,1),(0,1,3),(1,0,1),(1,1,3)'"),
+            "{two}"
+        );
     }
 
     #[test]

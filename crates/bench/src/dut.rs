@@ -156,6 +156,27 @@ impl Running {
         }
     }
 
+    /// Packets each worker took in since the last clear, in worker order (veclane; empty
+    /// otherwise): how the DUT spread the load over its workers.
+    pub fn worker_packets(&mut self) -> Vec<u64> {
+        match self {
+            Running::Veclane(d) => match d.call(&api::Request::ShowRuntime) {
+                Ok(api::Reply::Runtime { workers }) => workers
+                    .iter()
+                    .map(|w| {
+                        w.nodes
+                            .iter()
+                            .filter(|n| n.kind == "input")
+                            .map(|n| n.vectors)
+                            .sum()
+                    })
+                    .collect(),
+                _ => Vec::new(),
+            },
+            _ => Vec::new(),
+        }
+    }
+
     /// Named drop counters that are not zero (veclane), as `node:reason=count`.
     pub fn drops(&mut self) -> String {
         match self {

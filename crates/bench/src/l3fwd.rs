@@ -38,7 +38,14 @@ pub struct L3fwdConfig {
     pub reps: usize,
     pub duts: Vec<Subject>,
     pub gen_cpu: usize,
-    pub dut_cpu: usize,
+    /// The DUT's CPUs, in the order its workers take them: a DUT with N workers (its
+    /// [`Subject::workers`]) runs them on the first N. The first is the one the placement probe
+    /// pairs with the generator's.
+    pub dut_cpus: Vec<usize>,
+    /// Let DUT workers run on the generator's CPU (`--share-gen-cpu`), so that a machine with
+    /// few CPUs can still exercise N workers; such DUTs' rates measure two busy loops taking
+    /// turns on one CPU, and the table says so.
+    pub share_gen_cpu: bool,
     pub ring_log2: u8,
     pub buffer_size: u32,
     /// Frames per generator burst.
@@ -74,6 +81,62 @@ pub struct L3fwdConfig {
     pub vpp_bin: Option<PathBuf>,
 }
 
+impl L3fwdConfig {
+    /// The CPU of the DUT's first worker.
+    pub fn dut_cpu(&self) -> usize {
+        self.dut_cpus.first().copied().unwrap_or(self.gen_cpu)
+    }
+
+    /// The CPUs of a DUT with `workers` workers.
+    pub fn worker_cpus(&self, workers: u16) -> &[usize] {
+        &self.dut_cpus[..usize::from(workers).min(self.dut_cpus.len())]
+    }
+
+    /// Whether `dut`'s workers share the generator's CPU.
+    pub fn shares_gen_cpu(&self, dut: Subject) -> bool {
+        self.worker_cpus(dut.workers).contains(&self.gen_cpu)
+    }
+
+    /// Refuses a configuration whose DUTs have no CPUs to run on: more workers than DUT CPUs,
+    /// a CPU listed twice, or a worker on the generator's CPU unless `share_gen_cpu`.
+    pub fn check(&self) -> Result<(), String> {
+        if self.dut_cpus.is_empty() {
+            return Err("no DUT CPU given".into());
+        }
+        for (i, c) in self.dut_cpus.iter().enumerate() {
+            if self.dut_cpus[..i].contains(c) {
+                return Err(format!("DUT CPU {c} is listed twice"));
+            }
+        }
+        for d in &self.duts {
+            let n = usize::from(d.workers);
+            if n == 0 {
+                return Err(format!("{d}: a DUT needs at least one worker"));
+            }
+            if n > self.dut_cpus.len() {
+                return Err(format!(
+                    "{d} needs {n} DUT CPUs, one per worker; {} given ({:?}){}",
+                    self.dut_cpus.len(),
+                    self.dut_cpus,
+                    match std::thread::available_parallelism() {
+                        Ok(p) =>
+                            format!(", and this machine has {p} CPUs, one of them the generator's"),
+                        Err(_) => String::new(),
+                    }
+                ));
+            }
+            if self.shares_gen_cpu(*d) && !self.share_gen_cpu {
+                return Err(format!(
+                    "{d} would run a worker on the generator's CPU {} (DUT CPUs {:?}): two busy loops taking turns measure the scheduler, not the DUT; allow it with --share-gen-cpu",
+                    self.gen_cpu,
+                    self.worker_cpus(d.workers)
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// testpmd's forwarding mode in the l3fwd scenario.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -105,6 +168,10 @@ pub struct TrialRecord {
     /// and refused by a full ring. Neither counts; they show the cold start it absorbed.
     pub warmup_sent: u64,
     pub warmup_refused: u64,
+    /// Frames received per generator stream (one per queue pair, so per DUT worker) when
+    /// there are several: how the load was spread.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rx_streams: Vec<u64>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub disagreements: Vec<String>,
     /// One-way cache-line transfer between the CPUs just before and just after the trial,
@@ -145,6 +212,9 @@ pub struct Outcome {
     /// veclane's nanoseconds per packet per node over the flat-out trial.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub node_ns: Vec<(String, f64)>,
+    /// veclane: packets each worker took in over the flat-out trial.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub worker_packets: Vec<u64>,
     /// The DUT's drop counters at the end.
     pub dut_drops: String,
     pub trials: Vec<TrialRecord>,
@@ -164,6 +234,7 @@ impl Placed for Outcome {
             search: None,
             latency: Vec::new(),
             node_ns: Vec::new(),
+            worker_packets: Vec::new(),
             dut_drops: String::new(),
             trials: Vec::new(),
             probe_before_ns: 0.0,
@@ -201,7 +272,7 @@ pub fn run(
         sizes: &cfg.sizes,
         duts: &cfg.duts,
         reps: cfg.reps,
-        cpus: (cfg.gen_cpu, cfg.dut_cpu),
+        cpus: (cfg.gen_cpu, cfg.dut_cpu()),
         wait_near_secs: cfg.wait_near_secs,
     };
     crate::trial::run(
@@ -211,13 +282,22 @@ pub fn run(
     )
 }
 
-/// The generator's configuration for frames of `size` against a DUT listening on `sock`.
-pub(crate) fn gen_config(cfg: &L3fwdConfig, sock: &Path, size: usize) -> trafgen::GenConfig {
+/// The generator's configuration for frames of `size` against a DUT with `workers` workers
+/// listening on `sock`: a queue pair per worker on both interfaces, sent to in turn, a burst
+/// at a time.
+pub(crate) fn gen_config(
+    cfg: &L3fwdConfig,
+    sock: &Path,
+    size: usize,
+    workers: u16,
+) -> trafgen::GenConfig {
     let iface = |id: u32| memif::InterfaceConfig {
         id,
         name: format!("gen{id}"),
         log2_ring_size: cfg.ring_log2,
         buffer_size: buffer_size_for(cfg, size),
+        s2m_rings: workers,
+        m2s_rings: workers,
         ..Default::default()
     };
     trafgen::GenConfig {
@@ -259,7 +339,7 @@ pub(crate) fn start_dut(
             wrapper,
             &cfg.veclane_bin,
             dir,
-            &veclane_config(cfg, dut.copy.unwrap_or(CopyMode::Single), size),
+            &veclane_config(cfg, dut.copy.unwrap_or(CopyMode::Single), size, dut.workers),
             ready,
         )
         .map(|d| (Running::Veclane(d), sock)),
@@ -272,7 +352,8 @@ pub(crate) fn start_dut(
                 &crate::dpdk_l3fwd::DpdkL3fwdConfig {
                     ring_log2: cfg.ring_log2,
                     buffer_size: buffer_size_for(cfg, size),
-                    ..crate::dpdk_l3fwd::DpdkL3fwdConfig::new(cfg.dut_cpu)
+                    cpus: cfg.worker_cpus(dut.workers).to_vec(),
+                    ..crate::dpdk_l3fwd::DpdkL3fwdConfig::new(cfg.dut_cpu())
                 },
             )?;
             let sock = l.memif_socket();
@@ -289,7 +370,8 @@ pub(crate) fn start_dut(
                 &crate::vpp::VppConfig {
                     ring_log2: cfg.ring_log2,
                     buffer_size: buffer_size_for(cfg, size),
-                    ..crate::vpp::VppConfig::new(cfg.gen_cpu, cfg.dut_cpu)
+                    workers: cfg.worker_cpus(dut.workers).to_vec(),
+                    ..crate::vpp::VppConfig::new(cfg.gen_cpu, cfg.dut_cpu())
                 },
             )?;
             let sock = v.memif_socket();
@@ -308,7 +390,15 @@ pub(crate) fn start_dut(
                 bsize: buffer_size_for(cfg, size),
                 secret: None,
             };
-            let mut app = match cfg.testpmd_fwd {
+            // A queue pair per forwarding lcore on both ports; io and mac forwarding map rx
+            // queue q of one port to tx queue q of the other.
+            let n = dut.workers;
+            let mut app = vec![
+                format!("--nb-cores={n}"),
+                format!("--rxq={n}"),
+                format!("--txq={n}"),
+            ];
+            app.extend(match cfg.testpmd_fwd {
                 TestpmdFwd::Io => vec!["--forward-mode=io".to_string()],
                 // Frames leave port 1 addressed to the generator, as veclane's do.
                 TestpmdFwd::Mac => vec![
@@ -322,7 +412,7 @@ pub(crate) fn start_dut(
                             .join(":")
                     ),
                 ],
-            };
+            });
             if size > 2048 {
                 app.push(format!(
                     "--mbuf-size={}",
@@ -333,7 +423,7 @@ pub(crate) fn start_dut(
                 wrapper,
                 &bin,
                 &format!("vl{}fwd", std::process::id()),
-                cfg.dut_cpu,
+                cfg.worker_cpus(dut.workers),
                 cfg.gen_cpu,
                 &[port(0), port(1)],
                 &app,
@@ -539,6 +629,11 @@ impl GenMeasurer<'_> {
             interval_refused: g.interval_refused(),
             warmup_sent: g.warmup_tx_packets,
             warmup_refused: g.warmup_tx_refused,
+            rx_streams: if g.rx_stream_packets.len() > 1 {
+                g.rx_stream_packets.clone()
+            } else {
+                Vec::new()
+            },
             // The DUT's counters saw the warm-up too.
             disagreements: Running::check(before, after, g.tx_total(), g.rx_total()),
             probe_before_ns: None,
@@ -590,7 +685,7 @@ fn search_one(
     let fail = |msg: String| BenchError::Trial { dut, size, msg };
     let dir = tempfile::tempdir()?;
     let (mut running, sock) = start_dut(cfg, dut, size, dir.path(), &[]).map_err(fail)?;
-    let gcfg = gen_config(cfg, &sock, size);
+    let gcfg = gen_config(cfg, &sock, size, dut.workers);
     let (r, trials, dut_drops) = std::thread::scope(|s| {
         let (gcfg, running) = (&gcfg, &mut running);
         s.spawn(move || {
@@ -609,9 +704,10 @@ fn search_one(
                 on_trial,
                 counts: None,
                 guard: TrialGuard {
-                    cpus: (cfg.gen_cpu, cfg.dut_cpu),
+                    cpus: (cfg.gen_cpu, cfg.dut_cpu()),
                     wait_near: Duration::from_secs_f64(cfg.wait_near_secs),
-                    ring_slots: 1 << cfg.ring_log2,
+                    // The generator spreads its bursts over one ring per worker.
+                    ring_slots: (1 << cfg.ring_log2) * u64::from(dut.workers),
                     redo_left: cfg.max_redo,
                 },
             };
@@ -636,11 +732,12 @@ fn search_one(
     o.trials = trials;
     o.dut_drops = dut_drops;
     match r {
-        Ok((mrr_pps, search, latency, node_ns)) => {
+        Ok((mrr_pps, search, latency, node_ns, worker_packets)) => {
             o.mrr_pps = mrr_pps;
             o.search = Some(search);
             o.latency = latency;
             o.node_ns = node_ns;
+            o.worker_packets = worker_packets;
             o.error = None;
         }
         Err(e) => o.error = Some(fail(e).to_string()),
@@ -648,13 +745,21 @@ fn search_one(
     Ok(o)
 }
 
-type Measured = (f64, SearchReport, Vec<LatencyPoint>, Vec<(String, f64)>);
+/// MRR, search, latency, veclane's ns per node and packets per worker (flat out).
+type Measured = (
+    f64,
+    SearchReport,
+    Vec<LatencyPoint>,
+    Vec<(String, f64)>,
+    Vec<u64>,
+);
 
 /// The flat-out trial, the search, and the latency trials, on one connection.
 fn measure_all(cfg: &L3fwdConfig, m: &mut GenMeasurer<'_>) -> Result<Measured, String> {
     m.dut.ready()?;
     let flat = m.trial(None, Duration::from_secs_f64(cfg.mrr_secs))?;
     let node_ns = m.dut.node_costs();
+    let worker_packets = m.dut.worker_packets();
     if flat.received == 0 {
         return Err("nothing came back in the flat-out trial".into());
     }
@@ -683,14 +788,20 @@ fn measure_all(cfg: &L3fwdConfig, m: &mut GenMeasurer<'_>) -> Result<Measured, S
             });
         }
     }
-    Ok((flat.rx_pps, report, latency, node_ns))
+    Ok((flat.rx_pps, report, latency, node_ns, worker_packets))
 }
 
-/// The daemon configuration a veclane trial runs: the embedded default's topology, one
-/// polling worker on the DUT CPU.
-pub fn veclane_config(cfg: &L3fwdConfig, copy: CopyMode, size: usize) -> String {
+/// The daemon configuration a veclane trial runs: the embedded default's topology, a
+/// polling worker on each of the DUT's first `workers` CPUs. The daemon hands worker `i` rx
+/// queue `i` of both interfaces and transmits from it on queue `i`.
+pub fn veclane_config(cfg: &L3fwdConfig, copy: CopyMode, size: usize, workers: u16) -> String {
     let ring = 1u32 << cfg.ring_log2;
     let bsize = buffer_size_for(cfg, size);
+    let cpus: Vec<String> = cfg
+        .worker_cpus(workers)
+        .iter()
+        .map(usize::to_string)
+        .collect();
     format!(
         r#"[daemon]
 workers = [{dut}]
@@ -722,7 +833,7 @@ interface = "memif0/1"
 ip = "10.10.2.2"
 mac = "02:00:00:00:00:01"
 "#,
-        dut = cfg.dut_cpu,
+        dut = cpus.join(", "),
         main = cfg.gen_cpu,
     )
 }
@@ -770,11 +881,12 @@ pub struct SearchRow {
     pub generator_short: usize,
     /// Trials (same searches) run again because the host disturbed them.
     pub redone: usize,
-    /// This DUT's first-goal result over the reference DUT's (the last one) in the same
-    /// repetition, searches run back to back: median, min, max over the repetitions where
-    /// both succeeded. Pairs cancel the drift that a ratio of medians keeps.
+    /// This DUT's first-goal result over the reference DUT's (the last one with as many
+    /// workers) in the same repetition, searches run back to back: median, min, max over the
+    /// repetitions where both succeeded in one placement ([`paired_ratio`]). Pairs cancel the
+    /// drift that a ratio of medians keeps.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub paired_ratio: Option<(f64, f64, f64)>,
+    pub paired_ratio: Option<PairedRatio>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub node_ns: Vec<(String, f64)>,
 }
@@ -932,10 +1044,9 @@ pub fn rows(outcomes: &[Outcome], sizes: &[usize], duts: &[Subject]) -> Vec<Sear
                     .flat_map(|o| &o.trials)
                     .filter(|t| t.redone.is_some())
                     .count(),
-                paired_ratio: duts
-                    .last()
-                    .filter(|r| **r != dut)
-                    .and_then(|&r| paired_ratio(outcomes, size, dut, r)),
+                paired_ratio: reference_for(duts, dut)
+                    .filter(|r| *r != dut)
+                    .and_then(|r| paired_ratio(outcomes, size, dut, r)),
                 node_ns,
             });
         }
@@ -951,28 +1062,69 @@ fn first_goal_pps(o: &Outcome) -> Option<f64> {
     o.search.as_ref()?.goals.first()?.result_pps()
 }
 
+/// One DUT's first-goal result over a reference DUT's, repetition by repetition.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct PairedRatio {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+    /// Pairs behind it: repetitions where both searches succeeded in `placement`.
+    pub pairs: usize,
+    /// The placement both searches of every pair ran in; `None` when no placement is shared
+    /// by both searches of any pair, and the pairs are taken as they came.
+    pub placement: Option<Placement>,
+}
+
 /// `dut` over `reference` at `size`, repetition by repetition (see
-/// [`SearchRow::paired_ratio`]).
+/// [`SearchRow::paired_ratio`]). A pair counts only when both searches ran in the same
+/// placement, near pairs first, else mid, else far: memif is cross-core traffic, so the two
+/// DUTs' ratio itself moves with the placement (at 1500 B testpmd lost more than veclane in
+/// the mid state), and a ratio is comparable with another run's only in the same one.
 pub fn paired_ratio(
     outcomes: &[Outcome],
     size: usize,
     dut: Subject,
     reference: Subject,
-) -> Option<(f64, f64, f64)> {
+) -> Option<PairedRatio> {
     let find = |d: Subject, rep: usize| {
         outcomes
             .iter()
             .find(|o| o.dut == d && o.size == size && o.rep == rep)
-            .and_then(first_goal_pps)
+            .and_then(|o| first_goal_pps(o).map(|p| (p, o.placement)))
     };
     let reps = outcomes.iter().map(|o| o.rep + 1).max().unwrap_or(0);
-    let v: Vec<f64> = (0..reps)
+    let pairs: Vec<(f64, Placement, Placement)> = (0..reps)
         .filter_map(|rep| match (find(dut, rep), find(reference, rep)) {
-            (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+            (Some((a, pa)), Some((b, pb))) if b > 0.0 => Some((a / b, pa, pb)),
             _ => None,
         })
         .collect();
-    (!v.is_empty()).then(|| median_min_max(&v))
+    let shared = [Placement::Near, Placement::Mid, Placement::Far]
+        .into_iter()
+        .find(|p| pairs.iter().any(|&(_, a, b)| a == *p && b == *p));
+    let v: Vec<f64> = pairs
+        .iter()
+        .filter(|&&(_, a, b)| shared.is_none_or(|p| a == p && b == p))
+        .map(|&(r, _, _)| r)
+        .collect();
+    (!v.is_empty()).then(|| {
+        let (median, min, max) = median_min_max(&v);
+        PairedRatio {
+            median,
+            min,
+            max,
+            pairs: v.len(),
+            placement: shared,
+        }
+    })
+}
+
+/// The DUT `dut`'s ratio column divides by: the last DUT of the run with as many workers.
+pub fn reference_for(duts: &[Subject], dut: Subject) -> Option<Subject> {
+    duts.iter()
+        .rev()
+        .find(|r| r.workers == dut.workers)
+        .copied()
 }
 
 /// The heading of an l3fwd table.
@@ -981,14 +1133,18 @@ pub fn head(cfg: &L3fwdConfig) -> Vec<String> {
         format!(
             "L3 forwarding over memif: generator (zero-copy memif secondary, sends on id 0 and receives on id 1 in one loop) on CPU {}, DUT on CPU {}; ring 2^{}, buffer {} B, burst {}; {} search(es) per DUT and size, DUTs interleaved",
             cfg.gen_cpu,
-            cfg.dut_cpu,
+            match cfg.dut_cpus.as_slice() {
+                [one] => one.to_string(),
+                more => format!("{more:?} (worker i on the i-th)"),
+            },
             cfg.ring_log2,
             cfg.buffer_size,
             cfg.burst,
             cfg.reps,
         ),
-        "veclane/single and veclane/two: one polling worker, ethernet-input, ip4-input, ip4-lookup, ip4-rewrite (TTL, checksum, MACs); payload copied once peer to peer (single) or into local buffers and out (two); testpmd: --forward-mode=io (no lookup, no header change) or mac (MACs rewritten, no lookup); dpdk-l3fwd: DPDK's l3fwd example, LPM, one lcore, no IPv4 checksum check (left to hardware that net_memif lacks); vpp: one worker, memif masters, ip4 routes as veclane's".into(),
+        "veclane/single and veclane/two: polling workers, ethernet-input, ip4-input, ip4-lookup, ip4-rewrite (TTL, checksum, MACs); payload copied once peer to peer (single) or into local buffers and out (two); testpmd: --forward-mode=io (no lookup, no header change) or mac (MACs rewritten, no lookup); dpdk-l3fwd: DPDK's l3fwd example, LPM, an lcore per worker, no IPv4 checksum check (left to hardware that net_memif lacks); vpp: workers, memif masters, ip4 routes as veclane's".into(),
         format!("search: {}", search_summary(&cfg.method)),
+        "xN after a DUT: N workers (lcores), each on a CPU of its own polling one queue pair of both interfaces; the generator opens N queue pairs and sends its bursts to them in turn; the ratio column divides by the last DUT with as many workers".into(),
         format!(
             "MRR = receive rate of a {} s flat-out trial (the generator held back by a full ring); the search runs between MRR/1000 and {} x MRR, the generator acting as a port on a wire: frames a full ring refuses are lost",
             cfg.mrr_secs, cfg.max_load_factor
@@ -1029,7 +1185,7 @@ pub fn table(cfg: &L3fwdConfig, rows: &[SearchRow]) -> String {
         .find(|&f| (f - 0.5).abs() < 1e-9)
         .or(cfg.latency_at.first().copied());
     let reference = cfg.duts.last().copied();
-    let mut header = format!("{:>5}  {:<15}", "size", "dut");
+    let mut header = format!("{:>5}  {:<18}", "size", "dut");
     for (i, g) in goal_names.iter().enumerate() {
         let _ = write!(header, "  {:>22}", format!("{g} Mpps (min-max)"));
         if i == 0 {
@@ -1045,13 +1201,13 @@ pub fn table(cfg: &L3fwdConfig, rows: &[SearchRow]) -> String {
         );
     }
     if let Some(r) = reference {
-        let _ = write!(header, "  {:>17}", format!("/{} paired", r.dut));
+        let _ = write!(header, "  {:>26}", format!("/{} paired", r.dut));
     }
     let _ = write!(header, "  basis");
     let _ = writeln!(s, "\n{header}");
     for &size in &cfg.sizes {
         for r in rows.iter().filter(|r| r.size == size) {
-            let mut line = format!("{:>5}  {:<15}", size, r.dut.to_string());
+            let mut line = format!("{:>5}  {:<18}", size, r.dut.to_string());
             for (i, g) in r.goals.iter().enumerate() {
                 let _ = write!(
                     line,
@@ -1081,14 +1237,28 @@ pub fn table(cfg: &L3fwdConfig, rows: &[SearchRow]) -> String {
             }
             if reference.is_some() {
                 let ratio = match r.paired_ratio {
-                    Some((m, lo, hi)) => format!("{m:.2} ({lo:.2}-{hi:.2})"),
-                    None if Some(r.dut) == reference => "1".into(),
+                    Some(p) => format!(
+                        "{:.2} ({:.2}-{:.2}) {} x{}",
+                        p.median,
+                        p.min,
+                        p.max,
+                        p.placement.map_or("all".to_string(), |b| b.to_string()),
+                        p.pairs
+                    ),
+                    None if Some(r.dut) == reference_for(&cfg.duts, r.dut) => "1".into(),
                     None => "-".into(),
                 };
-                let _ = write!(line, "  {ratio:>17}");
+                let _ = write!(line, "  {ratio:>26}");
             }
             let basis = r.basis.map_or("all".to_string(), |b| b.to_string());
             let mut flags = format!("  {basis} x{}", r.searches);
+            if cfg.shares_gen_cpu(r.dut) {
+                let _ = write!(
+                    flags,
+                    " ! a worker shares the generator's CPU {}: not the DUT's rate",
+                    cfg.gen_cpu
+                );
+            }
             if r.searches < r.searches_run {
                 let _ = write!(flags, " (of {})", r.searches_run);
             }
@@ -1169,8 +1339,11 @@ pub fn csv(cfg: &L3fwdConfig, rows: &[SearchRow]) -> String {
         "basis",
         "disagreeing",
         "paired_ratio",
+        "paired_pairs",
+        "paired_placement",
+        "workers",
         "gen_cpu",
-        "dut_cpu",
+        "dut_cpus",
         "ring_log2",
         "buffer_size",
         "method",
@@ -1204,10 +1377,21 @@ pub fn csv(cfg: &L3fwdConfig, rows: &[SearchRow]) -> String {
                 r.basis.map_or("all".to_string(), |b| b.to_string()),
                 r.disagreeing.to_string(),
                 r.paired_ratio
-                    .map(|p| format!("{:.4}", p.0))
+                    .map(|p| format!("{:.4}", p.median))
                     .unwrap_or_default(),
+                r.paired_ratio
+                    .map(|p| p.pairs.to_string())
+                    .unwrap_or_default(),
+                r.paired_ratio
+                    .map(|p| p.placement.map_or("all".to_string(), |b| b.to_string()))
+                    .unwrap_or_default(),
+                r.dut.workers.to_string(),
                 cfg.gen_cpu.to_string(),
-                cfg.dut_cpu.to_string(),
+                cfg.worker_cpus(r.dut.workers)
+                    .iter()
+                    .map(usize::to_string)
+                    .collect::<Vec<_>>()
+                    .join(" "),
                 cfg.ring_log2.to_string(),
                 cfg.buffer_size.to_string(),
                 method.clone(),
@@ -1217,11 +1401,14 @@ pub fn csv(cfg: &L3fwdConfig, rows: &[SearchRow]) -> String {
     crate::csv::to_csv(&header, &out)
 }
 
-/// Throughput of the first goal against frame size, one line per DUT.
+/// Throughput of the first goal against frame size, one line per DUT with the fewest workers
+/// measured (one, normally: seed 000's figure 5).
 pub fn size_plot(cfg: &L3fwdConfig, rows: &[SearchRow]) -> Result<String, String> {
+    let fewest = cfg.duts.iter().map(|d| d.workers).min().unwrap_or(1);
     let series: Vec<crate::plot::Series> = cfg
         .duts
         .iter()
+        .filter(|d| d.workers == fewest)
         .map(|&d| crate::plot::Series {
             name: d.to_string(),
             points: rows
@@ -1238,20 +1425,97 @@ pub fn size_plot(cfg: &L3fwdConfig, rows: &[SearchRow]) -> Result<String, String
         })
         .filter(|s| !s.points.is_empty())
         .collect();
-    let goal = rows
-        .iter()
-        .find_map(|r| r.goals.first().map(|g| g.goal.clone()))
-        .unwrap_or_else(|| "throughput".into());
+    let goal = first_goal_name(rows);
     let ticks: Vec<f64> = cfg.sizes.iter().map(|&s| s as f64).collect();
-    let title = format!("L3 forwarding over memif: {goal} against frame size, one DUT core");
+    let title = format!(
+        "L3 forwarding over memif: {goal} against frame size, {}",
+        match fewest {
+            1 => "one DUT core".to_string(),
+            n => format!("{n} DUT cores"),
+        }
+    );
     let subtitle = format!(
-        "generator CPU {}, DUT CPU {}; median of {} search(es), bars min-max",
-        cfg.gen_cpu, cfg.dut_cpu, cfg.reps
+        "generator CPU {}, DUT CPUs {:?}; median of {} search(es), bars min-max",
+        cfg.gen_cpu,
+        cfg.worker_cpus(fewest),
+        cfg.reps
     );
     crate::plot::svg(&crate::plot::Plot {
         title: &title,
         subtitle: &subtitle,
         x_label: "frame size (bytes, no FCS)",
+        y_label: "Mpps",
+        x_ticks: Some(&ticks),
+        series: &series,
+    })
+}
+
+fn first_goal_name(rows: &[SearchRow]) -> String {
+    rows.iter()
+        .find_map(|r| r.goals.first().map(|g| g.goal.clone()))
+        .unwrap_or_else(|| "throughput".into())
+}
+
+/// The worker counts measured, ascending.
+pub fn worker_counts(cfg: &L3fwdConfig) -> Vec<u16> {
+    let mut w: Vec<u16> = cfg.duts.iter().map(|d| d.workers).collect();
+    w.sort_unstable();
+    w.dedup();
+    w
+}
+
+/// Throughput of the first goal at frames of `size` against the DUT's worker count, one line
+/// per DUT (seed 000's figure 6). Points whose workers share the generator's CPU are drawn,
+/// and the subtitle says which.
+pub fn worker_plot(cfg: &L3fwdConfig, rows: &[SearchRow], size: usize) -> Result<String, String> {
+    let mut lines: Vec<Subject> = Vec::new();
+    for d in &cfg.duts {
+        if !lines.contains(&d.line()) {
+            lines.push(d.line());
+        }
+    }
+    let series: Vec<crate::plot::Series> = lines
+        .iter()
+        .map(|&l| crate::plot::Series {
+            name: l.to_string(),
+            points: rows
+                .iter()
+                .filter(|r| r.size == size && r.dut.line() == l)
+                .filter_map(|r| r.goals.first().map(|g| (r.dut.workers, g)))
+                .map(|(w, g)| crate::plot::Point {
+                    x: f64::from(w),
+                    y: g.mpps,
+                    y_min: g.mpps_min,
+                    y_max: g.mpps_max,
+                })
+                .collect(),
+        })
+        .filter(|s| !s.points.is_empty())
+        .collect();
+    let ticks: Vec<f64> = worker_counts(cfg).iter().map(|&w| f64::from(w)).collect();
+    let title = format!(
+        "L3 forwarding over memif: {} against DUT cores, {size} B frames",
+        first_goal_name(rows)
+    );
+    let shared: Vec<String> = worker_counts(cfg)
+        .into_iter()
+        .filter(|&w| cfg.worker_cpus(w).contains(&cfg.gen_cpu))
+        .map(|w| w.to_string())
+        .collect();
+    let mut subtitle = format!(
+        "generator CPU {}, DUT CPUs {:?} in order; median of {} search(es), bars min-max",
+        cfg.gen_cpu, cfg.dut_cpus, cfg.reps
+    );
+    if !shared.is_empty() {
+        subtitle.push_str(&format!(
+            "; at {} worker(s) a worker shares the generator's CPU",
+            shared.join(", ")
+        ));
+    }
+    crate::plot::svg(&crate::plot::Plot {
+        title: &title,
+        subtitle: &subtitle,
+        x_label: "DUT worker cores",
         y_label: "Mpps",
         x_ticks: Some(&ticks),
         series: &series,
@@ -1266,7 +1530,8 @@ pub(crate) fn test_config(duts: Vec<Subject>) -> L3fwdConfig {
         reps: 1,
         duts,
         gen_cpu: 0,
-        dut_cpu: 1,
+        dut_cpus: vec![1],
+        share_gen_cpu: false,
         ring_log2: 12,
         buffer_size: 2048,
         burst: 64,
@@ -1409,16 +1674,91 @@ mod tests {
             outcome(a, 2, 16e6),
             outcome(b, 2, 8e6),
         ];
-        let (m, lo, hi) = paired_ratio(&v, 64, a, b).unwrap();
-        assert!((m - 2.0).abs() < 0.02 && (lo - 2.0).abs() < 0.02 && (hi - 2.0).abs() < 0.02);
+        let p = paired_ratio(&v, 64, a, b).unwrap();
+        for x in [p.median, p.min, p.max] {
+            assert!((x - 2.0).abs() < 0.02, "{p:?}");
+        }
+        // No placement shared by a pair (these never probed): all pairs, none named.
+        assert_eq!((p.pairs, p.placement), (3, None));
         // A failed search drops its pair, not the others.
         let mut w = v.clone();
         w[3].error = Some("x".into());
-        let (m, _, _) = paired_ratio(&w, 64, a, b).unwrap();
-        assert!((m - 2.0).abs() < 0.02);
+        let p = paired_ratio(&w, 64, a, b).unwrap();
+        assert!((p.median - 2.0).abs() < 0.02 && p.pairs == 2);
         assert!(paired_ratio(&v, 1500, a, b).is_none());
         let rows = rows(&v, &[64], &[a, b]);
         assert!(rows[0].paired_ratio.is_some() && rows[1].paired_ratio.is_none());
+    }
+
+    #[test]
+    fn ratios_pair_searches_that_shared_a_placement_near_first() {
+        let (a, b) = (Subject::plain(Dut::Veclane), Subject::plain(Dut::Testpmd));
+        let at = |d, rep, pps, p| Outcome {
+            placement: p,
+            ..outcome(d, rep, pps)
+        };
+        use Placement::{Mid, Near};
+        // Repetition 0 both near (2), 1 both mid (3), 2 split (5), 3 both mid (3).
+        let mut v = vec![
+            at(a, 0, 20e6, Near),
+            at(b, 0, 10e6, Near),
+            at(a, 1, 15e6, Mid),
+            at(b, 1, 5e6, Mid),
+            at(a, 2, 20e6, Near),
+            at(b, 2, 4e6, Mid),
+            at(a, 3, 15e6, Mid),
+            at(b, 3, 5e6, Mid),
+        ];
+        let p = paired_ratio(&v, 64, a, b).unwrap();
+        assert!((p.median - 2.0).abs() < 0.02, "{p:?}");
+        assert_eq!((p.pairs, p.placement), (1, Some(Near)));
+        // Without a near pair, the mid pairs; the split one never counts.
+        v[1].placement = Mid;
+        let p = paired_ratio(&v, 64, a, b).unwrap();
+        assert!((p.median - 3.0).abs() < 0.02, "{p:?}");
+        assert_eq!((p.pairs, p.placement), (2, Some(Mid)));
+    }
+
+    #[test]
+    fn ratios_divide_by_the_reference_with_as_many_workers() {
+        let v = Subject::plain(Dut::Veclane);
+        let t = Subject::plain(Dut::Testpmd);
+        let duts = [v, t, v.with_workers(2), t.with_workers(2)];
+        assert_eq!(reference_for(&duts, v), Some(t));
+        assert_eq!(
+            reference_for(&duts, v.with_workers(2)),
+            Some(t.with_workers(2))
+        );
+        assert_eq!(reference_for(&duts, v.with_workers(3)), None);
+        assert_eq!(v.with_workers(2).to_string(), "veclane x2");
+        assert_eq!(v.with_workers(2).line(), v);
+    }
+
+    #[test]
+    fn dut_cpus_are_checked_against_workers_and_the_generator() {
+        let v = Subject::plain(Dut::Veclane);
+        let mut c = test_config(vec![v, v.with_workers(2)]);
+        let e = c.check().unwrap_err();
+        assert!(e.contains("veclane x2 needs 2 DUT CPUs"), "{e}");
+        c.dut_cpus = vec![1, 0];
+        let e = c.check().unwrap_err();
+        assert!(
+            e.contains("generator's CPU 0") && e.contains("--share-gen-cpu"),
+            "{e}"
+        );
+        assert!(!c.shares_gen_cpu(v) && c.shares_gen_cpu(v.with_workers(2)));
+        c.share_gen_cpu = true;
+        c.check().unwrap();
+        c.dut_cpus = vec![1, 1];
+        assert!(c.check().unwrap_err().contains("listed twice"));
+        c.dut_cpus = vec![1, 2];
+        c.share_gen_cpu = false;
+        c.check().unwrap();
+        assert_eq!(c.worker_cpus(2), [1, 2]);
+        let conf = veclane_config(&c, CopyMode::Single, 64, 2);
+        assert!(conf.contains("workers = [1, 2]\n"), "{conf}");
+        let g = gen_config(&c, Path::new("/s"), 64, 2);
+        assert_eq!((g.iface.s2m_rings, g.iface.m2s_rings), (2, 2));
     }
 
     #[test]
@@ -1468,5 +1808,45 @@ mod tests {
         for l in &lines[1..] {
             assert_eq!(fields(l), fields(lines[0]), "{l}");
         }
+    }
+
+    #[test]
+    fn the_worker_plot_draws_a_line_per_dut_across_worker_counts() {
+        let (a, b) = (Subject::plain(Dut::Veclane), Subject::plain(Dut::Testpmd));
+        let (a2, b2) = (a.with_workers(2), b.with_workers(2));
+        let duts = vec![a, b, a2, b2];
+        let v = vec![
+            outcome(a, 0, 20e6),
+            outcome(b, 0, 10e6),
+            outcome(a2, 0, 36e6),
+            outcome(b2, 0, 19e6),
+        ];
+        let mut cfg = test_config(duts.clone());
+        cfg.dut_cpus = vec![1, 2];
+        let rows = rows(&v, &[64], &duts);
+        assert_eq!(worker_counts(&cfg), [1, 2]);
+        let svg = worker_plot(&cfg, &rows, 64).unwrap();
+        assert!(
+            svg.contains("DUT worker cores") && svg.contains("64 B frames"),
+            "{svg}"
+        );
+        // One line per DUT (named without the worker count), not one per column.
+        assert!(
+            svg.contains("\nveclane\n") && svg.contains("\ntestpmd\n"),
+            "{svg}"
+        );
+        assert!(!svg.contains(" x2\n") && !svg.contains("shares"), "{svg}");
+        // The size plot keeps to one worker.
+        assert!(!size_plot(&cfg, &rows).unwrap().contains(" x2\n"));
+        // A worker on the generator's CPU is said.
+        cfg.dut_cpus = vec![1, 0];
+        assert!(
+            worker_plot(&cfg, &rows, 64)
+                .unwrap()
+                .contains("a worker shares the generator")
+        );
+        // x2 divides by testpmd x2.
+        let r = rows.iter().find(|r| r.dut == a2).unwrap();
+        assert!((r.paired_ratio.unwrap().median - 36.0 / 19.0).abs() < 0.05);
     }
 }

@@ -68,26 +68,49 @@ impl core::fmt::Display for CopyMode {
     }
 }
 
-/// One column of a result table: a DUT and, where it has one, its copy mode.
+/// One column of a result table: a DUT, its copy mode where it has one, and how many
+/// forwarding workers (cores) it runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct Subject {
     pub dut: Dut,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub copy: Option<CopyMode>,
+    /// Forwarding workers, each on a CPU of its own and polling one queue pair of each
+    /// interface (l3fwd); 1 everywhere else.
+    pub workers: u16,
 }
 
 impl Subject {
+    /// `dut` with one worker and no copy mode.
     pub fn plain(dut: Dut) -> Subject {
-        Subject { dut, copy: None }
+        Subject {
+            dut,
+            copy: None,
+            workers: 1,
+        }
+    }
+
+    /// The same DUT with `n` workers.
+    pub fn with_workers(self, n: u16) -> Subject {
+        Subject { workers: n, ..self }
+    }
+
+    /// The same DUT with one worker: what the worker-count plot draws one line for.
+    pub fn line(self) -> Subject {
+        self.with_workers(1)
     }
 }
 
 impl core::fmt::Display for Subject {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self.copy {
-            Some(c) => write!(f, "{}/{c}", self.dut),
-            None => write!(f, "{}", self.dut),
+            Some(c) => write!(f, "{}/{c}", self.dut)?,
+            None => write!(f, "{}", self.dut)?,
         }
+        if self.workers != 1 {
+            write!(f, " x{}", self.workers)?;
+        }
+        Ok(())
     }
 }
 

@@ -64,20 +64,18 @@ impl MemifPort {
 
 /// The EAL arguments of every DPDK application we start: no hugepages (`--no-huge -m 1024`),
 /// no PCI scan, memif PMD logs at info (connections show in the log), the file prefix `prefix`
-/// (one per process, so that instances do not share runtime files), lcores `main_lcore` and
-/// `other_lcores` with `main_lcore` as the main one, and `ports` as vdevs `net_memif0..` in
-/// order (DPDK port ids follow).
+/// (one per process, so that instances do not share runtime files), lcores on CPUs
+/// `main_lcore` and `other_lcores` with `main_lcore` as the main one, and `ports` as vdevs
+/// `net_memif0..` in order (DPDK port ids follow). Lcore ids are the CPU numbers (`-l`), unless
+/// a forwarding lcore must share the main lcore's CPU: then the lcores are numbered from 0, the
+/// main one first, and mapped onto their CPUs (`--lcores 0@M,1@A,...`).
 pub fn eal_args(
     prefix: &str,
     main_lcore: usize,
     other_lcores: &[usize],
     ports: &[MemifPort],
 ) -> Vec<String> {
-    let mut lcores = vec![main_lcore];
-    lcores.extend_from_slice(other_lcores);
-    lcores.sort_unstable();
-    lcores.dedup();
-    let lcores: Vec<String> = lcores.iter().map(usize::to_string).collect();
+    let shared = other_lcores.contains(&main_lcore);
     let mut v: Vec<String> = [
         "--no-huge",
         "-m",
@@ -89,9 +87,24 @@ pub fn eal_args(
     .map(String::from)
     .to_vec();
     v.push(format!("--file-prefix={prefix}"));
-    v.push("-l".into());
-    v.push(lcores.join(","));
-    v.push(format!("--main-lcore={main_lcore}"));
+    if shared {
+        let map: Vec<String> = std::iter::once(main_lcore)
+            .chain(other_lcores.iter().copied())
+            .enumerate()
+            .map(|(id, cpu)| format!("{id}@{cpu}"))
+            .collect();
+        v.push(format!("--lcores={}", map.join(",")));
+        v.push("--main-lcore=0".into());
+    } else {
+        let mut lcores = vec![main_lcore];
+        lcores.extend_from_slice(other_lcores);
+        lcores.sort_unstable();
+        lcores.dedup();
+        let lcores: Vec<String> = lcores.iter().map(usize::to_string).collect();
+        v.push("-l".into());
+        v.push(lcores.join(","));
+        v.push(format!("--main-lcore={main_lcore}"));
+    }
     for (i, p) in ports.iter().enumerate() {
         v.push(format!("--vdev={}", p.vdev(&format!("net_memif{i}"))));
     }
@@ -129,7 +142,7 @@ impl Testpmd {
         ports: &[MemifPort],
         app: &[String],
     ) -> Result<Testpmd, String> {
-        Testpmd::spawn_under(&[], bin, prefix, fwd_cpu, main_cpu, ports, app)
+        Testpmd::spawn_under(&[], bin, prefix, &[fwd_cpu], main_cpu, ports, app)
     }
 
     /// As [`spawn`](Self::spawn), run under `wrapper` (valgrind and its options, for
@@ -138,7 +151,7 @@ impl Testpmd {
         wrapper: &[String],
         bin: &Path,
         prefix: &str,
-        fwd_cpu: usize,
+        fwd_cpus: &[usize],
         main_cpu: usize,
         ports: &[MemifPort],
         app: &[String],
@@ -150,7 +163,7 @@ impl Testpmd {
         c.args(["-oL", "-eL"])
             .args(wrapper)
             .arg(bin)
-            .args(eal_args(prefix, main_cpu, &[fwd_cpu], ports))
+            .args(eal_args(prefix, main_cpu, fwd_cpus, ports))
             .args(["--", "-i", "--no-mlockall", "--total-num-mbufs=16384"])
             .args(app);
         c.stdin(Stdio::piped())
@@ -424,6 +437,12 @@ mod tests {
             eal_args("p", 1, &[], &[])
                 .join(" ")
                 .contains("-l 1 --main-lcore=1")
+        );
+        // A forwarding lcore on the main lcore's CPU: lcores numbered, then mapped.
+        assert!(
+            eal_args("p", 0, &[1, 0], &[])
+                .join(" ")
+                .contains("--lcores=0@0,1@1,2@0 --main-lcore=0")
         );
     }
 

@@ -7,7 +7,7 @@
 //!
 //! [`spawn`] writes `startup.conf` into a directory of its own and runs `vpp -c startup.conf`:
 //! no hugepages (4 KiB pages for the main heap and the buffers), every plugin disabled but
-//! memif, the main thread on the generator CPU and one worker on the DUT CPU, the CLI, API
+//! memif, the main thread on the generator CPU and a worker on each DUT CPU, the CLI, API
 //! and stats sockets in that directory (so instances do not collide with a system VPP). It
 //! then configures, through `vppctl -s DIR/cli.sock` (the `vppctl` next to the `vpp` binary,
 //! else on PATH), what [`crate::l3fwd::veclane_config`] gives veclane:
@@ -24,7 +24,9 @@
 //! ```
 //!
 //! The memif rx queues are created when the generator connects, in VPP's default rx mode,
-//! polling; the worker polls both (it is the only thread that polls once workers exist).
+//! polling; the workers poll them (only workers poll once workers exist). With N workers both
+//! interfaces get N queue pairs (`rx-queues N tx-queues N`) and VPP places rx queues on the
+//! workers round robin.
 //! VPP's path per frame: memif-input, ethernet-input, ip4-input (checksum, length, TTL),
 //! ip4-lookup, ip4-rewrite, memif1/1-output; memif input copies into VPP buffers and memif
 //! output copies out of them (two copies, like veclane's `copy = "two"`).
@@ -55,8 +57,9 @@ pub struct VppConfig {
     /// VPP's main thread (CLI, memif connection handling; it does not poll interfaces once
     /// there is a worker).
     pub gen_cpu: usize,
-    /// The one worker, which polls both interfaces.
-    pub dut_cpu: usize,
+    /// The workers' CPUs: worker `i` polls queue `i` of both interfaces (VPP places rx
+    /// queues on workers round robin).
+    pub workers: Vec<usize>,
     pub ring_log2: u8,
     pub buffer_size: u32,
     /// The static neighbour 10.10.2.2's MAC: the generator's.
@@ -68,7 +71,7 @@ impl VppConfig {
     pub fn new(gen_cpu: usize, dut_cpu: usize) -> VppConfig {
         VppConfig {
             gen_cpu,
-            dut_cpu,
+            workers: vec![dut_cpu],
             ring_log2: 10,
             buffer_size: 2048,
             gen_mac: trafgen::FrameSpec::default().src_mac.0,
@@ -149,7 +152,12 @@ plugins {{
 }}
 "#,
         main = cfg.gen_cpu,
-        worker = cfg.dut_cpu,
+        worker = cfg
+            .workers
+            .iter()
+            .map(usize::to_string)
+            .collect::<Vec<_>>()
+            .join(","),
     )
 }
 
@@ -157,9 +165,14 @@ plugins {{
 pub fn setup_commands(cfg: &VppConfig, sock: &Path) -> Vec<String> {
     let ring = 1u32 << cfg.ring_log2;
     let bsize = cfg.buffer_size;
+    // One queue pair per worker (the generator opens as many); the default is one.
+    let queues = match cfg.workers.len() {
+        0 | 1 => String::new(),
+        n => format!(" rx-queues {n} tx-queues {n}"),
+    };
     let iface = |id: u32, mac: &str| {
         format!(
-            "create interface memif id {id} socket-id {SOCKET_ID} ring-size {ring} buffer-size {bsize} hw-addr {mac} master"
+            "create interface memif id {id} socket-id {SOCKET_ID} ring-size {ring} buffer-size {bsize} hw-addr {mac} master{queues}"
         )
     };
     vec![
@@ -541,13 +554,22 @@ plugins {
                 "set ip neighbor memif1/1 10.10.2.2 02:00:00:00:00:01 static",
             ]
         );
+        // Two workers: a queue pair each on both interfaces, both CPUs in the worker list.
+        let two = VppConfig {
+            workers: vec![1, 3],
+            ..cfg()
+        };
+        assert!(
+            setup_commands(&two, Path::new("/m"))[1].ends_with("master rx-queues 2 tx-queues 2")
+        );
+        assert!(startup_conf(&two, Path::new("/tmp/v"), "t").contains("corelist-workers 1,3\n"));
     }
 
     #[test]
     fn the_topology_is_veclanes() {
         // Same addresses, MACs and neighbour as the veclane daemon's l3fwd configuration.
         let l3 = crate::l3fwd::test_config(vec![]);
-        let v = crate::l3fwd::veclane_config(&l3, crate::CopyMode::Two, 64);
+        let v = crate::l3fwd::veclane_config(&l3, crate::CopyMode::Two, 64, 1);
         let cmds = setup_commands(&cfg(), Path::new("/s")).join("\n");
         for needle in [
             IF_IN_MAC,

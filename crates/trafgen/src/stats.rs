@@ -18,6 +18,9 @@ pub struct RxStats {
     pub gaps: u64,
     pub first_ns: u64,
     pub last_ns: u64,
+    /// Frames received per stream (the sender's tx queue): how a DUT with several queues
+    /// spread the load.
+    pub stream_packets: Vec<u64>,
     next_seq: Vec<u64>,
     hist: Histogram<u64>,
 }
@@ -32,6 +35,7 @@ impl Default for RxStats {
             gaps: 0,
             first_ns: 0,
             last_ns: 0,
+            stream_packets: Vec::new(),
             next_seq: Vec::new(),
             // 10 ns .. 100 s at 3 significant digits.
             hist: Histogram::new_with_bounds(10, 100_000_000_000, 3)
@@ -58,6 +62,10 @@ impl RxStats {
         if s >= self.next_seq.len() {
             self.next_seq.resize(s + 1, 0);
         }
+        if s >= self.stream_packets.len() {
+            self.stream_packets.resize(s + 1, 0);
+        }
+        self.stream_packets[s] += 1;
         let next = &mut self.next_seq[s];
         if p.seq >= *next {
             self.gaps += p.seq - *next;
@@ -178,6 +186,8 @@ pub struct GenReport {
     pub rx_foreign: u64,
     pub rx_reordered: u64,
     pub rx_seq_gaps: u64,
+    /// Frames received per stream (one stream per tx queue of the sender).
+    pub rx_stream_packets: Vec<u64>,
     pub rx_bad_desc: u64,
     pub latency: Latency,
     pub connects: u64,
@@ -256,6 +266,7 @@ impl GenReport {
         self.rx_foreign = s.foreign;
         self.rx_reordered = s.reordered;
         self.rx_seq_gaps = s.gaps;
+        self.rx_stream_packets = s.stream_packets.clone();
         self.latency = s.latency();
         let window = s.last_ns.saturating_sub(s.first_ns) as f64 / 1e9;
         self.rx_window_s = window;
@@ -292,6 +303,16 @@ mod tests {
         // 3 and 4 missing at 5; 3 arrives late (reordered) and refills one gap.
         assert_eq!((s.gaps, s.reordered, s.foreign, s.packets), (1, 1, 1, 7));
         assert_eq!(s.expected(), 7);
+        s.record(
+            64,
+            Some(Probe {
+                stream: 2,
+                seq: 0,
+                sent_ns: 0,
+            }),
+            1000,
+        );
+        assert_eq!(s.stream_packets, [6, 0, 1]);
     }
 
     #[test]

@@ -102,8 +102,8 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 10.0)]
     warmup_ms: f64,
     /// Fractions of the first goal's result at which latency is measured (l3fwd; none: "").
-    #[arg(long, value_delimiter = ',', default_values_t = [0.1, 0.5, 0.9])]
-    latency_at: Vec<f64>,
+    #[arg(long, default_value = "0.1,0.5,0.9", value_parser = fractions)]
+    latency_at: Fractions,
     /// Seconds of each latency trial.
     #[arg(long, default_value_t = 0.5)]
     latency_secs: f64,
@@ -119,6 +119,19 @@ pub struct BenchArgs {
     /// CPU of the receiver (p2p) or the device under test (l3fwd).
     #[arg(long, visible_alias = "dut-cpu", default_value_t = 1)]
     receiver_cpu: usize,
+    /// DUT worker counts to measure (l3fwd), each DUT with each count: N workers (lcores) on
+    /// the first N CPUs of --dut-cpus, each polling one queue pair of both interfaces. Two or
+    /// more also write a plot of throughput against workers.
+    #[arg(long, value_delimiter = ',', default_values_t = [1u16])]
+    workers: Vec<u16>,
+    /// The DUT's CPUs, in the order workers take them (l3fwd) [default: --receiver-cpu].
+    #[arg(long, value_delimiter = ',')]
+    dut_cpus: Vec<usize>,
+    /// Let DUT workers run on the generator's CPU (l3fwd): on a machine with too few CPUs this
+    /// still exercises N workers, but the rates measure two busy loops taking turns, and the
+    /// table flags them.
+    #[arg(long)]
+    share_gen_cpu: bool,
     /// Generator frames per burst (l3fwd).
     #[arg(long, default_value_t = 64)]
     burst: usize,
@@ -164,6 +177,22 @@ pub struct BenchArgs {
     /// Skip testpmd (instead of failing) when it is not installed.
     #[arg(long)]
     allow_missing_peer: bool,
+}
+
+/// A comma-separated list of fractions, possibly empty.
+#[derive(Debug, Clone)]
+struct Fractions(Vec<f64>);
+
+fn fractions(s: &str) -> Result<Fractions, String> {
+    s.split(',')
+        .map(str::trim)
+        .filter(|f| !f.is_empty())
+        .map(|f| {
+            f.parse::<f64>()
+                .map_err(|e| format!("{f:?} is not a number: {e}"))
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(Fractions)
 }
 
 /// Progress of a run of searches: a bar on a terminal (with the trial in flight), one line per
@@ -441,23 +470,34 @@ fn run_l3fwd(
     duts: Vec<Dut>,
     testpmd_bin: Option<std::path::PathBuf>,
 ) -> anyhow::Result<()> {
-    let mut subjects = Vec::new();
+    let mut base = Vec::new();
     if duts.contains(&Dut::Veclane) {
         for c in &a.copy {
-            subjects.push(Subject {
-                dut: Dut::Veclane,
+            base.push(Subject {
                 copy: Some(match c {
                     CopyArg::Single => CopyMode::Single,
                     CopyArg::Two => CopyMode::Two,
                 }),
+                ..Subject::plain(Dut::Veclane)
             });
         }
     }
     for d in [Dut::Testpmd, Dut::DpdkL3fwd, Dut::Vpp] {
         if duts.contains(&d) {
-            subjects.push(Subject::plain(d));
+            base.push(Subject::plain(d));
         }
     }
+    if a.workers.is_empty() || a.workers.contains(&0) {
+        bail!("--workers: counts of 1 or more");
+    }
+    let mut workers = a.workers.clone();
+    workers.sort_unstable();
+    workers.dedup();
+    // Every DUT at one worker count, then the next: searches interleave across both.
+    let mut subjects: Vec<Subject> = workers
+        .iter()
+        .flat_map(|&w| base.iter().map(move |s| s.with_workers(w)))
+        .collect();
     let l3fwd_bin = bench::dpdk_l3fwd::find();
     let vpp_bin = bench::vpp::find(a.vpp_bin.as_deref());
     if duts.contains(&Dut::DpdkL3fwd) && l3fwd_bin.is_none() {
@@ -486,7 +526,7 @@ fn run_l3fwd(
     if !(a.warmup_ms >= 0.0 && a.warmup_ms <= 10_000.0) {
         bail!("--warmup-ms {}: must be 0..=10000", a.warmup_ms);
     }
-    if let Some(f) = a.latency_at.iter().find(|f| !(**f > 0.0 && **f <= 1.0)) {
+    if let Some(f) = a.latency_at.0.iter().find(|f| !(**f > 0.0 && **f <= 1.0)) {
         bail!("--latency-at {f}: fractions must be in (0, 1]");
     }
     let cfg = L3fwdConfig {
@@ -494,7 +534,12 @@ fn run_l3fwd(
         reps: a.reps,
         duts: subjects,
         gen_cpu: a.sender_cpu,
-        dut_cpu: a.receiver_cpu,
+        dut_cpus: if a.dut_cpus.is_empty() {
+            vec![a.receiver_cpu]
+        } else {
+            a.dut_cpus.clone()
+        },
+        share_gen_cpu: a.share_gen_cpu,
         ring_log2: a.ring_log2.unwrap_or(12),
         buffer_size: a.buffer_size,
         burst: a.burst,
@@ -508,18 +553,20 @@ fn run_l3fwd(
         warmup_secs: a.warmup_ms / 1e3,
         max_load_factor: 1.1,
         max_redo: a.max_redo,
-        latency_at: a.latency_at.clone(),
+        latency_at: a.latency_at.0.clone(),
         latency_secs: a.latency_secs,
         veclane_bin: bench::veclane_bin(),
         testpmd_bin,
         l3fwd_bin,
         vpp_bin,
     };
+    cfg.check().map_err(anyhow::Error::msg)?;
     if a.cost {
         return run_cost(a, &cfg);
     }
     // The host's own noise, before and after: the rates below are only as steady as this.
-    let cpus = [cfg.gen_cpu, cfg.dut_cpu];
+    let mut cpus = vec![cfg.gen_cpu];
+    cpus.extend(cfg.dut_cpus.iter().filter(|&&c| c != cfg.gen_cpu));
     let stalls_before = bench::placement::stalls(&cpus, std::time::Duration::from_secs(1));
     let total = cfg.reps * cfg.sizes.len() * cfg.duts.len();
     let progress = Progress::new(total);
@@ -586,6 +633,21 @@ fn run_l3fwd(
         }
         Err(e) => eprintln!("no plot: {e}"),
     }
+    if l3fwd::worker_counts(&cfg).len() > 1 {
+        for &size in &cfg.sizes {
+            match l3fwd::worker_plot(&cfg, &rows, size) {
+                Ok(svg) => {
+                    let p = a.out.join(format!(
+                        "{}-workers-{size}.svg",
+                        stem.file_name().unwrap_or_default().to_string_lossy()
+                    ));
+                    std::fs::write(&p, svg)?;
+                    println!("SVG: {}", p.display());
+                }
+                Err(e) => eprintln!("no worker plot at {size} B: {e}"),
+            }
+        }
+    }
     let failed: Vec<_> = outcomes
         .iter()
         .filter_map(|o| o.error.as_ref().map(|e| (o.dut, o.size, e)))
@@ -647,6 +709,9 @@ fn run_p2p(
     duts: Vec<Dut>,
     testpmd_bin: Option<std::path::PathBuf>,
 ) -> anyhow::Result<()> {
+    if a.workers != [1] || !a.dut_cpus.is_empty() || a.share_gen_cpu {
+        bail!("--workers, --dut-cpus and --share-gen-cpu are for the l3fwd scenario");
+    }
     let cfg = P2pConfig {
         sizes,
         trial_secs,

@@ -28,7 +28,7 @@ enum Cmd {
     /// Generate and/or sink UDP traffic over a memif interface.
     Gen(gen_cmd::GenArgs),
     /// Run a benchmark scenario (default: p2p over all frame sizes, veclane and testpmd).
-    Bench(bench_cmd::BenchArgs),
+    Bench(Box<bench_cmd::BenchArgs>),
 }
 
 fn main() -> std::process::ExitCode {
@@ -44,7 +44,7 @@ fn main() -> std::process::ExitCode {
         Cmd::Run(a) => run_cmd::run(a),
         Cmd::Ctl(a) => ctl_cmd::run(a),
         Cmd::Gen(a) => gen_cmd::run(a),
-        Cmd::Bench(a) => bench_cmd::run(a),
+        Cmd::Bench(a) => bench_cmd::run(*a),
     };
     match r {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -2,8 +2,15 @@
 //! counts agree with each DUT's own counters.
 
 use std::process::Command;
+use std::sync::Mutex;
+
+/// Every run busy-polls both CPUs of this machine: runs take them in turn, or one run's
+/// generator would lose its CPU for a second to another's DUT (and its trials would
+/// measure that).
+static CPUS: Mutex<()> = Mutex::new(());
 
 fn bench(args: &[&str]) -> serde_json::Value {
+    let _cpus = CPUS.lock().unwrap_or_else(|e| e.into_inner());
     let out = tempfile::tempdir().unwrap();
     let o = Command::new(env!("CARGO_BIN_EXE_veclane"))
         .arg("bench")
@@ -134,6 +141,65 @@ fn l3fwd_searches_every_dut_and_the_counters_agree() {
         }
     }
     assert_eq!(r["rows"].as_array().unwrap().len(), searches.len());
+}
+
+/// Two DUT workers, each on a queue pair of its own. This machine has two CPUs, so the second
+/// worker shares the generator's: the rates mean nothing, but every DUT must still spread
+/// the frames over both queue pairs and its counters agree with the generator's.
+#[test]
+fn l3fwd_dut_workers_take_a_queue_pair_each() {
+    let mut args = vec![
+        "l3fwd",
+        "--workers",
+        "2",
+        "--dut-cpus",
+        "1,0",
+        "--share-gen-cpu",
+        "--copy",
+        "single",
+        "--sizes",
+        "64",
+        "--search",
+        "continuous",
+        "--mrr-secs",
+        "0.3",
+        "--latency-at",
+        "",
+        "--max-redo",
+        "0",
+    ];
+    let peers = testpmd_args();
+    if peers.is_empty() && bench::dpdk_l3fwd::find().is_some() {
+        args.extend(["--dut", "veclane,testpmd,dpdk-l3fwd"]);
+    } else {
+        args.extend(peers);
+    }
+    let r = bench(&args);
+    assert_eq!(r["config"]["dut_cpus"], serde_json::json!([1, 0]));
+    for o in r["searches"].as_array().unwrap() {
+        assert!(o["error"].is_null(), "{o}");
+        assert_eq!(o["dut"]["workers"], 2, "{o}");
+        for t in o["trials"].as_array().unwrap() {
+            assert!(t.get("disagreements").is_none(), "{t}");
+            // Frames came back on both streams: the generator sent on both queue pairs and
+            // the DUT forwarded each to the matching queue of the other interface.
+            let streams = t["rx_streams"].as_array().unwrap();
+            assert_eq!(streams.len(), 2, "{t}");
+            assert!(streams.iter().all(|n| n.as_u64().unwrap() > 0), "{t}");
+        }
+        if o["dut"]["dut"] == "veclane" {
+            let per = o["worker_packets"].as_array().unwrap();
+            assert_eq!(per.len(), 2, "{o}");
+            assert!(per.iter().all(|n| n.as_u64().unwrap() > 0), "{o}");
+        }
+    }
+    // Without the flag, a worker on the generator's CPU is refused with the reason.
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_veclane"))
+        .args(["bench", "l3fwd", "--workers", "1,2", "--dut-cpus", "1,0"])
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && e.contains("--share-gen-cpu"), "{e}");
 }
 
 #[test]
