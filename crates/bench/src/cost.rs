@@ -18,7 +18,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::dut::Running;
-use crate::l3fwd::{L3fwdConfig, gen_config, start_dut};
+use crate::l3fwd::L3fwdConfig;
 use crate::report;
 use crate::{Dut, Subject};
 
@@ -78,7 +78,9 @@ pub fn measure(
     if !matches!(dut.dut, Dut::Veclane | Dut::Testpmd) {
         return Err(format!("--cost measures veclane and testpmd, not {dut}"));
     }
-    let (mut running, sock) = start_dut(cfg, dut, size, dir.path(), &wrapper)?;
+    let (mut running, sock) = cfg
+        .topology
+        .start_dut(cfg, dut, size, dir.path(), &wrapper)?;
     let pid = match &running {
         Running::Veclane(d) => d.pid(),
         Running::Testpmd(t) => t.pid(),
@@ -92,7 +94,7 @@ pub fn measure(
         drain: Duration::from_millis(10),
         // Counted frames, under callgrind's own clock: nothing to warm up.
         warmup: Duration::ZERO,
-        ..gen_config(cfg, &sock, size, dut.workers)
+        ..cfg.topology.gen_config(cfg, &sock, size, dut.workers)
     };
     let received = std::thread::scope(|s| {
         let (gcfg, running) = (&gcfg, &mut running);

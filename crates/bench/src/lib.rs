@@ -17,6 +17,7 @@ pub mod p2p;
 pub mod placement;
 pub mod plot;
 pub mod report;
+pub mod scenario;
 mod sched;
 pub mod search;
 pub mod seed;

@@ -4,17 +4,19 @@ use anyhow::bail;
 use bench::l3fwd::{self, L3fwdConfig};
 use bench::p2p::{self, P2pConfig};
 use bench::report::{self, Environment, Report};
+use bench::scenario::{Kind, Topology};
 use bench::search::Method;
 use bench::trial::Trial;
 use bench::{CopyMode, Dut, Subject};
 use clap::{Args, ValueEnum};
 
-#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
-pub enum Scenario {
-    /// One memif: generator (secondary) → receiver (primary).
-    P2p,
-    /// Generator → memif → DUT (routes between two memif interfaces) → memif → generator.
-    L3fwd,
+/// The scenario names `bench::scenario::registry` knows, with their help lines.
+fn scenario_names() -> clap::builder::PossibleValuesParser {
+    clap::builder::PossibleValuesParser::new(
+        bench::scenario::registry()
+            .into_iter()
+            .map(|s| clap::builder::PossibleValue::new(s.name).help(s.about)),
+    )
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -59,8 +61,8 @@ pub enum TestpmdFwdArg {
 
 #[derive(Args, Debug)]
 pub struct BenchArgs {
-    #[arg(value_enum, default_value = "p2p")]
-    scenario: Scenario,
+    #[arg(default_value = "p2p", value_parser = scenario_names())]
+    scenario: String,
     /// Frame sizes in bytes (no FCS) [default: p2p 64,128,256,512,1024,1500,9000; l3fwd
     /// 64,128,256,512,1024,1500].
     #[arg(long, value_delimiter = ',')]
@@ -316,17 +318,22 @@ fn print_trial(done: usize, total: usize, t: &Trial) {
 }
 
 pub fn run(a: BenchArgs) -> anyhow::Result<()> {
-    let trial_secs = a.trial_secs.unwrap_or(match a.scenario {
-        Scenario::P2p => 2.0,
-        Scenario::L3fwd => 0.25,
+    let scenario = bench::scenario::find(&a.scenario).map_err(anyhow::Error::msg)?;
+    let topology = match scenario.kind {
+        Kind::Continuous => None,
+        Kind::Searched(t) => Some(t),
+    };
+    let trial_secs = a.trial_secs.unwrap_or(match topology {
+        None => 2.0,
+        Some(_) => 0.25,
     });
     if a.reps == 0 || !trial_secs.is_finite() || trial_secs <= 0.0 {
         bail!("--reps must be at least 1 and --trial-secs positive");
     }
     let sizes = if a.sizes.is_empty() {
-        match a.scenario {
-            Scenario::P2p => vec![64, 128, 256, 512, 1024, 1500, 9000],
-            Scenario::L3fwd => vec![64, 128, 256, 512, 1024, 1500],
+        match topology {
+            None => vec![64, 128, 256, 512, 1024, 1500, 9000],
+            Some(_) => vec![64, 128, 256, 512, 1024, 1500],
         }
     } else {
         a.sizes.clone()
@@ -357,10 +364,18 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
             DutArg::Vpp => Dut::Vpp,
         })
         .collect();
-    if a.scenario == Scenario::P2p
+    if topology.is_none()
         && let Some(d) = duts.iter().find(|d| matches!(d, Dut::DpdkL3fwd | Dut::Vpp))
     {
-        bail!("--dut {d} runs in the l3fwd scenario only; p2p measures veclane and testpmd");
+        bail!(
+            "--dut {d} runs in searched scenarios (l3fwd) only; {} measures veclane and testpmd",
+            scenario.name
+        );
+    }
+    if let Some(t) = topology
+        && let Some(d) = duts.iter().find(|d| !t.supports(**d))
+    {
+        bail!("the {} scenario cannot configure --dut {d}", t.name());
     }
     if duts.contains(&Dut::Testpmd) && testpmd_bin.is_none() {
         if !a.allow_missing_peer {
@@ -371,9 +386,9 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
         eprintln!("note: dpdk-testpmd not installed; measuring veclane only");
         duts.retain(|d| *d != Dut::Testpmd);
     }
-    match a.scenario {
-        Scenario::P2p => run_p2p(&a, trial_secs, sizes, duts, testpmd_bin),
-        Scenario::L3fwd => run_l3fwd(&a, trial_secs, sizes, duts, testpmd_bin),
+    match topology {
+        None => run_p2p(&a, trial_secs, sizes, duts, testpmd_bin),
+        Some(t) => run_l3fwd(&a, t, trial_secs, sizes, duts, testpmd_bin),
     }
 }
 
@@ -463,8 +478,10 @@ fn method(a: &BenchArgs, trial_secs: f64) -> anyhow::Result<Method> {
     })
 }
 
+/// A searched scenario on `topology` (`l3fwd`, ...).
 fn run_l3fwd(
     a: &BenchArgs,
+    topology: &'static dyn Topology,
     trial_secs: f64,
     sizes: Vec<usize>,
     duts: Vec<Dut>,
@@ -530,6 +547,7 @@ fn run_l3fwd(
         bail!("--latency-at {f}: fractions must be in (0, 1]");
     }
     let cfg = L3fwdConfig {
+        topology,
         sizes,
         reps: a.reps,
         duts: subjects,
@@ -607,7 +625,7 @@ fn run_l3fwd(
         print!("\n{}", bench::seed::compare_table(&ours));
     }
     let rep = serde_json::json!({
-        "scenario": "l3fwd",
+        "scenario": topology.name(),
         "conventions": l3fwd::head(&cfg),
         "config": &cfg,
         "environment": Environment::probe(bench::testpmd::version()),
@@ -617,7 +635,8 @@ fn run_l3fwd(
     });
     std::fs::create_dir_all(&a.out)?;
     let stem = a.out.join(format!(
-        "l3fwd-{}",
+        "{}-{}",
+        topology.name(),
         rep["environment"]["unix_time"].as_u64().unwrap_or(0)
     ));
     let json = stem.with_extension("json");
@@ -689,9 +708,13 @@ fn run_cost(a: &BenchArgs, cfg: &L3fwdConfig) -> anyhow::Result<()> {
     print!("\n{}", bench::cost::table(cfg, &costs));
     std::fs::create_dir_all(&a.out)?;
     let env = Environment::probe(bench::testpmd::version());
-    let path = a.out.join(format!("l3fwd-cost-{}.json", env.unix_time));
+    let path = a.out.join(format!(
+        "{}-cost-{}.json",
+        cfg.topology.name(),
+        env.unix_time
+    ));
     let rep = serde_json::json!({
-        "scenario": "l3fwd-cost",
+        "scenario": format!("{}-cost", cfg.topology.name()),
         "config": cfg,
         "cost_frames": a.cost_frames,
         "environment": env,
@@ -710,7 +733,7 @@ fn run_p2p(
     testpmd_bin: Option<std::path::PathBuf>,
 ) -> anyhow::Result<()> {
     if a.workers != [1] || !a.dut_cpus.is_empty() || a.share_gen_cpu {
-        bail!("--workers, --dut-cpus and --share-gen-cpu are for the l3fwd scenario");
+        bail!("--workers, --dut-cpus and --share-gen-cpu are for searched scenarios (l3fwd)");
     }
     let cfg = P2pConfig {
         sizes,

@@ -1,0 +1,125 @@
+//! The scenarios `veclane bench` runs, and the point where new ones plug in.
+//!
+//! Two kinds:
+//! - *continuous*: the receive rate at full load, trial after trial (`p2p`, one memif from
+//!   a generator to a receiver; [`crate::p2p`]);
+//! - *searched*: a device under test sits between the generator's two memif interfaces, and
+//!   every search, latency trial, trial guard, counter check, worker count and report of
+//!   [`crate::l3fwd`] runs on it. What one searched scenario does differently from another is
+//!   its [`Topology`]: how each DUT is configured and started, how the generator connects and
+//!   what it sends, and which of the DUT's counters face the generator. `l3fwd` (two
+//!   interfaces, one route between them; [`crate::l3fwd::TOPOLOGY`]) is the first.
+//!
+//! A new searched scenario is a [`Topology`] and a line in [`registry`]; the command line,
+//! the searches, the JSON, CSV and plots follow. That is where `multinet` goes once the
+//! daemon has networks: the DUT configured with one VRF per network (name, VNI, CIDR), the
+//! generator's queue pairs spread over the networks' interfaces, and the counters of every
+//! network's interfaces summed for the cross-check.
+
+use std::path::{Path, PathBuf};
+
+use crate::dut::{Counts, Running};
+use crate::l3fwd::L3fwdConfig;
+use crate::{Dut, Subject};
+
+/// What a searched scenario puts between the generator's two interfaces.
+pub trait Topology: Sync + core::fmt::Debug {
+    /// Its name on the command line (`veclane bench NAME`) and in reports.
+    fn name(&self) -> &'static str;
+    /// One line for `--help`.
+    fn about(&self) -> &'static str;
+    /// Whether `dut` can be configured this way.
+    fn supports(&self, dut: Dut) -> bool;
+    /// What every DUT does in it, for the report's heading.
+    fn describe(&self) -> String;
+    /// Starts `dut` for frames of `size` in `dir`, under `wrapper` if not empty (valgrind, for
+    /// `--cost`); returns it and the memif socket the generator connects to.
+    fn start_dut(
+        &self,
+        cfg: &L3fwdConfig,
+        dut: Subject,
+        size: usize,
+        dir: &Path,
+        wrapper: &[String],
+    ) -> Result<(Running, PathBuf), String>;
+    /// The generator's configuration for frames of `size` against a DUT with `workers`
+    /// workers listening on `sock`.
+    fn gen_config(
+        &self,
+        cfg: &L3fwdConfig,
+        sock: &Path,
+        size: usize,
+        workers: u16,
+    ) -> trafgen::GenConfig;
+    /// The DUT's counters of the frames it took from the generator and sent back to it.
+    fn counts(&self, dut: &mut Running) -> Result<Option<Counts>, String> {
+        dut.counts()
+    }
+}
+
+/// How a scenario measures.
+#[derive(Debug, Clone, Copy)]
+pub enum Kind {
+    /// Receive rate at full load ([`crate::p2p`]).
+    Continuous,
+    /// Searches through a DUT ([`crate::l3fwd`]) on this topology.
+    Searched(&'static dyn Topology),
+}
+
+/// A scenario `veclane bench` knows.
+#[derive(Debug, Clone, Copy)]
+pub struct Scenario {
+    pub name: &'static str,
+    pub about: &'static str,
+    pub kind: Kind,
+}
+
+/// Every scenario, in the order `--help` lists them.
+pub fn registry() -> Vec<Scenario> {
+    let searched = |t: &'static dyn Topology| Scenario {
+        name: t.name(),
+        about: t.about(),
+        kind: Kind::Searched(t),
+    };
+    vec![
+        Scenario {
+            name: "p2p",
+            about: "One memif: generator (secondary) → receiver (primary), continuous throughput",
+            kind: Kind::Continuous,
+        },
+        searched(&crate::l3fwd::TOPOLOGY),
+    ]
+}
+
+/// The scenario called `name`, or an error that lists the known ones.
+pub fn find(name: &str) -> Result<Scenario, String> {
+    let all = registry();
+    all.iter().find(|s| s.name == name).copied().ok_or_else(|| {
+        format!(
+            "no scenario {name:?}; known: {}",
+            all.iter().map(|s| s.name).collect::<Vec<_>>().join(", ")
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scenarios_are_found_by_name_and_unknown_ones_listed() {
+        assert!(matches!(find("p2p").unwrap().kind, Kind::Continuous));
+        let l3 = find("l3fwd").unwrap();
+        let Kind::Searched(t) = l3.kind else {
+            panic!("l3fwd is searched")
+        };
+        assert_eq!(t.name(), "l3fwd");
+        assert!(t.supports(Dut::Testpmd) && t.supports(Dut::Vpp));
+        let e = find("multinet").unwrap_err();
+        assert!(e.contains("known: p2p, l3fwd"), "{e}");
+        let names: Vec<&str> = registry().iter().map(|s| s.name).collect();
+        let mut unique = names.clone();
+        unique.dedup();
+        assert_eq!(names, unique);
+    }
+}
