@@ -45,20 +45,26 @@ impl Running {
         }
     }
 
-    /// Nanoseconds the DUT's busiest thread (its polling worker) has so far spent runnable but
-    /// not running, waiting for its CPU (`/proc/PID/task/TID/schedstat`, second field): the
-    /// time the host's other threads took from it. `None` where the kernel does not say.
-    pub fn worker_wait_ns(&self) -> Option<u64> {
+    /// Each of the DUT's threads' time so far on its CPU and runnable but waiting for it
+    /// (`/proc/PID/task/TID/schedstat`, first and second fields): the time the host's other
+    /// threads took from it. `None` where the kernel does not say.
+    pub fn thread_times(&self) -> Option<Vec<ThreadTime>> {
         let dir = format!("/proc/{}/task", self.pid());
-        std::fs::read_dir(dir)
+        let v: Vec<ThreadTime> = std::fs::read_dir(dir)
             .ok()?
             .filter_map(|e| {
-                let s = std::fs::read_to_string(e.ok()?.path().join("schedstat")).ok()?;
+                let e = e.ok()?;
+                let tid = e.file_name().to_str()?.parse().ok()?;
+                let s = std::fs::read_to_string(e.path().join("schedstat")).ok()?;
                 let mut f = s.split_whitespace().map(|x| x.parse::<u64>().ok());
-                Some((f.next()??, f.next()??))
+                Some(ThreadTime {
+                    tid,
+                    run_ns: f.next()??,
+                    wait_ns: f.next()??,
+                })
             })
-            .max_by_key(|&(run, _)| run)
-            .map(|(_, wait)| wait)
+            .collect();
+        (!v.is_empty()).then_some(v)
     }
 
     /// Waits until the DUT forwards, once the generator is connected (l3fwd starts its loop
@@ -355,6 +361,30 @@ pub fn stop_child(child: &mut Child, signal: Option<Signal>, timeout: Duration) 
     false
 }
 
+/// One thread's scheduler times (see [`Running::thread_times`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ThreadTime {
+    pub tid: u32,
+    pub run_ns: u64,
+    pub wait_ns: u64,
+}
+
+/// The longest any polling thread of the DUT waited for its CPU between two snapshots `wall_ns`
+/// apart. A polling thread wants its CPU all the time, so its time running plus waiting
+/// covers at least half the interval; sleeping threads (control, telemetry) are left out.
+pub fn worker_wait_between(before: &[ThreadTime], after: &[ThreadTime], wall_ns: u64) -> u64 {
+    after
+        .iter()
+        .filter_map(|a| {
+            let b = before.iter().find(|b| b.tid == a.tid)?;
+            let run = a.run_ns.saturating_sub(b.run_ns);
+            let wait = a.wait_ns.saturating_sub(b.wait_ns);
+            (2 * (run + wait) >= wall_ns).then_some(wait)
+        })
+        .max()
+        .unwrap_or(0)
+}
+
 /// Nanoseconds per packet in each node that saw packets, summed over workers, with the total
 /// last. Polling input nodes include their empty polls (as VPP's `show runtime` does).
 pub fn node_costs(workers: &[api::WorkerRuntime]) -> Vec<(String, f64)> {
@@ -388,4 +418,36 @@ pub fn node_costs(workers: &[api::WorkerRuntime]) -> Vec<(String, f64)> {
     let total: u64 = acc.iter().map(|e| e.1).sum();
     v.push(("total".into(), total as f64 / packets as f64));
     v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_wait_is_the_longest_of_the_polling_threads() {
+        let t = |tid, run_ns, wait_ns| ThreadTime {
+            tid,
+            run_ns,
+            wait_ns,
+        };
+        // Over 100 ms: worker 11 ran 97 and waited 3; worker 12 (on a shared CPU) ran 40 and
+        // waited 55; the control thread 10 ran 1 and waited 9 (it sleeps); thread 13 is new.
+        let before = [t(10, 0, 0), t(11, 0, 0), t(12, 0, 0)];
+        let after = [
+            t(10, 1_000_000, 9_000_000),
+            t(11, 97_000_000, 3_000_000),
+            t(12, 40_000_000, 55_000_000),
+            t(13, 90_000_000, 80_000_000),
+        ];
+        assert_eq!(
+            worker_wait_between(&before, &after, 100_000_000),
+            55_000_000
+        );
+        assert_eq!(
+            worker_wait_between(&before, &after[..2], 100_000_000),
+            3_000_000
+        );
+        assert_eq!(worker_wait_between(&before, &after[..1], 100_000_000), 0);
+    }
 }

@@ -188,7 +188,8 @@ pub struct TrialRecord {
     /// frame while sending, µs.
     pub max_stall_us: f64,
     pub max_rx_gap_us: f64,
-    /// How long the DUT's worker thread waited for its CPU during the trial, µs in all.
+    /// How long the DUT's worker thread waited for its CPU during the trial, µs in all (the
+    /// longest of its workers' waits).
     pub dut_wait_us: Option<f64>,
     /// Why the search did not use this trial and ran it again (see [`TrialGuard`]).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -601,10 +602,13 @@ impl GenMeasurer<'_> {
             if load.is_none() {
                 self.dut.clear_runtime();
             }
-            let wait0 = self.dut.worker_wait_ns();
+            let (t0, wait0) = (std::time::Instant::now(), self.dut.thread_times());
             let (m, g, mut record) = self.trial_once(load, duration)?;
-            let dut_wait_us = match (wait0, self.dut.worker_wait_ns()) {
-                (Some(a), Some(b)) => Some(b.saturating_sub(a) as f64 / 1e3),
+            let dut_wait_us = match (wait0, self.dut.thread_times()) {
+                (Some(a), Some(b)) => {
+                    let wall = t0.elapsed().as_nanos() as u64;
+                    Some(crate::dut::worker_wait_between(&a, &b, wall) as f64 / 1e3)
+                }
                 _ => None,
             };
             let after = self.guard.after();

@@ -231,31 +231,39 @@ impl GenReport {
         self.rx_packets + self.warmup_rx_packets
     }
 
-    /// Receive rate in each sampling interval, Mpps.
-    pub fn interval_rx_mpps(&self) -> Vec<f64> {
+    /// The sampling intervals as (seconds, frames received, frames refused). One shorter
+    /// than a millisecond (the last sample, taken as sending ended just after a regular one)
+    /// is folded into the interval before it, so that every interval's rate means something
+    /// and both series below have one entry per interval.
+    fn intervals(&self) -> Vec<(f64, u64, u64)> {
         let mut prev = Sample::default();
-        let mut v = Vec::with_capacity(self.samples.len());
+        let mut v: Vec<(f64, u64, u64)> = Vec::with_capacity(self.samples.len());
         for s in &self.samples {
-            let dt = s.t_s - prev.t_s;
-            if dt > 1e-3 {
-                v.push((s.rx - prev.rx) as f64 / dt / 1e6);
+            let d = (s.t_s - prev.t_s, s.rx - prev.rx, s.refused - prev.refused);
+            match v.last_mut() {
+                Some(last) if d.0 <= 1e-3 => {
+                    last.0 += d.0;
+                    last.1 += d.1;
+                    last.2 += d.2;
+                }
+                _ => v.push(d),
             }
             prev = *s;
         }
         v
     }
 
+    /// Receive rate in each sampling interval, Mpps.
+    pub fn interval_rx_mpps(&self) -> Vec<f64> {
+        self.intervals()
+            .iter()
+            .map(|&(dt, rx, _)| if dt > 0.0 { rx as f64 / dt / 1e6 } else { 0.0 })
+            .collect()
+    }
+
     /// Frames a full ring refused in each sampling interval: where in a trial the loss was.
     pub fn interval_refused(&self) -> Vec<u64> {
-        let mut prev = 0;
-        self.samples
-            .iter()
-            .map(|s| {
-                let d = s.refused - prev;
-                prev = s.refused;
-                d
-            })
-            .collect()
+        self.intervals().iter().map(|&(_, _, r)| r).collect()
     }
 }
 
@@ -313,6 +321,32 @@ mod tests {
             1000,
         );
         assert_eq!(s.stream_packets, [6, 0, 1]);
+    }
+
+    #[test]
+    fn intervals_fold_a_last_sample_taken_just_after_a_regular_one() {
+        let at = |t_s, rx, refused| Sample {
+            t_s,
+            tx: 0,
+            rx,
+            refused,
+            shortfall: 0,
+        };
+        let r = GenReport {
+            samples: vec![
+                at(0.02, 20_000, 0),
+                at(0.04, 40_000, 5),
+                at(0.0403, 40_300, 7),
+            ],
+            ..Default::default()
+        };
+        assert_eq!(r.interval_refused(), [0, 7]);
+        let mpps = r.interval_rx_mpps();
+        assert_eq!(mpps.len(), 2);
+        assert!(
+            (mpps[0] - 1.0).abs() < 1e-9 && (mpps[1] - 1.0).abs() < 1e-9,
+            "{mpps:?}"
+        );
     }
 
     #[test]
