@@ -16,10 +16,12 @@ build: setup
 
 ## The main job, about 4 minutes: L3 forwarding NDR (zero-loss throughput, binary search with
 ## loss verification) at 64, 512 and 1500 bytes, veclane (single-copy) and dpdk-testpmd io
-## forwarding side by side, five interleaved searches each of 0.1 s trials (short enough that
-## most trials fall between the host's millisecond stalls); table, then JSON, CSV and SVG.
+## forwarding side by side, seven interleaved searches each of 50 ms trials after a 10 ms
+## warm-up (short, so that more searches fit: one search's pair ratio swings 15% with the
+## host, and only the median of many holds still); 0.5 s flat-out and 0.25 s latency trials;
+## table, then JSON, CSV and SVG.
 bench: build
-	./target/release/veclane bench l3fwd --sizes 64,512,1500 --dut veclane,testpmd --copy single --wait-near 2 --trial-secs 0.1 --reps 5
+	./target/release/veclane bench l3fwd --sizes 64,512,1500 --dut veclane,testpmd --copy single --wait-near 2 --trial-secs 0.05 --reps 7 --mrr-secs 0.5 --latency-secs 0.25
 
 ## Everything, laid out like the seeds' tables (about 20 minutes): memif p2p; L3 forwarding NDR
 ## (0.1 s trials, as make bench; 10 minutes) at every size for veclane single- and two-copy,
