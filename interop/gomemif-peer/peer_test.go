@@ -319,13 +319,13 @@ func (s *testSlave) ack() string {
 	return ""
 }
 
-// send tries to put one frame on S2M ring q; false if the ring is full.
 // drained reports whether the master has taken every frame we put on queue
 // q's S2M ring (its tail caught up with our head).
 func (s *testSlave) drained(q int) bool {
 	return *s.u16(s.s2mRing(q) + ringTailOff) == s.s2mHead[q]
 }
 
+// send tries to put one frame on S2M ring q; false if the ring is full.
 func (s *testSlave) send(q int, frame []byte) bool {
 	ring := s.s2mRing(q)
 	head := s.s2mHead[q]
@@ -470,7 +470,7 @@ func pumpErr(s *testSlave, q int, n int, sizes []int, echoed func(int) bool) (se
 		// the machine's few Ps.
 		runtime.Gosched()
 		if time.Since(last) > 5*time.Second {
-			return next, got, fmt.Errorf("queue %d: stalled after %d sent, %d echoed, %d outstanding", q, next, got, len(expect))
+			return next, got, fmt.Errorf("queue %d: stalled after %d sent, %d echoed, %d outstanding, ring drained %v", q, next, got, len(expect), s.drained(q))
 		}
 	}
 	return next, got, nil

@@ -121,7 +121,8 @@ pub fn arguments(cfg: &DpdkL3fwdConfig, dir: &Path) -> Vec<String> {
         secret: None,
     };
     let main = cfg.cpus.first().copied().unwrap_or(0);
-    let mut v = eal_args(&cfg.file_prefix, main, &cfg.cpus[1..], &[port(0), port(1)]);
+    let others = cfg.cpus.get(1..).unwrap_or(&[]);
+    let mut v = eal_args(&cfg.file_prefix, main, others, &[port(0), port(1)]);
     v.extend(
         [
             "--",

@@ -109,6 +109,12 @@ impl L3fwdConfig {
         if self.dut_cpus.is_empty() {
             return Err("no DUT CPU given".into());
         }
+        if self.dut_cpu() == self.gen_cpu {
+            return Err(format!(
+                "the first DUT CPU is the generator's CPU {}: the placement probe pairs the generator's CPU with the first DUT CPU, so list another first (e.g. --dut-cpus 1,0)",
+                self.gen_cpu
+            ));
+        }
         for (i, c) in self.dut_cpus.iter().enumerate() {
             if self.dut_cpus[..i].contains(c) {
                 return Err(format!("DUT CPU {c} is listed twice"));
@@ -121,7 +127,7 @@ impl L3fwdConfig {
             }
             if n > self.dut_cpus.len() {
                 return Err(format!(
-                    "{d} needs {n} DUT CPUs, one per worker; {} given ({:?}){}",
+                    "{d} needs {n} DUT CPUs, one per worker: list them with --dut-cpus; {} given ({:?}){}",
                     self.dut_cpus.len(),
                     self.dut_cpus,
                     match std::thread::available_parallelism() {
@@ -682,10 +688,14 @@ impl GenMeasurer<'_> {
             interval_refused: g.interval_refused(),
             warmup_sent: g.warmup_tx_packets,
             warmup_refused: g.warmup_tx_refused,
-            rx_streams: if g.rx_stream_packets.len() > 1 {
-                g.rx_stream_packets.clone()
-            } else {
-                Vec::new()
+            // One entry per queue pair, a queue that returned nothing included.
+            rx_streams: match usize::from(self.base.iface.s2m_rings) {
+                0 | 1 => Vec::new(),
+                n => {
+                    let mut v = g.rx_stream_packets.clone();
+                    v.resize(n.max(v.len()), 0);
+                    v
+                }
             },
             // The DUT's counters saw the warm-up too.
             disagreements: Running::check(before, after, g.tx_total(), g.rx_total()),
@@ -1422,7 +1432,7 @@ pub fn csv(cfg: &L3fwdConfig, rows: &[SearchRow]) -> String {
             .map(|(_, l)| *l);
         for g in &r.goals {
             out.push(vec![
-                "l3fwd".to_string(),
+                cfg.topology.name().to_string(),
                 r.size.to_string(),
                 r.dut.to_string(),
                 g.goal.clone(),
@@ -1848,6 +1858,9 @@ mod tests {
         c.check().unwrap();
         c.dut_cpus = vec![1, 1];
         assert!(c.check().unwrap_err().contains("listed twice"));
+        // The probe pairs the generator's CPU with the first DUT CPU: never the same one.
+        c.dut_cpus = vec![0, 1];
+        assert!(c.check().unwrap_err().contains("first DUT CPU"));
         c.dut_cpus = vec![1, 2];
         c.share_gen_cpu = false;
         c.check().unwrap();

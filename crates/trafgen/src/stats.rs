@@ -253,11 +253,18 @@ impl GenReport {
         v
     }
 
-    /// Receive rate in each sampling interval, Mpps.
+    /// Receive rate in each sampling interval, Mpps; NaN (null in JSON) for a run whose only
+    /// interval is too short to give a rate.
     pub fn interval_rx_mpps(&self) -> Vec<f64> {
         self.intervals()
             .iter()
-            .map(|&(dt, rx, _)| if dt > 0.0 { rx as f64 / dt / 1e6 } else { 0.0 })
+            .map(|&(dt, rx, _)| {
+                if dt > 1e-3 {
+                    rx as f64 / dt / 1e6
+                } else {
+                    f64::NAN
+                }
+            })
             .collect()
     }
 

@@ -195,7 +195,16 @@ fn l3fwd_dut_workers_take_a_queue_pair_each() {
     }
     // Without the flag, a worker on the generator's CPU is refused with the reason.
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_veclane"))
-        .args(["bench", "l3fwd", "--workers", "1,2", "--dut-cpus", "1,0"])
+        .args([
+            "bench",
+            "l3fwd",
+            "--dut",
+            "veclane",
+            "--workers",
+            "1,2",
+            "--dut-cpus",
+            "1,0",
+        ])
         .output()
         .unwrap();
     let e = String::from_utf8_lossy(&o.stderr);
