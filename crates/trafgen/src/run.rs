@@ -302,7 +302,7 @@ impl Session {
         let mut iter = 0u64;
         let mut samples = Vec::new();
         let sample = |t0: Instant, c0: &Counts, s: &Sender, rx: u64| {
-            let c = s.counts().minus(c0);
+            let c = s.counts.minus(c0);
             Sample {
                 t_s: t0.elapsed().as_secs_f64(),
                 tx: c.sent,
@@ -337,7 +337,7 @@ impl Session {
             }
             if !rx.started() && start.elapsed() >= cfg.warmup {
                 // The warm-up ends here: what it sent and measured stays out of the report.
-                win = (Instant::now(), sender.counts());
+                win = (Instant::now(), sender.counts);
                 rx.start_window(&sender.seqs);
                 (prev_ns, last_got_ns, max_loop_ns, max_rx_gap_ns) = (0, 0, 0, 0);
             }
@@ -437,7 +437,7 @@ impl Session {
         }
         if !rx.started() {
             // Stopped (or the link went) during the warm-up: the window is empty.
-            win = (Instant::now(), sender.counts());
+            win = (Instant::now(), sender.counts);
         }
         let send_s = send_end
             .map_or_else(|| win.0.elapsed(), |e| e.saturating_duration_since(win.0))
@@ -447,7 +447,7 @@ impl Session {
         }
         report.samples = samples;
         *primed = sender.primed;
-        let c = sender.counts().minus(&win.1);
+        let c = sender.counts.minus(&win.1);
         report.tx_packets = c.sent;
         report.tx_offered = c.offered;
         report.tx_refused = c.refused;
@@ -511,6 +511,7 @@ fn check_warmup(cfg: &GenConfig) -> Result<(), GenError> {
 #[derive(Debug, Clone, Copy, Default)]
 struct Counts {
     sent: u64,
+    /// Position in the schedule: frames sent, plus (on a wire) refused and skipped ones.
     offered: u64,
     refused: u64,
     shortfall: u64,
@@ -541,11 +542,8 @@ const BATCH_WINDOW_S: f64 = 10e-6;
 
 /// Sending state: sequence, rate control, prebuilt frames for the copy path.
 struct Sender {
-    sent: u64,
-    /// Position in the schedule: frames sent, plus (on a wire) refused and skipped ones.
-    offered: u64,
-    refused: u64,
-    shortfall: u64,
+    /// Frames sent, refused and written off so far; `offered` is the position in the schedule.
+    counts: Counts,
     max_behind: u64,
     /// Paced frames go out in batches of at least this many: what the rate brings in
     /// [`BATCH_WINDOW_S`], capped at the burst.
@@ -569,10 +567,7 @@ impl Sender {
             Vec::new()
         };
         Sender {
-            sent: 0,
-            offered: 0,
-            refused: 0,
-            shortfall: 0,
+            counts: Counts::default(),
             max_behind: max_behind(cfg),
             min_batch: cfg.rate_pps.map_or(1, |r| {
                 ((r * BATCH_WINDOW_S) as u64).clamp(1, cfg.burst as u64)
@@ -587,16 +582,8 @@ impl Sender {
     }
 
     fn done(&self, cfg: &GenConfig, start: Instant) -> bool {
-        cfg.count.is_some_and(|c| self.offered >= c) || start.elapsed() >= cfg.warmup + cfg.duration
-    }
-
-    fn counts(&self) -> Counts {
-        Counts {
-            sent: self.sent,
-            offered: self.offered,
-            refused: self.refused,
-            shortfall: self.shortfall,
-        }
+        cfg.count.is_some_and(|c| self.counts.offered >= c)
+            || start.elapsed() >= cfg.warmup + cfg.duration
     }
 
     /// How many frames may go now: the burst, the count left, and the rate. With
@@ -606,23 +593,23 @@ impl Sender {
     fn budget(&mut self, cfg: &GenConfig, start: Instant) -> usize {
         let mut n = cfg.burst as u64;
         if let Some(c) = cfg.count {
-            n = n.min(c - self.offered);
+            n = n.min(c - self.counts.offered);
         }
         if let Some(rate) = cfg.rate_pps {
             let mut due = (start.elapsed().as_secs_f64() * rate) as u64 + 1;
             if let Some(c) = cfg.count {
                 due = due.min(c);
             }
-            let behind = due.saturating_sub(self.offered);
+            let behind = due.saturating_sub(self.counts.offered);
             let limit = self.max_behind;
             if cfg.drop_when_full && behind > limit {
-                self.shortfall += behind - limit;
-                self.offered += behind - limit;
+                self.counts.shortfall += behind - limit;
+                self.counts.offered += behind - limit;
             }
-            n = n.min(due.saturating_sub(self.offered));
+            n = n.min(due.saturating_sub(self.counts.offered));
             // Wait for a batch worth a burst's fixed costs (ring indices that live in the
             // receiver's cache), unless the count is nearly done.
-            let left = cfg.count.map_or(u64::MAX, |c| c - self.offered);
+            let left = cfg.count.map_or(u64::MAX, |c| c - self.counts.offered);
             if n < self.min_batch && n < left {
                 n = 0;
             }
@@ -634,12 +621,12 @@ impl Sender {
     /// full ring), otherwise they are retried.
     #[inline]
     fn account(&mut self, cfg: &GenConfig, asked: usize, sent: usize) {
-        self.sent += sent as u64;
+        self.counts.sent += sent as u64;
         if cfg.drop_when_full && cfg.rate_pps.is_some() {
-            self.offered += asked as u64;
-            self.refused += (asked - sent) as u64;
+            self.counts.offered += asked as u64;
+            self.counts.refused += (asked - sent) as u64;
         } else {
-            self.offered += sent as u64;
+            self.counts.offered += sent as u64;
         }
     }
 
@@ -656,7 +643,7 @@ impl Sender {
                 return Ok(());
             }
             let ts = now_ns();
-            let base = self.sent;
+            let base = self.counts.sent;
             let ring = u64::from(t.ring_size());
             let (head, template, spec) = (&mut self.head, &self.template, &cfg.spec);
             let full = self.primed < ring * nq as u64;
@@ -707,7 +694,7 @@ impl Sender {
                 };
                 let d = pool.data_mut(c);
                 d[PROBE_OFFSET..PROBE_OFFSET + PROBE_LEN].copy_from_slice(&p.encode());
-                cfg.spec.patch(d, self.sent + i as u64);
+                cfg.spec.patch(d, self.counts.sent + i as u64);
             }
             let sent = t.send(pool, &self.chains[..n])?;
             self.seqs[stream] += sent as u64;
