@@ -141,8 +141,8 @@ impl Running {
         v
     }
 
-    /// Resets per-node clocks (veclane), so that the next [`node_costs`](Self::node_costs)
-    /// covers what follows.
+    /// Resets per-node clocks (veclane), so that the next [`runtime`](Self::runtime) covers
+    /// what follows.
     pub fn clear_runtime(&mut self) {
         if let Running::Veclane(d) = self {
             let _ = d.call(&api::Request::Clear {
@@ -151,32 +151,12 @@ impl Running {
         }
     }
 
-    /// Nanoseconds per packet per graph node since the last clear (veclane; empty otherwise).
-    pub fn node_costs(&mut self) -> Vec<(String, f64)> {
+    /// veclane's `show runtime` since the last clear, per worker (empty for the other DUTs);
+    /// see [`node_costs`] and [`worker_packets`].
+    pub fn runtime(&mut self) -> Vec<api::WorkerRuntime> {
         match self {
             Running::Veclane(d) => match d.call(&api::Request::ShowRuntime) {
-                Ok(api::Reply::Runtime { workers }) => node_costs(&workers),
-                _ => Vec::new(),
-            },
-            _ => Vec::new(),
-        }
-    }
-
-    /// Packets each worker took in since the last clear, in worker order (veclane; empty
-    /// otherwise): how the DUT spread the load over its workers.
-    pub fn worker_packets(&mut self) -> Vec<u64> {
-        match self {
-            Running::Veclane(d) => match d.call(&api::Request::ShowRuntime) {
-                Ok(api::Reply::Runtime { workers }) => workers
-                    .iter()
-                    .map(|w| {
-                        w.nodes
-                            .iter()
-                            .filter(|n| n.kind == "input")
-                            .map(|n| n.vectors)
-                            .sum()
-                    })
-                    .collect(),
+                Ok(api::Reply::Runtime { workers }) => workers,
                 _ => Vec::new(),
             },
             _ => Vec::new(),
@@ -385,9 +365,28 @@ pub fn worker_wait_between(before: &[ThreadTime], after: &[ThreadTime], wall_ns:
         .unwrap_or(0)
 }
 
+/// Packets each worker took in (what its input nodes produced), in worker order: how the DUT
+/// spread the load over its workers.
+pub fn worker_packets(workers: &[api::WorkerRuntime]) -> Vec<u64> {
+    workers
+        .iter()
+        .map(|w| {
+            w.nodes
+                .iter()
+                .filter(|n| n.kind == "input")
+                .map(|n| n.vectors)
+                .sum()
+        })
+        .collect()
+}
+
 /// Nanoseconds per packet in each node that saw packets, summed over workers, with the total
-/// last. Polling input nodes include their empty polls (as VPP's `show runtime` does).
+/// last (empty without workers). Polling input nodes include their empty polls (as VPP's
+/// `show runtime` does).
 pub fn node_costs(workers: &[api::WorkerRuntime]) -> Vec<(String, f64)> {
+    if workers.is_empty() {
+        return Vec::new();
+    }
     let mut acc: Vec<(String, u64, u64)> = Vec::new();
     for w in workers {
         for n in &w.nodes {
@@ -404,13 +403,7 @@ pub fn node_costs(workers: &[api::WorkerRuntime]) -> Vec<(String, f64)> {
         }
     }
     // Packets through the graph: what the input nodes produced.
-    let packets = workers
-        .iter()
-        .flat_map(|w| &w.nodes)
-        .filter(|n| n.kind == "input")
-        .map(|n| n.vectors)
-        .sum::<u64>()
-        .max(1);
+    let packets = worker_packets(workers).iter().sum::<u64>().max(1);
     let mut v: Vec<(String, f64)> = acc
         .iter()
         .map(|(n, c, vec)| (n.clone(), *c as f64 / *vec as f64))

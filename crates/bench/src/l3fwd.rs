@@ -98,9 +98,9 @@ impl L3fwdConfig {
         &self.dut_cpus[..usize::from(workers).min(self.dut_cpus.len())]
     }
 
-    /// Whether `dut`'s workers share the generator's CPU.
-    pub fn shares_gen_cpu(&self, dut: Subject) -> bool {
-        self.worker_cpus(dut.workers).contains(&self.gen_cpu)
+    /// Whether a DUT with `workers` workers has one on the generator's CPU.
+    pub fn shares_gen_cpu(&self, workers: u16) -> bool {
+        self.worker_cpus(workers).contains(&self.gen_cpu)
     }
 
     /// Refuses a configuration whose DUTs have no CPUs to run on: more workers than DUT CPUs,
@@ -137,7 +137,7 @@ impl L3fwdConfig {
                     }
                 ));
             }
-            if self.shares_gen_cpu(*d) && !self.share_gen_cpu {
+            if self.shares_gen_cpu(d.workers) && !self.share_gen_cpu {
                 return Err(format!(
                     "{d} would run a worker on the generator's CPU {} (DUT CPUs {:?}): two busy loops taking turns measure the scheduler, not the DUT; allow it with --share-gen-cpu",
                     self.gen_cpu,
@@ -832,8 +832,9 @@ type Measured = (
 fn measure_all(cfg: &L3fwdConfig, m: &mut GenMeasurer<'_>) -> Result<Measured, String> {
     m.dut.ready()?;
     let flat = m.trial(None, Duration::from_secs_f64(cfg.mrr_secs))?;
-    let node_ns = m.dut.node_costs();
-    let worker_packets = m.dut.worker_packets();
+    let runtime = m.dut.runtime();
+    let node_ns = crate::dut::node_costs(&runtime);
+    let worker_packets = crate::dut::worker_packets(&runtime);
     if flat.received == 0 {
         return Err("nothing came back in the flat-out trial".into());
     }
@@ -991,9 +992,7 @@ pub fn rows(outcomes: &[Outcome], sizes: &[usize], duts: &[Subject]) -> Vec<Sear
             if ok.is_empty() {
                 continue;
             }
-            let basis = [Placement::Near, Placement::Mid, Placement::Far]
-                .into_iter()
-                .find(|p| ok.iter().any(|o| o.placement == *p));
+            let basis = Placement::preferred(|p| ok.iter().any(|o| o.placement == p));
             let used: Vec<&Outcome> = ok
                 .iter()
                 .copied()
@@ -1173,9 +1172,7 @@ pub fn paired_ratio(
             _ => None,
         })
         .collect();
-    let shared = [Placement::Near, Placement::Mid, Placement::Far]
-        .into_iter()
-        .find(|p| pairs.iter().any(|&(_, a, b)| a == *p && b == *p));
+    let shared = Placement::preferred(|p| pairs.iter().any(|&(_, a, b)| a == p && b == p));
     let v: Vec<f64> = pairs
         .iter()
         .filter(|&&(_, a, b)| shared.is_none_or(|p| a == p && b == p))
@@ -1326,7 +1323,7 @@ pub fn table(cfg: &L3fwdConfig, rows: &[SearchRow]) -> String {
             }
             let basis = r.basis.map_or("all".to_string(), |b| b.to_string());
             let mut flags = format!("  {basis} x{}", r.searches);
-            if cfg.shares_gen_cpu(r.dut) {
+            if cfg.shares_gen_cpu(r.dut.workers) {
                 let _ = write!(
                     flags,
                     " ! a worker shares the generator's CPU {}: not the DUT's rate",
@@ -1483,19 +1480,10 @@ pub fn size_plot(cfg: &L3fwdConfig, rows: &[SearchRow]) -> Result<String, String
         .duts
         .iter()
         .filter(|d| d.workers == fewest)
-        .map(|&d| crate::plot::Series {
-            name: d.to_string(),
-            points: rows
-                .iter()
-                .filter(|r| r.dut == d)
-                .filter_map(|r| r.goals.first().map(|g| (r.size, g)))
-                .map(|(size, g)| crate::plot::Point {
-                    x: size as f64,
-                    y: g.mpps,
-                    y_min: g.mpps_min,
-                    y_max: g.mpps_max,
-                })
-                .collect(),
+        .map(|&d| {
+            goal_series(d.to_string(), rows.iter().filter(|r| r.dut == d), |r| {
+                r.size as f64
+            })
         })
         .filter(|s| !s.points.is_empty())
         .collect();
@@ -1524,6 +1512,27 @@ pub fn size_plot(cfg: &L3fwdConfig, rows: &[SearchRow]) -> Result<String, String
     })
 }
 
+/// A plot line named `name`: each row's first goal (median, bars min-max) at `x` of the row.
+fn goal_series<'r>(
+    name: String,
+    rows: impl Iterator<Item = &'r SearchRow>,
+    x: impl Fn(&SearchRow) -> f64,
+) -> crate::plot::Series {
+    crate::plot::Series {
+        name,
+        points: rows
+            .filter_map(|r| {
+                r.goals.first().map(|g| crate::plot::Point {
+                    x: x(r),
+                    y: g.mpps,
+                    y_min: g.mpps_min,
+                    y_max: g.mpps_max,
+                })
+            })
+            .collect(),
+    }
+}
+
 fn first_goal_name(rows: &[SearchRow]) -> String {
     rows.iter()
         .find_map(|r| r.goals.first().map(|g| g.goal.clone()))
@@ -1550,19 +1559,12 @@ pub fn worker_plot(cfg: &L3fwdConfig, rows: &[SearchRow], size: usize) -> Result
     }
     let series: Vec<crate::plot::Series> = lines
         .iter()
-        .map(|&l| crate::plot::Series {
-            name: l.to_string(),
-            points: rows
-                .iter()
-                .filter(|r| r.size == size && r.dut.line() == l)
-                .filter_map(|r| r.goals.first().map(|g| (r.dut.workers, g)))
-                .map(|(w, g)| crate::plot::Point {
-                    x: f64::from(w),
-                    y: g.mpps,
-                    y_min: g.mpps_min,
-                    y_max: g.mpps_max,
-                })
-                .collect(),
+        .map(|&l| {
+            goal_series(
+                l.to_string(),
+                rows.iter().filter(|r| r.size == size && r.dut.line() == l),
+                |r| f64::from(r.dut.workers),
+            )
         })
         .filter(|s| !s.points.is_empty())
         .collect();
@@ -1573,7 +1575,7 @@ pub fn worker_plot(cfg: &L3fwdConfig, rows: &[SearchRow], size: usize) -> Result
     );
     let shared: Vec<String> = worker_counts(cfg)
         .into_iter()
-        .filter(|&w| cfg.worker_cpus(w).contains(&cfg.gen_cpu))
+        .filter(|&w| cfg.shares_gen_cpu(w))
         .map(|w| w.to_string())
         .collect();
     let mut subtitle = format!(
@@ -1853,7 +1855,7 @@ mod tests {
             e.contains("generator's CPU 0") && e.contains("--share-gen-cpu"),
             "{e}"
         );
-        assert!(!c.shares_gen_cpu(v) && c.shares_gen_cpu(v.with_workers(2)));
+        assert!(!c.shares_gen_cpu(1) && c.shares_gen_cpu(2));
         c.share_gen_cpu = true;
         c.check().unwrap();
         c.dut_cpus = vec![1, 1];

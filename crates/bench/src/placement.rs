@@ -32,6 +32,15 @@ pub enum Placement {
 }
 
 impl Placement {
+    /// The first of near, mid and far (in that order) for which `holds` is true: the
+    /// placement a result is taken from. Near is the state memif is meant to run in, and the
+    /// one the harness waits for; mixed results were cut by a flip.
+    pub fn preferred(holds: impl Fn(Placement) -> bool) -> Option<Placement> {
+        [Placement::Near, Placement::Mid, Placement::Far]
+            .into_iter()
+            .find(|p| holds(*p))
+    }
+
     /// The class of one probe.
     pub fn class(ns: f64) -> Placement {
         if !ns.is_finite() {

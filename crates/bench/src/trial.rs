@@ -96,17 +96,12 @@ pub fn rows(trials: &[Trial], sizes: &[usize], duts: &[Subject]) -> Vec<Row> {
                 .filter(|t| t.dut == dut && t.size == size)
                 .collect();
             let ok: Vec<&Trial> = all.iter().copied().filter(|t| t.error.is_none()).collect();
-            // Near trials when there are any (the state memif is meant to run in), else mid,
-            // else far; mixed trials were cut by a flip and only count when nothing else exists.
-            let basis = [
-                Placement::Near,
-                Placement::Mid,
-                Placement::Far,
-                Placement::Mixed,
-            ]
-            .into_iter()
-            .find(|p| ok.iter().any(|t| t.placement == *p));
-            let Some(basis) = basis else { continue };
+            if ok.is_empty() {
+                continue;
+            }
+            // Mixed trials were cut by a flip and only count when nothing else exists.
+            let basis = Placement::preferred(|p| ok.iter().any(|t| t.placement == p))
+                .unwrap_or(Placement::Mixed);
             let t: Vec<&Trial> = ok
                 .iter()
                 .copied()
