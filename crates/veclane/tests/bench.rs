@@ -47,6 +47,17 @@ fn testpmd_args() -> Vec<&'static str> {
     }
 }
 
+/// Every l3fwd DUT this machine has: veclane, testpmd and dpdk-l3fwd (CI builds both).
+fn l3fwd_dut_args() -> Vec<&'static str> {
+    let peers = testpmd_args();
+    if peers.is_empty() && bench::dpdk_l3fwd::find().is_some() {
+        vec!["--dut", "veclane,testpmd,dpdk-l3fwd"]
+    } else {
+        eprintln!("dpdk-l3fwd not built (scripts/build-dpdk-l3fwd.sh): not measured");
+        peers
+    }
+}
+
 #[test]
 fn l3fwd_searches_every_dut_and_the_counters_agree() {
     let mut args = vec![
@@ -64,13 +75,7 @@ fn l3fwd_searches_every_dut_and_the_counters_agree() {
         "--latency-secs",
         "0.2",
     ];
-    let peers = testpmd_args();
-    if peers.is_empty() && bench::dpdk_l3fwd::find().is_some() {
-        args.extend(["--dut", "veclane,testpmd,dpdk-l3fwd"]);
-    } else {
-        eprintln!("dpdk-l3fwd not built (scripts/build-dpdk-l3fwd.sh): not measured");
-        args.extend(peers);
-    }
+    args.extend(l3fwd_dut_args());
     let r = bench(&args);
     let searches = r["searches"].as_array().unwrap();
     let duts: Vec<String> = searches
@@ -168,12 +173,7 @@ fn l3fwd_dut_workers_take_a_queue_pair_each() {
         "--max-redo",
         "0",
     ];
-    let peers = testpmd_args();
-    if peers.is_empty() && bench::dpdk_l3fwd::find().is_some() {
-        args.extend(["--dut", "veclane,testpmd,dpdk-l3fwd"]);
-    } else {
-        args.extend(peers);
-    }
+    args.extend(l3fwd_dut_args());
     let r = bench(&args);
     assert_eq!(r["config"]["dut_cpus"], serde_json::json!([1, 0]));
     for o in r["searches"].as_array().unwrap() {
