@@ -71,6 +71,25 @@ pub fn help() -> String {
     s
 }
 
+/// The command reference as Markdown: `docs/ctl.md` is this text (a test keeps them equal).
+pub fn reference_markdown() -> String {
+    let mut s = String::from(
+        "# `veclane ctl` command reference\n\n\
+         Generated from the control API's command table (`api::cli::COMMANDS`); a test fails when \
+         this file and the table differ. Regenerate it with \
+         `VECLANE_BLESS=1 cargo test -p api ctl_reference`.\n\n\
+         `veclane ctl WORDS` sends one command to the daemon's control socket (`ctl.sock` in the \
+         runtime directory, or `--socket PATH`) and prints the reply; `--json` prints the raw \
+         reply; `veclane ctl help` lists the commands.\n\n\
+         | command | what it does |\n|---|---|\n",
+    );
+    for (usage, what) in COMMANDS {
+        let usage = usage.replace('|', "\\|");
+        s.push_str(&format!("| `{usage}` | {what} |\n"));
+    }
+    s
+}
+
 fn usage_of(prefix: &str) -> String {
     COMMANDS
         .iter()
@@ -613,6 +632,22 @@ mod tests {
 
     fn p(s: &str) -> Result<Request, String> {
         parse(&s.split_whitespace().collect::<Vec<_>>())
+    }
+
+    /// `docs/ctl.md` is generated from [`COMMANDS`]; `VECLANE_BLESS=1` rewrites it.
+    #[test]
+    fn ctl_reference_is_the_committed_doc() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/ctl.md");
+        let want = reference_markdown();
+        if std::env::var_os("VECLANE_BLESS").is_some() {
+            std::fs::write(&path, &want).unwrap();
+        }
+        let have = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            have == want,
+            "{} differs from the command table: run `VECLANE_BLESS=1 cargo test -p api ctl_reference`",
+            path.display()
+        );
     }
 
     #[test]

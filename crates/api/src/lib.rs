@@ -3,6 +3,8 @@
 //! clients of it; [`cli`] maps VPP-like command lines onto [`Request`]s and formats
 //! [`Reply`]s as text.
 
+#![forbid(unsafe_code)]
+
 pub mod cli;
 
 use std::io::{BufRead, BufReader, Write};

@@ -8,6 +8,8 @@
 //! never inferred from what was offered. It never parses command lines (the `veclane` front
 //! end does).
 
+#![forbid(unsafe_code)]
+
 pub mod cost;
 pub mod csv;
 pub mod dpdk_l3fwd;

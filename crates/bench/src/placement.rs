@@ -107,7 +107,7 @@ pub fn can_preempt() -> bool {
 }
 
 /// Above every normal thread, below the kernel's own real-time threads (50 and up).
-const RT_PRIORITY: i32 = 10;
+const RT_PRIORITY: u8 = 10;
 
 fn probe_with(a: usize, b: usize, hops: u64, rt: bool) -> f64 {
     let mut runs: Vec<f64> = (0..3).map(|_| probe_once(a, b, hops, rt)).collect();

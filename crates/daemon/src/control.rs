@@ -18,9 +18,10 @@ use api::{
 use arc_swap::ArcSwap;
 use fib::adj::{AdjIndex, AdjTable, Adjacency};
 use fib::{Lpm, LpmReader};
+use memif::nodes::{QueueCommand, RxQueue, TxQueue};
 use memif::queue::QueueCounters;
 use memif::{Client, Event, InterfaceConfig, Listener, SocketPath};
-use nodes::{IfConfig, Learned, QueueCommand, Shared};
+use nodes::{IfConfig, Learned, Shared};
 
 use crate::config::{Config, DaemonSection};
 use crate::worker::{self, WorkerCmd, WorkerHandle, WorkerSetup};
@@ -814,7 +815,7 @@ impl Control {
         let ifindex = ix as u32;
         match e {
             Event::Connected { peer, queues, .. } => {
-                let (rx, tx): (Vec<nodes::RxQueue>, Vec<nodes::TxQueue>) = match queues {
+                let (rx, tx): (Vec<RxQueue>, Vec<TxQueue>) = match queues {
                     Queues::Master(q) => (
                         q.rx.into_iter().map(Into::into).collect(),
                         q.tx.into_iter().map(Into::into).collect(),
@@ -1225,17 +1226,17 @@ enum Queues {
     Slave(memif::SecondaryQueues),
 }
 
-fn rx_counters(q: &nodes::RxQueue) -> Arc<QueueCounters> {
+fn rx_counters(q: &RxQueue) -> Arc<QueueCounters> {
     match q {
-        nodes::RxQueue::Primary(q) => q.counters().clone(),
-        nodes::RxQueue::Secondary(q) => q.counters().clone(),
+        RxQueue::Primary(q) => q.counters().clone(),
+        RxQueue::Secondary(q) => q.counters().clone(),
     }
 }
 
-fn tx_counters(q: &nodes::TxQueue) -> Arc<QueueCounters> {
+fn tx_counters(q: &TxQueue) -> Arc<QueueCounters> {
     match q {
-        nodes::TxQueue::Primary(q) => q.counters().clone(),
-        nodes::TxQueue::Secondary(q) => q.counters().clone(),
+        TxQueue::Primary(q) => q.counters().clone(),
+        TxQueue::Secondary(q) => q.counters().clone(),
     }
 }
 

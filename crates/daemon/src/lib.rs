@@ -7,6 +7,8 @@
 //! Threads: the calling thread becomes the control thread (memif handshakes, tables, API);
 //! workers are described in [`worker`].
 
+#![forbid(unsafe_code)]
+
 pub mod config;
 pub mod control;
 pub mod server;

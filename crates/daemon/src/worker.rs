@@ -15,8 +15,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use buffer::{Pool, PoolConfig};
-use graph::{Captured, Filter, Node, Runtime};
-use nodes::{Learned, QueueCommand, Shared};
+use graph::{AnyNode, Captured, Filter, Runtime};
+use memif::nodes::QueueCommand;
+use nodes::{Learned, Shared};
 
 use crate::config::RxMode;
 
@@ -115,11 +116,11 @@ fn graph_nodes(
     s: &WorkerSetup,
     rxq: Receiver<QueueCommand>,
     txq: Receiver<QueueCommand>,
-) -> std::io::Result<Vec<Box<dyn Node>>> {
+) -> std::io::Result<Vec<Box<dyn AnyNode>>> {
     let single = s.copy == crate::config::CopyMode::Single;
     Ok(vec![
         Box::new(
-            nodes::MemifInput::new(rxq)
+            memif::nodes::MemifInput::new(rxq)
                 .single_copy(single)
                 .with_engine(copy_engine::Engine::new(s.engine)?),
         ),
@@ -132,12 +133,18 @@ fn graph_nodes(
         Box::new(nodes::Ip4IcmpError::new(s.shared.clone())),
         Box::new(nodes::Ip4Glean::new(s.shared.clone())),
         Box::new(
-            nodes::InterfaceOutput::new(txq)
-                .with_interfaces(s.shared.interfaces.clone())
+            memif::nodes::InterfaceOutput::new(txq)
+                .with_admin_state(admin_up(&s.shared))
                 .with_engine(copy_engine::Engine::new(s.engine)?),
         ),
         Box::new(nodes::ErrorDrop),
     ])
+}
+
+/// Whether an interface is administratively up, as `interface-output` asks it.
+fn admin_up(shared: &Shared) -> impl Fn(u32) -> bool + Send + 'static {
+    let ifs = shared.interfaces.clone();
+    move |i| ifs.load().get(i as usize).is_some_and(|c| c.up)
 }
 
 /// Starts a worker thread.

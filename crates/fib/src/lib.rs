@@ -17,6 +17,8 @@
 //!
 //! It never allocates on the lookup path and knows nothing of packets.
 
+#![forbid(unsafe_code)]
+
 pub mod adj;
 
 use std::collections::BTreeMap;

@@ -3,22 +3,33 @@
 //! `graph` owns the engine every packet runs through, in VPP's shape: a node is one function
 //! over a frame of up to [`FRAME_SIZE`] buffer indices that decides, for each buffer, which of
 //! its declared next nodes gets it; the runtime then moves buffers to those nodes' pending
-//! frames. A node declares its name, next nodes and error counters in one [`NodeInfo`], and
-//! that is all `show runtime`, `show errors` and `show trace` need.
+//! frames. A node is declared once with [`node!`]: its name, its next nodes and error counters
+//! as enums, its trace record as a typed struct; that is all `show runtime`, `show errors` and
+//! `show trace` need (see [`node`]).
 //!
 //! One [`Runtime`] per worker thread: it owns its nodes, their pending frames, their counters
 //! (calls, vectors, clocks) and a trace ring. Nothing here locks or allocates after
-//! construction, and nothing here knows a protocol: nodes live in the `nodes` crate.
+//! construction (a sleeping worker's wake fds go into an epoll set made with the runtime), and
+//! nothing here knows a protocol: protocol nodes live in the `nodes` crate, device nodes with
+//! their devices.
+
+#![forbid(unsafe_code)]
 
 pub mod capture;
 pub mod clock;
+pub mod node;
 pub mod trace;
 
-use std::os::fd::BorrowedFd;
+use std::os::fd::{BorrowedFd, OwnedFd};
 
 use buffer::Pool;
+use rustix::event::epoll;
 
 pub use capture::{Capture, Captured, Filter, Point};
+pub use node::{
+    AnyNode, Ctx, Declare, Env, ErrorCounters, Never, NextNodes, NoTrace, Node, NodeInfo, NodeKind,
+    TraceData,
+};
 pub use trace::{TraceRecord, TraceRing};
 
 /// Buffers per frame.
@@ -33,118 +44,8 @@ pub const CONSUMED: u16 = u16::MAX;
 /// Buffer flag: trace this buffer through the graph.
 pub const BUFFER_TRACED: u16 = 1;
 
-/// Whether the runtime polls a node or feeds it frames.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NodeKind {
-    /// Polled once per dispatch loop (device input).
-    Input,
-    /// Runs when buffers are pending for it.
-    Internal,
-}
-
-/// What a node is, declared in one place.
-#[derive(Debug, Clone, Copy)]
-pub struct NodeInfo {
-    pub name: &'static str,
-    pub kind: NodeKind,
-    /// Next nodes by name; a node's `next` values index this list.
-    pub nexts: &'static [&'static str],
-    /// Error counters by name; a node's error codes index this list.
-    pub errors: &'static [&'static str],
-}
-
-/// What a node gets while it runs.
-#[derive(Debug)]
-pub struct Ctx<'a> {
-    pub pool: &'a mut Pool,
-    errors: &'a mut [u64],
-    trace: &'a mut TraceRing,
-    capture: &'a mut Capture,
-    node: NodeIndex,
-}
-
-impl Ctx<'_> {
-    /// Whether packets at `point` are being captured (`pcap trace`); check once per frame.
-    #[inline]
-    pub fn capturing(&self, point: Point) -> bool {
-        self.capture.wants(point)
-    }
-
-    /// Captures buffer `b` at `point` for interface `ifindex` if the capture filter matches.
-    pub fn capture(&mut self, point: Point, ifindex: u32, b: u32) {
-        self.capture.record(self.pool, point, ifindex, b);
-    }
-
-    /// Counts one occurrence of error `code` (an index into the node's `errors`).
-    #[inline]
-    pub fn count_error(&mut self, code: usize) {
-        if let Some(c) = self.errors.get_mut(code) {
-            *c += 1;
-        }
-    }
-
-    #[inline]
-    pub fn count_errors(&mut self, code: usize, n: u64) {
-        if let Some(c) = self.errors.get_mut(code) {
-            *c += n;
-        }
-    }
-
-    /// Whether buffer `b` is being traced.
-    #[inline]
-    pub fn is_traced(&self, b: u32) -> bool {
-        self.pool.meta(b).flags & BUFFER_TRACED != 0
-    }
-
-    /// Adds this node's record for traced buffer `b` (at most [`trace::TRACE_DATA`] bytes).
-    pub fn trace(&mut self, b: u32, data: &[u8]) {
-        self.trace.push(self.node, b, data);
-    }
-}
-
-/// A graph node.
-pub trait Node: Send {
-    fn info(&self) -> NodeInfo;
-
-    /// Internal nodes: for each buffer of `bufs`, write the index of its next node into `next`,
-    /// or [`CONSUMED`] if the node took the buffer (terminal nodes: output, drop).
-    fn process(&mut self, ctx: &mut Ctx<'_>, bufs: &[u32], next: &mut [u16]) {
-        let _ = (ctx, bufs, next);
-    }
-
-    /// Input nodes: append up to `room` new buffers to `out` and their next-node indices to
-    /// `next`.
-    fn poll(&mut self, ctx: &mut Ctx<'_>, room: usize, out: &mut Vec<u32>, next: &mut Vec<u16>) {
-        let _ = (ctx, room, out, next);
-    }
-
-    /// Input nodes that can sleep: `arm(true)` unmasks the devices' interrupts before the
-    /// worker sleeps and returns true if work is already waiting (the lost-wakeup re-check:
-    /// then the worker does not sleep); `arm(false)` masks them again and clears the
-    /// notifications, after the sleep. Input nodes that cannot sleep keep the default.
-    fn arm(&mut self, on: bool) -> bool {
-        let _ = on;
-        false
-    }
-
-    /// Input nodes: called once the graph has run dry at the end of a dispatch, when every
-    /// buffer this node produced has been sent or dropped (single-copy memif input gives its
-    /// peer's slots back here).
-    fn end_dispatch(&mut self) {}
-
-    /// Input nodes: the fds that become readable when work arrives (interrupt eventfds).
-    fn wake_fds<'a>(&'a self, out: &mut Vec<BorrowedFd<'a>>) {
-        let _ = out;
-    }
-
-    /// Turns one of this node's trace records back into text.
-    fn format_trace(&self, data: &[u8]) -> String {
-        data.iter().map(|b| format!("{b:02x}")).collect()
-    }
-}
-
 /// Why a graph cannot be built.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum GraphError {
     #[error("node {node:?}: next node {next:?} does not exist")]
     UnknownNext {
@@ -155,6 +56,8 @@ pub enum GraphError {
     Duplicate(&'static str),
     #[error("more than {} nodes", NodeIndex::MAX)]
     TooMany,
+    #[error("epoll_create: {0}")]
+    Epoll(std::io::Error),
 }
 
 /// Per-node counters, as `show runtime` prints them.
@@ -167,7 +70,7 @@ pub struct NodeStats {
 }
 
 struct Slot {
-    node: Box<dyn Node>,
+    node: Box<dyn AnyNode>,
     info: NodeInfo,
     nexts: Vec<NodeIndex>,
     pending: Vec<u32>,
@@ -189,6 +92,8 @@ pub struct Runtime {
     /// Buffers a node sent to a next index it never declared (a node bug): freed, counted.
     undeclared_next: u64,
     capture: Capture,
+    /// The set a sleeping worker waits in; filled for each sleep and emptied after it.
+    epoll: OwnedFd,
 }
 
 impl core::fmt::Debug for Runtime {
@@ -204,7 +109,7 @@ impl core::fmt::Debug for Runtime {
 
 impl Runtime {
     /// Builds a runtime from its nodes, resolving every next node by name.
-    pub fn new(nodes: Vec<Box<dyn Node>>, trace_capacity: usize) -> Result<Runtime, GraphError> {
+    pub fn new(nodes: Vec<Box<dyn AnyNode>>, trace_capacity: usize) -> Result<Runtime, GraphError> {
         if nodes.len() > usize::from(NodeIndex::MAX) {
             return Err(GraphError::TooMany);
         }
@@ -247,7 +152,10 @@ impl Runtime {
             .filter(|(_, i)| i.kind == NodeKind::Input)
             .map(|(i, _)| i as NodeIndex)
             .collect();
+        let epoll =
+            epoll::create(epoll::CreateFlags::CLOEXEC).map_err(|e| GraphError::Epoll(e.into()))?;
         Ok(Runtime {
+            epoll,
             capture: Capture::default(),
             tracing: false,
             undeclared_next: 0,
@@ -295,14 +203,14 @@ impl Runtime {
             next.clear();
             {
                 let s = &mut self.slots[i];
-                let mut ctx = Ctx {
+                let env = Env {
                     pool,
                     errors: &mut s.errors,
                     trace: &mut self.trace,
                     capture: &mut self.capture,
                     node: i as NodeIndex,
                 };
-                s.node.poll(&mut ctx, FRAME_SIZE, &mut out, &mut next);
+                s.node.poll(env, FRAME_SIZE, &mut out, &mut next);
             }
             let n = out.len().min(next.len());
             let s = &mut self.slots[i];
@@ -356,14 +264,14 @@ impl Runtime {
             }
             {
                 let s = &mut self.slots[i];
-                let mut ctx = Ctx {
+                let env = Env {
                     pool,
                     errors: &mut s.errors,
                     trace: &mut self.trace,
                     capture: &mut self.capture,
                     node: i as NodeIndex,
                 };
-                s.node.process(&mut ctx, &frame, &mut next);
+                s.node.process(env, &frame, &mut next);
             }
             let s = &mut self.slots[i];
             s.stats.calls += 1;
@@ -391,21 +299,31 @@ impl Runtime {
             pending |= self.slots[usize::from(self.inputs[k])].node.arm(true);
         }
         let slept = !pending && {
-            let mut fds: Vec<BorrowedFd<'_>> = vec![wake];
+            // Register the wake fds for this sleep only: the set of queues changes between
+            // sleeps, and a sleep is rare enough (an idle worker) that two syscalls per fd cost
+            // nothing that matters; nothing is allocated.
+            let ep = &self.epoll;
+            let mut watch = |fd: BorrowedFd<'_>| {
+                // EEXIST (one fd handed twice) is harmless: it is watched already.
+                let _ = epoll::add(ep, fd, epoll::EventData::new_u64(0), epoll::EventFlags::IN);
+            };
+            watch(wake);
             for &i in &self.inputs {
-                self.slots[usize::from(i)].node.wake_fds(&mut fds);
+                self.slots[usize::from(i)].node.wake_fds(&mut watch);
             }
-            let mut polls: Vec<rustix::event::PollFd<'_>> = fds
-                .iter()
-                .map(|fd| {
-                    rustix::event::PollFd::from_borrowed_fd(*fd, rustix::event::PollFlags::IN)
-                })
-                .collect();
             let ts = rustix::event::Timespec {
                 tv_sec: i64::from(timeout_ms / 1000),
                 tv_nsec: i64::from(timeout_ms % 1000) * 1_000_000,
             };
-            let _ = rustix::event::poll(&mut polls, Some(&ts));
+            let mut events = [core::mem::MaybeUninit::<epoll::Event>::uninit(); 1];
+            let _ = epoll::wait(ep, &mut events[..], Some(&ts));
+            let mut unwatch = |fd: BorrowedFd<'_>| {
+                let _ = epoll::delete(ep, fd);
+            };
+            unwatch(wake);
+            for &i in &self.inputs {
+                self.slots[usize::from(i)].node.wake_fds(&mut unwatch);
+            }
             true
         };
         for k in 0..self.inputs.len() {
@@ -541,18 +459,18 @@ mod tests {
         value: u8,
     }
 
+    crate::node! {
+        Gen: "gen", Input;
+        next GenNext { Classify = "classify" }
+    }
+
     impl Node for Gen {
-        fn info(&self) -> NodeInfo {
-            NodeInfo {
-                name: self.name,
-                kind: NodeKind::Input,
-                nexts: &["classify"],
-                errors: &[],
-            }
+        fn name(&self) -> &'static str {
+            self.name
         }
         fn poll(
             &mut self,
-            ctx: &mut Ctx<'_>,
+            ctx: &mut Ctx<'_, Self>,
             room: usize,
             out: &mut Vec<u32>,
             next: &mut Vec<u16>,
@@ -561,7 +479,7 @@ mod tests {
                 let b = ctx.pool.from_bytes(&[self.value]).unwrap();
                 self.value = self.value.wrapping_add(1);
                 out.push(b);
-                next.push(0);
+                next.push(GenNext::Classify.into());
             }
         }
     }
@@ -569,46 +487,42 @@ mod tests {
     /// Even bytes go on, odd ones are dropped with a named error.
     struct Classify;
 
-    impl Node for Classify {
-        fn info(&self) -> NodeInfo {
-            NodeInfo {
-                name: "classify",
-                kind: NodeKind::Internal,
-                nexts: &["sink", "error-drop"],
-                errors: &["odd byte"],
-            }
+    crate::node! {
+        Classify: "classify", Internal;
+        next ClassifyNext { Sink = "sink", Drop = "error-drop" }
+        error ClassifyError { Odd = "odd byte" }
+        trace ClassifyTrace { value: u8 }
+    }
+
+    impl core::fmt::Display for ClassifyTrace {
+        fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+            write!(f, "value {}", self.value)
         }
-        fn process(&mut self, ctx: &mut Ctx<'_>, bufs: &[u32], next: &mut [u16]) {
+    }
+
+    impl Node for Classify {
+        fn process(&mut self, ctx: &mut Ctx<'_, Self>, bufs: &[u32], next: &mut [u16]) {
             for (b, n) in bufs.iter().zip(next.iter_mut()) {
                 let v = ctx.pool.data(*b)[0];
                 if ctx.is_traced(*b) {
-                    ctx.trace(*b, &[v]);
+                    ctx.trace(*b, ClassifyTrace { value: v });
                 }
                 if v.is_multiple_of(2) {
-                    *n = 0;
+                    *n = ClassifyNext::Sink.into();
                 } else {
-                    ctx.count_error(0);
-                    *n = 1;
+                    ctx.count_error(ClassifyError::Odd);
+                    *n = ClassifyNext::Drop.into();
                 }
             }
-        }
-        fn format_trace(&self, data: &[u8]) -> String {
-            format!("value {}", data[0])
         }
     }
 
     struct Sink(std::sync::Arc<std::sync::atomic::AtomicU64>);
 
+    crate::node! { Sink: "sink", Internal; }
+
     impl Node for Sink {
-        fn info(&self) -> NodeInfo {
-            NodeInfo {
-                name: "sink",
-                kind: NodeKind::Internal,
-                nexts: &[],
-                errors: &[],
-            }
-        }
-        fn process(&mut self, ctx: &mut Ctx<'_>, bufs: &[u32], next: &mut [u16]) {
+        fn process(&mut self, ctx: &mut Ctx<'_, Self>, bufs: &[u32], next: &mut [u16]) {
             self.0
                 .fetch_add(bufs.len() as u64, std::sync::atomic::Ordering::Relaxed);
             ctx.pool.free_bulk(bufs);
@@ -618,16 +532,10 @@ mod tests {
 
     struct Drop;
 
+    crate::node! { Drop: "error-drop", Internal; }
+
     impl Node for Drop {
-        fn info(&self) -> NodeInfo {
-            NodeInfo {
-                name: "error-drop",
-                kind: NodeKind::Internal,
-                nexts: &[],
-                errors: &[],
-            }
-        }
-        fn process(&mut self, ctx: &mut Ctx<'_>, bufs: &[u32], next: &mut [u16]) {
+        fn process(&mut self, ctx: &mut Ctx<'_, Self>, bufs: &[u32], next: &mut [u16]) {
             ctx.pool.free_bulk(bufs);
             next.fill(CONSUMED);
         }
@@ -715,22 +623,17 @@ mod tests {
     #[test]
     fn bad_graphs_are_refused_by_name() {
         struct Lost;
-        impl Node for Lost {
-            fn info(&self) -> NodeInfo {
-                NodeInfo {
-                    name: "lost",
-                    kind: NodeKind::Internal,
-                    nexts: &["ip4-lokup"],
-                    errors: &[],
-                }
-            }
+        crate::node! {
+            Lost: "lost", Internal;
+            next LostNext { Lookup = "ip4-lokup" }
         }
+        impl Node for Lost {}
         let e = Runtime::new(vec![Box::new(Lost)], 0).unwrap_err();
         assert_eq!(
             e.to_string(),
             "node \"lost\": next node \"ip4-lokup\" does not exist"
         );
         let e = Runtime::new(vec![Box::new(Drop), Box::new(Drop)], 0).unwrap_err();
-        assert_eq!(e, GraphError::Duplicate("error-drop"));
+        assert!(matches!(e, GraphError::Duplicate("error-drop")), "{e:?}");
     }
 }

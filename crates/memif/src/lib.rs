@@ -2,8 +2,9 @@
 //!
 //! This crate owns every fd, socket and shared mapping of a memif interface: the control
 //! channel ([`sock`]), the handshake in both roles ([`primary::Listener`],
-//! [`secondary::Client`]), the regions ([`shm`]), the rings ([`ring`]) and the data path
-//! ([`queue`]). It is wire-compatible with VPP, libmemif, DPDK `net_memif` and gomemif.
+//! [`secondary::Client`]), the regions ([`shm`]), the rings ([`ring`]), the data path
+//! ([`queue`]) and the device's graph nodes, `memif-input` and `interface-output`
+//! ([`nodes`]). It is wire-compatible with VPP, libmemif, DPDK `net_memif` and gomemif.
 //!
 //! The secondary (slave) creates all memory; the primary (master) maps it. Everything the peer
 //! wrote is hostile: control messages are parsed into owned values and checked against the
@@ -16,6 +17,7 @@
 //! It must never parse packets (that is `wire`) or make forwarding decisions.
 
 pub mod msg;
+pub mod nodes;
 pub mod primary;
 pub mod queue;
 pub mod ring;

@@ -3,20 +3,10 @@
 
 use std::sync::mpsc::{SyncSender, TrySendError};
 
-use graph::{Ctx, Node, NodeInfo, NodeKind};
-use wire::{Arp, ArpOp, MacAddr};
+use graph::{Ctx, Node};
+use wire::{Arp, ArpOp, EtherType, Ethernet, MacAddr};
 
-use crate::{Learned, Shared};
-
-const NEXT_OUTPUT: u16 = 0;
-const NEXT_DROP: u16 = 1;
-
-const E_MALFORMED: usize = 0;
-const E_NOT_OURS: usize = 1;
-const E_REPLY_LEARNED: usize = 2;
-const E_OFF_LINK: usize = 3;
-const E_NO_HEADROOM: usize = 4;
-const E_LEARN_QUEUE: usize = 5;
+use crate::{ETH_HDR, Learned, Shared};
 
 #[derive(Debug)]
 pub struct ArpInput {
@@ -33,39 +23,51 @@ impl ArpInput {
     }
 }
 
-impl Node for ArpInput {
-    fn info(&self) -> NodeInfo {
-        NodeInfo {
-            name: "arp-input",
-            kind: NodeKind::Internal,
-            nexts: &["interface-output", "error-drop"],
-            errors: &[
-                "arp packet malformed or not ethernet/ipv4",
-                "arp request for an address that is not ours",
-                "arp reply: neighbour learned (not an error)",
-                "arp sender not on a connected subnet",
-                "no headroom for the l2 header",
-                "learned-neighbour queue full or closed",
-            ],
-        }
+graph::node! {
+    ArpInput: "arp-input", Internal;
+    next Next {
+        Output = "interface-output",
+        Drop = "error-drop",
     }
+    error Error {
+        Malformed = "arp packet malformed or not ethernet/ipv4",
+        NotOurs = "arp request for an address that is not ours",
+        ReplyLearned = "arp reply: neighbour learned (not an error)",
+        OffLink = "arp sender not on a connected subnet",
+        NoHeadroom = "no headroom for the l2 header",
+        LearnQueue = "learned-neighbour queue full or closed",
+    }
+    trace ArpTrace { op: u16, sender_ip: [u8; 4], target_ip: [u8; 4] }
+}
 
-    fn process(&mut self, ctx: &mut Ctx<'_>, bufs: &[u32], next: &mut [u16]) {
+impl core::fmt::Display for ArpTrace {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let op = if self.op == 1 { "request" } else { "reply" };
+        let (s, t) = (
+            wire::Ipv4Addr::from(self.sender_ip),
+            wire::Ipv4Addr::from(self.target_ip),
+        );
+        write!(f, "{op} who-has {t} tell {s}")
+    }
+}
+
+impl Node for ArpInput {
+    fn process(&mut self, ctx: &mut Ctx<'_, Self>, bufs: &[u32], next: &mut [u16]) {
         let ifs = self.shared.interfaces.load();
         for (&b, n) in bufs.iter().zip(next.iter_mut()) {
-            *n = NEXT_DROP;
+            *n = Next::Drop.into();
             let rx = ctx.pool.meta(b).rx_if;
             let Some(ifc) = ifs.get(rx as usize) else {
                 continue;
             };
             let Ok(arp) = Arp::new_checked(ctx.pool.data(b)) else {
-                ctx.count_error(E_MALFORMED);
+                ctx.count_error(Error::Malformed);
                 continue;
             };
             let (op, smac, sip, tip) =
                 (arp.op(), arp.sender_mac(), arp.sender_ip(), arp.target_ip());
             if !ifc.on_link(sip) {
-                ctx.count_error(E_OFF_LINK);
+                ctx.count_error(Error::OffLink);
                 continue;
             }
             // Requests and replies alike tell us where the sender is.
@@ -76,20 +78,21 @@ impl Node for ArpInput {
             }) {
                 Ok(()) => {}
                 Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
-                    ctx.count_error(E_LEARN_QUEUE)
+                    ctx.count_error(Error::LearnQueue)
                 }
             }
             if ctx.is_traced(b) {
-                let mut t = [0u8; 9];
-                t[0] = u16::from(op) as u8;
-                t[1..5].copy_from_slice(&sip.octets());
-                t[5..9].copy_from_slice(&tip.octets());
-                ctx.trace(b, &t);
+                let t = ArpTrace {
+                    op: op.into(),
+                    sender_ip: sip.octets(),
+                    target_ip: tip.octets(),
+                };
+                ctx.trace(b, t);
             }
             match op {
                 ArpOp::Request if ifc.owns(tip) => {
                     let me = MacAddr(ifc.mac);
-                    let len = Arp::<&[u8]>::LEN;
+                    let len = wire::arp::LEN;
                     // The reply is written over the request, then an Ethernet header in front.
                     let _ = Arp::emit(
                         &mut ctx.pool.data_mut(b)[..len],
@@ -98,28 +101,20 @@ impl Node for ArpInput {
                         (smac, sip),
                     );
                     ctx.pool.truncate(b, len as u16);
-                    if !ctx.pool.advance(b, -14) {
-                        ctx.count_error(E_NO_HEADROOM);
+                    if !ctx.pool.advance(b, -(ETH_HDR as isize)) {
+                        ctx.count_error(Error::NoHeadroom);
                         continue;
                     }
-                    let eth = ctx.pool.data_mut(b);
-                    eth[0..6].copy_from_slice(&smac.0);
-                    eth[6..12].copy_from_slice(&me.0);
-                    eth[12..14].copy_from_slice(&[0x08, 0x06]);
+                    let mut eth = Ethernet::new_unchecked(ctx.pool.data_mut(b));
+                    eth.set_dst(smac);
+                    eth.set_src(me);
+                    eth.set_ethertype(EtherType::Arp);
                     ctx.pool.meta_mut(b).tx_if = rx;
-                    *n = NEXT_OUTPUT;
+                    *n = Next::Output.into();
                 }
-                ArpOp::Request => ctx.count_error(E_NOT_OURS),
-                _ => ctx.count_error(E_REPLY_LEARNED),
+                ArpOp::Request => ctx.count_error(Error::NotOurs),
+                _ => ctx.count_error(Error::ReplyLearned),
             }
         }
-    }
-
-    fn format_trace(&self, d: &[u8]) -> String {
-        let op = if d[0] == 1 { "request" } else { "reply" };
-        format!(
-            "{op} who-has {}.{}.{}.{} tell {}.{}.{}.{}",
-            d[5], d[6], d[7], d[8], d[1], d[2], d[3], d[4]
-        )
     }
 }

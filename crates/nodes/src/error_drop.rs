@@ -1,21 +1,14 @@
 //! `error-drop`: frees what other nodes dropped. The reasons were counted where they arose.
 
-use graph::{CONSUMED, Ctx, Node, NodeInfo, NodeKind, Point};
+use graph::{CONSUMED, Ctx, Node, Point};
 
 #[derive(Debug, Default)]
 pub struct ErrorDrop;
 
-impl Node for ErrorDrop {
-    fn info(&self) -> NodeInfo {
-        NodeInfo {
-            name: "error-drop",
-            kind: NodeKind::Internal,
-            nexts: &[],
-            errors: &[],
-        }
-    }
+graph::node! { ErrorDrop: "error-drop", Internal; }
 
-    fn process(&mut self, ctx: &mut Ctx<'_>, bufs: &[u32], next: &mut [u16]) {
+impl Node for ErrorDrop {
+    fn process(&mut self, ctx: &mut Ctx<'_, Self>, bufs: &[u32], next: &mut [u16]) {
         if ctx.capturing(Point::Drop) {
             for &b in bufs {
                 let rx_if = ctx.pool.meta(b).rx_if;

@@ -14,20 +14,10 @@ use std::time::Duration;
 
 use fib::Ipv4Addr;
 use fib::adj::Adjacency;
-use graph::{Ctx, Node, NodeInfo, NodeKind, clock};
-use wire::{Arp, ArpOp, EtherType, Ethernet, MacAddr};
+use graph::{Ctx, Node, clock};
+use wire::{Arp, ArpOp, EtherType, Ethernet, Ipv4, MacAddr};
 
-use crate::Shared;
-
-const NEXT_OUTPUT: u16 = 0;
-const NEXT_DROP: u16 = 1;
-
-const E_REQUEST_SENT: usize = 0;
-const E_THROTTLED: usize = 1;
-const E_IF_DOWN: usize = 2;
-const E_NO_ADDRESS: usize = 3;
-const E_STALE_ADJ: usize = 4;
-const E_NO_ROOM: usize = 5;
+use crate::{ETH_HDR, Shared};
 
 /// The least time between two requests for one next hop on one interface, per worker.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(100);
@@ -36,7 +26,7 @@ pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(100);
 const SLOTS: usize = 256;
 
 /// Ethernet header and ARP packet.
-const REQUEST_LEN: usize = 14 + 28;
+const REQUEST_LEN: usize = ETH_HDR + wire::arp::LEN;
 
 /// The last request for one (interface, next hop) pair.
 #[derive(Debug, Clone, Copy)]
@@ -92,69 +82,76 @@ impl Ip4Glean {
     }
 }
 
-impl Node for Ip4Glean {
-    fn info(&self) -> NodeInfo {
-        NodeInfo {
-            name: "ip4-glean",
-            kind: NodeKind::Internal,
-            nexts: &["interface-output", "error-drop"],
-            errors: &[
-                "arp request sent, packet dropped",
-                "arp request throttled, packet dropped",
-                "tx interface down or unknown",
-                "tx interface has no address",
-                "adjacency changed",
-                "no room for the arp request",
-            ],
-        }
+graph::node! {
+    Ip4Glean: "ip4-glean", Internal;
+    next Next {
+        Output = "interface-output",
+        Drop = "error-drop",
     }
+    error Error {
+        RequestSent = "arp request sent, packet dropped",
+        Throttled = "arp request throttled, packet dropped",
+        IfDown = "tx interface down or unknown",
+        NoAddress = "tx interface has no address",
+        StaleAdj = "adjacency changed",
+        NoRoom = "no room for the arp request",
+    }
+    trace GleanTrace { tx_if: u32, next_hop: [u8; 4] }
+}
 
-    fn process(&mut self, ctx: &mut Ctx<'_>, bufs: &[u32], next: &mut [u16]) {
+impl core::fmt::Display for GleanTrace {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let next_hop = Ipv4Addr::from(self.next_hop);
+        write!(f, "arp who-has {next_hop} on interface {}", self.tx_if)
+    }
+}
+
+impl Node for Ip4Glean {
+    fn process(&mut self, ctx: &mut Ctx<'_, Self>, bufs: &[u32], next: &mut [u16]) {
         let ifs = self.shared.interfaces.load();
         let adjs = self.shared.adjacencies.load();
         let now = clock::ticks();
         for (&b, n) in bufs.iter().zip(next.iter_mut()) {
-            *n = NEXT_DROP;
+            *n = Next::Drop.into();
             let Some(Adjacency::Glean { tx_if, next_hop }) =
                 adjs.get(ctx.pool.meta(b).adj as usize).copied()
             else {
-                ctx.count_error(E_STALE_ADJ);
+                ctx.count_error(Error::StaleAdj);
                 continue;
             };
             let Some(ifc) = ifs.get(tx_if as usize).filter(|i| i.up) else {
-                ctx.count_error(E_IF_DOWN);
+                ctx.count_error(Error::IfDown);
                 continue;
             };
             // A connected subnet's glean has no next hop of its own: ask for the packet's
             // destination (the data starts at the IPv4 header; ip4-input checked its length).
             let next_hop = if next_hop.is_unspecified() {
-                let d = ctx.pool.data(b);
-                Ipv4Addr::new(d[16], d[17], d[18], d[19])
+                Ipv4::new_unchecked(ctx.pool.data(b)).dst_addr()
             } else {
                 next_hop
             };
             let Some(me) = ifc.source_for(next_hop) else {
-                ctx.count_error(E_NO_ADDRESS);
+                ctx.count_error(Error::NoAddress);
                 continue;
             };
             // Room is checked before the throttle remembers a request, and the packet is left
             // as it came until one is sent (for whoever captures drops).
             let headroom = usize::from(ctx.pool.meta(b).offset);
-            if headroom < 14 || ctx.pool.room_mut(b).len() + 14 < REQUEST_LEN {
-                ctx.count_error(E_NO_ROOM);
+            if headroom < ETH_HDR || ctx.pool.room_mut(b).len() + ETH_HDR < REQUEST_LEN {
+                ctx.count_error(Error::NoRoom);
                 continue;
             }
             if !self.may_send(tx_if, u32::from(next_hop), now) {
-                ctx.count_error(E_THROTTLED);
+                ctx.count_error(Error::Throttled);
                 continue;
             }
             // Only the head buffer is reused: it becomes the request, whatever its length was.
             crate::free_chain_tail(ctx.pool, b);
-            if !ctx.pool.advance(b, -14) {
-                ctx.count_error(E_NO_ROOM);
+            if !ctx.pool.advance(b, -(ETH_HDR as isize)) {
+                ctx.count_error(Error::NoRoom);
                 continue;
             }
-            let (eth, arp) = ctx.pool.room_mut(b)[..REQUEST_LEN].split_at_mut(14);
+            let (eth, arp) = ctx.pool.room_mut(b)[..REQUEST_LEN].split_at_mut(ETH_HDR);
             if let Ok(mut e) = Ethernet::new_checked(eth) {
                 e.set_dst(MacAddr::BROADCAST);
                 e.set_src(MacAddr(ifc.mac));
@@ -170,26 +167,13 @@ impl Node for Ip4Glean {
             m.len = REQUEST_LEN as u16;
             m.total_len = REQUEST_LEN as u32;
             m.tx_if = tx_if;
-            ctx.count_error(E_REQUEST_SENT);
+            ctx.count_error(Error::RequestSent);
             if ctx.is_traced(b) {
-                let mut t = [0u8; 8];
-                t[..4].copy_from_slice(&tx_if.to_be_bytes());
-                t[4..].copy_from_slice(&next_hop.octets());
-                ctx.trace(b, &t);
+                let next_hop = next_hop.octets();
+                ctx.trace(b, GleanTrace { tx_if, next_hop });
             }
-            *n = NEXT_OUTPUT;
+            *n = Next::Output.into();
         }
-    }
-
-    fn format_trace(&self, d: &[u8]) -> String {
-        format!(
-            "arp who-has {}.{}.{}.{} on interface {}",
-            d[4],
-            d[5],
-            d[6],
-            d[7],
-            u32::from_be_bytes([d[0], d[1], d[2], d[3]])
-        )
     }
 }
 
@@ -221,13 +205,13 @@ mod tests {
     const MAC: [u8; 6] = [2, 0, 0, 0, 0, 1];
 
     /// A glean adjacency on interface 0 and that interface, configured by `edit`.
-    fn node(edit: impl FnOnce(&mut IfConfig)) -> (Box<Ip4Glean>, AdjTable, u32) {
+    fn node(edit: impl FnOnce(&mut IfConfig)) -> (Ip4Glean, AdjTable, u32) {
         let mut adj = AdjTable::new();
         let a = adj.add_next_hop(0, Ipv4Addr::new(10, 1, 0, 99));
         let mut c = IfConfig::new(MAC, 0);
         c.addresses.push((Ipv4Addr::new(10, 1, 0, 1), 24));
         edit(&mut c);
-        (Box::new(Ip4Glean::new(shared(vec![c], &adj))), adj, a)
+        (Ip4Glean::new(shared(vec![c], &adj)), adj, a)
     }
 
     /// A bare 20-byte IPv4 header: shorter than the ARP request it becomes.

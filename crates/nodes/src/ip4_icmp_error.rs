@@ -12,31 +12,16 @@
 //! packet from or to a non-unicast address. Errors are rate-limited per worker (RFC 1812
 //! 4.3.2.8) by a token bucket refilled once per frame. Every packet not answered is counted.
 
-use graph::{Ctx, Node, NodeInfo, NodeKind, clock};
+use graph::{Ctx, Node, clock};
 use wire::{Icmp, IcmpType, IpProtocol, Ipv4, Ipv4Addr};
 
 use crate::Shared;
-
-const NEXT_LOOKUP: u16 = 0;
-const NEXT_DROP: u16 = 1;
-
-const E_SENT_TIME_EXCEEDED: usize = 0;
-const E_SENT_UNREACHABLE: usize = 1;
-const E_SENT_OTHER: usize = 2;
-const E_ABOUT_ICMP_ERROR: usize = 3;
-const E_SRC_NOT_UNICAST: usize = 4;
-const E_DST_NOT_UNICAST: usize = 5;
-const E_FRAGMENT: usize = 6;
-const E_RATE_LIMITED: usize = 7;
-const E_NO_ADDRESS: usize = 8;
-const E_NO_HEADROOM: usize = 9;
-const E_MALFORMED: usize = 10;
 
 /// An ICMP error is at most this long, quoted datagram included (RFC 1812 4.3.2.3).
 pub const MAX_ERROR_LEN: usize = 576;
 
 /// New IPv4 header and ICMP header (type, code, checksum, 4 unused bytes).
-const PREPEND: usize = 20 + 8;
+const PREPEND: usize = wire::ipv4::MIN_HEADER_LEN + wire::icmp::HEADER_LEN;
 
 /// What a node writes into `Meta::error` before sending a buffer here: the ICMP type in the
 /// high byte, the code in the low byte.
@@ -121,33 +106,41 @@ fn is_unicast(a: Ipv4Addr) -> bool {
     !(a.is_unspecified() || a.is_loopback() || a.is_multicast() || a.octets()[0] >= 240)
 }
 
-impl Node for Ip4IcmpError {
-    fn info(&self) -> NodeInfo {
-        NodeInfo {
-            name: "ip4-icmp-error",
-            kind: NodeKind::Internal,
-            nexts: &["ip4-lookup", "error-drop"],
-            errors: &[
-                "icmp time exceeded sent (not an error)",
-                "icmp destination unreachable sent (not an error)",
-                "icmp error of another type sent (not an error)",
-                "no icmp error about an icmp error",
-                "no icmp error: source not a unicast address",
-                "no icmp error: destination multicast or broadcast",
-                "no icmp error about a non-first fragment",
-                "icmp error rate limited",
-                "no icmp error: receiving interface has no address",
-                "no headroom for the icmp error headers",
-                "offending packet malformed",
-            ],
-        }
+graph::node! {
+    Ip4IcmpError: "ip4-icmp-error", Internal;
+    next Next {
+        Lookup = "ip4-lookup",
+        Drop = "error-drop",
     }
+    error Error {
+        SentTimeExceeded = "icmp time exceeded sent (not an error)",
+        SentUnreachable = "icmp destination unreachable sent (not an error)",
+        SentOther = "icmp error of another type sent (not an error)",
+        AboutIcmpError = "no icmp error about an icmp error",
+        SrcNotUnicast = "no icmp error: source not a unicast address",
+        DstNotUnicast = "no icmp error: destination multicast or broadcast",
+        Fragment = "no icmp error about a non-first fragment",
+        RateLimited = "icmp error rate limited",
+        NoAddress = "no icmp error: receiving interface has no address",
+        NoHeadroom = "no headroom for the icmp error headers",
+        Malformed = "offending packet malformed",
+    }
+    trace IcmpErrorTrace { icmp_type: u8, code: u8, to: [u8; 4] }
+}
 
-    fn process(&mut self, ctx: &mut Ctx<'_>, bufs: &[u32], next: &mut [u16]) {
+impl core::fmt::Display for IcmpErrorTrace {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let to = Ipv4Addr::from(self.to);
+        write!(f, "icmp type {} code {} to {to}", self.icmp_type, self.code)
+    }
+}
+
+impl Node for Ip4IcmpError {
+    fn process(&mut self, ctx: &mut Ctx<'_, Self>, bufs: &[u32], next: &mut [u16]) {
         let ifs = self.shared.interfaces.load();
         self.bucket.refill(clock::ticks());
         for (&b, n) in bufs.iter().zip(next.iter_mut()) {
-            *n = NEXT_DROP;
+            *n = Next::Drop.into();
             // Single-copy: the quoted bytes may reach into the peer's buffer; bring them in (or,
             // short of buffers, quote what is local: always more than header + 8 bytes).
             if ctx.pool.meta(b).ext.len != 0 && !ctx.pool.linearize(b) {
@@ -161,7 +154,7 @@ impl Node for Ip4IcmpError {
                 let about_error = ip.protocol() == IpProtocol::Icmp
                     && ip
                         .payload()
-                        .first()
+                        .get(wire::icmp::field::TYPE)
                         .is_none_or(|&t| IcmpType::from(t).is_error());
                 (
                     ip.src(),
@@ -172,31 +165,31 @@ impl Node for Ip4IcmpError {
                 )
             });
             let Ok((src, dst, frag_offset, about_error, total)) = parsed else {
-                ctx.count_error(E_MALFORMED);
+                ctx.count_error(Error::Malformed);
                 continue;
             };
             if frag_offset != 0 {
-                ctx.count_error(E_FRAGMENT);
+                ctx.count_error(Error::Fragment);
                 continue;
             }
             if !is_unicast(src) {
-                ctx.count_error(E_SRC_NOT_UNICAST);
+                ctx.count_error(Error::SrcNotUnicast);
                 continue;
             }
             if !is_unicast(dst) {
-                ctx.count_error(E_DST_NOT_UNICAST);
+                ctx.count_error(Error::DstNotUnicast);
                 continue;
             }
             if about_error {
-                ctx.count_error(E_ABOUT_ICMP_ERROR);
+                ctx.count_error(Error::AboutIcmpError);
                 continue;
             }
             let Some(our) = ifs.get(meta.rx_if as usize).and_then(|i| i.source_for(src)) else {
-                ctx.count_error(E_NO_ADDRESS);
+                ctx.count_error(Error::NoAddress);
                 continue;
             };
             if !self.bucket.take() {
-                ctx.count_error(E_RATE_LIMITED);
+                ctx.count_error(Error::RateLimited);
                 continue;
             }
             // Packets not answered were left as they came, for whoever captures drops. The
@@ -206,42 +199,39 @@ impl Node for Ip4IcmpError {
             let quoted = usize::from(total).min(MAX_ERROR_LEN - PREPEND);
             ctx.pool.truncate(b, quoted as u16);
             if !ctx.pool.advance(b, -(PREPEND as isize)) {
-                ctx.count_error(E_NO_HEADROOM);
+                ctx.count_error(Error::NoHeadroom);
                 continue;
             }
             let d = ctx.pool.data_mut(b);
             let t = IcmpType::from(icmp_type);
-            let built = Ipv4::emit(&mut d[..], our, src, IpProtocol::Icmp, 64, quoted + 8).is_ok()
-                && Icmp::emit_error(&mut d[20..], t, code, 0).is_ok();
+            let built = Ipv4::emit(&mut d[..], our, src, IpProtocol::Icmp, 64, quoted + 8)
+                .is_ok_and(|mut ip| Icmp::emit_error(ip.payload_mut(), t, code, 0).is_ok());
             if !built {
-                ctx.count_error(E_MALFORMED);
+                ctx.count_error(Error::Malformed);
                 continue;
             }
             let m = ctx.pool.meta_mut(b);
             m.flags |= crate::LOCALLY_ORIGINATED;
             m.error = 0;
             ctx.count_error(match t {
-                IcmpType::TimeExceeded => E_SENT_TIME_EXCEEDED,
-                IcmpType::DestUnreachable => E_SENT_UNREACHABLE,
-                _ => E_SENT_OTHER,
+                IcmpType::TimeExceeded => Error::SentTimeExceeded,
+                IcmpType::DestUnreachable => Error::SentUnreachable,
+                _ => Error::SentOther,
             });
             if ctx.is_traced(b) {
-                let mut tr = [0u8; 6];
-                tr[0] = icmp_type;
-                tr[1] = code;
-                tr[2..].copy_from_slice(&src.octets());
-                ctx.trace(b, &tr);
+                let to = src.octets();
+                ctx.trace(
+                    b,
+                    IcmpErrorTrace {
+                        icmp_type,
+                        code,
+                        to,
+                    },
+                );
             }
             // Routed back in the VRF the offending packet came in on.
-            *n = NEXT_LOOKUP;
+            *n = Next::Lookup.into();
         }
-    }
-
-    fn format_trace(&self, d: &[u8]) -> String {
-        format!(
-            "icmp type {} code {} to {}.{}.{}.{}",
-            d[0], d[1], d[2], d[3], d[4], d[5]
-        )
     }
 }
 
@@ -255,14 +245,14 @@ mod tests {
     use crate::IfConfig;
     use crate::testing::run_one;
 
-    fn node(addresses: Vec<(Ipv4Addr, u8)>) -> Box<Ip4IcmpError> {
+    fn node(addresses: Vec<(Ipv4Addr, u8)>) -> Ip4IcmpError {
         let mut c = IfConfig::new([2, 0, 0, 0, 0, 1], 0);
         c.addresses = addresses;
-        Box::new(Ip4IcmpError::new(Shared {
+        Ip4IcmpError::new(Shared {
             interfaces: Arc::new(ArcSwap::from_pointee(vec![c])),
             vrfs: Arc::new(ArcSwap::from_pointee(Vec::new())),
             adjacencies: fib::adj::AdjTable::new().reader(),
-        }))
+        })
     }
 
     fn datagram(payload: usize) -> Vec<u8> {

@@ -1,59 +1,60 @@
 //! `ip4-input`: validates the IPv4 header (version, length, checksum, options, TTL) and trims
 //! link-layer padding.
 
-use graph::{Ctx, Node, NodeInfo, NodeKind};
+use graph::{Ctx, Node};
 use wire::Ipv4;
-
-const NEXT_LOOKUP: u16 = 0;
-const NEXT_DROP: u16 = 1;
-
-const E_BAD_HEADER: usize = 0;
-const E_BAD_CHECKSUM: usize = 1;
-const E_OPTIONS: usize = 2;
-const E_TTL_ZERO: usize = 3;
-const E_LENGTH: usize = 4;
+use wire::ipv4::{MIN_HEADER_LEN, VER_IHL_NO_OPTIONS};
 
 #[derive(Debug, Default)]
 pub struct Ip4Input;
 
-impl Node for Ip4Input {
-    fn info(&self) -> NodeInfo {
-        NodeInfo {
-            name: "ip4-input",
-            kind: NodeKind::Internal,
-            nexts: &["ip4-lookup", "error-drop"],
-            errors: &[
-                "ip4 header malformed or truncated",
-                "ip4 header checksum error",
-                "ip4 options present (not forwarded)",
-                "ip4 ttl is zero",
-                "ip4 length > l2 length",
-            ],
-        }
+graph::node! {
+    Ip4Input: "ip4-input", Internal;
+    next Next {
+        Lookup = "ip4-lookup",
+        Drop = "error-drop",
     }
+    error Error {
+        BadHeader = "ip4 header malformed or truncated",
+        BadChecksum = "ip4 header checksum error",
+        Options = "ip4 options present (not forwarded)",
+        TtlZero = "ip4 ttl is zero",
+        Length = "ip4 length > l2 length",
+    }
+    trace Ip4InputTrace { ttl: u8 }
+}
 
-    fn process(&mut self, ctx: &mut Ctx<'_>, bufs: &[u32], next: &mut [u16]) {
+impl core::fmt::Display for Ip4InputTrace {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "ttl {}", self.ttl)
+    }
+}
+
+impl Node for Ip4Input {
+    fn process(&mut self, ctx: &mut Ctx<'_, Self>, bufs: &[u32], next: &mut [u16]) {
         for (&b, n) in bufs.iter().zip(next.iter_mut()) {
             let (m, data) = ctx.pool.meta_data_mut(b);
             // Fast path, almost every packet: version 4, no options, valid checksum, TTL
             // above zero, and the whole length present. Anything else takes the full checks
             // below, which name the reason.
-            if let Some(h) = data.first_chunk::<20>()
-                && h[0] == 0x45
-                && h[8] != 0
-                && wire::checksum::ipv4_header_ok(h)
+            if let Some(ip) = data
+                .first_chunk::<MIN_HEADER_LEN>()
+                .map(Ipv4::new_unchecked)
+                && ip.version_ihl() == VER_IHL_NO_OPTIONS
+                && ip.ttl() != 0
+                && ip.checksum_ok_no_options()
             {
-                let total = u16::from_be_bytes([h[2], h[3]]);
+                let total = ip.total_len();
                 let (unchained, avail) = (m.next == buffer::NONE, m.total_len as usize);
-                if usize::from(total) <= avail && total >= 20 {
-                    let (ttl, traced) = (h[8], m.flags & graph::BUFFER_TRACED != 0);
+                if usize::from(total) <= avail && usize::from(total) >= MIN_HEADER_LEN {
+                    let (ttl, traced) = (ip.ttl(), m.flags & graph::BUFFER_TRACED != 0);
                     if unchained && usize::from(total) < avail {
                         ctx.pool.truncate(b, total);
                     }
                     if traced {
-                        ctx.trace(b, &[ttl]);
+                        ctx.trace(b, Ip4InputTrace { ttl });
                     }
-                    *n = NEXT_LOOKUP;
+                    *n = Next::Lookup.into();
                     continue;
                 }
             }
@@ -61,12 +62,12 @@ impl Node for Ip4Input {
             // The whole packet from here: this buffer, its chain and its external segment.
             let avail = ctx.pool.meta(b).total_len as usize;
             let verdict = match Ipv4::new_header_checked(data) {
-                Err(wire::Error::Truncated) if avail >= 20 => Err(E_LENGTH),
-                Err(_) => Err(E_BAD_HEADER),
-                Ok(ip) if usize::from(ip.total_len()) > avail => Err(E_LENGTH),
-                Ok(ip) if ip.header_len() != 20 => Err(E_OPTIONS),
-                Ok(ip) if !ip.checksum_ok() => Err(E_BAD_CHECKSUM),
-                Ok(ip) if ip.ttl() == 0 => Err(E_TTL_ZERO),
+                Err(wire::Error::Truncated) if avail >= MIN_HEADER_LEN => Err(Error::Length),
+                Err(_) => Err(Error::BadHeader),
+                Ok(ip) if usize::from(ip.total_len()) > avail => Err(Error::Length),
+                Ok(ip) if ip.header_len() != MIN_HEADER_LEN => Err(Error::Options),
+                Ok(ip) if !ip.checksum_ok() => Err(Error::BadChecksum),
+                Ok(ip) if ip.ttl() == 0 => Err(Error::TtlZero),
                 Ok(ip) => Ok((ip.total_len(), ip.ttl())),
             };
             match verdict {
@@ -76,19 +77,15 @@ impl Node for Ip4Input {
                         ctx.pool.truncate(b, total);
                     }
                     if ctx.is_traced(b) {
-                        ctx.trace(b, &[ttl]);
+                        ctx.trace(b, Ip4InputTrace { ttl });
                     }
-                    *n = NEXT_LOOKUP;
+                    *n = Next::Lookup.into();
                 }
                 Err(e) => {
                     ctx.count_error(e);
-                    *n = NEXT_DROP;
+                    *n = Next::Drop.into();
                 }
             }
         }
-    }
-
-    fn format_trace(&self, data: &[u8]) -> String {
-        format!("ttl {}", data[0])
     }
 }

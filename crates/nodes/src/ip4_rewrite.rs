@@ -3,19 +3,11 @@
 //! reach zero goes to `ip4-icmp-error` (time exceeded) untouched.
 
 use fib::adj::Adjacency;
-use graph::{Ctx, Node, NodeInfo, NodeKind};
-use wire::checksum;
+use graph::{Ctx, Node};
+use wire::{EtherType, Ethernet, Ipv4, MacAddr};
 
-use crate::Shared;
 use crate::ip4_icmp_error::TTL_EXCEEDED;
-
-const NEXT_OUTPUT: u16 = 0;
-const NEXT_DROP: u16 = 1;
-const NEXT_ICMP_ERROR: u16 = 2;
-
-const E_TTL_EXPIRED: usize = 0;
-const E_NO_HEADROOM: usize = 1;
-const E_STALE_ADJ: usize = 2;
+use crate::{ETH_HDR, Shared};
 
 #[derive(Debug)]
 pub struct Ip4Rewrite {
@@ -28,21 +20,29 @@ impl Ip4Rewrite {
     }
 }
 
-impl Node for Ip4Rewrite {
-    fn info(&self) -> NodeInfo {
-        NodeInfo {
-            name: "ip4-rewrite",
-            kind: NodeKind::Internal,
-            nexts: &["interface-output", "error-drop", "ip4-icmp-error"],
-            errors: &[
-                "ttl expired (sent to ip4-icmp-error)",
-                "no headroom for the l2 header",
-                "adjacency changed",
-            ],
-        }
+graph::node! {
+    Ip4Rewrite: "ip4-rewrite", Internal;
+    next Next {
+        Output = "interface-output",
+        Drop = "error-drop",
+        IcmpError = "ip4-icmp-error",
     }
+    error Error {
+        TtlExpired = "ttl expired (sent to ip4-icmp-error)",
+        NoHeadroom = "no headroom for the l2 header",
+        StaleAdj = "adjacency changed",
+    }
+    trace RewriteTrace { tx_if: u32 }
+}
 
-    fn process(&mut self, ctx: &mut Ctx<'_>, bufs: &[u32], next: &mut [u16]) {
+impl core::fmt::Display for RewriteTrace {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "tx interface {}", self.tx_if)
+    }
+}
+
+impl Node for Ip4Rewrite {
+    fn process(&mut self, ctx: &mut Ctx<'_, Self>, bufs: &[u32], next: &mut [u16]) {
         let adjs = self.shared.adjacencies.load();
         for (&b, n) in bufs.iter().zip(next.iter_mut()) {
             let adj = ctx.pool.meta(b).adj;
@@ -50,54 +50,47 @@ impl Node for Ip4Rewrite {
                 tx_if, dst, src, ..
             }) = adjs.get(adj as usize)
             else {
-                ctx.count_error(E_STALE_ADJ);
-                *n = NEXT_DROP;
+                ctx.count_error(Error::StaleAdj);
+                *n = Next::Drop.into();
                 continue;
             };
             // Expose the room for the Ethernet header first, so that one slice covers both.
-            let Some((m, f)) = ctx.pool.push_front_meta(b, 14) else {
-                ctx.count_error(E_NO_HEADROOM);
-                *n = NEXT_DROP;
+            let Some((m, f)) = ctx.pool.push_front_meta(b, ETH_HDR) else {
+                ctx.count_error(Error::NoHeadroom);
+                *n = Next::Drop.into();
                 continue;
             };
-            let Some((eth, ip)) = f.split_first_chunk_mut::<14>() else {
-                // `push_front` just made 14 bytes; unreachable.
-                *n = NEXT_DROP;
+            let Some((eth, ip)) = f.split_first_chunk_mut::<ETH_HDR>() else {
+                // `push_front` just made room for the header; unreachable.
+                *n = Next::Drop.into();
                 continue;
             };
             let (local, traced) = (
                 m.flags & crate::LOCALLY_ORIGINATED != 0,
                 m.flags & graph::BUFFER_TRACED != 0,
             );
-            if !local && let Some(ip) = ip.first_chunk_mut::<12>() {
-                if ip[8] <= 1 {
-                    m.skip(14);
+            // The TTL and checksum are all this node touches of the IPv4 header.
+            if !local && let Some(ip) = ip.first_chunk_mut::<{ wire::ipv4::field::CHECKSUM.end }>()
+            {
+                let mut ip = Ipv4::new_unchecked(ip);
+                if ip.ttl() <= 1 {
+                    m.skip(ETH_HDR as u16);
                     m.error = TTL_EXCEEDED;
-                    ctx.count_error(E_TTL_EXPIRED);
-                    *n = NEXT_ICMP_ERROR;
+                    ctx.count_error(Error::TtlExpired);
+                    *n = Next::IcmpError.into();
                     continue;
                 }
-                let old = u16::from_be_bytes([ip[8], ip[9]]);
-                ip[8] -= 1;
-                let new = old - 0x100;
-                let c = checksum::update(u16::from_be_bytes([ip[10], ip[11]]), old, new);
-                ip[10..12].copy_from_slice(&c.to_be_bytes());
+                ip.decrement_ttl();
             }
-            eth[0..6].copy_from_slice(&dst);
-            eth[6..12].copy_from_slice(&src);
-            eth[12..14].copy_from_slice(&[0x08, 0x00]);
+            let mut eth = Ethernet::new_unchecked(eth);
+            eth.set_dst(MacAddr(dst));
+            eth.set_src(MacAddr(src));
+            eth.set_ethertype(EtherType::Ipv4);
             m.tx_if = tx_if;
             if traced {
-                ctx.trace(b, &tx_if.to_be_bytes());
+                ctx.trace(b, RewriteTrace { tx_if });
             }
-            *n = NEXT_OUTPUT;
+            *n = Next::Output.into();
         }
-    }
-
-    fn format_trace(&self, data: &[u8]) -> String {
-        format!(
-            "tx interface {}",
-            u32::from_be_bytes([data[0], data[1], data[2], data[3]])
-        )
     }
 }

@@ -1,20 +1,24 @@
-//! Graph nodes: the only place where per-packet protocol logic lives.
+//! Protocol graph nodes: the only place where per-packet protocol logic lives.
 //!
-//! Each module is one node with VPP's name and shape: one function over a frame that computes
-//! every buffer's next node, counts every drop under a named error, and records small trace
-//! data for traced buffers. Nodes read forwarding state through [`Shared`]: snapshots loaded
-//! once per frame, never a lock. They never allocate, log or return a `Result` per packet.
+//! Each module is one node with VPP's name and shape, declared once with [`graph::node!`]: one
+//! function over a frame that computes every buffer's next node, counts every drop under a
+//! named error, and records a small typed trace record for traced buffers. Nodes read
+//! forwarding state through [`Shared`]: snapshots loaded once per frame, never a lock. They
+//! never allocate, log or return a `Result` per packet, and they know no device: device nodes
+//! (`memif-input`, `interface-output`) live beside their drivers.
 //!
-//! Here now: `memif-input`, `ethernet-input`, `arp-input`, `ip4-input`, `ip4-lookup`,
-//! `ip4-local` (ICMP echo), `ip4-rewrite`, `ip4-icmp-error` (time exceeded, unreachable),
-//! `ip4-glean` (ARP requests for unresolved next hops), `interface-output` (memif transmit),
-//! `error-drop`. A graph with `ip4-lookup` needs all of them but the device nodes.
+//! Here now: `ethernet-input`, `arp-input`, `ip4-input`, `ip4-lookup`, `ip4-local` (ICMP
+//! echo), `ip4-rewrite`, `ip4-icmp-error` (time exceeded, unreachable), `ip4-glean` (ARP
+//! requests for unresolved next hops), `error-drop`. A graph with `ip4-lookup` needs all of
+//! them, plus a device's input node and an `interface-output`.
 //!
 //! Buffer metadata between nodes: `rx_if`, `tx_if`, `vrf` and `adj` mean what the buffer crate
 //! says (`adj` is also how `ip4-lookup` tells `ip4-glean` which next hop to ask for). `error`
 //! carries the ICMP type and code a node asks `ip4-icmp-error` to send
 //! ([`ip4_icmp_error::icmp_request`]); nothing else reads it. `flags` holds the graph's trace bit
 //! and [`LOCALLY_ORIGINATED`].
+
+#![forbid(unsafe_code)]
 
 pub mod arp_input;
 pub mod error_drop;
@@ -25,7 +29,6 @@ pub mod ip4_input;
 pub mod ip4_local;
 pub mod ip4_lookup;
 pub mod ip4_rewrite;
-pub mod memif_nodes;
 
 use std::sync::Arc;
 
@@ -42,7 +45,9 @@ pub use ip4_input::Ip4Input;
 pub use ip4_local::Ip4Local;
 pub use ip4_lookup::Ip4Lookup;
 pub use ip4_rewrite::Ip4Rewrite;
-pub use memif_nodes::{InterfaceOutput, MemifInput, QueueCommand, RxQueue, TxQueue};
+
+/// The Ethernet header's length, which several nodes push or strip.
+pub(crate) const ETH_HDR: usize = wire::ethernet::HEADER_LEN;
 
 /// Buffer flag: we generated this packet (an echo reply, an ICMP error); `ip4-rewrite` neither
 /// checks nor decrements its TTL, and `ip4-lookup` sends no ICMP error about it (that would be
@@ -136,7 +141,7 @@ pub(crate) mod testing {
     use std::sync::{Arc, Mutex};
 
     use buffer::{Meta, Pool, PoolConfig};
-    use graph::{CONSUMED, Ctx, Node, NodeInfo, NodeKind, Runtime};
+    use graph::{AnyNode, CONSUMED, Ctx, Declare, Node, Runtime};
 
     /// Where the buffer went: the next node's name, the chain's bytes, buffers in the chain,
     /// and its metadata as that node saw it.
@@ -147,16 +152,19 @@ pub(crate) mod testing {
     /// Produces one buffer (head bytes, tail bytes, metadata edit) on its first poll.
     struct Feed(Option<(Vec<u8>, Vec<u8>, SetMeta)>);
 
+    graph::node! {
+        Feed: "test-feed", Input;
+        next FeedNext { UnderTest = "under-test" }
+    }
+
     impl Node for Feed {
-        fn info(&self) -> NodeInfo {
-            NodeInfo {
-                name: "test-feed",
-                kind: NodeKind::Input,
-                nexts: &[NODE_UNDER_TEST],
-                errors: &[],
-            }
-        }
-        fn poll(&mut self, ctx: &mut Ctx<'_>, _: usize, out: &mut Vec<u32>, next: &mut Vec<u16>) {
+        fn poll(
+            &mut self,
+            ctx: &mut Ctx<'_, Self>,
+            _: usize,
+            out: &mut Vec<u32>,
+            next: &mut Vec<u16>,
+        ) {
             let Some((head, tail, set)) = self.0.take() else {
                 return;
             };
@@ -168,39 +176,36 @@ pub(crate) mod testing {
             }
             set(ctx.pool.meta_mut(b));
             out.push(b);
-            next.push(0);
+            next.push(FeedNext::UnderTest.into());
         }
     }
 
-    /// `Feed` names its next in a `&'static` list, so the node under test runs under this name.
-    const NODE_UNDER_TEST: &str = "under-test";
+    /// Runs node `N` under the name `Feed` sends to.
+    struct Alias<N>(N);
 
-    struct Alias(Box<dyn Node>);
+    impl<N: Node> Declare for Alias<N> {
+        const NAME: &'static str = "under-test";
+        const KIND: graph::NodeKind = N::KIND;
+        type Next = N::Next;
+        type Error = N::Error;
+        type Trace = N::Trace;
+    }
 
-    impl Node for Alias {
-        fn info(&self) -> NodeInfo {
-            NodeInfo {
-                name: NODE_UNDER_TEST,
-                ..self.0.info()
-            }
-        }
-        fn process(&mut self, ctx: &mut Ctx<'_>, bufs: &[u32], next: &mut [u16]) {
-            self.0.process(ctx, bufs, next);
+    impl<N: Node> Node for Alias<N> {
+        fn process(&mut self, ctx: &mut Ctx<'_, Self>, bufs: &[u32], next: &mut [u16]) {
+            self.0.process(&mut ctx.retyped(), bufs, next);
         }
     }
 
     struct Sink(&'static str, Arc<Mutex<Vec<Seen>>>);
 
+    graph::node! { Sink: "sink", Internal; }
+
     impl Node for Sink {
-        fn info(&self) -> NodeInfo {
-            NodeInfo {
-                name: self.0,
-                kind: NodeKind::Internal,
-                nexts: &[],
-                errors: &[],
-            }
+        fn name(&self) -> &'static str {
+            self.0
         }
-        fn process(&mut self, ctx: &mut Ctx<'_>, bufs: &[u32], next: &mut [u16]) {
+        fn process(&mut self, ctx: &mut Ctx<'_, Self>, bufs: &[u32], next: &mut [u16]) {
             for &b in bufs {
                 let mut v = Vec::new();
                 ctx.pool.read_chain(b, &mut v);
@@ -215,19 +220,19 @@ pub(crate) mod testing {
     /// Runs `node` over one buffer holding `head`, chained to a second holding `tail` unless
     /// that is empty, with its metadata set by `set`. Returns where it went and the node's
     /// non-zero counters, after checking that every buffer is back in the pool.
-    pub(crate) fn run_one(
-        node: Box<dyn Node>,
+    pub(crate) fn run_one<N: Node>(
+        node: N,
         head: &[u8],
         tail: &[u8],
         set: impl FnOnce(&mut Meta) + Send + 'static,
     ) -> (Seen, Vec<&'static str>) {
         let seen = Arc::new(Mutex::new(Vec::new()));
-        let info = node.info();
-        let mut nodes: Vec<Box<dyn Node>> = vec![
+        let nexts = <N::Next as graph::NextNodes>::NAMES;
+        let mut nodes: Vec<Box<dyn AnyNode>> = vec![
             Box::new(Feed(Some((head.to_vec(), tail.to_vec(), Box::new(set))))),
             Box::new(Alias(node)),
         ];
-        for &n in info.nexts {
+        for &n in nexts {
             nodes.push(Box::new(Sink(n, seen.clone())));
         }
         let mut rt = Runtime::new(nodes, 0).unwrap();

@@ -10,7 +10,7 @@ use arc_swap::ArcSwap;
 use buffer::{Pool, PoolConfig};
 use fib::adj::AdjTable;
 use fib::{Ipv4Addr, Lpm};
-use graph::{CONSUMED, Ctx, Node, NodeInfo, NodeKind, Runtime};
+use graph::{CONSUMED, Ctx, Node, Runtime};
 use nodes::{
     ArpInput, ErrorDrop, EthernetInput, IfConfig, Ip4Glean, Ip4IcmpError, Ip4Input, Ip4Local,
     Ip4Lookup, Ip4Rewrite, Learned, Shared,
@@ -33,39 +33,36 @@ type Frames = Arc<Mutex<Vec<(u32, Vec<u8>)>>>;
 
 struct Inject(Frames);
 
+graph::node! {
+    Inject: "test-input", Input;
+    next InjectNext { EthernetInput = "ethernet-input" }
+}
+
 impl Node for Inject {
-    fn info(&self) -> NodeInfo {
-        NodeInfo {
-            name: "test-input",
-            kind: NodeKind::Input,
-            nexts: &["ethernet-input"],
-            errors: &[],
-        }
-    }
-    fn poll(&mut self, ctx: &mut Ctx<'_>, room: usize, out: &mut Vec<u32>, next: &mut Vec<u16>) {
+    fn poll(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        room: usize,
+        out: &mut Vec<u32>,
+        next: &mut Vec<u16>,
+    ) {
         let mut q = self.0.lock().unwrap();
         let n = q.len().min(room);
         for (rx_if, bytes) in q.drain(..n) {
             let b = ctx.pool.from_bytes(&bytes).unwrap();
             ctx.pool.meta_mut(b).rx_if = rx_if;
             out.push(b);
-            next.push(0);
+            next.push(InjectNext::EthernetInput.into());
         }
     }
 }
 
 struct Output(Frames);
 
+graph::node! { Output: "interface-output", Internal; }
+
 impl Node for Output {
-    fn info(&self) -> NodeInfo {
-        NodeInfo {
-            name: "interface-output",
-            kind: NodeKind::Internal,
-            nexts: &[],
-            errors: &[],
-        }
-    }
-    fn process(&mut self, ctx: &mut Ctx<'_>, bufs: &[u32], next: &mut [u16]) {
+    fn process(&mut self, ctx: &mut Ctx<'_, Self>, bufs: &[u32], next: &mut [u16]) {
         let mut o = self.0.lock().unwrap();
         for &b in bufs {
             let mut v = Vec::new();

@@ -11,10 +11,11 @@ use buffer::{Pool, PoolConfig};
 use fib::adj::AdjTable;
 use fib::{Ipv4Addr, Lpm};
 use graph::Runtime;
+use memif::nodes::{InterfaceOutput, MemifInput, QueueCommand};
 use memif::{Client, Event, InterfaceConfig, Listener, PrimaryQueues, SecondaryQueues, SocketPath};
 use nodes::{
-    ArpInput, ErrorDrop, EthernetInput, IfConfig, InterfaceOutput, Ip4Glean, Ip4IcmpError,
-    Ip4Input, Ip4Local, Ip4Lookup, Ip4Rewrite, MemifInput, QueueCommand, Shared,
+    ArpInput, ErrorDrop, EthernetInput, IfConfig, Ip4Glean, Ip4IcmpError, Ip4Input, Ip4Local,
+    Ip4Lookup, Ip4Rewrite, Shared,
 };
 
 const IF_MAC: [[u8; 6]; 2] = [[2, 0, 0, 0, 0, 0xa0], [2, 0, 0, 0, 0, 0xa1]];

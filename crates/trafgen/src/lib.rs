@@ -7,6 +7,8 @@
 //! (zero-copy); as primary it receives through the same copy path the switch uses. It never
 //! parses command lines or prints progress (that is the `veclane` front end).
 
+#![forbid(unsafe_code)]
+
 pub mod frame;
 pub mod run;
 pub mod stats;

@@ -1,6 +1,8 @@
 //! `veclane`: the command-line front end. Argument parsing and printing live here; the work is
 //! done by the library crates.
 
+#![forbid(unsafe_code)]
+
 mod bench_cmd;
 mod ctl_cmd;
 mod gen_cmd;

@@ -1,4 +1,5 @@
-//! `memif-input` and `interface-output` over memif primary queues.
+//! memif's graph nodes, beside their driver: `memif-input` and `interface-output` over memif
+//! queues in either role.
 //!
 //! The control thread owns the memif sockets; when an interface connects it sends its queues
 //! to the worker's nodes as [`QueueCommand`]s over a channel, which the nodes drain once per
@@ -9,12 +10,11 @@ use std::os::fd::BorrowedFd;
 use std::sync::Arc;
 use std::sync::mpsc::Receiver;
 
-use arc_swap::ArcSwap;
-
 use buffer::Pool;
 use copy_engine::Engine;
-use graph::{CONSUMED, Ctx, Node, NodeInfo, NodeKind, Point};
-use memif::{LinkDown, PrimaryRx, PrimaryTx, SecondaryRx, SecondaryTx};
+use graph::{CONSUMED, Ctx, Node, Point};
+
+use crate::{LinkDown, PrimaryRx, PrimaryTx, SecondaryRx, SecondaryTx};
 
 /// A memif receive queue in either role: as primary (master) we copy out of the peer's
 /// buffers; as secondary (slave, the daemon playing a pod) out of our own.
@@ -193,9 +193,6 @@ pub struct MemifInput {
 /// (Ethernet, IPv4 with options, the first L4 bytes an ICMP error quotes) with room to spare.
 pub const SINGLE_COPY_HEADER: usize = 128;
 
-const E_LINK_DOWN: usize = 0;
-const E_NO_BUFFER: usize = 1;
-
 impl MemifInput {
     pub fn new(commands: Receiver<QueueCommand>) -> MemifInput {
         MemifInput {
@@ -222,19 +219,18 @@ impl MemifInput {
     }
 }
 
-impl Node for MemifInput {
-    fn info(&self) -> NodeInfo {
-        NodeInfo {
-            name: "memif-input",
-            kind: NodeKind::Input,
-            nexts: &["ethernet-input"],
-            errors: &[
-                "link down, queue released",
-                "no local buffer, packet lost (slave role)",
-            ],
-        }
+graph::node! {
+    MemifInput: "memif-input", Input;
+    next InputNext {
+        EthernetInput = "ethernet-input",
     }
+    error InputError {
+        LinkDown = "link down, queue released",
+        NoBuffer = "no local buffer, packet lost (slave role)",
+    }
+}
 
+impl Node for MemifInput {
     fn arm(&mut self, on: bool) -> bool {
         let mut pending = false;
         for (_, q) in &self.queues {
@@ -243,8 +239,10 @@ impl Node for MemifInput {
         pending
     }
 
-    fn wake_fds<'a>(&'a self, out: &mut Vec<BorrowedFd<'a>>) {
-        out.extend(self.queues.iter().map(|(_, q)| q.interrupt_fd()));
+    fn wake_fds(&self, f: &mut dyn FnMut(BorrowedFd<'_>)) {
+        for (_, q) in &self.queues {
+            f(q.interrupt_fd());
+        }
     }
 
     fn end_dispatch(&mut self) {
@@ -255,7 +253,13 @@ impl Node for MemifInput {
         }
     }
 
-    fn poll(&mut self, ctx: &mut Ctx<'_>, room: usize, out: &mut Vec<u32>, next: &mut Vec<u16>) {
+    fn poll(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        room: usize,
+        out: &mut Vec<u32>,
+        next: &mut Vec<u16>,
+    ) {
         while let Ok(c) = self.commands.try_recv() {
             match c {
                 QueueCommand::Rx { ifindex, queue } => {
@@ -290,13 +294,13 @@ impl Node for MemifInput {
             ) {
                 Ok(lost) => {
                     if lost != 0 {
-                        ctx.count_errors(E_NO_BUFFER, lost);
+                        ctx.count_errors(InputError::NoBuffer, lost);
                     }
                     for &b in &self.scratch {
                         ctx.pool.meta_mut(b).rx_if = *ifindex;
                     }
                     out.extend_from_slice(&self.scratch);
-                    next.resize(out.len(), 0);
+                    next.resize(out.len(), InputNext::EthernetInput.into());
                 }
                 Err(_) => down = true,
             }
@@ -304,13 +308,12 @@ impl Node for MemifInput {
         if down {
             let before = self.queues.len();
             self.queues.retain(|(_, q)| q.is_up());
-            ctx.count_errors(E_LINK_DOWN, (before - self.queues.len()) as u64);
+            ctx.count_errors(InputError::LinkDown, (before - self.queues.len()) as u64);
         }
     }
 }
 
 /// `interface-output`: transmits on the memif tx queue of each buffer's `tx_if`.
-#[derive(Debug)]
 pub struct InterfaceOutput {
     /// Indexed by interface index.
     queues: Vec<Option<TxQueue>>,
@@ -321,12 +324,21 @@ pub struct InterfaceOutput {
     /// Every payload copy into a peer goes through here.
     engine: Engine,
     /// Interface admin state, when the graph has one (packets to a down interface drop).
-    interfaces: Option<Arc<ArcSwap<Vec<crate::IfConfig>>>>,
+    admin_up: Option<AdminState>,
 }
 
-const E_NO_TX: usize = 0;
-const E_RING_FULL: usize = 1;
-const E_ADMIN_DOWN: usize = 2;
+/// Whether an interface (by index) is administratively up.
+pub type AdminState = Box<dyn Fn(u32) -> bool + Send>;
+
+impl core::fmt::Debug for InterfaceOutput {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("InterfaceOutput")
+            .field("queues", &self.queues)
+            .field("engine", &self.engine)
+            .field("admin_up", &self.admin_up.is_some())
+            .finish_non_exhaustive()
+    }
+}
 
 impl InterfaceOutput {
     pub fn new(commands: Receiver<QueueCommand>) -> InterfaceOutput {
@@ -337,7 +349,7 @@ impl InterfaceOutput {
             lens: Vec::with_capacity(graph::FRAME_SIZE),
             bounce: Vec::new(),
             engine: Engine::Cpu(copy_engine::CpuEngine::new()),
-            interfaces: None,
+            admin_up: None,
         }
     }
 
@@ -347,20 +359,24 @@ impl InterfaceOutput {
         self
     }
 
-    /// Drops (and counts) packets for interfaces that are administratively down.
-    pub fn with_interfaces(mut self, ifs: Arc<ArcSwap<Vec<crate::IfConfig>>>) -> InterfaceOutput {
-        self.interfaces = Some(ifs);
+    /// Drops (and counts) packets for interfaces that `up` says are administratively down
+    /// (asked once per run of packets to one interface).
+    pub fn with_admin_state(
+        mut self,
+        up: impl Fn(u32) -> bool + Send + 'static,
+    ) -> InterfaceOutput {
+        self.admin_up = Some(Box::new(up));
         self
     }
 
-    fn flush(&mut self, ctx: &mut Ctx<'_>, ifindex: u32) {
+    fn flush(&mut self, ctx: &mut Ctx<'_, Self>, ifindex: u32) {
         if self.run.is_empty() {
             return;
         }
-        if let Some(ifs) = &self.interfaces
-            && !ifs.load().get(ifindex as usize).is_some_and(|i| i.up)
+        if let Some(up) = &self.admin_up
+            && !up(ifindex)
         {
-            ctx.count_errors(E_ADMIN_DOWN, self.run.len() as u64);
+            ctx.count_errors(OutputError::AdminDown, self.run.len() as u64);
             ctx.pool.free_bulk(&self.run);
             self.run.clear();
             return;
@@ -385,35 +401,31 @@ impl InterfaceOutput {
                     }
                 }
                 if sent < self.run.len() {
-                    ctx.count_errors(E_RING_FULL, (self.run.len() - sent) as u64);
+                    ctx.count_errors(OutputError::RingFull, (self.run.len() - sent) as u64);
                 }
             }
             Some(Err(_)) => {
                 self.queues[ifindex as usize] = None;
-                ctx.count_errors(E_NO_TX, self.run.len() as u64);
+                ctx.count_errors(OutputError::NoTx, self.run.len() as u64);
             }
-            None => ctx.count_errors(E_NO_TX, self.run.len() as u64),
+            None => ctx.count_errors(OutputError::NoTx, self.run.len() as u64),
         }
         ctx.pool.free_bulk(&self.run);
         self.run.clear();
     }
 }
 
-impl Node for InterfaceOutput {
-    fn info(&self) -> NodeInfo {
-        NodeInfo {
-            name: "interface-output",
-            kind: NodeKind::Internal,
-            nexts: &[],
-            errors: &[
-                "interface not connected",
-                "tx ring full (no free slots)",
-                "interface admin down",
-            ],
-        }
+graph::node! {
+    InterfaceOutput: "interface-output", Internal;
+    error OutputError {
+        NoTx = "interface not connected",
+        RingFull = "tx ring full (no free slots)",
+        AdminDown = "interface admin down",
     }
+}
 
-    fn process(&mut self, ctx: &mut Ctx<'_>, bufs: &[u32], next: &mut [u16]) {
+impl Node for InterfaceOutput {
+    fn process(&mut self, ctx: &mut Ctx<'_, Self>, bufs: &[u32], next: &mut [u16]) {
         while let Ok(c) = self.commands.try_recv() {
             match c {
                 QueueCommand::Tx { ifindex, queue } => {

@@ -1,0 +1,205 @@
+//! Any frames, on any interface, through the whole IPv4 graph (ethernet-input, arp-input,
+//! ip4-input, ip4-lookup, ip4-local, ip4-rewrite, ip4-icmp-error, ip4-glean): nothing panics,
+//! every buffer comes out (sent, or freed by error-drop after a named counter said why), and
+//! the pool gets every buffer back.
+//!
+//! Frames can ask to be made plausible (the receiving interface's MAC, IPv4's EtherType,
+//! version and checksum) so that the fuzzer reaches the nodes behind the header checks.
+#![no_main]
+
+use std::sync::{Arc, Mutex, OnceLock};
+
+use arbitrary::Arbitrary;
+use arc_swap::ArcSwap;
+use buffer::{Pool, PoolConfig};
+use fib::adj::AdjTable;
+use fib::{Ipv4Addr, Lpm};
+use graph::{AnyNode, CONSUMED, Ctx, Node, Runtime};
+use libfuzzer_sys::fuzz_target;
+use nodes::{
+    ArpInput, ErrorDrop, EthernetInput, IfConfig, Ip4Glean, Ip4IcmpError, Ip4Input, Ip4Local,
+    Ip4Lookup, Ip4Rewrite, Shared,
+};
+use wire::{EtherType, Ethernet, Ipv4};
+
+const MAC: [[u8; 6]; 3] = [
+    [2, 0, 0, 0, 0, 0xa0],
+    [2, 0, 0, 0, 0, 0xa1],
+    [2, 0, 0, 0, 0, 0xa2],
+];
+
+#[derive(Arbitrary, Debug)]
+struct Frame {
+    /// The receiving interface; 3 and above do not exist.
+    rx_if: u8,
+    /// Write the receiving interface's MAC as destination.
+    to_us: bool,
+    /// Write IPv4's EtherType, a 20-byte header's version byte, a total length that fits
+    /// and the header checksum.
+    plausible_ip4: bool,
+    bytes: Vec<u8>,
+}
+
+impl Frame {
+    fn build(&self) -> Vec<u8> {
+        let mut f = self.bytes.clone();
+        f.truncate(2048 - 64);
+        if self.to_us
+            && let Ok(mut e) = Ethernet::new_checked(&mut f[..])
+        {
+            e.set_dst(wire::MacAddr(MAC[usize::from(self.rx_if) % MAC.len()]));
+        }
+        if self.plausible_ip4 && f.len() >= 14 + 20 {
+            let ip_len = (f.len() - 14) as u16;
+            Ethernet::new_unchecked(&mut f[..]).set_ethertype(EtherType::Ipv4);
+            let mut ip = Ipv4::new_unchecked(&mut f[14..]);
+            ip.set_version_ihl(wire::ipv4::VER_IHL_NO_OPTIONS);
+            if ip.total_len() > ip_len || ip.total_len() < 20 {
+                ip.set_total_len(ip_len);
+            }
+            ip.fill_checksum();
+        }
+        f
+    }
+}
+
+/// Hands the frames to the graph, one poll.
+struct Inject(Vec<(u32, Vec<u8>)>);
+
+graph::node! {
+    Inject: "fuzz-input", Input;
+    next InjectNext { EthernetInput = "ethernet-input" }
+}
+
+impl Node for Inject {
+    fn poll(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        room: usize,
+        out: &mut Vec<u32>,
+        next: &mut Vec<u16>,
+    ) {
+        let n = self.0.len().min(room);
+        for (rx_if, bytes) in self.0.drain(..n) {
+            let b = ctx.pool.from_bytes(&bytes).expect("the pool holds every frame");
+            ctx.pool.meta_mut(b).rx_if = rx_if;
+            out.push(b);
+            next.push(InjectNext::EthernetInput.into());
+        }
+    }
+}
+
+/// Stands in for a device's output: frees what it is given.
+struct Output;
+
+graph::node! { Output: "interface-output", Internal; }
+
+impl Node for Output {
+    fn process(&mut self, ctx: &mut Ctx<'_, Self>, bufs: &[u32], next: &mut [u16]) {
+        ctx.pool.free_bulk(bufs);
+        next.fill(CONSUMED);
+    }
+}
+
+/// The topology, built once: a DIR-24-8 table is 64 MiB, far too much to make per input. The
+/// writers stay in the static beside the readers (reachable, so not a leak).
+fn shared() -> Shared {
+    type State = (AdjTable, (Lpm, Lpm), Shared);
+    static STATE: OnceLock<Mutex<State>> = OnceLock::new();
+    let state = STATE.get_or_init(|| {
+        let mut adj = AdjTable::new();
+        let mut lpm = (Lpm::new(8), Lpm::new(8));
+        let shared = build(&mut adj, &mut lpm);
+        Mutex::new((adj, lpm, shared))
+    });
+    state.lock().unwrap().2.clone()
+}
+
+fn build(adj: &mut AdjTable, lpm: &mut (Lpm, Lpm)) -> Shared {
+    // if0 and if1 in VRF 0, if2 in VRF 1; every kind of adjacency is reachable.
+    let ifs = (0..3)
+        .map(|i| {
+            let mut c = IfConfig::new(MAC[i], u32::from(i == 2));
+            if i < 2 {
+                c.addresses.push((Ipv4Addr::new(10, i as u8, 0, 1), 24));
+            }
+            c
+        })
+        .collect();
+    for i in 0..3 {
+        adj.set_interface_mac(i, MAC[i as usize]);
+    }
+    let nh = Ipv4Addr::new(10, 1, 0, 2);
+    let fwd = adj.add_next_hop(1, nh);
+    adj.learn(1, nh, [2, 0, 0, 0, 1, 1]);
+    let glean = adj.add_next_hop(1, Ipv4Addr::new(10, 1, 0, 99));
+    let no_addr = adj.add_next_hop(2, Ipv4Addr::new(10, 2, 0, 2));
+    let (v0, v1) = lpm;
+    v0.insert(Ipv4Addr::new(0, 0, 0, 0), 1, fwd).unwrap();
+    v0.insert(Ipv4Addr::new(10, 0, 0, 1), 32, AdjTable::LOCAL)
+        .unwrap();
+    v0.insert(Ipv4Addr::new(203, 0, 113, 0), 24, glean).unwrap();
+    v0.insert(Ipv4Addr::new(233, 252, 0, 0), 24, AdjTable::DROP)
+        .unwrap();
+    v1.insert(Ipv4Addr::new(0, 0, 0, 0), 1, no_addr).unwrap();
+    Shared {
+        interfaces: Arc::new(ArcSwap::from_pointee(ifs)),
+        vrfs: Arc::new(ArcSwap::from_pointee(vec![v0.reader(), v1.reader()])),
+        adjacencies: adj.reader(),
+    }
+}
+
+fuzz_target!(|frames: Vec<Frame>| {
+    let frames: Vec<(u32, Vec<u8>)> = frames
+        .iter()
+        .take(512)
+        .map(|f| (u32::from(f.rx_if), f.build()))
+        .collect();
+    let sent = frames.len() as u64;
+    let shared = shared();
+    let (learned_tx, _learned) = std::sync::mpsc::sync_channel(4);
+    let nodes: Vec<Box<dyn AnyNode>> = vec![
+        Box::new(Inject(frames)),
+        Box::new(EthernetInput::new(shared.clone())),
+        Box::new(ArpInput::new(shared.clone(), learned_tx)),
+        Box::new(Ip4Input),
+        Box::new(Ip4Lookup::new(shared.clone())),
+        Box::new(Ip4Local),
+        Box::new(Ip4Rewrite::new(shared.clone())),
+        Box::new(Ip4IcmpError::new(shared.clone())),
+        Box::new(Ip4Glean::new(shared)),
+        Box::new(Output),
+        Box::new(ErrorDrop),
+    ];
+    let mut rt = Runtime::new(nodes, 64).unwrap();
+    rt.trace_add("fuzz-input", 8).unwrap();
+    static POOL: OnceLock<Mutex<Pool>> = OnceLock::new();
+    let pool = POOL.get_or_init(|| {
+        Mutex::new(
+            Pool::new(PoolConfig {
+                count: 1024,
+                ..Default::default()
+            })
+            .unwrap(),
+        )
+    });
+    let mut pool = pool.lock().unwrap();
+    while rt.dispatch(&mut pool) > 0 {}
+    assert_eq!(pool.available(), pool.capacity(), "a buffer leaked");
+    let vectors = |name: &str| {
+        rt.runtime()
+            .iter()
+            .find(|(n, _, _)| *n == name)
+            .map_or(0, |(_, _, s)| s.vectors)
+    };
+    let (out, dropped) = (vectors("interface-output"), vectors("error-drop"));
+    assert_eq!(out + dropped, sent, "every frame is sent or dropped, once");
+    let counted: u64 = rt.errors().iter().map(|(_, _, n)| n).sum();
+    assert!(
+        counted >= dropped,
+        "{dropped} drops but {counted} counts: {:?}",
+        rt.errors()
+    );
+    assert_eq!(rt.undeclared_next_drops(), 0);
+    let _ = rt.show_trace();
+});
