@@ -206,14 +206,11 @@ fn annotate(out: &Path) -> Result<(u64, Vec<(String, u64)>), String> {
     parse_annotate(&String::from_utf8_lossy(&o.stdout))
 }
 
-/// The symbol endings of a node's work, as callgrind names them.
-const NODE_ENTRY_POINTS: [&str; 6] = [
-    " as graph::node::AnyNode>::process",
-    " as graph::node::AnyNode>::poll",
+/// The symbol endings of a node's work, as callgrind names them. The runtime's `AnyNode`
+/// wrapper is generic (`<N as graph::node::AnyNode>::process`) and names no node.
+const NODE_ENTRY_POINTS: [&str; 2] = [
     " as graph::node::Node>::process",
     " as graph::node::Node>::poll",
-    " as graph::Node>::process",
-    " as graph::Node>::poll",
 ];
 
 /// Parses `callgrind_annotate --inclusive=yes` output.
@@ -231,11 +228,10 @@ pub fn parse_annotate(text: &str) -> Result<(u64, Vec<(String, u64)>), String> {
             total = Some(n);
             continue;
         }
-        // "123 (4.5%)  file.rs:<nodes::ip4::Ip4Lookup as graph::node::AnyNode>::process [/path]"
-        // The runtime calls each node through `AnyNode` (which calls, or inlines, the node's
-        // own `Node::process`): both names count, and the largest entry is the whole. A
-        // function shows once per source file its inlined code came from, and (inclusive) once
-        // more as a whole. Input nodes work in `poll`, the others in `process`.
+        // "123 (4.5%)  file.rs:<nodes::ip4::Ip4Lookup as graph::node::Node>::process [/path]"
+        // A function shows once per source file its inlined code came from, and (inclusive)
+        // once more as a whole: the largest entry is the whole. Input nodes work in `poll`,
+        // the others in `process`.
         let Some((i, len)) = NODE_ENTRY_POINTS
             .iter()
             .find_map(|p| rest.find(p).map(|i| (i, p.len())))
@@ -247,10 +243,6 @@ pub fn parse_annotate(text: &str) -> Result<(u64, Vec<(String, u64)>), String> {
             continue;
         }
         let head = &rest[..i];
-        // A generic function (`<N as graph::node::AnyNode>::process`) names no node type.
-        if !head.rsplit('<').next().is_some_and(|t| t.contains("::")) {
-            continue;
-        }
         let ty = head.rsplit("::").next().unwrap_or(head);
         let name = ty.trim_start_matches('<').to_string();
         match nodes.iter_mut().find(|(m, _)| *m == name) {
@@ -309,12 +301,12 @@ Ir
 Ir                    file:function
 --------------------------------------------------------------------------------
 400,000,000 (44.44%)  ???:graph::Worker::dispatch [/x/veclane]
-120,000,000 (13.33%)  crates/nodes/src/memif_nodes.rs:<nodes::memif_nodes::MemifInput as graph::Node>::poll [/x/veclane]
-  5,000,000 ( 0.55%)  /rustc/x/library/std/src/sync/mpsc.rs:<nodes::memif_nodes::MemifInput as graph::Node>::poll
- 90,000,000 (10.00%)  crates/nodes/src/ip4.rs:<nodes::ip4::Ip4Lookup as graph::Node>::process [/x/veclane]
-  1,000,000 ( 0.11%)  crates/nodes/src/ip4.rs:<nodes::ip4::Ip4Lookup as graph::Node>::process'2 [/x/veclane]
- 80,000,000 ( 8.89%)  crates/graph/src/node.rs:<nodes::ip4_rewrite::Ip4Rewrite as graph::node::AnyNode>::process [/x/veclane]
- 70,000,000 ( 7.78%)  crates/nodes/src/ip4_rewrite.rs:<nodes::ip4_rewrite::Ip4Rewrite as graph::node::Node>::process [/x/veclane]
+120,000,000 (13.33%)  crates/memif/src/nodes.rs:<memif::nodes::MemifInput as graph::node::Node>::poll [/x/veclane]
+  5,000,000 ( 0.55%)  /rustc/x/library/std/src/sync/mpsc.rs:<memif::nodes::MemifInput as graph::node::Node>::poll
+ 90,000,000 (10.00%)  crates/nodes/src/ip4_lookup.rs:<nodes::ip4_lookup::Ip4Lookup as graph::node::Node>::process [/x/veclane]
+  1,000,000 ( 0.11%)  crates/nodes/src/ip4_lookup.rs:<nodes::ip4_lookup::Ip4Lookup as graph::node::Node>::process'2 [/x/veclane]
+ 80,000,000 ( 8.89%)  crates/nodes/src/ip4_rewrite.rs:<nodes::ip4_rewrite::Ip4Rewrite as graph::node::Node>::process [/x/veclane]
+ 70,000,000 ( 7.78%)  crates/graph/src/node.rs:<nodes::ip4_rewrite::Ip4Rewrite as graph::node::Node>::process [/x/veclane]
 600,000,000 (66.67%)  /work/main/crates/graph/src/node.rs:<N as graph::node::AnyNode>::process [/x/veclane]
 ";
         let (total, nodes) = super::parse_annotate(text).unwrap();

@@ -307,10 +307,7 @@ impl Runtime {
                 // EEXIST (one fd handed twice) is harmless: it is watched already.
                 let _ = epoll::add(ep, fd, epoll::EventData::new_u64(0), epoll::EventFlags::IN);
             };
-            watch(wake);
-            for &i in &self.inputs {
-                self.slots[usize::from(i)].node.wake_fds(&mut watch);
-            }
+            self.each_wake_fd(wake, &mut watch);
             let ts = rustix::event::Timespec {
                 tv_sec: i64::from(timeout_ms / 1000),
                 tv_nsec: i64::from(timeout_ms % 1000) * 1_000_000,
@@ -320,16 +317,21 @@ impl Runtime {
             let mut unwatch = |fd: BorrowedFd<'_>| {
                 let _ = epoll::delete(ep, fd);
             };
-            unwatch(wake);
-            for &i in &self.inputs {
-                self.slots[usize::from(i)].node.wake_fds(&mut unwatch);
-            }
+            self.each_wake_fd(wake, &mut unwatch);
             true
         };
         for k in 0..self.inputs.len() {
             self.slots[usize::from(self.inputs[k])].node.arm(false);
         }
         slept
+    }
+
+    /// Hands `f` the worker's own `wake` fd and every fd the input nodes wake on.
+    fn each_wake_fd(&self, wake: BorrowedFd<'_>, f: &mut dyn FnMut(BorrowedFd<'_>)) {
+        f(wake);
+        for &i in &self.inputs {
+            self.slots[usize::from(i)].node.wake_fds(f);
+        }
     }
 
     /// `pcap trace ... on`: starts capturing (what was captured before is discarded).

@@ -47,7 +47,7 @@ pub use ip4_lookup::Ip4Lookup;
 pub use ip4_rewrite::Ip4Rewrite;
 
 /// The Ethernet header's length, which several nodes push or strip.
-pub(crate) const ETH_HDR: usize = wire::ethernet::HEADER_LEN;
+pub(crate) use wire::ethernet::HEADER_LEN as ETH_HDR;
 
 /// Buffer flag: we generated this packet (an echo reply, an ICMP error); `ip4-rewrite` neither
 /// checks nor decrements its TTL, and `ip4-lookup` sends no ICMP error about it (that would be
