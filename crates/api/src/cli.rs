@@ -2,7 +2,10 @@
 //! [`Request`]; each [`Reply`] formats as text. A wrong argument gets a message that names it
 //! and shows the command's one-line help.
 
-use crate::{CapturePoint, Clear, MemifSpec, Reply, Request, Role};
+use crate::{
+    CapturePoint, Clear, Ipv4Prefix, MemifSpec, NeighborSpec, ParseError, Reply, Request, Role,
+    RouteSpec, Via,
+};
 
 /// Every command: its usage and one line of help.
 pub const COMMANDS: &[(&str, &str)] = &[
@@ -99,6 +102,20 @@ fn usage_of(prefix: &str) -> String {
         .join("\n")
 }
 
+/// A command line that does not parse: what is wrong, and the usage of the command meant.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct CliError {
+    pub message: String,
+}
+
+impl CliError {
+    /// Whether the message mentions `s` (tests look for the argument they got wrong).
+    pub fn contains(&self, s: &str) -> bool {
+        self.message.contains(s)
+    }
+}
+
 /// Word cursor with error messages that name the command.
 struct Words<'a> {
     w: &'a [&'a str],
@@ -107,10 +124,18 @@ struct Words<'a> {
 }
 
 impl<'a> Words<'a> {
-    fn err(&self, msg: String) -> String {
-        format!("{msg}\n{}", usage_of(self.cmd))
+    fn err(&self, msg: String) -> CliError {
+        CliError {
+            message: format!("{msg}\n{}", usage_of(self.cmd)),
+        }
     }
-    fn next(&mut self, what: &str) -> Result<&'a str, String> {
+    /// The next word as a value of a typed field, with that type's message when it is wrong.
+    fn value<T: std::str::FromStr<Err = ParseError>>(&mut self, what: &str) -> Result<T, CliError> {
+        let s = self.next(what)?;
+        s.parse()
+            .map_err(|e: ParseError| self.err(format!("{what}: {e}")))
+    }
+    fn next(&mut self, what: &str) -> Result<&'a str, CliError> {
         let r = self
             .w
             .get(self.i)
@@ -130,12 +155,12 @@ impl<'a> Words<'a> {
             false
         }
     }
-    fn number<T: std::str::FromStr>(&mut self, what: &str) -> Result<T, String> {
+    fn number<T: std::str::FromStr>(&mut self, what: &str) -> Result<T, CliError> {
         let s = self.next(what)?;
         s.parse()
             .map_err(|_| self.err(format!("{what} {s:?} is not a valid number")))
     }
-    fn done(&self) -> Result<(), String> {
+    fn done(&self) -> Result<(), CliError> {
         match self.peek() {
             None => Ok(()),
             Some(x) => Err(self.err(format!("unexpected argument {x:?}"))),
@@ -144,7 +169,7 @@ impl<'a> Words<'a> {
 }
 
 /// Parses one command line (already split into words).
-pub fn parse(words: &[&str]) -> Result<Request, String> {
+pub fn parse(words: &[&str]) -> Result<Request, CliError> {
     let mut w = Words {
         w: words,
         i: 0,
@@ -254,8 +279,7 @@ pub fn parse(words: &[&str]) -> Result<Request, String> {
                         w.cmd = "set interface ip address";
                         let delete = w.eat("del");
                         let interface = w.next("interface name")?.to_string();
-                        let address = w.next("address A.B.C.D/L")?.to_string();
-                        check_prefix(&w, "address", &address)?;
+                        let address = w.value("address")?;
                         Request::SetIpAddress {
                             interface,
                             address,
@@ -282,18 +306,12 @@ pub fn parse(words: &[&str]) -> Result<Request, String> {
             }
             let delete = w.eat("del");
             let interface = w.next("interface name")?.to_string();
-            let ip = w.next("address A.B.C.D")?.to_string();
-            if ip.parse::<std::net::Ipv4Addr>().is_err() {
-                return Err(w.err(format!("address {ip:?} is not an IPv4 address")));
-            }
-            let mac = w.next("MAC address")?.to_string();
-            if parse_mac(&mac).is_none() {
-                return Err(w.err(format!("MAC {mac:?} is not aa:bb:cc:dd:ee:ff")));
-            }
+            let ip = w.next("address A.B.C.D")?;
+            let ip = crate::parse_ipv4(ip).map_err(|e| w.err(format!("address: {e}")))?;
+            let mac = w.next("MAC address")?;
+            let mac = crate::parse_mac(mac).map_err(|e| w.err(format!("MAC: {e}")))?;
             Request::SetIpNeighbor {
-                interface,
-                ip,
-                mac,
+                neighbor: NeighborSpec { interface, ip, mac },
                 delete,
             }
         }
@@ -305,15 +323,11 @@ pub fn parse(words: &[&str]) -> Result<Request, String> {
                 "del" | "delete" => false,
                 x => return Err(w.err(format!("{x:?}: expected add or del"))),
             };
-            let prefix = w.next("prefix A.B.C.D/L")?.to_string();
-            check_prefix(&w, "prefix", &prefix)?;
+            let prefix: Ipv4Prefix = w.value("prefix")?;
             if !w.eat("via") {
                 return Err(w.err("missing `via NH`".into()));
             }
-            let via = w.next("next hop")?.to_string();
-            if via != "drop" && via.parse::<std::net::Ipv4Addr>().is_err() {
-                return Err(w.err(format!("next hop {via:?} is not an IPv4 address (or drop)")));
-            }
+            let via: Via = w.value("next hop")?;
             let mut interface = None;
             let mut table = 0;
             while let Some(x) = w.peek() {
@@ -329,10 +343,12 @@ pub fn parse(words: &[&str]) -> Result<Request, String> {
             }
             Request::IpRoute {
                 add,
-                prefix,
-                via,
-                interface,
-                table,
+                route: RouteSpec {
+                    prefix,
+                    via,
+                    interface,
+                    table,
+                },
             }
         }
         ("pcap", "trace") => {
@@ -374,32 +390,23 @@ pub fn parse(words: &[&str]) -> Result<Request, String> {
             }
         }
         _ => {
-            return Err(format!(
-                "unknown command {:?}; `veclane ctl help` lists them",
-                words.join(" ")
-            ));
+            return Err(CliError {
+                message: format!(
+                    "unknown command {:?}; `veclane ctl help` lists them",
+                    words.join(" ")
+                ),
+            });
         }
     };
     w.done()?;
     Ok(r)
 }
 
-fn create_memif(w: &mut Words<'_>) -> Result<Request, String> {
+fn create_memif(w: &mut Words<'_>) -> Result<Request, CliError> {
     let mut id = None;
     let mut socket = None;
     let mut role = None;
-    let mut spec = MemifSpec {
-        id: 0,
-        socket: String::new(),
-        role: Role::Master,
-        name: None,
-        rx_queues: None,
-        tx_queues: None,
-        ring_size: None,
-        buffer_size: None,
-        secret: None,
-        hw_addr: None,
-    };
+    let mut spec = MemifSpec::new(0, "", Role::Master);
     while let Some(k) = w.peek() {
         w.i += 1;
         match k {
@@ -415,10 +422,7 @@ fn create_memif(w: &mut Words<'_>) -> Result<Request, String> {
             "name" => spec.name = Some(w.next("name")?.to_string()),
             "hw-addr" => {
                 let m = w.next("MAC address")?;
-                if parse_mac(m).is_none() {
-                    return Err(w.err(format!("hw-addr {m:?} is not aa:bb:cc:dd:ee:ff")));
-                }
-                spec.hw_addr = Some(m.to_string());
+                spec.mac = Some(crate::parse_mac(m).map_err(|e| w.err(format!("hw-addr: {e}")))?);
             }
             x => return Err(w.err(format!("unknown argument {x:?}"))),
         }
@@ -427,40 +431,6 @@ fn create_memif(w: &mut Words<'_>) -> Result<Request, String> {
     spec.socket = socket.ok_or_else(|| w.err("missing `socket PATH`".into()))?;
     spec.role = role.ok_or_else(|| w.err("missing role: master or slave".into()))?;
     Ok(Request::CreateMemif(spec))
-}
-
-fn check_prefix(w: &Words<'_>, what: &str, s: &str) -> Result<(), String> {
-    parse_prefix(s)
-        .map(|_| ())
-        .ok_or_else(|| w.err(format!("{what} {s:?} is not A.B.C.D/L with L in 0..=32")))
-}
-
-/// `A.B.C.D/L`.
-pub fn parse_prefix(s: &str) -> Option<(std::net::Ipv4Addr, u8)> {
-    let (a, l) = s.split_once('/')?;
-    let l: u8 = l.parse().ok()?;
-    (l <= 32).then_some((a.parse().ok()?, l))
-}
-
-/// `aa:bb:cc:dd:ee:ff`.
-pub fn parse_mac(s: &str) -> Option<[u8; 6]> {
-    let mut m = [0u8; 6];
-    let mut parts = s.split(':');
-    for b in &mut m {
-        let p = parts.next()?;
-        if p.is_empty() || p.len() > 2 {
-            return None;
-        }
-        *b = u8::from_str_radix(p, 16).ok()?;
-    }
-    parts.next().is_none().then_some(m)
-}
-
-pub fn format_mac(m: &[u8; 6]) -> String {
-    m.iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(":")
 }
 
 /// Formats a reply as the text `veclane ctl` prints.
@@ -511,7 +481,8 @@ pub fn format(reply: &Reply) -> String {
                     i.buffer_size
                 ));
                 if !i.addresses.is_empty() {
-                    s.push_str(&format!("    addresses {}\n", i.addresses.join(" ")));
+                    let a: Vec<String> = i.addresses.iter().map(ToString::to_string).collect();
+                    s.push_str(&format!("    addresses {}\n", a.join(" ")));
                 }
                 if let Some(p) = &i.peer {
                     s.push_str(&format!("    peer {p}\n"));
@@ -592,7 +563,7 @@ pub fn format(reply: &Reply) -> String {
                     s.push_str(&format!("ipv4-VRF:{}\n", e.table));
                     table = Some(e.table);
                 }
-                s.push_str(&format!("  {:<20} {}\n", e.prefix, e.path));
+                s.push_str(&format!("  {:<20} {}\n", e.prefix.to_string(), e.path));
             }
         }
         Reply::Neighbors { neighbors } => {
@@ -603,8 +574,8 @@ pub fn format(reply: &Reply) -> String {
             for n in neighbors {
                 s.push_str(&format!(
                     "{:<16} {:<18} {:<8} {}\n",
-                    n.ip,
-                    n.mac,
+                    n.ip.to_string(),
+                    n.mac.to_string(),
                     if n.static_entry { "S" } else { "D" },
                     n.interface
                 ));
@@ -630,7 +601,7 @@ pub fn format(reply: &Reply) -> String {
 mod tests {
     use super::*;
 
-    fn p(s: &str) -> Result<Request, String> {
+    fn p(s: &str) -> Result<Request, CliError> {
         parse(&s.split_whitespace().collect::<Vec<_>>())
     }
 
@@ -671,17 +642,19 @@ mod tests {
             p("ip route add 10.1.0.0/16 via 10.0.0.2 memif0/1 table 3").unwrap(),
             Request::IpRoute {
                 add: true,
-                prefix: "10.1.0.0/16".into(),
-                via: "10.0.0.2".into(),
-                interface: Some("memif0/1".into()),
-                table: 3
+                route: RouteSpec {
+                    prefix: "10.1.0.0/16".parse().unwrap(),
+                    via: Via::Address([10, 0, 0, 2].into()),
+                    interface: Some("memif0/1".into()),
+                    table: 3
+                }
             }
         );
         assert_eq!(
             p("set interface ip address del memif0/0 10.0.0.1/24").unwrap(),
             Request::SetIpAddress {
                 interface: "memif0/0".into(),
-                address: "10.0.0.1/24".into(),
+                address: "10.0.0.1/24".parse().unwrap(),
                 delete: true
             }
         );
@@ -725,19 +698,23 @@ mod tests {
         let e = p("frobnicate").unwrap_err();
         assert!(e.contains("unknown command"), "{e}");
         let e = p("set ip neighbor memif0/0 10.0.0.2 zz:00:00:00:00:00").unwrap_err();
-        assert!(e.contains("zz:00"), "{e}");
-    }
-
-    #[test]
-    fn macs_and_prefixes() {
-        assert_eq!(
-            parse_mac("02:00:0a:0b:0c:ff"),
-            Some([2, 0, 10, 11, 12, 255])
+        assert!(
+            e.contains("zz:00") && e.contains("aa:bb:cc:dd:ee:ff"),
+            "{e}"
         );
-        assert_eq!(parse_mac("02:00:0a:0b:0c"), None);
-        assert_eq!(parse_mac("02:00:0a:0b:0c:ff:01"), None);
-        assert_eq!(format_mac(&[2, 0, 10, 11, 12, 255]), "02:00:0a:0b:0c:ff");
-        assert_eq!(parse_prefix("10.0.0.0/8"), Some(([10, 0, 0, 0].into(), 8)));
-        assert_eq!(parse_prefix("10.0.0.0"), None);
+        let e = p("ip route add 10.0.0.0/8 via nowhere").unwrap_err();
+        assert!(e.contains("\"nowhere\"") && e.contains("or drop"), "{e}");
+        assert_eq!(
+            p("ip route add 10.0.0.0/8 via drop").unwrap(),
+            Request::IpRoute {
+                add: true,
+                route: RouteSpec {
+                    prefix: "10.0.0.0/8".parse().unwrap(),
+                    via: Via::Drop,
+                    interface: None,
+                    table: 0
+                }
+            }
+        );
     }
 }

@@ -6,6 +6,8 @@
 #![forbid(unsafe_code)]
 
 pub mod cli;
+pub mod config;
+pub mod types;
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
@@ -13,6 +15,11 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+
+pub use config::{Config, MemifSpec, NeighborSpec, RouteSpec};
+pub use types::{
+    CopyEngine, CopyMode, Ipv4Prefix, MacAddr, ParseError, Role, RxMode, Via, parse_ipv4, parse_mac,
+};
 
 /// File name of the control socket inside the runtime directory.
 pub const CONTROL_SOCKET: &str = "ctl.sock";
@@ -24,51 +31,6 @@ pub fn runtime_dir() -> PathBuf {
         Some(d) if !d.is_empty() => PathBuf::from(d).join("veclane"),
         _ => PathBuf::from("/run/veclane"),
     }
-}
-
-/// The memif role of an interface.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Role {
-    /// memif primary: we listen and map the peer's memory (the switch's usual role).
-    Master,
-    /// memif secondary: we connect and own the memory (a pod's role).
-    Slave,
-}
-
-impl std::fmt::Display for Role {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Role::Master => "master",
-            Role::Slave => "slave",
-        })
-    }
-}
-
-/// `create interface memif`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct MemifSpec {
-    pub id: u32,
-    /// Socket path; `@name` for the abstract namespace; relative paths are taken inside the
-    /// daemon's runtime directory.
-    pub socket: String,
-    pub role: Role,
-    /// Interface name; default `memif<socket-id>/<id>` as VPP names them.
-    #[serde(default)]
-    pub name: Option<String>,
-    #[serde(default)]
-    pub rx_queues: Option<u16>,
-    #[serde(default)]
-    pub tx_queues: Option<u16>,
-    #[serde(default)]
-    pub ring_size: Option<u32>,
-    #[serde(default)]
-    pub buffer_size: Option<u32>,
-    #[serde(default)]
-    pub secret: Option<String>,
-    /// MAC address `aa:bb:cc:dd:ee:ff`; default derived from the interface index.
-    #[serde(default)]
-    pub hw_addr: Option<String>,
 }
 
 /// A capture point of `pcap trace`.
@@ -117,8 +79,7 @@ pub enum Request {
     },
     SetIpAddress {
         interface: String,
-        /// `A.B.C.D/L`.
-        address: String,
+        address: Ipv4Prefix,
         #[serde(default)]
         delete: bool,
     },
@@ -126,15 +87,10 @@ pub enum Request {
         interface: String,
         table: u32,
     },
+    /// Adds or deletes a static route (deleting ignores `via` and `interface`).
     IpRoute {
         add: bool,
-        /// `A.B.C.D/L`.
-        prefix: String,
-        via: String,
-        #[serde(default)]
-        interface: Option<String>,
-        #[serde(default)]
-        table: u32,
+        route: RouteSpec,
     },
     ShowIpFib {
         #[serde(default)]
@@ -142,9 +98,7 @@ pub enum Request {
     },
     ShowIpNeighbors,
     SetIpNeighbor {
-        interface: String,
-        ip: String,
-        mac: String,
+        neighbor: NeighborSpec,
         #[serde(default)]
         delete: bool,
     },
@@ -160,19 +114,19 @@ pub enum Request {
 }
 
 /// One interface, as `show interface` prints it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InterfaceInfo {
     pub name: String,
     pub index: u32,
     pub kind: String,
-    pub role: String,
+    pub role: Role,
     pub socket: String,
     pub id: u32,
-    pub mac: String,
+    pub mac: MacAddr,
     pub admin_up: bool,
     pub connected: bool,
     pub table: u32,
-    pub addresses: Vec<String>,
+    pub addresses: Vec<Ipv4Prefix>,
     pub peer: Option<String>,
     pub rx_queues: u16,
     pub tx_queues: u16,
@@ -198,7 +152,7 @@ pub struct Placement {
     pub queue: u16,
     pub worker: usize,
     pub core: Option<usize>,
-    pub mode: String,
+    pub mode: RxMode,
     pub connected: bool,
 }
 
@@ -238,7 +192,7 @@ pub struct ErrorCount {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FibEntry {
     pub table: u32,
-    pub prefix: String,
+    pub prefix: Ipv4Prefix,
     /// `receive`, `drop`, `glean memif0/1`, `via 10.0.0.2 memif0/1 02:..` and so on.
     pub path: String,
 }
@@ -246,8 +200,8 @@ pub struct FibEntry {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Neighbor {
     pub interface: String,
-    pub ip: String,
-    pub mac: String,
+    pub ip: std::net::Ipv4Addr,
+    pub mac: MacAddr,
     /// Configured (`set ip neighbor`) rather than learned from ARP.
     pub static_entry: bool,
 }

@@ -84,10 +84,10 @@ impl Running {
                     api::Reply::Interfaces { interfaces } => interfaces,
                     other => return Err(format!("show interface: {other:?}")),
                 };
-                let by = |id: u32| ifs.iter().find(|i| i.id == id).cloned().unwrap_or_default();
+                let by = |id: u32| ifs.iter().find(|i| i.id == id);
                 Ok(Some(Counts {
-                    rx: by(0).rx_packets,
-                    tx: by(1).tx_packets,
+                    rx: by(0).map_or(0, |i| i.rx_packets),
+                    tx: by(1).map_or(0, |i| i.tx_packets),
                 }))
             }
             Running::Testpmd(t) => Ok(Some(Counts {

@@ -394,7 +394,7 @@ fn start_dut(
             wrapper,
             &cfg.veclane_bin,
             dir,
-            &veclane_config(cfg, dut.copy.unwrap_or(CopyMode::Single), size, dut.workers),
+            &veclane_config(cfg, dut.copy.unwrap_or(CopyMode::Single), size, dut.workers).to_toml(),
             ready,
         )
         .map(|d| (Running::Veclane(d), sock)),
@@ -866,51 +866,22 @@ fn measure_all(cfg: &L3fwdConfig, m: &mut GenMeasurer<'_>) -> Result<Measured, S
     Ok((flat.rx_pps, report, latency, node_ns, worker_packets))
 }
 
-/// The daemon configuration a veclane trial runs: the embedded default's topology, a
-/// polling worker on each of the DUT's first `workers` CPUs. The daemon hands worker `i` rx
+/// The daemon configuration a veclane trial runs: the embedded default's topology (the
+/// same interfaces, addresses and neighbour), a polling worker on each of the DUT's first
+/// `workers` CPUs, rings and buffers sized for the trial. The daemon hands worker `i` rx
 /// queue `i` of both interfaces and transmits from it on queue `i`.
-pub fn veclane_config(cfg: &L3fwdConfig, copy: CopyMode, size: usize, workers: u16) -> String {
-    let ring = 1u32 << cfg.ring_log2;
-    let bsize = buffer_size_for(cfg, size);
-    let cpus: Vec<String> = cfg
-        .worker_cpus(workers)
-        .iter()
-        .map(usize::to_string)
-        .collect();
-    format!(
-        r#"[daemon]
-workers = [{dut}]
-main-core = {main}
-mode = "polling"
-copy = "{copy}"
-copy-engine = "cpu"
-
-[[interface]]
-socket = "memif.sock"
-id = 0
-role = "master"
-mac = "02:00:00:00:00:02"
-addresses = ["10.10.1.1/24"]
-ring-size = {ring}
-buffer-size = {bsize}
-
-[[interface]]
-socket = "memif.sock"
-id = 1
-role = "master"
-mac = "02:00:00:00:01:02"
-addresses = ["10.10.2.1/24"]
-ring-size = {ring}
-buffer-size = {bsize}
-
-[[neighbor]]
-interface = "memif0/1"
-ip = "10.10.2.2"
-mac = "02:00:00:00:00:01"
-"#,
-        dut = cpus.join(", "),
-        main = cfg.gen_cpu,
-    )
+pub fn veclane_config(cfg: &L3fwdConfig, copy: CopyMode, size: usize, workers: u16) -> api::Config {
+    let mut c = api::Config::embedded_default();
+    c.daemon.workers = cfg.worker_cpus(workers).to_vec();
+    c.daemon.main_core = Some(cfg.gen_cpu);
+    c.daemon.mode = api::RxMode::Polling;
+    c.daemon.copy = copy;
+    c.daemon.copy_engine = api::CopyEngine::Cpu;
+    for i in &mut c.interface {
+        i.ring_size = Some(1 << cfg.ring_log2);
+        i.buffer_size = Some(buffer_size_for(cfg, size));
+    }
+    c
 }
 
 /// One goal of a search row: the median over repetitions of the goal's result.
@@ -1868,7 +1839,16 @@ mod tests {
         c.check().unwrap();
         assert_eq!(c.worker_cpus(2), [1, 2]);
         let conf = veclane_config(&c, CopyMode::Single, 64, 2);
-        assert!(conf.contains("workers = [1, 2]\n"), "{conf}");
+        assert_eq!(conf.daemon.workers, [1, 2]);
+        // On any machine (cores 0 and 1 exist): the daemon reads back what the harness wrote.
+        let conf = veclane_config(&c, CopyMode::Two, 1500, 1);
+        assert_eq!(conf.daemon.workers, [1]);
+        assert_eq!(
+            api::Config::parse(&conf.to_toml(), "l3fwd").unwrap(),
+            conf,
+            "{}",
+            conf.to_toml()
+        );
         let g = gen_config(&c, Path::new("/s"), 64, 2);
         assert_eq!((g.iface.s2m_rings, g.iface.m2s_rings), (2, 2));
     }

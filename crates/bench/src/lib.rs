@@ -53,23 +53,7 @@ impl core::fmt::Display for Dut {
 }
 
 /// veclane's forwarding path between two memif interfaces (`[daemon] copy`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum CopyMode {
-    /// Payload copied once, peer to peer; headers through local buffers.
-    Single,
-    /// Copied into local buffers and out again (VPP's path).
-    Two,
-}
-
-impl core::fmt::Display for CopyMode {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.write_str(match self {
-            CopyMode::Single => "single",
-            CopyMode::Two => "two",
-        })
-    }
-}
+pub use api::CopyMode;
 
 /// One column of a result table: a DUT, its copy mode where it has one, and how many
 /// forwarding workers (cores) it runs.

@@ -569,7 +569,7 @@ plugins {
     fn the_topology_is_veclanes() {
         // Same addresses, MACs and neighbour as the veclane daemon's l3fwd configuration.
         let l3 = crate::l3fwd::test_config(vec![]);
-        let v = crate::l3fwd::veclane_config(&l3, crate::CopyMode::Two, 64, 1);
+        let v = crate::l3fwd::veclane_config(&l3, crate::CopyMode::Two, 64, 1).to_toml();
         let cmds = setup_commands(&cfg(), Path::new("/s")).join("\n");
         for needle in [
             IF_IN_MAC,

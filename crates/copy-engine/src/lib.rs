@@ -155,6 +155,20 @@ impl FromStr for Kind {
     }
 }
 
+/// A kind is its configuration name in every document (`copy-engine = "cpu"`).
+impl serde::Serialize for Kind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Kind {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 /// A copy engine name that is not one of [`Kind::ALL`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ParseKindError {

@@ -9,8 +9,8 @@
 
 #![forbid(unsafe_code)]
 
-pub mod config;
 pub mod control;
+pub mod rib;
 pub mod server;
 pub mod worker;
 
@@ -18,23 +18,30 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-pub use config::{Config, ConfigError, DEFAULT_CONFIG};
+pub use api::config::{Config, ConfigError, DEFAULT_CONFIG};
 
 /// Why the daemon could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
     #[error(transparent)]
     Config(#[from] ConfigError),
-    #[error("{0}")]
-    Start(String),
+    #[error("cannot create the runtime directory {path}: {source}")]
+    RuntimeDir {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Server(#[from] server::ServerError),
+    #[error(transparent)]
+    Control(#[from] control::ControlError),
 }
 
 /// The runtime directory the configuration asks for, or the default.
 pub fn runtime_dir(cfg: &Config) -> PathBuf {
     cfg.daemon
         .runtime_dir
-        .as_ref()
-        .map_or_else(api::runtime_dir, PathBuf::from)
+        .clone()
+        .unwrap_or_else(api::runtime_dir)
 }
 
 /// Runs the daemon until `stop` is set. `ready` is called once the control socket accepts
@@ -45,8 +52,10 @@ pub fn run(
     ready: impl FnOnce(&std::path::Path),
 ) -> Result<(), DaemonError> {
     let dir = runtime_dir(cfg);
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| DaemonError::Start(format!("cannot create {}: {e}", dir.display())))?;
+    std::fs::create_dir_all(&dir).map_err(|source| DaemonError::RuntimeDir {
+        path: dir.display().to_string(),
+        source,
+    })?;
     if let Some(c) = cfg.daemon.main_core {
         let mut set = rustix::thread::CpuSet::new();
         set.set(c);
@@ -55,8 +64,8 @@ pub fn run(
         }
     }
     let ctl_path = dir.join(api::CONTROL_SOCKET);
-    let mut server = server::Server::bind(&ctl_path).map_err(DaemonError::Start)?;
-    let mut control = control::Control::new(cfg, dir.clone()).map_err(DaemonError::Start)?;
+    let mut server = server::Server::bind(&ctl_path)?;
+    let mut control = control::Control::new(cfg, dir.clone())?;
     tracing::info!(
         dir = %dir.display(),
         workers = control.workers(),

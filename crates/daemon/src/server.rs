@@ -20,6 +20,18 @@ struct Conn {
     buf: Vec<u8>,
 }
 
+/// Why the control socket cannot be served.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("another veclane daemon is serving {0}; stop it or set [daemon] runtime-dir")]
+    InUse(String),
+    #[error("cannot listen on {path}: {source}")]
+    Listen {
+        path: String,
+        source: std::io::Error,
+    },
+}
+
 /// The API server.
 #[derive(Debug)]
 pub struct Server {
@@ -30,21 +42,19 @@ pub struct Server {
 
 impl Server {
     /// Binds the control socket, replacing a stale one (a socket nobody answers on).
-    pub fn bind(path: &Path) -> Result<Server, String> {
+    pub fn bind(path: &Path) -> Result<Server, ServerError> {
         if path.exists() {
             if UnixStream::connect(path).is_ok() {
-                return Err(format!(
-                    "another veclane daemon is serving {}; stop it or set [daemon] runtime-dir",
-                    path.display()
-                ));
+                return Err(ServerError::InUse(path.display().to_string()));
             }
             let _ = std::fs::remove_file(path);
         }
-        let listener = UnixListener::bind(path)
-            .map_err(|e| format!("cannot listen on {}: {e}", path.display()))?;
-        listener
-            .set_nonblocking(true)
-            .map_err(|e| format!("control socket: {e}"))?;
+        let listen = |source| ServerError::Listen {
+            path: path.display().to_string(),
+            source,
+        };
+        let listener = UnixListener::bind(path).map_err(listen)?;
+        listener.set_nonblocking(true).map_err(listen)?;
         Ok(Server {
             listener,
             path: path.to_path_buf(),

@@ -19,7 +19,7 @@ use graph::{AnyNode, Captured, Filter, Runtime};
 use memif::nodes::QueueCommand;
 use nodes::{Learned, Shared};
 
-use crate::config::RxMode;
+use api::RxMode;
 
 /// How long a worker in adaptive mode keeps polling an idle graph before it sleeps.
 const ADAPTIVE_IDLE: Duration = Duration::from_millis(1);
@@ -107,7 +107,7 @@ pub struct WorkerSetup {
     pub trace_capacity: usize,
     pub shared: Shared,
     pub learned: SyncSender<Learned>,
-    pub copy: crate::config::CopyMode,
+    pub copy: api::CopyMode,
     pub engine: copy_engine::Kind,
 }
 
@@ -117,7 +117,7 @@ fn graph_nodes(
     rxq: Receiver<QueueCommand>,
     txq: Receiver<QueueCommand>,
 ) -> std::io::Result<Vec<Box<dyn AnyNode>>> {
-    let single = s.copy == crate::config::CopyMode::Single;
+    let single = s.copy == api::CopyMode::Single;
     Ok(vec![
         Box::new(
             memif::nodes::MemifInput::new(rxq)

@@ -19,12 +19,11 @@ fn scenario_names() -> clap::builder::PossibleValuesParser {
     )
 }
 
-#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
-pub enum CopyArg {
-    /// Payload copied once, peer to peer.
-    Single,
-    /// Payload copied into local buffers and out again (VPP's path).
-    Two,
+/// The copy modes as clap values, spelled as everywhere else (`api::CopyMode`).
+fn copy_modes() -> impl clap::builder::TypedValueParser<Value = CopyMode> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(CopyMode::ALL.iter().map(|m| m.name()))
+        .map(|s| s.parse::<CopyMode>().expect("one of the possible values"))
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -113,8 +112,8 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 3)]
     reps: usize,
     /// veclane's copy modes to measure (l3fwd), each a column of its own.
-    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [CopyArg::Single, CopyArg::Two])]
-    copy: Vec<CopyArg>,
+    #[arg(long, value_parser = copy_modes(), value_delimiter = ',', default_values_t = [CopyMode::Single, CopyMode::Two])]
+    copy: Vec<CopyMode>,
     /// CPU of the sender (p2p) or the generator (l3fwd).
     #[arg(long, visible_alias = "gen-cpu", default_value_t = 0)]
     sender_cpu: usize,
@@ -492,10 +491,7 @@ fn run_l3fwd(
     if duts.contains(&Dut::Veclane) {
         for c in &a.copy {
             base.push(Subject {
-                copy: Some(match c {
-                    CopyArg::Single => CopyMode::Single,
-                    CopyArg::Two => CopyMode::Two,
-                }),
+                copy: Some(*c),
                 ..Subject::plain(Dut::Veclane)
             });
         }

@@ -20,6 +20,10 @@ pub struct RunArgs {
     /// Print the embedded default configuration and exit.
     #[arg(long)]
     print_default_config: bool,
+    /// Validate this configuration file, print every problem with its line and column, and
+    /// exit (status 0 when it is valid).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["config", "print_default_config"])]
+    check_config: Option<PathBuf>,
 }
 
 pub fn run(a: RunArgs) -> anyhow::Result<()> {
@@ -27,12 +31,25 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         print!("{}", daemon::DEFAULT_CONFIG);
         return Ok(());
     }
+    if let Some(p) = &a.check_config {
+        let c = daemon::Config::load(p)?;
+        println!(
+            "{}: valid: {} worker(s), {} interface(s) ({}), {} route(s), {} neighbour(s)",
+            p.display(),
+            c.daemon.workers.len().max(1),
+            c.interface.len(),
+            c.interface_names().join(", "),
+            c.route.len(),
+            c.neighbor.len()
+        );
+        return Ok(());
+    }
     let mut cfg = match &a.config {
         Some(p) => daemon::Config::load(p)?,
         None => daemon::Config::embedded_default(),
     };
     if let Some(d) = a.runtime_dir {
-        cfg.daemon.runtime_dir = Some(d.display().to_string());
+        cfg.daemon.runtime_dir = Some(d);
     }
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {

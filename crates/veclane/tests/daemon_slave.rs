@@ -231,7 +231,7 @@ fn daemon_plays_the_l3fwd_pod_as_memif_slave() {
     for (name, id, m) in [("memif0/0", 0, MAC0), ("memif0/1", 1, MAC1)] {
         let i = &ifs[name];
         assert_eq!(
-            (i.role.as_str(), i.id, i.mac.as_str(), i.connected),
+            (i.role.name(), i.id, i.mac.to_string().as_str(), i.connected),
             ("slave", id, m, false),
             "{i:?}"
         );

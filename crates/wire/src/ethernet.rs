@@ -54,6 +54,25 @@ impl core::str::FromStr for MacAddr {
     }
 }
 
+#[cfg(feature = "serde")]
+impl serde::Serialize for MacAddr {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> core::result::Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+#[cfg(feature = "serde")]
+impl<'de> serde::Deserialize<'de> for MacAddr {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> core::result::Result<Self, D::Error> {
+        let s = <String as serde::Deserialize<'de>>::deserialize(d)?;
+        s.parse().map_err(|_| {
+            serde::de::Error::custom(format_args!(
+                "{s:?} is not a MAC address (aa:bb:cc:dd:ee:ff, two hex digits per octet)"
+            ))
+        })
+    }
+}
+
 /// The EtherType field.
 ///
 /// `Unknown` holds values other than the named ones; `Unknown(0x0800)` is not made by

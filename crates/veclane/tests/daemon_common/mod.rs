@@ -183,7 +183,7 @@ impl Pods {
 }
 
 pub fn mac(s: &str) -> [u8; 6] {
-    api::cli::parse_mac(s).unwrap()
+    api::parse_mac(s).unwrap().0
 }
 
 /// An Ethernet + IPv4 + UDP frame.

@@ -1,0 +1,774 @@
+//! The daemon's configuration file (TOML) as typed values. The daemon reads it, `veclane run
+//! --check-config` validates it, and the benchmark harness builds a [`Config`] and serializes
+//! it; the control API creates interfaces with the same [`MemifSpec`].
+//!
+//! A file with problems gets all of them at once, each with its line and column: syntax
+//! errors first (the parser recovers and goes on), then every section that does not
+//! deserialize (one message per table: serde stops at a table's first bad key), then every
+//! value the types cannot rule out (cores that do not exist, names used twice, references to
+//! interfaces that are not there).
+
+use std::collections::HashSet;
+use std::fmt;
+use std::net::Ipv4Addr;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use toml::Spanned;
+use toml::de::{DeTable, DeValue};
+
+use crate::types::{CopyEngine, CopyMode, Ipv4Prefix, MacAddr, Role, RxMode, Via};
+
+/// The embedded default topology: generator → `memif0/0` → veclane → `memif0/1` → sink.
+/// `veclane gen`'s default frames (10.10.1.2 → 10.10.2.2, destination MAC 02:00:00:00:00:02)
+/// enter on `memif0/0` and leave on `memif0/1` towards the static neighbour 10.10.2.2.
+pub const DEFAULT_CONFIG: &str = r#"
+[daemon]
+# One worker per listed core; the control thread runs on main-core.
+workers = [1]
+main-core = 0
+# Rx mode: polling (never sleeps), interrupt (sleeps whenever idle) or adaptive (polls while
+# busy, sleeps on the memif eventfds after a millisecond without packets).
+mode = "adaptive"
+buffers = 32768
+# Forwarding between memif interfaces: "single" copies each payload once, peer to peer
+# (headers go through local buffers); "two" copies into local buffers and out again (VPP).
+copy = "single"
+# What executes payload copies: "cpu" (inline) or "thread" (a copy thread, for tests and
+# hosts with spare cores; Intel DSA plugs in here).
+copy-engine = "cpu"
+
+[[interface]]
+socket = "memif.sock"
+id = 0
+role = "master"
+mac = "02:00:00:00:00:02"
+addresses = ["10.10.1.1/24"]
+
+[[interface]]
+socket = "memif.sock"
+id = 1
+role = "master"
+mac = "02:00:00:00:01:02"
+addresses = ["10.10.2.1/24"]
+
+[[neighbor]]
+interface = "memif0/1"
+ip = "10.10.2.2"
+mac = "02:00:00:00:00:01"
+"#;
+
+/// Ring sizes a memif interface accepts (slots, a power of two).
+pub const RING_SIZES: std::ops::RangeInclusive<u32> = 2..=16384;
+/// Fewest local buffers per worker.
+pub const MIN_BUFFERS: u32 = 1024;
+
+/// `[daemon]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct DaemonSection {
+    /// Cores, one worker pinned to each; empty: one unpinned worker.
+    pub workers: Vec<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub main_core: Option<usize>,
+    pub mode: RxMode,
+    /// Local buffers per worker.
+    pub buffers: u32,
+    /// Trace records kept per worker.
+    pub trace_capacity: usize,
+    /// Runtime directory (sockets); default `$XDG_RUNTIME_DIR/veclane` or `/run/veclane`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub runtime_dir: Option<PathBuf>,
+    pub copy: CopyMode,
+    pub copy_engine: CopyEngine,
+}
+
+impl Default for DaemonSection {
+    fn default() -> Self {
+        DaemonSection {
+            workers: Vec::new(),
+            main_core: None,
+            mode: RxMode::Adaptive,
+            buffers: 32768,
+            trace_capacity: 4096,
+            runtime_dir: None,
+            copy: CopyMode::Single,
+            copy_engine: CopyEngine::Cpu,
+        }
+    }
+}
+
+/// A memif interface: a `[[interface]]` of the file and `create interface memif` of the API.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct MemifSpec {
+    pub id: u32,
+    /// Socket path; `@name` for the abstract namespace; relative paths are taken inside the
+    /// daemon's runtime directory.
+    pub socket: String,
+    pub role: Role,
+    /// Interface name; default `memif<socket-index>/<id>` as VPP names them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rx_queues: Option<u16>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tx_queues: Option<u16>,
+    /// Slots per ring, a power of two in [`RING_SIZES`] (default 1024).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ring_size: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub buffer_size: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret: Option<String>,
+    /// Default derived from the interface index (`02:fe:00:00:HI:LO`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mac: Option<MacAddr>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub addresses: Vec<Ipv4Prefix>,
+    /// The IPv4 table (VRF) packets received here are routed in.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub table: u32,
+    /// Core of the worker that polls each rx queue, in queue order (default: round robin).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rx_placement: Vec<usize>,
+    /// Administrative state at creation.
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub up: bool,
+}
+
+fn is_zero(v: &u32) -> bool {
+    *v == 0
+}
+fn is_true(v: &bool) -> bool {
+    *v
+}
+fn yes() -> bool {
+    true
+}
+
+impl MemifSpec {
+    /// An interface with every optional setting at its default.
+    pub fn new(id: u32, socket: impl Into<String>, role: Role) -> MemifSpec {
+        MemifSpec {
+            id,
+            socket: socket.into(),
+            role,
+            name: None,
+            rx_queues: None,
+            tx_queues: None,
+            ring_size: None,
+            buffer_size: None,
+            secret: None,
+            mac: None,
+            addresses: Vec::new(),
+            table: 0,
+            rx_placement: Vec::new(),
+            up: true,
+        }
+    }
+
+    /// What is wrong with the values themselves (the daemon adds what depends on its state).
+    pub fn problems(&self) -> Vec<String> {
+        let mut p = Vec::new();
+        if let Some(r) = self.ring_size
+            && (!r.is_power_of_two() || !RING_SIZES.contains(&r))
+        {
+            p.push(format!(
+                "ring-size {r} must be a power of two in {}..={}",
+                RING_SIZES.start(),
+                RING_SIZES.end()
+            ));
+        }
+        if self.buffer_size == Some(0) {
+            p.push("buffer-size must be at least 1".into());
+        }
+        for (i, a) in self.addresses.iter().enumerate() {
+            if self.addresses[..i].iter().any(|b| b.addr == a.addr) {
+                p.push(format!("address {} is listed twice", a.addr));
+            }
+        }
+        p
+    }
+}
+
+/// The name an interface gets when its spec names none: `memif<socket index>/<id>`, the
+/// socket index counting distinct sockets in the order they were first used.
+pub fn default_interface_name(socket_index: usize, id: u32) -> String {
+    format!("memif{socket_index}/{id}")
+}
+
+/// `[[route]]` and `ip route`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteSpec {
+    pub prefix: Ipv4Prefix,
+    pub via: Via,
+    /// The interface towards the next hop; default: the one whose subnet holds it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interface: Option<String>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub table: u32,
+}
+
+/// `[[neighbor]]` and `set ip neighbor`: a static ARP entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NeighborSpec {
+    pub interface: String,
+    #[serde(deserialize_with = "crate::types::deserialize_ipv4")]
+    pub ip: Ipv4Addr,
+    pub mac: MacAddr,
+}
+
+/// A whole configuration file.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub daemon: DaemonSection,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub interface: Vec<MemifSpec>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub route: Vec<RouteSpec>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub neighbor: Vec<NeighborSpec>,
+}
+
+/// One problem of a configuration, where it is when the configuration came from text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// 1-based line and column.
+    pub at: Option<(usize, usize)>,
+    pub message: String,
+}
+
+/// A configuration that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    /// Every problem found, in the order they appear.
+    #[error("{}", show_problems(origin, problems))]
+    Invalid {
+        origin: String,
+        problems: Vec<Problem>,
+    },
+}
+
+impl ConfigError {
+    /// The problems, or none for a file that could not be read.
+    pub fn problems(&self) -> &[Problem] {
+        match self {
+            ConfigError::Invalid { problems, .. } => problems,
+            ConfigError::Read { .. } => &[],
+        }
+    }
+}
+
+fn show_problems(origin: &str, problems: &[Problem]) -> String {
+    let mut s = format!(
+        "{origin}: {} problem{}",
+        problems.len(),
+        if problems.len() == 1 { "" } else { "s" }
+    );
+    for p in problems {
+        match p.at {
+            Some((l, c)) => s.push_str(&format!("\n  {origin}:{l}:{c}: {}", p.message)),
+            None => s.push_str(&format!("\n  {origin}: {}", p.message)),
+        }
+    }
+    s
+}
+
+/// Which part of a configuration a semantic problem belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Item {
+    Daemon,
+    Interface(usize),
+    Route(usize),
+    Neighbor(usize),
+}
+
+/// Byte ranges of each item in the source text.
+#[derive(Debug, Default)]
+struct Spans {
+    daemon: Option<Range<usize>>,
+    interface: Vec<Range<usize>>,
+    route: Vec<Range<usize>>,
+    neighbor: Vec<Range<usize>>,
+}
+
+impl Spans {
+    fn of(&self, item: Item) -> Option<Range<usize>> {
+        match item {
+            Item::Daemon => self.daemon.clone(),
+            Item::Interface(k) => self.interface.get(k).cloned(),
+            Item::Route(k) => self.route.get(k).cloned(),
+            Item::Neighbor(k) => self.neighbor.get(k).cloned(),
+        }
+    }
+}
+
+/// 1-based line and column of byte `offset` of `text`.
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, col)
+}
+
+impl Config {
+    /// Parses and validates `text`; `origin` names it in messages (a path, "embedded default").
+    pub fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
+        let invalid = |problems| ConfigError::Invalid {
+            origin: origin.to_string(),
+            problems,
+        };
+        let at = |span: Option<Range<usize>>| span.map(|s| line_col(text, s.start));
+        let (doc, syntax) = DeTable::parse_recoverable(text);
+        if !syntax.is_empty() {
+            return Err(invalid(
+                syntax
+                    .iter()
+                    .map(|e| Problem {
+                        at: at(e.span()),
+                        message: e.message().to_string(),
+                    })
+                    .collect(),
+            ));
+        }
+        let mut cfg = Config::default();
+        let mut spans = Spans::default();
+        let mut problems: Vec<(Option<Range<usize>>, String)> = Vec::new();
+        for (key, value) in doc.into_inner() {
+            let span = value.span();
+            match key.get_ref().as_ref() {
+                "daemon" => {
+                    spans.daemon = Some(span);
+                    match typed::<DaemonSection>(value) {
+                        Ok(d) => cfg.daemon = d,
+                        Err(e) => problems.push((e.span(), format!("[daemon]: {}", e.message()))),
+                    }
+                }
+                "interface" => {
+                    for (v, s) in items(value, "interface", &mut problems) {
+                        match typed::<MemifSpec>(v) {
+                            Ok(i) => {
+                                cfg.interface.push(i);
+                                spans.interface.push(s);
+                            }
+                            Err(e) => problems
+                                .push((e.span(), format!("[[interface]]: {}", e.message()))),
+                        }
+                    }
+                }
+                "route" => {
+                    for (v, s) in items(value, "route", &mut problems) {
+                        match typed::<RouteSpec>(v) {
+                            Ok(r) => {
+                                cfg.route.push(r);
+                                spans.route.push(s);
+                            }
+                            Err(e) => {
+                                problems.push((e.span(), format!("[[route]]: {}", e.message())))
+                            }
+                        }
+                    }
+                }
+                "neighbor" => {
+                    for (v, s) in items(value, "neighbor", &mut problems) {
+                        match typed::<NeighborSpec>(v) {
+                            Ok(n) => {
+                                cfg.neighbor.push(n);
+                                spans.neighbor.push(s);
+                            }
+                            Err(e) => problems
+                                .push((e.span(), format!("[[neighbor]]: {}", e.message()))),
+                        }
+                    }
+                }
+                other => problems.push((
+                    Some(key.span()),
+                    format!(
+                        "unknown section {other:?}: expected [daemon], [[interface]], [[route]] or [[neighbor]]"
+                    ),
+                )),
+            }
+        }
+        // Items that did not deserialize are missing from `cfg`; checking what is left
+        // would report references to them as a second, misleading problem.
+        if problems.is_empty() {
+            for (item, message) in cfg.semantic_problems() {
+                problems.push((spans.of(item), message));
+            }
+        }
+        if problems.is_empty() {
+            return Ok(cfg);
+        }
+        problems.sort_by_key(|(s, _)| s.as_ref().map_or(0, |s| s.start));
+        Err(invalid(
+            problems
+                .into_iter()
+                .map(|(s, message)| Problem { at: at(s), message })
+                .collect(),
+        ))
+    }
+
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Config::parse(&text, &path.display().to_string())
+    }
+
+    pub fn embedded_default() -> Config {
+        Config::parse(DEFAULT_CONFIG, "embedded default").expect("the embedded default is valid")
+    }
+
+    /// The configuration as a TOML document that [`Config::parse`] reads back equal.
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).expect("every field serializes to TOML")
+    }
+
+    /// Checks a configuration built in code: the same checks as [`Config::parse`], without
+    /// positions.
+    pub fn validate(&self, origin: &str) -> Result<(), ConfigError> {
+        let problems: Vec<Problem> = self
+            .semantic_problems()
+            .into_iter()
+            .map(|(_, message)| Problem { at: None, message })
+            .collect();
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(ConfigError::Invalid {
+                origin: origin.to_string(),
+                problems,
+            })
+        }
+    }
+
+    /// The names interfaces get, in order: their own, or [`default_interface_name`].
+    pub fn interface_names(&self) -> Vec<String> {
+        let mut sockets: Vec<&str> = Vec::new();
+        self.interface
+            .iter()
+            .map(|i| {
+                let s = sockets
+                    .iter()
+                    .position(|s| *s == i.socket)
+                    .unwrap_or_else(|| {
+                        sockets.push(&i.socket);
+                        sockets.len() - 1
+                    });
+                i.name
+                    .clone()
+                    .unwrap_or_else(|| default_interface_name(s, i.id))
+            })
+            .collect()
+    }
+
+    /// What the types cannot rule out: values that depend on the machine or on each other.
+    fn semantic_problems(&self) -> Vec<(Item, String)> {
+        let mut p = Vec::new();
+        let d = &self.daemon;
+        let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
+        for &c in d.workers.iter().chain(d.main_core.iter()) {
+            if c >= ncpu {
+                p.push((
+                    Item::Daemon,
+                    format!(
+                        "[daemon] core {c} does not exist: this machine has cores 0..={}",
+                        ncpu - 1
+                    ),
+                ));
+            }
+        }
+        for (i, w) in d.workers.iter().enumerate() {
+            if d.workers[..i].contains(w) {
+                p.push((
+                    Item::Daemon,
+                    format!("[daemon] workers lists core {w} twice"),
+                ));
+            }
+        }
+        if d.buffers < MIN_BUFFERS {
+            p.push((
+                Item::Daemon,
+                format!(
+                    "[daemon] buffers = {} is too few: at least {MIN_BUFFERS} per worker",
+                    d.buffers
+                ),
+            ));
+        }
+        let names = self.interface_names();
+        for (k, i) in self.interface.iter().enumerate() {
+            let at = format!(
+                "[[interface]] {} (socket {:?} id {})",
+                names[k], i.socket, i.id
+            );
+            let item = Item::Interface(k);
+            for m in i.problems() {
+                p.push((item, format!("{at}: {m}")));
+            }
+            for &c in &i.rx_placement {
+                if !d.workers.contains(&c) {
+                    p.push((
+                        item,
+                        format!(
+                            "{at}: rx-placement core {c} has no worker (workers = {:?})",
+                            d.workers
+                        ),
+                    ));
+                }
+            }
+            if self.interface[..k]
+                .iter()
+                .any(|o| o.socket == i.socket && o.id == i.id)
+            {
+                p.push((item, format!("{at}: socket and id are used twice")));
+            }
+            if names[..k].contains(&names[k]) {
+                p.push((item, format!("{at}: the name {:?} is used twice", names[k])));
+            }
+            let sockets_role = self
+                .interface
+                .iter()
+                .find(|o| o.socket == i.socket)
+                .map(|o| o.role);
+            if sockets_role != Some(i.role) {
+                p.push((
+                    item,
+                    format!(
+                        "{at}: one socket is either master or slave, and this one is used as both"
+                    ),
+                ));
+            }
+        }
+        let known: HashSet<&str> = names.iter().map(String::as_str).collect();
+        let unknown = |n: &str| format!("no interface named {n:?} (have: {})", names.join(", "));
+        for (k, r) in self.route.iter().enumerate() {
+            if let Some(n) = &r.interface
+                && !known.contains(n.as_str())
+            {
+                p.push((
+                    Item::Route(k),
+                    format!("[[route]] {}: {}", r.prefix, unknown(n)),
+                ));
+            }
+        }
+        for (k, n) in self.neighbor.iter().enumerate() {
+            if !known.contains(n.interface.as_str()) {
+                p.push((
+                    Item::Neighbor(k),
+                    format!("[[neighbor]] {}: {}", n.ip, unknown(&n.interface)),
+                ));
+            }
+        }
+        p
+    }
+}
+
+impl fmt::Display for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_toml())
+    }
+}
+
+/// Deserializes one table of the document on its own, so a bad one does not hide the next.
+fn typed<T: serde::de::DeserializeOwned>(v: Spanned<DeValue<'_>>) -> Result<T, toml::de::Error> {
+    T::deserialize(serde::de::IntoDeserializer::into_deserializer(v))
+}
+
+/// The tables of an array of tables (`[[name]]`), each with its span.
+fn items<'i>(
+    v: Spanned<DeValue<'i>>,
+    name: &str,
+    problems: &mut Vec<(Option<Range<usize>>, String)>,
+) -> Vec<(Spanned<DeValue<'i>>, Range<usize>)> {
+    let span = v.span();
+    match v.into_inner() {
+        DeValue::Array(a) => a.iter().map(|x| (x.clone(), x.span())).collect(),
+        _ => {
+            problems.push((
+                Some(span),
+                format!("{name} must be an array of tables: write each as [[{name}]]"),
+            ));
+            Vec::new()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedded_default_parses() {
+        let c = Config::embedded_default();
+        assert_eq!(c.interface.len(), 2);
+        assert_eq!(c.daemon.mode, RxMode::Adaptive);
+        assert_eq!(c.interface_names(), ["memif0/0", "memif0/1"]);
+        assert_eq!(c.interface[1].addresses[0].to_string(), "10.10.2.1/24");
+    }
+
+    #[test]
+    fn serializes_to_what_it_parses_from() {
+        let c = Config::embedded_default();
+        let text = c.to_toml();
+        assert_eq!(Config::parse(&text, "round trip").unwrap(), c);
+        let mut c2 = c.clone();
+        c2.daemon.copy = CopyMode::Two;
+        c2.interface[0].ring_size = Some(256);
+        c2.interface[0].up = false;
+        c2.route.push(RouteSpec {
+            prefix: "10.20.0.0/16".parse().unwrap(),
+            via: Via::Drop,
+            interface: None,
+            table: 3,
+        });
+        assert_eq!(Config::parse(&c2.to_toml(), "round trip").unwrap(), c2);
+    }
+
+    fn problems(text: &str) -> Vec<String> {
+        Config::parse(text, "x.toml")
+            .unwrap_err()
+            .problems()
+            .iter()
+            .map(|p| {
+                let (l, c) = p.at.expect("problems in text have a position");
+                format!("{l}:{c}: {}", p.message)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn errors_name_the_problem() {
+        let p = problems("[daemon]\nworkerz = [1]\n");
+        assert!(p[0].contains("workerz"), "{p:?}");
+        let p =
+            problems("[[interface]]\nsocket = \"a\"\nid = 0\nrole = \"master\"\nmac = \"nope\"\n");
+        assert!(
+            p[0].contains("\"nope\"") && p[0].contains("aa:bb:cc:dd:ee:ff"),
+            "{p:?}"
+        );
+        let p = problems("[[interface]]\nsocket = \"a\"\nid = 0\nrole = \"boss\"\n");
+        assert!(
+            p[0].contains("boss") && p[0].contains(r#""master", "slave""#),
+            "{p:?}"
+        );
+        let p = problems("[daemon]\nworkers = [999]\n");
+        assert!(p[0].contains("core 999"), "{p:?}");
+        let p = problems("[[route]]\nprefix = \"1.2.3.0/40\"\nvia = \"1.1.1.1\"\n");
+        assert!(p[0].contains("1.2.3.0/40"), "{p:?}");
+        let p = problems("[daemon]\ncopy = \"three\"\n");
+        assert!(
+            p[0].starts_with("2:8:") && p[0].contains(r#""single", "two""#),
+            "{p:?}"
+        );
+    }
+
+    #[test]
+    fn every_problem_at_once_with_its_position() {
+        let text = "\
+[daemon]
+mode = \"sleepy\"
+
+[[interface]]
+socket = \"a\"
+id = 0
+role = \"master\"
+mac = \"02:00:00:00:00:zz\"
+
+[[interface]]
+socket = \"a\"
+id = 1
+role = \"master\"
+
+[[route]]
+prefix = \"10.0.0.0/8\"
+via = \"somewhere\"
+
+[[neighbor]]
+interface = \"memif0/1\"
+ip = \"10.0.0.300\"
+mac = \"02:00:00:00:00:01\"
+
+[bogus]
+";
+        let p = problems(text);
+        assert_eq!(p.len(), 5, "{p:#?}");
+        assert!(
+            p[0].starts_with("2:8: [daemon]") && p[0].contains("sleepy"),
+            "{p:?}"
+        );
+        assert!(
+            p[1].starts_with("8:7: [[interface]]") && p[1].contains("zz"),
+            "{p:?}"
+        );
+        assert!(
+            p[2].starts_with("17:7: [[route]]") && p[2].contains("somewhere"),
+            "{p:?}"
+        );
+        assert!(
+            p[3].starts_with("21:6: [[neighbor]]") && p[3].contains("10.0.0.300"),
+            "{p:?}"
+        );
+        assert!(p[4].starts_with("24:2:") && p[4].contains("bogus"), "{p:?}");
+    }
+
+    #[test]
+    fn semantic_problems_all_reported_at_their_items() {
+        let text = "\
+[daemon]
+workers = [0, 0]
+buffers = 10
+
+[[interface]]
+socket = \"a\"
+id = 0
+role = \"master\"
+ring-size = 1000
+rx-placement = [1]
+
+[[interface]]
+socket = \"a\"
+id = 0
+role = \"slave\"
+
+[[neighbor]]
+interface = \"memif9/9\"
+ip = \"10.0.0.1\"
+mac = \"02:00:00:00:00:01\"
+";
+        let p = problems(text);
+        let joined = p.join("\n");
+        for want in [
+            "1:1: [daemon] workers lists core 0 twice",
+            "1:1: [daemon] buffers = 10 is too few",
+            "5:1: [[interface]] memif0/0 (socket \"a\" id 0): ring-size 1000 must be a power of two",
+            "rx-placement core 1 has no worker",
+            "12:1: [[interface]] memif0/0 (socket \"a\" id 0): socket and id are used twice",
+            "the name \"memif0/0\" is used twice",
+            "used as both",
+            "17:1: [[neighbor]] 10.0.0.1: no interface named \"memif9/9\"",
+        ] {
+            assert!(joined.contains(want), "missing {want:?} in\n{joined}");
+        }
+        let shown = Config::parse(text, "x.toml").unwrap_err().to_string();
+        assert!(shown.starts_with("x.toml: "), "{shown}");
+        assert!(shown.contains("\n  x.toml:17:1: [[neighbor]]"), "{shown}");
+    }
+
+    #[test]
+    fn syntax_errors_have_positions() {
+        let p = problems("[daemon]\nworkers = [1\n");
+        assert!(p[0].starts_with("2:") || p[0].starts_with("3:"), "{p:?}");
+    }
+}

@@ -1,0 +1,231 @@
+//! Serving API requests: each [`Request`] maps onto the control thread's operations, and
+//! every refusal becomes a [`Reply::Error`] with its reason.
+
+use std::collections::BTreeMap;
+use std::sync::mpsc::{self, channel};
+use std::time::Duration;
+
+use api::{ErrorCount, FibEntry, Neighbor, Placement, Reply, Request};
+use fib::adj::Adjacency;
+
+use super::{Control, ControlError};
+use crate::worker::WorkerCmd;
+
+impl Control {
+    /// Serves one API request.
+    pub fn handle(&mut self, req: Request) -> Reply {
+        let r = self.handle_inner(req);
+        self.after_rib_change();
+        match r {
+            Ok(r) => r,
+            Err(e) => Reply::Error {
+                message: e.to_string(),
+            },
+        }
+    }
+
+    /// Asks every worker and collects the answers in worker order.
+    pub(super) fn ask<T>(
+        &self,
+        make: impl Fn(mpsc::Sender<T>) -> WorkerCmd,
+    ) -> Result<Vec<T>, ControlError> {
+        let mut out = Vec::new();
+        for w in &self.workers {
+            let (tx, rx) = channel();
+            w.send(make(tx));
+            out.push(
+                rx.recv_timeout(Duration::from_secs(5))
+                    .map_err(|_| ControlError::WorkerSilent(w.index))?,
+            );
+        }
+        Ok(out)
+    }
+
+    fn handle_inner(&mut self, req: Request) -> Result<Reply, ControlError> {
+        Ok(match req {
+            Request::ShowVersion => Reply::Version {
+                version: env!("CARGO_PKG_VERSION").to_string(),
+                workers: self.workers.len(),
+                runtime_dir: self.runtime_dir.display().to_string(),
+            },
+            Request::ShowInterface { name } => {
+                let only = name.map(|n| self.iface_index(&n)).transpose()?;
+                Reply::Interfaces {
+                    interfaces: (0..self.ifaces.len() as u32)
+                        .filter(|i| only.is_none_or(|o| o == *i))
+                        .map(|i| self.interface_info(i))
+                        .collect(),
+                }
+            }
+            Request::ShowRxPlacement => Reply::RxPlacement {
+                placement: self.placement(),
+            },
+            Request::ShowRuntime => Reply::Runtime {
+                workers: self.ask(WorkerCmd::Runtime)?,
+            },
+            Request::ShowErrors => {
+                let mut sum: BTreeMap<(String, String), u64> = BTreeMap::new();
+                for w in self.ask(WorkerCmd::Errors)? {
+                    for (n, r, c) in w {
+                        *sum.entry((n, r)).or_default() += c;
+                    }
+                }
+                Reply::Errors {
+                    errors: sum
+                        .into_iter()
+                        .map(|((node, reason), count)| ErrorCount {
+                            count,
+                            node,
+                            reason,
+                        })
+                        .collect(),
+                }
+            }
+            Request::ShowTrace => {
+                let mut text = String::new();
+                for (k, t) in self.ask(WorkerCmd::Trace)?.into_iter().enumerate() {
+                    if self.workers.len() > 1 {
+                        text.push_str(&format!(
+                            "------------------- worker {k} -------------------\n"
+                        ));
+                    }
+                    text.push_str(if t.is_empty() {
+                        "No packets in trace buffer\n"
+                    } else {
+                        &t
+                    });
+                }
+                Reply::Trace { text }
+            }
+            Request::TraceAdd { node, count } => {
+                for r in self.ask(|tx| WorkerCmd::TraceAdd {
+                    node: node.clone(),
+                    count,
+                    reply: tx,
+                })? {
+                    r.map_err(ControlError::Trace)?;
+                }
+                Reply::Ok
+            }
+            Request::Clear { what } => {
+                if what == api::Clear::Interfaces {
+                    for i in &mut self.ifaces {
+                        i.clear_counters();
+                    }
+                } else {
+                    for w in &self.workers {
+                        w.send(WorkerCmd::Clear(what));
+                    }
+                }
+                Reply::Ok
+            }
+            Request::CreateMemif(spec) => {
+                let (name, index) = self.create_memif(&spec)?;
+                Reply::Created { name, index }
+            }
+            Request::SetState { interface, up } => {
+                let i = self.iface_index(&interface)?;
+                self.set_state(i, up);
+                Reply::Ok
+            }
+            Request::SetIpAddress {
+                interface,
+                address,
+                delete,
+            } => {
+                let i = self.iface_index(&interface)?;
+                self.address(i, address, delete)?;
+                Reply::Ok
+            }
+            Request::SetIpTable { interface, table } => {
+                let i = self.iface_index(&interface)?;
+                self.set_table(i, table)?;
+                Reply::Ok
+            }
+            Request::IpRoute { add, route } => {
+                self.route(add, &route)?;
+                Reply::Ok
+            }
+            Request::ShowIpFib { table } => Reply::Fib {
+                entries: self.fib_entries(table)?,
+            },
+            Request::ShowIpNeighbors => Reply::Neighbors {
+                neighbors: self
+                    .rib
+                    .neighbours()
+                    .into_iter()
+                    .map(|(i, ip, mac, static_entry)| Neighbor {
+                        interface: self.ifaces[i as usize].name.clone(),
+                        ip,
+                        mac: api::MacAddr(mac),
+                        static_entry,
+                    })
+                    .collect(),
+            },
+            Request::SetIpNeighbor { neighbor, delete } => {
+                self.neighbor(&neighbor, delete)?;
+                Reply::Ok
+            }
+            Request::PcapOn {
+                points,
+                interface,
+                file,
+                max_packets,
+            } => self.pcap_on(&points, &interface, &file, max_packets)?,
+            Request::PcapOff => self.pcap_off()?,
+        })
+    }
+
+    fn placement(&self) -> Vec<Placement> {
+        let mut placement = Vec::new();
+        for i in &self.ifaces {
+            let n = if i.connected {
+                i.counters.rx.len()
+            } else {
+                i.placement.len().max(1)
+            };
+            for q in 0..n {
+                let w = self.worker_for(i, q);
+                placement.push(Placement {
+                    interface: i.name.clone(),
+                    queue: q as u16,
+                    worker: w,
+                    core: self.workers[w].core,
+                    mode: self.mode,
+                    connected: i.connected,
+                });
+            }
+        }
+        placement
+    }
+
+    fn fib_entries(&self, table: Option<u32>) -> Result<Vec<FibEntry>, ControlError> {
+        let name = |i: u32| self.ifaces[i as usize].name.as_str();
+        Ok(self
+            .rib
+            .entries(table)?
+            .into_iter()
+            .map(|e| FibEntry {
+                table: e.table,
+                prefix: e.prefix,
+                path: match e.adjacency {
+                    Some(Adjacency::Local) => "receive".into(),
+                    Some(Adjacency::Drop) | None => "drop".into(),
+                    Some(Adjacency::Glean { tx_if, next_hop }) => {
+                        if next_hop.is_unspecified() {
+                            format!("glean {}", name(tx_if))
+                        } else {
+                            format!("via {next_hop} {} (unresolved: arp)", name(tx_if))
+                        }
+                    }
+                    Some(Adjacency::Rewrite {
+                        tx_if,
+                        next_hop,
+                        dst,
+                        ..
+                    }) => format!("via {next_hop} {} {}", name(tx_if), api::MacAddr(dst)),
+                },
+            })
+            .collect())
+    }
+}

@@ -1,0 +1,201 @@
+//! The control thread: memif sockets and handshakes ([`interfaces`]), the routing
+//! information base ([`crate::rib`]), neighbour learning, the API ([`dispatch`]) and packet
+//! capture ([`capture`]). It never touches packet data; it hands queues to workers and
+//! publishes tables they read without locks.
+
+mod capture;
+mod dispatch;
+mod interfaces;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{self, Receiver};
+
+use api::{Config, RxMode};
+use arc_swap::ArcSwap;
+use nodes::{IfConfig, Learned, Shared};
+
+use crate::rib::{Rib, RibError};
+use crate::worker::{self, WorkerHandle, WorkerSetup};
+
+use interfaces::{Iface, Sock};
+
+/// A request or a configuration item the control thread refuses.
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    #[error(transparent)]
+    Rib(#[from] RibError),
+    #[error("no interface named {name:?} (have: {have})")]
+    NoInterface { name: String, have: String },
+    /// An interface that cannot be created or changed as asked.
+    #[error("{0}")]
+    Interface(String),
+    #[error("cannot start worker {index}: {source}")]
+    Worker {
+        index: usize,
+        source: std::io::Error,
+    },
+    #[error("worker {0} does not answer")]
+    WorkerSilent(usize),
+    #[error("{0}")]
+    Capture(String),
+    /// `trace add` refused by a worker's graph.
+    #[error("{0}")]
+    Trace(String),
+    #[error("cannot write {path}: {source}")]
+    Write {
+        path: String,
+        source: std::io::Error,
+    },
+}
+
+/// The control thread's state.
+pub struct Control {
+    runtime_dir: PathBuf,
+    mode: RxMode,
+    workers: Vec<WorkerHandle>,
+    socks: Vec<Sock>,
+    ifaces: Vec<Iface>,
+    /// What the workers know of each interface, indexed like `ifaces`.
+    ifconfigs: Vec<IfConfig>,
+    shared: Shared,
+    rib: Rib,
+    learned: Receiver<Learned>,
+    /// Loop counts of the workers when tables last dropped memory, until all moved on.
+    quiesce_after: Option<Vec<u64>>,
+    pcap: Option<capture::Capture>,
+}
+
+impl std::fmt::Debug for Control {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Control")
+            .field("runtime_dir", &self.runtime_dir)
+            .field("workers", &self.workers.len())
+            .field("interfaces", &self.ifaces.len())
+            .field("rib", &self.rib)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Control {
+    /// Starts workers, creates the configured interfaces, addresses, routes and neighbours.
+    pub fn new(cfg: &Config, runtime_dir: PathBuf) -> Result<Control, ControlError> {
+        let (learned_tx, learned_rx) = mpsc::sync_channel(1024);
+        let rib = Rib::new();
+        let shared = Shared {
+            interfaces: Arc::new(ArcSwap::from_pointee(Vec::new())),
+            vrfs: rib.vrfs(),
+            adjacencies: rib.adjacencies(),
+        };
+        let mut c = Control {
+            runtime_dir,
+            mode: cfg.daemon.mode,
+            workers: Vec::new(),
+            socks: Vec::new(),
+            ifaces: Vec::new(),
+            ifconfigs: Vec::new(),
+            shared,
+            rib,
+            learned: learned_rx,
+            quiesce_after: None,
+            pcap: None,
+        };
+        c.start_workers(cfg, learned_tx)?;
+        for spec in &cfg.interface {
+            c.create_memif(spec)?;
+        }
+        for n in &cfg.neighbor {
+            c.neighbor(n, false)?;
+        }
+        for r in &cfg.route {
+            c.route(true, r)?;
+        }
+        Ok(c)
+    }
+
+    fn start_workers(
+        &mut self,
+        cfg: &Config,
+        learned: mpsc::SyncSender<Learned>,
+    ) -> Result<(), ControlError> {
+        let d = &cfg.daemon;
+        let cores: Vec<Option<usize>> = if d.workers.is_empty() {
+            vec![None]
+        } else {
+            d.workers.iter().map(|&c| Some(c)).collect()
+        };
+        for (index, core) in cores.into_iter().enumerate() {
+            let h = worker::spawn(WorkerSetup {
+                index,
+                core,
+                mode: d.mode,
+                buffers: d.buffers,
+                trace_capacity: d.trace_capacity,
+                shared: self.shared.clone(),
+                learned: learned.clone(),
+                copy: d.copy,
+                engine: d.copy_engine,
+            })
+            .map_err(|source| ControlError::Worker { index, source })?;
+            self.workers.push(h);
+        }
+        Ok(())
+    }
+
+    pub fn workers(&self) -> usize {
+        self.workers.len()
+    }
+
+    /// Stops every worker (graceful shutdown).
+    pub fn shutdown(&mut self) {
+        for w in &mut self.workers {
+            w.stop();
+        }
+    }
+
+    /// One control tick: memif handshakes, learned neighbours, table memory.
+    pub fn tick(&mut self) {
+        self.poll_sockets();
+        for _ in 0..1024 {
+            match self.learned.try_recv() {
+                Ok(l) => {
+                    if let Err(e) = self.rib.learn(&self.ifconfigs, l) {
+                        tracing::warn!("neighbour {}: {e}", l.ip);
+                    }
+                }
+                Err(_) => break,
+            }
+        }
+        self.after_rib_change();
+        self.maybe_quiesce();
+    }
+
+    /// Starts waiting for the workers (again) when the RIB unlinked table memory.
+    fn after_rib_change(&mut self) {
+        if self.rib.take_unlinked() {
+            self.quiesce_after = Some(
+                self.workers
+                    .iter()
+                    .map(|w| w.activity.loops.load(Ordering::Acquire))
+                    .collect(),
+            );
+        }
+    }
+
+    /// Frees unlinked table memory for reuse once every worker finished a loop since.
+    fn maybe_quiesce(&mut self) {
+        let Some(marks) = &self.quiesce_after else {
+            return;
+        };
+        let done = self.workers.iter().zip(marks).all(|(w, &m)| {
+            w.activity.parked.load(Ordering::Acquire)
+                || w.activity.loops.load(Ordering::Acquire) > m
+                || !w.is_alive()
+        });
+        if done {
+            self.rib.quiesce();
+            self.quiesce_after = None;
+        }
+    }
+}

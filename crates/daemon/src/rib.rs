@@ -1,0 +1,791 @@
+//! The routing information base: every route the daemon knows, why it exists (static,
+//! an interface address, its subnet, a neighbour), the next-hop adjacencies they share with
+//! reference counts, and the per-VRF LPM tables the workers read.
+//!
+//! The RIB owns the tables' write side. Workers read what it publishes ([`Rib::vrfs`],
+//! [`Rib::adjacencies`]) without locks; memory a change unlinks is reused only after
+//! [`Rib::quiesce`], which the control thread calls once every worker has moved on.
+//! It knows interfaces only as indexes into the `IfConfig` slice its callers pass in.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::net::Ipv4Addr;
+use std::sync::Arc;
+
+use api::{Ipv4Prefix, Via};
+use arc_swap::ArcSwap;
+use fib::adj::{AdjIndex, AdjReader, AdjTable, Adjacency};
+use fib::{Lpm, LpmReader};
+use nodes::{IfConfig, Learned};
+
+/// Highest VRF id: tables are indexed directly, and each costs 64 MiB of first-level table.
+pub const MAX_TABLE: u32 = 255;
+/// Second-level groups per table (routes longer than /24 need one per /24).
+const TABLE_GROUPS: u32 = 4096;
+
+/// Why a route exists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RouteKind {
+    /// Configured (`ip route add`).
+    Static,
+    /// One of our addresses (receive).
+    Local,
+    /// An interface's subnet: glean.
+    Connected,
+    /// A host route for a neighbour on a connected subnet.
+    Neighbor,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Route {
+    kind: RouteKind,
+    adj: AdjIndex,
+    /// The next-hop adjacency key this route holds a reference on.
+    nh: Option<(u32, Ipv4Addr)>,
+}
+
+/// A route as `show ip fib` lists it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Entry {
+    pub table: u32,
+    pub prefix: Ipv4Prefix,
+    pub kind: RouteKind,
+    /// `None` only if the adjacency vanished, which the reference counts rule out.
+    pub adjacency: Option<Adjacency>,
+}
+
+/// A change the RIB refuses.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RibError {
+    #[error("table {0} is out of range: tables are 0..={MAX_TABLE}")]
+    TableOutOfRange(u32),
+    #[error("table {0} does not exist")]
+    NoTable(u32),
+    #[error("cannot add {prefix} to table {table}: {reason}")]
+    Lpm {
+        prefix: Ipv4Prefix,
+        table: u32,
+        reason: String,
+    },
+    #[error("{addr} is already an address in table {table}")]
+    AddressInUse { addr: Ipv4Addr, table: u32 },
+    #[error(
+        "{prefix} in table {table} belongs to an interface address or neighbour, not a static route"
+    )]
+    NotStatic { prefix: Ipv4Prefix, table: u32 },
+    #[error("no route {prefix} in table {table}")]
+    NoRoute { prefix: Ipv4Prefix, table: u32 },
+    #[error("next hop {next_hop} is on no interface's subnet in table {table}: name the interface")]
+    OffLink { next_hop: Ipv4Addr, table: u32 },
+}
+
+/// The routes, adjacencies and tables of every VRF.
+pub struct Rib {
+    adj: AdjTable,
+    tables: Vec<Option<Lpm>>,
+    /// A table with no routes, read for VRF ids below the highest that have none; made
+    /// (64 MiB) only when such a gap first exists.
+    empty: Option<Lpm>,
+    routes: BTreeMap<(u32, u32, u8), Route>,
+    next_hops: HashMap<(u32, Ipv4Addr), (AdjIndex, usize)>,
+    static_neighbors: HashSet<(u32, Ipv4Addr)>,
+    vrfs: Arc<ArcSwap<Vec<LpmReader>>>,
+    /// Table memory was unlinked since the last [`Rib::take_unlinked`].
+    unlinked: bool,
+}
+
+impl std::fmt::Debug for Rib {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Rib")
+            .field("tables", &self.tables.len())
+            .field("routes", &self.routes.len())
+            .field("next_hops", &self.next_hops.len())
+            .finish_non_exhaustive()
+    }
+}
+
+fn key(table: u32, p: Ipv4Prefix) -> (u32, u32, u8) {
+    (table, u32::from(p.addr), p.len)
+}
+
+fn host(a: Ipv4Addr) -> Ipv4Prefix {
+    Ipv4Prefix { addr: a, len: 32 }
+}
+
+impl Default for Rib {
+    fn default() -> Self {
+        Rib::new()
+    }
+}
+
+impl Rib {
+    /// A RIB with table 0 and nothing in it.
+    pub fn new() -> Rib {
+        let mut r = Rib {
+            adj: AdjTable::new(),
+            tables: Vec::new(),
+            empty: None,
+            routes: BTreeMap::new(),
+            next_hops: HashMap::new(),
+            static_neighbors: HashSet::new(),
+            vrfs: Arc::new(ArcSwap::from_pointee(Vec::new())),
+            unlinked: false,
+        };
+        r.ensure_table(0).expect("table 0 is in range");
+        r
+    }
+
+    /// The published tables, indexed by VRF id: what workers look up in.
+    pub fn vrfs(&self) -> Arc<ArcSwap<Vec<LpmReader>>> {
+        self.vrfs.clone()
+    }
+
+    /// The published adjacencies: what a route's value indexes.
+    pub fn adjacencies(&self) -> AdjReader {
+        self.adj.reader()
+    }
+
+    /// Creates table `t` if it does not exist.
+    pub fn ensure_table(&mut self, t: u32) -> Result<(), RibError> {
+        self.table(t).map(|_| ())
+    }
+
+    fn table(&mut self, t: u32) -> Result<&mut Lpm, RibError> {
+        if t > MAX_TABLE {
+            return Err(RibError::TableOutOfRange(t));
+        }
+        let i = t as usize;
+        if self.tables.len() <= i {
+            self.tables.resize_with(i + 1, || None);
+        }
+        if self.tables[i].is_none() {
+            self.tables[i] = Some(Lpm::new(TABLE_GROUPS));
+            self.publish_tables();
+        }
+        Ok(self.tables[i].as_mut().expect("created above"))
+    }
+
+    fn publish_tables(&mut self) {
+        if self.empty.is_none() && self.tables.iter().any(Option::is_none) {
+            self.empty = Some(Lpm::new(1));
+        }
+        let v: Vec<LpmReader> = self
+            .tables
+            .iter()
+            .map(|t| {
+                t.as_ref()
+                    .or(self.empty.as_ref())
+                    .expect("made above")
+                    .reader()
+            })
+            .collect();
+        self.vrfs.store(Arc::new(v));
+    }
+
+    /// Whether a change unlinked table memory since the last call: the caller then waits
+    /// for every worker to finish a loop (counting from now) before [`Rib::quiesce`].
+    pub fn take_unlinked(&mut self) -> bool {
+        std::mem::take(&mut self.unlinked)
+    }
+
+    /// Makes unlinked table memory reusable. Only once no worker can still be reading it.
+    pub fn quiesce(&mut self) {
+        for t in self.tables.iter_mut().flatten() {
+            t.quiesce();
+        }
+    }
+
+    fn insert(&mut self, table: u32, p: Ipv4Prefix, r: Route) -> Result<(), RibError> {
+        let lpm = self.table(table)?;
+        lpm.insert(p.addr, p.len, r.adj)
+            .map_err(|e| RibError::Lpm {
+                prefix: p,
+                table,
+                reason: e.to_string(),
+            })?;
+        if let Some(old) = self.routes.insert(key(table, p), r)
+            && let Some(k) = old.nh
+        {
+            self.release_nh(k);
+        }
+        self.unlinked = true;
+        Ok(())
+    }
+
+    fn remove(&mut self, table: u32, p: Ipv4Prefix) -> Option<Route> {
+        let r = self.routes.remove(&key(table, p))?;
+        if let Some(Some(lpm)) = self.tables.get_mut(table as usize) {
+            let _ = lpm.remove(p.addr, p.len);
+        }
+        if let Some(k) = r.nh {
+            self.release_nh(k);
+        }
+        self.unlinked = true;
+        Some(r)
+    }
+
+    fn kind_of(&self, table: u32, p: Ipv4Prefix) -> Option<RouteKind> {
+        self.routes.get(&key(table, p)).map(|r| r.kind)
+    }
+
+    fn acquire_nh(&mut self, ifindex: u32, nh: Ipv4Addr) -> AdjIndex {
+        let e = self
+            .next_hops
+            .entry((ifindex, nh))
+            .or_insert_with(|| (self.adj.add_next_hop(ifindex, nh), 0));
+        e.1 += 1;
+        e.0
+    }
+
+    fn release_nh(&mut self, k: (u32, Ipv4Addr)) {
+        if let Some(e) = self.next_hops.get_mut(&k) {
+            e.1 -= 1;
+            if e.1 == 0 {
+                let a = e.0;
+                self.next_hops.remove(&k);
+                self.adj.remove(a);
+            }
+        }
+    }
+
+    /// Interface `ifindex`'s MAC: the source of every rewrite out of it.
+    pub fn set_interface_mac(&mut self, ifindex: u32, mac: [u8; 6]) {
+        self.adj.set_interface_mac(ifindex, mac);
+    }
+
+    /// Refuses an address that is already one of ours in `table`.
+    pub fn check_new_address(&self, table: u32, a: Ipv4Addr) -> Result<(), RibError> {
+        if self.kind_of(table, host(a)) == Some(RouteKind::Local) {
+            return Err(RibError::AddressInUse { addr: a, table });
+        }
+        Ok(())
+    }
+
+    /// The routes of address `a` of interface `i` in `table`: the local /32, the connected
+    /// subnet (glean), and host routes for neighbours already known there. `ifs[i]` holds
+    /// the address already.
+    pub fn add_address(
+        &mut self,
+        ifs: &[IfConfig],
+        i: u32,
+        table: u32,
+        a: Ipv4Prefix,
+    ) -> Result<(), RibError> {
+        if a.len < 32 {
+            let adj = self.acquire_nh(i, Ipv4Addr::UNSPECIFIED);
+            self.insert(
+                table,
+                a.network(),
+                Route {
+                    kind: RouteKind::Connected,
+                    adj,
+                    nh: Some((i, Ipv4Addr::UNSPECIFIED)),
+                },
+            )?;
+        }
+        self.insert(
+            table,
+            host(a.addr),
+            Route {
+                kind: RouteKind::Local,
+                adj: AdjTable::LOCAL,
+                nh: None,
+            },
+        )?;
+        for (ni, ip, _) in self.adj.neighbours() {
+            if ni == i && a.contains(ip) {
+                self.neighbor_route(ifs, i, ip)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes what [`Rib::add_address`] added, neighbour host routes on the subnet included.
+    pub fn remove_address(&mut self, i: u32, table: u32, a: Ipv4Prefix) {
+        self.remove(table, host(a.addr));
+        if a.len < 32 {
+            self.remove(table, a.network());
+        }
+        let host_routes: Vec<_> = self
+            .routes
+            .iter()
+            .filter(|((rt, p, _), r)| {
+                *rt == table
+                    && r.kind == RouteKind::Neighbor
+                    && r.nh.is_some_and(|(ni, _)| ni == i)
+                    && a.contains(Ipv4Addr::from(*p))
+            })
+            .map(|(k, _)| *k)
+            .collect();
+        for (rt, p, len) in host_routes {
+            self.remove(
+                rt,
+                Ipv4Prefix {
+                    addr: Ipv4Addr::from(p),
+                    len,
+                },
+            );
+        }
+    }
+
+    /// A host route for a neighbour on one of `i`'s connected subnets, unless a more
+    /// deliberate route for that /32 exists.
+    fn neighbor_route(&mut self, ifs: &[IfConfig], i: u32, ip: Ipv4Addr) -> Result<(), RibError> {
+        let Some(c) = ifs.get(i as usize) else {
+            return Ok(());
+        };
+        if !c.on_link(ip) || c.owns(ip) {
+            return Ok(());
+        }
+        let t = c.vrf;
+        if self.routes.contains_key(&key(t, host(ip))) {
+            return Ok(());
+        }
+        let adj = self.acquire_nh(i, ip);
+        self.insert(
+            t,
+            host(ip),
+            Route {
+                kind: RouteKind::Neighbor,
+                adj,
+                nh: Some((i, ip)),
+            },
+        )
+    }
+
+    /// A neighbour a worker learned from ARP; static entries win over it.
+    pub fn learn(&mut self, ifs: &[IfConfig], l: Learned) -> Result<(), RibError> {
+        if self.static_neighbors.contains(&(l.ifindex, l.ip)) || l.ifindex as usize >= ifs.len() {
+            return Ok(());
+        }
+        self.adj.learn(l.ifindex, l.ip, l.mac);
+        self.neighbor_route(ifs, l.ifindex, l.ip)
+    }
+
+    /// A static neighbour (`set ip neighbor`).
+    pub fn add_neighbor(
+        &mut self,
+        ifs: &[IfConfig],
+        i: u32,
+        ip: Ipv4Addr,
+        mac: [u8; 6],
+    ) -> Result<(), RibError> {
+        self.static_neighbors.insert((i, ip));
+        self.adj.learn(i, ip, mac);
+        self.neighbor_route(ifs, i, ip)
+    }
+
+    /// Forgets a neighbour, static or learned, and its host route.
+    pub fn del_neighbor(&mut self, ifs: &[IfConfig], i: u32, ip: Ipv4Addr) {
+        self.static_neighbors.remove(&(i, ip));
+        self.adj.forget(i, ip);
+        if let Some(c) = ifs.get(i as usize)
+            && self.kind_of(c.vrf, host(ip)) == Some(RouteKind::Neighbor)
+        {
+            self.remove(c.vrf, host(ip));
+        }
+    }
+
+    /// Every neighbour: (interface, address, MAC, configured rather than learned).
+    pub fn neighbours(&self) -> Vec<(u32, Ipv4Addr, [u8; 6], bool)> {
+        self.adj
+            .neighbours()
+            .into_iter()
+            .map(|(i, ip, mac)| (i, ip, mac, self.static_neighbors.contains(&(i, ip))))
+            .collect()
+    }
+
+    /// `ip route add`: via a next hop on interface `iface` (default: the interface of
+    /// `table` whose subnet holds it), or to drop. Replaces a static route to the same prefix.
+    pub fn add_route(
+        &mut self,
+        ifs: &[IfConfig],
+        table: u32,
+        prefix: Ipv4Prefix,
+        via: Via,
+        iface: Option<u32>,
+    ) -> Result<(), RibError> {
+        let p = prefix.network();
+        if self
+            .kind_of(table, p)
+            .is_some_and(|k| k != RouteKind::Static)
+        {
+            return Err(RibError::NotStatic { prefix: p, table });
+        }
+        let nh = match via {
+            Via::Drop => {
+                return self.insert(
+                    table,
+                    p,
+                    Route {
+                        kind: RouteKind::Static,
+                        adj: AdjTable::DROP,
+                        nh: None,
+                    },
+                );
+            }
+            Via::Address(nh) => nh,
+        };
+        let i = match iface {
+            Some(i) => i,
+            None => ifs
+                .iter()
+                .position(|c| c.vrf == table && c.on_link(nh))
+                .map(|x| x as u32)
+                .ok_or(RibError::OffLink {
+                    next_hop: nh,
+                    table,
+                })?,
+        };
+        let adj = self.acquire_nh(i, nh);
+        self.insert(
+            table,
+            p,
+            Route {
+                kind: RouteKind::Static,
+                adj,
+                nh: Some((i, nh)),
+            },
+        )
+    }
+
+    /// `ip route del`: only static routes; the others go with their address or neighbour.
+    pub fn del_route(&mut self, table: u32, prefix: Ipv4Prefix) -> Result<(), RibError> {
+        let p = prefix.network();
+        match self.kind_of(table, p) {
+            Some(RouteKind::Static) => {
+                self.remove(table, p);
+                Ok(())
+            }
+            Some(_) => Err(RibError::NotStatic { prefix: p, table }),
+            None => Err(RibError::NoRoute { prefix: p, table }),
+        }
+    }
+
+    /// The routes of `table` (all tables: `None`), ordered by table and prefix.
+    pub fn entries(&self, table: Option<u32>) -> Result<Vec<Entry>, RibError> {
+        if let Some(t) = table
+            && self.tables.get(t as usize).is_none_or(Option::is_none)
+        {
+            return Err(RibError::NoTable(t));
+        }
+        Ok(self
+            .routes
+            .iter()
+            .filter(|((t, _, _), _)| table.is_none_or(|x| x == *t))
+            .map(|(&(t, p, len), r)| Entry {
+                table: t,
+                prefix: Ipv4Prefix {
+                    addr: Ipv4Addr::from(p),
+                    len,
+                },
+                kind: r.kind,
+                adjacency: self.adj.get(r.adj),
+            })
+            .collect())
+    }
+
+    /// Next-hop adjacencies alive (each shared by the routes through it).
+    pub fn next_hop_count(&self) -> usize {
+        self.next_hops.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MAC0: [u8; 6] = [2, 0, 0, 0, 0, 1];
+    const MAC1: [u8; 6] = [2, 0, 0, 0, 1, 1];
+    const PEER: [u8; 6] = [2, 0, 0, 0, 9, 9];
+
+    fn p(s: &str) -> Ipv4Prefix {
+        s.parse().unwrap()
+    }
+    fn ip(s: &str) -> Ipv4Addr {
+        s.parse().unwrap()
+    }
+
+    /// Two interfaces in table 0 with 10.0.0.1/24 and 10.0.1.1/24.
+    fn two_interfaces() -> (Rib, Vec<IfConfig>) {
+        let mut rib = Rib::new();
+        let mut ifs = vec![IfConfig::new(MAC0, 0), IfConfig::new(MAC1, 0)];
+        for (i, a) in ["10.0.0.1/24", "10.0.1.1/24"].into_iter().enumerate() {
+            rib.set_interface_mac(i as u32, ifs[i].mac);
+            let a = p(a);
+            ifs[i].addresses.push((a.addr, a.len));
+            rib.add_address(&ifs, i as u32, 0, a).unwrap();
+        }
+        (rib, ifs)
+    }
+
+    fn lookup(rib: &Rib, table: u32, a: &str) -> Option<Adjacency> {
+        let v = rib.vrfs().load();
+        let adj = v[table as usize].lookup(ip(a))?;
+        rib.adj.get(adj)
+    }
+
+    fn shown(rib: &Rib) -> Vec<String> {
+        rib.entries(None)
+            .unwrap()
+            .iter()
+            .map(|e| format!("{} {} {:?}", e.table, e.prefix, e.kind))
+            .collect()
+    }
+
+    #[test]
+    fn an_address_brings_its_local_and_connected_routes() {
+        let (mut rib, _) = two_interfaces();
+        assert_eq!(
+            shown(&rib),
+            [
+                "0 10.0.0.0/24 Connected",
+                "0 10.0.0.1/32 Local",
+                "0 10.0.1.0/24 Connected",
+                "0 10.0.1.1/32 Local"
+            ]
+        );
+        assert_eq!(lookup(&rib, 0, "10.0.0.1"), Some(Adjacency::Local));
+        assert_eq!(
+            lookup(&rib, 0, "10.0.1.77"),
+            Some(Adjacency::Glean {
+                tx_if: 1,
+                next_hop: Ipv4Addr::UNSPECIFIED
+            })
+        );
+        assert_eq!(lookup(&rib, 0, "192.0.2.1"), None);
+        assert!(rib.take_unlinked());
+        assert!(!rib.take_unlinked());
+    }
+
+    #[test]
+    fn neighbours_get_host_routes_that_resolve_and_go_with_them() {
+        let (mut rib, ifs) = two_interfaces();
+        rib.add_neighbor(&ifs, 1, ip("10.0.1.2"), PEER).unwrap();
+        assert_eq!(
+            lookup(&rib, 0, "10.0.1.2"),
+            Some(Adjacency::Rewrite {
+                tx_if: 1,
+                next_hop: ip("10.0.1.2"),
+                dst: PEER,
+                src: MAC1
+            })
+        );
+        // Off-subnet neighbours get no host route.
+        rib.add_neighbor(&ifs, 1, ip("10.9.9.9"), PEER).unwrap();
+        assert!(
+            rib.entries(Some(0))
+                .unwrap()
+                .iter()
+                .all(|e| e.prefix != p("10.9.9.9/32"))
+        );
+        assert!(rib.neighbours().iter().all(|n| n.3), "both static");
+        let before = rib.next_hop_count();
+        rib.del_neighbor(&ifs, 1, ip("10.0.1.2"));
+        assert_eq!(rib.next_hop_count(), before - 1, "its adjacency is freed");
+        assert!(matches!(
+            lookup(&rib, 0, "10.0.1.2"),
+            Some(Adjacency::Glean { .. })
+        ));
+    }
+
+    #[test]
+    fn learned_neighbours_do_not_override_static_ones() {
+        let (mut rib, ifs) = two_interfaces();
+        rib.add_neighbor(&ifs, 1, ip("10.0.1.2"), PEER).unwrap();
+        let other = [2, 0, 0, 0, 7, 7];
+        rib.learn(
+            &ifs,
+            Learned {
+                ifindex: 1,
+                ip: ip("10.0.1.2"),
+                mac: other,
+            },
+        )
+        .unwrap();
+        assert!(matches!(
+            lookup(&rib, 0, "10.0.1.2"),
+            Some(Adjacency::Rewrite { dst: PEER, .. })
+        ));
+        rib.learn(
+            &ifs,
+            Learned {
+                ifindex: 0,
+                ip: ip("10.0.0.5"),
+                mac: other,
+            },
+        )
+        .unwrap();
+        assert!(matches!(
+            lookup(&rib, 0, "10.0.0.5"),
+            Some(Adjacency::Rewrite { dst, .. }) if dst == other
+        ));
+        assert!(
+            rib.neighbours()
+                .iter()
+                .any(|n| n.1 == ip("10.0.0.5") && !n.3)
+        );
+        // A learned neighbour on an interface that does not exist is ignored.
+        rib.learn(
+            &ifs,
+            Learned {
+                ifindex: 7,
+                ip: ip("10.0.0.6"),
+                mac: other,
+            },
+        )
+        .unwrap();
+        assert!(rib.neighbours().iter().all(|n| n.0 != 7));
+    }
+
+    #[test]
+    fn static_routes_share_next_hops_by_reference_count() {
+        let (mut rib, ifs) = two_interfaces();
+        let base = rib.next_hop_count();
+        let nh = Via::Address(ip("10.0.1.2"));
+        rib.add_route(&ifs, 0, p("172.16.0.0/12"), nh, None)
+            .unwrap();
+        rib.add_route(&ifs, 0, p("192.168.7.9/24"), nh, Some(1))
+            .unwrap();
+        assert_eq!(rib.next_hop_count(), base + 1, "one adjacency, two routes");
+        assert!(
+            rib.entries(Some(0))
+                .unwrap()
+                .iter()
+                .any(|e| e.prefix == p("192.168.7.0/24")),
+            "host bits are cleared"
+        );
+        rib.add_neighbor(&ifs, 1, ip("10.0.1.2"), PEER).unwrap();
+        assert!(matches!(
+            lookup(&rib, 0, "172.20.1.1"),
+            Some(Adjacency::Rewrite {
+                dst: PEER,
+                tx_if: 1,
+                ..
+            })
+        ));
+        rib.del_route(0, p("172.16.0.0/12")).unwrap();
+        assert_eq!(lookup(&rib, 0, "172.20.1.1"), None);
+        rib.del_route(0, p("192.168.7.0/24")).unwrap();
+        // The neighbour's host route still holds its own reference.
+        assert_eq!(rib.next_hop_count(), base + 1);
+        rib.del_neighbor(&ifs, 1, ip("10.0.1.2"));
+        assert_eq!(rib.next_hop_count(), base);
+    }
+
+    #[test]
+    fn replacing_a_static_route_releases_the_old_next_hop() {
+        let (mut rib, ifs) = two_interfaces();
+        let base = rib.next_hop_count();
+        let pre = p("172.16.0.0/12");
+        rib.add_route(&ifs, 0, pre, Via::Address(ip("10.0.1.2")), None)
+            .unwrap();
+        rib.add_route(&ifs, 0, pre, Via::Address(ip("10.0.0.2")), None)
+            .unwrap();
+        assert_eq!(rib.next_hop_count(), base + 1);
+        rib.add_route(&ifs, 0, pre, Via::Drop, None).unwrap();
+        assert_eq!(rib.next_hop_count(), base);
+        assert_eq!(lookup(&rib, 0, "172.16.0.1"), Some(Adjacency::Drop));
+    }
+
+    #[test]
+    fn refusals_say_why() {
+        let (mut rib, ifs) = two_interfaces();
+        assert_eq!(
+            rib.add_route(&ifs, 0, p("10.0.0.1/32"), Via::Drop, None),
+            Err(RibError::NotStatic {
+                prefix: p("10.0.0.1/32"),
+                table: 0
+            })
+        );
+        assert_eq!(
+            rib.del_route(0, p("10.0.1.0/24")),
+            Err(RibError::NotStatic {
+                prefix: p("10.0.1.0/24"),
+                table: 0
+            })
+        );
+        assert_eq!(
+            rib.del_route(0, p("10.7.0.0/16")),
+            Err(RibError::NoRoute {
+                prefix: p("10.7.0.0/16"),
+                table: 0
+            })
+        );
+        let e = rib
+            .add_route(
+                &ifs,
+                0,
+                p("10.7.0.0/16"),
+                Via::Address(ip("192.0.2.1")),
+                None,
+            )
+            .unwrap_err();
+        assert!(e.to_string().contains("name the interface"), "{e}");
+        assert_eq!(
+            rib.check_new_address(0, ip("10.0.0.1")),
+            Err(RibError::AddressInUse {
+                addr: ip("10.0.0.1"),
+                table: 0
+            })
+        );
+        assert_eq!(rib.ensure_table(256), Err(RibError::TableOutOfRange(256)));
+        assert_eq!(rib.entries(Some(9)), Err(RibError::NoTable(9)));
+    }
+
+    #[test]
+    fn removing_an_address_removes_its_routes_and_neighbour_host_routes() {
+        let (mut rib, mut ifs) = two_interfaces();
+        rib.add_neighbor(&ifs, 1, ip("10.0.1.2"), PEER).unwrap();
+        let base = rib.next_hop_count();
+        let a = p("10.0.1.1/24");
+        rib.remove_address(1, 0, a);
+        ifs[1].addresses.clear();
+        assert_eq!(
+            shown(&rib),
+            ["0 10.0.0.0/24 Connected", "0 10.0.0.1/32 Local"]
+        );
+        assert_eq!(
+            rib.next_hop_count(),
+            base - 2,
+            "glean and neighbour adjacencies freed"
+        );
+        // Back again: the known neighbour gets its host route back.
+        ifs[1].addresses.push((a.addr, a.len));
+        rib.add_address(&ifs, 1, 0, a).unwrap();
+        assert!(matches!(
+            lookup(&rib, 0, "10.0.1.2"),
+            Some(Adjacency::Rewrite { dst: PEER, .. })
+        ));
+    }
+
+    #[test]
+    fn tables_are_separate_and_gaps_read_as_empty() {
+        let (mut rib, mut ifs) = two_interfaces();
+        // Interface 1 moves to table 3: its routes leave table 0 and appear there.
+        let a = p("10.0.1.1/24");
+        rib.remove_address(1, 0, a);
+        rib.ensure_table(3).unwrap();
+        ifs[1].vrf = 3;
+        rib.add_address(&ifs, 1, 3, a).unwrap();
+        assert_eq!(lookup(&rib, 0, "10.0.1.1"), None);
+        assert_eq!(lookup(&rib, 3, "10.0.1.1"), Some(Adjacency::Local));
+        assert_eq!(rib.vrfs().load().len(), 4);
+        assert_eq!(lookup(&rib, 2, "10.0.1.1"), None, "table 2 reads as empty");
+        assert_eq!(rib.entries(Some(3)).unwrap().len(), 2);
+        // The same prefix in two tables is two routes.
+        let nh0 = Via::Address(ip("10.0.0.2"));
+        let nh3 = Via::Address(ip("10.0.1.2"));
+        rib.add_route(&ifs, 0, p("8.8.0.0/16"), nh0, None).unwrap();
+        rib.add_route(&ifs, 3, p("8.8.0.0/16"), nh3, None).unwrap();
+        assert!(matches!(
+            lookup(&rib, 0, "8.8.8.8"),
+            Some(Adjacency::Glean { tx_if: 0, .. })
+        ));
+        assert!(matches!(
+            lookup(&rib, 3, "8.8.8.8"),
+            Some(Adjacency::Glean { tx_if: 1, .. })
+        ));
+        assert!(rib.take_unlinked());
+        rib.quiesce();
+    }
+}
