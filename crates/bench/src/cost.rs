@@ -17,7 +17,6 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::dut::Running;
 use crate::l3fwd::L3fwdConfig;
 use crate::report;
 use crate::{Dut, Subject};
@@ -81,11 +80,7 @@ pub fn measure(
     let (mut running, sock) = cfg
         .topology
         .start_dut(cfg, dut, size, dir.path(), &wrapper)?;
-    let pid = match &running {
-        Running::Veclane(d) => d.pid(),
-        Running::Testpmd(t) => t.pid(),
-        _ => 0,
-    };
+    let pid = running.pid();
     let gcfg = trafgen::GenConfig {
         count: Some(frames),
         duration: Duration::from_secs(600),
@@ -138,11 +133,7 @@ pub fn measure(
         .unwrap_or_else(|_| Err("generator thread panicked".into()))
     })?;
     // The profile is written when the DUT exits on its own: give valgrind time.
-    match running {
-        Running::Veclane(d) => d.stop_within(Duration::from_secs(60))?,
-        Running::Testpmd(t) => t.quit_within(Duration::from_secs(120))?,
-        _ => {}
-    }
+    running.stop(Duration::from_secs(120))?;
     if received == 0 {
         return Err("the DUT received nothing while collecting".into());
     }

@@ -47,7 +47,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::testpmd::{MemifPort, PortStats, eal_args};
+use crate::dpdk::{MemifPort, PortStats, eal_args};
+use crate::dut::{Counts, RunningDut};
 
 /// Where the build script puts the binary, relative to a cargo target directory.
 const BUILT: &str = "dpdk-l3fwd/dpdk-l3fwd";
@@ -360,11 +361,44 @@ impl DpdkL3fwd {
     }
 
     fn terminate(&mut self) {
-        crate::dut::stop_child(
+        crate::proc::stop_child(
             &mut self.child,
             Some(rustix::process::Signal::INT),
             Duration::from_secs(5),
         );
+    }
+}
+
+impl RunningDut for DpdkL3fwd {
+    fn pid(&self) -> u32 {
+        DpdkL3fwd::pid(self)
+    }
+
+    fn ready(&mut self) -> Result<(), String> {
+        self.wait_forwarding(Duration::from_secs(15))
+    }
+
+    /// EAL telemetry: l3fwd has no command line of its own.
+    fn counts(&mut self) -> Result<Option<Counts>, String> {
+        Ok(Some(Counts {
+            rx: self.port_stats(0)?.rx_packets,
+            tx: self.port_stats(1)?.tx_packets,
+        }))
+    }
+
+    fn drops(&mut self) -> String {
+        match (self.port_stats(0), self.port_stats(1)) {
+            (Ok(p0), Ok(p1)) => format!(
+                "port0 rx_missed={} port1 tx_errors={}",
+                p0.rx_missed, p1.tx_errors
+            ),
+            _ => String::new(),
+        }
+    }
+
+    fn stop(self: Box<Self>, _timeout: Duration) -> Result<(), String> {
+        drop(DpdkL3fwd::stop(*self));
+        Ok(())
     }
 }
 

@@ -12,12 +12,15 @@
 
 pub mod cost;
 pub mod csv;
+pub mod daemon;
+pub mod dpdk;
 pub mod dpdk_l3fwd;
 pub mod dut;
 pub mod l3fwd;
 pub mod p2p;
 pub mod placement;
 pub mod plot;
+pub mod proc;
 pub mod report;
 pub mod scenario;
 mod sched;

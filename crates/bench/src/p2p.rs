@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use crate::testpmd::{MemifPort, Testpmd};
 use crate::trial::Schedule;
 pub use crate::trial::{Row, Trial, check_frame_size};
 use crate::{BenchError, Dut, Subject};
@@ -59,7 +60,7 @@ pub fn run(cfg: &P2pConfig, progress: impl FnMut(&Trial)) -> Vec<Trial> {
         schedule,
         |dut, size, rep| match dut.dut {
             Dut::Veclane => veclane_trial(cfg, size, rep),
-            Dut::Testpmd => crate::testpmd::p2p_trial(cfg, size, rep),
+            Dut::Testpmd => testpmd_trial(cfg, size, rep),
             other => Err(BenchError::Setup(format!(
                 "{other} is an l3fwd DUT; p2p measures veclane and testpmd"
             ))),
@@ -140,5 +141,89 @@ fn veclane_trial(cfg: &P2pConfig, size: usize, rep: usize) -> Result<Trial, Benc
         lost: tx_packets as i64 - rx_packets as i64,
         note: format!("bad_desc={} gaps={}", r["rx_bad_desc"], r["rx_seq_gaps"]),
         ..Trial::new(Subject::plain(Dut::Veclane), size, rep)
+    })
+}
+
+/// testpmd txonly (client, sender CPU) → testpmd rxonly (server, receiver CPU).
+pub fn testpmd_trial(cfg: &P2pConfig, size: usize, rep: usize) -> Result<Trial, BenchError> {
+    let fail = |msg: String| BenchError::Trial {
+        dut: Subject::plain(Dut::Testpmd),
+        size,
+        msg,
+    };
+    let bin = cfg
+        .testpmd_bin
+        .clone()
+        .ok_or_else(|| fail("dpdk-testpmd not installed".into()))?;
+    let dir = tempfile::tempdir()?;
+    let sock = dir.path().join("tp.sock");
+    let port = |server| MemifPort {
+        server,
+        socket: sock.clone(),
+        id: 0,
+        rsize_log2: cfg.ring_log2,
+        bsize: buffer_size_for(cfg, size),
+        secret: None,
+    };
+    let tag = format!("vl{}", std::process::id());
+    // Jumbo frames need one mbuf per frame on both sides (txonly gives up on frames larger
+    // than its mbuf and quietly sends 64-byte frames instead).
+    let mbuf_size =
+        (size > 2048).then(|| format!("--mbuf-size={}", (size + 1024).next_multiple_of(1024)));
+    let mut rx_app = vec!["--forward-mode=rxonly".to_string()];
+    rx_app.extend(mbuf_size.clone());
+    let mut rx = Testpmd::spawn(
+        &bin,
+        &format!("{tag}rx"),
+        cfg.receiver_cpu,
+        cfg.sender_cpu,
+        &[port(true)],
+        &rx_app,
+    )
+    .map_err(fail)?;
+    rx.cmd("start").map_err(fail)?;
+    // --mbuf-size must come before --txpkts: testpmd checks the segment lengths against the
+    // mbuf size when it parses --txpkts.
+    let mut app = vec!["--forward-mode=txonly".to_string()];
+    app.extend(mbuf_size);
+    app.push(format!("--txpkts={size}"));
+    let mut tx = Testpmd::spawn(
+        &bin,
+        &format!("{tag}tx"),
+        cfg.sender_cpu,
+        cfg.receiver_cpu,
+        &[port(false)],
+        &app,
+    )
+    .map_err(fail)?;
+    tx.wait_link_up(0, Duration::from_secs(10)).map_err(fail)?;
+    tx.cmd("start").map_err(fail)?;
+    std::thread::sleep(Duration::from_millis(300));
+    let s1 = rx.port_stats(0).map_err(fail)?;
+    let t1 = Instant::now();
+    std::thread::sleep(Duration::from_secs_f64(cfg.trial_secs));
+    let s2 = rx.port_stats(0).map_err(fail)?;
+    let window = t1.elapsed().as_secs_f64();
+    tx.cmd("stop").map_err(fail)?;
+    std::thread::sleep(Duration::from_millis(200));
+    let txs = tx.port_stats(0).map_err(fail)?;
+    let rxs = rx.port_stats(0).map_err(fail)?;
+    tx.quit();
+    rx.quit();
+    let mpps = (s2.rx_packets - s1.rx_packets) as f64 / window / 1e6;
+    check_frame_size(
+        s2.rx_bytes - s1.rx_bytes,
+        s2.rx_packets - s1.rx_packets,
+        size,
+    )
+    .map_err(fail)?;
+    Ok(Trial {
+        tx_packets: txs.tx_packets,
+        rx_packets: rxs.rx_packets,
+        mpps,
+        window_s: window,
+        lost: txs.tx_packets as i64 - rxs.rx_packets as i64,
+        note: format!("rx_missed={} rx_errors={}", rxs.rx_missed, rxs.rx_errors),
+        ..Trial::new(Subject::plain(Dut::Testpmd), size, rep)
     })
 }

@@ -16,46 +16,7 @@
 //! generator's queue pairs spread over the networks' interfaces, and the counters of every
 //! network's interfaces summed for the cross-check.
 
-use std::path::{Path, PathBuf};
-
-use crate::dut::{Counts, Running};
-use crate::l3fwd::L3fwdConfig;
-use crate::{Dut, Subject};
-
-/// What a searched scenario puts between the generator's two interfaces.
-pub trait Topology: Sync + core::fmt::Debug {
-    /// Its name on the command line (`veclane bench NAME`) and in reports.
-    fn name(&self) -> &'static str;
-    /// One line for `--help`.
-    fn about(&self) -> &'static str;
-    /// Whether `dut` can be configured this way.
-    fn supports(&self, dut: Dut) -> bool;
-    /// What every DUT does in it, for the report's heading.
-    fn describe(&self) -> String;
-    /// Starts `dut` for frames of `size` in `dir`, under `wrapper` if not empty (valgrind, for
-    /// `--cost`); returns it and the memif socket the generator connects to.
-    fn start_dut(
-        &self,
-        cfg: &L3fwdConfig,
-        dut: Subject,
-        size: usize,
-        dir: &Path,
-        wrapper: &[String],
-    ) -> Result<(Running, PathBuf), String>;
-    /// The generator's configuration for frames of `size` against a DUT with `workers`
-    /// workers listening on `sock`.
-    fn gen_config(
-        &self,
-        cfg: &L3fwdConfig,
-        sock: &Path,
-        size: usize,
-        workers: u16,
-    ) -> trafgen::GenConfig;
-    /// The DUT's counters of the frames it took from the generator and sent back to it.
-    fn counts(&self, dut: &mut Running) -> Result<Option<Counts>, String> {
-        dut.counts()
-    }
-}
+use crate::l3fwd::Topology;
 
 /// How a scenario measures.
 #[derive(Debug, Clone, Copy)]
@@ -105,6 +66,7 @@ pub fn find(name: &str) -> Result<Scenario, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Dut;
 
     #[test]
     fn scenarios_are_found_by_name_and_unknown_ones_listed() {

@@ -1,4 +1,5 @@
-//! Driving DPDK's `dpdk-testpmd` with `net_memif` ports, interactively over pipes.
+//! Driving DPDK's `dpdk-testpmd` with `net_memif` ports, interactively over pipes, and as a
+//! device under test (`io` or `mac` forwarding between two ports).
 //!
 //! EAL runs with `--no-huge -m 1024 --no-pci` and the app with `--no-mlockall
 //! --total-num-mbufs=16384`; each instance gets two lcores (`-l A,B`) with the main lcore on
@@ -11,8 +12,8 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::{Duration, Instant};
 
-use crate::p2p::{P2pConfig, Trial};
-use crate::{BenchError, Dut, Subject};
+pub use crate::dpdk::{MemifPort, PortStats, eal_args};
+use crate::dut::{Counts, RunningDut};
 
 /// `dpdk-testpmd` on PATH, if installed.
 pub fn find() -> Option<PathBuf> {
@@ -23,94 +24,6 @@ pub fn find() -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// The installed DPDK version, as the package manager states it.
-pub fn version() -> Option<String> {
-    let o = Command::new("dpkg-query")
-        .args(["-W", "-f=${Version}", "dpdk"])
-        .output()
-        .ok()?;
-    o.status
-        .success()
-        .then(|| String::from_utf8_lossy(&o.stdout).trim().to_string())
-}
-
-/// One memif port's options.
-#[derive(Debug, Clone)]
-pub struct MemifPort {
-    pub server: bool,
-    pub socket: PathBuf,
-    pub id: u32,
-    pub rsize_log2: u8,
-    pub bsize: u32,
-    pub secret: Option<String>,
-}
-
-impl MemifPort {
-    pub fn vdev(&self, name: &str) -> String {
-        let mut v = format!(
-            "{name},role={},socket={},socket-abstract=no,id={},rsize={},bsize={}",
-            if self.server { "server" } else { "client" },
-            self.socket.display(),
-            self.id,
-            self.rsize_log2,
-            self.bsize
-        );
-        if let Some(s) = &self.secret {
-            v.push_str(&format!(",secret={s}"));
-        }
-        v
-    }
-}
-
-/// The EAL arguments of every DPDK application we start: no hugepages (`--no-huge -m 1024`),
-/// no PCI scan, memif PMD logs at info (connections show in the log), the file prefix `prefix`
-/// (one per process, so that instances do not share runtime files), lcores on CPUs
-/// `main_lcore` and `other_lcores` with `main_lcore` as the main one, and `ports` as vdevs
-/// `net_memif0..` in order (DPDK port ids follow). Lcore ids are the CPU numbers (`-l`), unless
-/// a forwarding lcore must share the main lcore's CPU: then the lcores are numbered from 0, the
-/// main one first, and mapped onto their CPUs (`--lcores 0@M,1@A,...`).
-pub fn eal_args(
-    prefix: &str,
-    main_lcore: usize,
-    other_lcores: &[usize],
-    ports: &[MemifPort],
-) -> Vec<String> {
-    let shared = other_lcores.contains(&main_lcore);
-    let mut v: Vec<String> = [
-        "--no-huge",
-        "-m",
-        "1024",
-        "--no-pci",
-        "--log-level",
-        "pmd.net.memif:info",
-    ]
-    .map(String::from)
-    .to_vec();
-    v.push(format!("--file-prefix={prefix}"));
-    if shared {
-        let map: Vec<String> = std::iter::once(main_lcore)
-            .chain(other_lcores.iter().copied())
-            .enumerate()
-            .map(|(id, cpu)| format!("{id}@{cpu}"))
-            .collect();
-        v.push(format!("--lcores={}", map.join(",")));
-        v.push("--main-lcore=0".into());
-    } else {
-        let mut lcores = vec![main_lcore];
-        lcores.extend_from_slice(other_lcores);
-        lcores.sort_unstable();
-        lcores.dedup();
-        let lcores: Vec<String> = lcores.iter().map(usize::to_string).collect();
-        v.push("-l".into());
-        v.push(lcores.join(","));
-        v.push(format!("--main-lcore={main_lcore}"));
-    }
-    for (i, p) in ports.iter().enumerate() {
-        v.push(format!("--vdev={}", p.vdev(&format!("net_memif{i}"))));
-    }
-    v
-}
-
 /// A running interactive testpmd.
 #[derive(Debug)]
 pub struct Testpmd {
@@ -118,17 +31,6 @@ pub struct Testpmd {
     stdin: Option<ChildStdin>,
     out: Receiver<Vec<u8>>,
     log: Vec<u8>,
-}
-
-/// `show port stats` numbers.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct PortStats {
-    pub rx_packets: u64,
-    pub rx_bytes: u64,
-    pub rx_missed: u64,
-    pub rx_errors: u64,
-    pub tx_packets: u64,
-    pub tx_errors: u64,
 }
 
 impl Testpmd {
@@ -288,7 +190,7 @@ impl Testpmd {
         if let Some(mut w) = self.stdin.take() {
             let _ = w.write_all(b"quit\n");
         }
-        if crate::dut::stop_child(&mut self.child, None, timeout) {
+        if crate::proc::stop_child(&mut self.child, None, timeout) {
             Ok(())
         } else {
             Err(format!(
@@ -328,123 +230,36 @@ pub fn parse_port_stats(out: &str) -> Option<PortStats> {
     })
 }
 
-/// testpmd txonly (client, sender CPU) → testpmd rxonly (server, receiver CPU).
-pub fn p2p_trial(cfg: &P2pConfig, size: usize, rep: usize) -> Result<Trial, BenchError> {
-    let fail = |msg: String| BenchError::Trial {
-        dut: Subject::plain(Dut::Testpmd),
-        size,
-        msg,
-    };
-    let bin = cfg
-        .testpmd_bin
-        .clone()
-        .ok_or_else(|| fail("dpdk-testpmd not installed".into()))?;
-    let dir = tempfile::tempdir()?;
-    let sock = dir.path().join("tp.sock");
-    let port = |server| MemifPort {
-        server,
-        socket: sock.clone(),
-        id: 0,
-        rsize_log2: cfg.ring_log2,
-        bsize: crate::p2p::buffer_size_for(cfg, size),
-        secret: None,
-    };
-    let tag = format!("vl{}", std::process::id());
-    // Jumbo frames need one mbuf per frame on both sides (txonly gives up on frames larger
-    // than its mbuf and quietly sends 64-byte frames instead).
-    let mbuf_size =
-        (size > 2048).then(|| format!("--mbuf-size={}", (size + 1024).next_multiple_of(1024)));
-    let mut rx_app = vec!["--forward-mode=rxonly".to_string()];
-    rx_app.extend(mbuf_size.clone());
-    let mut rx = Testpmd::spawn(
-        &bin,
-        &format!("{tag}rx"),
-        cfg.receiver_cpu,
-        cfg.sender_cpu,
-        &[port(true)],
-        &rx_app,
-    )
-    .map_err(fail)?;
-    rx.cmd("start").map_err(fail)?;
-    // --mbuf-size must come before --txpkts: testpmd checks the segment lengths against the
-    // mbuf size when it parses --txpkts.
-    let mut app = vec!["--forward-mode=txonly".to_string()];
-    app.extend(mbuf_size);
-    app.push(format!("--txpkts={size}"));
-    let mut tx = Testpmd::spawn(
-        &bin,
-        &format!("{tag}tx"),
-        cfg.sender_cpu,
-        cfg.receiver_cpu,
-        &[port(false)],
-        &app,
-    )
-    .map_err(fail)?;
-    tx.wait_link_up(0, Duration::from_secs(10)).map_err(fail)?;
-    tx.cmd("start").map_err(fail)?;
-    std::thread::sleep(Duration::from_millis(300));
-    let s1 = rx.port_stats(0).map_err(fail)?;
-    let t1 = Instant::now();
-    std::thread::sleep(Duration::from_secs_f64(cfg.trial_secs));
-    let s2 = rx.port_stats(0).map_err(fail)?;
-    let window = t1.elapsed().as_secs_f64();
-    tx.cmd("stop").map_err(fail)?;
-    std::thread::sleep(Duration::from_millis(200));
-    let txs = tx.port_stats(0).map_err(fail)?;
-    let rxs = rx.port_stats(0).map_err(fail)?;
-    tx.quit();
-    rx.quit();
-    let mpps = (s2.rx_packets - s1.rx_packets) as f64 / window / 1e6;
-    crate::p2p::check_frame_size(
-        s2.rx_bytes - s1.rx_bytes,
-        s2.rx_packets - s1.rx_packets,
-        size,
-    )
-    .map_err(fail)?;
-    Ok(Trial {
-        tx_packets: txs.tx_packets,
-        rx_packets: rxs.rx_packets,
-        mpps,
-        window_s: window,
-        lost: txs.tx_packets as i64 - rxs.rx_packets as i64,
-        note: format!("rx_missed={} rx_errors={}", rxs.rx_missed, rxs.rx_errors),
-        ..Trial::new(Subject::plain(Dut::Testpmd), size, rep)
-    })
+impl RunningDut for Testpmd {
+    fn pid(&self) -> u32 {
+        Testpmd::pid(self)
+    }
+
+    fn counts(&mut self) -> Result<Option<Counts>, String> {
+        Ok(Some(Counts {
+            rx: self.port_stats(0)?.rx_packets,
+            tx: self.port_stats(1)?.tx_packets,
+        }))
+    }
+
+    fn drops(&mut self) -> String {
+        match (self.port_stats(0), self.port_stats(1)) {
+            (Ok(p0), Ok(p1)) => format!(
+                "port0 rx_missed={} port1 tx_errors={}",
+                p0.rx_missed, p1.tx_errors
+            ),
+            _ => String::new(),
+        }
+    }
+
+    fn stop(self: Box<Self>, timeout: Duration) -> Result<(), String> {
+        self.quit_within(timeout)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn eal_arguments() {
-        let port = |id| MemifPort {
-            server: true,
-            socket: "/tmp/x/memif.sock".into(),
-            id,
-            rsize_log2: 10,
-            bsize: 2048,
-            secret: None,
-        };
-        assert_eq!(
-            eal_args("p1", 1, &[0], &[port(0), port(1)]).join(" "),
-            "--no-huge -m 1024 --no-pci --log-level pmd.net.memif:info --file-prefix=p1 \
-             -l 0,1 --main-lcore=1 \
-             --vdev=net_memif0,role=server,socket=/tmp/x/memif.sock,socket-abstract=no,id=0,rsize=10,bsize=2048 \
-             --vdev=net_memif1,role=server,socket=/tmp/x/memif.sock,socket-abstract=no,id=1,rsize=10,bsize=2048"
-        );
-        assert!(
-            eal_args("p", 1, &[], &[])
-                .join(" ")
-                .contains("-l 1 --main-lcore=1")
-        );
-        // A forwarding lcore on the main lcore's CPU: lcores numbered, then mapped.
-        assert!(
-            eal_args("p", 0, &[1, 0], &[])
-                .join(" ")
-                .contains("--lcores=0@0,1@1,2@0 --main-lcore=0")
-        );
-    }
 
     #[test]
     fn parses_show_port_stats() {

@@ -42,6 +42,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::dut::{Counts, RunningDut};
+
 /// The memif socket id VPP knows our socket by (0 is VPP's default socket).
 pub const SOCKET_ID: u32 = 1;
 /// The interface the generator sends to (memif id 0) and its MAC (veclane's memif0/0).
@@ -466,11 +468,52 @@ impl Vpp {
     }
 
     fn terminate(&mut self) {
-        crate::dut::stop_child(
+        crate::proc::stop_child(
             &mut self.child,
             Some(rustix::process::Signal::TERM),
             Duration::from_secs(5),
         );
+    }
+}
+
+impl RunningDut for Vpp {
+    fn pid(&self) -> u32 {
+        Vpp::pid(self)
+    }
+
+    fn counts(&mut self) -> Result<Option<Counts>, String> {
+        let ifs = self.interfaces()?;
+        let by = |name: &str| {
+            ifs.iter()
+                .find(|i| i.name == name)
+                .ok_or_else(|| format!("VPP has no {name}"))
+        };
+        Ok(Some(Counts {
+            rx: by(IF_IN)?.rx_packets,
+            tx: by(IF_OUT)?.tx_packets,
+        }))
+    }
+
+    fn drops(&mut self) -> String {
+        self.interfaces()
+            .map(|ifs| {
+                ifs.iter()
+                    .filter(|i| i.drops + i.rx_miss + i.tx_error > 0)
+                    .map(|i| {
+                        format!(
+                            "{}: drops={} rx-miss={} tx-error={}",
+                            i.name, i.drops, i.rx_miss, i.tx_error
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .unwrap_or_default()
+    }
+
+    fn stop(self: Box<Self>, _timeout: Duration) -> Result<(), String> {
+        Vpp::stop(*self);
+        Ok(())
     }
 }
 
@@ -563,24 +606,6 @@ plugins {
             setup_commands(&two, Path::new("/m"))[1].ends_with("master rx-queues 2 tx-queues 2")
         );
         assert!(startup_conf(&two, Path::new("/tmp/v"), "t").contains("corelist-workers 1,3\n"));
-    }
-
-    #[test]
-    fn the_topology_is_veclanes() {
-        // Same addresses, MACs and neighbour as the veclane daemon's l3fwd configuration.
-        let l3 = crate::l3fwd::test_config(vec![]);
-        let v = crate::l3fwd::veclane_config(&l3, crate::CopyMode::Two, 64, 1).to_toml();
-        let cmds = setup_commands(&cfg(), Path::new("/s")).join("\n");
-        for needle in [
-            IF_IN_MAC,
-            IF_OUT_MAC,
-            "10.10.1.1/24",
-            "10.10.2.1/24",
-            "10.10.2.2",
-            "02:00:00:00:00:01",
-        ] {
-            assert!(v.contains(needle) && cmds.contains(needle), "{needle}");
-        }
     }
 
     #[test]

@@ -1,10 +1,11 @@
 //! `veclane bench`.
 
 use anyhow::bail;
+use bench::l3fwd::Topology;
 use bench::l3fwd::{self, L3fwdConfig};
 use bench::p2p::{self, P2pConfig};
 use bench::report::{self, Environment, Report};
-use bench::scenario::{Kind, Topology};
+use bench::scenario::Kind;
 use bench::search::Method;
 use bench::trial::Trial;
 use bench::{CopyMode, Dut, Subject};
@@ -405,7 +406,7 @@ fn finish<C: serde::Serialize>(
         scenario,
         conventions: report::CONVENTIONS,
         config,
-        environment: Environment::probe(bench::testpmd::version()),
+        environment: Environment::probe(bench::dpdk::version()),
         rows,
         trials,
     };
@@ -625,7 +626,7 @@ fn run_l3fwd(
         "scenario": topology.name(),
         "conventions": l3fwd::head(&cfg),
         "config": &cfg,
-        "environment": Environment::probe(bench::testpmd::version()),
+        "environment": Environment::probe(bench::dpdk::version()),
         "host_stalls": { "before": &stalls_before, "after": &stalls_after },
         "rows": &rows,
         "searches": &outcomes,
@@ -704,7 +705,7 @@ fn run_cost(a: &BenchArgs, cfg: &L3fwdConfig) -> anyhow::Result<()> {
     }
     print!("\n{}", bench::cost::table(cfg, &costs));
     std::fs::create_dir_all(&a.out)?;
-    let env = Environment::probe(bench::testpmd::version());
+    let env = Environment::probe(bench::dpdk::version());
     let path = a.out.join(format!(
         "{}-cost-{}.json",
         cfg.topology.name(),

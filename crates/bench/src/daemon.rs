@@ -1,0 +1,159 @@
+//! veclane's daemon as a device under test: `veclane run` as a child process with a
+//! configuration the harness wrote, driven over its control API.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rustix::process::Signal;
+
+use crate::dut::{Counts, RunningDut};
+use crate::proc::stop_child;
+
+/// A `veclane run` child, stopped with SIGTERM (then SIGKILL) when dropped.
+#[derive(Debug)]
+pub struct Daemon {
+    child: Child,
+    dir: PathBuf,
+}
+
+impl Daemon {
+    /// Starts `bin run` with `config` in runtime directory `dir`, and waits for its control
+    /// socket and its memif socket.
+    pub fn start(bin: &Path, dir: &Path, config: &str) -> Result<Daemon, String> {
+        Daemon::start_under(&[], bin, dir, config, Duration::from_secs(10))
+    }
+
+    /// As [`start`](Self::start), run under `wrapper` (e.g. valgrind and its options), which
+    /// may take `timeout` to bring the sockets up.
+    pub fn start_under(
+        wrapper: &[String],
+        bin: &Path,
+        dir: &Path,
+        config: &str,
+        timeout: Duration,
+    ) -> Result<Daemon, String> {
+        let conf = dir.join("veclane.toml");
+        std::fs::write(&conf, config).map_err(|e| format!("writing {}: {e}", conf.display()))?;
+        let log = std::fs::File::create(dir.join("daemon.log")).map_err(|e| e.to_string())?;
+        let mut cmd = match wrapper.split_first() {
+            Some((w, args)) => {
+                let mut c = Command::new(w);
+                c.args(args).arg(bin);
+                c
+            }
+            None => Command::new(bin),
+        };
+        let child = cmd
+            .arg("run")
+            .arg("--config")
+            .arg(&conf)
+            .arg("--runtime-dir")
+            .arg(dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", bin.display()))?;
+        let mut d = Daemon {
+            child,
+            dir: dir.to_path_buf(),
+        };
+        let deadline = Instant::now() + timeout;
+        while !(dir.join("ctl.sock").exists() && dir.join("memif.sock").exists()) {
+            if let Ok(Some(st)) = d.child.try_wait() {
+                return Err(format!("daemon exited ({st}): {}", d.log()));
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "daemon made no sockets in {timeout:?}: {}",
+                    d.log()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Ok(d)
+    }
+
+    /// The process id (valgrind's, when run under it).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends SIGTERM and waits up to `timeout` for the daemon to exit (it is killed after).
+    pub fn stop_within(mut self, timeout: Duration) -> Result<(), String> {
+        if stop_child(&mut self.child, Some(Signal::TERM), timeout) {
+            Ok(())
+        } else {
+            Err(format!(
+                "daemon still running {timeout:?} after SIGTERM; killed"
+            ))
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("daemon.log"))
+            .unwrap_or_default()
+            .trim()
+            .to_string()
+    }
+
+    pub fn call(&self, req: &api::Request) -> Result<api::Reply, String> {
+        api::Client::connect(&self.dir.join("ctl.sock"))
+            .and_then(|mut c| c.call(req))
+            .map_err(|e| e.to_string())
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        stop_child(&mut self.child, Some(Signal::TERM), Duration::from_secs(5));
+    }
+}
+
+impl RunningDut for Daemon {
+    fn pid(&self) -> u32 {
+        Daemon::pid(self)
+    }
+
+    fn counts(&mut self) -> Result<Option<Counts>, String> {
+        let ifs = match self.call(&api::Request::ShowInterface { name: None })? {
+            api::Reply::Interfaces { interfaces } => interfaces,
+            other => return Err(format!("show interface: {other:?}")),
+        };
+        let by = |id: u32| ifs.iter().find(|i| i.id == id);
+        Ok(Some(Counts {
+            rx: by(0).map_or(0, |i| i.rx_packets),
+            tx: by(1).map_or(0, |i| i.tx_packets),
+        }))
+    }
+
+    fn drops(&mut self) -> String {
+        match self.call(&api::Request::ShowErrors) {
+            Ok(api::Reply::Errors { errors }) => errors
+                .iter()
+                .filter(|e| e.count > 0)
+                .map(|e| format!("{}:{}={}", e.node, e.reason, e.count))
+                .collect::<Vec<_>>()
+                .join(" "),
+            _ => String::new(),
+        }
+    }
+
+    fn clear_runtime(&mut self) {
+        let _ = self.call(&api::Request::Clear {
+            what: api::Clear::Runtime,
+        });
+    }
+
+    fn runtime(&mut self) -> Vec<api::WorkerRuntime> {
+        match self.call(&api::Request::ShowRuntime) {
+            Ok(api::Reply::Runtime { workers }) => workers,
+            _ => Vec::new(),
+        }
+    }
+
+    fn stop(self: Box<Self>, timeout: Duration) -> Result<(), String> {
+        self.stop_within(timeout)
+    }
+}

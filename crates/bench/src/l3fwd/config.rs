@@ -1,0 +1,169 @@
+//! The configuration of a searched run: sizes, DUTs, CPUs, rings, search method, trial
+//! lengths and the binaries of the peers, checked before anything starts.
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use super::topology::Topology;
+use crate::Subject;
+use crate::search::Method;
+
+/// The configuration of every searched scenario (see [`crate::scenario`]): the
+/// [`Topology`] the DUTs run in, and everything the searches, trials and reports need.
+#[derive(Debug, Clone, Serialize)]
+pub struct L3fwdConfig {
+    /// What the DUTs are configured as between the generator's interfaces.
+    #[serde(skip)]
+    pub topology: &'static dyn Topology,
+    pub sizes: Vec<usize>,
+    pub reps: usize,
+    pub duts: Vec<Subject>,
+    pub gen_cpu: usize,
+    /// The DUT's CPUs, in the order its workers take them: a DUT with N workers (its
+    /// [`Subject::workers`]) runs them on the first N. The first is the one the placement probe
+    /// pairs with the generator's.
+    pub dut_cpus: Vec<usize>,
+    /// Let DUT workers run on the generator's CPU (`--share-gen-cpu`), so that a machine with
+    /// few CPUs can still exercise N workers; such DUTs' rates measure two busy loops taking
+    /// turns on one CPU, and the table says so.
+    pub share_gen_cpu: bool,
+    pub ring_log2: u8,
+    pub buffer_size: u32,
+    /// Frames per generator burst.
+    pub burst: usize,
+    /// Before each search, wait up to this long for the CPUs to be near (0: do not wait);
+    /// within a search, before each trial (see the trial guard, `l3fwd::guard`).
+    pub wait_near_secs: f64,
+    /// Trials a search may run again because the host disturbed them (see the trial guard, `l3fwd::guard`).
+    pub max_redo: usize,
+    /// The search and every parameter it uses.
+    pub method: Method,
+    /// The flat-out trial before each search; its receive rate (MRR) times
+    /// `max_load_factor` is the search's maximum load.
+    pub mrr_secs: f64,
+    pub max_load_factor: f64,
+    /// Every trial first sends this long at its load, uncounted (see
+    /// `trafgen::GenConfig::warmup`): after the pause between trials the DUT starts with cold
+    /// caches, and on this host its first milliseconds forward at a third of its rate.
+    pub warmup_secs: f64,
+    /// testpmd's forwarding: `io` (frames untouched) or `mac` (source and destination MACs
+    /// rewritten, the destination being the generator's).
+    pub testpmd_fwd: TestpmdFwd,
+    /// Fractions of the first goal's result at which latency is measured, and for how long.
+    pub latency_at: Vec<f64>,
+    pub latency_secs: f64,
+    #[serde(skip)]
+    pub veclane_bin: PathBuf,
+    #[serde(skip)]
+    pub testpmd_bin: Option<PathBuf>,
+    #[serde(skip)]
+    pub l3fwd_bin: Option<PathBuf>,
+    #[serde(skip)]
+    pub vpp_bin: Option<PathBuf>,
+}
+
+impl L3fwdConfig {
+    /// The CPU of the DUT's first worker.
+    pub fn dut_cpu(&self) -> usize {
+        self.dut_cpus.first().copied().unwrap_or(self.gen_cpu)
+    }
+
+    /// The CPUs of a DUT with `workers` workers.
+    pub fn worker_cpus(&self, workers: u16) -> &[usize] {
+        &self.dut_cpus[..usize::from(workers).min(self.dut_cpus.len())]
+    }
+
+    /// Whether a DUT with `workers` workers has one on the generator's CPU.
+    pub fn shares_gen_cpu(&self, workers: u16) -> bool {
+        self.worker_cpus(workers).contains(&self.gen_cpu)
+    }
+
+    /// Refuses a configuration whose DUTs have no CPUs to run on: more workers than DUT CPUs,
+    /// a CPU listed twice, or a worker on the generator's CPU unless `share_gen_cpu`.
+    pub fn check(&self) -> Result<(), String> {
+        if self.dut_cpus.is_empty() {
+            return Err("no DUT CPU given".into());
+        }
+        if self.dut_cpu() == self.gen_cpu {
+            return Err(format!(
+                "the first DUT CPU is the generator's CPU {}: the placement probe pairs the generator's CPU with the first DUT CPU, so list another first (e.g. --dut-cpus 1,0)",
+                self.gen_cpu
+            ));
+        }
+        for (i, c) in self.dut_cpus.iter().enumerate() {
+            if self.dut_cpus[..i].contains(c) {
+                return Err(format!("DUT CPU {c} is listed twice"));
+            }
+        }
+        for d in &self.duts {
+            let n = usize::from(d.workers);
+            if n == 0 {
+                return Err(format!("{d}: a DUT needs at least one worker"));
+            }
+            if n > self.dut_cpus.len() {
+                return Err(format!(
+                    "{d} needs {n} DUT CPUs, one per worker: list them with --dut-cpus; {} given ({:?}){}",
+                    self.dut_cpus.len(),
+                    self.dut_cpus,
+                    match std::thread::available_parallelism() {
+                        Ok(p) =>
+                            format!(", and this machine has {p} CPUs, one of them the generator's"),
+                        Err(_) => String::new(),
+                    }
+                ));
+            }
+            if self.shares_gen_cpu(d.workers) && !self.share_gen_cpu {
+                return Err(format!(
+                    "{d} would run a worker on the generator's CPU {} (DUT CPUs {:?}): two busy loops taking turns measure the scheduler, not the DUT; allow it with --share-gen-cpu",
+                    self.gen_cpu,
+                    self.worker_cpus(d.workers)
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// testpmd's forwarding mode in the l3fwd scenario.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TestpmdFwd {
+    Io,
+    Mac,
+}
+
+/// The memif buffer size for frames of `size` (see [`crate::trial::buffer_size_for`]).
+pub(super) fn buffer_size_for(cfg: &L3fwdConfig, size: usize) -> u32 {
+    crate::trial::buffer_size_for(cfg.buffer_size, size)
+}
+
+/// A configuration for unit tests that run nothing: one size (64), the given DUTs.
+#[cfg(test)]
+pub(crate) fn test_config(duts: Vec<Subject>) -> L3fwdConfig {
+    L3fwdConfig {
+        topology: &super::TOPOLOGY,
+        sizes: vec![64],
+        reps: 1,
+        duts,
+        gen_cpu: 0,
+        dut_cpus: vec![1],
+        share_gen_cpu: false,
+        ring_log2: 12,
+        buffer_size: 2048,
+        burst: 64,
+        wait_near_secs: 0.0,
+        method: Method::continuous_default(0.1),
+        testpmd_fwd: TestpmdFwd::Io,
+        mrr_secs: 1.0,
+        warmup_secs: 0.01,
+        max_load_factor: 1.1,
+        max_redo: 0,
+        latency_at: vec![],
+        latency_secs: 1.0,
+        veclane_bin: PathBuf::new(),
+        testpmd_bin: None,
+        l3fwd_bin: None,
+        vpp_bin: None,
+    }
+}

@@ -1,0 +1,300 @@
+//! Measurement: the generator as the search's [`Measurer`](crate::search::Measurer), one
+//! trial at a time with the DUT's counters read around it, and one whole search per (DUT,
+//! size): flat-out trial, search, latency, node clocks.
+
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use super::config::L3fwdConfig;
+use super::guard::TrialGuard;
+use super::outcome::{LatencyPoint, Outcome, TrialRecord};
+use super::topology::Topology;
+use crate::dut::{Counts, Running};
+use crate::search::{self, Measurement, Measurer, SearchReport};
+use crate::trial::{Placed, check_frame_size};
+use crate::{BenchError, Subject};
+use trafgen::GenReport;
+
+/// The generator as a [`Measurer`]: one connected session, the DUT beside it.
+pub(super) struct GenMeasurer<'a> {
+    pub(super) topology: &'a dyn Topology,
+    pub(super) session: &'a mut trafgen::Session,
+    pub(super) base: &'a trafgen::GenConfig,
+    pub(super) dut: &'a mut Running,
+    pub(super) size: usize,
+    pub(super) kind: &'static str,
+    pub(super) records: Vec<TrialRecord>,
+    pub(super) on_trial: &'a mut (dyn FnMut(&Measurement) + Send),
+    /// The DUT's counters as the last trial ended: nothing passes between trials, so they
+    /// are also where the next one starts.
+    pub(super) counts: Option<Option<Counts>>,
+    pub(super) guard: TrialGuard,
+}
+
+impl GenMeasurer<'_> {
+    /// One trial: `load` pps on a wire, or flat out (held back by a full ring) when `None`;
+    /// run again while the host disturbed it and it failed (see [`TrialGuard`]). Latency
+    /// trials are taken as they come.
+    fn trial(&mut self, load: Option<f64>, duration: Duration) -> Result<Measurement, String> {
+        loop {
+            let before = self.guard.before();
+            if load.is_none() {
+                self.dut.clear_runtime();
+            }
+            let (t0, wait0) = (std::time::Instant::now(), self.dut.thread_times());
+            let (m, g, mut record) = self.trial_once(load, duration)?;
+            let dut_wait_us = match (wait0, self.dut.thread_times()) {
+                (Some(a), Some(b)) => {
+                    let wall = t0.elapsed().as_nanos() as u64;
+                    Some(crate::proc::worker_wait_between(&a, &b, wall) as f64 / 1e3)
+                }
+                _ => None,
+            };
+            let after = self.guard.after();
+            record.probe_before_ns = before;
+            record.probe_after_ns = after;
+            record.dut_wait_us = dut_wait_us;
+            let failed = load.is_none() || m.offered > m.received;
+            let why = self
+                .guard
+                .disturbance(load, &m, &g, dut_wait_us, before, after);
+            if let Some(why) = why.filter(|_| failed && self.kind != "latency")
+                && self.guard.redo_left > 0
+            {
+                self.guard.redo_left -= 1;
+                record.redone = Some(why);
+                self.records.push(record);
+                continue;
+            }
+            (self.on_trial)(&m);
+            self.records.push(record);
+            return Ok(m);
+        }
+    }
+
+    fn trial_once(
+        &mut self,
+        load: Option<f64>,
+        duration: Duration,
+    ) -> Result<(Measurement, GenReport, TrialRecord), String> {
+        let before = match self.counts.take() {
+            Some(c) => c,
+            None => self.topology.counts(self.dut)?,
+        };
+        let cfg = trafgen::GenConfig {
+            rate_pps: load,
+            drop_when_full: load.is_some(),
+            duration,
+            sample_every: (duration / 5).max(Duration::from_millis(20)),
+            ..self.base.clone()
+        };
+        let g = self
+            .session
+            .run(&cfg, &AtomicBool::new(false))
+            .map_err(|e| e.to_string())?;
+        if g.link_lost {
+            // Counts of a cut trial would pass any loss test (nothing offered, nothing lost),
+            // and the session has no queues left for the next one.
+            return Err(format!(
+                "the DUT's memif link went down during a trial at {:.3} Mpps ({} of {} frames back){}",
+                load.unwrap_or(0.0) / 1e6,
+                g.rx_packets,
+                g.tx_packets,
+                g.last_disconnect_reason
+                    .as_deref()
+                    .map(|r| format!(": {r}"))
+                    .unwrap_or_default()
+            ));
+        }
+        let after = self.topology.counts(self.dut)?;
+        self.counts = Some(after);
+        if g.rx_packets > 0 {
+            check_frame_size(g.rx_bytes, g.rx_packets, self.size)?;
+        }
+        let m = measurement(load, duration, &g);
+        let record = TrialRecord {
+            kind: self.kind,
+            m: m.clone(),
+            refused: g.tx_refused,
+            latency: g.latency,
+            interval_rx_mpps: g.interval_rx_mpps(),
+            interval_refused: g.interval_refused(),
+            warmup_sent: g.warmup_tx_packets,
+            warmup_refused: g.warmup_tx_refused,
+            // One entry per queue pair, a queue that returned nothing included.
+            rx_streams: match usize::from(self.base.iface.s2m_rings) {
+                0 | 1 => Vec::new(),
+                n => {
+                    let mut v = g.rx_stream_packets.clone();
+                    v.resize(n.max(v.len()), 0);
+                    v
+                }
+            },
+            // The DUT's counters saw the warm-up too.
+            disagreements: crate::dut::check_counts(before, after, g.tx_total(), g.rx_total()),
+            probe_before_ns: None,
+            probe_after_ns: None,
+            max_stall_us: g.max_stall_us,
+            max_rx_gap_us: g.max_rx_gap_us,
+            dut_wait_us: None,
+            redone: None,
+        };
+        Ok((m, g, record))
+    }
+}
+
+impl Measurer for GenMeasurer<'_> {
+    fn measure(&mut self, load_pps: f64, duration: Duration) -> Result<Measurement, String> {
+        self.trial(Some(load_pps), duration)
+    }
+}
+
+/// What a generator run measured, in the search's terms. A paced run that offered less than
+/// half its schedule ended early: it counts as offering the whole schedule (and losing what
+/// never went out), never as a loss-free trial of a few frames.
+pub(super) fn measurement(load: Option<f64>, duration: Duration, g: &GenReport) -> Measurement {
+    let scheduled = load.map_or(0, |l| (l * duration.as_secs_f64()) as u64);
+    Measurement {
+        load_pps: load.unwrap_or(g.tx_mpps * 1e6),
+        duration_s: duration.as_secs_f64(),
+        offered: if g.tx_offered < scheduled / 2 {
+            scheduled
+        } else {
+            g.tx_offered
+        },
+        sent: g.tx_packets,
+        received: g.rx_packets,
+        shortfall: g.tx_shortfall,
+        tx_pps: g.tx_mpps * 1e6,
+        rx_pps: g.rx_mpps * 1e6,
+    }
+}
+
+/// One search of `dut` at `size`.
+pub(super) fn search_one(
+    cfg: &L3fwdConfig,
+    dut: Subject,
+    size: usize,
+    rep: usize,
+    on_trial: &mut (dyn FnMut(&Measurement) + Send),
+) -> Result<Outcome, BenchError> {
+    let fail = |msg: String| BenchError::Trial { dut, size, msg };
+    let dir = tempfile::tempdir()?;
+    if !cfg.topology.supports(dut.dut) {
+        return Err(fail(format!(
+            "the {} scenario cannot configure {}",
+            cfg.topology.name(),
+            dut.dut
+        )));
+    }
+    let (mut running, sock) = cfg
+        .topology
+        .start_dut(cfg, dut, size, dir.path(), &[])
+        .map_err(fail)?;
+    let gcfg = cfg.topology.gen_config(cfg, &sock, size, dut.workers);
+    let (r, trials, dut_drops) = std::thread::scope(|s| {
+        let (gcfg, running) = (&gcfg, &mut running);
+        s.spawn(move || {
+            let stop = AtomicBool::new(false);
+            let mut session = match trafgen::Session::connect(gcfg, &stop) {
+                Ok(s) => s,
+                Err(e) => return (Err(e.to_string()), Vec::new(), String::new()),
+            };
+            let mut m = GenMeasurer {
+                topology: cfg.topology,
+                session: &mut session,
+                base: gcfg,
+                dut: running,
+                size,
+                kind: "mrr",
+                records: Vec::new(),
+                on_trial,
+                counts: None,
+                guard: TrialGuard {
+                    cpus: (cfg.gen_cpu, cfg.dut_cpu()),
+                    wait_near: Duration::from_secs_f64(cfg.wait_near_secs),
+                    // The generator spreads its bursts over one ring per worker.
+                    ring_slots: (1 << cfg.ring_log2) * u64::from(dut.workers),
+                    redo_left: cfg.max_redo,
+                },
+            };
+            let r = measure_all(cfg, &mut m);
+            let records = std::mem::take(&mut m.records);
+            let drops = m.dut.drops();
+            session.close();
+            (r, records, drops)
+        })
+        .join()
+        .unwrap_or_else(|_| {
+            (
+                Err("generator thread panicked".into()),
+                Vec::new(),
+                String::new(),
+            )
+        })
+    });
+    let _ = running.stop(Duration::from_secs(5));
+    // A search that failed part way keeps the trials it ran, as evidence.
+    let mut o = Outcome::failed(dut, size, rep, String::new());
+    o.trials = trials;
+    o.dut_drops = dut_drops;
+    match r {
+        Ok((mrr_pps, search, latency, node_ns, worker_packets)) => {
+            o.mrr_pps = mrr_pps;
+            o.search = Some(search);
+            o.latency = latency;
+            o.node_ns = node_ns;
+            o.worker_packets = worker_packets;
+            o.error = None;
+        }
+        Err(e) => o.error = Some(fail(e).to_string()),
+    }
+    Ok(o)
+}
+
+/// MRR, search, latency, veclane's ns per node and packets per worker (flat out).
+pub(super) type Measured = (
+    f64,
+    SearchReport,
+    Vec<LatencyPoint>,
+    Vec<(String, f64)>,
+    Vec<u64>,
+);
+
+/// The flat-out trial, the search, and the latency trials, on one connection.
+pub(super) fn measure_all(cfg: &L3fwdConfig, m: &mut GenMeasurer<'_>) -> Result<Measured, String> {
+    m.dut.ready()?;
+    let flat = m.trial(None, Duration::from_secs_f64(cfg.mrr_secs))?;
+    let runtime = m.dut.runtime();
+    let node_ns = crate::dut::node_costs(&runtime);
+    let worker_packets = crate::dut::worker_packets(&runtime);
+    if flat.received == 0 {
+        return Err("nothing came back in the flat-out trial".into());
+    }
+    let max = flat.rx_pps * cfg.max_load_factor;
+    let min = (max / 1000.0).max(1000.0);
+    m.kind = "search";
+    let report = search::search(&cfg.method, min, max, m, &mut |_| {})
+        .map_err(|e| format!("search: {e}"))?;
+    m.kind = "latency";
+    let mut latency = Vec::new();
+    let base = report.goals.first().and_then(|g| g.result_pps());
+    if let Some(base) = base {
+        for &f in &cfg.latency_at {
+            let load = base * f;
+            if load < 1000.0 {
+                continue;
+            }
+            let t = m.trial(Some(load), Duration::from_secs_f64(cfg.latency_secs))?;
+            let lat = m.records.last().map(|r| r.latency).unwrap_or_default();
+            latency.push(LatencyPoint {
+                fraction: f,
+                load_pps: load,
+                rx_pps: t.rx_pps,
+                loss_ratio: t.loss_ratio(),
+                latency: lat,
+            });
+        }
+    }
+    Ok((flat.rx_pps, report, latency, node_ns, worker_packets))
+}

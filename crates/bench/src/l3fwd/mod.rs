@@ -1,0 +1,64 @@
+//! `l3fwd`: generator → memif → device under test → memif → generator.
+//!
+//! The generator is a zero-copy memif secondary in this process, on a thread pinned to the
+//! generator CPU, that sends on interface id 0 and receives on id 1 in one loop. The DUT
+//! listens on one socket with both interfaces and has the other CPU to itself:
+//! - veclane: `veclane run`, one polling worker, routing 10.10.1.0/24 (id 0) to 10.10.2.0/24
+//!   (id 1) through a static neighbour: ethernet-input, ip4-input (checksum, length, TTL),
+//!   ip4-lookup, ip4-rewrite (TTL, checksum, MACs); copy mode single or two.
+//! - testpmd: `dpdk-testpmd --forward-mode=io` between two `net_memif` server ports: no lookup
+//!   and no header change at all (or `mac`: MACs rewritten, still no lookup).
+//!
+//! One *search* per (repetition, size, DUT): start the DUT, connect the generator, run a
+//! flat-out trial (its receive rate, the MRR, sets the search's maximum load), run the search
+//! ([`crate::search`]) with the generator acting as a port on a wire (a full ring loses
+//! frames), measure latency at fractions of the result, stop the DUT. The DUT's own counters
+//! are read before and after every trial, with the generator still connected, and compared
+//! with the generator's counts. Searches of different DUTs are interleaved (A B A B ...), and
+//! a placement probe runs before the DUT starts and after it stops.
+
+mod config;
+mod guard;
+mod measure;
+mod outcome;
+mod output;
+mod rows;
+#[cfg(test)]
+mod tests;
+mod topology;
+
+use crate::Subject;
+use crate::search::Measurement;
+use crate::trial::Schedule;
+
+#[cfg(test)]
+use config::test_config;
+pub use config::{L3fwdConfig, TestpmdFwd};
+use measure::search_one;
+pub use outcome::{LatencyPoint, Outcome, TrialRecord};
+pub use output::{
+    csv, head, node_table, search_summary, size_plot, table, worker_counts, worker_plot,
+};
+pub use rows::{GoalRow, PairedRatio, SearchRow, paired_ratio, reference_for, rows};
+pub use topology::{L3fwdTopology, TOPOLOGY, Topology, veclane_config};
+
+/// Runs every (rep, size, DUT) search, DUTs interleaved; `progress` sees each finished one.
+/// A search that fails is kept with its reason and the run goes on.
+pub fn run(
+    cfg: &L3fwdConfig,
+    progress: impl FnMut(&Outcome),
+    mut on_trial: impl FnMut(Subject, usize, &Measurement) + Send,
+) -> Vec<Outcome> {
+    let schedule = Schedule {
+        sizes: &cfg.sizes,
+        duts: &cfg.duts,
+        reps: cfg.reps,
+        cpus: (cfg.gen_cpu, cfg.dut_cpu()),
+        wait_near_secs: cfg.wait_near_secs,
+    };
+    crate::trial::run(
+        schedule,
+        |dut, size, rep| search_one(cfg, dut, size, rep, &mut |m| on_trial(dut, size, m)),
+        progress,
+    )
+}

@@ -1,0 +1,407 @@
+//! What a searched run prints and writes: the table, the per-node table, CSV, and the SVG
+//! plots over frame size and worker count.
+
+use super::config::L3fwdConfig;
+use super::rows::{SearchRow, reference_for};
+use crate::Subject;
+use crate::search::Method;
+
+/// The heading of an l3fwd table.
+pub fn head(cfg: &L3fwdConfig) -> Vec<String> {
+    let mut h = vec![
+        format!(
+            "L3 forwarding over memif: generator (zero-copy memif secondary, sends on id 0 and receives on id 1 in one loop) on CPU {}, DUT on CPU {}; ring 2^{}, buffer {} B, burst {}; {} search(es) per DUT and size, DUTs interleaved",
+            cfg.gen_cpu,
+            match cfg.dut_cpus.as_slice() {
+                [one] => one.to_string(),
+                more => format!("{more:?} (worker i on the i-th)"),
+            },
+            cfg.ring_log2,
+            cfg.buffer_size,
+            cfg.burst,
+            cfg.reps,
+        ),
+        cfg.topology.describe(),
+        format!("search: {}", search_summary(&cfg.method)),
+        "xN after a DUT: N workers (lcores), each on a CPU of its own polling one queue pair of both interfaces; the generator opens N queue pairs and sends its bursts to them in turn; the ratio column divides by the last DUT with as many workers".into(),
+        format!(
+            "MRR = receive rate of a {} s flat-out trial (the generator held back by a full ring); the search runs between MRR/1000 and {} x MRR, the generator acting as a port on a wire: frames a full ring refuses are lost",
+            cfg.mrr_secs, cfg.max_load_factor
+        ),
+        "result Mpps = the search's result (the highest load that passed), median (min-max) over the searches in the basis placement: near/mid/far = one-way cache-line transfer between the two CPUs <130 / 130-280 / >280 ns, probed before the DUT starts and after it stops: near searches when there are any, else mid, else far ('all' when every search was cut by a flip), 'x3 (of 5)' how many; the ratio column pairs each repetition's searches of two DUTs, run back to back, when both ran in one placement (near pairs first)".into(),
+        "frame size S = bytes in the memif buffer (Ethernet header to payload end, no FCS); Gbps L2 = S x 8 x pps; Gbps L1 = (S + 20) x 8 x pps (preamble, SFD, inter-frame gap); loss = frames offered minus frames received (refused by a full ring or short from the generator included)".into(),
+    ];
+    if cfg.sizes.iter().any(|&z| z > cfg.buffer_size as usize) {
+        h.push(format!(
+            "frames larger than {} B use 9216-byte memif buffers in every DUT",
+            cfg.buffer_size
+        ));
+    }
+    h
+}
+
+/// The method and its parameters on one line.
+pub fn search_summary(m: &Method) -> String {
+    serde_json::to_string(m).unwrap_or_default()
+}
+
+/// The result table: one line per (size, DUT).
+pub fn table(cfg: &L3fwdConfig, rows: &[SearchRow]) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    for l in head(cfg) {
+        let _ = writeln!(s, "{l}");
+    }
+    let goal_names: Vec<String> = rows
+        .iter()
+        .find(|r| !r.goals.is_empty())
+        .map(|r| r.goals.iter().map(|g| g.goal.clone()).collect())
+        .unwrap_or_default();
+    let lat_at = cfg
+        .latency_at
+        .iter()
+        .copied()
+        .find(|&f| (f - 0.5).abs() < 1e-9)
+        .or(cfg.latency_at.first().copied());
+    let reference = cfg.duts.last().copied();
+    let mut header = format!("{:>5}  {:<18}", "size", "dut");
+    for (i, g) in goal_names.iter().enumerate() {
+        let _ = write!(header, "  {:>22}", format!("{g} Mpps (min-max)"));
+        if i == 0 {
+            let _ = write!(header, "  {:>13}  {:>8}", "Gbps L2/L1", "loss");
+        }
+    }
+    let _ = write!(header, "  {:>8}", "MRR Mpps");
+    if let Some(f) = lat_at {
+        let _ = write!(
+            header,
+            "  {:>20}",
+            format!("lat@{:.0}% p50/p99 us", f * 100.0)
+        );
+    }
+    if let Some(r) = reference {
+        let _ = write!(header, "  {:>26}", format!("/{} paired", r.dut));
+    }
+    let _ = write!(header, "  basis");
+    let _ = writeln!(s, "\n{header}");
+    for &size in &cfg.sizes {
+        for r in rows.iter().filter(|r| r.size == size) {
+            let mut line = format!("{:>5}  {:<18}", size, r.dut.to_string());
+            for (i, g) in r.goals.iter().enumerate() {
+                let _ = write!(
+                    line,
+                    "  {:>22}",
+                    format!("{:.3} ({:.3}-{:.3})", g.mpps, g.mpps_min, g.mpps_max)
+                );
+                if i == 0 {
+                    let _ = write!(
+                        line,
+                        "  {:>13}  {:>8.1e}",
+                        format!("{:.1}/{:.1}", g.gbps_l2, g.gbps_l1),
+                        g.measured_loss
+                    );
+                }
+            }
+            let _ = write!(line, "  {:>8.3}", r.mrr_mpps);
+            if let Some(f) = lat_at {
+                let cell = r
+                    .latency
+                    .iter()
+                    .find(|(x, _)| *x == f)
+                    .map(|(_, l)| {
+                        format!("{:.1}/{:.1}", l.p50_ns as f64 / 1e3, l.p99_ns as f64 / 1e3)
+                    })
+                    .unwrap_or_else(|| "-".into());
+                let _ = write!(line, "  {cell:>20}");
+            }
+            if reference.is_some() {
+                let ratio = match r.paired_ratio {
+                    Some(p) => format!(
+                        "{:.2} ({:.2}-{:.2}) {} x{}",
+                        p.median,
+                        p.min,
+                        p.max,
+                        p.placement.map_or("all".to_string(), |b| b.to_string()),
+                        p.pairs
+                    ),
+                    None if Some(r.dut) == reference_for(&cfg.duts, r.dut) => "1".into(),
+                    None => "-".into(),
+                };
+                let _ = write!(line, "  {ratio:>26}");
+            }
+            let basis = r.basis.map_or("all".to_string(), |b| b.to_string());
+            let mut flags = format!("  {basis} x{}", r.searches);
+            if cfg.shares_gen_cpu(r.dut.workers) {
+                let _ = write!(
+                    flags,
+                    " ! a worker shares the generator's CPU {}: not the DUT's rate",
+                    cfg.gen_cpu
+                );
+            }
+            if r.searches < r.searches_run {
+                let _ = write!(flags, " (of {})", r.searches_run);
+            }
+            if r.disagreeing > 0 {
+                let _ = write!(
+                    flags,
+                    " ! {} trial(s) disagree with the DUT's counters",
+                    r.disagreeing
+                );
+            }
+            if r.generator_short > 0 {
+                let _ = write!(
+                    flags,
+                    " ({} trial(s) with generator shortfall)",
+                    r.generator_short
+                );
+            }
+            if r.redone > 0 {
+                let _ = write!(flags, " ({} disturbed trial(s) run again)", r.redone);
+            }
+            let irregular: usize = r.goals.iter().map(|g| g.irregular).sum();
+            if irregular > 0 {
+                let _ = write!(flags, " ({irregular} irregular)");
+            }
+            let _ = writeln!(s, "{line}{flags}");
+        }
+    }
+    s
+}
+
+/// Where veclane's time goes: nanoseconds per packet per node in the flat-out trial.
+pub fn node_table(cfg: &L3fwdConfig, rows: &[SearchRow]) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let names = crate::report::named_columns(rows.iter().map(|r| r.node_ns.as_slice()), &["total"]);
+    if names.is_empty() {
+        return s;
+    }
+    let _ = writeln!(
+        s,
+        "veclane show runtime over the flat-out trial, ns per packet (median; memif-input includes empty polls):"
+    );
+    let mut header = format!("{:>6} {:<16}", "size", "dut");
+    crate::report::push_named_cells(&mut header, &names, None);
+    let _ = writeln!(s, "{header}");
+    for &size in &cfg.sizes {
+        for r in rows
+            .iter()
+            .filter(|r| r.size == size && !r.node_ns.is_empty())
+        {
+            let mut line = format!("{size:>6} {:<16}", r.dut.to_string());
+            crate::report::push_named_cells(&mut line, &names, Some(&r.node_ns));
+            let _ = writeln!(s, "{line}");
+        }
+    }
+    s
+}
+
+/// CSV: one line per (size, DUT, goal).
+pub fn csv(cfg: &L3fwdConfig, rows: &[SearchRow]) -> String {
+    let header = [
+        "scenario",
+        "size",
+        "dut",
+        "goal",
+        "loss_ratio",
+        "measured_loss",
+        "mpps",
+        "mpps_min",
+        "mpps_max",
+        "gbps_l2",
+        "gbps_l1",
+        "forwarding_mpps",
+        "mrr_mpps",
+        "lat50_p50_ns",
+        "lat50_p99_ns",
+        "searches",
+        "basis",
+        "disagreeing",
+        "paired_ratio",
+        "paired_pairs",
+        "paired_placement",
+        "workers",
+        "gen_cpu",
+        "dut_cpus",
+        "ring_log2",
+        "buffer_size",
+        "method",
+    ];
+    let method = search_summary(&cfg.method);
+    let mut out = Vec::new();
+    for r in rows {
+        let lat = r
+            .latency
+            .iter()
+            .find(|(f, _)| (f - 0.5).abs() < 1e-9)
+            .map(|(_, l)| *l);
+        for g in &r.goals {
+            out.push(vec![
+                cfg.topology.name().to_string(),
+                r.size.to_string(),
+                r.dut.to_string(),
+                g.goal.clone(),
+                g.loss_ratio.to_string(),
+                format!("{:.3e}", g.measured_loss),
+                format!("{:.4}", g.mpps),
+                format!("{:.4}", g.mpps_min),
+                format!("{:.4}", g.mpps_max),
+                format!("{:.3}", g.gbps_l2),
+                format!("{:.3}", g.gbps_l1),
+                format!("{:.4}", g.forwarding_mpps),
+                format!("{:.4}", r.mrr_mpps),
+                lat.map(|l| l.p50_ns.to_string()).unwrap_or_default(),
+                lat.map(|l| l.p99_ns.to_string()).unwrap_or_default(),
+                r.searches.to_string(),
+                r.basis.map_or("all".to_string(), |b| b.to_string()),
+                r.disagreeing.to_string(),
+                r.paired_ratio
+                    .map(|p| format!("{:.4}", p.median))
+                    .unwrap_or_default(),
+                r.paired_ratio
+                    .map(|p| p.pairs.to_string())
+                    .unwrap_or_default(),
+                r.paired_ratio
+                    .map(|p| p.placement.map_or("all".to_string(), |b| b.to_string()))
+                    .unwrap_or_default(),
+                r.dut.workers.to_string(),
+                cfg.gen_cpu.to_string(),
+                cfg.worker_cpus(r.dut.workers)
+                    .iter()
+                    .map(usize::to_string)
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                cfg.ring_log2.to_string(),
+                cfg.buffer_size.to_string(),
+                method.clone(),
+            ]);
+        }
+    }
+    crate::csv::to_csv(&header, &out)
+}
+
+/// Throughput of the first goal against frame size, one line per DUT with the fewest workers
+/// measured (one, normally: seed 000's figure 5).
+pub fn size_plot(cfg: &L3fwdConfig, rows: &[SearchRow]) -> Result<String, String> {
+    let fewest = cfg.duts.iter().map(|d| d.workers).min().unwrap_or(1);
+    let series: Vec<crate::plot::Series> = cfg
+        .duts
+        .iter()
+        .filter(|d| d.workers == fewest)
+        .map(|&d| {
+            goal_series(d.to_string(), rows.iter().filter(|r| r.dut == d), |r| {
+                r.size as f64
+            })
+        })
+        .filter(|s| !s.points.is_empty())
+        .collect();
+    let goal = first_goal_name(rows);
+    let ticks: Vec<f64> = cfg.sizes.iter().map(|&s| s as f64).collect();
+    let title = format!(
+        "L3 forwarding over memif: {goal} against frame size, {}",
+        match fewest {
+            1 => "one DUT core".to_string(),
+            n => format!("{n} DUT cores"),
+        }
+    );
+    let subtitle = format!(
+        "generator CPU {}, DUT CPUs {:?}; median of {} search(es), bars min-max",
+        cfg.gen_cpu,
+        cfg.worker_cpus(fewest),
+        cfg.reps
+    );
+    crate::plot::svg(&crate::plot::Plot {
+        title: &title,
+        subtitle: &subtitle,
+        x_label: "frame size (bytes, no FCS)",
+        y_label: "Mpps",
+        x_ticks: Some(&ticks),
+        series: &series,
+    })
+}
+
+/// A plot line named `name`: each row's first goal (median, bars min-max) at `x` of the row.
+pub(super) fn goal_series<'r>(
+    name: String,
+    rows: impl Iterator<Item = &'r SearchRow>,
+    x: impl Fn(&SearchRow) -> f64,
+) -> crate::plot::Series {
+    crate::plot::Series {
+        name,
+        points: rows
+            .filter_map(|r| {
+                r.goals.first().map(|g| crate::plot::Point {
+                    x: x(r),
+                    y: g.mpps,
+                    y_min: g.mpps_min,
+                    y_max: g.mpps_max,
+                })
+            })
+            .collect(),
+    }
+}
+
+pub(super) fn first_goal_name(rows: &[SearchRow]) -> String {
+    rows.iter()
+        .find_map(|r| r.goals.first().map(|g| g.goal.clone()))
+        .unwrap_or_else(|| "throughput".into())
+}
+
+/// The worker counts measured, ascending.
+pub fn worker_counts(cfg: &L3fwdConfig) -> Vec<u16> {
+    let mut w: Vec<u16> = cfg.duts.iter().map(|d| d.workers).collect();
+    w.sort_unstable();
+    w.dedup();
+    w
+}
+
+/// Throughput of the first goal at frames of `size` against the DUT's worker count, one line
+/// per DUT (seed 000's figure 6). Points whose workers share the generator's CPU are drawn,
+/// and the subtitle says which.
+pub fn worker_plot(cfg: &L3fwdConfig, rows: &[SearchRow], size: usize) -> Result<String, String> {
+    let mut lines: Vec<Subject> = Vec::new();
+    for d in &cfg.duts {
+        if !lines.contains(&d.line()) {
+            lines.push(d.line());
+        }
+    }
+    let series: Vec<crate::plot::Series> = lines
+        .iter()
+        .map(|&l| {
+            goal_series(
+                l.to_string(),
+                rows.iter().filter(|r| r.size == size && r.dut.line() == l),
+                |r| f64::from(r.dut.workers),
+            )
+        })
+        .filter(|s| !s.points.is_empty())
+        .collect();
+    let ticks: Vec<f64> = worker_counts(cfg).iter().map(|&w| f64::from(w)).collect();
+    let title = format!(
+        "L3 forwarding over memif: {} against DUT cores, {size} B frames",
+        first_goal_name(rows)
+    );
+    let shared: Vec<String> = worker_counts(cfg)
+        .into_iter()
+        .filter(|&w| cfg.shares_gen_cpu(w))
+        .map(|w| w.to_string())
+        .collect();
+    let mut subtitle = format!(
+        "generator CPU {}, DUT CPUs {:?} in order; median of {} search(es), bars min-max",
+        cfg.gen_cpu, cfg.dut_cpus, cfg.reps
+    );
+    if !shared.is_empty() {
+        subtitle.push_str(&format!(
+            "; at {} worker(s) a worker shares the generator's CPU",
+            shared.join(", ")
+        ));
+    }
+    crate::plot::svg(&crate::plot::Plot {
+        title: &title,
+        subtitle: &subtitle,
+        x_label: "DUT worker cores",
+        y_label: "Mpps",
+        x_ticks: Some(&ticks),
+        series: &series,
+    })
+}

@@ -1,0 +1,295 @@
+//! From searches to rows: the median over repetitions per (DUT, size), near placements
+//! first, and ratios between DUTs paired within one repetition.
+
+use serde::Serialize;
+
+use super::outcome::Outcome;
+use crate::placement::Placement;
+use crate::search::SearchReport;
+use crate::{Subject, median_min_max};
+use trafgen::stats::Latency;
+
+/// One goal of a search row: the median over repetitions of the goal's result.
+#[derive(Debug, Clone, Serialize)]
+pub struct GoalRow {
+    pub goal: String,
+    pub loss_ratio: f64,
+    /// Median, min and max of the relevant lower bound (0 where even the minimum load failed).
+    pub mpps: f64,
+    pub mpps_min: f64,
+    pub mpps_max: f64,
+    pub gbps_l2: f64,
+    pub gbps_l1: f64,
+    /// Median measured receive rate at the lower bound.
+    pub forwarding_mpps: f64,
+    /// Median loss ratio of the trials at the result (the least of each search's trials at
+    /// that load: the one that passed; for MRR, the mean of its trials).
+    pub measured_loss: f64,
+    /// Searches whose result for this goal was irregular (maximum load still passed, or the
+    /// minimum already failed).
+    pub irregular: usize,
+}
+
+/// The median of the searches of one (DUT, size).
+#[derive(Debug, Clone, Serialize)]
+pub struct SearchRow {
+    pub dut: Subject,
+    pub size: usize,
+    pub goals: Vec<GoalRow>,
+    pub mrr_mpps: f64,
+    pub mrr_min: f64,
+    pub mrr_max: f64,
+    /// Median of each percentile at each latency fraction.
+    pub latency: Vec<(f64, Latency)>,
+    /// Searches behind the medians, and the placement they share (`None`: all placements).
+    pub searches: usize,
+    pub basis: Option<Placement>,
+    /// Searches of this (DUT, size) in all, failed ones included.
+    pub searches_run: usize,
+    /// Trials (of the searches behind the medians) whose counts the DUT's counters contradict.
+    pub disagreeing: usize,
+    /// Trials (same searches) whose generator fell behind its schedule.
+    pub generator_short: usize,
+    /// Trials (same searches) run again because the host disturbed them.
+    pub redone: usize,
+    /// This DUT's first-goal result over the reference DUT's (the last one with as many
+    /// workers) in the same repetition, searches run back to back: median, min, max over the
+    /// repetitions where both succeeded in one placement ([`paired_ratio`]). Pairs cancel the
+    /// drift that a ratio of medians keeps.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paired_ratio: Option<PairedRatio>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub node_ns: Vec<(String, f64)>,
+}
+
+pub(super) fn median(v: &[f64]) -> f64 {
+    median_min_max(v).0
+}
+
+/// One row per (size, DUT) with at least one successful search. The medians come from the
+/// searches of one placement: near when there are any (the state memif is meant to run in,
+/// and the one the harness waits for), else mid, else far; from all of them only when every
+/// search was cut by a flip (mixed). A median over placements would be no figure at all: one
+/// run's testpmd at 64 B had two near searches at 34-35 Mpps and three others at 12-13, and
+/// their median said 13.
+pub fn rows(outcomes: &[Outcome], sizes: &[usize], duts: &[Subject]) -> Vec<SearchRow> {
+    let mut out = Vec::new();
+    for &size in sizes {
+        for &dut in duts {
+            let all: Vec<&Outcome> = outcomes
+                .iter()
+                .filter(|o| o.dut == dut && o.size == size)
+                .collect();
+            let ok: Vec<&Outcome> = all
+                .iter()
+                .copied()
+                .filter(|o| o.error.is_none() && o.search.is_some())
+                .collect();
+            if ok.is_empty() {
+                continue;
+            }
+            let basis = Placement::preferred(|p| ok.iter().any(|o| o.placement == p));
+            let used: Vec<&Outcome> = ok
+                .iter()
+                .copied()
+                .filter(|o| basis.is_none_or(|b| o.placement == b))
+                .collect();
+            let reports: Vec<&SearchReport> =
+                used.iter().filter_map(|o| o.search.as_ref()).collect();
+            let mut goals = Vec::new();
+            if let Some(first) = reports.first() {
+                for (i, g) in first.goals.iter().enumerate() {
+                    // MRR has no bounds: its result is the receive rate.
+                    let vals: Vec<f64> = reports
+                        .iter()
+                        .filter_map(|r| r.goals.get(i))
+                        .map(|g| g.result_pps().unwrap_or(0.0) / 1e6)
+                        .collect();
+                    let fwd: Vec<f64> = reports
+                        .iter()
+                        .filter_map(|r| r.goals.get(i))
+                        .filter_map(|g| g.forwarding_pps)
+                        .map(|p| p / 1e6)
+                        .collect();
+                    let (m, lo, hi) = median_min_max(&vals);
+                    let losses: Vec<f64> = reports
+                        .iter()
+                        .filter_map(|r| {
+                            let goal = r.goals.get(i)?;
+                            let at: Vec<f64> = match goal.lower_pps {
+                                Some(l) => r
+                                    .trials
+                                    .iter()
+                                    .filter(|t| t.load_pps == l)
+                                    .map(|t| t.loss_ratio())
+                                    .collect(),
+                                // MRR: every trial is at the maximum load.
+                                None if goal.loss_ratio >= 1.0 => {
+                                    r.trials.iter().map(|t| t.loss_ratio()).collect()
+                                }
+                                None => Vec::new(),
+                            };
+                            if at.is_empty() {
+                                None
+                            } else if goal.loss_ratio >= 1.0 {
+                                Some(at.iter().sum::<f64>() / at.len() as f64)
+                            } else {
+                                at.into_iter().reduce(f64::min)
+                            }
+                        })
+                        .collect();
+                    goals.push(GoalRow {
+                        goal: g.name.clone(),
+                        loss_ratio: g.loss_ratio,
+                        measured_loss: median(&losses),
+                        mpps: m,
+                        mpps_min: lo,
+                        mpps_max: hi,
+                        gbps_l2: m * 1e6 * size as f64 * 8.0 / 1e9,
+                        gbps_l1: m * 1e6 * (size as f64 + 20.0) * 8.0 / 1e9,
+                        forwarding_mpps: median(&fwd),
+                        irregular: reports
+                            .iter()
+                            .filter(|r| r.goals.get(i).is_some_and(|g| !g.regular))
+                            .count(),
+                    });
+                }
+            }
+            let (mrr, mrr_lo, mrr_hi) =
+                median_min_max(&used.iter().map(|o| o.mrr_pps / 1e6).collect::<Vec<_>>());
+            let mut latency = Vec::new();
+            if let Some(first) = used.first() {
+                for p in &first.latency {
+                    let at: Vec<Latency> = used
+                        .iter()
+                        .filter_map(|o| o.latency.iter().find(|q| q.fraction == p.fraction))
+                        .map(|q| q.latency)
+                        .collect();
+                    let med = |f: fn(&Latency) -> u64| {
+                        median(&at.iter().map(|l| f(l) as f64).collect::<Vec<_>>()) as u64
+                    };
+                    latency.push((
+                        p.fraction,
+                        Latency {
+                            min_ns: med(|l| l.min_ns),
+                            p50_ns: med(|l| l.p50_ns),
+                            p90_ns: med(|l| l.p90_ns),
+                            p99_ns: med(|l| l.p99_ns),
+                            p999_ns: med(|l| l.p999_ns),
+                            max_ns: med(|l| l.max_ns),
+                        },
+                    ));
+                }
+            }
+            let mut node_ns = Vec::new();
+            if let Some(first) = used.first() {
+                for (name, _) in &first.node_ns {
+                    let v: Vec<f64> = used
+                        .iter()
+                        .filter_map(|o| o.node_ns.iter().find(|(n, _)| n == name).map(|p| p.1))
+                        .collect();
+                    node_ns.push((name.clone(), median(&v)));
+                }
+            }
+            out.push(SearchRow {
+                dut,
+                size,
+                goals,
+                mrr_mpps: mrr,
+                mrr_min: mrr_lo,
+                mrr_max: mrr_hi,
+                latency,
+                searches: used.len(),
+                basis,
+                searches_run: all.len(),
+                disagreeing: used.iter().map(|o| o.disagreeing()).sum(),
+                generator_short: used
+                    .iter()
+                    .flat_map(|o| &o.trials)
+                    .filter(|t| t.m.shortfall > 0 && t.redone.is_none())
+                    .count(),
+                redone: used
+                    .iter()
+                    .flat_map(|o| &o.trials)
+                    .filter(|t| t.redone.is_some())
+                    .count(),
+                paired_ratio: reference_for(duts, dut)
+                    .filter(|r| *r != dut)
+                    .and_then(|r| paired_ratio(outcomes, size, dut, r)),
+                node_ns,
+            });
+        }
+    }
+    out
+}
+
+/// The first goal's result of a successful search (the receive rate for MRR).
+pub(super) fn first_goal_pps(o: &Outcome) -> Option<f64> {
+    if o.error.is_some() {
+        return None;
+    }
+    o.search.as_ref()?.goals.first()?.result_pps()
+}
+
+/// One DUT's first-goal result over a reference DUT's, repetition by repetition.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct PairedRatio {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+    /// Pairs behind it: repetitions where both searches succeeded in `placement`.
+    pub pairs: usize,
+    /// The placement both searches of every pair ran in; `None` when no placement is shared
+    /// by both searches of any pair, and the pairs are taken as they came.
+    pub placement: Option<Placement>,
+}
+
+/// `dut` over `reference` at `size`, repetition by repetition (see
+/// [`SearchRow::paired_ratio`]). A pair counts only when both searches ran in the same
+/// placement, near pairs first, else mid, else far: memif is cross-core traffic, so the two
+/// DUTs' ratio itself moves with the placement (at 1500 B testpmd lost more than veclane in
+/// the mid state), and a ratio is comparable with another run's only in the same one.
+pub fn paired_ratio(
+    outcomes: &[Outcome],
+    size: usize,
+    dut: Subject,
+    reference: Subject,
+) -> Option<PairedRatio> {
+    let find = |d: Subject, rep: usize| {
+        outcomes
+            .iter()
+            .find(|o| o.dut == d && o.size == size && o.rep == rep)
+            .and_then(|o| first_goal_pps(o).map(|p| (p, o.placement)))
+    };
+    let reps = outcomes.iter().map(|o| o.rep + 1).max().unwrap_or(0);
+    let pairs: Vec<(f64, Placement, Placement)> = (0..reps)
+        .filter_map(|rep| match (find(dut, rep), find(reference, rep)) {
+            (Some((a, pa)), Some((b, pb))) if b > 0.0 => Some((a / b, pa, pb)),
+            _ => None,
+        })
+        .collect();
+    let shared = Placement::preferred(|p| pairs.iter().any(|&(_, a, b)| a == p && b == p));
+    let v: Vec<f64> = pairs
+        .iter()
+        .filter(|&&(_, a, b)| shared.is_none_or(|p| a == p && b == p))
+        .map(|&(r, _, _)| r)
+        .collect();
+    (!v.is_empty()).then(|| {
+        let (median, min, max) = median_min_max(&v);
+        PairedRatio {
+            median,
+            min,
+            max,
+            pairs: v.len(),
+            placement: shared,
+        }
+    })
+}
+
+/// The DUT `dut`'s ratio column divides by: the last DUT of the run with as many workers.
+pub fn reference_for(duts: &[Subject], dut: Subject) -> Option<Subject> {
+    duts.iter()
+        .rev()
+        .find(|r| r.workers == dut.workers)
+        .copied()
+}

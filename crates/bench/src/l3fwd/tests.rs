@@ -1,0 +1,370 @@
+use std::path::Path;
+use std::time::Duration;
+
+use trafgen::GenReport;
+
+use super::guard::TrialGuard;
+use super::measure::measurement;
+use super::topology::gen_config;
+use super::*;
+use crate::placement::Placement;
+use crate::search::model::ModelDut;
+use crate::search::{self, Method};
+use crate::trial::Placed;
+use crate::{CopyMode, Dut};
+
+fn outcome(dut: Subject, rep: usize, capacity: f64) -> Outcome {
+    let mut m = ModelDut::new(capacity, 1);
+    let method = Method::continuous_default(0.1);
+    let r = search::search(&method, 1000.0, capacity * 1.5, &mut m, &mut |_| {}).unwrap();
+    let mut o = Outcome::failed(dut, 64, rep, String::new());
+    o.error = None;
+    o.search = Some(r);
+    o
+}
+
+#[test]
+fn only_failures_the_host_explains_are_run_again() {
+    let guard = TrialGuard {
+        cpus: (0, 1),
+        wait_near: Duration::from_secs(1),
+        ring_slots: 4096,
+        redo_left: 10,
+    };
+    // 10 Mpps for 0.25 s: 2.5 M frames offered.
+    let trial = |received: u64, shortfall: u64| Measurement {
+        load_pps: 10e6,
+        duration_s: 0.25,
+        offered: 2_500_000,
+        sent: 2_500_000 - shortfall,
+        received,
+        shortfall,
+        tx_pps: 10e6,
+        rx_pps: 10e6,
+    };
+    let report = |stall_us: f64, gap_us: f64| GenReport {
+        max_stall_us: stall_us,
+        max_rx_gap_us: gap_us,
+        ..Default::default()
+    };
+    let near = (Some(60.0), Some(70.0));
+    let why = |m: &Measurement, g: &GenReport, wait: Option<f64>, p: (Option<f64>, Option<f64>)| {
+        guard.disturbance(Some(10e6), m, g, wait, p.0, p.1)
+    };
+    // The CPUs moved apart around the trial while the search waits for near.
+    let w = why(
+        &trial(2_000_000, 0),
+        &report(50.0, 50.0),
+        Some(0.0),
+        (Some(60.0), Some(190.0)),
+    );
+    assert!(w.unwrap().contains("placement mixed"));
+    // Nothing wrong: the loss is the DUT's.
+    assert_eq!(
+        why(&trial(2_400_000, 0), &report(50.0, 60.0), Some(10.0), near),
+        None
+    );
+    // Nothing came back for 2 ms while the DUT's worker waited 2.5 ms for its CPU: 20 000
+    // frames at this load, more than half a ring, and the 15 000 lost are explained.
+    let w = why(
+        &trial(2_485_000, 0),
+        &report(50.0, 2000.0),
+        Some(2500.0),
+        near,
+    )
+    .unwrap();
+    assert!(w.contains("DUT's worker off its CPU 2000 us"), "{w}");
+    // The same gap with the worker on its CPU throughout is the DUT's own pause.
+    assert_eq!(
+        why(
+            &trial(2_485_000, 0),
+            &report(50.0, 2000.0),
+            Some(30.0),
+            near
+        ),
+        None
+    );
+    // The generator paused 3 ms: its shortfall is its own, the DUT lost nothing.
+    let w = why(
+        &trial(2_460_000, 40_000),
+        &report(3000.0, 3000.0),
+        Some(0.0),
+        near,
+    )
+    .unwrap();
+    assert!(w.contains("generator 40000 frames behind"), "{w}");
+    // A DUT that lost far more than the pause explains failed on its own (overload).
+    assert_eq!(
+        why(
+            &trial(2_000_000, 1000),
+            &report(3000.0, 3000.0),
+            Some(0.0),
+            near
+        ),
+        None
+    );
+    // Flat out only the placement matters.
+    assert_eq!(
+        guard.disturbance(
+            None,
+            &trial(2_000_000, 0),
+            &report(9e3, 9e3),
+            Some(9e3),
+            near.0,
+            near.1
+        ),
+        None
+    );
+}
+
+#[test]
+fn ratios_pair_searches_of_the_same_repetition() {
+    let a = Subject::plain(Dut::Veclane);
+    let b = Subject::plain(Dut::Testpmd);
+    // The host halves every rate in repetition 1: each pair still says 2.
+    let v = vec![
+        outcome(a, 0, 20e6),
+        outcome(b, 0, 10e6),
+        outcome(a, 1, 10e6),
+        outcome(b, 1, 5e6),
+        outcome(a, 2, 16e6),
+        outcome(b, 2, 8e6),
+    ];
+    let p = paired_ratio(&v, 64, a, b).unwrap();
+    for x in [p.median, p.min, p.max] {
+        assert!((x - 2.0).abs() < 0.02, "{p:?}");
+    }
+    // No placement shared by a pair (these never probed): all pairs, none named.
+    assert_eq!((p.pairs, p.placement), (3, None));
+    // A failed search drops its pair, not the others.
+    let mut w = v.clone();
+    w[3].error = Some("x".into());
+    let p = paired_ratio(&w, 64, a, b).unwrap();
+    assert!((p.median - 2.0).abs() < 0.02 && p.pairs == 2);
+    assert!(paired_ratio(&v, 1500, a, b).is_none());
+    let rows = rows(&v, &[64], &[a, b]);
+    assert!(rows[0].paired_ratio.is_some() && rows[1].paired_ratio.is_none());
+}
+
+#[test]
+fn ratios_pair_searches_that_shared_a_placement_near_first() {
+    let (a, b) = (Subject::plain(Dut::Veclane), Subject::plain(Dut::Testpmd));
+    let at = |d, rep, pps, p| Outcome {
+        placement: p,
+        ..outcome(d, rep, pps)
+    };
+    use Placement::{Mid, Near};
+    // Repetition 0 both near (2), 1 both mid (3), 2 split (5), 3 both mid (3).
+    let mut v = vec![
+        at(a, 0, 20e6, Near),
+        at(b, 0, 10e6, Near),
+        at(a, 1, 15e6, Mid),
+        at(b, 1, 5e6, Mid),
+        at(a, 2, 20e6, Near),
+        at(b, 2, 4e6, Mid),
+        at(a, 3, 15e6, Mid),
+        at(b, 3, 5e6, Mid),
+    ];
+    let p = paired_ratio(&v, 64, a, b).unwrap();
+    assert!((p.median - 2.0).abs() < 0.02, "{p:?}");
+    assert_eq!((p.pairs, p.placement), (1, Some(Near)));
+    // Without a near pair, the mid pairs; the split one never counts.
+    v[1].placement = Mid;
+    let p = paired_ratio(&v, 64, a, b).unwrap();
+    assert!((p.median - 3.0).abs() < 0.02, "{p:?}");
+    assert_eq!((p.pairs, p.placement), (2, Some(Mid)));
+}
+
+#[test]
+fn a_row_is_the_median_of_one_placement_near_first() {
+    let b = Subject::plain(Dut::Testpmd);
+    let at = |rep, pps, p| Outcome {
+        placement: p,
+        ..outcome(b, rep, pps)
+    };
+    use Placement::{Mid, Mixed, Near};
+    let mut v = vec![
+        at(0, 12e6, Mid),
+        at(1, 35e6, Near),
+        at(2, 13e6, Mixed),
+        at(3, 13e6, Mid),
+        at(4, 34e6, Near),
+    ];
+    let r = &rows(&v, &[64], &[b])[0];
+    assert_eq!((r.basis, r.searches, r.searches_run), (Some(Near), 2, 5));
+    assert!((r.goals[0].mpps - 34.5).abs() < 0.4, "{r:?}");
+    // No near search: the mid ones.
+    for o in v.iter_mut().filter(|o| o.placement == Near) {
+        o.placement = Mixed;
+    }
+    let r = &rows(&v, &[64], &[b])[0];
+    assert_eq!((r.basis, r.searches), (Some(Mid), 2));
+    assert!(r.goals[0].mpps < 13.5, "{r:?}");
+    // Every search cut by a flip: all of them, no basis named.
+    for o in v.iter_mut() {
+        o.placement = Mixed;
+    }
+    assert_eq!(rows(&v, &[64], &[b])[0].basis, None);
+}
+
+#[test]
+fn ratios_divide_by_the_reference_with_as_many_workers() {
+    let v = Subject::plain(Dut::Veclane);
+    let t = Subject::plain(Dut::Testpmd);
+    let duts = [v, t, v.with_workers(2), t.with_workers(2)];
+    assert_eq!(reference_for(&duts, v), Some(t));
+    assert_eq!(
+        reference_for(&duts, v.with_workers(2)),
+        Some(t.with_workers(2))
+    );
+    assert_eq!(reference_for(&duts, v.with_workers(3)), None);
+    assert_eq!(v.with_workers(2).to_string(), "veclane x2");
+    assert_eq!(v.with_workers(2).line(), v);
+}
+
+#[test]
+fn dut_cpus_are_checked_against_workers_and_the_generator() {
+    let v = Subject::plain(Dut::Veclane);
+    let mut c = test_config(vec![v, v.with_workers(2)]);
+    let e = c.check().unwrap_err();
+    assert!(e.contains("veclane x2 needs 2 DUT CPUs"), "{e}");
+    c.dut_cpus = vec![1, 0];
+    let e = c.check().unwrap_err();
+    assert!(
+        e.contains("generator's CPU 0") && e.contains("--share-gen-cpu"),
+        "{e}"
+    );
+    assert!(!c.shares_gen_cpu(1) && c.shares_gen_cpu(2));
+    c.share_gen_cpu = true;
+    c.check().unwrap();
+    c.dut_cpus = vec![1, 1];
+    assert!(c.check().unwrap_err().contains("listed twice"));
+    // The probe pairs the generator's CPU with the first DUT CPU: never the same one.
+    c.dut_cpus = vec![0, 1];
+    assert!(c.check().unwrap_err().contains("first DUT CPU"));
+    c.dut_cpus = vec![1, 2];
+    c.share_gen_cpu = false;
+    c.check().unwrap();
+    assert_eq!(c.worker_cpus(2), [1, 2]);
+    let conf = veclane_config(&c, CopyMode::Single, 64, 2);
+    assert_eq!(conf.daemon.workers, [1, 2]);
+    // On any machine (cores 0 and 1 exist): the daemon reads back what the harness wrote.
+    let conf = veclane_config(&c, CopyMode::Two, 1500, 1);
+    assert_eq!(conf.daemon.workers, [1]);
+    assert_eq!(
+        api::Config::parse(&conf.to_toml(), "l3fwd").unwrap(),
+        conf,
+        "{}",
+        conf.to_toml()
+    );
+    let g = gen_config(&c, Path::new("/s"), 64, 2);
+    assert_eq!((g.iface.s2m_rings, g.iface.m2s_rings), (2, 2));
+}
+
+#[test]
+fn a_run_far_short_of_its_schedule_offered_the_whole_schedule() {
+    let g = GenReport {
+        tx_offered: 10,
+        tx_packets: 10,
+        rx_packets: 10,
+        ..Default::default()
+    };
+    let m = measurement(Some(1e6), Duration::from_secs(1), &g);
+    assert_eq!(m.offered, 1_000_000);
+    assert!(m.loss_ratio() > 0.99);
+    // A run that offered nearly its schedule keeps its own count.
+    let g = GenReport {
+        tx_offered: 999_990,
+        ..g
+    };
+    assert_eq!(
+        measurement(Some(1e6), Duration::from_secs(1), &g).offered,
+        999_990
+    );
+}
+
+#[test]
+fn every_csv_line_has_the_header_s_fields() {
+    let a = Subject::plain(Dut::Veclane);
+    let b = Subject::plain(Dut::Testpmd);
+    let v = vec![outcome(a, 0, 20e6), outcome(b, 0, 10e6)];
+    let cfg = test_config(vec![a, b]);
+    let text = csv(&cfg, &rows(&v, &[64], &[a, b]));
+    // The method echo holds commas inside quotes: count fields outside them.
+    let fields = |l: &str| {
+        let mut n = 1;
+        let mut quoted = false;
+        for c in l.chars() {
+            match c {
+                '"' => quoted = !quoted,
+                ',' if !quoted => n += 1,
+                _ => {}
+            }
+        }
+        n
+    };
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    for l in &lines[1..] {
+        assert_eq!(fields(l), fields(lines[0]), "{l}");
+    }
+}
+
+#[test]
+fn the_worker_plot_draws_a_line_per_dut_across_worker_counts() {
+    let (a, b) = (Subject::plain(Dut::Veclane), Subject::plain(Dut::Testpmd));
+    let (a2, b2) = (a.with_workers(2), b.with_workers(2));
+    let duts = vec![a, b, a2, b2];
+    let v = vec![
+        outcome(a, 0, 20e6),
+        outcome(b, 0, 10e6),
+        outcome(a2, 0, 36e6),
+        outcome(b2, 0, 19e6),
+    ];
+    let mut cfg = test_config(duts.clone());
+    cfg.dut_cpus = vec![1, 2];
+    let rows = rows(&v, &[64], &duts);
+    assert_eq!(worker_counts(&cfg), [1, 2]);
+    let svg = worker_plot(&cfg, &rows, 64).unwrap();
+    assert!(
+        svg.contains("DUT worker cores") && svg.contains("64 B frames"),
+        "{svg}"
+    );
+    // One line per DUT (named without the worker count), not one per column.
+    assert!(
+        svg.contains("\nveclane\n") && svg.contains("\ntestpmd\n"),
+        "{svg}"
+    );
+    assert!(!svg.contains(" x2\n") && !svg.contains("shares"), "{svg}");
+    // The size plot keeps to one worker.
+    assert!(!size_plot(&cfg, &rows).unwrap().contains(" x2\n"));
+    // A worker on the generator's CPU is said.
+    cfg.dut_cpus = vec![1, 0];
+    assert!(
+        worker_plot(&cfg, &rows, 64)
+            .unwrap()
+            .contains("a worker shares the generator")
+    );
+    // x2 divides by testpmd x2.
+    let r = rows.iter().find(|r| r.dut == a2).unwrap();
+    assert!((r.paired_ratio.unwrap().median - 36.0 / 19.0).abs() < 0.05);
+}
+
+#[test]
+fn vpp_gets_the_same_topology_as_veclane() {
+    // Same addresses, MACs and neighbour as the veclane daemon's l3fwd configuration.
+    use crate::vpp::{IF_IN_MAC, IF_OUT_MAC, VppConfig, setup_commands};
+    let l3 = test_config(vec![]);
+    let v = veclane_config(&l3, CopyMode::Two, 64, 1).to_toml();
+    let cmds = setup_commands(&VppConfig::new(0, 1), Path::new("/s")).join("\n");
+    for needle in [
+        IF_IN_MAC,
+        IF_OUT_MAC,
+        "10.10.1.1/24",
+        "10.10.2.1/24",
+        "10.10.2.2",
+        "02:00:00:00:00:01",
+    ] {
+        assert!(v.contains(needle) && cmds.contains(needle), "{needle}");
+    }
+}

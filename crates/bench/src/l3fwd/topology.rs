@@ -1,0 +1,264 @@
+//! Topologies: the [`Topology`] trait a searched scenario implements (how each DUT is
+//! configured and started, what the generator sends, which counters face it) and `l3fwd`,
+//! the first one: two memif interfaces and one route between them.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::config::{L3fwdConfig, TestpmdFwd, buffer_size_for};
+use crate::daemon::Daemon;
+use crate::dut::{Counts, Running};
+use crate::testpmd::{MemifPort, Testpmd};
+use crate::{CopyMode, Dut, Subject};
+
+/// What a searched scenario puts between the generator's two interfaces.
+pub trait Topology: Sync + core::fmt::Debug {
+    /// Its name on the command line (`veclane bench NAME`) and in reports.
+    fn name(&self) -> &'static str;
+    /// One line for `--help`.
+    fn about(&self) -> &'static str;
+    /// Whether `dut` can be configured this way.
+    fn supports(&self, dut: Dut) -> bool;
+    /// What every DUT does in it, for the report's heading.
+    fn describe(&self) -> String;
+    /// Starts `dut` for frames of `size` in `dir`, under `wrapper` if not empty (valgrind, for
+    /// `--cost`); returns it and the memif socket the generator connects to.
+    fn start_dut(
+        &self,
+        cfg: &L3fwdConfig,
+        dut: Subject,
+        size: usize,
+        dir: &Path,
+        wrapper: &[String],
+    ) -> Result<(Running, PathBuf), String>;
+    /// The generator's configuration for frames of `size` against a DUT with `workers`
+    /// workers listening on `sock`.
+    fn gen_config(
+        &self,
+        cfg: &L3fwdConfig,
+        sock: &Path,
+        size: usize,
+        workers: u16,
+    ) -> trafgen::GenConfig;
+    /// The DUT's counters of the frames it took from the generator and sent back to it.
+    fn counts(&self, dut: &mut Running) -> Result<Option<Counts>, String> {
+        dut.counts()
+    }
+}
+
+/// The `l3fwd` topology: two memif interfaces, 10.10.1.0/24 on id 0 and 10.10.2.0/24 on id 1,
+/// the generator's frames (10.10.1.2 → 10.10.2.2) routed from one to the other.
+#[derive(Debug)]
+pub struct L3fwdTopology;
+
+/// The one `l3fwd` topology.
+pub static TOPOLOGY: L3fwdTopology = L3fwdTopology;
+
+impl Topology for L3fwdTopology {
+    fn name(&self) -> &'static str {
+        "l3fwd"
+    }
+
+    fn about(&self) -> &'static str {
+        "Generator → memif → DUT (routes between two memif interfaces) → memif → generator"
+    }
+
+    fn supports(&self, _dut: Dut) -> bool {
+        true
+    }
+
+    fn describe(&self) -> String {
+        "veclane/single and veclane/two: polling workers, ethernet-input, ip4-input, ip4-lookup, ip4-rewrite (TTL, checksum, MACs); payload copied once peer to peer (single) or into local buffers and out (two); testpmd: --forward-mode=io (no lookup, no header change) or mac (MACs rewritten, no lookup); dpdk-l3fwd: DPDK's l3fwd example, LPM, an lcore per worker, no IPv4 checksum check (left to hardware that net_memif lacks); vpp: workers, memif masters, ip4 routes as veclane's".into()
+    }
+
+    fn start_dut(
+        &self,
+        cfg: &L3fwdConfig,
+        dut: Subject,
+        size: usize,
+        dir: &Path,
+        wrapper: &[String],
+    ) -> Result<(Running, PathBuf), String> {
+        start_dut(cfg, dut, size, dir, wrapper)
+    }
+
+    fn gen_config(
+        &self,
+        cfg: &L3fwdConfig,
+        sock: &Path,
+        size: usize,
+        workers: u16,
+    ) -> trafgen::GenConfig {
+        gen_config(cfg, sock, size, workers)
+    }
+}
+
+/// The generator's configuration for frames of `size` against a DUT with `workers` workers
+/// listening on `sock`: a queue pair per worker on both interfaces, sent to in turn, a burst
+/// at a time.
+pub(super) fn gen_config(
+    cfg: &L3fwdConfig,
+    sock: &Path,
+    size: usize,
+    workers: u16,
+) -> trafgen::GenConfig {
+    let iface = |id: u32| memif::InterfaceConfig {
+        id,
+        name: format!("gen{id}"),
+        log2_ring_size: cfg.ring_log2,
+        buffer_size: buffer_size_for(cfg, size),
+        s2m_rings: workers,
+        m2s_rings: workers,
+        ..Default::default()
+    };
+    trafgen::GenConfig {
+        role: trafgen::Role::Secondary,
+        socket: memif::SocketPath::File(sock.to_path_buf()),
+        iface: iface(0),
+        rx_iface: Some(iface(1)),
+        spec: trafgen::FrameSpec {
+            size,
+            ..Default::default()
+        },
+        burst: cfg.burst,
+        // Frames still in the DUT when sending stops come back within microseconds.
+        drain: Duration::from_millis(50),
+        warmup: Duration::from_secs_f64(cfg.warmup_secs),
+        cpu: Some(cfg.gen_cpu),
+        ..Default::default()
+    }
+}
+
+/// Starts `dut` for frames of `size`, under `wrapper` if not empty (veclane and testpmd only);
+/// returns it and the memif socket it listens on (in `dir` for the DUTs that take a
+/// directory).
+pub(super) fn start_dut(
+    cfg: &L3fwdConfig,
+    dut: Subject,
+    size: usize,
+    dir: &Path,
+    wrapper: &[String],
+) -> Result<(Running, PathBuf), String> {
+    let sock = dir.join("memif.sock");
+    if !wrapper.is_empty() && !matches!(dut.dut, Dut::Veclane | Dut::Testpmd) {
+        return Err(format!("{dut} cannot run under {}", wrapper.join(" ")));
+    }
+    // Under a wrapper (valgrind) start-up is far slower.
+    let ready = Duration::from_secs(if wrapper.is_empty() { 10 } else { 120 });
+    match dut.dut {
+        Dut::Veclane => Daemon::start_under(
+            wrapper,
+            &cfg.veclane_bin,
+            dir,
+            &veclane_config(cfg, dut.copy.unwrap_or(CopyMode::Single), size, dut.workers).to_toml(),
+            ready,
+        )
+        .map(|d| (Box::new(d) as Running, sock)),
+        Dut::DpdkL3fwd => {
+            let bin = cfg.l3fwd_bin.clone().ok_or(
+                "dpdk-l3fwd is not built (scripts/build-dpdk-l3fwd.sh, run by scripts/setup.sh)",
+            )?;
+            let l = crate::dpdk_l3fwd::spawn(
+                &bin,
+                &crate::dpdk_l3fwd::DpdkL3fwdConfig {
+                    ring_log2: cfg.ring_log2,
+                    buffer_size: buffer_size_for(cfg, size),
+                    cpus: cfg.worker_cpus(dut.workers).to_vec(),
+                    ..crate::dpdk_l3fwd::DpdkL3fwdConfig::new(cfg.dut_cpu())
+                },
+            )?;
+            let sock = l.memif_socket();
+            Ok((Box::new(l) as Running, sock))
+        }
+        Dut::Vpp => {
+            let bin = cfg
+                .vpp_bin
+                .clone()
+                .ok_or("VPP not found; install VPP or pass --vpp-bin")?;
+            let v = crate::vpp::spawn(
+                &bin,
+                None,
+                &crate::vpp::VppConfig {
+                    ring_log2: cfg.ring_log2,
+                    buffer_size: buffer_size_for(cfg, size),
+                    workers: cfg.worker_cpus(dut.workers).to_vec(),
+                    ..crate::vpp::VppConfig::new(cfg.gen_cpu, cfg.dut_cpu())
+                },
+            )?;
+            let sock = v.memif_socket();
+            Ok((Box::new(v) as Running, sock))
+        }
+        Dut::Testpmd => {
+            let bin = cfg
+                .testpmd_bin
+                .clone()
+                .ok_or("dpdk-testpmd not installed")?;
+            let port = |id| MemifPort {
+                server: true,
+                socket: sock.clone(),
+                id,
+                rsize_log2: cfg.ring_log2,
+                bsize: buffer_size_for(cfg, size),
+                secret: None,
+            };
+            // A queue pair per forwarding lcore on both ports; io and mac forwarding map rx
+            // queue q of one port to tx queue q of the other.
+            let n = dut.workers;
+            let mut app = vec![
+                format!("--nb-cores={n}"),
+                format!("--rxq={n}"),
+                format!("--txq={n}"),
+            ];
+            app.extend(match cfg.testpmd_fwd {
+                TestpmdFwd::Io => vec!["--forward-mode=io".to_string()],
+                // Frames leave port 1 addressed to the generator, as veclane's do.
+                TestpmdFwd::Mac => vec![
+                    "--forward-mode=mac".to_string(),
+                    format!(
+                        "--eth-peer=1,{}",
+                        trafgen::FrameSpec::default()
+                            .src_mac
+                            .0
+                            .map(|b| format!("{b:02x}"))
+                            .join(":")
+                    ),
+                ],
+            });
+            if size > 2048 {
+                app.push(format!(
+                    "--mbuf-size={}",
+                    (size + 1024).next_multiple_of(1024)
+                ));
+            }
+            let mut tp = Testpmd::spawn_under(
+                wrapper,
+                &bin,
+                &format!("vl{}fwd", std::process::id()),
+                cfg.worker_cpus(dut.workers),
+                cfg.gen_cpu,
+                &[port(0), port(1)],
+                &app,
+            )?;
+            tp.cmd("start")?;
+            Ok((Box::new(tp) as Running, sock))
+        }
+    }
+}
+
+/// The daemon configuration a veclane trial runs: the embedded default's topology (the
+/// same interfaces, addresses and neighbour), a polling worker on each of the DUT's first
+/// `workers` CPUs, rings and buffers sized for the trial. The daemon hands worker `i` rx
+/// queue `i` of both interfaces and transmits from it on queue `i`.
+pub fn veclane_config(cfg: &L3fwdConfig, copy: CopyMode, size: usize, workers: u16) -> api::Config {
+    let mut c = api::Config::embedded_default();
+    c.daemon.workers = cfg.worker_cpus(workers).to_vec();
+    c.daemon.main_core = Some(cfg.gen_cpu);
+    c.daemon.mode = api::RxMode::Polling;
+    c.daemon.copy = copy;
+    c.daemon.copy_engine = api::CopyEngine::Cpu;
+    for i in &mut c.interface {
+        i.ring_size = Some(1 << cfg.ring_log2);
+        i.buffer_size = Some(buffer_size_for(cfg, size));
+    }
+    c
+}

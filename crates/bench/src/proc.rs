@@ -1,0 +1,107 @@
+//! Child processes of the harness: stopping them without leaving any behind, and reading how
+//! the kernel scheduled their threads. Every DUT driver builds on this; it knows no DUT.
+
+use std::process::Child;
+use std::time::{Duration, Instant};
+
+use rustix::process::Signal;
+
+/// Stops a child process: sends `signal` (if any, and if it still runs), gives it `timeout` to
+/// exit on its own (a DUT under valgrind writes its profile then), and kills it after that.
+/// Returns whether it exited on its own.
+pub fn stop_child(child: &mut Child, signal: Option<Signal>, timeout: Duration) -> bool {
+    if let Ok(Some(_)) = child.try_wait() {
+        return true;
+    }
+    if let (Some(sig), Some(pid)) = (signal, rustix::process::Pid::from_raw(child.id() as i32)) {
+        let _ = rustix::process::kill_process(pid, sig);
+    }
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    false
+}
+
+/// Each of process `pid`'s threads' time so far on its CPU and runnable but waiting for it
+/// (`/proc/PID/task/TID/schedstat`, first and second fields): the time the host's other
+/// threads took from it. `None` where the kernel does not say.
+pub fn thread_times(pid: u32) -> Option<Vec<ThreadTime>> {
+    let dir = format!("/proc/{pid}/task");
+    let v: Vec<ThreadTime> = std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(|e| {
+            let e = e.ok()?;
+            let tid = e.file_name().to_str()?.parse().ok()?;
+            let s = std::fs::read_to_string(e.path().join("schedstat")).ok()?;
+            let mut f = s.split_whitespace().map(|x| x.parse::<u64>().ok());
+            Some(ThreadTime {
+                tid,
+                run_ns: f.next()??,
+                wait_ns: f.next()??,
+            })
+        })
+        .collect();
+    (!v.is_empty()).then_some(v)
+}
+
+/// One thread's scheduler times (see [`thread_times`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ThreadTime {
+    pub tid: u32,
+    pub run_ns: u64,
+    pub wait_ns: u64,
+}
+
+/// The longest any polling thread of the DUT waited for its CPU between two snapshots `wall_ns`
+/// apart. A polling thread wants its CPU all the time, so its time running plus waiting
+/// covers at least half the interval; sleeping threads (control, telemetry) are left out.
+pub fn worker_wait_between(before: &[ThreadTime], after: &[ThreadTime], wall_ns: u64) -> u64 {
+    after
+        .iter()
+        .filter_map(|a| {
+            let b = before.iter().find(|b| b.tid == a.tid)?;
+            let run = a.run_ns.saturating_sub(b.run_ns);
+            let wait = a.wait_ns.saturating_sub(b.wait_ns);
+            (2 * (run + wait) >= wall_ns).then_some(wait)
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_wait_is_the_longest_of_the_polling_threads() {
+        let t = |tid, run_ns, wait_ns| ThreadTime {
+            tid,
+            run_ns,
+            wait_ns,
+        };
+        // Over 100 ms: worker 11 ran 97 and waited 3; worker 12 (on a shared CPU) ran 40 and
+        // waited 55; the control thread 10 ran 1 and waited 9 (it sleeps); thread 13 is new.
+        let before = [t(10, 0, 0), t(11, 0, 0), t(12, 0, 0)];
+        let after = [
+            t(10, 1_000_000, 9_000_000),
+            t(11, 97_000_000, 3_000_000),
+            t(12, 40_000_000, 55_000_000),
+            t(13, 90_000_000, 80_000_000),
+        ];
+        assert_eq!(
+            worker_wait_between(&before, &after, 100_000_000),
+            55_000_000
+        );
+        assert_eq!(
+            worker_wait_between(&before, &after[..2], 100_000_000),
+            3_000_000
+        );
+        assert_eq!(worker_wait_between(&before, &after[..1], 100_000_000), 0);
+    }
+}
