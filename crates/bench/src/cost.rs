@@ -21,6 +21,30 @@ use crate::l3fwd::L3fwdConfig;
 use crate::report;
 use crate::{Dut, Subject};
 
+/// A `--cost` run: the JSON file's shape.
+#[derive(Debug, Serialize)]
+pub struct CostReport<'a> {
+    pub scenario: String,
+    pub config: &'a L3fwdConfig,
+    pub cost_frames: u64,
+    pub environment: report::Environment,
+    pub costs: Vec<Cost>,
+}
+
+impl CostReport<'_> {
+    /// Writes `SCENARIO-cost-TIME.json` into `dir`; returns its path.
+    pub fn write(&self, dir: &Path) -> std::io::Result<std::path::PathBuf> {
+        std::fs::create_dir_all(dir)?;
+        let path = dir.join(format!(
+            "{}-{}.json",
+            self.scenario, self.environment.unix_time
+        ));
+        let json = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
+        std::fs::write(&path, json)?;
+        Ok(path)
+    }
+}
+
 /// Instructions per packet of one (DUT, size).
 #[derive(Debug, Clone, Serialize)]
 pub struct Cost {

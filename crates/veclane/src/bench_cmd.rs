@@ -533,17 +533,6 @@ fn run_l3fwd(
         eprintln!("note: VPP not found {at}; skipping it");
         subjects.retain(|s| s.dut != Dut::Vpp);
     }
-    for secs in [a.mrr_secs, a.latency_secs] {
-        if !(secs > 0.0 && secs.is_finite()) {
-            bail!("--mrr-secs and --latency-secs must be positive");
-        }
-    }
-    if !(a.warmup_ms >= 0.0 && a.warmup_ms <= 10_000.0) {
-        bail!("--warmup-ms {}: must be 0..=10000", a.warmup_ms);
-    }
-    if let Some(f) = a.latency_at.0.iter().find(|f| !(**f > 0.0 && **f <= 1.0)) {
-        bail!("--latency-at {f}: fractions must be in (0, 1]");
-    }
     let cfg = L3fwdConfig {
         topology,
         sizes,
@@ -576,18 +565,14 @@ fn run_l3fwd(
         l3fwd_bin,
         vpp_bin,
     };
-    cfg.check().map_err(anyhow::Error::msg)?;
+    cfg.check()?;
     if a.cost {
         return run_cost(a, &cfg);
     }
-    // The host's own noise, before and after: the rates below are only as steady as this.
-    let mut cpus = vec![cfg.gen_cpu];
-    cpus.extend(cfg.dut_cpus.iter().filter(|&&c| c != cfg.gen_cpu));
-    let stalls_before = bench::placement::stalls(&cpus, std::time::Duration::from_secs(1));
     let total = cfg.reps * cfg.sizes.len() * cfg.duts.len();
     let progress = Progress::new(total);
     let mut done = 0;
-    let outcomes = l3fwd::run(
+    let run = l3fwd::RunReport::run(
         &cfg,
         |o| {
             done += 1;
@@ -596,21 +581,10 @@ fn run_l3fwd(
         |dut, size, m| progress.trial(dut, size, m),
     );
     progress.clear();
-    let stalls_after = bench::placement::stalls(&cpus, std::time::Duration::from_secs(1));
-    let rows = l3fwd::rows(&outcomes, &cfg.sizes, &cfg.duts);
-    print!("\n{}", l3fwd::table(&cfg, &rows));
-    println!(
-        "host stalls (a busy loop on each CPU, 1 s before and after the run; a ring of 2^{} slots rides out about 2^{} / rate):",
-        cfg.ring_log2, cfg.ring_log2
-    );
-    for (when, v) in [("before", &stalls_before), ("after", &stalls_after)] {
-        for st in v {
-            println!("  {when:<6} {st}");
-        }
-    }
-    print!("\n{}", l3fwd::node_table(&cfg, &rows));
+    print!("\n{}", run.text());
     if a.compare_seed {
-        let ours: Vec<bench::seed::Ours> = rows
+        let ours: Vec<bench::seed::Ours> = run
+            .rows
             .iter()
             .filter_map(|r| {
                 r.goals.first().map(|g| bench::seed::Ours {
@@ -622,58 +596,20 @@ fn run_l3fwd(
             .collect();
         print!("\n{}", bench::seed::compare_table(&ours));
     }
-    let rep = serde_json::json!({
-        "scenario": topology.name(),
-        "conventions": l3fwd::head(&cfg),
-        "config": &cfg,
-        "environment": Environment::probe(bench::dpdk::version()),
-        "host_stalls": { "before": &stalls_before, "after": &stalls_after },
-        "rows": &rows,
-        "searches": &outcomes,
-    });
-    std::fs::create_dir_all(&a.out)?;
-    let stem = a.out.join(format!(
-        "{}-{}",
-        topology.name(),
-        rep["environment"]["unix_time"].as_u64().unwrap_or(0)
-    ));
-    let json = stem.with_extension("json");
-    std::fs::write(&json, serde_json::to_vec_pretty(&rep)?)?;
-    let csv = stem.with_extension("csv");
-    std::fs::write(&csv, l3fwd::csv(&cfg, &rows))?;
-    println!("\nJSON: {}\nCSV: {}", json.display(), csv.display());
-    match l3fwd::size_plot(&cfg, &rows) {
-        Ok(svg) => {
-            let p = stem.with_extension("svg");
-            std::fs::write(&p, svg)?;
-            println!("SVG: {}", p.display());
-        }
-        Err(e) => eprintln!("no plot: {e}"),
+    let w = run.write(&a.out)?;
+    println!("\nJSON: {}\nCSV: {}", w.json.display(), w.csv.display());
+    for p in &w.svg {
+        println!("SVG: {}", p.display());
     }
-    if l3fwd::worker_counts(&cfg).len() > 1 {
-        for &size in &cfg.sizes {
-            match l3fwd::worker_plot(&cfg, &rows, size) {
-                Ok(svg) => {
-                    let p = a.out.join(format!(
-                        "{}-workers-{size}.svg",
-                        stem.file_name().unwrap_or_default().to_string_lossy()
-                    ));
-                    std::fs::write(&p, svg)?;
-                    println!("SVG: {}", p.display());
-                }
-                Err(e) => eprintln!("no worker plot at {size} B: {e}"),
-            }
-        }
+    for e in &w.skipped_plots {
+        eprintln!("no {e}");
     }
-    let failed: Vec<_> = outcomes
-        .iter()
-        .filter_map(|o| o.error.as_ref().map(|e| (o.dut, o.size, e)))
-        .collect();
+    let failed = run.failures();
     if !failed.is_empty() {
         for (d, s, e) in &failed {
             eprintln!("failed: {d} {s} B: {e}");
         }
-        bail!("{} of {} searches failed", failed.len(), outcomes.len());
+        bail!("{} of {} searches failed", failed.len(), run.searches.len());
     }
     Ok(())
 }
@@ -704,21 +640,14 @@ fn run_cost(a: &BenchArgs, cfg: &L3fwdConfig) -> anyhow::Result<()> {
         bail!("--cost measures veclane and testpmd: include one in --dut");
     }
     print!("\n{}", bench::cost::table(cfg, &costs));
-    std::fs::create_dir_all(&a.out)?;
-    let env = Environment::probe(bench::dpdk::version());
-    let path = a.out.join(format!(
-        "{}-cost-{}.json",
-        cfg.topology.name(),
-        env.unix_time
-    ));
-    let rep = serde_json::json!({
-        "scenario": format!("{}-cost", cfg.topology.name()),
-        "config": cfg,
-        "cost_frames": a.cost_frames,
-        "environment": env,
-        "costs": costs,
-    });
-    std::fs::write(&path, serde_json::to_vec_pretty(&rep)?)?;
+    let path = bench::cost::CostReport {
+        scenario: format!("{}-cost", cfg.topology.name()),
+        config: cfg,
+        cost_frames: a.cost_frames,
+        environment: Environment::probe(bench::dpdk::version()),
+        costs,
+    }
+    .write(&a.out)?;
     println!("\nJSON: {}", path.display());
     Ok(())
 }

@@ -79,50 +79,115 @@ impl L3fwdConfig {
         self.worker_cpus(workers).contains(&self.gen_cpu)
     }
 
-    /// Refuses a configuration whose DUTs have no CPUs to run on: more workers than DUT CPUs,
-    /// a CPU listed twice, or a worker on the generator's CPU unless `share_gen_cpu`.
-    pub fn check(&self) -> Result<(), String> {
+    /// Refuses a configuration that cannot be run as asked: sizes, burst, durations or
+    /// latency fractions out of range, DUTs without CPUs to run on (more workers than DUT
+    /// CPUs, a CPU listed twice), or a worker on the generator's CPU unless `share_gen_cpu`.
+    pub fn check(&self) -> Result<(), ConfigError> {
+        use ConfigError as E;
+        if self.reps == 0 {
+            return Err(E::NoReps);
+        }
+        if let Some(&s) = self.sizes.iter().find(|&&s| !FRAME_SIZES.contains(&s)) {
+            return Err(E::Size(s));
+        }
+        if !(1..=256).contains(&self.burst) {
+            return Err(E::Burst(self.burst));
+        }
+        for (what, secs) in [
+            ("--mrr-secs", self.mrr_secs),
+            ("--latency-secs", self.latency_secs),
+        ] {
+            if !(secs > 0.0 && secs.is_finite()) {
+                return Err(E::Duration { what, secs });
+            }
+        }
+        if !(0.0..=10.0).contains(&self.warmup_secs) {
+            return Err(E::Warmup(self.warmup_secs));
+        }
+        if let Some(&f) = self.latency_at.iter().find(|f| !(**f > 0.0 && **f <= 1.0)) {
+            return Err(E::LatencyFraction(f));
+        }
         if self.dut_cpus.is_empty() {
-            return Err("no DUT CPU given".into());
+            return Err(E::NoDutCpu);
         }
         if self.dut_cpu() == self.gen_cpu {
-            return Err(format!(
-                "the first DUT CPU is the generator's CPU {}: the placement probe pairs the generator's CPU with the first DUT CPU, so list another first (e.g. --dut-cpus 1,0)",
-                self.gen_cpu
-            ));
+            return Err(E::FirstDutCpuIsGenerators(self.gen_cpu));
         }
         for (i, c) in self.dut_cpus.iter().enumerate() {
             if self.dut_cpus[..i].contains(c) {
-                return Err(format!("DUT CPU {c} is listed twice"));
+                return Err(E::DutCpuTwice(*c));
             }
         }
-        for d in &self.duts {
+        for &d in &self.duts {
             let n = usize::from(d.workers);
             if n == 0 {
-                return Err(format!("{d}: a DUT needs at least one worker"));
+                return Err(E::NoWorkers(d));
             }
             if n > self.dut_cpus.len() {
-                return Err(format!(
-                    "{d} needs {n} DUT CPUs, one per worker: list them with --dut-cpus; {} given ({:?}){}",
-                    self.dut_cpus.len(),
-                    self.dut_cpus,
-                    match std::thread::available_parallelism() {
-                        Ok(p) =>
-                            format!(", and this machine has {p} CPUs, one of them the generator's"),
-                        Err(_) => String::new(),
-                    }
-                ));
+                return Err(E::TooFewCpus {
+                    dut: d,
+                    cpus: self.dut_cpus.clone(),
+                    machine: std::thread::available_parallelism().map_or(0, |p| p.get()),
+                });
             }
             if self.shares_gen_cpu(d.workers) && !self.share_gen_cpu {
-                return Err(format!(
-                    "{d} would run a worker on the generator's CPU {} (DUT CPUs {:?}): two busy loops taking turns measure the scheduler, not the DUT; allow it with --share-gen-cpu",
-                    self.gen_cpu,
-                    self.worker_cpus(d.workers)
-                ));
+                return Err(E::SharesGenCpu {
+                    dut: d,
+                    gen_cpu: self.gen_cpu,
+                    cpus: self.worker_cpus(d.workers).to_vec(),
+                });
             }
         }
         Ok(())
     }
+}
+
+/// Frame sizes the generator and every DUT handle.
+pub const FRAME_SIZES: std::ops::RangeInclusive<usize> = 64..=9216;
+
+/// A searched run that cannot be run as configured.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("--reps must be at least 1")]
+    NoReps,
+    #[error("--sizes: {0} is outside 64..=9216")]
+    Size(usize),
+    #[error("--burst {0} must be 1..=256")]
+    Burst(usize),
+    #[error("{what} {secs}: must be positive")]
+    Duration { what: &'static str, secs: f64 },
+    #[error("--warmup-ms {}: must be 0..=10000", .0 * 1e3)]
+    Warmup(f64),
+    #[error("--latency-at {0}: fractions must be in (0, 1]")]
+    LatencyFraction(f64),
+    #[error("no DUT CPU given")]
+    NoDutCpu,
+    #[error(
+        "the first DUT CPU is the generator's CPU {0}: the placement probe pairs the generator's CPU with the first DUT CPU, so list another first (e.g. --dut-cpus 1,0)"
+    )]
+    FirstDutCpuIsGenerators(usize),
+    #[error("DUT CPU {0} is listed twice")]
+    DutCpuTwice(usize),
+    #[error("{0}: a DUT needs at least one worker")]
+    NoWorkers(Subject),
+    #[error(
+        "{dut} needs {} DUT CPUs, one per worker: list them with --dut-cpus; {} given ({cpus:?}), and this machine has {machine} CPUs, one of them the generator's",
+        dut.workers,
+        cpus.len()
+    )]
+    TooFewCpus {
+        dut: Subject,
+        cpus: Vec<usize>,
+        machine: usize,
+    },
+    #[error(
+        "{dut} would run a worker on the generator's CPU {gen_cpu} (DUT CPUs {cpus:?}): two busy loops taking turns measure the scheduler, not the DUT; allow it with --share-gen-cpu"
+    )]
+    SharesGenCpu {
+        dut: Subject,
+        gen_cpu: usize,
+        cpus: Vec<usize>,
+    },
 }
 
 /// testpmd's forwarding mode in the l3fwd scenario.

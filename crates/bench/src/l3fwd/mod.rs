@@ -22,6 +22,7 @@ mod guard;
 mod measure;
 mod outcome;
 mod output;
+mod report;
 mod rows;
 #[cfg(test)]
 mod tests;
@@ -33,12 +34,13 @@ use crate::trial::Schedule;
 
 #[cfg(test)]
 use config::test_config;
-pub use config::{L3fwdConfig, TestpmdFwd};
+pub use config::{ConfigError, FRAME_SIZES, L3fwdConfig, TestpmdFwd};
 use measure::search_one;
 pub use outcome::{LatencyPoint, Outcome, TrialRecord};
 pub use output::{
     csv, head, node_table, search_summary, size_plot, table, worker_counts, worker_plot,
 };
+pub use report::{HostStalls, RunReport, Written};
 pub use rows::{GoalRow, PairedRatio, SearchRow, paired_ratio, reference_for, rows};
 pub use topology::{L3fwdTopology, TOPOLOGY, Topology, veclane_config};
 

@@ -226,10 +226,10 @@ fn ratios_divide_by_the_reference_with_as_many_workers() {
 fn dut_cpus_are_checked_against_workers_and_the_generator() {
     let v = Subject::plain(Dut::Veclane);
     let mut c = test_config(vec![v, v.with_workers(2)]);
-    let e = c.check().unwrap_err();
+    let e = c.check().unwrap_err().to_string();
     assert!(e.contains("veclane x2 needs 2 DUT CPUs"), "{e}");
     c.dut_cpus = vec![1, 0];
-    let e = c.check().unwrap_err();
+    let e = c.check().unwrap_err().to_string();
     assert!(
         e.contains("generator's CPU 0") && e.contains("--share-gen-cpu"),
         "{e}"
@@ -238,14 +238,61 @@ fn dut_cpus_are_checked_against_workers_and_the_generator() {
     c.share_gen_cpu = true;
     c.check().unwrap();
     c.dut_cpus = vec![1, 1];
-    assert!(c.check().unwrap_err().contains("listed twice"));
+    assert!(c.check().unwrap_err().to_string().contains("listed twice"));
     // The probe pairs the generator's CPU with the first DUT CPU: never the same one.
     c.dut_cpus = vec![0, 1];
-    assert!(c.check().unwrap_err().contains("first DUT CPU"));
+    assert!(c.check().unwrap_err().to_string().contains("first DUT CPU"));
     c.dut_cpus = vec![1, 2];
     c.share_gen_cpu = false;
     c.check().unwrap();
     assert_eq!(c.worker_cpus(2), [1, 2]);
+    for (bad, want) in [
+        (
+            L3fwdConfig {
+                sizes: vec![63],
+                ..c.clone()
+            },
+            "--sizes: 63",
+        ),
+        (
+            L3fwdConfig {
+                burst: 0,
+                ..c.clone()
+            },
+            "--burst 0",
+        ),
+        (
+            L3fwdConfig {
+                mrr_secs: 0.0,
+                ..c.clone()
+            },
+            "--mrr-secs 0",
+        ),
+        (
+            L3fwdConfig {
+                warmup_secs: 11.0,
+                ..c.clone()
+            },
+            "--warmup-ms 11000",
+        ),
+        (
+            L3fwdConfig {
+                latency_at: vec![1.5],
+                ..c.clone()
+            },
+            "--latency-at 1.5",
+        ),
+        (
+            L3fwdConfig {
+                reps: 0,
+                ..c.clone()
+            },
+            "--reps",
+        ),
+    ] {
+        let e = bad.check().unwrap_err().to_string();
+        assert!(e.contains(want), "{e}");
+    }
     let conf = veclane_config(&c, CopyMode::Single, 64, 2);
     assert_eq!(conf.daemon.workers, [1, 2]);
     // On any machine (cores 0 and 1 exist): the daemon reads back what the harness wrote.
