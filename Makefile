@@ -42,6 +42,7 @@ test: setup lint
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) clippy -p veclane --no-default-features -- -D warnings
 	cd $(GO_PEER) && test -z "$$(gofmt -l .)" && go vet ./... && go test -count=1 ./...
 
 ## Each fuzz target for FUZZ_SECS seconds (make fuzz FUZZ_SECS=600 for the long runs).

@@ -1,10 +1,13 @@
 //! `veclane`: the command-line front end. Argument parsing and printing live here; the work is
-//! done by the library crates.
+//! done by the library crates. Built without the default `harness` feature it is the production
+//! daemon (`run`, `ctl`) and links neither the generator nor the benchmark harness.
 
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "harness")]
 mod bench_cmd;
 mod ctl_cmd;
+#[cfg(feature = "harness")]
 mod gen_cmd;
 mod run_cmd;
 
@@ -28,8 +31,10 @@ enum Cmd {
     /// Talk to the running daemon: `veclane ctl show interface`, `veclane ctl help`.
     Ctl(ctl_cmd::CtlArgs),
     /// Generate and/or sink UDP traffic over a memif interface.
+    #[cfg(feature = "harness")]
     Gen(gen_cmd::GenArgs),
     /// Run a benchmark scenario (default: p2p over all frame sizes, veclane and testpmd).
+    #[cfg(feature = "harness")]
     Bench(Box<bench_cmd::BenchArgs>),
 }
 
@@ -45,7 +50,9 @@ fn main() -> std::process::ExitCode {
     let r = match cli.cmd {
         Cmd::Run(a) => run_cmd::run(a),
         Cmd::Ctl(a) => ctl_cmd::run(a),
+        #[cfg(feature = "harness")]
         Cmd::Gen(a) => gen_cmd::run(a),
+        #[cfg(feature = "harness")]
         Cmd::Bench(a) => bench_cmd::run(*a),
     };
     match r {
