@@ -101,8 +101,9 @@ impl RingLayout {
 }
 
 /// `memif_desc_t`, the on-ring layout of a descriptor, and the private snapshot callers get.
-/// Fields are host-native, as in the C struct: the ring is shared only between processes on
-/// one host, and every peer writes it with plain native stores.
+/// [`Ring`] reads and writes it little-endian, by shifts on two 8-byte words (which keeps the
+/// fields in registers). The C struct is host-native; every host memif runs on (x86-64,
+/// aarch64) is little-endian, where the two are the same bytes.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, Default, FromBytes, IntoBytes, KnownLayout, Immutable,
 )]
@@ -294,9 +295,15 @@ impl Ring {
 
     #[inline]
     pub fn set_desc(&self, slot: u16, d: Desc) {
-        let words: [u64; 2] = zerocopy::transmute!(d);
+        let w0 = u64::from(d.flags) | u64::from(d.region) << 16 | u64::from(d.length) << 32;
+        let w1 = u64::from(d.offset) | u64::from(d.metadata) << 32;
         // SAFETY: see `desc_ptr`.
-        unsafe { std::ptr::write_volatile(self.desc_ptr(slot).cast::<[u64; 2]>(), words) }
+        unsafe {
+            std::ptr::write_volatile(
+                self.desc_ptr(slot).cast::<[u64; 2]>(),
+                [w0.to_le(), w1.to_le()],
+            )
+        }
     }
 
     /// Writes `flags` and `length` of a slot, leaving region and offset (the slave's) alone.
@@ -306,8 +313,8 @@ impl Ring {
         // SAFETY: `p` is an in-bounds, aligned descriptor (see `desc_ptr`); `&raw mut` takes
         // the field addresses without forming a reference to peer memory.
         unsafe {
-            std::ptr::write_volatile(&raw mut (*p).flags, flags);
-            std::ptr::write_volatile(&raw mut (*p).length, length);
+            std::ptr::write_volatile(&raw mut (*p).flags, flags.to_le());
+            std::ptr::write_volatile(&raw mut (*p).length, length.to_le());
         }
     }
 
