@@ -1,7 +1,9 @@
 //! memif control messages: exactly 128 bytes, little-endian, packed (reference/memif.md §1.3).
 //!
-//! Parsing is two-step, as in rust-vmm's vhost: [`Msg::parse`] checks size and type and
-//! decodes fields; whether a message is acceptable *now* is the handshake's business.
+//! Parsing is two-step, as in rust-vmm's vhost: [`Msg::parse`] checks size and type, then
+//! reads the type's exact `repr(C)` struct ([`wire`]) and converts it into owned values;
+//! whether a message is acceptable *now* is the handshake's business. [`Msg::encode`] builds
+//! the same struct and takes its bytes, so every field offset is written once, in [`wire`].
 
 /// Protocol version 2.0; INIT must carry exactly this.
 pub const VERSION: u16 = 0x0200;
@@ -130,6 +132,8 @@ impl AddRing {
     }
 }
 
+use zerocopy::FromBytes;
+
 /// One decoded control message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Msg {
@@ -152,34 +156,17 @@ pub enum MsgError {
     UnknownType(u16),
 }
 
-fn u16_at(b: &[u8], at: usize) -> u16 {
-    u16::from_le_bytes([b[at], b[at + 1]])
-}
-fn u32_at(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
-}
-fn u64_at(b: &[u8], at: usize) -> u64 {
-    let mut x = [0u8; 8];
-    x.copy_from_slice(&b[at..at + 8]);
-    u64::from_le_bytes(x)
-}
-fn str_at<const N: usize>(b: &[u8], at: usize) -> FixedStr<N> {
-    let mut x = [0u8; N];
-    x.copy_from_slice(&b[at..at + N]);
-    FixedStr(x)
-}
-
 impl Msg {
     pub fn type_code(&self) -> u16 {
         match self {
-            Msg::Ack => 1,
-            Msg::Hello(_) => 2,
-            Msg::Init(_) => 3,
-            Msg::AddRegion { .. } => 4,
-            Msg::AddRing(_) => 5,
-            Msg::Connect { .. } => 6,
-            Msg::Connected { .. } => 7,
-            Msg::Disconnect { .. } => 8,
+            Msg::Ack => wire::ACK,
+            Msg::Hello(_) => wire::HELLO,
+            Msg::Init(_) => wire::INIT,
+            Msg::AddRegion { .. } => wire::ADD_REGION,
+            Msg::AddRing(_) => wire::ADD_RING,
+            Msg::Connect { .. } => wire::CONNECT,
+            Msg::Connected { .. } => wire::CONNECTED,
+            Msg::Disconnect { .. } => wire::DISCONNECT,
         }
     }
 
@@ -202,100 +189,70 @@ impl Msg {
     }
 
     /// Decodes a received datagram. Unused bytes are ignored (VPP does not clear them).
+    ///
+    /// Step one checks the size and the type; step two reads the type's [`wire`] struct from
+    /// the body and converts it into owned values. No byte offset is written here: they are the
+    /// wire structs' field offsets, asserted against memif.h.
     pub fn parse(b: &[u8]) -> Result<Msg, MsgError> {
-        if b.len() != MSG_LEN {
-            return Err(MsgError::BadSize(b.len()));
-        }
-        Ok(match u16_at(b, 0) {
-            1 => Msg::Ack,
-            2 => Msg::Hello(Hello {
-                name: str_at(b, 2),
-                min_version: u16_at(b, 34),
-                max_version: u16_at(b, 36),
-                max_region: u16_at(b, 38),
-                max_m2s_ring: u16_at(b, 40),
-                max_s2m_ring: u16_at(b, 42),
-                max_log2_ring_size: b[44],
-            }),
-            3 => Msg::Init(Init {
-                version: u16_at(b, 2),
-                id: u32_at(b, 4),
-                mode: b[8].into(),
-                secret: str_at(b, 9),
-                name: str_at(b, 33),
-            }),
-            4 => Msg::AddRegion {
-                index: u16_at(b, 2),
-                size: u64_at(b, 4),
+        let m = wire::Msg::ref_from_bytes(b).map_err(|_| MsgError::BadSize(b.len()))?;
+        Ok(match m.msg_type.get() {
+            wire::ACK => Msg::Ack,
+            wire::HELLO => Msg::Hello(m.body::<wire::Hello>().into()),
+            wire::INIT => Msg::Init(m.body::<wire::Init>().into()),
+            wire::ADD_REGION => {
+                let r = m.body::<wire::AddRegion>();
+                Msg::AddRegion {
+                    index: r.index.get(),
+                    size: r.size.get(),
+                }
+            }
+            wire::ADD_RING => Msg::AddRing(m.body::<wire::AddRing>().into()),
+            wire::CONNECT => Msg::Connect {
+                if_name: FixedStr(m.body::<wire::Connect>().if_name),
             },
-            5 => Msg::AddRing(AddRing {
-                flags: u16_at(b, 2),
-                index: u16_at(b, 4),
-                region: u16_at(b, 6),
-                offset: u32_at(b, 8),
-                log2_ring_size: b[12],
-                private_hdr_size: u16_at(b, 13),
-            }),
-            6 => Msg::Connect {
-                if_name: str_at(b, 2),
+            wire::CONNECTED => Msg::Connected {
+                if_name: FixedStr(m.body::<wire::Connected>().if_name),
             },
-            7 => Msg::Connected {
-                if_name: str_at(b, 2),
-            },
-            8 => Msg::Disconnect {
-                code: u32_at(b, 2),
-                reason: str_at(b, 6),
-            },
+            wire::DISCONNECT => {
+                let d = m.body::<wire::Disconnect>();
+                Msg::Disconnect {
+                    code: d.code.get(),
+                    reason: FixedStr(d.string),
+                }
+            }
             t => return Err(MsgError::UnknownType(t)),
         })
     }
 
-    /// Encodes into the 128-byte wire form, unused bytes zero.
+    /// Encodes into the 128-byte wire form, unused bytes zero: the type's [`wire`] struct,
+    /// framed by [`wire::Msg::new`].
     pub fn encode(&self) -> [u8; MSG_LEN] {
-        let mut b = [0u8; MSG_LEN];
-        b[0..2].copy_from_slice(&self.type_code().to_le_bytes());
-        let put16 = |b: &mut [u8; MSG_LEN], at: usize, v: u16| {
-            b[at..at + 2].copy_from_slice(&v.to_le_bytes())
+        let t = self.type_code();
+        let m = match self {
+            Msg::Ack => wire::Msg::new(t, &()),
+            Msg::Hello(h) => wire::Msg::new(t, &wire::Hello::from(h)),
+            Msg::Init(i) => wire::Msg::new(t, &wire::Init::from(i)),
+            Msg::AddRegion { index, size } => wire::Msg::new(
+                t,
+                &wire::AddRegion {
+                    index: (*index).into(),
+                    size: (*size).into(),
+                },
+            ),
+            Msg::AddRing(r) => wire::Msg::new(t, &wire::AddRing::from(r)),
+            Msg::Connect { if_name } => wire::Msg::new(t, &wire::Connect { if_name: if_name.0 }),
+            Msg::Connected { if_name } => {
+                wire::Msg::new(t, &wire::Connected { if_name: if_name.0 })
+            }
+            Msg::Disconnect { code, reason } => wire::Msg::new(
+                t,
+                &wire::Disconnect {
+                    code: (*code).into(),
+                    string: reason.0,
+                },
+            ),
         };
-        match self {
-            Msg::Ack => {}
-            Msg::Hello(h) => {
-                b[2..34].copy_from_slice(&h.name.0);
-                put16(&mut b, 34, h.min_version);
-                put16(&mut b, 36, h.max_version);
-                put16(&mut b, 38, h.max_region);
-                put16(&mut b, 40, h.max_m2s_ring);
-                put16(&mut b, 42, h.max_s2m_ring);
-                b[44] = h.max_log2_ring_size;
-            }
-            Msg::Init(i) => {
-                put16(&mut b, 2, i.version);
-                b[4..8].copy_from_slice(&i.id.to_le_bytes());
-                b[8] = i.mode.into();
-                b[9..33].copy_from_slice(&i.secret.0);
-                b[33..65].copy_from_slice(&i.name.0);
-            }
-            Msg::AddRegion { index, size } => {
-                put16(&mut b, 2, *index);
-                b[4..12].copy_from_slice(&size.to_le_bytes());
-            }
-            Msg::AddRing(r) => {
-                put16(&mut b, 2, r.flags);
-                put16(&mut b, 4, r.index);
-                put16(&mut b, 6, r.region);
-                b[8..12].copy_from_slice(&r.offset.to_le_bytes());
-                b[12] = r.log2_ring_size;
-                put16(&mut b, 13, r.private_hdr_size);
-            }
-            Msg::Connect { if_name } | Msg::Connected { if_name } => {
-                b[2..34].copy_from_slice(&if_name.0)
-            }
-            Msg::Disconnect { code, reason } => {
-                b[2..6].copy_from_slice(&code.to_le_bytes());
-                b[6..102].copy_from_slice(&reason.0);
-            }
-        }
-        b
+        zerocopy::transmute!(m)
     }
 
     /// A DISCONNECT carrying `reason` (truncated to 95 bytes).
@@ -303,6 +260,247 @@ impl Msg {
         Msg::Disconnect {
             code: 0,
             reason: FixedStr::new(reason),
+        }
+    }
+}
+
+/// The wire layout: `memif_msg_t` and its bodies from memif.h, as `repr(C)` structs whose
+/// fields all have alignment 1 (so, like the C `__attribute__((packed))`, there is no padding,
+/// which the `IntoBytes` derive proves). Multi-byte fields are little-endian: the protocol is
+/// host-native, every host memif runs on is little-endian, and gomemif hard-codes it.
+/// Sizes and absolute offsets are asserted against reference/memif.md §1.3 below.
+pub mod wire {
+    use zerocopy::byteorder::little_endian::{U16, U32, U64};
+    use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
+
+    pub const ACK: u16 = 1;
+    pub const HELLO: u16 = 2;
+    pub const INIT: u16 = 3;
+    pub const ADD_REGION: u16 = 4;
+    pub const ADD_RING: u16 = 5;
+    pub const CONNECT: u16 = 6;
+    pub const CONNECTED: u16 = 7;
+    pub const DISCONNECT: u16 = 8;
+
+    /// Bytes after the type: the body union (100 bytes, DISCONNECT's) and the padding that
+    /// `aligned(128)` adds.
+    pub const BODY_LEN: usize = super::MSG_LEN - 2;
+
+    /// `memif_msg_t`: the type, then the body of that type at offset 2.
+    #[derive(Debug, Clone, Copy, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+    #[repr(C)]
+    pub struct Msg {
+        pub msg_type: U16,
+        pub body: [u8; BODY_LEN],
+    }
+
+    impl Msg {
+        /// Frames `body` as a message of type `msg_type`, the rest zero.
+        pub fn new<T: IntoBytes + Immutable>(msg_type: u16, body: &T) -> Msg {
+            const { assert!(size_of::<T>() <= BODY_LEN) };
+            let mut m = Msg {
+                msg_type: msg_type.into(),
+                body: [0; BODY_LEN],
+            };
+            m.body[..size_of::<T>()].copy_from_slice(body.as_bytes());
+            m
+        }
+
+        /// The body read as `T` (a copy: the struct's fields are unaligned).
+        pub fn body<T: FromBytes + KnownLayout + Immutable>(&self) -> T {
+            const { assert!(size_of::<T>() <= BODY_LEN) };
+            // The assertion above makes this infallible; the fallback is never taken and
+            // keeps a panic out of the parser.
+            T::read_from_prefix(&self.body).map_or_else(|_| T::new_zeroed(), |(t, _)| t)
+        }
+    }
+
+    /// `memif_msg_hello_t`.
+    #[derive(Debug, Clone, Copy, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+    #[repr(C)]
+    pub struct Hello {
+        pub name: [u8; 32],
+        pub min_version: U16,
+        pub max_version: U16,
+        pub max_region: U16,
+        pub max_m2s_ring: U16,
+        pub max_s2m_ring: U16,
+        pub max_log2_ring_size: u8,
+    }
+
+    /// `memif_msg_init_t`.
+    #[derive(Debug, Clone, Copy, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+    #[repr(C)]
+    pub struct Init {
+        pub version: U16,
+        pub id: U32,
+        pub mode: u8,
+        pub secret: [u8; 24],
+        pub name: [u8; 32],
+    }
+
+    /// `memif_msg_add_region_t` (the region fd travels beside it).
+    #[derive(Debug, Clone, Copy, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+    #[repr(C)]
+    pub struct AddRegion {
+        pub index: U16,
+        pub size: U64,
+    }
+
+    /// `memif_msg_add_ring_t` (the ring's eventfd travels beside it).
+    #[derive(Debug, Clone, Copy, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+    #[repr(C)]
+    pub struct AddRing {
+        pub flags: U16,
+        pub index: U16,
+        pub region: U16,
+        pub offset: U32,
+        pub log2_ring_size: u8,
+        pub private_hdr_size: U16,
+    }
+
+    /// `memif_msg_connect_t`.
+    #[derive(Debug, Clone, Copy, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+    #[repr(C)]
+    pub struct Connect {
+        pub if_name: [u8; 32],
+    }
+
+    /// `memif_msg_connected_t`.
+    #[derive(Debug, Clone, Copy, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+    #[repr(C)]
+    pub struct Connected {
+        pub if_name: [u8; 32],
+    }
+
+    /// `memif_msg_disconnect_t`.
+    #[derive(Debug, Clone, Copy, FromBytes, IntoBytes, KnownLayout, Immutable, Unaligned)]
+    #[repr(C)]
+    pub struct Disconnect {
+        pub code: U32,
+        pub string: [u8; 96],
+    }
+
+    use core::mem::offset_of;
+
+    // Sizes from memif.h, offsets as absolute positions in the 128-byte message (§1.3).
+    const _: () = assert!(size_of::<Msg>() == super::MSG_LEN);
+    const _: () = assert!(offset_of!(Msg, body) == 2);
+    const B: usize = offset_of!(Msg, body);
+
+    const _: () = assert!(size_of::<Hello>() == 43);
+    const _: () = assert!(B + offset_of!(Hello, name) == 2);
+    const _: () = assert!(B + offset_of!(Hello, min_version) == 34);
+    const _: () = assert!(B + offset_of!(Hello, max_version) == 36);
+    const _: () = assert!(B + offset_of!(Hello, max_region) == 38);
+    const _: () = assert!(B + offset_of!(Hello, max_m2s_ring) == 40);
+    const _: () = assert!(B + offset_of!(Hello, max_s2m_ring) == 42);
+    const _: () = assert!(B + offset_of!(Hello, max_log2_ring_size) == 44);
+
+    const _: () = assert!(size_of::<Init>() == 63);
+    const _: () = assert!(B + offset_of!(Init, version) == 2);
+    const _: () = assert!(B + offset_of!(Init, id) == 4);
+    const _: () = assert!(B + offset_of!(Init, mode) == 8);
+    const _: () = assert!(B + offset_of!(Init, secret) == 9);
+    const _: () = assert!(B + offset_of!(Init, name) == 33);
+
+    const _: () = assert!(size_of::<AddRegion>() == 10);
+    const _: () = assert!(B + offset_of!(AddRegion, index) == 2);
+    const _: () = assert!(B + offset_of!(AddRegion, size) == 4);
+
+    const _: () = assert!(size_of::<AddRing>() == 13);
+    const _: () = assert!(B + offset_of!(AddRing, flags) == 2);
+    const _: () = assert!(B + offset_of!(AddRing, index) == 4);
+    const _: () = assert!(B + offset_of!(AddRing, region) == 6);
+    const _: () = assert!(B + offset_of!(AddRing, offset) == 8);
+    const _: () = assert!(B + offset_of!(AddRing, log2_ring_size) == 12);
+    const _: () = assert!(B + offset_of!(AddRing, private_hdr_size) == 13);
+
+    const _: () = assert!(size_of::<Connect>() == 32);
+    const _: () = assert!(size_of::<Connected>() == 32);
+    const _: () = assert!(B + offset_of!(Connect, if_name) == 2);
+    const _: () = assert!(B + offset_of!(Connected, if_name) == 2);
+
+    // The largest body: it ends at byte 102, and `aligned(128)` pads the rest.
+    const _: () = assert!(size_of::<Disconnect>() == 100);
+    const _: () = assert!(B + offset_of!(Disconnect, code) == 2);
+    const _: () = assert!(B + offset_of!(Disconnect, string) == 6);
+}
+
+impl From<wire::Hello> for Hello {
+    fn from(w: wire::Hello) -> Hello {
+        Hello {
+            name: FixedStr(w.name),
+            min_version: w.min_version.get(),
+            max_version: w.max_version.get(),
+            max_region: w.max_region.get(),
+            max_m2s_ring: w.max_m2s_ring.get(),
+            max_s2m_ring: w.max_s2m_ring.get(),
+            max_log2_ring_size: w.max_log2_ring_size,
+        }
+    }
+}
+
+impl From<&Hello> for wire::Hello {
+    fn from(h: &Hello) -> wire::Hello {
+        wire::Hello {
+            name: h.name.0,
+            min_version: h.min_version.into(),
+            max_version: h.max_version.into(),
+            max_region: h.max_region.into(),
+            max_m2s_ring: h.max_m2s_ring.into(),
+            max_s2m_ring: h.max_s2m_ring.into(),
+            max_log2_ring_size: h.max_log2_ring_size,
+        }
+    }
+}
+
+impl From<wire::Init> for Init {
+    fn from(w: wire::Init) -> Init {
+        Init {
+            version: w.version.get(),
+            id: w.id.get(),
+            mode: w.mode.into(),
+            secret: FixedStr(w.secret),
+            name: FixedStr(w.name),
+        }
+    }
+}
+
+impl From<&Init> for wire::Init {
+    fn from(i: &Init) -> wire::Init {
+        wire::Init {
+            version: i.version.into(),
+            id: i.id.into(),
+            mode: i.mode.into(),
+            secret: i.secret.0,
+            name: i.name.0,
+        }
+    }
+}
+
+impl From<wire::AddRing> for AddRing {
+    fn from(w: wire::AddRing) -> AddRing {
+        AddRing {
+            flags: w.flags.get(),
+            index: w.index.get(),
+            region: w.region.get(),
+            offset: w.offset.get(),
+            log2_ring_size: w.log2_ring_size,
+            private_hdr_size: w.private_hdr_size.get(),
+        }
+    }
+}
+
+impl From<&AddRing> for wire::AddRing {
+    fn from(r: &AddRing) -> wire::AddRing {
+        wire::AddRing {
+            flags: r.flags.into(),
+            index: r.index.into(),
+            region: r.region.into(),
+            offset: r.offset.into(),
+            log2_ring_size: r.log2_ring_size,
+            private_hdr_size: r.private_hdr_size.into(),
         }
     }
 }

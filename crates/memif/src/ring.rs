@@ -2,12 +2,17 @@
 //!
 //! Placement (`offset + header + 16·2^log2 <= region size`, 8-byte alignment, `log2 <= 14`)
 //! is proved once in [`Ring::new`]; afterwards every slot index is masked, so the hot-path
-//! accessors need no further checks. Descriptors are read and written as whole 16-byte
-//! volatile copies: a caller gets a private [`Desc`] snapshot that the peer cannot change under
-//! it.
+//! accessors need no further checks. The header and descriptor layouts are `repr(C)` structs
+//! ([`RingHeader64`], [`RingHeader128`], [`Desc`]) with their sizes and offsets asserted; ring
+//! memory is never reached through a reference to them. Descriptors are read and written as
+//! whole 16-byte volatile copies: a caller gets a private [`Desc`] snapshot that the peer
+//! cannot change under it.
 
+use core::mem::offset_of;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU16, AtomicU32, Ordering};
+
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 use crate::msg::{COOKIE, MAX_LOG2_RING_SIZE};
 use crate::shm::{OutOfBounds, SharedMemory};
@@ -30,16 +35,63 @@ pub enum RingLayout {
     CacheLine128,
 }
 
+/// `memif_ring_t`'s header on a 64-byte cache-line build: the slave's line (cookie, flags,
+/// head), then the master's line (tail); descriptors follow. Only a layout description:
+/// ring memory is reached through [`Ring`]'s atomics and volatile copies, never as a
+/// reference to this struct.
+#[derive(Debug, Clone, Copy, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[repr(C)]
+pub struct RingHeader64 {
+    pub cookie: u32,
+    pub flags: u16,
+    pub head: u16,
+    pub _slave_line: [u8; 56],
+    pub tail: u16,
+    pub _master_line: [u8; 62],
+}
+
+/// `memif_ring_t`'s header on a 128-byte cache-line build (VPP ≥ 24.02 and libmemif on
+/// aarch64). See [`RingHeader64`].
+#[derive(Debug, Clone, Copy, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[repr(C)]
+pub struct RingHeader128 {
+    pub cookie: u32,
+    pub flags: u16,
+    pub head: u16,
+    pub _slave_line: [u8; 120],
+    pub tail: u16,
+    pub _master_line: [u8; 126],
+}
+
+// reference/memif.md §2.2. The cookie, flags and head sit at the same place in both layouts.
+const _: () = assert!(size_of::<RingHeader64>() == 128);
+const _: () = assert!(offset_of!(RingHeader64, cookie) == 0);
+const _: () = assert!(offset_of!(RingHeader64, flags) == 4);
+const _: () = assert!(offset_of!(RingHeader64, head) == 6);
+const _: () = assert!(offset_of!(RingHeader64, tail) == 64);
+const _: () = assert!(size_of::<RingHeader128>() == 256);
+const _: () = assert!(offset_of!(RingHeader128, cookie) == 0);
+const _: () = assert!(offset_of!(RingHeader128, flags) == 4);
+const _: () = assert!(offset_of!(RingHeader128, head) == 6);
+const _: () = assert!(offset_of!(RingHeader128, tail) == 128);
+
+const COOKIE_AT: u64 = offset_of!(RingHeader64, cookie) as u64;
+const FLAGS_AT: u64 = offset_of!(RingHeader64, flags) as u64;
+const HEAD_AT: u64 = offset_of!(RingHeader64, head) as u64;
+
 impl RingLayout {
     pub fn header_size(self) -> u64 {
         match self {
-            RingLayout::CacheLine64 => 128,
-            RingLayout::CacheLine128 => 256,
+            RingLayout::CacheLine64 => size_of::<RingHeader64>() as u64,
+            RingLayout::CacheLine128 => size_of::<RingHeader128>() as u64,
         }
     }
 
     fn tail_offset(self) -> u64 {
-        self.header_size() / 2
+        match self {
+            RingLayout::CacheLine64 => offset_of!(RingHeader64, tail) as u64,
+            RingLayout::CacheLine128 => offset_of!(RingHeader128, tail) as u64,
+        }
     }
 
     /// Bytes one ring of `2^log2` entries occupies.
@@ -48,8 +100,14 @@ impl RingLayout {
     }
 }
 
-/// A descriptor snapshot.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// `memif_desc_t`, the on-ring layout of a descriptor, and the private snapshot callers get.
+/// [`Ring`] reads and writes it little-endian, by shifts on two 8-byte words (which keeps the
+/// fields in registers). The C struct is host-native; every host memif runs on (x86-64,
+/// aarch64) is little-endian, where the two are the same bytes.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, FromBytes, IntoBytes, KnownLayout, Immutable,
+)]
+#[repr(C)]
 pub struct Desc {
     pub flags: u16,
     pub region: u16,
@@ -57,6 +115,13 @@ pub struct Desc {
     pub offset: u32,
     pub metadata: u32,
 }
+
+const _: () = assert!(size_of::<Desc>() as u64 == DESC_SIZE);
+const _: () = assert!(offset_of!(Desc, flags) == 0);
+const _: () = assert!(offset_of!(Desc, region) == 2);
+const _: () = assert!(offset_of!(Desc, length) == 4);
+const _: () = assert!(offset_of!(Desc, offset) == 8);
+const _: () = assert!(offset_of!(Desc, metadata) == 12);
 
 impl Desc {
     pub fn has_next(&self) -> bool {
@@ -108,9 +173,15 @@ impl Ring {
         }
         shm.check(offset, layout.ring_bytes(log2))
             .map_err(RingError::OutOfRegion)?;
-        let cookie: *const AtomicU32 = shm.atomic_u32(offset).map_err(RingError::OutOfRegion)?;
-        let flags: *const AtomicU16 = shm.atomic_u16(offset + 4).map_err(RingError::OutOfRegion)?;
-        let head: *const AtomicU16 = shm.atomic_u16(offset + 6).map_err(RingError::OutOfRegion)?;
+        let cookie: *const AtomicU32 = shm
+            .atomic_u32(offset + COOKIE_AT)
+            .map_err(RingError::OutOfRegion)?;
+        let flags: *const AtomicU16 = shm
+            .atomic_u16(offset + FLAGS_AT)
+            .map_err(RingError::OutOfRegion)?;
+        let head: *const AtomicU16 = shm
+            .atomic_u16(offset + HEAD_AT)
+            .map_err(RingError::OutOfRegion)?;
         let tail: *const AtomicU16 = shm
             .atomic_u16(offset + layout.tail_offset())
             .map_err(RingError::OutOfRegion)?;
@@ -193,19 +264,25 @@ impl Ring {
         self.atomic16(self.flags).store(v, Ordering::Relaxed)
     }
 
+    /// Descriptor `slot` (masked), as a raw pointer: never turned into a reference, because
+    /// the peer may write it at any time.
     #[inline]
-    fn desc_ptr(&self, slot: u16) -> *mut [u64; 2] {
+    fn desc_ptr(&self, slot: u16) -> *mut Desc {
         let i = usize::from(slot & self.mask);
         // SAFETY: `i < 2^log2`, and `new` proved that 16·2^log2 bytes follow the header inside
-        // the mapping; the base is 8-aligned (region page-aligned, offset and header multiples of 8).
-        unsafe { self.desc.add(i * DESC_SIZE as usize).cast::<[u64; 2]>() }
+        // the mapping; the base is 8-aligned (region page-aligned, offset and header multiples
+        // of 8), so every descriptor is aligned for `Desc` (4) and for `[u64; 2]` (8).
+        unsafe { self.desc.add(i * size_of::<Desc>()).cast::<Desc>() }
     }
 
-    /// Snapshots descriptor `slot` (masked) with one volatile 16-byte read.
+    /// Snapshots descriptor `slot` (masked) with one volatile 16-byte read into a local copy;
+    /// the caller validates the copy, which the peer cannot change under it.
     #[inline]
     pub fn desc(&self, slot: u16) -> Desc {
-        // SAFETY: see `desc_ptr`; volatile because the peer writes this memory.
-        let [w0, w1] = unsafe { std::ptr::read_volatile(self.desc_ptr(slot)) };
+        // SAFETY: see `desc_ptr`; volatile because the peer writes this memory. Read as two
+        // 8-byte words and decoded by shifts, which keeps the fields in registers: decoding
+        // with `transmute!` instead cost memif-input 5 instructions a packet under --cost.
+        let [w0, w1] = unsafe { std::ptr::read_volatile(self.desc_ptr(slot).cast::<[u64; 2]>()) };
         let (w0, w1) = (u64::from_le(w0), u64::from_le(w1));
         Desc {
             flags: w0 as u16,
@@ -221,18 +298,23 @@ impl Ring {
         let w0 = u64::from(d.flags) | u64::from(d.region) << 16 | u64::from(d.length) << 32;
         let w1 = u64::from(d.offset) | u64::from(d.metadata) << 32;
         // SAFETY: see `desc_ptr`.
-        unsafe { std::ptr::write_volatile(self.desc_ptr(slot), [w0.to_le(), w1.to_le()]) }
+        unsafe {
+            std::ptr::write_volatile(
+                self.desc_ptr(slot).cast::<[u64; 2]>(),
+                [w0.to_le(), w1.to_le()],
+            )
+        }
     }
 
     /// Writes `flags` and `length` of a slot, leaving region and offset (the slave's) alone.
     #[inline]
     pub fn set_desc_len_flags(&self, slot: u16, length: u32, flags: u16) {
-        let p = self.desc_ptr(slot).cast::<u16>();
-        // SAFETY: flags is the u16 at byte 0 and length the u32 at byte 4 of an in-bounds,
-        // 8-aligned descriptor.
+        let p = self.desc_ptr(slot);
+        // SAFETY: `p` is an in-bounds, aligned descriptor (see `desc_ptr`); `&raw mut` takes
+        // the field addresses without forming a reference to peer memory.
         unsafe {
-            std::ptr::write_volatile(p, flags.to_le());
-            std::ptr::write_volatile(p.add(2).cast::<u32>(), length.to_le());
+            std::ptr::write_volatile(&raw mut (*p).flags, flags.to_le());
+            std::ptr::write_volatile(&raw mut (*p).length, length.to_le());
         }
     }
 

@@ -7,6 +7,42 @@
 //! pointer operations: no Rust reference to peer-writable bytes is ever formed, except the
 //! `AtomicU16`/`AtomicU32` ring indices, which are atomics precisely so that both sides may
 //! write them.
+//!
+//! # Plain copies of memory the peer writes
+//!
+//! Three kinds of access reach peer-writable bytes:
+//! - ring indices, flags and the cookie: atomics ([`atomic_u16`](SharedMemory::atomic_u16),
+//!   [`atomic_u32`](SharedMemory::atomic_u32)), sound under any concurrent writes;
+//! - descriptors (`ring.rs`) and [`read_u32`](SharedMemory::read_u32): volatile loads into a
+//!   local, validated after the load;
+//! - packet payloads ([`read`](SharedMemory::read), [`addr`](SharedMemory::addr) handed to a
+//!   copy engine): plain `ptr::copy_nonoverlapping` into our own buffer or the other peer's.
+//!
+//! The payload copies are plain on purpose. Stable Rust has no volatile `memcpy`, and a
+//! volatile word loop instead of `memcpy` would cost about a load and a store per 8 bytes
+//! where `memcpy` moves 32 or 64 (hundreds of instructions per 1500-byte packet). Precisely
+//! what this relies on:
+//! - In Rust's abstract machine a non-atomic read that races with a write by another thread is
+//!   a data race and so undefined behaviour, and the peer process is such a writer. Volatile
+//!   would not change that: the standard library says volatile accesses behave exactly like
+//!   non-atomic ones with respect to concurrency. Only atomics are race-free in the model, and
+//!   there is no stable atomic `memcpy`. So no choice here is sound *in the model*; rust-vmm
+//!   uses volatile for the second property below, not to escape the race.
+//! - What the compiler may do with a racy plain read is assume no one else writes the bytes
+//!   between two of our reads: it could read a byte twice where the source says once, or
+//!   forward a copy's source into a later read of the copy. Both are harmless here, because
+//!   payload bytes are never validated: nothing we check could be invalidated by a second
+//!   read. Every value we *do* validate (indices, descriptors) is read once, atomically or
+//!   volatile, into a local, and only the local is checked and used.
+//! - A copy takes a raw pointer into the mapping, never a `&[u8]`: there is no `noalias` or
+//!   `readonly` promise attached to peer memory for the compiler to exploit across a call.
+//! - The hardware gives every load some value the peer or we stored: a peer racing us can only
+//!   make us copy torn or stale bytes of its own packet into our buffer. Parsing then happens
+//!   in our private copy.
+//!
+//! That is the bargain VPP, DPDK and libmemif make with `clib_memcpy`/`rte_memcpy` on these
+//! rings, and the one rust-vmm's vm-memory makes too: its `VolatileSlice::copy_to` copies up to
+//! a word with volatile accesses and anything longer with a plain `copy_from_slice`.
 
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -200,10 +236,14 @@ impl SharedMemory {
         Ok(())
     }
 
-    /// Reads a little-endian u32 with a volatile load.
+    /// Reads the 4 bytes at `offset` with one volatile load (no alignment needed) and decodes
+    /// them as a little-endian `u32`. Not atomic: a peer writing them concurrently can make us
+    /// see a mix of old and new bytes.
     pub fn read_u32(&self, offset: u64) -> Result<u32, OutOfBounds> {
-        let mut b = [0u8; 4];
-        self.read(offset, &mut b)?;
+        let off = self.check(offset, 4)?;
+        // SAFETY: `check` proved `off + 4 <= self.len`; `[u8; 4]` has alignment 1; volatile so
+        // that the value is read exactly once into the local.
+        let b = unsafe { std::ptr::read_volatile(self.ptr.as_ptr().add(off).cast::<[u8; 4]>()) };
         Ok(u32::from_le_bytes(b))
     }
 

@@ -1,0 +1,328 @@
+//! Primary, M2S: copies local packets (and single copy's external segments) into buffers the
+//! peer posted.
+
+use buffer::{NONE, Pool};
+use copy_engine::{CopyReq, Engine};
+
+use super::copy::{copy_and_wait, push_copy};
+use super::counters::bump;
+use super::regions::{PeerMemory, Regions};
+use super::{LinkDown, QueueBase};
+use crate::ring::{DESC_FLAG_NEXT, Desc};
+
+/// Primary, M2S: sends by copying local buffers into buffers the peer posted.
+#[derive(Debug)]
+pub struct PrimaryTx {
+    base: QueueBase,
+    regions: Regions,
+    cursor: u16,
+    plan: Vec<Desc>,
+    pieces: Vec<(*const u8, usize)>,
+    reqs: Vec<CopyReq>,
+}
+queue_common!(PrimaryTx);
+
+// SAFETY: `pieces` and `reqs` are scratch space that only holds addresses during one `send`
+// call (cleared at its start, never dereferenced after it); everything else is `Send`.
+unsafe impl Send for PrimaryTx {}
+
+impl PrimaryTx {
+    pub(crate) fn new(base: QueueBase, regions: Regions) -> PrimaryTx {
+        let cursor = base.ring.tail();
+        let n = usize::from(base.ring.size());
+        PrimaryTx {
+            base,
+            regions,
+            cursor,
+            plan: Vec::with_capacity(n),
+            pieces: Vec::with_capacity(4),
+            reqs: Vec::with_capacity(n * 2),
+        }
+    }
+
+    /// Sends packets (local chains) in order; returns how many were consumed from the front of
+    /// `pkts`: placed, or dropped and counted (`drop_oversize`: larger than all the buffers
+    /// the peer posted; `drop_bad_desc`: an external segment whose memory is gone). The caller
+    /// still owns every buffer and frees them. Copies are done inline on the CPU.
+    pub fn send(&mut self, pool: &Pool, pkts: &[u32]) -> Result<usize, LinkDown> {
+        self.send_via(pool, pkts, None)
+    }
+
+    /// As [`send`](Self::send), with every payload copy going through `engine` (the head is
+    /// published once the engine retired the batch). External segments (single-copy
+    /// forwarding) are copied straight from the rx peer's buffer into this peer's.
+    pub fn send_via(
+        &mut self,
+        pool: &Pool,
+        pkts: &[u32],
+        engine: Option<&mut Engine>,
+    ) -> Result<usize, LinkDown> {
+        if !self.base.link.is_up() {
+            return Err(LinkDown);
+        }
+        let ring = &self.base.ring;
+        let head = ring.head();
+        let posted = head.wrapping_sub(self.cursor);
+        if posted > ring.size() {
+            self.base.link.fault(format!(
+                "M2S ring {}: head {head} is {posted} slots past tail {}, ring holds {}",
+                self.base.index,
+                self.cursor,
+                ring.size()
+            ));
+            return Err(LinkDown);
+        }
+        self.reqs.clear();
+        let mut slot = self.cursor;
+        let mut left = posted;
+        let (mut sent, mut dropped, mut bytes, mut lost) = (0usize, 0u64, 0u64, 0u64);
+        // The peer memory of the last external source seen (a burst mostly has one).
+        let mut last_src: Option<(u32, Option<&PeerMemory>)> = None;
+        let mut peer_of = |id: u32| -> Option<&PeerMemory> {
+            match last_src {
+                Some((i, m)) if i == id => m,
+                _ => {
+                    let m = pool
+                        .ext_source(id)
+                        .and_then(|s| s.as_any().downcast_ref::<PeerMemory>());
+                    last_src = Some((id, m));
+                    m
+                }
+            }
+        };
+        for &p in pkts {
+            // Fast path, almost every packet: one local buffer (and at most one external
+            // segment) that fits the next posted buffer.
+            let m = pool.meta(p);
+            if m.next == NONE && left > 0 {
+                let d = ring.desc(slot);
+                let local = pool.data(p);
+                let total = local.len() + m.ext.len as usize;
+                if total as u64 <= u64::from(d.length) {
+                    check_posted(&self.base, &self.regions, &d)?;
+                    let ext_src = if m.ext.len != 0 {
+                        let e = m.ext;
+                        match peer_of(e.source)
+                            .and_then(|pm| pm.addr(e.region, e.offset, u64::from(e.len)))
+                        {
+                            Some(a) => Some(a),
+                            None => {
+                                lost += 1;
+                                sent += 1;
+                                dropped += 1;
+                                continue;
+                            }
+                        }
+                    } else {
+                        None
+                    };
+                    let r = &self.regions.0[usize::from(d.region)];
+                    let Ok(dst) = r.addr(u64::from(d.offset), total as u64) else {
+                        // `valid` covered the whole posted buffer; unreachable.
+                        break;
+                    };
+                    if !local.is_empty() {
+                        push_copy(&mut self.reqs, local.as_ptr(), dst, local.len());
+                    }
+                    if let Some(a) = ext_src {
+                        // SAFETY: `local.len() + ext.len == total` and `dst` is valid for
+                        // `total` bytes (checked by `addr` just above).
+                        let d2 = unsafe { dst.add(local.len()) };
+                        push_copy(&mut self.reqs, a.cast_const(), d2, m.ext.len as usize);
+                    }
+                    ring.set_desc_len_flags(slot, total as u32, 0);
+                    slot = slot.wrapping_add(1);
+                    left -= 1;
+                    sent += 1;
+                    bytes += total as u64;
+                    continue;
+                }
+            }
+            // Slow path: a chain, or a packet that needs several posted buffers.
+            let Some(total) = gather_pieces(&mut self.pieces, pool, p, &mut peer_of) else {
+                lost += 1;
+                sent += 1;
+                dropped += 1;
+                continue;
+            };
+            let placed = place_chain(
+                &self.base,
+                &self.regions,
+                &mut self.plan,
+                &self.pieces,
+                &mut self.reqs,
+                (slot, left),
+                total,
+            )?;
+            match placed {
+                Placement::Placed(used) => {
+                    slot = slot.wrapping_add(used);
+                    left -= used;
+                    sent += 1;
+                    bytes += total as u64;
+                }
+                Placement::Oversize => {
+                    // Larger than every buffer the peer posted put together: it can never fit.
+                    bump(&self.base.counters.drop_oversize, 1);
+                    sent += 1;
+                    dropped += 1;
+                }
+                Placement::NoRoom => {
+                    bump(&self.base.counters.ring_full, 1);
+                    bump(&self.base.counters.tx_no_room, (pkts.len() - sent) as u64);
+                    break;
+                }
+            }
+        }
+        run_copies(&self.reqs, engine);
+        if slot != self.cursor {
+            self.cursor = slot;
+            ring.set_tail(slot);
+            self.base.signal();
+        }
+        bump(&self.base.counters.packets, sent as u64 - dropped);
+        bump(&self.base.counters.bytes, bytes);
+        if lost != 0 {
+            bump(&self.base.counters.drop_bad_desc, lost);
+        }
+        Ok(sent)
+    }
+}
+
+/// Where a packet that takes the slow path went.
+enum Placement {
+    /// Into this many posted buffers, from the first free slot on.
+    Placed(u16),
+    /// Nowhere: larger than every buffer the peer posted put together.
+    Oversize,
+    /// Nowhere yet: too few posted buffers now.
+    NoRoom,
+}
+
+/// Lists where each piece of packet `p` comes from (each buffer's local data, then the last
+/// one's external segment) and returns its length; `None` if an external segment's memory is
+/// gone.
+fn gather_pieces<'a>(
+    pieces: &mut Vec<(*const u8, usize)>,
+    pool: &'a Pool,
+    p: u32,
+    peer_of: &mut impl FnMut(u32) -> Option<&'a PeerMemory>,
+) -> Option<usize> {
+    pieces.clear();
+    let mut b = p;
+    while b != NONE {
+        let d = pool.data(b);
+        if !d.is_empty() {
+            pieces.push((d.as_ptr(), d.len()));
+        }
+        let e = pool.meta(b).ext;
+        if e.len != 0 {
+            let a = peer_of(e.source)?.addr(e.region, e.offset, u64::from(e.len))?;
+            pieces.push((a.cast_const(), e.len as usize));
+        }
+        b = pool.meta(b).next;
+    }
+    Some(pieces.iter().map(|x| x.1).sum())
+}
+
+/// Places a packet of `total` bytes, from `pieces`, into the posted buffers from `slot` on
+/// (`left` of them posted): plans the buffers first (snapshots, touching nothing), then adds
+/// the copies to `reqs` and writes the descriptors' lengths and NEXT flags.
+fn place_chain(
+    base: &QueueBase,
+    regions: &Regions,
+    plan: &mut Vec<Desc>,
+    pieces: &[(*const u8, usize)],
+    reqs: &mut Vec<CopyReq>,
+    (slot, left): (u16, u16),
+    total: usize,
+) -> Result<Placement, LinkDown> {
+    let ring = &base.ring;
+    plan.clear();
+    let mut cap = 0u64;
+    while cap < total as u64 || plan.is_empty() {
+        if usize::from(left) == plan.len() {
+            break;
+        }
+        let d = ring.desc(slot.wrapping_add(plan.len() as u16));
+        check_posted(base, regions, &d)?;
+        cap += u64::from(d.length);
+        plan.push(d);
+    }
+    if cap < total as u64 && plan.len() == usize::from(ring.size()) {
+        return Ok(Placement::Oversize);
+    }
+    if cap < total as u64 || plan.is_empty() {
+        return Ok(Placement::NoRoom);
+    }
+    // Map the pieces onto the planned buffers.
+    let mut k = 0usize;
+    let mut dfill = 0u32;
+    for &(src, len) in pieces {
+        let mut off = 0usize;
+        while off < len {
+            let d = &plan[k];
+            if dfill == d.length {
+                k += 1;
+                dfill = 0;
+                continue;
+            }
+            let n = (len - off).min((d.length - dfill) as usize);
+            let r = &regions.0[usize::from(d.region)];
+            let Ok(dst) = r.addr(u64::from(d.offset) + u64::from(dfill), n as u64) else {
+                // Validated when planned; unreachable, and harmless if reached.
+                break;
+            };
+            // SAFETY: `off + n <= len` and `src` is valid for `len` bytes (a pool
+            // slice borrowed for this call, or a bounds-checked peer range whose
+            // mapping the pool's source keeps alive).
+            let s = unsafe { src.add(off) };
+            push_copy(reqs, s, dst, n);
+            dfill += n as u32;
+            off += n;
+        }
+    }
+    let used = k + 1;
+    for (i, d) in plan[..used].iter().enumerate() {
+        let last = i + 1 == used;
+        let len = if last { dfill } else { d.length };
+        ring.set_desc_len_flags(
+            slot.wrapping_add(i as u16),
+            len,
+            if last { 0 } else { DESC_FLAG_NEXT },
+        );
+    }
+    Ok(Placement::Placed(used as u16))
+}
+
+/// A buffer the peer posted must lie inside one of its regions; otherwise the link faults.
+fn check_posted(base: &QueueBase, regions: &Regions, d: &Desc) -> Result<(), LinkDown> {
+    if regions.valid(d) {
+        return Ok(());
+    }
+    base.link.fault(format!(
+        "M2S ring {}: posted buffer region {} offset {} length {} is not inside a region",
+        base.index, d.region, d.offset, d.length
+    ));
+    Err(LinkDown)
+}
+
+/// Runs a send's copies: on `engine`, waiting for them to retire, or at once on the CPU.
+fn run_copies(reqs: &[CopyReq], engine: Option<&mut Engine>) {
+    if reqs.is_empty() {
+        return;
+    }
+    match engine {
+        Some(e) => {
+            // SAFETY: every request was built by `send_via` from a live pool slice or a
+            // bounds-checked range of a mapping kept alive by an `Arc` for the whole call;
+            // destinations are posted peer buffers no other request of ours writes;
+            // `push_copy` already copied any request whose source and destination overlap.
+            // We wait for retirement before returning, so nobody touches the ranges while
+            // the engine works.
+            unsafe { copy_and_wait(e, reqs) };
+        }
+        // SAFETY: as above; the copies happen now.
+        None => unsafe { copy_engine::copy_now(reqs) },
+    }
+}

@@ -1,0 +1,178 @@
+//! Secondary, S2M: its own buffers, one per slot, written in place.
+
+use std::sync::Arc;
+
+use super::counters::bump;
+use super::{LinkDown, QueueBase};
+use crate::ring::{DESC_FLAG_NEXT, Desc};
+use crate::shm::SharedMemory;
+
+/// The secondary's own buffers for one ring: slot `j` always uses buffer `j`.
+#[derive(Debug)]
+pub(crate) struct SlotBuffers {
+    pub region: Arc<SharedMemory>,
+    pub region_index: u16,
+    pub base: u64,
+    pub size: u32,
+}
+
+impl SlotBuffers {
+    #[inline]
+    pub(super) fn offset(&self, slot: u16, mask: u16) -> u64 {
+        self.base + u64::from(slot & mask) * u64::from(self.size)
+    }
+
+    /// The descriptor of `slot`'s own buffer: `length` bytes (a full buffer when posting an
+    /// empty one), region and offset always from our records, never from the ring.
+    #[inline]
+    pub(super) fn desc(&self, slot: u16, mask: u16, length: u32, flags: u16) -> Desc {
+        Desc {
+            flags,
+            region: self.region_index,
+            length,
+            offset: self.offset(slot, mask) as u32,
+            metadata: 0,
+        }
+    }
+}
+
+/// Where one packet's bytes go: its consecutive slots' buffers.
+#[derive(Debug)]
+pub struct PacketWriter<'a> {
+    bufs: &'a SlotBuffers,
+    first_slot: u16,
+    mask: u16,
+    len: usize,
+}
+
+impl PacketWriter<'_> {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Writes `bytes` at packet offset `at`, across buffer boundaries; bytes past the packet's
+    /// length are ignored.
+    #[inline]
+    pub fn write(&mut self, at: usize, bytes: &[u8]) {
+        let size = self.bufs.size as usize;
+        let end = (at + bytes.len()).min(self.len);
+        let mut pos = at;
+        while pos < end {
+            let seg = pos / size;
+            let within = pos % size;
+            let n = (end - pos).min(size - within);
+            let off = self
+                .bufs
+                .offset(self.first_slot.wrapping_add(seg as u16), self.mask)
+                + within as u64;
+            let _ = self.bufs.region.write(off, &bytes[pos - at..pos - at + n]);
+            pos += n;
+        }
+    }
+}
+
+/// Secondary, S2M: writes packets straight into its shared buffers (no staging copy).
+#[derive(Debug)]
+pub struct SecondaryTx {
+    base: QueueBase,
+    bufs: SlotBuffers,
+    head: u16,
+}
+queue_common!(SecondaryTx);
+
+impl SecondaryTx {
+    pub(crate) fn new(base: QueueBase, bufs: SlotBuffers) -> SecondaryTx {
+        let head = base.ring.head();
+        SecondaryTx { base, bufs, head }
+    }
+
+    /// Bytes one slot holds; longer packets take several slots.
+    pub fn buffer_size(&self) -> usize {
+        self.bufs.size as usize
+    }
+
+    /// Free slots, or `LinkDown` if the peer moved `tail` past our `head`.
+    pub fn free_slots(&self) -> Result<u16, LinkDown> {
+        if !self.base.link.is_up() {
+            return Err(LinkDown);
+        }
+        let tail = self.base.ring.tail();
+        let inflight = self.head.wrapping_sub(tail);
+        if inflight > self.base.ring.size() {
+            self.base.link.fault(format!(
+                "S2M ring {}: tail {tail} moved past head {}",
+                self.base.index, self.head
+            ));
+            return Err(LinkDown);
+        }
+        Ok(self.base.ring.size() - inflight)
+    }
+
+    /// Slots published that the primary has not yet consumed.
+    pub fn in_flight(&self) -> Result<u16, LinkDown> {
+        Ok(self.base.ring.size() - self.free_slots()?)
+    }
+
+    /// Sends `lens.len()` packets or as many as fit; `fill(i, writer)` writes packet `i` in
+    /// place. Returns how many packets were consumed from the front of `lens`: sent, or
+    /// dropped and counted in `drop_oversize` because they need more slots than the ring has.
+    pub fn send_with(
+        &mut self,
+        lens: &[u32],
+        mut fill: impl FnMut(usize, &mut PacketWriter<'_>),
+    ) -> Result<usize, LinkDown> {
+        let mut free = self.free_slots()?;
+        let ring = &self.base.ring;
+        let mask = ring.size() - 1;
+        let size = self.bufs.size;
+        let mut slot = self.head;
+        let (mut sent, mut dropped, mut bytes) = (0usize, 0u64, 0u64);
+        for (i, &len) in lens.iter().enumerate() {
+            let nseg = len.div_ceil(size).max(1);
+            if nseg > u32::from(ring.size()) {
+                // Can never fit, however empty the ring gets: drop it rather than stall.
+                bump(&self.base.counters.drop_oversize, 1);
+                sent += 1;
+                dropped += 1;
+                continue;
+            }
+            if nseg > u32::from(free) {
+                bump(&self.base.counters.ring_full, 1);
+                bump(&self.base.counters.tx_no_room, (lens.len() - i) as u64);
+                break;
+            }
+            let mut w = PacketWriter {
+                bufs: &self.bufs,
+                first_slot: slot,
+                mask,
+                len: len as usize,
+            };
+            fill(i, &mut w);
+            let mut left = len;
+            for s in 0..nseg {
+                let seg = left.min(size);
+                left -= seg;
+                let last = s + 1 == nseg;
+                let sl = slot.wrapping_add(s as u16);
+                let flags = if last { 0 } else { DESC_FLAG_NEXT };
+                ring.set_desc(sl, self.bufs.desc(sl, mask, seg, flags));
+            }
+            slot = slot.wrapping_add(nseg as u16);
+            free -= nseg as u16;
+            sent += 1;
+            bytes += u64::from(len);
+        }
+        if slot != self.head {
+            self.head = slot;
+            ring.set_head(slot);
+            self.base.signal();
+        }
+        bump(&self.base.counters.packets, sent as u64 - dropped);
+        bump(&self.base.counters.bytes, bytes);
+        Ok(sent)
+    }
+}
