@@ -39,8 +39,11 @@ fuzz_target!(|inp: Input| {
     let frame = pool.from_bytes(&[0xab; 3000]).unwrap();
     let small = pool.from_bytes(&[0xcd; 60]).unwrap();
     let hdr = if inp.split { 128 } else { 0 };
+    let table = Arc::new(memif::queue::PeerTable::default());
+    let mut peers = memif::queue::Peers::of(&table);
     if inp.split {
-        pool.set_ext_source(0, Some(Arc::new(rx.peer_memory())));
+        table.attach(&mut pool, 0, rx.peer_memory());
+        peers.refresh();
     }
     let mut engine = inp
         .engine
@@ -61,7 +64,7 @@ fuzz_target!(|inp: Input| {
             assert!(v.len() <= usize::from(inp.max_frame).max(64));
         }
         if inp.split {
-            let _ = tx.send_via(&pool, &out, engine.as_mut());
+            let _ = tx.send_via(&pool, &out, &peers, engine.as_mut());
         }
         pool.free_bulk(&out);
         out.clear();

@@ -13,13 +13,12 @@ pub const NONE: u32 = u32::MAX;
 
 /// Memory outside the pool that a buffer's packet may continue in (single-copy forwarding: the
 /// payload stays in the memif peer's buffer). Implemented by the device layer; the pool only
-/// reads through it (packet capture, linearising for a node that needs the whole packet).
+/// reads through it (packet capture, linearising for a node that needs the whole packet). The
+/// device transmits from its own typed handle on the same memory, never through this trait.
 pub trait ExtSource: Send + Sync + core::fmt::Debug {
     /// Copies `dst.len()` bytes from `offset` in `region`; false (and `dst` untouched) if that
     /// range is not inside the region.
     fn read(&self, region: u16, offset: u64, dst: &mut [u8]) -> bool;
-    /// For the device layer to recover its own type (and raw addresses) when transmitting.
-    fn as_any(&self) -> &dyn core::any::Any;
 }
 
 /// An external segment: `len` bytes at `offset` of `region` of source `source`, following the
@@ -503,9 +502,6 @@ mod tests {
             }
             dst.copy_from_slice(&self.0[o..o + dst.len()]);
             true
-        }
-        fn as_any(&self) -> &dyn core::any::Any {
-            self
         }
     }
 

@@ -118,9 +118,10 @@ fn graph_nodes(
     txq: Receiver<QueueCommand>,
 ) -> std::io::Result<Vec<Box<dyn AnyNode>>> {
     let single = s.copy == api::CopyMode::Single;
+    let (input, output) = memif::nodes::device_nodes(rxq, txq);
     Ok(vec![
         Box::new(
-            memif::nodes::MemifInput::new(rxq)
+            input
                 .single_copy(single)
                 .with_engine(copy_engine::Engine::new(s.engine)?),
         ),
@@ -133,7 +134,7 @@ fn graph_nodes(
         Box::new(nodes::Ip4IcmpError::new(s.shared.clone())),
         Box::new(nodes::Ip4Glean::new(s.shared.clone())),
         Box::new(
-            memif::nodes::InterfaceOutput::new(txq)
+            output
                 .with_admin_state(admin_up(&s.shared))
                 .with_engine(copy_engine::Engine::new(s.engine)?),
         ),

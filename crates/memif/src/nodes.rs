@@ -14,6 +14,7 @@ use buffer::Pool;
 use copy_engine::Engine;
 use graph::{CONSUMED, Ctx, Node, Point};
 
+use crate::queue::{PeerTable, Peers};
 use crate::{LinkDown, PrimaryRx, PrimaryTx, SecondaryRx, SecondaryTx};
 
 /// A memif receive queue in either role: as primary (master) we copy out of the peer's
@@ -137,12 +138,13 @@ impl TxQueue {
         &mut self,
         pool: &Pool,
         pkts: &[u32],
+        peers: &Peers,
         lens: &mut Vec<u32>,
         scratch: &mut Vec<u8>,
         engine: &mut Engine,
     ) -> Result<usize, LinkDown> {
         match self {
-            TxQueue::Primary(q) => q.send_via(pool, pkts, Some(engine)),
+            TxQueue::Primary(q) => q.send_via(pool, pkts, peers, Some(engine)),
             TxQueue::Secondary(q) => {
                 lens.clear();
                 lens.extend(pkts.iter().map(|&p| pool.meta(p).total_len));
@@ -187,6 +189,20 @@ pub struct MemifInput {
     hdr: usize,
     /// Every copy out of a peer's memory (primary role) goes through it.
     engine: Engine,
+    /// Where single-copy payloads stay: shared with this worker's `interface-output`.
+    peers: Arc<PeerTable>,
+}
+
+/// A worker's memif nodes, `memif-input` and `interface-output`, sharing the table of peer
+/// memory that single-copy payloads stay in.
+pub fn device_nodes(
+    rx_commands: Receiver<QueueCommand>,
+    tx_commands: Receiver<QueueCommand>,
+) -> (MemifInput, InterfaceOutput) {
+    let input = MemifInput::new(rx_commands);
+    let mut output = InterfaceOutput::new(tx_commands);
+    output.peers = Peers::of(&input.peers);
+    (input, output)
 }
 
 /// Bytes single-copy input copies into the local buffer: every header the graph parses
@@ -201,6 +217,7 @@ impl MemifInput {
             scratch: Vec::with_capacity(graph::FRAME_SIZE),
             hdr: 0,
             engine: Engine::Cpu(copy_engine::CpuEngine::new()),
+            peers: Arc::default(),
         }
     }
 
@@ -212,7 +229,9 @@ impl MemifInput {
 
     /// Single-copy forwarding (DESIGN.md): as memif primary, copy only the first
     /// [`SINGLE_COPY_HEADER`] bytes of each packet and leave the payload in the peer's buffer
-    /// until it is transmitted; the peer's slots go back at the end of each dispatch.
+    /// until it is transmitted; the peer's slots go back at the end of each dispatch. The
+    /// worker's `interface-output` must share this node's peer table ([`device_nodes`]) to
+    /// send such packets; without it they drop as unreadable.
     pub fn single_copy(mut self, on: bool) -> MemifInput {
         self.hdr = if on { SINGLE_COPY_HEADER } else { 0 };
         self
@@ -264,14 +283,13 @@ impl Node for MemifInput {
             match c {
                 QueueCommand::Rx { ifindex, queue } => {
                     if let RxQueue::Primary(q) = &queue {
-                        ctx.pool
-                            .set_ext_source(ifindex, Some(Arc::new(q.peer_memory())));
+                        self.peers.attach(ctx.pool, ifindex, q.peer_memory());
                     }
                     self.queues.push((ifindex, queue));
                 }
                 QueueCommand::Detach { ifindex } => {
                     // Every buffer of earlier dispatches is gone: nothing points there now.
-                    ctx.pool.set_ext_source(ifindex, None);
+                    self.peers.detach(ctx.pool, ifindex);
                     self.queues.retain(|(i, _)| *i != ifindex);
                 }
                 QueueCommand::Tx { .. } => {}
@@ -325,6 +343,8 @@ pub struct InterfaceOutput {
     engine: Engine,
     /// Interface admin state, when the graph has one (packets to a down interface drop).
     admin_up: Option<AdminState>,
+    /// The peer memory single-copy payloads stay in, as this worker's `memif-input` attached it.
+    peers: Peers,
 }
 
 /// Whether an interface (by index) is administratively up.
@@ -350,6 +370,7 @@ impl InterfaceOutput {
             bounce: Vec::new(),
             engine: Engine::Cpu(copy_engine::CpuEngine::new()),
             admin_up: None,
+            peers: Peers::default(),
         }
     }
 
@@ -389,6 +410,7 @@ impl InterfaceOutput {
             q.send(
                 ctx.pool,
                 &self.run,
+                &self.peers,
                 &mut self.lens,
                 &mut self.bounce,
                 &mut self.engine,
@@ -443,6 +465,7 @@ impl Node for InterfaceOutput {
                 QueueCommand::Rx { .. } => {}
             }
         }
+        self.peers.refresh();
         // Send runs of consecutive buffers for the same interface (a frame is usually one run).
         let mut current = None;
         for &b in bufs {

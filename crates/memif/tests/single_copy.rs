@@ -8,6 +8,7 @@ use std::sync::Arc;
 use buffer::{Pool, PoolConfig};
 use copy_engine::{Engine, Kind};
 use memif::RingLayout;
+use memif::queue::{PeerTable, Peers};
 use memif::ring::{Desc, Ring};
 use memif::shm::SharedMemory;
 
@@ -33,16 +34,20 @@ fn publish_with_a_lie(s2m: &Ring, slot: u16) {
     s2m.set_head(slot + 1);
 }
 
-/// A local pool with `rx`'s peer memory registered as external source 0.
-fn pool_with_peer(rx: &memif::PrimaryRx) -> Pool {
+/// A local pool with `rx`'s peer memory attached as external source 0, the table that holds
+/// it, and a transmitter's view of that table.
+fn pool_with_peer(rx: &memif::PrimaryRx) -> (Pool, Arc<PeerTable>, Peers) {
     let mut pool = Pool::new(PoolConfig {
         count: 64,
         data_size: 2048,
         headroom: 128,
     })
     .unwrap();
-    pool.set_ext_source(0, Some(Arc::new(rx.peer_memory())));
-    pool
+    let table = Arc::new(PeerTable::default());
+    table.attach(&mut pool, 0, rx.peer_memory());
+    let mut peers = Peers::of(&table);
+    peers.refresh();
+    (pool, table, peers)
 }
 
 #[test]
@@ -73,7 +78,7 @@ fn a_lying_peer_only_corrupts_its_own_packets() {
     }
     publish_with_a_lie(&s2m, 4);
 
-    let mut pool = pool_with_peer(&rx);
+    let (mut pool, table, mut peers) = pool_with_peer(&rx);
     let mut out = Vec::new();
     assert_eq!(rx.recv_split(&mut pool, &mut out, 64, HDR, 0).unwrap(), 4);
     assert!(rx_link.is_up());
@@ -111,7 +116,10 @@ fn a_lying_peer_only_corrupts_its_own_packets() {
     }
     m2s.set_head(4);
     let mut engine = Engine::new(Kind::Cpu).unwrap();
-    assert_eq!(tx.send_via(&pool, &out, Some(&mut engine)).unwrap(), 4);
+    assert_eq!(
+        tx.send_via(&pool, &out, &peers, Some(&mut engine)).unwrap(),
+        4
+    );
     assert_eq!(m2s.tail(), 4);
     let read = |off: u64| {
         let mut v = vec![0; 1000];
@@ -133,7 +141,8 @@ fn a_lying_peer_only_corrupts_its_own_packets() {
 
     // The peer vanishes: its memory is unregistered; a packet still pointing there is
     // dropped and counted, never read.
-    pool.set_ext_source(0, None);
+    table.detach(&mut pool, 0);
+    peers.refresh();
     m2s.set_desc(
         4,
         Desc {
@@ -145,7 +154,11 @@ fn a_lying_peer_only_corrupts_its_own_packets() {
     );
     m2s.set_head(5);
     let before = tx.stats().drop_bad_desc;
-    assert_eq!(tx.send_via(&pool, &out[..1], Some(&mut engine)).unwrap(), 1);
+    assert_eq!(
+        tx.send_via(&pool, &out[..1], &peers, Some(&mut engine))
+            .unwrap(),
+        1
+    );
     assert_eq!(tx.stats().drop_bad_desc, before + 1);
     assert_eq!(m2s.tail(), 4, "nothing was placed");
 
@@ -194,7 +207,7 @@ fn receive_copies_go_through_the_engine() {
         }
         // A lie: a descriptor past the end of its region. Counted, skipped, nothing copied.
         publish_with_a_lie(&s2m, 4);
-        let mut pool = pool_with_peer(&rx);
+        let (mut pool, _table, _peers) = pool_with_peer(&rx);
         let mut engine = Engine::new(kind).unwrap();
         let mut out = Vec::new();
         let n = rx

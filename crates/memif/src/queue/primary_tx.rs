@@ -6,7 +6,7 @@ use copy_engine::{CopyReq, Engine};
 
 use super::copy::{copy_and_wait, push_copy};
 use super::counters::bump;
-use super::regions::{PeerMemory, Regions};
+use super::regions::{PeerMemory, Peers, Regions};
 use super::{LinkDown, QueueBase};
 use crate::ring::{DESC_FLAG_NEXT, Desc};
 
@@ -45,16 +45,18 @@ impl PrimaryTx {
     /// the peer posted; `drop_bad_desc`: an external segment whose memory is gone). The caller
     /// still owns every buffer and frees them. Copies are done inline on the CPU.
     pub fn send(&mut self, pool: &Pool, pkts: &[u32]) -> Result<usize, LinkDown> {
-        self.send_via(pool, pkts, None)
+        self.send_via(pool, pkts, &Peers::default(), None)
     }
 
     /// As [`send`](Self::send), with every payload copy going through `engine` (the head is
     /// published once the engine retired the batch). External segments (single-copy
-    /// forwarding) are copied straight from the rx peer's buffer into this peer's.
+    /// forwarding) are copied straight from the rx peer's buffer (found in `peers`) into this
+    /// peer's; one whose source `peers` does not have is dropped and counted.
     pub fn send_via(
         &mut self,
         pool: &Pool,
         pkts: &[u32],
+        peers: &Peers,
         engine: Option<&mut Engine>,
     ) -> Result<usize, LinkDown> {
         if !self.base.link.is_up() {
@@ -76,20 +78,7 @@ impl PrimaryTx {
         let mut slot = self.cursor;
         let mut left = posted;
         let (mut sent, mut dropped, mut bytes, mut lost) = (0usize, 0u64, 0u64, 0u64);
-        // The peer memory of the last external source seen (a burst mostly has one).
-        let mut last_src: Option<(u32, Option<&PeerMemory>)> = None;
-        let mut peer_of = |id: u32| -> Option<&PeerMemory> {
-            match last_src {
-                Some((i, m)) if i == id => m,
-                _ => {
-                    let m = pool
-                        .ext_source(id)
-                        .and_then(|s| s.as_any().downcast_ref::<PeerMemory>());
-                    last_src = Some((id, m));
-                    m
-                }
-            }
-        };
+        let mut peer_of = |id: u32| peers.get(id);
         for &p in pkts {
             // Fast path, almost every packet: one local buffer (and at most one external
             // segment) that fits the next posted buffer.
