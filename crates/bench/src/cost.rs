@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::dut::DutError;
 use crate::l3fwd::L3fwdConfig;
 use crate::report;
 use crate::{Dut, Subject};
@@ -62,8 +63,31 @@ pub struct Cost {
     pub profile: Option<std::path::PathBuf>,
 }
 
+/// Why instructions per packet could not be counted.
+#[derive(Debug, thiserror::Error)]
+pub enum CostError {
+    /// valgrind or one of its callgrind tools is missing, or the DUT cannot be counted.
+    #[error("{0}")]
+    Unavailable(String),
+    #[error(transparent)]
+    Dut(#[from] DutError),
+    #[error("generator: {0}")]
+    Generator(String),
+    /// The run did not deliver what it must to be divided by.
+    #[error("{0}")]
+    Run(String),
+    /// callgrind_control or callgrind_annotate failed or printed what we cannot read.
+    #[error("{0}")]
+    Callgrind(String),
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        source: std::io::Error,
+    },
+}
+
 /// Whether valgrind and its callgrind tools are installed.
-pub fn available() -> Result<(), String> {
+pub fn available() -> Result<(), CostError> {
     for tool in ["valgrind", "callgrind_control", "callgrind_annotate"] {
         // callgrind_annotate 3.19 prints its version but exits 255: being found is enough.
         let ok = Command::new(tool)
@@ -71,9 +95,9 @@ pub fn available() -> Result<(), String> {
             .output()
             .is_ok_and(|o| !o.stdout.is_empty() || !o.stderr.is_empty());
         if !ok {
-            return Err(format!(
+            return Err(CostError::Unavailable(format!(
                 "{tool} not found: --cost needs valgrind (apt-get install valgrind)"
-            ));
+            )));
         }
     }
     Ok(())
@@ -87,8 +111,11 @@ pub fn measure(
     size: usize,
     frames: u64,
     keep: Option<&std::path::Path>,
-) -> Result<Cost, String> {
-    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+) -> Result<Cost, CostError> {
+    let dir = tempfile::tempdir().map_err(|source| CostError::Io {
+        context: "a temporary directory".into(),
+        source,
+    })?;
     let out = dir.path().join("callgrind.out");
     let wrapper = vec![
         "valgrind".to_string(),
@@ -99,7 +126,9 @@ pub fn measure(
         format!("--callgrind-out-file={}", out.display()),
     ];
     if !matches!(dut.dut, Dut::Veclane | Dut::Testpmd) {
-        return Err(format!("--cost measures veclane and testpmd, not {dut}"));
+        return Err(CostError::Unavailable(format!(
+            "--cost measures veclane and testpmd, not {dut}"
+        )));
     }
     let (mut running, sock) = cfg
         .topology
@@ -117,12 +146,15 @@ pub fn measure(
     };
     let received = std::thread::scope(|s| {
         let (gcfg, running) = (&gcfg, &mut running);
-        s.spawn(move || -> Result<u64, String> {
+        s.spawn(move || -> Result<u64, CostError> {
             let stop = AtomicBool::new(false);
-            let mut session = trafgen::Session::connect(gcfg, &stop).map_err(|e| e.to_string())?;
+            let mut session = trafgen::Session::connect(gcfg, &stop)
+                .map_err(|e| CostError::Generator(e.to_string()))?;
             let before = running.counts()?.unwrap_or_default();
             control(pid, "on")?;
-            let r = session.run(gcfg, &stop).map_err(|e| e.to_string());
+            let r = session
+                .run(gcfg, &stop)
+                .map_err(|e| CostError::Generator(e.to_string()));
             // Instrumentation goes off as soon as the DUT has taken every frame, so that the
             // idle polls after the last one stay out of the count.
             let deadline = std::time::Instant::now() + Duration::from_secs(30);
@@ -142,24 +174,26 @@ pub fn measure(
             session.close();
             let g = r?;
             if g.tx_packets != frames || g.link_lost {
-                return Err(format!(
+                return Err(CostError::Run(format!(
                     "the generator sent {} of {frames} frames{}",
                     g.tx_packets,
                     if g.link_lost { " (link lost)" } else { "" }
-                ));
+                )));
             }
             after
                 .rx
                 .checked_sub(before.rx)
-                .ok_or_else(|| "the DUT's receive counter went backwards".to_string())
+                .ok_or_else(|| CostError::Run("the DUT's receive counter went backwards".into()))
         })
         .join()
-        .unwrap_or_else(|_| Err("generator thread panicked".into()))
+        .unwrap_or_else(|_| Err(CostError::Generator("its thread panicked".into())))
     })?;
     // The profile is written when the DUT exits on its own: give valgrind time.
     running.stop(Duration::from_secs(120))?;
     if received == 0 {
-        return Err("the DUT received nothing while collecting".into());
+        return Err(CostError::Run(
+            "the DUT received nothing while collecting".into(),
+        ));
     }
     let (total, nodes) = annotate(&out)?;
     let profile = match keep {
@@ -168,7 +202,10 @@ pub fn measure(
             let to = dir.join(format!("callgrind.{label}.{size}.out"));
             std::fs::create_dir_all(dir)
                 .and_then(|()| std::fs::copy(&out, &to))
-                .map_err(|e| format!("keeping the profile as {}: {e}", to.display()))?;
+                .map_err(|source| CostError::Io {
+                    context: format!("keeping the profile as {}", to.display()),
+                    source,
+                })?;
             Some(to)
         }
         None => None,
@@ -187,36 +224,36 @@ pub fn measure(
 }
 
 /// Switches callgrind's instrumentation of process `pid` on or off.
-fn control(pid: u32, on_off: &str) -> Result<(), String> {
+fn control(pid: u32, on_off: &str) -> Result<(), CostError> {
     let o = Command::new("callgrind_control")
         .arg("-i")
         .arg(on_off)
         .arg(pid.to_string())
         .output()
-        .map_err(|e| format!("callgrind_control: {e}"))?;
+        .map_err(|e| CostError::Callgrind(format!("callgrind_control: {e}")))?;
     if !o.status.success() {
-        return Err(format!(
+        return Err(CostError::Callgrind(format!(
             "callgrind_control -i {on_off} {pid}: {}",
             String::from_utf8_lossy(&o.stderr)
-        ));
+        )));
     }
     Ok(())
 }
 
 /// The profile's total instructions, and the inclusive instructions of each graph node's
 /// `process` (by the node's type name).
-fn annotate(out: &Path) -> Result<(u64, Vec<(String, u64)>), String> {
+fn annotate(out: &Path) -> Result<(u64, Vec<(String, u64)>), CostError> {
     let o = Command::new("callgrind_annotate")
         .args(["--inclusive=yes", "--threshold=100", "--auto=no"])
         .arg(out)
         .output()
-        .map_err(|e| format!("callgrind_annotate: {e}"))?;
+        .map_err(|e| CostError::Callgrind(format!("callgrind_annotate: {e}")))?;
     if !o.status.success() {
-        return Err(format!(
+        return Err(CostError::Callgrind(format!(
             "callgrind_annotate {}: {}",
             out.display(),
             String::from_utf8_lossy(&o.stderr)
-        ));
+        )));
     }
     parse_annotate(&String::from_utf8_lossy(&o.stdout))
 }
@@ -229,7 +266,7 @@ const NODE_ENTRY_POINTS: [&str; 2] = [
 ];
 
 /// Parses `callgrind_annotate --inclusive=yes` output.
-pub fn parse_annotate(text: &str) -> Result<(u64, Vec<(String, u64)>), String> {
+pub fn parse_annotate(text: &str) -> Result<(u64, Vec<(String, u64)>), CostError> {
     let count = |s: &str| s.trim().replace(',', "").parse::<u64>().ok();
     let mut total = None;
     let mut nodes: Vec<(String, u64)> = Vec::new();
@@ -265,7 +302,9 @@ pub fn parse_annotate(text: &str) -> Result<(u64, Vec<(String, u64)>), String> {
             None => nodes.push((name, n)),
         }
     }
-    let total = total.ok_or("callgrind_annotate printed no PROGRAM TOTALS")?;
+    let total = total.ok_or_else(|| {
+        CostError::Callgrind("callgrind_annotate printed no PROGRAM TOTALS".into())
+    })?;
     Ok((total, nodes))
 }
 

@@ -8,7 +8,10 @@ use std::time::{Duration, Instant};
 use rustix::process::Signal;
 
 use crate::dut::{Counts, RunningDut};
-use crate::proc::stop_child;
+use crate::proc::{DutError, stop_child};
+
+/// The program, as errors name it.
+const DUT: &str = "veclane";
 
 /// A `veclane run` child, stopped with SIGTERM (then SIGKILL) when dropped.
 #[derive(Debug)]
@@ -20,7 +23,7 @@ pub struct Daemon {
 impl Daemon {
     /// Starts `bin run` with `config` in runtime directory `dir`, and waits for its control
     /// socket and its memif socket.
-    pub fn start(bin: &Path, dir: &Path, config: &str) -> Result<Daemon, String> {
+    pub fn start(bin: &Path, dir: &Path, config: &str) -> Result<Daemon, DutError> {
         Daemon::start_under(&[], bin, dir, config, Duration::from_secs(10))
     }
 
@@ -32,10 +35,13 @@ impl Daemon {
         dir: &Path,
         config: &str,
         timeout: Duration,
-    ) -> Result<Daemon, String> {
+    ) -> Result<Daemon, DutError> {
         let conf = dir.join("veclane.toml");
-        std::fs::write(&conf, config).map_err(|e| format!("writing {}: {e}", conf.display()))?;
-        let log = std::fs::File::create(dir.join("daemon.log")).map_err(|e| e.to_string())?;
+        std::fs::write(&conf, config)
+            .map_err(DutError::io(format!("writing {}", conf.display())))?;
+        let log_path = dir.join("daemon.log");
+        let log = std::fs::File::create(&log_path)
+            .map_err(DutError::io(format!("creating {}", log_path.display())))?;
         let mut cmd = match wrapper.split_first() {
             Some((w, args)) => {
                 let mut c = Command::new(w);
@@ -54,7 +60,7 @@ impl Daemon {
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
-            .map_err(|e| format!("cannot start {}: {e}", bin.display()))?;
+            .map_err(DutError::io(format!("cannot start {}", bin.display())))?;
         let mut d = Daemon {
             child,
             dir: dir.to_path_buf(),
@@ -62,13 +68,18 @@ impl Daemon {
         let deadline = Instant::now() + timeout;
         while !(dir.join("ctl.sock").exists() && dir.join("memif.sock").exists()) {
             if let Ok(Some(st)) = d.child.try_wait() {
-                return Err(format!("daemon exited ({st}): {}", d.log()));
+                return Err(DutError::Exited {
+                    dut: DUT,
+                    log: format!("({st}) {}", d.log()),
+                });
             }
             if Instant::now() > deadline {
-                return Err(format!(
-                    "daemon made no sockets in {timeout:?}: {}",
-                    d.log()
-                ));
+                return Err(DutError::Timeout {
+                    dut: DUT,
+                    what: "no control and memif sockets".into(),
+                    waited: timeout,
+                    log: d.log(),
+                });
             }
             std::thread::sleep(Duration::from_millis(10));
         }
@@ -81,13 +92,14 @@ impl Daemon {
     }
 
     /// Sends SIGTERM and waits up to `timeout` for the daemon to exit (it is killed after).
-    pub fn stop_within(mut self, timeout: Duration) -> Result<(), String> {
+    pub fn stop_within(mut self, timeout: Duration) -> Result<(), DutError> {
         if stop_child(&mut self.child, Some(Signal::TERM), timeout) {
             Ok(())
         } else {
-            Err(format!(
-                "daemon still running {timeout:?} after SIGTERM; killed"
-            ))
+            Err(DutError::Killed {
+                dut: DUT,
+                waited: timeout,
+            })
         }
     }
 
@@ -98,10 +110,10 @@ impl Daemon {
             .to_string()
     }
 
-    pub fn call(&self, req: &api::Request) -> Result<api::Reply, String> {
+    pub fn call(&self, req: &api::Request) -> Result<api::Reply, DutError> {
         api::Client::connect(&self.dir.join("ctl.sock"))
             .and_then(|mut c| c.call(req))
-            .map_err(|e| e.to_string())
+            .map_err(|e| DutError::reply(DUT, e.to_string()))
     }
 }
 
@@ -116,10 +128,10 @@ impl RunningDut for Daemon {
         Daemon::pid(self)
     }
 
-    fn counts(&mut self) -> Result<Option<Counts>, String> {
+    fn counts(&mut self) -> Result<Option<Counts>, DutError> {
         let ifs = match self.call(&api::Request::ShowInterface { name: None })? {
             api::Reply::Interfaces { interfaces } => interfaces,
-            other => return Err(format!("show interface: {other:?}")),
+            other => return Err(DutError::reply(DUT, format!("show interface: {other:?}"))),
         };
         let by = |id: u32| ifs.iter().find(|i| i.id == id);
         Ok(Some(Counts {
@@ -153,7 +165,7 @@ impl RunningDut for Daemon {
         }
     }
 
-    fn stop(self: Box<Self>, timeout: Duration) -> Result<(), String> {
+    fn stop(self: Box<Self>, timeout: Duration) -> Result<(), DutError> {
         self.stop_within(timeout)
     }
 }

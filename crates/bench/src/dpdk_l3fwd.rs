@@ -49,6 +49,10 @@ use std::time::{Duration, Instant};
 
 use crate::dpdk::{MemifPort, PortStats, eal_args};
 use crate::dut::{Counts, RunningDut};
+use crate::proc::DutError;
+
+/// The program, as errors name it.
+const DUT: &str = "dpdk-l3fwd";
 
 /// Where the build script puts the binary, relative to a cargo target directory.
 const BUILT: &str = "dpdk-l3fwd/dpdk-l3fwd";
@@ -199,13 +203,15 @@ fn runtime_dir(file_prefix: &str) -> PathBuf {
 
 /// Sends one telemetry command to the DPDK process with `file_prefix` and returns the value of
 /// its reply (`{"<command>": value}`).
-pub fn telemetry(file_prefix: &str, command: &str) -> Result<serde_json::Value, String> {
+pub fn telemetry(file_prefix: &str, command: &str) -> Result<serde_json::Value, DutError> {
     use rustix::net::{
         AddressFamily, RecvFlags, SendFlags, SocketAddrUnix, SocketType, connect, recv, send,
         socket,
     };
     let path = runtime_dir(file_prefix).join("dpdk_telemetry.v2");
-    let err = |e: rustix::io::Errno| format!("telemetry socket {}: {e}", path.display());
+    let err = |e: rustix::io::Errno| {
+        DutError::io(format!("telemetry socket {}", path.display()))(e.into())
+    };
     let fd = socket(AddressFamily::UNIX, SocketType::SEQPACKET, None).map_err(err)?;
     connect(&fd, &SocketAddrUnix::new(&path).map_err(err)?).map_err(err)?;
     let mut buf = vec![0u8; 64 * 1024];
@@ -214,11 +220,14 @@ pub fn telemetry(file_prefix: &str, command: &str) -> Result<serde_json::Value, 
     send(&fd, command.as_bytes(), SendFlags::empty()).map_err(err)?;
     let (n, _) = recv(&fd, &mut buf[..], RecvFlags::empty()).map_err(err)?;
     let v: serde_json::Value = serde_json::from_slice(&buf[..n])
-        .map_err(|e| format!("telemetry reply to {command}: {e}"))?;
+        .map_err(|e| DutError::reply(DUT, format!("telemetry reply to {command}: {e}")))?;
     let key = command.split(',').next().unwrap_or(command);
-    v.get(key)
-        .cloned()
-        .ok_or_else(|| format!("telemetry reply to {command} lacks {key}: {v}"))
+    v.get(key).cloned().ok_or_else(|| {
+        DutError::reply(
+            DUT,
+            format!("telemetry reply to {command} lacks {key}: {v}"),
+        )
+    })
 }
 
 /// The counters of a `/ethdev/stats,N` telemetry reply.
@@ -238,27 +247,28 @@ pub fn parse_ethdev_stats(v: &serde_json::Value) -> Option<PortStats> {
 /// listening. The links come up when the generator connects; l3fwd then starts its forwarding
 /// loop within 100 ms (frames sent before that wait in the memif rings). If nothing connects
 /// within 9 s it starts forwarding anyway and the links come up later.
-pub fn spawn(bin: &Path, cfg: &DpdkL3fwdConfig) -> Result<DpdkL3fwd, String> {
+pub fn spawn(bin: &Path, cfg: &DpdkL3fwdConfig) -> Result<DpdkL3fwd, DutError> {
     if !bin.is_file() {
-        return Err(format!(
+        return Err(DutError::Missing(format!(
             "dpdk-l3fwd not found at {}; build it with scripts/build-dpdk-l3fwd.sh (needs Debian's dpdk-doc and libdpdk-dev)",
             bin.display()
-        ));
+        )));
     }
     let dir = tempfile::Builder::new()
         .prefix("veclane-l3fwd")
         .tempdir()
-        .map_err(|e| format!("cannot make a directory for l3fwd: {e}"))?;
+        .map_err(DutError::io("cannot make a directory for l3fwd"))?;
     let write = |name: &str, text: &str| {
         let p = dir.path().join(name);
-        std::fs::write(&p, text).map_err(|e| format!("writing {}: {e}", p.display()))
+        std::fs::write(&p, text).map_err(DutError::io(format!("writing {}", p.display())))
     };
     write("route-v4.cfg", ROUTES_V4)?;
     write("route-v6.cfg", ROUTES_V6)?;
     let args = arguments(cfg, dir.path());
     let log_path = dir.path().join("l3fwd.log");
-    let log = File::create(&log_path).map_err(|e| format!("{}: {e}", log_path.display()))?;
-    let log2 = log.try_clone().map_err(|e| e.to_string())?;
+    let log_err = || DutError::io(format!("creating {}", log_path.display()));
+    let log = File::create(&log_path).map_err(log_err())?;
+    let log2 = log.try_clone().map_err(log_err())?;
     // stdout is a file: stdbuf makes l3fwd's printf output line-buffered, so the log is
     // current when we read it.
     let mut full = vec!["stdbuf".to_string(), "-oL".into(), "-eL".into()];
@@ -272,7 +282,7 @@ pub fn spawn(bin: &Path, cfg: &DpdkL3fwdConfig) -> Result<DpdkL3fwd, String> {
         .stdout(log)
         .stderr(log2)
         .spawn()
-        .map_err(|e| format!("cannot start {}: {e}", bin.display()))?;
+        .map_err(DutError::io(format!("cannot start {}", bin.display())))?;
     let mut l = DpdkL3fwd {
         child,
         command_line: shell_line(&full),
@@ -282,10 +292,13 @@ pub fn spawn(bin: &Path, cfg: &DpdkL3fwdConfig) -> Result<DpdkL3fwd, String> {
     l.wait_for(PORTS_STARTED, Duration::from_secs(20))?;
     let sock = l.memif_socket();
     if !sock.exists() {
-        return Err(format!(
-            "l3fwd started its ports but {} does not exist; log: {}",
-            sock.display(),
-            l.log_tail(20)
+        return Err(DutError::reply(
+            DUT,
+            format!(
+                "started its ports but {} does not exist; log: {}",
+                sock.display(),
+                l.log_tail(20)
+            ),
         ));
     }
     Ok(l)
@@ -308,38 +321,47 @@ impl DpdkL3fwd {
 
     /// Waits until the forwarding loop has started (after the generator connected, or after
     /// l3fwd's own 9 s link wait).
-    pub fn wait_forwarding(&mut self, timeout: Duration) -> Result<(), String> {
+    pub fn wait_forwarding(&mut self, timeout: Duration) -> Result<(), DutError> {
         self.wait_for(FORWARDING, timeout)
     }
 
-    fn wait_for(&mut self, what: &str, timeout: Duration) -> Result<(), String> {
+    fn wait_for(&mut self, what: &str, timeout: Duration) -> Result<(), DutError> {
         let deadline = Instant::now() + timeout;
         loop {
             if self.log().contains(what) {
                 return Ok(());
             }
             if let Ok(Some(st)) = self.child.try_wait() {
-                return Err(format!(
-                    "l3fwd exited ({st}) before \"{what}\"; command: {}\nlog:\n{}",
-                    self.command_line,
-                    self.log_tail(20)
-                ));
+                return Err(DutError::Exited {
+                    dut: DUT,
+                    log: format!(
+                        "({st}) before \"{what}\"; command: {}\nlog:\n{}",
+                        self.command_line,
+                        self.log_tail(20)
+                    ),
+                });
             }
             if Instant::now() > deadline {
-                return Err(format!(
-                    "l3fwd did not print \"{what}\" within {timeout:?}; command: {}\nlog:\n{}",
-                    self.command_line,
-                    self.log_tail(20)
-                ));
+                return Err(DutError::Timeout {
+                    dut: DUT,
+                    what: format!("no \"{what}\""),
+                    waited: timeout,
+                    log: format!(
+                        "command: {}\nlog:\n{}",
+                        self.command_line,
+                        self.log_tail(20)
+                    ),
+                });
             }
             std::thread::sleep(Duration::from_millis(20));
         }
     }
 
     /// Port `port`'s ethdev counters (`/ethdev/stats,N` over EAL's telemetry socket).
-    pub fn port_stats(&self, port: u16) -> Result<PortStats, String> {
+    pub fn port_stats(&self, port: u16) -> Result<PortStats, DutError> {
         let v = telemetry(&self.file_prefix, &format!("/ethdev/stats,{port}"))?;
-        parse_ethdev_stats(&v).ok_or_else(|| format!("unexpected telemetry reply: {v}"))
+        parse_ethdev_stats(&v)
+            .ok_or_else(|| DutError::reply(DUT, format!("unexpected telemetry reply: {v}")))
     }
 
     fn log(&self) -> String {
@@ -374,12 +396,12 @@ impl RunningDut for DpdkL3fwd {
         DpdkL3fwd::pid(self)
     }
 
-    fn ready(&mut self) -> Result<(), String> {
+    fn ready(&mut self) -> Result<(), DutError> {
         self.wait_forwarding(Duration::from_secs(15))
     }
 
     /// EAL telemetry: l3fwd has no command line of its own.
-    fn counts(&mut self) -> Result<Option<Counts>, String> {
+    fn counts(&mut self) -> Result<Option<Counts>, DutError> {
         Ok(Some(Counts {
             rx: self.port_stats(0)?.rx_packets,
             tx: self.port_stats(1)?.tx_packets,
@@ -396,7 +418,7 @@ impl RunningDut for DpdkL3fwd {
         }
     }
 
-    fn stop(self: Box<Self>, _timeout: Duration) -> Result<(), String> {
+    fn stop(self: Box<Self>, _timeout: Duration) -> Result<(), DutError> {
         drop(DpdkL3fwd::stop(*self));
         Ok(())
     }
@@ -473,7 +495,8 @@ mod tests {
             Path::new("/nonexistent/dpdk-l3fwd"),
             &DpdkL3fwdConfig::new(0),
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("/nonexistent/dpdk-l3fwd"), "{e}");
         assert!(e.contains("build-dpdk-l3fwd.sh"), "{e}");
     }

@@ -10,6 +10,7 @@
 
 use std::time::Duration;
 
+pub use crate::proc::DutError;
 use crate::proc::ThreadTime;
 
 /// A DUT's own cumulative counts.
@@ -31,12 +32,12 @@ pub trait RunningDut: std::fmt::Debug + Send {
 
     /// Waits until the DUT forwards, once the generator is connected (l3fwd starts its loop
     /// only when both links are up).
-    fn ready(&mut self) -> Result<(), String> {
+    fn ready(&mut self) -> Result<(), DutError> {
         Ok(())
     }
 
     /// The DUT's counters, or `None` for a DUT that has none to read.
-    fn counts(&mut self) -> Result<Option<Counts>, String>;
+    fn counts(&mut self) -> Result<Option<Counts>, DutError>;
 
     /// Named drop counters that are not zero, as one line of text.
     fn drops(&mut self) -> String;
@@ -58,7 +59,7 @@ pub trait RunningDut: std::fmt::Debug + Send {
 
     /// Stops the DUT and reaps it, giving it `timeout` to exit on its own (a DUT under
     /// valgrind writes its profile then); an error says it had to be killed.
-    fn stop(self: Box<Self>, timeout: Duration) -> Result<(), String>;
+    fn stop(self: Box<Self>, timeout: Duration) -> Result<(), DutError>;
 }
 
 /// Compares the generator's counts over one trial with the DUT's counters before and

@@ -146,15 +146,15 @@ fn veclane_trial(cfg: &P2pConfig, size: usize, rep: usize) -> Result<Trial, Benc
 
 /// testpmd txonly (client, sender CPU) → testpmd rxonly (server, receiver CPU).
 pub fn testpmd_trial(cfg: &P2pConfig, size: usize, rep: usize) -> Result<Trial, BenchError> {
-    let fail = |msg: String| BenchError::Trial {
+    let fail = |msg: &dyn std::fmt::Display| BenchError::Trial {
         dut: Subject::plain(Dut::Testpmd),
         size,
-        msg,
+        msg: msg.to_string(),
     };
     let bin = cfg
         .testpmd_bin
         .clone()
-        .ok_or_else(|| fail("dpdk-testpmd not installed".into()))?;
+        .ok_or_else(|| fail(&"dpdk-testpmd not installed"))?;
     let dir = tempfile::tempdir()?;
     let sock = dir.path().join("tp.sock");
     let port = |server| MemifPort {
@@ -180,8 +180,8 @@ pub fn testpmd_trial(cfg: &P2pConfig, size: usize, rep: usize) -> Result<Trial, 
         &[port(true)],
         &rx_app,
     )
-    .map_err(fail)?;
-    rx.cmd("start").map_err(fail)?;
+    .map_err(|e| fail(&e))?;
+    rx.cmd("start").map_err(|e| fail(&e))?;
     // --mbuf-size must come before --txpkts: testpmd checks the segment lengths against the
     // mbuf size when it parses --txpkts.
     let mut app = vec!["--forward-mode=txonly".to_string()];
@@ -195,19 +195,20 @@ pub fn testpmd_trial(cfg: &P2pConfig, size: usize, rep: usize) -> Result<Trial, 
         &[port(false)],
         &app,
     )
-    .map_err(fail)?;
-    tx.wait_link_up(0, Duration::from_secs(10)).map_err(fail)?;
-    tx.cmd("start").map_err(fail)?;
+    .map_err(|e| fail(&e))?;
+    tx.wait_link_up(0, Duration::from_secs(10))
+        .map_err(|e| fail(&e))?;
+    tx.cmd("start").map_err(|e| fail(&e))?;
     std::thread::sleep(Duration::from_millis(300));
-    let s1 = rx.port_stats(0).map_err(fail)?;
+    let s1 = rx.port_stats(0).map_err(|e| fail(&e))?;
     let t1 = Instant::now();
     std::thread::sleep(Duration::from_secs_f64(cfg.trial_secs));
-    let s2 = rx.port_stats(0).map_err(fail)?;
+    let s2 = rx.port_stats(0).map_err(|e| fail(&e))?;
     let window = t1.elapsed().as_secs_f64();
-    tx.cmd("stop").map_err(fail)?;
+    tx.cmd("stop").map_err(|e| fail(&e))?;
     std::thread::sleep(Duration::from_millis(200));
-    let txs = tx.port_stats(0).map_err(fail)?;
-    let rxs = rx.port_stats(0).map_err(fail)?;
+    let txs = tx.port_stats(0).map_err(|e| fail(&e))?;
+    let rxs = rx.port_stats(0).map_err(|e| fail(&e))?;
     tx.quit();
     rx.quit();
     let mpps = (s2.rx_packets - s1.rx_packets) as f64 / window / 1e6;
@@ -216,7 +217,7 @@ pub fn testpmd_trial(cfg: &P2pConfig, size: usize, rep: usize) -> Result<Trial, 
         s2.rx_packets - s1.rx_packets,
         size,
     )
-    .map_err(fail)?;
+    .map_err(|e| fail(&e))?;
     Ok(Trial {
         tx_packets: txs.tx_packets,
         rx_packets: rxs.rx_packets,

@@ -6,6 +6,60 @@ use std::time::{Duration, Instant};
 
 use rustix::process::Signal;
 
+/// What went wrong with a device under test (or a peer the harness drives), in the terms of
+/// the driver that saw it. `dut` names the program: `veclane`, `testpmd`, `dpdk-l3fwd`, `vpp`.
+#[derive(Debug, thiserror::Error)]
+pub enum DutError {
+    /// A file, directory, pipe or process the driver needs could not be made.
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The program is not there to run.
+    #[error("{0}")]
+    Missing(String),
+    /// The program cannot be run the way asked (e.g. under valgrind).
+    #[error("{0}")]
+    Unsupported(String),
+    /// The program exited while the driver waited for it.
+    #[error("{dut} exited: {log}")]
+    Exited { dut: &'static str, log: String },
+    /// Something the driver waits for did not happen in time.
+    #[error("{dut}: {what} within {waited:?}; {log}")]
+    Timeout {
+        dut: &'static str,
+        what: String,
+        waited: Duration,
+        log: String,
+    },
+    /// The program answered with something the driver cannot use, or refused a command.
+    #[error("{dut}: {detail}")]
+    Reply { dut: &'static str, detail: String },
+    /// The program did not exit on its own when asked and was killed.
+    #[error("{dut} did not exit within {waited:?} of being asked to; killed")]
+    Killed { dut: &'static str, waited: Duration },
+}
+
+impl DutError {
+    /// A constructor for `map_err` on an I/O result: the error with what was being done.
+    pub fn io(context: impl std::fmt::Display) -> impl FnOnce(std::io::Error) -> DutError {
+        move |source| DutError::Io {
+            context: context.to_string(),
+            source,
+        }
+    }
+
+    /// A reply the driver cannot use.
+    pub fn reply(dut: &'static str, detail: impl Into<String>) -> DutError {
+        DutError::Reply {
+            dut,
+            detail: detail.into(),
+        }
+    }
+}
+
 /// Stops a child process: sends `signal` (if any, and if it still runs), gives it `timeout` to
 /// exit on its own (a DUT under valgrind writes its profile then), and kills it after that.
 /// Returns whether it exited on its own.

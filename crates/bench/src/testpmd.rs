@@ -14,6 +14,10 @@ use std::time::{Duration, Instant};
 
 pub use crate::dpdk::{MemifPort, PortStats, eal_args};
 use crate::dut::{Counts, RunningDut};
+use crate::proc::DutError;
+
+/// The program, as errors name it.
+const DUT: &str = "testpmd";
 
 /// `dpdk-testpmd` on PATH, if installed.
 pub fn find() -> Option<PathBuf> {
@@ -43,7 +47,7 @@ impl Testpmd {
         main_cpu: usize,
         ports: &[MemifPort],
         app: &[String],
-    ) -> Result<Testpmd, String> {
+    ) -> Result<Testpmd, DutError> {
         Testpmd::spawn_under(&[], bin, prefix, &[fwd_cpu], main_cpu, ports, app)
     }
 
@@ -57,7 +61,7 @@ impl Testpmd {
         main_cpu: usize,
         ports: &[MemifPort],
         app: &[String],
-    ) -> Result<Testpmd, String> {
+    ) -> Result<Testpmd, DutError> {
         // testpmd's stdout is a pipe, so printf output would be block-buffered and arrive
         // after the prompt that cmdline writes directly: stdbuf makes it line-buffered. stdbuf
         // execs what follows, so the child's pid is testpmd's (or the wrapper's).
@@ -73,11 +77,21 @@ impl Testpmd {
             .stderr(Stdio::piped());
         let mut child = c
             .spawn()
-            .map_err(|e| format!("cannot start {}: {e}", bin.display()))?;
+            .map_err(DutError::io(format!("cannot start {}", bin.display())))?;
         let (tx, rx) = channel();
         for mut s in [
-            Box::new(child.stdout.take().ok_or("no stdout")?) as Box<dyn Read + Send>,
-            Box::new(child.stderr.take().ok_or("no stderr")?),
+            Box::new(
+                child
+                    .stdout
+                    .take()
+                    .ok_or(DutError::reply(DUT, "no stdout pipe"))?,
+            ) as Box<dyn Read + Send>,
+            Box::new(
+                child
+                    .stderr
+                    .take()
+                    .ok_or(DutError::reply(DUT, "no stderr pipe"))?,
+            ),
         ] {
             let tx = tx.clone();
             std::thread::spawn(move || {
@@ -110,7 +124,7 @@ impl Testpmd {
     /// we typed; empty for the first prompt); returns the text between them. Log lines that
     /// testpmd prints asynchronously (link up, connected) may carry prompts of their own, so
     /// a prompt only counts once our command's echo has been seen.
-    fn until_prompt_after(&mut self, after: &[u8], timeout: Duration) -> Result<String, String> {
+    fn until_prompt_after(&mut self, after: &[u8], timeout: Duration) -> Result<String, DutError> {
         let deadline = Instant::now() + timeout;
         loop {
             let start = if after.is_empty() {
@@ -129,13 +143,18 @@ impl Testpmd {
             match self.out.recv_timeout(left) {
                 Ok(b) => self.log.extend_from_slice(&b),
                 Err(RecvTimeoutError::Timeout) => {
-                    return Err(format!(
-                        "testpmd gave no prompt in {timeout:?}; output: {}",
-                        self.tail()
-                    ));
+                    return Err(DutError::Timeout {
+                        dut: DUT,
+                        what: "no prompt".into(),
+                        waited: timeout,
+                        log: self.tail(),
+                    });
                 }
                 Err(RecvTimeoutError::Disconnected) => {
-                    return Err(format!("testpmd exited; output: {}", self.tail()));
+                    return Err(DutError::Exited {
+                        dut: DUT,
+                        log: self.tail(),
+                    });
                 }
             }
         }
@@ -148,21 +167,25 @@ impl Testpmd {
     }
 
     /// Runs one command and returns its output.
-    pub fn cmd(&mut self, line: &str) -> Result<String, String> {
-        let w = self.stdin.as_mut().ok_or("stdin closed")?;
+    pub fn cmd(&mut self, line: &str) -> Result<String, DutError> {
+        let w = self
+            .stdin
+            .as_mut()
+            .ok_or(DutError::reply(DUT, "stdin closed"))?;
         w.write_all(format!("{line}\n").as_bytes())
-            .map_err(|e| format!("testpmd stdin: {e}"))?;
-        w.flush().map_err(|e| e.to_string())?;
+            .and_then(|()| w.flush())
+            .map_err(DutError::io("testpmd stdin"))?;
         self.until_prompt_after(format!("{line}\r\n").as_bytes(), Duration::from_secs(20))
     }
 
-    pub fn port_stats(&mut self, port: u16) -> Result<PortStats, String> {
+    pub fn port_stats(&mut self, port: u16) -> Result<PortStats, DutError> {
         let out = self.cmd(&format!("show port stats {port}"))?;
-        parse_port_stats(&out).ok_or_else(|| format!("cannot parse port stats: {out}"))
+        parse_port_stats(&out)
+            .ok_or_else(|| DutError::reply(DUT, format!("cannot parse port stats: {out}")))
     }
 
     /// Waits until port `port` reports link up.
-    pub fn wait_link_up(&mut self, port: u16, timeout: Duration) -> Result<(), String> {
+    pub fn wait_link_up(&mut self, port: u16, timeout: Duration) -> Result<(), DutError> {
         let deadline = Instant::now() + timeout;
         loop {
             let out = self.cmd(&format!("show port info {port}"))?;
@@ -173,7 +196,12 @@ impl Testpmd {
                 return Ok(());
             }
             if Instant::now() > deadline {
-                return Err(format!("port {port} link not up after {timeout:?}"));
+                return Err(DutError::Timeout {
+                    dut: DUT,
+                    what: format!("port {port} link not up"),
+                    waited: timeout,
+                    log: self.tail(),
+                });
             }
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -186,16 +214,17 @@ impl Testpmd {
 
     /// Quits, waiting up to `timeout` for testpmd to exit on its own (under valgrind it
     /// writes its profile then) before killing it; says whether it exited on its own.
-    pub fn quit_within(mut self, timeout: Duration) -> Result<(), String> {
+    pub fn quit_within(mut self, timeout: Duration) -> Result<(), DutError> {
         if let Some(mut w) = self.stdin.take() {
             let _ = w.write_all(b"quit\n");
         }
         if crate::proc::stop_child(&mut self.child, None, timeout) {
             Ok(())
         } else {
-            Err(format!(
-                "testpmd did not exit within {timeout:?} of quit; killed"
-            ))
+            Err(DutError::Killed {
+                dut: DUT,
+                waited: timeout,
+            })
         }
     }
 }
@@ -235,7 +264,7 @@ impl RunningDut for Testpmd {
         Testpmd::pid(self)
     }
 
-    fn counts(&mut self) -> Result<Option<Counts>, String> {
+    fn counts(&mut self) -> Result<Option<Counts>, DutError> {
         Ok(Some(Counts {
             rx: self.port_stats(0)?.rx_packets,
             tx: self.port_stats(1)?.tx_packets,
@@ -252,7 +281,7 @@ impl RunningDut for Testpmd {
         }
     }
 
-    fn stop(self: Box<Self>, timeout: Duration) -> Result<(), String> {
+    fn stop(self: Box<Self>, timeout: Duration) -> Result<(), DutError> {
         self.quit_within(timeout)
     }
 }

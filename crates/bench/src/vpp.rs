@@ -43,6 +43,10 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::dut::{Counts, RunningDut};
+use crate::proc::DutError;
+
+/// The program, as errors name it.
+const DUT: &str = "vpp";
 
 /// The memif socket id VPP knows our socket by (0 is VPP's default socket).
 pub const SOCKET_ID: u32 = 1;
@@ -197,7 +201,7 @@ pub fn setup_commands(cfg: &VppConfig, sock: &Path) -> Vec<String> {
 
 /// Whether configuration command `cmd` succeeded, judged by what the CLI printed: nothing, or
 /// for `create interface memif` at most the new interface's name.
-pub fn check_reply(cmd: &str, out: &str) -> Result<(), String> {
+pub fn check_reply(cmd: &str, out: &str) -> Result<(), DutError> {
     let out = out.trim();
     if out.is_empty() {
         return Ok(());
@@ -208,7 +212,7 @@ pub fn check_reply(cmd: &str, out: &str) -> Result<(), String> {
     {
         return Ok(());
     }
-    Err(format!("VPP refused `{cmd}`: {out}"))
+    Err(DutError::reply(DUT, format!("refused `{cmd}`: {out}")))
 }
 
 /// One interface of `show interface`.
@@ -308,34 +312,40 @@ pub struct Vpp {
 
 /// Starts VPP (`vpp_bin -c DIR/startup.conf`), waits up to 30 s for its CLI, and configures
 /// the l3fwd topology. `vppctl` defaults to [`find_vppctl`].
-pub fn spawn(vpp_bin: &Path, vppctl: Option<&Path>, cfg: &VppConfig) -> Result<Vpp, String> {
+pub fn spawn(vpp_bin: &Path, vppctl: Option<&Path>, cfg: &VppConfig) -> Result<Vpp, DutError> {
     if !vpp_bin.is_file() {
-        return Err(format!(
+        return Err(DutError::Missing(format!(
             "VPP not found at {}; install VPP or pass --vpp-bin",
             vpp_bin.display()
-        ));
+        )));
     }
     let vppctl = match vppctl {
         Some(p) if p.is_file() => p.to_path_buf(),
-        Some(p) => return Err(format!("vppctl not found at {}", p.display())),
+        Some(p) => {
+            return Err(DutError::Missing(format!(
+                "vppctl not found at {}",
+                p.display()
+            )));
+        }
         None => find_vppctl(vpp_bin).ok_or_else(|| {
-            format!(
+            DutError::Missing(format!(
                 "vppctl not found next to {} or on PATH; VPP's CLI is driven through it (install VPP's vppctl)",
                 vpp_bin.display()
-            )
+            ))
         })?,
     };
     let dir = tempfile::Builder::new()
         .prefix("veclane-vpp")
         .tempdir()
-        .map_err(|e| format!("cannot make a directory for VPP: {e}"))?;
+        .map_err(DutError::io("cannot make a directory for VPP"))?;
     let conf = dir.path().join("startup.conf");
     let tag = format!("vl{}vpp", std::process::id());
     std::fs::write(&conf, startup_conf(cfg, dir.path(), &tag))
-        .map_err(|e| format!("writing {}: {e}", conf.display()))?;
+        .map_err(DutError::io(format!("writing {}", conf.display())))?;
     let out_path = dir.path().join("vpp.out");
-    let out = File::create(&out_path).map_err(|e| format!("{}: {e}", out_path.display()))?;
-    let err = out.try_clone().map_err(|e| e.to_string())?;
+    let out_err = || DutError::io(format!("creating {}", out_path.display()));
+    let out = File::create(&out_path).map_err(out_err())?;
+    let err = out.try_clone().map_err(out_err())?;
     let child = Command::new(vpp_bin)
         .arg("-c")
         .arg(&conf)
@@ -343,7 +353,7 @@ pub fn spawn(vpp_bin: &Path, vppctl: Option<&Path>, cfg: &VppConfig) -> Result<V
         .stdout(out)
         .stderr(err)
         .spawn()
-        .map_err(|e| format!("cannot start {}: {e}", vpp_bin.display()))?;
+        .map_err(DutError::io(format!("cannot start {}", vpp_bin.display())))?;
     let mut vpp = Vpp {
         child,
         vppctl,
@@ -354,13 +364,15 @@ pub fn spawn(vpp_bin: &Path, vppctl: Option<&Path>, cfg: &VppConfig) -> Result<V
     let sock = vpp.memif_socket();
     for cmd in setup_commands(cfg, &sock) {
         let out = vpp.cli(&cmd)?;
-        check_reply(&cmd, &out).map_err(|e| format!("{e}\n{}", vpp.log_tail(20)))?;
+        check_reply(&cmd, &out)
+            .map_err(|e| DutError::reply(DUT, format!("{e}\n{}", vpp.log_tail(20))))?;
     }
     let ifs = vpp.interfaces()?;
     for name in [IF_IN, IF_OUT] {
         if !ifs.iter().any(|i| i.name == name && i.up) {
-            return Err(format!(
-                "VPP has no interface {name} up after configuration; show interface: {ifs:?}"
+            return Err(DutError::reply(
+                DUT,
+                format!("no interface {name} up after configuration; show interface: {ifs:?}"),
             ));
         }
     }
@@ -391,15 +403,18 @@ impl Vpp {
         self.dir.path().join("cli.sock")
     }
 
-    fn wait_cli(&mut self, timeout: Duration) -> Result<(), String> {
+    fn wait_cli(&mut self, timeout: Duration) -> Result<(), DutError> {
         let deadline = Instant::now() + timeout;
         loop {
             if let Ok(Some(st)) = self.child.try_wait() {
-                return Err(format!(
-                    "VPP exited ({st}) while starting; command: {}\noutput:\n{}",
-                    self.command_line,
-                    self.log_tail(20)
-                ));
+                return Err(DutError::Exited {
+                    dut: DUT,
+                    log: format!(
+                        "({st}) while starting; command: {}\noutput:\n{}",
+                        self.command_line,
+                        self.log_tail(20)
+                    ),
+                });
             }
             if self.cli_socket().exists()
                 && let Ok(v) = self.cli("show version")
@@ -408,48 +423,61 @@ impl Vpp {
                 return Ok(());
             }
             if Instant::now() > deadline {
-                return Err(format!(
-                    "VPP's CLI ({}) did not answer within {timeout:?}; command: {}\noutput:\n{}",
-                    self.cli_socket().display(),
-                    self.command_line,
-                    self.log_tail(20)
-                ));
+                return Err(DutError::Timeout {
+                    dut: DUT,
+                    what: format!("no answer on the CLI ({})", self.cli_socket().display()),
+                    waited: timeout,
+                    log: format!(
+                        "command: {}\noutput:\n{}",
+                        self.command_line,
+                        self.log_tail(20)
+                    ),
+                });
             }
             std::thread::sleep(Duration::from_millis(100));
         }
     }
 
     /// Runs one CLI command (`vppctl -s DIR/cli.sock CMD`) and returns what it printed.
-    pub fn cli(&self, cmd: &str) -> Result<String, String> {
+    pub fn cli(&self, cmd: &str) -> Result<String, DutError> {
         let o = Command::new(&self.vppctl)
             .arg("-s")
             .arg(self.cli_socket())
             .args(cmd.split_whitespace())
             .stdin(Stdio::null())
             .output()
-            .map_err(|e| format!("cannot run {}: {e}", self.vppctl.display()))?;
+            .map_err(DutError::io(format!(
+                "cannot run {}",
+                self.vppctl.display()
+            )))?;
         if !o.status.success() {
-            return Err(format!(
-                "vppctl `{cmd}` failed ({}): {}",
-                o.status,
-                String::from_utf8_lossy(&o.stderr).trim()
+            return Err(DutError::reply(
+                DUT,
+                format!(
+                    "vppctl `{cmd}` failed ({}): {}",
+                    o.status,
+                    String::from_utf8_lossy(&o.stderr).trim()
+                ),
             ));
         }
         Ok(String::from_utf8_lossy(&o.stdout).replace('\r', ""))
     }
 
     /// Every interface's counters (`show interface`).
-    pub fn interfaces(&self) -> Result<Vec<VppInterface>, String> {
+    pub fn interfaces(&self) -> Result<Vec<VppInterface>, DutError> {
         let out = self.cli("show interface")?;
         let v = parse_show_interface(&out);
         if v.is_empty() {
-            return Err(format!("cannot parse show interface: {out}"));
+            return Err(DutError::reply(
+                DUT,
+                format!("cannot parse show interface: {out}"),
+            ));
         }
         Ok(v)
     }
 
     /// Zeroes the interface counters (`clear interfaces`).
-    pub fn clear_counters(&self) -> Result<(), String> {
+    pub fn clear_counters(&self) -> Result<(), DutError> {
         let out = self.cli("clear interfaces")?;
         check_reply("clear interfaces", &out)
     }
@@ -481,12 +509,12 @@ impl RunningDut for Vpp {
         Vpp::pid(self)
     }
 
-    fn counts(&mut self) -> Result<Option<Counts>, String> {
+    fn counts(&mut self) -> Result<Option<Counts>, DutError> {
         let ifs = self.interfaces()?;
         let by = |name: &str| {
             ifs.iter()
                 .find(|i| i.name == name)
-                .ok_or_else(|| format!("VPP has no {name}"))
+                .ok_or_else(|| DutError::reply(DUT, format!("no interface {name}")))
         };
         Ok(Some(Counts {
             rx: by(IF_IN)?.rx_packets,
@@ -511,7 +539,7 @@ impl RunningDut for Vpp {
             .unwrap_or_default()
     }
 
-    fn stop(self: Box<Self>, _timeout: Duration) -> Result<(), String> {
+    fn stop(self: Box<Self>, _timeout: Duration) -> Result<(), DutError> {
         Vpp::stop(*self);
         Ok(())
     }
@@ -622,7 +650,8 @@ plugins {
             "set ip neighbor memif1/1 10.10.2.2 02:00:00:00:00:01 static",
             "set ip neighbor: unknown input `static'\n",
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(
             e.contains("unknown input") && e.contains("set ip neighbor memif1/1"),
             "{e}"
@@ -686,8 +715,9 @@ memif1/0                          1         up       rx packets                 
     #[test]
     fn missing_binaries_are_named() {
         let e = spawn(Path::new("/nonexistent/vpp"), None, &cfg()).unwrap_err();
+        assert!(matches!(e, DutError::Missing(_)), "{e}");
         assert_eq!(
-            e,
+            e.to_string(),
             "VPP not found at /nonexistent/vpp; install VPP or pass --vpp-bin"
         );
         // A vpp without a vppctl beside it or on PATH (PATH is not changed here: an explicit
@@ -695,7 +725,9 @@ memif1/0                          1         up       rx packets                 
         let dir = tempfile::tempdir().unwrap();
         let fake = dir.path().join("vpp");
         std::fs::write(&fake, "").unwrap();
-        let e = spawn(&fake, Some(Path::new("/nonexistent/vppctl")), &cfg()).unwrap_err();
+        let e = spawn(&fake, Some(Path::new("/nonexistent/vppctl")), &cfg())
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("vppctl not found at /nonexistent/vppctl"), "{e}");
         assert_eq!(find(Some(Path::new("/nonexistent/vpp"))), None);
         assert_eq!(find(Some(&fake)), Some(fake));

@@ -616,7 +616,7 @@ fn run_l3fwd(
 
 /// `--cost`: instructions per packet of every veclane copy mode at every size.
 fn run_cost(a: &BenchArgs, cfg: &L3fwdConfig) -> anyhow::Result<()> {
-    bench::cost::available().map_err(anyhow::Error::msg)?;
+    bench::cost::available()?;
     if a.cost_frames < 1000 {
         bail!("--cost-frames {} is too few (at least 1000)", a.cost_frames);
     }

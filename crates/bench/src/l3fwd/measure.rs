@@ -79,7 +79,7 @@ impl GenMeasurer<'_> {
     ) -> Result<(Measurement, GenReport, TrialRecord), String> {
         let before = match self.counts.take() {
             Some(c) => c,
-            None => self.topology.counts(self.dut)?,
+            None => self.topology.counts(self.dut).map_err(|e| e.to_string())?,
         };
         let cfg = trafgen::GenConfig {
             rate_pps: load,
@@ -106,7 +106,7 @@ impl GenMeasurer<'_> {
                     .unwrap_or_default()
             ));
         }
-        let after = self.topology.counts(self.dut)?;
+        let after = self.topology.counts(self.dut).map_err(|e| e.to_string())?;
         self.counts = Some(after);
         if g.rx_packets > 0 {
             check_frame_size(g.rx_bytes, g.rx_packets, self.size)?;
@@ -190,7 +190,7 @@ pub(super) fn search_one(
     let (mut running, sock) = cfg
         .topology
         .start_dut(cfg, dut, size, dir.path(), &[])
-        .map_err(fail)?;
+        .map_err(|e| fail(e.to_string()))?;
     let gcfg = cfg.topology.gen_config(cfg, &sock, size, dut.workers);
     let (r, trials, dut_drops) = std::thread::scope(|s| {
         let (gcfg, running) = (&gcfg, &mut running);
@@ -263,7 +263,7 @@ pub(super) type Measured = (
 
 /// The flat-out trial, the search, and the latency trials, on one connection.
 pub(super) fn measure_all(cfg: &L3fwdConfig, m: &mut GenMeasurer<'_>) -> Result<Measured, String> {
-    m.dut.ready()?;
+    m.dut.ready().map_err(|e| e.to_string())?;
     let flat = m.trial(None, Duration::from_secs_f64(cfg.mrr_secs))?;
     let runtime = m.dut.runtime();
     let node_ns = crate::dut::node_costs(&runtime);

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::config::{L3fwdConfig, TestpmdFwd, buffer_size_for};
 use crate::daemon::Daemon;
-use crate::dut::{Counts, Running};
+use crate::dut::{Counts, DutError, Running};
 use crate::testpmd::{MemifPort, Testpmd};
 use crate::{CopyMode, Dut, Subject};
 
@@ -30,7 +30,7 @@ pub trait Topology: Sync + core::fmt::Debug {
         size: usize,
         dir: &Path,
         wrapper: &[String],
-    ) -> Result<(Running, PathBuf), String>;
+    ) -> Result<(Running, PathBuf), DutError>;
     /// The generator's configuration for frames of `size` against a DUT with `workers`
     /// workers listening on `sock`.
     fn gen_config(
@@ -41,7 +41,7 @@ pub trait Topology: Sync + core::fmt::Debug {
         workers: u16,
     ) -> trafgen::GenConfig;
     /// The DUT's counters of the frames it took from the generator and sent back to it.
-    fn counts(&self, dut: &mut Running) -> Result<Option<Counts>, String> {
+    fn counts(&self, dut: &mut Running) -> Result<Option<Counts>, DutError> {
         dut.counts()
     }
 }
@@ -78,7 +78,7 @@ impl Topology for L3fwdTopology {
         size: usize,
         dir: &Path,
         wrapper: &[String],
-    ) -> Result<(Running, PathBuf), String> {
+    ) -> Result<(Running, PathBuf), DutError> {
         start_dut(cfg, dut, size, dir, wrapper)
     }
 
@@ -138,10 +138,13 @@ pub(super) fn start_dut(
     size: usize,
     dir: &Path,
     wrapper: &[String],
-) -> Result<(Running, PathBuf), String> {
+) -> Result<(Running, PathBuf), DutError> {
     let sock = dir.join("memif.sock");
     if !wrapper.is_empty() && !matches!(dut.dut, Dut::Veclane | Dut::Testpmd) {
-        return Err(format!("{dut} cannot run under {}", wrapper.join(" ")));
+        return Err(DutError::Unsupported(format!(
+            "{dut} cannot run under {}",
+            wrapper.join(" ")
+        )));
     }
     // Under a wrapper (valgrind) start-up is far slower.
     let ready = Duration::from_secs(if wrapper.is_empty() { 10 } else { 120 });
@@ -155,9 +158,12 @@ pub(super) fn start_dut(
         )
         .map(|d| (Box::new(d) as Running, sock)),
         Dut::DpdkL3fwd => {
-            let bin = cfg.l3fwd_bin.clone().ok_or(
-                "dpdk-l3fwd is not built (scripts/build-dpdk-l3fwd.sh, run by scripts/setup.sh)",
-            )?;
+            let bin = cfg.l3fwd_bin.clone().ok_or_else(|| {
+                DutError::Missing(
+                    "dpdk-l3fwd is not built (scripts/build-dpdk-l3fwd.sh, run by scripts/setup.sh)"
+                        .into(),
+                )
+            })?;
             let l = crate::dpdk_l3fwd::spawn(
                 &bin,
                 &crate::dpdk_l3fwd::DpdkL3fwdConfig {
@@ -171,10 +177,9 @@ pub(super) fn start_dut(
             Ok((Box::new(l) as Running, sock))
         }
         Dut::Vpp => {
-            let bin = cfg
-                .vpp_bin
-                .clone()
-                .ok_or("VPP not found; install VPP or pass --vpp-bin")?;
+            let bin = cfg.vpp_bin.clone().ok_or_else(|| {
+                DutError::Missing("VPP not found; install VPP or pass --vpp-bin".into())
+            })?;
             let v = crate::vpp::spawn(
                 &bin,
                 None,
@@ -192,7 +197,7 @@ pub(super) fn start_dut(
             let bin = cfg
                 .testpmd_bin
                 .clone()
-                .ok_or("dpdk-testpmd not installed")?;
+                .ok_or_else(|| DutError::Missing("dpdk-testpmd not installed".into()))?;
             let port = |id| MemifPort {
                 server: true,
                 socket: sock.clone(),
