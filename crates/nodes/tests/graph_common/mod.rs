@@ -1,0 +1,179 @@
+//! The forwarding graph the node tests run: interfaces, VRFs, routes and neighbours, an
+//! injecting input node and a collecting output node.
+#![allow(dead_code)]
+
+use std::sync::{Arc, Mutex};
+
+use arc_swap::ArcSwap;
+use buffer::{Pool, PoolConfig};
+use fib::adj::AdjTable;
+use fib::{Ipv4Addr, Lpm};
+use graph::{CONSUMED, Ctx, Node, Runtime};
+use nodes::{
+    ArpInput, ErrorDrop, EthernetInput, IfConfig, Ip4Glean, Ip4IcmpError, Ip4Input, Ip4Local,
+    Ip4Lookup, Ip4Rewrite, Learned, Shared,
+};
+
+pub const MAC: [[u8; 6]; 4] = [
+    [2, 0, 0, 0, 0, 0xa0],
+    [2, 0, 0, 0, 0, 0xa1],
+    [2, 0, 0, 0, 0, 0xa2],
+    [2, 0, 0, 0, 0, 0xa3],
+];
+pub const NB1: [u8; 6] = [2, 0, 0, 0, 1, 1];
+pub const NB3: [u8; 6] = [2, 0, 0, 0, 3, 3];
+pub const HOST_MAC: [u8; 6] = [2, 0, 0, 0, 9, 9];
+/// The neighbour behind the glean adjacency, 10.1.0.99 on if1, once it answers ARP.
+pub const NB99: [u8; 6] = [2, 0, 0, 0, 1, 0x99];
+
+/// Frames with their interface: what the test injects, or what came out.
+pub type Frames = Arc<Mutex<Vec<(u32, Vec<u8>)>>>;
+
+pub struct Inject(pub Frames);
+
+graph::node! {
+    Inject: "test-input", Input;
+    next InjectNext { EthernetInput = "ethernet-input" }
+}
+
+impl Node for Inject {
+    fn poll(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        room: usize,
+        out: &mut Vec<u32>,
+        next: &mut Vec<u16>,
+    ) {
+        let mut q = self.0.lock().unwrap();
+        let n = q.len().min(room);
+        for (rx_if, bytes) in q.drain(..n) {
+            let b = ctx.pool.from_bytes(&bytes).unwrap();
+            ctx.pool.meta_mut(b).rx_if = rx_if;
+            out.push(b);
+            next.push(InjectNext::EthernetInput.into());
+        }
+    }
+}
+
+pub struct Output(pub Frames);
+
+graph::node! { Output: "interface-output", Internal; }
+
+impl Node for Output {
+    fn process(&mut self, ctx: &mut Ctx<'_, Self>, bufs: &[u32], next: &mut [u16]) {
+        let mut o = self.0.lock().unwrap();
+        for &b in bufs {
+            let mut v = Vec::new();
+            ctx.pool.read_chain(b, &mut v);
+            o.push((ctx.pool.meta(b).tx_if, v));
+        }
+        ctx.pool.free_bulk(bufs);
+        next.fill(CONSUMED);
+    }
+}
+
+pub struct Setup {
+    pub rt: Runtime,
+    pub pool: Pool,
+    pub input: Frames,
+    pub output: Frames,
+    pub learned: std::sync::mpsc::Receiver<Learned>,
+    pub adj: AdjTable,
+    pub _lpm: (Lpm, Lpm),
+}
+
+pub fn setup() -> Setup {
+    // if0, if1 in VRF 0; if2, if3 in VRF 1. 192.0.2.0/24 exists in both, via 10.1.0.2 on if1
+    // and on if3: the same next-hop address, different neighbours.
+    let ifs = (0..4)
+        .map(|i| {
+            let mut c = IfConfig::new(MAC[i], (i / 2) as u32);
+            // if0 owns 10.0.0.1/24, the subnet our test hosts live on; if1 10.1.0.1/24 and a
+            // second address, so that ARP must pick the one on the next hop's subnet. if2 and
+            // if3 have none.
+            match i {
+                0 => c.addresses.push((Ipv4Addr::new(10, 0, 0, 1), 24)),
+                1 => c.addresses.extend([
+                    (Ipv4Addr::new(172, 16, 0, 1), 16),
+                    (Ipv4Addr::new(10, 1, 0, 1), 24),
+                ]),
+                _ => {}
+            }
+            c
+        })
+        .collect();
+    let mut adj = AdjTable::new();
+    for i in 0..4 {
+        adj.set_interface_mac(i, MAC[i as usize]);
+    }
+    let nh = Ipv4Addr::new(10, 1, 0, 2);
+    let a1 = adj.add_next_hop(1, nh);
+    let a3 = adj.add_next_hop(3, nh);
+    adj.learn(1, nh, NB1);
+    adj.learn(3, nh, NB3);
+    let glean = adj.add_next_hop(1, Ipv4Addr::new(10, 1, 0, 99));
+    // A next hop on if3, which has no address to ask from.
+    let glean_no_addr = adj.add_next_hop(3, Ipv4Addr::new(10, 3, 0, 2));
+    // The test host 10.0.0.7 on if0, for echo replies.
+    let host = adj.add_next_hop(0, Ipv4Addr::new(10, 0, 0, 7));
+    adj.learn(0, Ipv4Addr::new(10, 0, 0, 7), HOST_MAC);
+    let (mut v0, mut v1) = (Lpm::new(8), Lpm::new(8));
+    v0.insert(Ipv4Addr::new(192, 0, 2, 0), 24, a1).unwrap();
+    v1.insert(Ipv4Addr::new(192, 0, 2, 0), 24, a3).unwrap();
+    v1.insert(Ipv4Addr::new(198, 18, 0, 0), 15, glean_no_addr)
+        .unwrap();
+    v0.insert(Ipv4Addr::new(10, 0, 0, 1), 32, AdjTable::LOCAL)
+        .unwrap();
+    v0.insert(Ipv4Addr::new(203, 0, 113, 0), 24, glean).unwrap();
+    v0.insert(Ipv4Addr::new(10, 0, 0, 7), 32, host).unwrap();
+    v0.insert(Ipv4Addr::new(233, 252, 0, 0), 24, AdjTable::DROP)
+        .unwrap();
+    let shared = Shared {
+        interfaces: Arc::new(ArcSwap::from_pointee(ifs)),
+        vrfs: Arc::new(ArcSwap::from_pointee(vec![v0.reader(), v1.reader()])),
+        adjacencies: adj.reader(),
+    };
+    let input = Arc::new(Mutex::new(Vec::new()));
+    let output = Arc::new(Mutex::new(Vec::new()));
+    let (learned_tx, learned) = std::sync::mpsc::sync_channel(2);
+    let rt = Runtime::new(
+        vec![
+            Box::new(Inject(input.clone())),
+            Box::new(EthernetInput::new(shared.clone())),
+            Box::new(ArpInput::new(shared.clone(), learned_tx)),
+            Box::new(Ip4Input),
+            Box::new(Ip4Lookup::new(shared.clone())),
+            Box::new(Ip4Local),
+            Box::new(Ip4Rewrite::new(shared.clone())),
+            Box::new(Ip4IcmpError::new(shared.clone())),
+            Box::new(Ip4Glean::new(shared)),
+            Box::new(Output(output.clone())),
+            Box::new(ErrorDrop),
+        ],
+        256,
+    )
+    .unwrap();
+    let pool = Pool::new(PoolConfig {
+        count: 4096,
+        ..Default::default()
+    })
+    .unwrap();
+    Setup {
+        rt,
+        pool,
+        input,
+        output,
+        learned,
+        adj,
+        _lpm: (v0, v1),
+    }
+}
+
+pub fn udp(dst_mac: [u8; 6], dst: [u8; 4], ttl: u8, payload: &[u8]) -> Vec<u8> {
+    let b = etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 9, 9], dst_mac)
+        .ipv4([10, 0, 0, 7], dst, ttl)
+        .udp(4000, 5000);
+    let mut v = Vec::with_capacity(b.size(payload.len()));
+    b.write(&mut v, payload).unwrap();
+    v
+}
