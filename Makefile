@@ -24,7 +24,7 @@ bench: build
 	./target/release/veclane bench l3fwd --sizes 64,512,1500 --dut veclane,testpmd --copy single --wait-near 2 --trial-secs 0.05 --reps 7 --mrr-secs 0.5 --latency-secs 0.25
 
 ## Everything, laid out like the seeds' tables (about 20 minutes): memif p2p; L3 forwarding NDR
-## (0.1 s trials, as make bench; 10 minutes) at every size for veclane single- and two-copy,
+## (0.1 s trials, twice make bench's; 10 minutes) at every size for veclane single- and two-copy,
 ## testpmd and DPDK's l3fwd, with the seeds' figures beside ours; MLRsearch NDR and PDR
 ## (CSIT's goals, 50 ms trials, so that most trials fall between the host's stalls);
 ## instructions per packet under callgrind.
