@@ -159,6 +159,7 @@ mod tests {
         assert!(
             check_frame_size(64 * 1000, 1000, 9000)
                 .unwrap_err()
+                .to_string()
                 .contains("average 64.0 B")
         );
         assert!(check_frame_size(0, 0, 64).is_err());

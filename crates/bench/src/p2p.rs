@@ -132,7 +132,8 @@ fn veclane_trial(cfg: &P2pConfig, size: usize, rep: usize) -> Result<Trial, Benc
     let (t, r) = (parse(&txo, "sender")?, parse(&rxo, "receiver")?);
     let tx_packets = t["tx_packets"].as_u64().unwrap_or(0);
     let rx_packets = r["rx_packets"].as_u64().unwrap_or(0);
-    check_frame_size(r["rx_bytes"].as_u64().unwrap_or(0), rx_packets, size).map_err(fail)?;
+    check_frame_size(r["rx_bytes"].as_u64().unwrap_or(0), rx_packets, size)
+        .map_err(|e| fail(e.to_string()))?;
     Ok(Trial {
         tx_packets,
         rx_packets,

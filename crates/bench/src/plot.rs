@@ -77,17 +77,16 @@ fn finite(p: &Point) -> bool {
 ///
 /// Fails when there is no series, more series than distinct colours (10), or no point with a
 /// finite x and y. Values below 0 fall outside the y axis, which starts at 0.
-pub fn svg(plot: &Plot<'_>) -> Result<String, String> {
+pub fn svg(plot: &Plot<'_>) -> Result<String, PlotError> {
+    let title = || plot.title.to_string();
     if plot.series.is_empty() {
-        return Err(format!("plot '{}': the series list is empty", plot.title));
+        return Err(PlotError::NoSeries { title: title() });
     }
     if plot.series.len() > PALETTE.len() {
-        return Err(format!(
-            "plot '{}': {} series, at most {} have distinct colours",
-            plot.title,
-            plot.series.len(),
-            PALETTE.len()
-        ));
+        return Err(PlotError::TooManySeries {
+            title: title(),
+            series: plot.series.len(),
+        });
     }
     let points = || {
         plot.series
@@ -97,10 +96,7 @@ pub fn svg(plot: &Plot<'_>) -> Result<String, String> {
     };
     let xs: Vec<f64> = points().map(|p| p.x).collect();
     if xs.is_empty() {
-        return Err(format!(
-            "plot '{}': no point has a finite x and y",
-            plot.title
-        ));
+        return Err(PlotError::NoPoints { title: title() });
     }
     let mut ticks: Vec<f64> = match plot.x_ticks {
         Some(t) => t.iter().copied().filter(|x| x.is_finite()).collect(),
@@ -139,7 +135,10 @@ pub fn svg(plot: &Plot<'_>) -> Result<String, String> {
     let mut out = String::new();
     {
         let root = SVGBackend::with_string(&mut out, (WIDTH, HEIGHT)).into_drawing_area();
-        let e = |e: DrawingAreaErrorKind<_>| format!("plot '{}': {e}", plot.title);
+        let e = |e: DrawingAreaErrorKind<_>| PlotError::Draw {
+            title: title(),
+            reason: e.to_string(),
+        };
         root.fill(&WHITE).map_err(e)?;
         let (head, body) = root.split_vertically(HEAD);
         let centre = Pos::new(HPos::Center, VPos::Top);
@@ -253,9 +252,30 @@ impl Ranged for TickedAxis {
 }
 
 /// [`svg`], written to `path`.
-pub fn write_svg(path: &Path, plot: &Plot<'_>) -> Result<(), String> {
+pub fn write_svg(path: &Path, plot: &Plot<'_>) -> Result<(), PlotError> {
     let doc = svg(plot)?;
-    std::fs::write(path, doc).map_err(|e| format!("writing {}: {e}", path.display()))
+    std::fs::write(path, doc).map_err(|source| PlotError::Write {
+        path: path.display().to_string(),
+        source,
+    })
+}
+
+/// A plot that cannot be drawn or written.
+#[derive(Debug, thiserror::Error)]
+pub enum PlotError {
+    #[error("plot '{title}': the series list is empty")]
+    NoSeries { title: String },
+    #[error("plot '{title}': {series} series, at most {} have distinct colours", PALETTE.len())]
+    TooManySeries { title: String, series: usize },
+    #[error("plot '{title}': no point has a finite x and y")]
+    NoPoints { title: String },
+    #[error("plot '{title}': {reason}")]
+    Draw { title: String, reason: String },
+    #[error("writing {path}: {source}")]
+    Write {
+        path: String,
+        source: std::io::Error,
+    },
 }
 
 #[cfg(test)]
@@ -342,7 +362,7 @@ mod tests {
 
     #[test]
     fn empty_series_list_is_refused() {
-        let err = svg(&plot(&[], None)).unwrap_err();
+        let err = svg(&plot(&[], None)).unwrap_err().to_string();
         assert!(err.contains("series list is empty"), "{err}");
     }
 
@@ -377,7 +397,12 @@ mod tests {
         assert_eq!(doc.matches("<circle").count(), 3);
 
         let all_bad = [series("x", vec![bad])];
-        assert!(svg(&plot(&all_bad, None)).unwrap_err().contains("no point"));
+        assert!(
+            svg(&plot(&all_bad, None))
+                .unwrap_err()
+                .to_string()
+                .contains("no point")
+        );
     }
 
     #[test]
@@ -385,7 +410,12 @@ mod tests {
         let s: Vec<Series> = (0..11)
             .map(|i| series(&format!("s{i}"), vec![pt(1.0, 1.0)]))
             .collect();
-        assert!(svg(&plot(&s, None)).unwrap_err().contains("at most 10"));
+        assert!(
+            svg(&plot(&s, None))
+                .unwrap_err()
+                .to_string()
+                .contains("at most 10")
+        );
     }
 
     #[test]

@@ -53,14 +53,23 @@ pub fn registry() -> Vec<Scenario> {
 }
 
 /// The scenario called `name`, or an error that lists the known ones.
-pub fn find(name: &str) -> Result<Scenario, String> {
+pub fn find(name: &str) -> Result<Scenario, UnknownScenario> {
     let all = registry();
-    all.iter().find(|s| s.name == name).copied().ok_or_else(|| {
-        format!(
-            "no scenario {name:?}; known: {}",
-            all.iter().map(|s| s.name).collect::<Vec<_>>().join(", ")
-        )
-    })
+    all.iter()
+        .find(|s| s.name == name)
+        .copied()
+        .ok_or_else(|| UnknownScenario {
+            name: name.to_string(),
+            known: all.iter().map(|s| s.name).collect::<Vec<_>>().join(", "),
+        })
+}
+
+/// A scenario name `veclane bench` does not know.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("no scenario {name:?}; known: {known}")]
+pub struct UnknownScenario {
+    pub name: String,
+    pub known: String,
 }
 
 #[cfg(test)]
@@ -77,7 +86,7 @@ mod tests {
         };
         assert_eq!(t.name(), "l3fwd");
         assert!(t.supports(Dut::Testpmd) && t.supports(Dut::Vpp));
-        let e = find("multinet").unwrap_err();
+        let e = find("multinet").unwrap_err().to_string();
         assert!(e.contains("known: p2p, l3fwd"), "{e}");
         let names: Vec<&str> = registry().iter().map(|s| s.name).collect();
         let mut unique = names.clone();

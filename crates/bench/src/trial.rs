@@ -221,15 +221,22 @@ pub fn buffer_size_for(configured: u32, size: usize) -> u32 {
 /// A trial is only valid if the receiver saw frames of the size asked for: a DUT that quietly
 /// sends something else (testpmd's txonly falls back to 64-byte frames when a frame does not
 /// fit its mbuf) must not produce a number.
-pub fn check_frame_size(bytes: u64, packets: u64, size: usize) -> Result<(), String> {
+pub fn check_frame_size(bytes: u64, packets: u64, size: usize) -> Result<(), FrameSizeError> {
     if packets == 0 {
-        return Err("receiver counted no frames".into());
+        return Err(FrameSizeError::NoFrames);
     }
-    let avg = bytes as f64 / packets as f64;
-    if (avg - size as f64).abs() > 0.5 {
-        return Err(format!(
-            "received frames average {avg:.1} B, not the {size} B asked for"
-        ));
+    let average = bytes as f64 / packets as f64;
+    if (average - size as f64).abs() > 0.5 {
+        return Err(FrameSizeError::Wrong { average, size });
     }
     Ok(())
+}
+
+/// What the receiver saw was not the frames asked for.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum FrameSizeError {
+    #[error("receiver counted no frames")]
+    NoFrames,
+    #[error("received frames average {average:.1} B, not the {size} B asked for")]
+    Wrong { average: f64, size: usize },
 }

@@ -35,7 +35,7 @@ pub enum WorkerCmd {
     TraceAdd {
         node: String,
         count: u32,
-        reply: Sender<Result<(), String>>,
+        reply: Sender<Result<(), graph::TraceError>>,
     },
     Clear(api::Clear),
     PcapStart(Filter),

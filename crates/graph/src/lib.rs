@@ -78,6 +78,15 @@ struct Slot {
     errors: Vec<u64>,
 }
 
+/// A `trace add` the graph refuses: packets are traced from where they enter.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TraceError {
+    #[error("{0} is not an input node")]
+    NotInput(String),
+    #[error("no node named {0}")]
+    NoNode(String),
+}
+
 /// One worker's graph.
 pub struct Runtime {
     slots: Vec<Slot>,
@@ -176,15 +185,15 @@ impl Runtime {
     }
 
     /// `trace add NODE N`: trace the next `n` buffers that input node `name` produces.
-    pub fn trace_add(&mut self, name: &str, n: u32) -> Result<(), String> {
+    pub fn trace_add(&mut self, name: &str, n: u32) -> Result<(), TraceError> {
         match self.node_index(name) {
             Some(i) if self.slots[usize::from(i)].info.kind == NodeKind::Input => {
                 self.trace_quota[usize::from(i)] += n;
                 self.tracing = true;
                 Ok(())
             }
-            Some(_) => Err(format!("{name} is not an input node")),
-            None => Err(format!("no node named {name}")),
+            Some(_) => Err(TraceError::NotInput(name.to_string())),
+            None => Err(TraceError::NoNode(name.to_string())),
         }
     }
 

@@ -63,6 +63,7 @@ fn forwards_answers_and_resolves(copy: &str) {
     let engine = if copy == "two" { "thread" } else { "cpu" };
     let d = Daemon::start(&two_port_config_copy("adaptive", copy, engine));
     let mut pods = Pods::connect(&d.path("memif.sock"), &[0, 1]);
+    d.wait_connected(2);
     let (m0, m1) = (mac(MAC0), mac(MAC1));
 
     // pod0 resolves its gateway; the daemon answers and learns pod0.
@@ -265,6 +266,7 @@ fn overlapping_prefixes_in_two_vrfs_forward_independently() {
         "{fib}"
     );
     let mut pods = Pods::connect(&d.path("memif.sock"), &[0, 1, 2, 3]);
+    d.wait_connected(4);
     let to = |src_if: u32, n: usize| -> Vec<Vec<u8>> {
         (0..n)
             .map(|i| {
@@ -412,6 +414,7 @@ fn ctl_verbs_against_the_running_daemon() {
 fn idle_daemon_sleeps_and_stops_on_sigterm() {
     let mut d = Daemon::start(&two_port_config("adaptive"));
     let mut pods = Pods::connect(&d.path("memif.sock"), &[0, 1]);
+    d.wait_connected(2);
     d.ok("set ip neighbor memif0/1 10.0.1.2 02:00:00:00:b1:00");
     let m0 = mac(MAC0);
     let frames: Vec<Vec<u8>> = (0..2000)

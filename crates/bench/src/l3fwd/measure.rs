@@ -109,7 +109,7 @@ impl GenMeasurer<'_> {
         let after = self.topology.counts(self.dut).map_err(|e| e.to_string())?;
         self.counts = Some(after);
         if g.rx_packets > 0 {
-            check_frame_size(g.rx_bytes, g.rx_packets, self.size)?;
+            check_frame_size(g.rx_bytes, g.rx_packets, self.size).map_err(|e| e.to_string())?;
         }
         let m = measurement(load, duration, &g);
         let record = TrialRecord {

@@ -4,6 +4,7 @@
 use super::config::L3fwdConfig;
 use super::rows::{SearchRow, reference_for};
 use crate::Subject;
+use crate::plot::PlotError;
 use crate::search::Method;
 
 /// The heading of an l3fwd table.
@@ -282,7 +283,7 @@ pub fn csv(cfg: &L3fwdConfig, rows: &[SearchRow]) -> String {
 
 /// Throughput of the first goal against frame size, one line per DUT with the fewest workers
 /// measured (one, normally: seed 000's figure 5).
-pub fn size_plot(cfg: &L3fwdConfig, rows: &[SearchRow]) -> Result<String, String> {
+pub fn size_plot(cfg: &L3fwdConfig, rows: &[SearchRow]) -> Result<String, PlotError> {
     let fewest = cfg.duts.iter().map(|d| d.workers).min().unwrap_or(1);
     let series: Vec<crate::plot::Series> = cfg
         .duts
@@ -358,7 +359,11 @@ pub fn worker_counts(cfg: &L3fwdConfig) -> Vec<u16> {
 /// Throughput of the first goal at frames of `size` against the DUT's worker count, one line
 /// per DUT (seed 000's figure 6). Points whose workers share the generator's CPU are drawn,
 /// and the subtitle says which.
-pub fn worker_plot(cfg: &L3fwdConfig, rows: &[SearchRow], size: usize) -> Result<String, String> {
+pub fn worker_plot(
+    cfg: &L3fwdConfig,
+    rows: &[SearchRow],
+    size: usize,
+) -> Result<String, PlotError> {
     let mut lines: Vec<Subject> = Vec::new();
     for d in &cfg.duts {
         if !lines.contains(&d.line()) {

@@ -1,9 +1,11 @@
 //! RFC 2544 §26.1 binary search and its loss-verification variant.
 
-use super::{GoalResult, Method, RFC2544_MAX_VERIFICATIONS, Run, lowest, pct, positive, ratio};
+use super::{
+    GoalResult, Method, RFC2544_MAX_VERIFICATIONS, Run, SearchError, lowest, pct, positive, ratio,
+};
 
 /// RFC 2544 / loss verification: VSPERF's `run_trials` passes, then final trials.
-pub(super) fn binary(run: &mut Run<'_>, method: &Method) -> Result<GoalResult, String> {
+pub(super) fn binary(run: &mut Run<'_>, method: &Method) -> Result<GoalResult, SearchError> {
     let (loss, trial_s, repeats, precision, final_s) = match *method {
         Method::Rfc2544 {
             loss_ratio,
@@ -17,7 +19,11 @@ pub(super) fn binary(run: &mut Run<'_>, method: &Method) -> Result<GoalResult, S
             max_repeat,
             precision,
         } => (loss_ratio, trial_s, max_repeat, precision, 0.0),
-        _ => return Err("binary: not a binary search method".into()),
+        _ => {
+            return Err(SearchError::Parameter(
+                "binary: not a binary search method".into(),
+            ));
+        }
     };
     ratio("loss_ratio", loss)?;
     positive("trial_s", trial_s)?;
@@ -70,7 +76,7 @@ fn bisect(
     secs: f64,
     repeats: u32,
     upper: &mut Option<f64>,
-) -> Result<Option<f64>, String> {
+) -> Result<Option<f64>, SearchError> {
     if run.passes(top, secs, loss, repeats)? {
         return Ok(Some(top));
     }

@@ -1,7 +1,7 @@
 //! MLRsearch (RFC 9971): several goals at once, each with its loss ratio, exceed ratio and
 //! width, trial durations growing from short to final.
 
-use super::{GoalResult, Measurement, MlrGoal, Run, positive, ratio};
+use super::{GoalResult, Measurement, MlrGoal, Run, SearchError, positive, ratio};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Class {
@@ -147,9 +147,11 @@ pub(super) fn mlr(
     run: &mut Run<'_>,
     goals: &[MlrGoal],
     max_s: f64,
-) -> Result<Vec<GoalResult>, String> {
+) -> Result<Vec<GoalResult>, SearchError> {
     if goals.is_empty() {
-        return Err("goals: MLRsearch needs at least one goal".into());
+        return Err(SearchError::Parameter(
+            "goals: MLRsearch needs at least one goal".into(),
+        ));
     }
     for g in goals {
         ratio("goal loss_ratio", g.loss_ratio)?;

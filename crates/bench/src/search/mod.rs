@@ -276,12 +276,12 @@ pub fn search(
     max_load_pps: f64,
     m: &mut dyn Measurer,
     progress: &mut dyn FnMut(&Measurement),
-) -> Result<SearchReport, String> {
+) -> Result<SearchReport, SearchError> {
     let (min, max) = (min_load_pps, max_load_pps);
     if !(min.is_finite() && max.is_finite() && min > 0.0 && min <= max) {
-        return Err(format!(
+        return Err(SearchError::Parameter(format!(
             "loads: need finite 0 < min_load_pps <= max_load_pps, got {min} and {max}"
-        ));
+        )));
     }
     let mut run = Run {
         m,
@@ -302,7 +302,7 @@ pub fn search(
         Method::Continuous { trial_s, trials } => {
             positive("trial_s", *trial_s)?;
             if *trials == 0 {
-                return Err("trials must be at least 1".into());
+                return Err(SearchError::Parameter("trials must be at least 1".into()));
             }
             let mut sum = 0.0;
             for _ in 0..*trials {
@@ -329,17 +329,36 @@ pub fn search(
     })
 }
 
-fn ratio(name: &str, v: f64) -> Result<(), String> {
+/// Why a search could not run to its end.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SearchError {
+    /// A method or load parameter out of its range, or a method the search does not run.
+    #[error("{0}")]
+    Parameter(String),
+    /// A trial the measurer could not run, with the measurer's reason.
+    #[error("trial at {mpps:.6} Mpps for {secs} s: {reason}")]
+    Trial {
+        mpps: f64,
+        secs: f64,
+        reason: String,
+    },
+}
+
+fn ratio(name: &str, v: f64) -> Result<(), SearchError> {
     match (0.0..1.0).contains(&v) {
         true => Ok(()),
-        false => Err(format!("{name} must be in [0, 1), got {v}")),
+        false => Err(SearchError::Parameter(format!(
+            "{name} must be in [0, 1), got {v}"
+        ))),
     }
 }
 
-fn positive(name: &str, v: f64) -> Result<(), String> {
+fn positive(name: &str, v: f64) -> Result<(), SearchError> {
     match v.is_finite() && v > 0.0 {
         true => Ok(()),
-        false => Err(format!("{name} must be positive and finite, got {v}")),
+        false => Err(SearchError::Parameter(format!(
+            "{name} must be positive and finite, got {v}"
+        ))),
     }
 }
 
@@ -353,8 +372,12 @@ struct Run<'a> {
 }
 
 impl Run<'_> {
-    fn trial(&mut self, load: f64, secs: f64) -> Result<Measurement, String> {
-        let at = |e| format!("trial at {:.6} Mpps for {secs} s: {e}", load / 1e6);
+    fn trial(&mut self, load: f64, secs: f64) -> Result<Measurement, SearchError> {
+        let at = |reason: String| SearchError::Trial {
+            mpps: load / 1e6,
+            secs,
+            reason,
+        };
         let d = Duration::try_from_secs_f64(secs).map_err(|e| at(e.to_string()))?;
         let r = self.m.measure(load, d).map_err(at)?;
         (self.progress)(&r);
@@ -363,7 +386,13 @@ impl Run<'_> {
     }
 
     /// One load's verdict: a trial, repeated up to `repeats` more times while it fails.
-    fn passes(&mut self, load: f64, secs: f64, loss: f64, repeats: u32) -> Result<bool, String> {
+    fn passes(
+        &mut self,
+        load: f64,
+        secs: f64,
+        loss: f64,
+        repeats: u32,
+    ) -> Result<bool, SearchError> {
         for _ in 0..=repeats {
             if self.trial(load, secs)?.loss_ratio() <= loss {
                 return Ok(true);

@@ -188,7 +188,9 @@ fn a_measurer_error_aborts_the_search_naming_the_load() {
     for method in all_methods() {
         let mut m = FailsAt(ModelDut::new(CAP, 1), 3);
         let mut seen = 0;
-        let e = search(&method, MIN, MAX, &mut m, &mut |_| seen += 1).unwrap_err();
+        let e = search(&method, MIN, MAX, &mut m, &mut |_| seen += 1)
+            .unwrap_err()
+            .to_string();
         assert!(
             e.starts_with("trial at ") && e.contains(" Mpps for "),
             "{e}"
@@ -201,7 +203,9 @@ fn a_measurer_error_aborts_the_search_naming_the_load() {
 #[test]
 fn bad_parameters_are_refused_by_name() {
     let refuse = |m: Method, min, max| {
-        search(&m, min, max, &mut ModelDut::new(CAP, 1), &mut |_| {}).unwrap_err()
+        search(&m, min, max, &mut ModelDut::new(CAP, 1), &mut |_| {})
+            .unwrap_err()
+            .to_string()
     };
     let rfc = Method::rfc2544_default(1.0, 0.0);
     assert!(refuse(rfc, MAX, MIN).contains("min_load_pps <= max_load_pps"));

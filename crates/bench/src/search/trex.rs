@@ -1,7 +1,7 @@
 //! TRex's NDR bench (trex-core `ndr_bench.py`): a binary search that weighs each trial's
 //! loss and latency shares.
 
-use super::{GoalResult, Measurement, Method, Run, pct, positive, ratio};
+use super::{GoalResult, Measurement, Method, Run, SearchError, pct, positive, ratio};
 
 /// TRex's drop and queue-full shares of the frames sent (`perf_run`; negative drops are 0).
 pub(super) fn trex_shares(m: &Measurement) -> (f64, f64) {
@@ -17,7 +17,7 @@ pub(super) fn trex_shares(m: &Measurement) -> (f64, f64) {
 
 /// ndr_bench.py `find_ndr`, `perf_run_interval` and `optimized_binary_search`, with rates as
 /// fractions of the max rate; a rate below min load is run at min load.
-pub(super) fn trex(run: &mut Run<'_>, method: &Method) -> Result<GoalResult, String> {
+pub(super) fn trex(run: &mut Run<'_>, method: &Method) -> Result<GoalResult, SearchError> {
     let &Method::TrexNdr {
         pdr,
         q_full,
@@ -28,7 +28,7 @@ pub(super) fn trex(run: &mut Run<'_>, method: &Method) -> Result<GoalResult, Str
         opt_bin_search,
     } = method
     else {
-        return Err("trex: not a TRex NDR method".into());
+        return Err(SearchError::Parameter("trex: not a TRex NDR method".into()));
     };
     ratio("pdr", pdr)?;
     ratio("q_full", q_full)?;
@@ -51,13 +51,14 @@ pub(super) fn trex(run: &mut Run<'_>, method: &Method) -> Result<GoalResult, Str
     let mut best_load = (best > 0.0).then_some(max);
     let mut exhausted = false;
     // Runs one trial at rate r and keeps it if it is the best valid one (`update_opt_stats`).
-    let mut probe = |run: &mut Run<'_>, best: &mut f64, r: f64| -> Result<Measurement, String> {
-        let m = run.trial(load(r), trial_s)?;
-        if valid(&m) && r > *best {
-            (*best, best_load) = (r, Some(load(r)));
-        }
-        Ok(m)
-    };
+    let mut probe =
+        |run: &mut Run<'_>, best: &mut f64, r: f64| -> Result<Measurement, SearchError> {
+            let m = run.trial(load(r), trial_s)?;
+            if valid(&m) && r > *best {
+                (*best, best_load) = (r, Some(load(r)));
+            }
+            Ok(m)
+        };
     let (drop, qf) = trex_shares(&first);
     let stat = |m: &Measurement, use_drop: bool| {
         let (d, q) = trex_shares(m);

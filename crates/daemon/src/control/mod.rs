@@ -41,8 +41,8 @@ pub enum ControlError {
     #[error("{0}")]
     Capture(String),
     /// `trace add` refused by a worker's graph.
-    #[error("{0}")]
-    Trace(String),
+    #[error(transparent)]
+    Trace(#[from] graph::TraceError),
     #[error("cannot write {path}: {source}")]
     Write {
         path: String,

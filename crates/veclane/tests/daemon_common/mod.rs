@@ -85,6 +85,28 @@ impl Daemon {
         self.child.as_ref().unwrap().id()
     }
 
+    /// Waits until the daemon itself reports `n` interfaces connected. A pod sees CONNECTED
+    /// as soon as the listener sends it, a moment before the control thread has handed the
+    /// interface's queues to the workers; frames routed to it in that moment are dropped
+    /// (`interface not connected`). Once the daemon says connected, its workers have them.
+    pub fn wait_connected(&self, n: usize) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let r = self
+                .api()
+                .call(&api::Request::ShowInterface { name: None })
+                .unwrap();
+            let api::Reply::Interfaces { interfaces } = r else {
+                panic!("{r:?}")
+            };
+            if interfaces.iter().filter(|i| i.connected).count() >= n {
+                return;
+            }
+            assert!(Instant::now() < deadline, "not connected: {interfaces:?}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
     /// SIGTERM and wait; the exit status.
     pub fn terminate(&mut self) -> std::process::ExitStatus {
         let mut c = self.child.take().unwrap();
