@@ -100,15 +100,14 @@ impl RingLayout {
     }
 }
 
-/// `memif_desc_t`, the on-ring layout of a descriptor, and the private snapshot callers get.
-/// [`Ring`] reads and writes it little-endian, by shifts on two 8-byte words (which keeps the
-/// fields in registers). The C struct is host-native; every host memif runs on (x86-64,
-/// aarch64) is little-endian, where the two are the same bytes.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Default, FromBytes, IntoBytes, KnownLayout, Immutable,
-)]
+/// `memif_desc_t`, the on-ring layout of a descriptor: a layout description with its size
+/// and offsets asserted. Ring memory is never reached through a reference to it; [`Ring`]
+/// reads and writes descriptors as two little-endian 8-byte words (the C struct is
+/// host-native; every host memif runs on, x86-64 and aarch64, is little-endian) and hands out
+/// [`Desc`] snapshots.
+#[derive(Debug, Clone, Copy, FromBytes, IntoBytes, KnownLayout, Immutable)]
 #[repr(C)]
-pub struct Desc {
+pub struct DescLayout {
     pub flags: u16,
     pub region: u16,
     pub length: u32,
@@ -116,12 +115,24 @@ pub struct Desc {
     pub metadata: u32,
 }
 
-const _: () = assert!(size_of::<Desc>() as u64 == DESC_SIZE);
-const _: () = assert!(offset_of!(Desc, flags) == 0);
-const _: () = assert!(offset_of!(Desc, region) == 2);
-const _: () = assert!(offset_of!(Desc, length) == 4);
-const _: () = assert!(offset_of!(Desc, offset) == 8);
-const _: () = assert!(offset_of!(Desc, metadata) == 12);
+const _: () = assert!(size_of::<DescLayout>() as u64 == DESC_SIZE);
+const _: () = assert!(offset_of!(DescLayout, flags) == 0);
+const _: () = assert!(offset_of!(DescLayout, region) == 2);
+const _: () = assert!(offset_of!(DescLayout, length) == 4);
+const _: () = assert!(offset_of!(DescLayout, offset) == 8);
+const _: () = assert!(offset_of!(DescLayout, metadata) == 12);
+
+/// A descriptor snapshot: the fields of a [`DescLayout`] read at one instant, private to the
+/// caller, which validates it. Its own layout is the compiler's choice (laid out as the wire
+/// struct, the receive path took two more instructions a packet under `--cost`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Desc {
+    pub flags: u16,
+    pub region: u16,
+    pub length: u32,
+    pub offset: u32,
+    pub metadata: u32,
+}
 
 impl Desc {
     pub fn has_next(&self) -> bool {
@@ -267,12 +278,16 @@ impl Ring {
     /// Descriptor `slot` (masked), as a raw pointer: never turned into a reference, because
     /// the peer may write it at any time.
     #[inline]
-    fn desc_ptr(&self, slot: u16) -> *mut Desc {
+    fn desc_ptr(&self, slot: u16) -> *mut DescLayout {
         let i = usize::from(slot & self.mask);
         // SAFETY: `i < 2^log2`, and `new` proved that 16·2^log2 bytes follow the header inside
         // the mapping; the base is 8-aligned (region page-aligned, offset and header multiples
-        // of 8), so every descriptor is aligned for `Desc` (4) and for `[u64; 2]` (8).
-        unsafe { self.desc.add(i * size_of::<Desc>()).cast::<Desc>() }
+        // of 8), so every descriptor is aligned for `DescLayout` (4) and for `[u64; 2]` (8).
+        unsafe {
+            self.desc
+                .add(i * size_of::<DescLayout>())
+                .cast::<DescLayout>()
+        }
     }
 
     /// Snapshots descriptor `slot` (masked) with one volatile 16-byte read into a local copy;
