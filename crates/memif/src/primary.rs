@@ -437,6 +437,9 @@ impl Listener {
             layout,
         )
         .map_err(|e| format!("{dir} ring {}: {e}", r.index))?;
+        if sock::is_eventfd(fd.as_fd()) == Some(false) {
+            return Err(format!("{dir} ring {}: interrupt fd is not an eventfd", r.index).into());
+        }
         crate::set_nonblocking(fd.as_fd());
         list.push((ring, fd));
         Ok(Some(Msg::Ack))

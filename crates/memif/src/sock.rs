@@ -251,3 +251,12 @@ pub fn wait_readable(fds: &[BorrowedFd<'_>], timeout_ms: i32) -> io::Result<Vec<
     }
     Ok(pfds.iter().map(|p| !p.revents().is_empty()).collect())
 }
+
+/// Whether `fd` is an eventfd, as the kernel names it (`/proc/self/fd/N` links to
+/// `anon_inode:[eventfd]`); `None` when `/proc` cannot say. A ring's interrupt fd comes from
+/// the peer: a pipe or socket in its place would make our reads and writes block.
+pub fn is_eventfd(fd: BorrowedFd<'_>) -> Option<bool> {
+    use std::os::fd::AsRawFd;
+    let link = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok()?;
+    Some(link.as_os_str() == "anon_inode:[eventfd]")
+}

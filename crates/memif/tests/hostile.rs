@@ -263,6 +263,14 @@ fn bad_rings_are_refused() {
         e.send(m, with_fd.then(eventfd).as_ref());
         e.expect_disconnect(&mut l, want);
     }
+    // An interrupt fd that is not an eventfd: a pipe whose read end would block our reads.
+    let e = Evil::connect(&mut l);
+    e.init(&mut l, 0);
+    good_region(&e, &mut l, 33024);
+    let (pipe_r, _pipe_w) = rustix::pipe::pipe().unwrap();
+    e.send(add_ring(true, 0, 0, 0, 10), Some(&pipe_r));
+    e.expect_disconnect(&mut l, "S2M ring 0: interrupt fd is not an eventfd");
+
     // Too many rings, a CONNECT without rings, and a ring whose cookie is wrong.
     let e = Evil::connect(&mut l);
     e.init(&mut l, 0);

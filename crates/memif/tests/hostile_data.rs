@@ -409,3 +409,49 @@ fn a_peer_cannot_stall_our_signalling_through_its_eventfd() {
     assert_eq!(queues.tx[0].stats().interrupts_sent, 0);
     pool.free(b);
 }
+
+#[test]
+fn a_peer_cannot_stall_our_receive_through_its_eventfd() {
+    // The peer makes the eventfd it signals us on blocking and leaves its counter at zero: our
+    // consumer clearing it (after a sleep, or when arming) must not block in read().
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let mut l = listener(&dir, vec![cfg(0)]);
+    let e = Evil::connect(&mut l);
+    e.init(&mut l, 0);
+    let size = RINGS as usize + 2048 * 2048;
+    let _shm = good_region(&e, &mut l, size);
+    let s2m_irq = rustix::event::eventfd(0, rustix::event::EventfdFlags::CLOEXEC).unwrap();
+    e.send(add_ring(true, 0, 0, 0, 10), Some(&s2m_irq));
+    assert_eq!(e.recv(&mut l), Some(Msg::Ack));
+    e.send(add_ring(false, 0, 0, 16512, 10), Some(&eventfd()));
+    assert_eq!(e.recv(&mut l), Some(Msg::Ack));
+    e.send(
+        Msg::Connect {
+            if_name: FixedStr::new("evil"),
+        },
+        None,
+    );
+    assert!(matches!(e.recv(&mut l), Some(Msg::Connected { .. })));
+    let Some(Event::Connected { mut queues, .. }) = l.next_event() else {
+        panic!("no connection")
+    };
+    // Undo the non-blocking flag we set on our side of the shared description.
+    let fl = rustix::fs::fcntl_getfl(&s2m_irq).unwrap();
+    rustix::fs::fcntl_setfl(&s2m_irq, fl - rustix::fs::OFlags::NONBLOCK).unwrap();
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let rx = queues.rx.remove(0);
+    std::thread::spawn(move || {
+        let mut rx = rx;
+        rx.set_interrupt_mode(true);
+        // Would hang forever in read() without the POLLIN check.
+        rx.arm(false);
+        assert!(!rx.wait(10));
+        let _ = done_tx.send(rx.stats().interrupts_received);
+    });
+    let received = done_rx
+        .recv_timeout(Duration::from_secs(5))
+        .expect("the consumer blocked on the peer's eventfd");
+    assert_eq!(received, 0, "no signal came");
+    drop(e);
+}

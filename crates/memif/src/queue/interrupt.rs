@@ -33,6 +33,29 @@ impl QueueBase {
         }
     }
 
+    /// Consumer side: clears the eventfd's counter; whether there was a signal. The eventfd is
+    /// shared with the peer, which can clear O_NONBLOCK on it (we set it when the ring was
+    /// added), and a read of an empty blocking eventfd would never return: read only when
+    /// poll says a read cannot block. (As for `signal`, a peer that drains the counter
+    /// precisely between our poll and read can still stall this thread.)
+    fn take_signal(&self) -> bool {
+        let mut p = [rustix::event::PollFd::new(
+            &self.irq,
+            rustix::event::PollFlags::IN,
+        )];
+        let zero = rustix::event::Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        if !matches!(rustix::event::poll(&mut p, Some(&zero)), Ok(1))
+            || !p[0].revents().contains(rustix::event::PollFlags::IN)
+        {
+            return false;
+        }
+        let mut b = [0u8; 8];
+        matches!(rustix::io::read(&self.irq, &mut b), Ok(8))
+    }
+
     /// Consumer side: mask or unmask the peer's signals on this ring.
     pub(super) fn set_interrupt_mode(&mut self, on: bool) {
         self.interrupt_mode = on;
@@ -47,9 +70,7 @@ impl QueueBase {
             self.ring.set_flags(0);
             return ready();
         }
-        let mut b = [0u8; 8];
-        // The fd is non-blocking (set when the ring was added).
-        if matches!(rustix::io::read(&self.irq, &mut b), Ok(8)) {
+        if self.take_signal() {
             bump(&self.counters.interrupts_received, 1);
         }
         if !self.interrupt_mode {
@@ -66,9 +87,7 @@ impl QueueBase {
             && let Ok(r) = crate::sock::wait_readable(&[self.irq.as_fd()], timeout_ms)
             && r[0]
         {
-            let mut b = [0u8; 8];
-            // The fd is non-blocking (set when the ring was added).
-            let _ = rustix::io::read(&self.irq, &mut b);
+            self.take_signal();
             bump(&self.counters.interrupts_received, 1);
         }
         if !self.interrupt_mode {
