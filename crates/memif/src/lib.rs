@@ -206,6 +206,13 @@ pub enum Event<Q> {
 }
 
 impl<Q> Event<Q> {
+    /// The interface it is about.
+    pub fn id(&self) -> u32 {
+        match self {
+            Event::Connected { id, .. } | Event::Disconnected { id, .. } => *id,
+        }
+    }
+
     /// The same event with its queues transformed (wrapped into a caller's own type, say).
     pub fn map<R>(self, f: impl FnOnce(Q) -> R) -> Event<R> {
         match self {

@@ -117,6 +117,36 @@ impl Listener {
         Ok(())
     }
 
+    /// Stops serving interface `id`: a connected peer gets a DISCONNECT ("interface
+    /// deleted") and its memory is unmapped once the last queue handed out is dropped. Returns
+    /// whether the interface existed. The socket keeps listening for the others.
+    pub fn remove_interface(&mut self, id: u32) -> bool {
+        let Some(ii) = self.ifaces.iter().position(|i| i.cfg.id == id) else {
+            return false;
+        };
+        for ci in 0..self.conns.len() {
+            if self.conns[ci].iface == Some(ii) {
+                self.close(ci, "interface deleted", true, false);
+            }
+        }
+        self.conns.retain(|c| !c.closed);
+        // The disconnection is the owner's doing: it hears of it from this call, not as an event.
+        self.events.retain(|e| e.id() != id);
+        self.ifaces.remove(ii);
+        for c in &mut self.conns {
+            c.iface = match c.iface {
+                Some(x) if x > ii => Some(x - 1),
+                other => other,
+            };
+        }
+        true
+    }
+
+    /// Whether no interface is served any more.
+    pub fn is_empty(&self) -> bool {
+        self.ifaces.is_empty()
+    }
+
     /// Status and counters of every interface.
     pub fn interfaces(&self) -> Vec<InterfaceStatus> {
         self.ifaces.iter().map(|i| i.status.clone()).collect()

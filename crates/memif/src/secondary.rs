@@ -130,6 +130,24 @@ impl Client {
         self.ifaces.iter().map(|i| i.status.clone()).collect()
     }
 
+    /// Stops using interface `id`: a connection gets a DISCONNECT ("interface deleted") and
+    /// no reconnection follows. Returns whether the interface existed.
+    pub fn remove_interface(&mut self, id: u32) -> bool {
+        let Some(ii) = self.ifaces.iter().position(|i| i.cfg.id == id) else {
+            return false;
+        };
+        self.close(ii, "interface deleted", true, false);
+        // The disconnection is the owner's doing: it hears of it from this call, not as an event.
+        self.events.retain(|e| e.id() != id);
+        self.ifaces.remove(ii);
+        true
+    }
+
+    /// Whether no interface is left on this socket.
+    pub fn is_empty(&self) -> bool {
+        self.ifaces.is_empty()
+    }
+
     /// Why the last connection attempt of interface `id` failed, if it did.
     pub fn last_connect_error(&self, id: u32) -> Option<String> {
         self.ifaces

@@ -374,3 +374,91 @@ fn interrupt_mode_wakes_the_consumer() {
     assert!(woke);
     assert_eq!(s.tx[0].stats().interrupts_sent, 1);
 }
+
+/// Steps `l` and `c` until the listener (`primary_side`) or the client reports interface `id`
+/// disconnected; the reason.
+fn await_disconnect(l: &mut Listener, c: &mut Client, primary_side: bool, id: u32) -> String {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        assert!(Instant::now() < deadline, "no disconnect of {id}");
+        c.poll(Duration::from_millis(1)).unwrap();
+        l.poll(Duration::from_millis(1)).unwrap();
+        let e = if primary_side {
+            l.next_event().map(|e| e.map(|_| ()))
+        } else {
+            c.next_event().map(|e| e.map(|_| ()))
+        };
+        if let Some(Event::Disconnected { id: i, reason }) = e {
+            assert_eq!(i, id);
+            return reason;
+        }
+    }
+}
+
+#[test]
+fn removing_an_interface_disconnects_only_it_in_either_role() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = sock_path(&dir);
+    let mut l = Listener::bind(&path, vec![cfg(0), cfg(1)]).unwrap();
+    // One client per interface, so that each connection is known to be which.
+    let mut a = Client::new(&path, vec![cfg(0)]).unwrap();
+    let mut b = Client::new(&path, vec![cfg(1)]).unwrap();
+    let (p0, mut s0) = connect(&mut l, &mut a);
+    let (p1, s1) = connect(&mut l, &mut b);
+    let mut pool = pool();
+    let pass =
+        |p: &mut memif::PrimaryQueues, s: &mut memif::SecondaryQueues, pool: &mut buffer::Pool| {
+            assert_eq!(
+                s.tx[0]
+                    .send_with(&[64], |_, w| w.write(0, &frame(9, 64)))
+                    .unwrap(),
+                1
+            );
+            let mut out = Vec::new();
+            p.rx[0].recv(pool, &mut out, 8).unwrap();
+            assert_eq!(out.len(), 1);
+            pool.free_bulk(&out);
+        };
+    let mut p0 = p0;
+
+    // The primary stops serving id 1: its peer hears "interface deleted", id 0 carries on, and
+    // the listener reports nothing of its own doing.
+    assert!(l.remove_interface(1));
+    assert!(!l.remove_interface(1), "gone already");
+    assert_eq!(l.interfaces().len(), 1);
+    assert_eq!(
+        await_disconnect(&mut l, &mut b, false, 1),
+        "peer disconnected: interface deleted"
+    );
+    assert!(!p1.rx[0].is_up() && !s1.tx[0].is_up());
+    pass(&mut p0, &mut s0, &mut pool);
+    // b keeps retrying id 1 and is refused each time; a's connection does not notice.
+    for _ in 0..20 {
+        b.poll(Duration::from_millis(5)).unwrap();
+        l.poll(Duration::from_millis(1)).unwrap();
+        assert!(l.next_event().is_none());
+    }
+    assert!(b.interfaces()[0].connects == 1);
+    pass(&mut p0, &mut s0, &mut pool);
+
+    // The secondary drops id 0: the primary hears it, and nothing reconnects.
+    assert!(a.remove_interface(0));
+    assert!(!a.remove_interface(0));
+    assert!(a.is_empty());
+    assert_eq!(
+        await_disconnect(&mut l, &mut a, true, 0),
+        "peer disconnected: interface deleted"
+    );
+    assert!(!p0.rx[0].is_up() && !s0.tx[0].is_up());
+    for _ in 0..10 {
+        a.poll(Duration::from_millis(5)).unwrap();
+        l.poll(Duration::from_millis(1)).unwrap();
+        assert!(
+            l.next_event().is_none(),
+            "a removed interface does not reconnect"
+        );
+    }
+    assert!(l.remove_interface(0));
+    assert!(l.is_empty());
+    drop((p1, s1));
+}
