@@ -39,6 +39,10 @@ pub const COMMANDS: &[(&str, &str)] = &[
         "create interface memif id N socket PATH master|slave [rx-queues N] [tx-queues N] [ring-size N] [buffer-size N] [secret S] [hw-addr MAC] [name NAME]",
         "a memif interface; PATH relative to the runtime directory, @name for abstract sockets",
     ),
+    (
+        "delete interface IF",
+        "delete an interface: its addresses, routes through it, neighbours and queues go; its peer is disconnected",
+    ),
     ("set interface state IF up|down", "administrative state"),
     (
         "set interface ip address [del] IF A.B.C.D/L",
@@ -259,6 +263,13 @@ pub fn parse(words: &[&str]) -> Result<Request, CliError> {
                 x => return Err(w.err(format!("unknown interface type {x:?}: expected memif"))),
             }
             create_memif(&mut w)?
+        }
+        ("delete", "interface") | ("delete", "int") => {
+            w.cmd = "delete interface";
+            w.i += 1;
+            Request::DeleteInterface {
+                name: w.next("interface name")?.to_string(),
+            }
         }
         ("set", "interface") | ("set", "int") => {
             w.i += 1;
@@ -674,6 +685,17 @@ mod tests {
             }
         );
         assert_eq!(p("pcap trace off").unwrap(), Request::PcapOff);
+        assert_eq!(
+            p("delete interface memif0/2").unwrap(),
+            Request::DeleteInterface {
+                name: "memif0/2".into()
+            }
+        );
+        assert!(
+            p("delete interface")
+                .unwrap_err()
+                .contains("interface name")
+        );
         assert_eq!(
             p("show ip fib table 2").unwrap(),
             Request::ShowIpFib { table: Some(2) }

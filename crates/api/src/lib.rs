@@ -73,6 +73,10 @@ pub enum Request {
         what: Clear,
     },
     CreateMemif(MemifSpec),
+    /// Deletes an interface with its addresses, routes, neighbours and queues.
+    DeleteInterface {
+        name: String,
+    },
     SetState {
         interface: String,
         up: bool,

@@ -385,6 +385,37 @@ impl Rib {
         }
     }
 
+    /// Removes every route through interface `i` that its addresses did not bring (static
+    /// routes via it, neighbour host routes) and forgets its neighbours; with
+    /// [`Rib::remove_address`] for each of its addresses first, nothing of the interface is
+    /// left. Returns how many static routes went with it.
+    pub fn remove_interface(&mut self, i: u32) -> usize {
+        let through: Vec<((u32, u32, u8), RouteKind)> = self
+            .routes
+            .iter()
+            .filter(|(_, r)| r.nh.is_some_and(|(ni, _)| ni == i))
+            .map(|(k, r)| (*k, r.kind))
+            .collect();
+        let mut statics = 0;
+        for ((t, p, len), kind) in through {
+            statics += usize::from(kind == RouteKind::Static);
+            self.remove(
+                t,
+                Ipv4Prefix {
+                    addr: Ipv4Addr::from(p),
+                    len,
+                },
+            );
+        }
+        for (ni, ip, _) in self.adj.neighbours() {
+            if ni == i {
+                self.adj.forget(ni, ip);
+            }
+        }
+        self.static_neighbors.retain(|&(ni, _)| ni != i);
+        statics
+    }
+
     /// Every neighbour: (interface, address, MAC, configured rather than learned).
     pub fn neighbours(&self) -> Vec<(u32, Ipv4Addr, [u8; 6], bool)> {
         self.adj
@@ -756,6 +787,51 @@ mod tests {
             lookup(&rib, 0, "10.0.1.2"),
             Some(Adjacency::Rewrite { dst: PEER, .. })
         ));
+    }
+
+    #[test]
+    fn removing_an_interface_leaves_nothing_of_it() {
+        let (mut rib, mut ifs) = two_interfaces();
+        let base = rib.next_hop_count();
+        rib.add_neighbor(&ifs, 1, ip("10.0.1.2"), PEER).unwrap();
+        rib.learn(
+            &ifs,
+            Learned {
+                ifindex: 1,
+                ip: ip("10.0.1.3"),
+                mac: PEER,
+            },
+        )
+        .unwrap();
+        rib.add_route(
+            &ifs,
+            0,
+            p("172.16.0.0/12"),
+            Via::Address(ip("10.0.1.2")),
+            None,
+        )
+        .unwrap();
+        rib.add_route(&ifs, 0, p("8.0.0.0/8"), Via::Address(ip("10.0.0.2")), None)
+            .unwrap();
+        let before = shown(&rib);
+        // What the control thread does: each address, then the rest.
+        rib.remove_address(1, 0, p("10.0.1.1/24"));
+        ifs[1].addresses.clear();
+        assert_eq!(rib.remove_interface(1), 1, "one static route went with it");
+        assert_eq!(
+            shown(&rib),
+            [
+                "0 8.0.0.0/8 Static",
+                "0 10.0.0.0/24 Connected",
+                "0 10.0.0.1/32 Local"
+            ],
+            "was {before:?}"
+        );
+        assert!(rib.neighbours().iter().all(|n| n.0 != 1));
+        // Interface 0's glean and the next hop of its static route are all that is left: as
+        // many as the two gleans there were before anything was added.
+        assert_eq!(rib.next_hop_count(), base);
+        assert_eq!(rib.remove_interface(1), 0, "nothing left to remove");
     }
 
     #[test]

@@ -445,3 +445,89 @@ fn idle_daemon_sleeps_and_stops_on_sigterm() {
     assert!(status.success(), "{status:?}");
     assert!(!d.ctl_path().exists(), "control socket removed");
 }
+
+#[test]
+fn deleting_an_interface_removes_everything_of_it_and_nothing_else() {
+    let d = Daemon::start(&two_port_config("interrupt"));
+    let mut pods = Pods::connect(&d.path("memif.sock"), &[0, 1]);
+    d.wait_connected(2);
+    d.ok("set ip neighbor memif0/1 10.0.1.2 02:00:00:00:b1:00");
+    let m0 = mac(MAC0);
+    let frames: Vec<Vec<u8>> = (0..200)
+        .map(|i| udp(POD0, m0, [10, 0, 0, 2], [10, 0, 1, 2], 64, &payload(i)))
+        .collect();
+    let through = |pods: &mut Pods, n: usize| {
+        pods.send(0, &frames[..n]);
+        assert_eq!(pods.recv(1, n, Duration::from_secs(5)).len(), n);
+    };
+    through(&mut pods, 200);
+    let fds_before = fd_count(d.pid());
+
+    // A third interface on a socket of its own, with an address, a neighbour and a static
+    // route through it, and a pod connected to it.
+    d.ok(
+        "create interface memif id 0 socket extra.sock master name extra hw-addr 02:00:00:00:00:a2",
+    );
+    d.ok("set interface ip address extra 10.0.2.1/24");
+    d.ok("set ip neighbor extra 10.0.2.2 02:00:00:00:b2:00");
+    d.ok("ip route add 172.16.0.0/12 via 10.0.2.2");
+    let mut extra = Pods::connect(&d.path("extra.sock"), &[0]);
+    d.wait_connected(3);
+    let fib = d.ok("show ip fib");
+    assert!(
+        fib.contains("10.0.2.0/24") && fib.contains("172.16.0.0/12"),
+        "{fib}"
+    );
+    through(&mut pods, 100);
+
+    d.ok("delete interface extra");
+    assert_eq!(
+        extra.await_disconnect(0),
+        "peer disconnected: interface deleted"
+    );
+    let fib = d.ok("show ip fib");
+    for gone in ["10.0.2.", "172.16.0.0/12", "extra"] {
+        assert!(!fib.contains(gone), "{gone} left in\n{fib}");
+    }
+    assert!(!d.ok("show ip neighbors").contains("10.0.2.2"));
+    let ifs = d.ok("show interface");
+    assert!(!ifs.contains("extra"), "{ifs}");
+    assert!(
+        !d.path("extra.sock").exists(),
+        "its socket was its own: closed"
+    );
+    let (ok, _, err) = d.ctl("delete interface extra");
+    assert!(!ok && err.contains("no interface named \"extra\""), "{err}");
+    // The others did not blink: still connected on their first connection, still forwarding.
+    through(&mut pods, 200);
+    let r = d
+        .api()
+        .call(&api::Request::ShowInterface { name: None })
+        .unwrap();
+    let api::Reply::Interfaces { interfaces } = r else {
+        panic!("{r:?}")
+    };
+    assert_eq!(interfaces.len(), 2);
+    for i in &interfaces {
+        assert!(
+            i.connected && i.connects == 1 && i.disconnects == 0,
+            "{i:?}"
+        );
+    }
+    // Nothing leaked: the peer's region, eventfds and the socket are closed once the worker
+    // has dropped the queues.
+    drop(extra);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while fd_count(d.pid()) > fds_before {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} fds open, {fds_before} before the interface existed",
+            fd_count(d.pid())
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The slot is reused, and the name is free again.
+    let out = d.ok("create interface memif id 0 socket extra.sock master name extra");
+    assert!(out.contains("extra (index 2)"), "{out}");
+    through(&mut pods, 50);
+}

@@ -52,6 +52,7 @@ impl Control {
                 let only = name.map(|n| self.iface_index(&n)).transpose()?;
                 Reply::Interfaces {
                     interfaces: (0..self.ifaces.len() as u32)
+                        .filter(|&i| self.ifaces[i as usize].is_some())
                         .filter(|i| only.is_none_or(|o| o == *i))
                         .map(|i| self.interface_info(i))
                         .collect(),
@@ -109,7 +110,7 @@ impl Control {
             }
             Request::Clear { what } => {
                 if what == api::Clear::Interfaces {
-                    for i in &mut self.ifaces {
+                    for i in self.ifaces.iter_mut().flatten() {
                         i.clear_counters();
                     }
                 } else {
@@ -122,6 +123,10 @@ impl Control {
             Request::CreateMemif(spec) => {
                 let (name, index) = self.create_memif(&spec)?;
                 Reply::Created { name, index }
+            }
+            Request::DeleteInterface { name } => {
+                self.delete_interface(&name)?;
+                Reply::Ok
             }
             Request::SetState { interface, up } => {
                 let i = self.iface_index(&interface)?;
@@ -155,7 +160,7 @@ impl Control {
                     .neighbours()
                     .into_iter()
                     .map(|(i, ip, mac, static_entry)| Neighbor {
-                        interface: self.ifaces[i as usize].name.clone(),
+                        interface: self.name_of(i).to_string(),
                         ip,
                         mac: api::MacAddr(mac),
                         static_entry,
@@ -178,7 +183,7 @@ impl Control {
 
     fn placement(&self) -> Vec<Placement> {
         let mut placement = Vec::new();
-        for i in &self.ifaces {
+        for i in self.ifaces.iter().flatten() {
             let n = if i.connected {
                 i.counters.rx.len()
             } else {
@@ -200,7 +205,7 @@ impl Control {
     }
 
     fn fib_entries(&self, table: Option<u32>) -> Result<Vec<FibEntry>, ControlError> {
-        let name = |i: u32| self.ifaces[i as usize].name.as_str();
+        let name = |i: u32| self.name_of(i);
         Ok(self
             .rib
             .entries(table)?

@@ -116,21 +116,56 @@ fn tx_counters(q: &TxQueue) -> Arc<QueueCounters> {
     }
 }
 
+/// The first free slot of `v` (a deleted entry), or the end.
+fn free_slot<T>(v: &[Option<T>]) -> usize {
+    v.iter().position(Option::is_none).unwrap_or(v.len())
+}
+
+/// Puts `x` in slot `at` of `v`: a free slot, or one past the end.
+fn put<T>(v: &mut Vec<Option<T>>, at: usize, x: T) {
+    if at < v.len() {
+        v[at] = Some(x);
+    } else {
+        v.push(Some(x));
+    }
+}
+
 impl Control {
+    fn sock(&self, s: usize) -> &Sock {
+        self.socks[s].as_ref().expect("a live interface's socket")
+    }
+
     pub(super) fn iface_index(&self, name: &str) -> Result<u32, ControlError> {
         self.ifaces
             .iter()
-            .position(|i| i.name == name)
+            .position(|i| i.as_ref().is_some_and(|i| i.name == name))
             .map(|p| p as u32)
             .ok_or_else(|| ControlError::NoInterface {
                 name: name.to_string(),
                 have: self
                     .ifaces
                     .iter()
+                    .flatten()
                     .map(|i| i.name.as_str())
                     .collect::<Vec<_>>()
                     .join(", "),
             })
+    }
+
+    /// Interface `i`'s name, for listings that may outlive it (a deleted interface's
+    /// neighbour or route is removed with it, so this is only a safeguard).
+    pub(super) fn name_of(&self, i: u32) -> &str {
+        self.ifaces
+            .get(i as usize)
+            .and_then(Option::as_ref)
+            .map_or("(deleted)", |f| f.name.as_str())
+    }
+
+    /// The live interface at index `i` (callers hold an index they looked up).
+    pub(super) fn iface(&self, i: u32) -> &Iface {
+        self.ifaces[i as usize]
+            .as_ref()
+            .expect("an index from iface_index or a live slot")
     }
 
     fn socket_path(&self, s: &str) -> (SocketPath, String) {
@@ -155,11 +190,19 @@ impl Control {
         }
         self.rib.ensure_table(spec.table)?;
         let (path, shown) = self.socket_path(&spec.socket);
-        let index = self.ifaces.len() as u32;
-        let existing = self.socks.iter().position(|s| s.shown == shown);
-        let sock_id = existing.unwrap_or(self.socks.len());
+        // Slots of deleted interfaces and sockets are reused.
+        let index = free_slot(&self.ifaces) as u32;
+        let existing = self
+            .socks
+            .iter()
+            .position(|s| s.as_ref().is_some_and(|s| s.shown == shown));
+        let sock_id = existing.unwrap_or_else(|| free_slot(&self.socks));
         if let Some(s) = existing
-            && self.ifaces.iter().any(|i| i.sock == s && i.id == spec.id)
+            && self
+                .ifaces
+                .iter()
+                .flatten()
+                .any(|i| i.sock == s && i.id == spec.id)
         {
             return refuse(format!(
                 "interface id {} exists on {shown} already",
@@ -170,7 +213,7 @@ impl Control {
             .name
             .clone()
             .unwrap_or_else(|| api::config::default_interface_name(sock_id, spec.id));
-        if self.ifaces.iter().any(|i| i.name == name) {
+        if self.ifaces.iter().flatten().any(|i| i.name == name) {
             return refuse(format!("an interface named {name:?} exists already"));
         }
         for a in &spec.addresses {
@@ -203,7 +246,10 @@ impl Control {
             ..InterfaceConfig::default()
         };
         match existing {
-            Some(s) => match (&mut self.socks[s].kind, spec.role) {
+            Some(s) => match (
+                &mut self.socks[s].as_mut().expect("found above").kind,
+                spec.role,
+            ) {
                 (SockKind::Master(l), Role::Master) => l
                     .add_interface(cfg)
                     .map_err(|e| ControlError::Interface(e.to_string()))?,
@@ -238,31 +284,43 @@ impl Control {
                             .map_err(|e| ControlError::Interface(e.to_string()))?,
                     ),
                 };
-                self.socks.push(Sock {
-                    shown: shown.clone(),
-                    kind,
-                });
+                put(
+                    &mut self.socks,
+                    sock_id,
+                    Sock {
+                        shown: shown.clone(),
+                        kind,
+                    },
+                );
             }
         }
-        self.ifaces.push(Iface {
-            name: name.clone(),
-            sock: sock_id,
-            id: spec.id,
-            role: spec.role,
-            rx_queues: rxq,
-            tx_queues: txq,
-            ring_size,
-            buffer_size,
-            placement: spec.rx_placement.clone(),
-            connected: false,
-            peer: None,
-            counters: IfCounters::default(),
-            closed: Totals::default(),
-            baseline: Totals::default(),
-        });
+        put(
+            &mut self.ifaces,
+            index as usize,
+            Iface {
+                name: name.clone(),
+                sock: sock_id,
+                id: spec.id,
+                role: spec.role,
+                rx_queues: rxq,
+                tx_queues: txq,
+                ring_size,
+                buffer_size,
+                placement: spec.rx_placement.clone(),
+                connected: false,
+                peer: None,
+                counters: IfCounters::default(),
+                closed: Totals::default(),
+                baseline: Totals::default(),
+            },
+        );
         let mut c = IfConfig::new(mac, spec.table);
         c.up = spec.up;
-        self.ifconfigs.push(c);
+        if (index as usize) < self.ifconfigs.len() {
+            self.ifconfigs[index as usize] = c;
+        } else {
+            self.ifconfigs.push(c);
+        }
         self.rib.set_interface_mac(index, mac);
         for &a in &spec.addresses {
             self.address(index, a, false)?;
@@ -270,6 +328,53 @@ impl Control {
         self.publish_interfaces();
         tracing::info!(interface = %name, socket = %shown, role = %spec.role, "interface created");
         Ok((name, index))
+    }
+
+    /// `delete interface`: its routes, neighbours and addresses leave the RIB first (no packet
+    /// is routed to it any more), then the workers drop its queues, then memif disconnects its
+    /// peer; a socket left without interfaces is closed. The slot is reused by the next
+    /// interface created. Other interfaces are not touched.
+    pub(super) fn delete_interface(&mut self, name: &str) -> Result<(), ControlError> {
+        let i = self.iface_index(name)?;
+        let ix = i as usize;
+        let vrf = self.ifconfigs[ix].vrf;
+        for (addr, len) in std::mem::take(&mut self.ifconfigs[ix].addresses) {
+            self.rib.remove_address(i, vrf, Ipv4Prefix { addr, len });
+        }
+        let statics = self.rib.remove_interface(i);
+        let mut gone = IfConfig::new([0; 6], 0);
+        gone.up = false;
+        self.ifconfigs[ix] = gone;
+        self.publish_interfaces();
+        for w in &self.workers {
+            let _ = w.rx_queues.send(QueueCommand::Detach { ifindex: i });
+            let _ = w.tx_queues.send(QueueCommand::Detach { ifindex: i });
+            w.kick();
+        }
+        let f = self.ifaces[ix].take().expect("found above");
+        let sock = self.socks[f.sock]
+            .as_mut()
+            .expect("a live interface's socket");
+        let empty = match &mut sock.kind {
+            SockKind::Master(l) => {
+                l.remove_interface(f.id);
+                l.is_empty()
+            }
+            SockKind::Slave(c) => {
+                c.remove_interface(f.id);
+                c.is_empty()
+            }
+        };
+        if empty {
+            // Dropping a listener removes its socket file.
+            self.socks[f.sock] = None;
+        }
+        tracing::info!(
+            interface = %f.name,
+            static_routes_removed = statics,
+            "interface deleted"
+        );
+        Ok(())
     }
 
     pub(super) fn publish_interfaces(&self) {
@@ -326,7 +431,7 @@ impl Control {
         a: Ipv4Prefix,
         delete: bool,
     ) -> Result<(), ControlError> {
-        let name = &self.ifaces[i as usize].name;
+        let name = &self.iface(i).name;
         let c = &self.ifconfigs[i as usize];
         let t = c.vrf;
         let have = c.addresses.contains(&(a.addr, a.len));
@@ -380,6 +485,9 @@ impl Control {
     pub(super) fn poll_sockets(&mut self) {
         let mut events = Vec::new();
         for (s, sock) in self.socks.iter_mut().enumerate() {
+            let Some(sock) = sock else {
+                continue;
+            };
             match &mut sock.kind {
                 SockKind::Master(l) => {
                     if let Err(e) = l.poll(Duration::ZERO) {
@@ -411,7 +519,7 @@ impl Control {
         let Some(ix) = self
             .ifaces
             .iter()
-            .position(|i| i.sock == sock && i.id == id)
+            .position(|i| i.as_ref().is_some_and(|i| i.sock == sock && i.id == id))
         else {
             return;
         };
@@ -441,13 +549,13 @@ impl Control {
                 }
                 for (q, r) in rx.into_iter().enumerate() {
                     counters.rx.push(rx_counters(&r));
-                    let w = self.worker_for(&self.ifaces[ix], q);
+                    let w = self.worker_for(self.iface(ifindex), q);
                     let _ = self.workers[w]
                         .rx_queues
                         .send(QueueCommand::Rx { ifindex, queue: r });
                     self.workers[w].kick();
                 }
-                let i = &mut self.ifaces[ix];
+                let i = self.ifaces[ix].as_mut().expect("found above");
                 i.counters = counters;
                 i.connected = true;
                 i.peer = Some(format!(
@@ -466,7 +574,7 @@ impl Control {
                     let _ = w.tx_queues.send(QueueCommand::Detach { ifindex });
                     w.kick();
                 }
-                let i = &mut self.ifaces[ix];
+                let i = self.ifaces[ix].as_mut().expect("found above");
                 i.closed = i.closed.plus(Totals::of(&i.counters));
                 i.counters = IfCounters::default();
                 i.connected = false;
@@ -476,7 +584,7 @@ impl Control {
     }
 
     pub(super) fn interface_info(&self, i: u32) -> InterfaceInfo {
-        let f = &self.ifaces[i as usize];
+        let f = self.iface(i);
         let c = &self.ifconfigs[i as usize];
         let t = f.closed.plus(Totals::of(&f.counters));
         let b = f.baseline;
@@ -486,7 +594,7 @@ impl Control {
             index: i,
             kind: "memif".into(),
             role: f.role,
-            socket: self.socks[f.sock].shown.clone(),
+            socket: self.sock(f.sock).shown.clone(),
             id: f.id,
             mac: api::MacAddr(c.mac),
             admin_up: c.up,
@@ -523,7 +631,7 @@ impl Control {
     }
 
     fn memif_status(&self, f: &Iface) -> (u64, u64, Option<String>) {
-        let list = match &self.socks[f.sock].kind {
+        let list = match &self.sock(f.sock).kind {
             SockKind::Master(l) => l.interfaces(),
             SockKind::Slave(c) => c.interfaces(),
         };

@@ -55,8 +55,10 @@ pub struct Control {
     runtime_dir: PathBuf,
     mode: RxMode,
     workers: Vec<WorkerHandle>,
-    socks: Vec<Sock>,
-    ifaces: Vec<Iface>,
+    /// Indexed by socket id; `None`: its last interface was deleted.
+    socks: Vec<Option<Sock>>,
+    /// Indexed by interface index; `None`: deleted (the slot is reused).
+    ifaces: Vec<Option<Iface>>,
     /// What the workers know of each interface, indexed like `ifaces`.
     ifconfigs: Vec<IfConfig>,
     shared: Shared,
@@ -72,7 +74,7 @@ impl std::fmt::Debug for Control {
         f.debug_struct("Control")
             .field("runtime_dir", &self.runtime_dir)
             .field("workers", &self.workers.len())
-            .field("interfaces", &self.ifaces.len())
+            .field("interfaces", &self.ifaces.iter().flatten().count())
             .field("rib", &self.rib)
             .finish_non_exhaustive()
     }

@@ -202,6 +202,30 @@ impl Pods {
         }
         out
     }
+
+    /// Waits until interface `id` is disconnected by the daemon; the reason.
+    pub fn await_disconnect(&mut self, id: u32) -> String {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            assert!(Instant::now() < deadline, "{id} was not disconnected");
+            self.client.poll(Duration::from_millis(10)).unwrap();
+            while let Some(e) = self.client.next_event() {
+                if let Event::Disconnected { id: i, reason } = e
+                    && i == id
+                {
+                    self.queues.remove(&id);
+                    return reason;
+                }
+            }
+        }
+    }
+}
+
+/// Open file descriptors of process `pid`.
+pub fn fd_count(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .count()
 }
 
 pub fn mac(s: &str) -> [u8; 6] {
