@@ -36,9 +36,18 @@ pub const COMMANDS: &[(&str, &str)] = &[
         "reset those counters or records",
     ),
     (
-        "create interface memif id N socket PATH master|slave [rx-queues N] [tx-queues N] [ring-size N] [buffer-size N] [secret S] [hw-addr MAC] [name NAME]",
+        "create interface memif id N socket PATH master|slave [rx-queues N] [tx-queues N] [ring-size N] [buffer-size N] [secret S] [hw-addr MAC] [name NAME] [network NET]",
         "a memif interface; PATH relative to the runtime directory, @name for abstract sockets",
     ),
+    (
+        "network add NET vni N range A.B.C.D/L [range A.B.C.D/L]...",
+        "an isolated network with a VRF of its own; pod interfaces attach with `network NET`",
+    ),
+    (
+        "network del NET",
+        "delete a network no interface is attached to, and its VRF",
+    ),
+    ("show network", "networks: VNI, ranges, VRF, interfaces"),
     (
         "delete interface IF",
         "delete an interface: its addresses, routes through it, neighbours and queues go; its peer is disconnected",
@@ -264,6 +273,39 @@ pub fn parse(words: &[&str]) -> Result<Request, CliError> {
             }
             create_memif(&mut w)?
         }
+        ("network", _) => {
+            w.cmd = "network";
+            match w.next("add or del")? {
+                "add" => {
+                    w.cmd = "network add";
+                    let name = w.next("network name")?.to_string();
+                    if !w.eat("vni") {
+                        return Err(w.err("missing `vni N`".into()));
+                    }
+                    let vni = w.number("vni")?;
+                    let mut ranges = Vec::new();
+                    while w.eat("range") {
+                        ranges.push(w.value("range")?);
+                    }
+                    if ranges.is_empty() {
+                        return Err(w.err("missing `range A.B.C.D/L`".into()));
+                    }
+                    Request::NetworkAdd(crate::NetworkSpec { name, vni, ranges })
+                }
+                "del" | "delete" => {
+                    w.cmd = "network del";
+                    Request::NetworkDel {
+                        name: w.next("network name")?.to_string(),
+                    }
+                }
+                x => return Err(w.err(format!("{x:?}: expected add or del"))),
+            }
+        }
+        ("show", "network") | ("show", "networks") => {
+            w.cmd = "show network";
+            w.i += 1;
+            Request::ShowNetwork
+        }
         ("delete", "interface") | ("delete", "int") => {
             w.cmd = "delete interface";
             w.i += 1;
@@ -431,6 +473,7 @@ fn create_memif(w: &mut Words<'_>) -> Result<Request, CliError> {
             "buffer-size" => spec.buffer_size = Some(w.number("buffer-size")?),
             "secret" => spec.secret = Some(w.next("secret")?.to_string()),
             "name" => spec.name = Some(w.next("name")?.to_string()),
+            "network" => spec.network = Some(w.next("network name")?.to_string()),
             "hw-addr" => {
                 let m = w.next("MAC address")?;
                 spec.mac = Some(crate::parse_mac(m).map_err(|e| w.err(format!("hw-addr: {e}")))?);
@@ -491,6 +534,9 @@ pub fn format(reply: &Reply) -> String {
                     i.role, i.id, i.socket, i.mac, i.table, i.rx_queues, i.tx_queues, i.ring_size,
                     i.buffer_size
                 ));
+                if let Some(n) = &i.network {
+                    s.push_str(&format!("    network {n}\n"));
+                }
                 if !i.addresses.is_empty() {
                     let a: Vec<String> = i.addresses.iter().map(ToString::to_string).collect();
                     s.push_str(&format!("    addresses {}\n", a.join(" ")));
@@ -575,6 +621,23 @@ pub fn format(reply: &Reply) -> String {
                     table = Some(e.table);
                 }
                 s.push_str(&format!("  {:<20} {}\n", e.prefix.to_string(), e.path));
+            }
+        }
+        Reply::Networks { networks } => {
+            s.push_str(&format!(
+                "{:<16} {:>8} {:>6}  {:<36} {}\n",
+                "Network", "VNI", "VRF", "Ranges", "Interfaces"
+            ));
+            for n in networks {
+                let ranges: Vec<String> = n.ranges.iter().map(ToString::to_string).collect();
+                s.push_str(&format!(
+                    "{:<16} {:>8} {:>6}  {:<36} {}\n",
+                    n.name,
+                    n.vni,
+                    n.table,
+                    ranges.join(" "),
+                    n.interfaces.join(" ")
+                ));
             }
         }
         Reply::Neighbors { neighbors } => {

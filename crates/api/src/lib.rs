@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-pub use config::{Config, MemifSpec, NeighborSpec, RouteSpec};
+pub use config::{Config, MemifSpec, NeighborSpec, NetworkSpec, RouteSpec};
 pub use types::{
     CopyEngine, CopyMode, Ipv4Prefix, MacAddr, ParseError, Role, RxMode, Via, parse_ipv4, parse_mac,
 };
@@ -101,6 +101,13 @@ pub enum Request {
         table: Option<u32>,
     },
     ShowIpNeighbors,
+    /// Adds a network (and allocates its VRF).
+    NetworkAdd(NetworkSpec),
+    /// Deletes a network that no interface is attached to (and frees its VRF).
+    NetworkDel {
+        name: String,
+    },
+    ShowNetwork,
     SetIpNeighbor {
         neighbor: NeighborSpec,
         #[serde(default)]
@@ -130,6 +137,8 @@ pub struct InterfaceInfo {
     pub admin_up: bool,
     pub connected: bool,
     pub table: u32,
+    /// The network it is attached to, if any.
+    pub network: Option<String>,
     pub addresses: Vec<Ipv4Prefix>,
     pub peer: Option<String>,
     pub rx_queues: u16,
@@ -201,6 +210,18 @@ pub struct FibEntry {
     pub path: String,
 }
 
+/// One network, as `show network` prints it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetworkInfo {
+    pub name: String,
+    pub vni: u32,
+    pub ranges: Vec<Ipv4Prefix>,
+    /// The VRF the network owns on this node.
+    pub table: u32,
+    /// Interfaces attached to it.
+    pub interfaces: Vec<String>,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Neighbor {
     pub interface: String,
@@ -244,6 +265,9 @@ pub enum Reply {
     },
     Fib {
         entries: Vec<FibEntry>,
+    },
+    Networks {
+        networks: Vec<NetworkInfo>,
     },
     Neighbors {
         neighbors: Vec<Neighbor>,

@@ -144,6 +144,39 @@ impl Rib {
         self.adj.reader()
     }
 
+    /// Whether table `t` exists (made by an interface, a route or a network).
+    pub fn has_table(&self, t: u32) -> bool {
+        self.tables.get(t as usize).is_some_and(Option::is_some)
+    }
+
+    /// Deletes table `t` and every route in it; readers see it empty from the next load. Table
+    /// 0 stays. Returns how many routes went.
+    pub fn drop_table(&mut self, t: u32) -> usize {
+        if t == 0 || !self.has_table(t) {
+            return 0;
+        }
+        let keys: Vec<(u32, u32, u8)> = self
+            .routes
+            .range((t, 0, 0)..=(t, u32::MAX, u8::MAX))
+            .map(|(k, _)| *k)
+            .collect();
+        for &(_, p, len) in &keys {
+            self.remove(
+                t,
+                Ipv4Prefix {
+                    addr: Ipv4Addr::from(p),
+                    len,
+                },
+            );
+        }
+        self.tables[t as usize] = None;
+        while self.tables.len() > 1 && self.tables.last().is_some_and(Option::is_none) {
+            self.tables.pop();
+        }
+        self.publish_tables();
+        keys.len()
+    }
+
     /// Creates table `t` if it does not exist.
     pub fn ensure_table(&mut self, t: u32) -> Result<(), RibError> {
         self.table(t).map(|_| ())
@@ -832,6 +865,37 @@ mod tests {
         // many as the two gleans there were before anything was added.
         assert_eq!(rib.next_hop_count(), base);
         assert_eq!(rib.remove_interface(1), 0, "nothing left to remove");
+    }
+
+    #[test]
+    fn a_dropped_table_takes_its_routes_and_next_hops() {
+        let (mut rib, ifs) = two_interfaces();
+        let base = rib.next_hop_count();
+        rib.ensure_table(7).unwrap();
+        assert!(rib.has_table(7) && !rib.has_table(6));
+        rib.add_route(
+            &ifs,
+            7,
+            p("8.0.0.0/8"),
+            Via::Address(ip("10.0.0.2")),
+            Some(0),
+        )
+        .unwrap();
+        rib.add_route(&ifs, 7, p("9.0.0.0/8"), Via::Drop, None)
+            .unwrap();
+        assert_eq!(rib.next_hop_count(), base + 1);
+        assert_eq!(rib.vrfs().load().len(), 8);
+        assert_eq!(rib.drop_table(7), 2);
+        assert!(!rib.has_table(7));
+        assert_eq!(rib.next_hop_count(), base);
+        assert_eq!(
+            rib.vrfs().load().len(),
+            1,
+            "trailing empty tables are trimmed"
+        );
+        assert_eq!(rib.entries(Some(7)), Err(RibError::NoTable(7)));
+        assert_eq!(rib.drop_table(0), 0, "table 0 stays");
+        assert_eq!(rib.entries(Some(0)).unwrap().len(), 4);
     }
 
     #[test]

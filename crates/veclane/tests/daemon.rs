@@ -531,3 +531,125 @@ fn deleting_an_interface_removes_everything_of_it_and_nothing_else() {
     assert!(out.contains("extra (index 2)"), "{out}");
     through(&mut pods, 50);
 }
+
+#[test]
+fn networks_with_the_same_range_stay_apart() {
+    let mut cfg = String::from(
+        "[daemon]\nmode = \"interrupt\"\nbuffers = 4096\n\n\
+         [[network]]\nname = \"blue\"\nvni = 56\nranges = [\"10.1.0.0/16\"]\n\n\
+         [[network]]\nname = \"red\"\nvni = 88\nranges = [\"10.1.0.0/16\"]\n",
+    );
+    for (id, net, addr, nb_mac) in [
+        (0, "blue", "10.1.0.1/24", None),
+        (1, "blue", "10.1.1.1/24", Some("02:00:00:00:c1:01")),
+        (2, "red", "10.1.0.1/24", None),
+        (3, "red", "10.1.1.1/24", Some("02:00:00:00:c2:03")),
+    ] {
+        cfg.push_str(&format!(
+            "[[interface]]\nsocket = \"memif.sock\"\nid = {id}\nrole = \"master\"\nmac = \"02:00:00:00:0a:0{id}\"\nnetwork = \"{net}\"\naddresses = [\"{addr}\"]\n"
+        ));
+        if let Some(m) = nb_mac {
+            cfg.push_str(&format!(
+                "[[neighbor]]\ninterface = \"memif0/{id}\"\nip = \"10.1.1.2\"\nmac = \"{m}\"\n"
+            ));
+        }
+    }
+    let d = Daemon::start(&cfg);
+    let nets = d.ok("show network");
+    assert!(
+        nets.contains("memif0/0 memif0/1") && nets.contains("memif0/2 memif0/3"),
+        "{nets}"
+    );
+    let mut pods = Pods::connect(&d.path("memif.sock"), &[0, 1, 2, 3]);
+    d.wait_connected(4);
+    let to = |src_if: u32, n: usize| -> Vec<Vec<u8>> {
+        (0..n)
+            .map(|i| {
+                udp(
+                    POD0,
+                    mac(&format!("02:00:00:00:0a:0{src_if}")),
+                    [10, 1, 0, 2],
+                    [10, 1, 1, 2],
+                    64,
+                    format!("from {src_if} #{i}").as_bytes(),
+                )
+            })
+            .collect()
+    };
+    pods.send(0, &to(0, 20));
+    pods.send(2, &to(2, 30));
+    let blue = pods.recv(1, 20, Duration::from_secs(5));
+    let red = pods.recv(3, 30, Duration::from_secs(5));
+    assert_eq!((blue.len(), red.len()), (20, 30), "{}", d.ok("show errors"));
+    assert!(blue.iter().all(|f| f[0..6] == mac("02:00:00:00:c1:01")
+        && String::from_utf8_lossy(&f[42..]).starts_with("from 0")));
+    assert!(red.iter().all(|f| f[0..6] == mac("02:00:00:00:c2:03")
+        && String::from_utf8_lossy(&f[42..]).starts_with("from 2")));
+    // Nothing crossed over.
+    assert!(pods.recv(1, 1, Duration::from_millis(200)).is_empty());
+    assert!(pods.recv(3, 1, Duration::from_millis(200)).is_empty());
+
+    // Refusals name what is wrong.
+    for (line, named) in [
+        (
+            "network del blue",
+            "still has interfaces: memif0/0, memif0/1",
+        ),
+        (
+            "network add green vni 56 range 10.9.0.0/16",
+            "vni 56 is network blue's",
+        ),
+        (
+            "network add blue vni 99 range 10.9.0.0/16",
+            "\"blue\" exists already",
+        ),
+        (
+            "network add green vni 99 range 10.9.0.5/16",
+            "host bits set",
+        ),
+        (
+            "network add green vni 16777216 range 10.9.0.0/16",
+            "over 24 bits",
+        ),
+        ("network del purple", "no network named \"purple\""),
+        (
+            "create interface memif id 9 socket memif.sock master network purple",
+            "no network named \"purple\"",
+        ),
+    ] {
+        let (ok, _, err) = d.ctl(line);
+        assert!(!ok, "`{line}` should fail");
+        assert!(err.contains(named), "`{line}`: {err}");
+    }
+    // A network added and removed at run time, with an interface in it.
+    d.ok("network add green vni 99 range 10.9.0.0/16");
+    let green = d.ok("show network");
+    let table: u32 = green
+        .lines()
+        .find(|l| l.starts_with("green"))
+        .and_then(|l| l.split_whitespace().nth(2))
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("{green}"));
+    assert!(table > 0);
+    d.ok("create interface memif id 4 socket memif.sock master network green");
+    let (ok, _, err) = d.ctl("set interface ip address memif0/4 10.1.0.1/24");
+    assert!(
+        !ok && err.contains("outside network green's ranges"),
+        "{err}"
+    );
+    let (ok, _, err) = d.ctl("set interface ip table memif0/4 5");
+    assert!(!ok && err.contains("attached to network green"), "{err}");
+    d.ok("set interface ip address memif0/4 10.9.0.1/24");
+    assert!(
+        d.ok(&format!("show ip fib table {table}"))
+            .contains("10.9.0.1/32")
+    );
+    d.ok("delete interface memif0/4");
+    d.ok("network del green");
+    assert!(!d.ok("show network").contains("green"));
+    let (ok, _, err) = d.ctl(&format!("show ip fib table {table}"));
+    assert!(!ok && err.contains("does not exist"), "{err}");
+    // Blue and red forwarded throughout.
+    pods.send(0, &to(0, 5));
+    assert_eq!(pods.recv(1, 5, Duration::from_secs(5)).len(), 5);
+}

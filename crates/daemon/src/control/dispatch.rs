@@ -124,6 +124,17 @@ impl Control {
                 let (name, index) = self.create_memif(&spec)?;
                 Reply::Created { name, index }
             }
+            Request::NetworkAdd(spec) => {
+                self.network_add(spec)?;
+                Reply::Ok
+            }
+            Request::NetworkDel { name } => {
+                self.network_del(&name)?;
+                Reply::Ok
+            }
+            Request::ShowNetwork => Reply::Networks {
+                networks: self.network_infos(),
+            },
             Request::DeleteInterface { name } => {
                 self.delete_interface(&name)?;
                 Reply::Ok

@@ -73,6 +73,8 @@ impl Totals {
 pub(super) struct Iface {
     pub(super) name: String,
     pub(super) sock: usize,
+    /// The network it is attached to (its table is the network's).
+    pub(super) network: Option<String>,
     id: u32,
     role: Role,
     rx_queues: u16,
@@ -188,7 +190,17 @@ impl Control {
         if let Some(p) = spec.problems().into_iter().next() {
             return refuse(p);
         }
-        self.rib.ensure_table(spec.table)?;
+        let table = match &spec.network {
+            None => spec.table,
+            Some(n) => {
+                let net = &self.networks[self.network_index(n)?];
+                if let Some(a) = spec.addresses.iter().find(|a| !net.spec.contains(a.addr)) {
+                    return refuse(format!("address {a} is outside network {n}'s ranges"));
+                }
+                net.table
+            }
+        };
+        self.rib.ensure_table(table)?;
         let (path, shown) = self.socket_path(&spec.socket);
         // Slots of deleted interfaces and sockets are reused.
         let index = free_slot(&self.ifaces) as u32;
@@ -217,7 +229,7 @@ impl Control {
             return refuse(format!("an interface named {name:?} exists already"));
         }
         for a in &spec.addresses {
-            self.rib.check_new_address(spec.table, a.addr)?;
+            self.rib.check_new_address(table, a.addr)?;
         }
         let ring_size = spec.ring_size.unwrap_or(1024);
         let buffer_size = spec.buffer_size.unwrap_or(2048);
@@ -300,6 +312,7 @@ impl Control {
             Iface {
                 name: name.clone(),
                 sock: sock_id,
+                network: spec.network.clone(),
                 id: spec.id,
                 role: spec.role,
                 rx_queues: rxq,
@@ -314,7 +327,7 @@ impl Control {
                 baseline: Totals::default(),
             },
         );
-        let mut c = IfConfig::new(mac, spec.table);
+        let mut c = IfConfig::new(mac, table);
         c.up = spec.up;
         if (index as usize) < self.ifconfigs.len() {
             self.ifconfigs[index as usize] = c;
@@ -400,6 +413,12 @@ impl Control {
 
     /// Moves interface `i` to `table`; its addresses' routes move with it.
     pub(super) fn set_table(&mut self, i: u32, table: u32) -> Result<(), ControlError> {
+        if let Some(n) = &self.iface(i).network {
+            return Err(ControlError::Interface(format!(
+                "{} is attached to network {n}: its table is the network's",
+                self.iface(i).name
+            )));
+        }
         self.rib.ensure_table(table)?;
         let old = self.ifconfigs[i as usize].vrf;
         if old == table {
@@ -448,6 +467,14 @@ impl Control {
         } else {
             if have {
                 return Ok(());
+            }
+            if let Some(n) = &self.iface(i).network {
+                let k = self.network_index(n)?;
+                if !self.networks[k].spec.contains(a.addr) {
+                    return Err(ControlError::Network(format!(
+                        "address {a} is outside network {n}'s ranges"
+                    )));
+                }
             }
             self.rib.check_new_address(t, a.addr)?;
             self.ifconfigs[i as usize].addresses.push((a.addr, a.len));
@@ -600,6 +627,7 @@ impl Control {
             admin_up: c.up,
             connected: f.connected,
             table: c.vrf,
+            network: f.network.clone(),
             addresses: c
                 .addresses
                 .iter()

@@ -6,6 +6,7 @@
 mod capture;
 mod dispatch;
 mod interfaces;
+mod networks;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -40,6 +41,9 @@ pub enum ControlError {
     WorkerSilent(usize),
     #[error("{0}")]
     Capture(String),
+    /// A network that cannot be added, deleted or attached to as asked.
+    #[error("{0}")]
+    Network(String),
     /// `trace add` refused by a worker's graph.
     #[error(transparent)]
     Trace(#[from] graph::TraceError),
@@ -63,6 +67,7 @@ pub struct Control {
     ifconfigs: Vec<IfConfig>,
     shared: Shared,
     rib: Rib,
+    networks: Vec<networks::Network>,
     learned: Receiver<Learned>,
     /// Loop counts of the workers when tables last dropped memory, until all moved on.
     quiesce_after: Option<Vec<u64>>,
@@ -99,11 +104,15 @@ impl Control {
             ifconfigs: Vec::new(),
             shared,
             rib,
+            networks: Vec::new(),
             learned: learned_rx,
             quiesce_after: None,
             pcap: None,
         };
         c.start_workers(cfg, learned_tx)?;
+        for n in &cfg.network {
+            c.network_add(n.clone())?;
+        }
         for spec in &cfg.interface {
             c.create_memif(spec)?;
         }

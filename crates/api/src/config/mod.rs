@@ -136,6 +136,10 @@ pub struct MemifSpec {
     /// Administrative state at creation.
     #[serde(default = "yes", skip_serializing_if = "is_true")]
     pub up: bool,
+    /// The network the interface attaches to: it is routed in the network's VRF, and its
+    /// addresses must lie in the network's ranges. Excludes `table`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<String>,
 }
 
 fn is_zero(v: &u32) -> bool {
@@ -166,6 +170,7 @@ impl MemifSpec {
             table: 0,
             rx_placement: Vec::new(),
             up: true,
+            network: None,
         }
     }
 
@@ -189,7 +194,71 @@ impl MemifSpec {
                 p.push(format!("address {} is listed twice", a.addr));
             }
         }
+        if let Some(n) = &self.network
+            && self.table != 0
+        {
+            p.push(format!(
+                "table {} and network {n:?} both set: an interface in a network is routed in the network's VRF",
+                self.table
+            ));
+        }
         p
+    }
+}
+
+/// The largest VXLAN network identifier (24 bits).
+pub const MAX_VNI: u32 = (1 << 24) - 1;
+
+/// `[[network]]` and `network add`: an isolated network. On this node it owns a VRF of its
+/// own, allocated with it and freed with it; its pod interfaces attach to it by name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkSpec {
+    pub name: String,
+    /// The VXLAN network identifier that carries it between nodes; one network per VNI.
+    pub vni: u32,
+    /// The address ranges of its pods (networks may overlap one another).
+    pub ranges: Vec<Ipv4Prefix>,
+}
+
+impl NetworkSpec {
+    /// What is wrong with the values themselves.
+    pub fn problems(&self) -> Vec<String> {
+        let mut p = Vec::new();
+        let n = &self.name;
+        if n.is_empty()
+            || n.len() > 31
+            || !n
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        {
+            p.push(format!(
+                "name {n:?} must be 1 to 31 letters, digits, '-' or '_'"
+            ));
+        }
+        if self.vni > MAX_VNI {
+            p.push(format!(
+                "vni {} is over 24 bits (at most {MAX_VNI})",
+                self.vni
+            ));
+        }
+        if self.ranges.is_empty() {
+            p.push("ranges is empty: a network needs at least one address range".into());
+        }
+        for r in &self.ranges {
+            if r.network() != *r {
+                p.push(format!(
+                    "range {r} has host bits set (did you mean {}?)",
+                    r.network()
+                ));
+            }
+        }
+        p
+    }
+
+    /// Whether `a` lies in one of the network's ranges.
+    pub fn contains(&self, a: Ipv4Addr) -> bool {
+        self.ranges.iter().any(|r| r.contains(a))
     }
 }
 
@@ -228,6 +297,8 @@ pub struct NeighborSpec {
 pub struct Config {
     #[serde(default)]
     pub daemon: DaemonSection,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub network: Vec<NetworkSpec>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub interface: Vec<MemifSpec>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -289,6 +360,7 @@ fn show_problems(origin: &str, problems: &[Problem]) -> String {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Item {
     Daemon,
+    Network(usize),
     Interface(usize),
     Route(usize),
     Neighbor(usize),
@@ -298,6 +370,7 @@ enum Item {
 #[derive(Debug, Default)]
 struct Spans {
     daemon: Option<Range<usize>>,
+    network: Vec<Range<usize>>,
     interface: Vec<Range<usize>>,
     route: Vec<Range<usize>>,
     neighbor: Vec<Range<usize>>,
@@ -307,6 +380,7 @@ impl Spans {
     fn of(&self, item: Item) -> Option<Range<usize>> {
         match item {
             Item::Daemon => self.daemon.clone(),
+            Item::Network(k) => self.network.get(k).cloned(),
             Item::Interface(k) => self.interface.get(k).cloned(),
             Item::Route(k) => self.route.get(k).cloned(),
             Item::Neighbor(k) => self.neighbor.get(k).cloned(),
@@ -355,47 +429,38 @@ impl Config {
                         Err(e) => problems.push((e.span(), format!("[daemon]: {}", e.message()))),
                     }
                 }
-                "interface" => {
-                    for (v, s) in items(value, "interface", &mut problems) {
-                        match typed::<MemifSpec>(v) {
-                            Ok(i) => {
-                                cfg.interface.push(i);
-                                spans.interface.push(s);
-                            }
-                            Err(e) => problems
-                                .push((e.span(), format!("[[interface]]: {}", e.message()))),
-                        }
-                    }
-                }
-                "route" => {
-                    for (v, s) in items(value, "route", &mut problems) {
-                        match typed::<RouteSpec>(v) {
-                            Ok(r) => {
-                                cfg.route.push(r);
-                                spans.route.push(s);
-                            }
-                            Err(e) => {
-                                problems.push((e.span(), format!("[[route]]: {}", e.message())))
-                            }
-                        }
-                    }
-                }
-                "neighbor" => {
-                    for (v, s) in items(value, "neighbor", &mut problems) {
-                        match typed::<NeighborSpec>(v) {
-                            Ok(n) => {
-                                cfg.neighbor.push(n);
-                                spans.neighbor.push(s);
-                            }
-                            Err(e) => problems
-                                .push((e.span(), format!("[[neighbor]]: {}", e.message()))),
-                        }
-                    }
-                }
+                "interface" => section(
+                    value,
+                    "interface",
+                    &mut cfg.interface,
+                    &mut spans.interface,
+                    &mut problems,
+                ),
+                "route" => section(
+                    value,
+                    "route",
+                    &mut cfg.route,
+                    &mut spans.route,
+                    &mut problems,
+                ),
+                "neighbor" => section(
+                    value,
+                    "neighbor",
+                    &mut cfg.neighbor,
+                    &mut spans.neighbor,
+                    &mut problems,
+                ),
+                "network" => section(
+                    value,
+                    "network",
+                    &mut cfg.network,
+                    &mut spans.network,
+                    &mut problems,
+                ),
                 other => problems.push((
                     Some(key.span()),
                     format!(
-                        "unknown section {other:?}: expected [daemon], [[interface]], [[route]] or [[neighbor]]"
+                        "unknown section {other:?}: expected [daemon], [[network]], [[interface]], [[route]] or [[neighbor]]"
                     ),
                 )),
             }
@@ -507,6 +572,27 @@ impl Config {
                 ),
             ));
         }
+        for (k, n) in self.network.iter().enumerate() {
+            let item = Item::Network(k);
+            for m in n.problems() {
+                p.push((item, format!("[[network]] {}: {m}", n.name)));
+            }
+            if self.network[..k].iter().any(|o| o.name == n.name) {
+                p.push((
+                    item,
+                    format!("[[network]] {}: the name is used twice", n.name),
+                ));
+            }
+            if let Some(o) = self.network[..k].iter().find(|o| o.vni == n.vni) {
+                p.push((
+                    item,
+                    format!(
+                        "[[network]] {}: vni {} is network {}'s already",
+                        n.name, n.vni, o.name
+                    ),
+                ));
+            }
+        }
         let names = self.interface_names();
         for (k, i) in self.interface.iter().enumerate() {
             let at = format!(
@@ -516,6 +602,29 @@ impl Config {
             let item = Item::Interface(k);
             for m in i.problems() {
                 p.push((item, format!("{at}: {m}")));
+            }
+            if let Some(n) = &i.network {
+                match self.network.iter().find(|x| &x.name == n) {
+                    None => p.push((
+                        item,
+                        format!(
+                            "{at}: no network named {n:?} (have: {})",
+                            self.network
+                                .iter()
+                                .map(|x| x.name.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                    )),
+                    Some(net) => {
+                        for a in i.addresses.iter().filter(|a| !net.contains(a.addr)) {
+                            p.push((
+                                item,
+                                format!("{at}: address {a} is outside network {n}'s ranges"),
+                            ));
+                        }
+                    }
+                }
             }
             for &c in &i.rx_placement {
                 if !d.workers.contains(&c) {
@@ -581,6 +690,26 @@ impl fmt::Display for Config {
     }
 }
 
+/// Every table of array `[[name]]` deserialized on its own into `out`, its span into `spans`;
+/// the tables that do not deserialize become problems.
+fn section<T: serde::de::DeserializeOwned>(
+    value: Spanned<DeValue<'_>>,
+    name: &str,
+    out: &mut Vec<T>,
+    spans: &mut Vec<Range<usize>>,
+    problems: &mut Vec<(Option<Range<usize>>, String)>,
+) {
+    for (v, s) in items(value, name, problems) {
+        match typed::<T>(v) {
+            Ok(x) => {
+                out.push(x);
+                spans.push(s);
+            }
+            Err(e) => problems.push((e.span(), format!("[[{name}]]: {}", e.message()))),
+        }
+    }
+}
+
 /// Deserializes one table of the document on its own, so a bad one does not hide the next.
 fn typed<T: serde::de::DeserializeOwned>(v: Spanned<DeValue<'_>>) -> Result<T, toml::de::Error> {
     T::deserialize(serde::de::IntoDeserializer::into_deserializer(v))
@@ -606,169 +735,4 @@ fn items<'i>(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn embedded_default_parses() {
-        let c = Config::embedded_default();
-        assert_eq!(c.interface.len(), 2);
-        assert_eq!(c.daemon.mode, RxMode::Adaptive);
-        assert_eq!(c.interface_names(), ["memif0/0", "memif0/1"]);
-        assert_eq!(c.interface[1].addresses[0].to_string(), "10.10.2.1/24");
-    }
-
-    #[test]
-    fn serializes_to_what_it_parses_from() {
-        let c = Config::embedded_default();
-        let text = c.to_toml();
-        assert_eq!(Config::parse(&text, "round trip").unwrap(), c);
-        let mut c2 = c.clone();
-        c2.daemon.copy = CopyMode::Two;
-        c2.interface[0].ring_size = Some(256);
-        c2.interface[0].up = false;
-        c2.route.push(RouteSpec {
-            prefix: "10.20.0.0/16".parse().unwrap(),
-            via: Via::Drop,
-            interface: None,
-            table: 3,
-        });
-        assert_eq!(Config::parse(&c2.to_toml(), "round trip").unwrap(), c2);
-    }
-
-    fn problems(text: &str) -> Vec<String> {
-        Config::parse(text, "x.toml")
-            .unwrap_err()
-            .problems()
-            .iter()
-            .map(|p| {
-                let (l, c) = p.at.expect("problems in text have a position");
-                format!("{l}:{c}: {}", p.message)
-            })
-            .collect()
-    }
-
-    #[test]
-    fn errors_name_the_problem() {
-        let p = problems("[daemon]\nworkerz = [1]\n");
-        assert!(p[0].contains("workerz"), "{p:?}");
-        let p =
-            problems("[[interface]]\nsocket = \"a\"\nid = 0\nrole = \"master\"\nmac = \"nope\"\n");
-        assert!(
-            p[0].contains("\"nope\"") && p[0].contains("aa:bb:cc:dd:ee:ff"),
-            "{p:?}"
-        );
-        let p = problems("[[interface]]\nsocket = \"a\"\nid = 0\nrole = \"boss\"\n");
-        assert!(
-            p[0].contains("boss") && p[0].contains(r#""master", "slave""#),
-            "{p:?}"
-        );
-        let p = problems("[daemon]\nworkers = [999]\n");
-        assert!(p[0].contains("core 999"), "{p:?}");
-        let p = problems("[[route]]\nprefix = \"1.2.3.0/40\"\nvia = \"1.1.1.1\"\n");
-        assert!(p[0].contains("1.2.3.0/40"), "{p:?}");
-        let p = problems("[daemon]\ncopy = \"three\"\n");
-        assert!(
-            p[0].starts_with("2:8:") && p[0].contains(r#""single", "two""#),
-            "{p:?}"
-        );
-    }
-
-    #[test]
-    fn every_problem_at_once_with_its_position() {
-        let text = "\
-[daemon]
-mode = \"sleepy\"
-
-[[interface]]
-socket = \"a\"
-id = 0
-role = \"master\"
-mac = \"02:00:00:00:00:zz\"
-
-[[interface]]
-socket = \"a\"
-id = 1
-role = \"master\"
-
-[[route]]
-prefix = \"10.0.0.0/8\"
-via = \"somewhere\"
-
-[[neighbor]]
-interface = \"memif0/1\"
-ip = \"10.0.0.300\"
-mac = \"02:00:00:00:00:01\"
-
-[bogus]
-";
-        let p = problems(text);
-        assert_eq!(p.len(), 5, "{p:#?}");
-        assert!(
-            p[0].starts_with("2:8: [daemon]") && p[0].contains("sleepy"),
-            "{p:?}"
-        );
-        assert!(
-            p[1].starts_with("8:7: [[interface]]") && p[1].contains("zz"),
-            "{p:?}"
-        );
-        assert!(
-            p[2].starts_with("17:7: [[route]]") && p[2].contains("somewhere"),
-            "{p:?}"
-        );
-        assert!(
-            p[3].starts_with("21:6: [[neighbor]]") && p[3].contains("10.0.0.300"),
-            "{p:?}"
-        );
-        assert!(p[4].starts_with("24:2:") && p[4].contains("bogus"), "{p:?}");
-    }
-
-    #[test]
-    fn semantic_problems_all_reported_at_their_items() {
-        let text = "\
-[daemon]
-workers = [0, 0]
-buffers = 10
-
-[[interface]]
-socket = \"a\"
-id = 0
-role = \"master\"
-ring-size = 1000
-rx-placement = [1]
-
-[[interface]]
-socket = \"a\"
-id = 0
-role = \"slave\"
-
-[[neighbor]]
-interface = \"memif9/9\"
-ip = \"10.0.0.1\"
-mac = \"02:00:00:00:00:01\"
-";
-        let p = problems(text);
-        let joined = p.join("\n");
-        for want in [
-            "1:1: [daemon] workers lists core 0 twice",
-            "1:1: [daemon] buffers = 10 is too few",
-            "5:1: [[interface]] memif0/0 (socket \"a\" id 0): ring-size 1000 must be a power of two",
-            "rx-placement core 1 has no worker",
-            "12:1: [[interface]] memif0/0 (socket \"a\" id 0): socket and id are used twice",
-            "the name \"memif0/0\" is used twice",
-            "used as both",
-            "17:1: [[neighbor]] 10.0.0.1: no interface named \"memif9/9\"",
-        ] {
-            assert!(joined.contains(want), "missing {want:?} in\n{joined}");
-        }
-        let shown = Config::parse(text, "x.toml").unwrap_err().to_string();
-        assert!(shown.starts_with("x.toml: "), "{shown}");
-        assert!(shown.contains("\n  x.toml:17:1: [[neighbor]]"), "{shown}");
-    }
-
-    #[test]
-    fn syntax_errors_have_positions() {
-        let p = problems("[daemon]\nworkers = [1\n");
-        assert!(p[0].starts_with("2:") || p[0].starts_with("3:"), "{p:?}");
-    }
-}
+mod tests;

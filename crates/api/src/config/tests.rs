@@ -1,0 +1,247 @@
+use super::*;
+
+#[test]
+fn embedded_default_parses() {
+    let c = Config::embedded_default();
+    assert_eq!(c.interface.len(), 2);
+    assert_eq!(c.daemon.mode, RxMode::Adaptive);
+    assert_eq!(c.interface_names(), ["memif0/0", "memif0/1"]);
+    assert_eq!(c.interface[1].addresses[0].to_string(), "10.10.2.1/24");
+}
+
+#[test]
+fn serializes_to_what_it_parses_from() {
+    let c = Config::embedded_default();
+    let text = c.to_toml();
+    assert_eq!(Config::parse(&text, "round trip").unwrap(), c);
+    let mut c2 = c.clone();
+    c2.daemon.copy = CopyMode::Two;
+    c2.interface[0].ring_size = Some(256);
+    c2.interface[0].up = false;
+    c2.route.push(RouteSpec {
+        prefix: "10.20.0.0/16".parse().unwrap(),
+        via: Via::Drop,
+        interface: None,
+        table: 3,
+    });
+    assert_eq!(Config::parse(&c2.to_toml(), "round trip").unwrap(), c2);
+}
+
+fn problems(text: &str) -> Vec<String> {
+    Config::parse(text, "x.toml")
+        .unwrap_err()
+        .problems()
+        .iter()
+        .map(|p| {
+            let (l, c) = p.at.expect("problems in text have a position");
+            format!("{l}:{c}: {}", p.message)
+        })
+        .collect()
+}
+
+#[test]
+fn errors_name_the_problem() {
+    let p = problems("[daemon]\nworkerz = [1]\n");
+    assert!(p[0].contains("workerz"), "{p:?}");
+    let p = problems("[[interface]]\nsocket = \"a\"\nid = 0\nrole = \"master\"\nmac = \"nope\"\n");
+    assert!(
+        p[0].contains("\"nope\"") && p[0].contains("aa:bb:cc:dd:ee:ff"),
+        "{p:?}"
+    );
+    let p = problems("[[interface]]\nsocket = \"a\"\nid = 0\nrole = \"boss\"\n");
+    assert!(
+        p[0].contains("boss") && p[0].contains(r#""master", "slave""#),
+        "{p:?}"
+    );
+    let p = problems("[daemon]\nworkers = [999]\n");
+    assert!(p[0].contains("core 999"), "{p:?}");
+    let p = problems("[[route]]\nprefix = \"1.2.3.0/40\"\nvia = \"1.1.1.1\"\n");
+    assert!(p[0].contains("1.2.3.0/40"), "{p:?}");
+    let p = problems("[daemon]\ncopy = \"three\"\n");
+    assert!(
+        p[0].starts_with("2:8:") && p[0].contains(r#""single", "two""#),
+        "{p:?}"
+    );
+}
+
+#[test]
+fn every_problem_at_once_with_its_position() {
+    let text = "\
+[daemon]
+mode = \"sleepy\"
+
+[[interface]]
+socket = \"a\"
+id = 0
+role = \"master\"
+mac = \"02:00:00:00:00:zz\"
+
+[[interface]]
+socket = \"a\"
+id = 1
+role = \"master\"
+
+[[route]]
+prefix = \"10.0.0.0/8\"
+via = \"somewhere\"
+
+[[neighbor]]
+interface = \"memif0/1\"
+ip = \"10.0.0.300\"
+mac = \"02:00:00:00:00:01\"
+
+[bogus]
+";
+    let p = problems(text);
+    assert_eq!(p.len(), 5, "{p:#?}");
+    assert!(
+        p[0].starts_with("2:8: [daemon]") && p[0].contains("sleepy"),
+        "{p:?}"
+    );
+    assert!(
+        p[1].starts_with("8:7: [[interface]]") && p[1].contains("zz"),
+        "{p:?}"
+    );
+    assert!(
+        p[2].starts_with("17:7: [[route]]") && p[2].contains("somewhere"),
+        "{p:?}"
+    );
+    assert!(
+        p[3].starts_with("21:6: [[neighbor]]") && p[3].contains("10.0.0.300"),
+        "{p:?}"
+    );
+    assert!(p[4].starts_with("24:2:") && p[4].contains("bogus"), "{p:?}");
+}
+
+#[test]
+fn semantic_problems_all_reported_at_their_items() {
+    let text = "\
+[daemon]
+workers = [0, 0]
+buffers = 10
+
+[[interface]]
+socket = \"a\"
+id = 0
+role = \"master\"
+ring-size = 1000
+rx-placement = [1]
+
+[[interface]]
+socket = \"a\"
+id = 0
+role = \"slave\"
+
+[[neighbor]]
+interface = \"memif9/9\"
+ip = \"10.0.0.1\"
+mac = \"02:00:00:00:00:01\"
+";
+    let p = problems(text);
+    let joined = p.join("\n");
+    for want in [
+        "1:1: [daemon] workers lists core 0 twice",
+        "1:1: [daemon] buffers = 10 is too few",
+        "5:1: [[interface]] memif0/0 (socket \"a\" id 0): ring-size 1000 must be a power of two",
+        "rx-placement core 1 has no worker",
+        "12:1: [[interface]] memif0/0 (socket \"a\" id 0): socket and id are used twice",
+        "the name \"memif0/0\" is used twice",
+        "used as both",
+        "17:1: [[neighbor]] 10.0.0.1: no interface named \"memif9/9\"",
+    ] {
+        assert!(joined.contains(want), "missing {want:?} in\n{joined}");
+    }
+    let shown = Config::parse(text, "x.toml").unwrap_err().to_string();
+    assert!(shown.starts_with("x.toml: "), "{shown}");
+    assert!(shown.contains("\n  x.toml:17:1: [[neighbor]]"), "{shown}");
+}
+
+#[test]
+fn syntax_errors_have_positions() {
+    let p = problems("[daemon]\nworkers = [1\n");
+    assert!(p[0].starts_with("2:") || p[0].starts_with("3:"), "{p:?}");
+}
+
+#[test]
+fn networks_and_their_interfaces() {
+    let ok = "\
+[[network]]
+name = \"blue\"
+vni = 56
+ranges = [\"10.1.0.0/16\"]
+
+[[network]]
+name = \"red\"
+vni = 88
+ranges = [\"10.1.0.0/16\", \"192.168.0.0/24\"]
+
+[[interface]]
+socket = \"a\"
+id = 0
+role = \"master\"
+network = \"blue\"
+addresses = [\"10.1.0.1/24\"]
+
+[[interface]]
+socket = \"a\"
+id = 1
+role = \"master\"
+network = \"red\"
+addresses = [\"10.1.0.1/24\"]
+";
+    let c = Config::parse(ok, "ok.toml").unwrap();
+    assert_eq!(c.network.len(), 2);
+    assert_eq!(c.interface[1].network.as_deref(), Some("red"));
+    assert!(c.network[1].contains("192.168.0.9".parse().unwrap()));
+    assert_eq!(Config::parse(&c.to_toml(), "round trip").unwrap(), c);
+
+    let bad = "\
+[[network]]
+name = \"blue\"
+vni = 56
+ranges = [\"10.1.0.5/16\"]
+
+[[network]]
+name = \"red\"
+vni = 56
+ranges = []
+
+[[network]]
+name = \"big vni\"
+vni = 16777216
+ranges = [\"10.9.0.0/16\"]
+
+[[interface]]
+socket = \"a\"
+id = 0
+role = \"master\"
+network = \"green\"
+
+[[interface]]
+socket = \"a\"
+id = 1
+role = \"master\"
+network = \"blue\"
+addresses = [\"10.2.0.1/24\"]
+
+[[interface]]
+socket = \"a\"
+id = 2
+role = \"master\"
+network = \"blue\"
+table = 3
+";
+    let joined = problems(bad).join("\n");
+    for want in [
+        "1:1: [[network]] blue: range 10.1.0.5/16 has host bits set (did you mean 10.1.0.0/16?)",
+        "6:1: [[network]] red: ranges is empty",
+        "6:1: [[network]] red: vni 56 is network blue's already",
+        "11:1: [[network]] big vni: name \"big vni\" must be",
+        "vni 16777216 is over 24 bits",
+        "16:1: [[interface]] memif0/0 (socket \"a\" id 0): no network named \"green\" (have: blue, red, big vni)",
+        "address 10.2.0.1/24 is outside network blue's ranges",
+        "table 3 and network \"blue\" both set",
+    ] {
+        assert!(joined.contains(want), "missing {want:?} in\n{joined}");
+    }
+}
