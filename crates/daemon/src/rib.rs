@@ -17,8 +17,10 @@ use fib::adj::{AdjIndex, AdjReader, AdjTable, Adjacency};
 use fib::{Lpm, LpmReader};
 use nodes::{IfConfig, Learned};
 
-/// Highest VRF id: tables are indexed directly, and each costs 64 MiB of first-level table.
-pub const MAX_TABLE: u32 = 255;
+/// The most tables (VRFs) at once. A table id is any `u32`; workers find a table by its slot,
+/// a dense index the RIB assigns and reuses. An empty table costs a few KiB of resident memory
+/// (its first-level array is zeroed lazily by the kernel), one with 16 routes about 30 KiB.
+pub const MAX_TABLES: usize = 1 << 16;
 /// Second-level groups per table (routes longer than /24 need one per /24).
 const TABLE_GROUPS: u32 = 4096;
 
@@ -56,8 +58,8 @@ pub struct Entry {
 /// A change the RIB refuses.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RibError {
-    #[error("table {0} is out of range: tables are 0..={MAX_TABLE}")]
-    TableOutOfRange(u32),
+    #[error("cannot create table {0}: {MAX_TABLES} tables exist already")]
+    TooManyTables(u32),
     #[error("table {0} does not exist")]
     NoTable(u32),
     #[error("cannot add {prefix} to table {table}: {reason}")]
@@ -81,9 +83,11 @@ pub enum RibError {
 /// The routes, adjacencies and tables of every VRF.
 pub struct Rib {
     adj: AdjTable,
-    tables: Vec<Option<Lpm>>,
-    /// A table with no routes, read for VRF ids below the highest that have none; made
-    /// (64 MiB) only when such a gap first exists.
+    /// By table id: the table and its slot.
+    tables: BTreeMap<u32, (u32, Lpm)>,
+    /// By slot: the table id there (`None`: free, read as empty).
+    slots: Vec<Option<u32>>,
+    /// A table with no routes, read at free slots; made only when such a slot first exists.
     empty: Option<Lpm>,
     routes: BTreeMap<(u32, u32, u8), Route>,
     next_hops: HashMap<(u32, Ipv4Addr), (AdjIndex, usize)>,
@@ -122,7 +126,8 @@ impl Rib {
     pub fn new() -> Rib {
         let mut r = Rib {
             adj: AdjTable::new(),
-            tables: Vec::new(),
+            tables: BTreeMap::new(),
+            slots: Vec::new(),
             empty: None,
             routes: BTreeMap::new(),
             next_hops: HashMap::new(),
@@ -134,7 +139,7 @@ impl Rib {
         r
     }
 
-    /// The published tables, indexed by VRF id: what workers look up in.
+    /// The published tables, indexed by slot (see [`Rib::slot`]): what workers look up in.
     pub fn vrfs(&self) -> Arc<ArcSwap<Vec<LpmReader>>> {
         self.vrfs.clone()
     }
@@ -146,7 +151,12 @@ impl Rib {
 
     /// Whether table `t` exists (made by an interface, a route or a network).
     pub fn has_table(&self, t: u32) -> bool {
-        self.tables.get(t as usize).is_some_and(Option::is_some)
+        self.tables.contains_key(&t)
+    }
+
+    /// The slot workers find table `t` at (what an interface's `IfConfig::vrf` holds).
+    pub fn slot(&self, t: u32) -> Option<u32> {
+        self.tables.get(&t).map(|(s, _)| *s)
     }
 
     /// Deletes table `t` and every route in it; readers see it empty from the next load. Table
@@ -169,9 +179,11 @@ impl Rib {
                 },
             );
         }
-        self.tables[t as usize] = None;
-        while self.tables.len() > 1 && self.tables.last().is_some_and(Option::is_none) {
-            self.tables.pop();
+        if let Some((slot, _)) = self.tables.remove(&t) {
+            self.slots[slot as usize] = None;
+        }
+        while self.slots.len() > 1 && self.slots.last().is_some_and(Option::is_none) {
+            self.slots.pop();
         }
         self.publish_tables();
         keys.len()
@@ -183,29 +195,31 @@ impl Rib {
     }
 
     fn table(&mut self, t: u32) -> Result<&mut Lpm, RibError> {
-        if t > MAX_TABLE {
-            return Err(RibError::TableOutOfRange(t));
-        }
-        let i = t as usize;
-        if self.tables.len() <= i {
-            self.tables.resize_with(i + 1, || None);
-        }
-        if self.tables[i].is_none() {
-            self.tables[i] = Some(Lpm::new(TABLE_GROUPS));
+        if !self.tables.contains_key(&t) {
+            let slot = match self.slots.iter().position(Option::is_none) {
+                Some(s) => s,
+                None if self.slots.len() < MAX_TABLES => {
+                    self.slots.push(None);
+                    self.slots.len() - 1
+                }
+                None => return Err(RibError::TooManyTables(t)),
+            };
+            self.slots[slot] = Some(t);
+            self.tables.insert(t, (slot as u32, Lpm::new(TABLE_GROUPS)));
             self.publish_tables();
         }
-        Ok(self.tables[i].as_mut().expect("created above"))
+        Ok(&mut self.tables.get_mut(&t).expect("created above").1)
     }
 
     fn publish_tables(&mut self) {
-        if self.empty.is_none() && self.tables.iter().any(Option::is_none) {
+        if self.empty.is_none() && self.slots.iter().any(Option::is_none) {
             self.empty = Some(Lpm::new(1));
         }
         let v: Vec<LpmReader> = self
-            .tables
+            .slots
             .iter()
-            .map(|t| {
-                t.as_ref()
+            .map(|s| {
+                s.and_then(|t| self.tables.get(&t).map(|(_, l)| l))
                     .or(self.empty.as_ref())
                     .expect("made above")
                     .reader()
@@ -222,7 +236,7 @@ impl Rib {
 
     /// Makes unlinked table memory reusable. Only once no worker can still be reading it.
     pub fn quiesce(&mut self) {
-        for t in self.tables.iter_mut().flatten() {
+        for (_, t) in self.tables.values_mut() {
             t.quiesce();
         }
     }
@@ -246,7 +260,7 @@ impl Rib {
 
     fn remove(&mut self, table: u32, p: Ipv4Prefix) -> Option<Route> {
         let r = self.routes.remove(&key(table, p))?;
-        if let Some(Some(lpm)) = self.tables.get_mut(table as usize) {
+        if let Some((_, lpm)) = self.tables.get_mut(&table) {
             let _ = lpm.remove(p.addr, p.len);
         }
         if let Some(k) = r.nh {
@@ -369,7 +383,7 @@ impl Rib {
         if !c.on_link(ip) || c.owns(ip) {
             return Ok(());
         }
-        let t = c.vrf;
+        let t = c.table;
         if self.routes.contains_key(&key(t, host(ip))) {
             return Ok(());
         }
@@ -412,9 +426,9 @@ impl Rib {
         self.static_neighbors.remove(&(i, ip));
         self.adj.forget(i, ip);
         if let Some(c) = ifs.get(i as usize)
-            && self.kind_of(c.vrf, host(ip)) == Some(RouteKind::Neighbor)
+            && self.kind_of(c.table, host(ip)) == Some(RouteKind::Neighbor)
         {
-            self.remove(c.vrf, host(ip));
+            self.remove(c.table, host(ip));
         }
     }
 
@@ -493,7 +507,7 @@ impl Rib {
             Some(i) => i,
             None => ifs
                 .iter()
-                .position(|c| c.vrf == table && c.on_link(nh))
+                .position(|c| c.table == table && c.on_link(nh))
                 .map(|x| x as u32)
                 .ok_or(RibError::OffLink {
                     next_hop: nh,
@@ -528,7 +542,7 @@ impl Rib {
     /// The routes of `table` (all tables: `None`), ordered by table and prefix.
     pub fn entries(&self, table: Option<u32>) -> Result<Vec<Entry>, RibError> {
         if let Some(t) = table
-            && self.tables.get(t as usize).is_none_or(Option::is_none)
+            && !self.tables.contains_key(&t)
         {
             return Err(RibError::NoTable(t));
         }
@@ -582,9 +596,10 @@ mod tests {
         (rib, ifs)
     }
 
+    /// What a worker finds for `a` in table `table`, going through its slot as workers do.
     fn lookup(rib: &Rib, table: u32, a: &str) -> Option<Adjacency> {
         let v = rib.vrfs().load();
-        let adj = v[table as usize].lookup(ip(a))?;
+        let adj = v[rib.slot(table)? as usize].lookup(ip(a))?;
         rib.adj.get(adj)
     }
 
@@ -792,7 +807,8 @@ mod tests {
                 table: 0
             })
         );
-        assert_eq!(rib.ensure_table(256), Err(RibError::TableOutOfRange(256)));
+        rib.ensure_table(u32::MAX).unwrap();
+        assert!(rib.has_table(u32::MAX), "any u32 names a table");
         assert_eq!(rib.entries(Some(9)), Err(RibError::NoTable(9)));
     }
 
@@ -884,7 +900,8 @@ mod tests {
         rib.add_route(&ifs, 7, p("9.0.0.0/8"), Via::Drop, None)
             .unwrap();
         assert_eq!(rib.next_hop_count(), base + 1);
-        assert_eq!(rib.vrfs().load().len(), 8);
+        assert_eq!(rib.slot(7), Some(1), "slots are dense whatever the ids");
+        assert_eq!(rib.vrfs().load().len(), 2);
         assert_eq!(rib.drop_table(7), 2);
         assert!(!rib.has_table(7));
         assert_eq!(rib.next_hop_count(), base);
@@ -905,12 +922,25 @@ mod tests {
         let a = p("10.0.1.1/24");
         rib.remove_address(1, 0, a);
         rib.ensure_table(3).unwrap();
-        ifs[1].vrf = 3;
+        ifs[1].table = 3;
+        ifs[1].vrf = rib.slot(3).unwrap();
         rib.add_address(&ifs, 1, 3, a).unwrap();
         assert_eq!(lookup(&rib, 0, "10.0.1.1"), None);
         assert_eq!(lookup(&rib, 3, "10.0.1.1"), Some(Adjacency::Local));
-        assert_eq!(rib.vrfs().load().len(), 4);
-        assert_eq!(lookup(&rib, 2, "10.0.1.1"), None, "table 2 reads as empty");
+        assert_eq!(rib.vrfs().load().len(), 2);
+        assert_eq!(lookup(&rib, 2, "10.0.1.1"), None, "table 2 does not exist");
+        // A freed slot reads as empty and is the next table's.
+        rib.ensure_table(9).unwrap();
+        rib.drop_table(9);
+        rib.ensure_table(4_000_000_000).unwrap();
+        rib.ensure_table(11).unwrap();
+        assert_eq!(rib.slot(4_000_000_000), Some(2));
+        assert_eq!(rib.slot(11), Some(3));
+        rib.drop_table(4_000_000_000);
+        assert_eq!(rib.vrfs().load().len(), 4, "a hole is kept, read as empty");
+        assert_eq!(rib.vrfs().load()[2].lookup(ip("10.0.1.1")), None);
+        rib.ensure_table(12).unwrap();
+        assert_eq!(rib.slot(12), Some(2), "and reused");
         assert_eq!(rib.entries(Some(3)).unwrap().len(), 2);
         // The same prefix in two tables is two routes.
         let nh0 = Via::Address(ip("10.0.0.2"));

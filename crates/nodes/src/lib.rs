@@ -71,18 +71,24 @@ pub(crate) fn free_chain_tail(pool: &mut buffer::Pool, head: u32) {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IfConfig {
     pub mac: [u8; 6],
-    /// The VRF (IPv4 table) packets received here are looked up in.
+    /// The slot of the VRF (IPv4 table) packets received here are looked up in: an index
+    /// into [`Shared::vrfs`].
     pub vrf: u32,
+    /// That VRF's table id, as configured (the control plane's name for it; any `u32`).
+    pub table: u32,
     pub up: bool,
     /// Our addresses on this interface (address, prefix length).
     pub addresses: Vec<(fib::Ipv4Addr, u8)>,
 }
 
 impl IfConfig {
+    /// An interface in the VRF at slot `vrf`, whose table id is the same number (the control
+    /// plane sets `table` when the two differ).
     pub fn new(mac: [u8; 6], vrf: u32) -> IfConfig {
         IfConfig {
             mac,
             vrf,
+            table: vrf,
             up: true,
             addresses: Vec::new(),
         }

@@ -392,7 +392,7 @@ fn ctl_verbs_against_the_running_daemon() {
             "create interface memif id 9 socket memif.sock slave",
             "other role",
         ),
-        ("set interface ip table memif0/0 9999", "9999"),
+        ("set interface ip table memif0/0 4294967296", "4294967296"),
         ("show ip fib table 77", "77"),
         ("pcap trace off", "no capture"),
         ("frobnicate now", "unknown command"),
@@ -649,6 +649,12 @@ fn networks_with_the_same_range_stay_apart() {
     assert!(!d.ok("show network").contains("green"));
     let (ok, _, err) = d.ctl(&format!("show ip fib table {table}"));
     assert!(!ok && err.contains("does not exist"), "{err}");
+    // Table ids are any u32.
+    d.ok("create interface memif id 5 socket memif.sock master");
+    d.ok("set interface ip table memif0/5 4000000000");
+    d.ok("set interface ip address memif0/5 10.7.0.1/24");
+    assert!(d.ok("show ip fib table 4000000000").contains("10.7.0.1/32"));
+    d.ok("delete interface memif0/5");
     // Blue and red forwarded throughout.
     pods.send(0, &to(0, 5));
     assert_eq!(pods.recv(1, 5, Duration::from_secs(5)).len(), 5);

@@ -327,7 +327,8 @@ impl Control {
                 baseline: Totals::default(),
             },
         );
-        let mut c = IfConfig::new(mac, table);
+        let mut c = IfConfig::new(mac, self.rib.slot(table).expect("ensured above"));
+        c.table = table;
         c.up = spec.up;
         if (index as usize) < self.ifconfigs.len() {
             self.ifconfigs[index as usize] = c;
@@ -350,7 +351,7 @@ impl Control {
     pub(super) fn delete_interface(&mut self, name: &str) -> Result<(), ControlError> {
         let i = self.iface_index(name)?;
         let ix = i as usize;
-        let vrf = self.ifconfigs[ix].vrf;
+        let vrf = self.ifconfigs[ix].table;
         for (addr, len) in std::mem::take(&mut self.ifconfigs[ix].addresses) {
             self.rib.remove_address(i, vrf, Ipv4Prefix { addr, len });
         }
@@ -420,7 +421,7 @@ impl Control {
             )));
         }
         self.rib.ensure_table(table)?;
-        let old = self.ifconfigs[i as usize].vrf;
+        let old = self.ifconfigs[i as usize].table;
         if old == table {
             return Ok(());
         }
@@ -435,7 +436,8 @@ impl Control {
         for &a in &addrs {
             self.rib.remove_address(i, old, a);
         }
-        self.ifconfigs[i as usize].vrf = table;
+        self.ifconfigs[i as usize].table = table;
+        self.ifconfigs[i as usize].vrf = self.rib.slot(table).expect("ensured above");
         for &a in &addrs {
             self.rib.add_address(&self.ifconfigs, i, table, a)?;
         }
@@ -452,7 +454,7 @@ impl Control {
     ) -> Result<(), ControlError> {
         let name = &self.iface(i).name;
         let c = &self.ifconfigs[i as usize];
-        let t = c.vrf;
+        let t = c.table;
         let have = c.addresses.contains(&(a.addr, a.len));
         if delete {
             if !have {
@@ -626,7 +628,7 @@ impl Control {
             mac: api::MacAddr(c.mac),
             admin_up: c.up,
             connected: f.connected,
-            table: c.vrf,
+            table: c.table,
             network: f.network.clone(),
             addresses: c
                 .addresses

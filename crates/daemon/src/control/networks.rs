@@ -5,7 +5,6 @@
 use api::{NetworkInfo, NetworkSpec};
 
 use super::{Control, ControlError};
-use crate::rib::MAX_TABLE;
 
 /// A network and the VRF it owns.
 #[derive(Debug, Clone)]
@@ -38,13 +37,10 @@ impl Control {
                     .ifaces
                     .iter()
                     .zip(&self.ifconfigs)
-                    .any(|(i, c)| i.is_some() && c.vrf == t)
+                    .any(|(i, c)| i.is_some() && c.table == t)
         };
-        let Some(table) = (1..=MAX_TABLE).find(|&t| !in_use(t)) else {
-            return refuse(format!(
-                "no VRF left for network {}: tables 1..={MAX_TABLE} are all in use",
-                spec.name
-            ));
+        let Some(table) = (1..=u32::MAX).find(|&t| !in_use(t)) else {
+            return refuse(format!("no table id left for network {}", spec.name));
         };
         self.rib.ensure_table(table)?;
         tracing::info!(network = %spec.name, vni = spec.vni, table, "network added");
