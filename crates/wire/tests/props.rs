@@ -6,7 +6,7 @@ use proptest::prelude::*;
 
 use wire::{
     Arp, ArpOp, ArpRepr, EtherType, Ethernet, EthernetRepr, Icmp, Icmpv4Repr, IpProtocol, Ipv4,
-    Ipv4Addr, Ipv4Repr, MacAddr, Udp, UdpRepr, checksum, ipv4,
+    Ipv4Addr, Ipv4Repr, MacAddr, Udp, UdpRepr, Vxlan, VxlanRepr, checksum, ipv4,
 };
 
 fn mac() -> impl Strategy<Value = MacAddr> {
@@ -380,6 +380,31 @@ proptest! {
             let _ = m.payload_mut();
         }
         let _ = UdpRepr::parse(&Udp::new_unchecked(&b[..]), src, dst);
+    }
+
+    #[test]
+    fn vxlan_round_trips(vni in 0u32..=wire::vxlan::MAX_VNI, inner in vec(any::<u8>(), 0..64)) {
+        let mut b = vec![0u8; 8];
+        b.extend_from_slice(&inner);
+        let mut v = Vxlan::new_unchecked(&mut b[..]);
+        VxlanRepr { vni }.emit(&mut v).unwrap();
+        let v = Vxlan::new_checked(&b[..]).unwrap();
+        prop_assert_eq!(VxlanRepr::parse(&v), Ok(VxlanRepr { vni }));
+        prop_assert_eq!(v.payload(), &inner[..]);
+    }
+
+    #[test]
+    fn vxlan_never_panics(b in vec(any::<u8>(), 0..24), vni in any::<u32>()) {
+        let _ = VxlanRepr::parse(&Vxlan::new_unchecked(&b[..]));
+        if let Ok(v) = Vxlan::new_checked(&b[..]) {
+            let _ = (v.flags(), v.vni_valid(), v.vni(), v.payload());
+        }
+        let mut copy = b.clone();
+        let before = copy.clone();
+        let r = VxlanRepr { vni }.emit(&mut Vxlan::new_unchecked(&mut copy[..]));
+        if r.is_err() {
+            prop_assert_eq!(copy, before, "nothing written on error");
+        }
     }
 }
 
