@@ -366,29 +366,7 @@ fn a_peer_cannot_stall_our_signalling_through_its_eventfd() {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let mut l = listener(&dir, vec![cfg(0)]);
-    let e = Evil::connect(&mut l);
-    e.init(&mut l, 0);
-    let size = RINGS as usize + 2048 * 2048;
-    let _shm = good_region(&e, &mut l, size);
-    let s2m_irq = eventfd();
-    let m2s_irq = rustix::event::eventfd(0, rustix::event::EventfdFlags::CLOEXEC).unwrap(); // blocking
-    e.send(add_ring(true, 0, 0, 0, 10), Some(&s2m_irq));
-    assert_eq!(e.recv(&mut l), Some(Msg::Ack));
-    e.send(add_ring(false, 0, 0, 16512, 10), Some(&m2s_irq));
-    assert_eq!(e.recv(&mut l), Some(Msg::Ack));
-    e.send(
-        Msg::Connect {
-            if_name: FixedStr::new("evil"),
-        },
-        None,
-    );
-    assert!(matches!(e.recv(&mut l), Some(Msg::Connected { .. })));
-    let Some(Event::Connected { mut queues, .. }) = l.next_event() else {
-        panic!("no connection")
-    };
-    // Undo the non-blocking flag we set on our side of the shared description, then saturate.
-    let fl = rustix::fs::fcntl_getfl(&m2s_irq).unwrap();
-    rustix::fs::fcntl_setfl(&m2s_irq, fl - rustix::fs::OFlags::NONBLOCK).unwrap();
+    let (_e, _shm, [_, m2s_irq], mut queues) = connected_with_blocking_eventfds(&mut l);
     rustix::io::write(&m2s_irq, &0xffff_ffff_ffff_fffeu64.to_ne_bytes()).unwrap();
     let m2s = Ring::new(_shm.clone(), 16512, 10, RingLayout::CacheLine64).unwrap();
     m2s.set_desc(
@@ -417,28 +395,7 @@ fn a_peer_cannot_stall_our_receive_through_its_eventfd() {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let mut l = listener(&dir, vec![cfg(0)]);
-    let e = Evil::connect(&mut l);
-    e.init(&mut l, 0);
-    let size = RINGS as usize + 2048 * 2048;
-    let _shm = good_region(&e, &mut l, size);
-    let s2m_irq = rustix::event::eventfd(0, rustix::event::EventfdFlags::CLOEXEC).unwrap();
-    e.send(add_ring(true, 0, 0, 0, 10), Some(&s2m_irq));
-    assert_eq!(e.recv(&mut l), Some(Msg::Ack));
-    e.send(add_ring(false, 0, 0, 16512, 10), Some(&eventfd()));
-    assert_eq!(e.recv(&mut l), Some(Msg::Ack));
-    e.send(
-        Msg::Connect {
-            if_name: FixedStr::new("evil"),
-        },
-        None,
-    );
-    assert!(matches!(e.recv(&mut l), Some(Msg::Connected { .. })));
-    let Some(Event::Connected { mut queues, .. }) = l.next_event() else {
-        panic!("no connection")
-    };
-    // Undo the non-blocking flag we set on our side of the shared description.
-    let fl = rustix::fs::fcntl_getfl(&s2m_irq).unwrap();
-    rustix::fs::fcntl_setfl(&s2m_irq, fl - rustix::fs::OFlags::NONBLOCK).unwrap();
+    let (e, _shm, _irqs, mut queues) = connected_with_blocking_eventfds(&mut l);
     let (done_tx, done_rx) = std::sync::mpsc::channel();
     let rx = queues.rx.remove(0);
     std::thread::spawn(move || {
@@ -454,4 +411,40 @@ fn a_peer_cannot_stall_our_receive_through_its_eventfd() {
         .expect("the consumer blocked on the peer's eventfd");
     assert_eq!(received, 0, "no signal came");
     drop(e);
+}
+
+/// A hostile secondary connected with one ring each way whose eventfds it made blocking
+/// again after we set O_NONBLOCK on the shared description (as a peer can): the peer, its
+/// region, the two eventfds (S2M, M2S) and our queues.
+fn connected_with_blocking_eventfds(
+    l: &mut Listener,
+) -> (
+    Evil,
+    Arc<memif::shm::SharedMemory>,
+    [std::os::fd::OwnedFd; 2],
+    memif::PrimaryQueues,
+) {
+    let e = Evil::connect(l);
+    e.init(l, 0);
+    let shm = good_region(&e, l, RINGS as usize + 2048 * 2048);
+    let irqs = [eventfd(), eventfd()];
+    e.send(add_ring(true, 0, 0, 0, 10), Some(&irqs[0]));
+    assert_eq!(e.recv(l), Some(Msg::Ack));
+    e.send(add_ring(false, 0, 0, 16512, 10), Some(&irqs[1]));
+    assert_eq!(e.recv(l), Some(Msg::Ack));
+    e.send(
+        Msg::Connect {
+            if_name: FixedStr::new("evil"),
+        },
+        None,
+    );
+    assert!(matches!(e.recv(l), Some(Msg::Connected { .. })));
+    let Some(Event::Connected { queues, .. }) = l.next_event() else {
+        panic!("no connection")
+    };
+    for fd in &irqs {
+        let fl = rustix::fs::fcntl_getfl(fd).unwrap();
+        rustix::fs::fcntl_setfl(fd, fl - rustix::fs::OFlags::NONBLOCK).unwrap();
+    }
+    (e, shm, irqs, queues)
 }

@@ -16,17 +16,7 @@ impl QueueBase {
             // only when poll says a write cannot block; a counter that is full already means
             // "wake up". (A peer that races poll and write precisely can still stall this
             // thread; eventfds support neither RWF_NOWAIT nor reopening via /proc.)
-            let mut p = [rustix::event::PollFd::new(
-                &self.irq,
-                rustix::event::PollFlags::OUT,
-            )];
-            let zero = rustix::event::Timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            };
-            if matches!(rustix::event::poll(&mut p, Some(&zero)), Ok(1))
-                && p[0].revents().contains(rustix::event::PollFlags::OUT)
-            {
+            if self.irq_ready(rustix::event::PollFlags::OUT) {
                 let _ = rustix::io::write(&self.irq, &1u64.to_ne_bytes());
                 bump(&self.counters.interrupts_sent, 1);
             }
@@ -39,21 +29,22 @@ impl QueueBase {
     /// poll says a read cannot block. (As for `signal`, a peer that drains the counter
     /// precisely between our poll and read can still stall this thread.)
     fn take_signal(&self) -> bool {
-        let mut p = [rustix::event::PollFd::new(
-            &self.irq,
-            rustix::event::PollFlags::IN,
-        )];
-        let zero = rustix::event::Timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        if !matches!(rustix::event::poll(&mut p, Some(&zero)), Ok(1))
-            || !p[0].revents().contains(rustix::event::PollFlags::IN)
-        {
+        if !self.irq_ready(rustix::event::PollFlags::IN) {
             return false;
         }
         let mut b = [0u8; 8];
         matches!(rustix::io::read(&self.irq, &mut b), Ok(8))
+    }
+
+    /// Whether the eventfd is ready for `what` (IN or OUT) right now: a zero-timeout poll.
+    #[inline]
+    fn irq_ready(&self, what: rustix::event::PollFlags) -> bool {
+        let mut p = [rustix::event::PollFd::new(&self.irq, what)];
+        let zero = rustix::event::Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        matches!(rustix::event::poll(&mut p, Some(&zero)), Ok(1)) && p[0].revents().contains(what)
     }
 
     /// Consumer side: mask or unmask the peer's signals on this ring.
