@@ -1,0 +1,129 @@
+use super::*;
+
+fn p(s: &str) -> Result<Request, CliError> {
+    parse(&s.split_whitespace().collect::<Vec<_>>())
+}
+
+/// `docs/ctl.md` is generated from [`COMMANDS`]; `VECLANE_BLESS=1` rewrites it.
+#[test]
+fn ctl_reference_is_the_committed_doc() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/ctl.md");
+    let want = reference_markdown();
+    if std::env::var_os("VECLANE_BLESS").is_some() {
+        std::fs::write(&path, &want).unwrap();
+    }
+    let have = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        have == want,
+        "{} differs from the command table: run `VECLANE_BLESS=1 cargo test -p api ctl_reference`",
+        path.display()
+    );
+}
+
+#[test]
+fn verbs() {
+    assert_eq!(
+        p("show interface").unwrap(),
+        Request::ShowInterface { name: None }
+    );
+    assert_eq!(
+        p("show interface rx-placement").unwrap(),
+        Request::ShowRxPlacement
+    );
+    assert_eq!(
+        p("trace add memif-input 50").unwrap(),
+        Request::TraceAdd {
+            node: "memif-input".into(),
+            count: 50
+        }
+    );
+    assert_eq!(
+        p("ip route add 10.1.0.0/16 via 10.0.0.2 memif0/1 table 3").unwrap(),
+        Request::IpRoute {
+            add: true,
+            route: RouteSpec {
+                prefix: "10.1.0.0/16".parse().unwrap(),
+                via: Via::Address([10, 0, 0, 2].into()),
+                interface: Some("memif0/1".into()),
+                table: 3
+            }
+        }
+    );
+    assert_eq!(
+        p("set interface ip address del memif0/0 10.0.0.1/24").unwrap(),
+        Request::SetIpAddress {
+            interface: "memif0/0".into(),
+            address: "10.0.0.1/24".parse().unwrap(),
+            delete: true
+        }
+    );
+    let Request::CreateMemif(m) =
+        p("create interface memif id 3 socket /tmp/x.sock slave ring-size 512").unwrap()
+    else {
+        panic!()
+    };
+    assert_eq!((m.id, m.role, m.ring_size), (3, Role::Slave, Some(512)));
+    assert_eq!(
+        p("pcap trace rx tx on memif0/0 /tmp/a.pcap max 10").unwrap(),
+        Request::PcapOn {
+            points: vec![CapturePoint::Rx, CapturePoint::Tx],
+            interface: "memif0/0".into(),
+            file: "/tmp/a.pcap".into(),
+            max_packets: Some(10)
+        }
+    );
+    assert_eq!(p("pcap trace off").unwrap(), Request::PcapOff);
+    assert_eq!(
+        p("delete interface memif0/2").unwrap(),
+        Request::DeleteInterface {
+            name: "memif0/2".into()
+        }
+    );
+    assert!(
+        p("delete interface")
+            .unwrap_err()
+            .contains("interface name")
+    );
+    assert_eq!(
+        p("show ip fib table 2").unwrap(),
+        Request::ShowIpFib { table: Some(2) }
+    );
+}
+
+#[test]
+fn wrong_arguments_are_named() {
+    let e = p("set interface state memif0/0 sideways").unwrap_err();
+    assert!(
+        e.contains("\"sideways\"") && e.contains("usage: set interface state"),
+        "{e}"
+    );
+    let e = p("ip route add 10.0.0.0/33 via 1.2.3.4").unwrap_err();
+    assert!(e.contains("10.0.0.0/33"), "{e}");
+    let e = p("create interface memif socket /x master").unwrap_err();
+    assert!(e.contains("missing `id N`"), "{e}");
+    let e = p("trace add memif-input lots").unwrap_err();
+    assert!(e.contains("\"lots\""), "{e}");
+    let e = p("show interface memif0/0 extra").unwrap_err();
+    assert!(e.contains("\"extra\""), "{e}");
+    let e = p("frobnicate").unwrap_err();
+    assert!(e.contains("unknown command"), "{e}");
+    let e = p("set ip neighbor memif0/0 10.0.0.2 zz:00:00:00:00:00").unwrap_err();
+    assert!(
+        e.contains("zz:00") && e.contains("aa:bb:cc:dd:ee:ff"),
+        "{e}"
+    );
+    let e = p("ip route add 10.0.0.0/8 via nowhere").unwrap_err();
+    assert!(e.contains("\"nowhere\"") && e.contains("or drop"), "{e}");
+    assert_eq!(
+        p("ip route add 10.0.0.0/8 via drop").unwrap(),
+        Request::IpRoute {
+            add: true,
+            route: RouteSpec {
+                prefix: "10.0.0.0/8".parse().unwrap(),
+                via: Via::Drop,
+                interface: None,
+                table: 0
+            }
+        }
+    );
+}

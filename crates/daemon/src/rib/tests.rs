@@ -1,0 +1,388 @@
+use super::*;
+
+const MAC0: [u8; 6] = [2, 0, 0, 0, 0, 1];
+const MAC1: [u8; 6] = [2, 0, 0, 0, 1, 1];
+const PEER: [u8; 6] = [2, 0, 0, 0, 9, 9];
+
+fn p(s: &str) -> Ipv4Prefix {
+    s.parse().unwrap()
+}
+fn ip(s: &str) -> Ipv4Addr {
+    s.parse().unwrap()
+}
+
+/// Two interfaces in table 0 with 10.0.0.1/24 and 10.0.1.1/24.
+fn two_interfaces() -> (Rib, Vec<IfConfig>) {
+    let mut rib = Rib::new();
+    let mut ifs = vec![IfConfig::new(MAC0, 0), IfConfig::new(MAC1, 0)];
+    for (i, a) in ["10.0.0.1/24", "10.0.1.1/24"].into_iter().enumerate() {
+        rib.set_interface_mac(i as u32, ifs[i].mac);
+        let a = p(a);
+        ifs[i].addresses.push((a.addr, a.len));
+        rib.add_address(&ifs, i as u32, 0, a).unwrap();
+    }
+    (rib, ifs)
+}
+
+/// What a worker finds for `a` in table `table`, going through its slot as workers do.
+fn lookup(rib: &Rib, table: u32, a: &str) -> Option<Adjacency> {
+    let v = rib.vrfs().load();
+    let adj = v[rib.slot(table)? as usize].lookup(ip(a))?;
+    rib.adj.get(adj)
+}
+
+fn shown(rib: &Rib) -> Vec<String> {
+    rib.entries(None)
+        .unwrap()
+        .iter()
+        .map(|e| format!("{} {} {:?}", e.table, e.prefix, e.kind))
+        .collect()
+}
+
+#[test]
+fn an_address_brings_its_local_and_connected_routes() {
+    let (mut rib, _) = two_interfaces();
+    assert_eq!(
+        shown(&rib),
+        [
+            "0 10.0.0.0/24 Connected",
+            "0 10.0.0.1/32 Local",
+            "0 10.0.1.0/24 Connected",
+            "0 10.0.1.1/32 Local"
+        ]
+    );
+    assert_eq!(lookup(&rib, 0, "10.0.0.1"), Some(Adjacency::Local));
+    assert_eq!(
+        lookup(&rib, 0, "10.0.1.77"),
+        Some(Adjacency::Glean {
+            tx_if: 1,
+            next_hop: Ipv4Addr::UNSPECIFIED
+        })
+    );
+    assert_eq!(lookup(&rib, 0, "192.0.2.1"), None);
+    assert!(rib.take_unlinked());
+    assert!(!rib.take_unlinked());
+}
+
+#[test]
+fn neighbours_get_host_routes_that_resolve_and_go_with_them() {
+    let (mut rib, ifs) = two_interfaces();
+    rib.add_neighbor(&ifs, 1, ip("10.0.1.2"), PEER).unwrap();
+    assert_eq!(
+        lookup(&rib, 0, "10.0.1.2"),
+        Some(Adjacency::Rewrite {
+            tx_if: 1,
+            next_hop: ip("10.0.1.2"),
+            dst: PEER,
+            src: MAC1
+        })
+    );
+    // Off-subnet neighbours get no host route.
+    rib.add_neighbor(&ifs, 1, ip("10.9.9.9"), PEER).unwrap();
+    assert!(
+        rib.entries(Some(0))
+            .unwrap()
+            .iter()
+            .all(|e| e.prefix != p("10.9.9.9/32"))
+    );
+    assert!(rib.neighbours().iter().all(|n| n.3), "both static");
+    let before = rib.next_hop_count();
+    rib.del_neighbor(&ifs, 1, ip("10.0.1.2"));
+    assert_eq!(rib.next_hop_count(), before - 1, "its adjacency is freed");
+    assert!(matches!(
+        lookup(&rib, 0, "10.0.1.2"),
+        Some(Adjacency::Glean { .. })
+    ));
+}
+
+#[test]
+fn learned_neighbours_do_not_override_static_ones() {
+    let (mut rib, ifs) = two_interfaces();
+    rib.add_neighbor(&ifs, 1, ip("10.0.1.2"), PEER).unwrap();
+    let other = [2, 0, 0, 0, 7, 7];
+    rib.learn(
+        &ifs,
+        Learned {
+            ifindex: 1,
+            ip: ip("10.0.1.2"),
+            mac: other,
+        },
+    )
+    .unwrap();
+    assert!(matches!(
+        lookup(&rib, 0, "10.0.1.2"),
+        Some(Adjacency::Rewrite { dst: PEER, .. })
+    ));
+    rib.learn(
+        &ifs,
+        Learned {
+            ifindex: 0,
+            ip: ip("10.0.0.5"),
+            mac: other,
+        },
+    )
+    .unwrap();
+    assert!(matches!(
+        lookup(&rib, 0, "10.0.0.5"),
+        Some(Adjacency::Rewrite { dst, .. }) if dst == other
+    ));
+    assert!(
+        rib.neighbours()
+            .iter()
+            .any(|n| n.1 == ip("10.0.0.5") && !n.3)
+    );
+    // A learned neighbour on an interface that does not exist is ignored.
+    rib.learn(
+        &ifs,
+        Learned {
+            ifindex: 7,
+            ip: ip("10.0.0.6"),
+            mac: other,
+        },
+    )
+    .unwrap();
+    assert!(rib.neighbours().iter().all(|n| n.0 != 7));
+}
+
+#[test]
+fn static_routes_share_next_hops_by_reference_count() {
+    let (mut rib, ifs) = two_interfaces();
+    let base = rib.next_hop_count();
+    let nh = Via::Address(ip("10.0.1.2"));
+    rib.add_route(&ifs, 0, p("172.16.0.0/12"), nh, None)
+        .unwrap();
+    rib.add_route(&ifs, 0, p("192.168.7.9/24"), nh, Some(1))
+        .unwrap();
+    assert_eq!(rib.next_hop_count(), base + 1, "one adjacency, two routes");
+    assert!(
+        rib.entries(Some(0))
+            .unwrap()
+            .iter()
+            .any(|e| e.prefix == p("192.168.7.0/24")),
+        "host bits are cleared"
+    );
+    rib.add_neighbor(&ifs, 1, ip("10.0.1.2"), PEER).unwrap();
+    assert!(matches!(
+        lookup(&rib, 0, "172.20.1.1"),
+        Some(Adjacency::Rewrite {
+            dst: PEER,
+            tx_if: 1,
+            ..
+        })
+    ));
+    rib.del_route(0, p("172.16.0.0/12")).unwrap();
+    assert_eq!(lookup(&rib, 0, "172.20.1.1"), None);
+    rib.del_route(0, p("192.168.7.0/24")).unwrap();
+    // The neighbour's host route still holds its own reference.
+    assert_eq!(rib.next_hop_count(), base + 1);
+    rib.del_neighbor(&ifs, 1, ip("10.0.1.2"));
+    assert_eq!(rib.next_hop_count(), base);
+}
+
+#[test]
+fn replacing_a_static_route_releases_the_old_next_hop() {
+    let (mut rib, ifs) = two_interfaces();
+    let base = rib.next_hop_count();
+    let pre = p("172.16.0.0/12");
+    rib.add_route(&ifs, 0, pre, Via::Address(ip("10.0.1.2")), None)
+        .unwrap();
+    rib.add_route(&ifs, 0, pre, Via::Address(ip("10.0.0.2")), None)
+        .unwrap();
+    assert_eq!(rib.next_hop_count(), base + 1);
+    rib.add_route(&ifs, 0, pre, Via::Drop, None).unwrap();
+    assert_eq!(rib.next_hop_count(), base);
+    assert_eq!(lookup(&rib, 0, "172.16.0.1"), Some(Adjacency::Drop));
+}
+
+#[test]
+fn refusals_say_why() {
+    let (mut rib, ifs) = two_interfaces();
+    assert_eq!(
+        rib.add_route(&ifs, 0, p("10.0.0.1/32"), Via::Drop, None),
+        Err(RibError::NotStatic {
+            prefix: p("10.0.0.1/32"),
+            table: 0
+        })
+    );
+    assert_eq!(
+        rib.del_route(0, p("10.0.1.0/24")),
+        Err(RibError::NotStatic {
+            prefix: p("10.0.1.0/24"),
+            table: 0
+        })
+    );
+    assert_eq!(
+        rib.del_route(0, p("10.7.0.0/16")),
+        Err(RibError::NoRoute {
+            prefix: p("10.7.0.0/16"),
+            table: 0
+        })
+    );
+    let e = rib
+        .add_route(
+            &ifs,
+            0,
+            p("10.7.0.0/16"),
+            Via::Address(ip("192.0.2.1")),
+            None,
+        )
+        .unwrap_err();
+    assert!(e.to_string().contains("name the interface"), "{e}");
+    assert_eq!(
+        rib.check_new_address(0, ip("10.0.0.1")),
+        Err(RibError::AddressInUse {
+            addr: ip("10.0.0.1"),
+            table: 0
+        })
+    );
+    rib.ensure_table(u32::MAX).unwrap();
+    assert!(rib.has_table(u32::MAX), "any u32 names a table");
+    assert_eq!(rib.entries(Some(9)), Err(RibError::NoTable(9)));
+}
+
+#[test]
+fn removing_an_address_removes_its_routes_and_neighbour_host_routes() {
+    let (mut rib, mut ifs) = two_interfaces();
+    rib.add_neighbor(&ifs, 1, ip("10.0.1.2"), PEER).unwrap();
+    let base = rib.next_hop_count();
+    let a = p("10.0.1.1/24");
+    rib.remove_address(1, 0, a);
+    ifs[1].addresses.clear();
+    assert_eq!(
+        shown(&rib),
+        ["0 10.0.0.0/24 Connected", "0 10.0.0.1/32 Local"]
+    );
+    assert_eq!(
+        rib.next_hop_count(),
+        base - 2,
+        "glean and neighbour adjacencies freed"
+    );
+    // Back again: the known neighbour gets its host route back.
+    ifs[1].addresses.push((a.addr, a.len));
+    rib.add_address(&ifs, 1, 0, a).unwrap();
+    assert!(matches!(
+        lookup(&rib, 0, "10.0.1.2"),
+        Some(Adjacency::Rewrite { dst: PEER, .. })
+    ));
+}
+
+#[test]
+fn removing_an_interface_leaves_nothing_of_it() {
+    let (mut rib, mut ifs) = two_interfaces();
+    let base = rib.next_hop_count();
+    rib.add_neighbor(&ifs, 1, ip("10.0.1.2"), PEER).unwrap();
+    rib.learn(
+        &ifs,
+        Learned {
+            ifindex: 1,
+            ip: ip("10.0.1.3"),
+            mac: PEER,
+        },
+    )
+    .unwrap();
+    rib.add_route(
+        &ifs,
+        0,
+        p("172.16.0.0/12"),
+        Via::Address(ip("10.0.1.2")),
+        None,
+    )
+    .unwrap();
+    rib.add_route(&ifs, 0, p("8.0.0.0/8"), Via::Address(ip("10.0.0.2")), None)
+        .unwrap();
+    let before = shown(&rib);
+    // What the control thread does: each address, then the rest.
+    rib.remove_address(1, 0, p("10.0.1.1/24"));
+    ifs[1].addresses.clear();
+    assert_eq!(rib.remove_interface(1), 1, "one static route went with it");
+    assert_eq!(
+        shown(&rib),
+        [
+            "0 8.0.0.0/8 Static",
+            "0 10.0.0.0/24 Connected",
+            "0 10.0.0.1/32 Local"
+        ],
+        "was {before:?}"
+    );
+    assert!(rib.neighbours().iter().all(|n| n.0 != 1));
+    // Interface 0's glean and the next hop of its static route are all that is left: as
+    // many as the two gleans there were before anything was added.
+    assert_eq!(rib.next_hop_count(), base);
+    assert_eq!(rib.remove_interface(1), 0, "nothing left to remove");
+}
+
+#[test]
+fn a_dropped_table_takes_its_routes_and_next_hops() {
+    let (mut rib, ifs) = two_interfaces();
+    let base = rib.next_hop_count();
+    rib.ensure_table(7).unwrap();
+    assert!(rib.has_table(7) && !rib.has_table(6));
+    rib.add_route(
+        &ifs,
+        7,
+        p("8.0.0.0/8"),
+        Via::Address(ip("10.0.0.2")),
+        Some(0),
+    )
+    .unwrap();
+    rib.add_route(&ifs, 7, p("9.0.0.0/8"), Via::Drop, None)
+        .unwrap();
+    assert_eq!(rib.next_hop_count(), base + 1);
+    assert_eq!(rib.slot(7), Some(1), "slots are dense whatever the ids");
+    assert_eq!(rib.vrfs().load().len(), 2);
+    assert_eq!(rib.drop_table(7), 2);
+    assert!(!rib.has_table(7));
+    assert_eq!(rib.next_hop_count(), base);
+    assert_eq!(
+        rib.vrfs().load().len(),
+        1,
+        "trailing empty tables are trimmed"
+    );
+    assert_eq!(rib.entries(Some(7)), Err(RibError::NoTable(7)));
+    assert_eq!(rib.drop_table(0), 0, "table 0 stays");
+    assert_eq!(rib.entries(Some(0)).unwrap().len(), 4);
+}
+
+#[test]
+fn tables_are_separate_and_gaps_read_as_empty() {
+    let (mut rib, mut ifs) = two_interfaces();
+    // Interface 1 moves to table 3: its routes leave table 0 and appear there.
+    let a = p("10.0.1.1/24");
+    rib.remove_address(1, 0, a);
+    rib.ensure_table(3).unwrap();
+    ifs[1].table = 3;
+    ifs[1].vrf = rib.slot(3).unwrap();
+    rib.add_address(&ifs, 1, 3, a).unwrap();
+    assert_eq!(lookup(&rib, 0, "10.0.1.1"), None);
+    assert_eq!(lookup(&rib, 3, "10.0.1.1"), Some(Adjacency::Local));
+    assert_eq!(rib.vrfs().load().len(), 2);
+    assert_eq!(lookup(&rib, 2, "10.0.1.1"), None, "table 2 does not exist");
+    // A freed slot reads as empty and is the next table's.
+    rib.ensure_table(9).unwrap();
+    rib.drop_table(9);
+    rib.ensure_table(4_000_000_000).unwrap();
+    rib.ensure_table(11).unwrap();
+    assert_eq!(rib.slot(4_000_000_000), Some(2));
+    assert_eq!(rib.slot(11), Some(3));
+    rib.drop_table(4_000_000_000);
+    assert_eq!(rib.vrfs().load().len(), 4, "a hole is kept, read as empty");
+    assert_eq!(rib.vrfs().load()[2].lookup(ip("10.0.1.1")), None);
+    rib.ensure_table(12).unwrap();
+    assert_eq!(rib.slot(12), Some(2), "and reused");
+    assert_eq!(rib.entries(Some(3)).unwrap().len(), 2);
+    // The same prefix in two tables is two routes.
+    let nh0 = Via::Address(ip("10.0.0.2"));
+    let nh3 = Via::Address(ip("10.0.1.2"));
+    rib.add_route(&ifs, 0, p("8.8.0.0/16"), nh0, None).unwrap();
+    rib.add_route(&ifs, 3, p("8.8.0.0/16"), nh3, None).unwrap();
+    assert!(matches!(
+        lookup(&rib, 0, "8.8.8.8"),
+        Some(Adjacency::Glean { tx_if: 0, .. })
+    ));
+    assert!(matches!(
+        lookup(&rib, 3, "8.8.8.8"),
+        Some(Adjacency::Glean { tx_if: 1, .. })
+    ));
+    assert!(rib.take_unlinked());
+    rib.quiesce();
+}
