@@ -33,6 +33,9 @@ pub const fn icmp_request(icmp_type: u8, code: u8) -> u16 {
 pub const TTL_EXCEEDED: u16 = icmp_request(11, 0);
 /// Destination unreachable, net unreachable.
 pub const NET_UNREACHABLE: u16 = icmp_request(3, 0);
+/// Destination unreachable, port unreachable (RFC 1122 §3.2.2.1: UDP to a port nobody
+/// listens on).
+pub const PORT_UNREACHABLE: u16 = icmp_request(3, 3);
 
 /// Errors per second and burst size of the default rate limit (per worker).
 pub const DEFAULT_RATE: u32 = 1000;

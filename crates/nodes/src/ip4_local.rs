@@ -1,8 +1,12 @@
 //! `ip4-local`: packets for our own addresses. Answers ICMP echo (the reply goes back through
-//! `ip4-lookup`); everything else is counted and dropped (no sockets live here).
+//! `ip4-lookup`) and UDP with ICMP port unreachable, as a host without that port open does
+//! (RFC 1122 §3.2.2.1; `ip4-icmp-error` builds it and rate-limits it); everything else is
+//! counted and dropped (no sockets live here).
 
 use graph::{Ctx, Node};
-use wire::{Icmp, IcmpType, IpProtocol, Ipv4};
+use wire::{Icmp, IcmpType, IpProtocol, Ipv4, Udp};
+
+use crate::ip4_icmp_error::PORT_UNREACHABLE;
 
 #[derive(Debug, Default)]
 pub struct Ip4Local;
@@ -12,9 +16,12 @@ graph::node! {
     next Next {
         Lookup = "ip4-lookup",
         Drop = "error-drop",
+        IcmpError = "ip4-icmp-error",
     }
     error Error {
-        Unhandled = "to us, but not icmp echo (no local sockets)",
+        Unhandled = "to us, neither icmp echo nor udp (no local sockets)",
+        NoPort = "udp to us on a port nobody listens on (icmp port unreachable)",
+        BadUdp = "udp checksum error or truncated",
         BadIcmp = "icmp checksum error or truncated",
         EchoReplied = "icmp echo replied (not an error)",
         TooBig = "to us, larger than one buffer or no buffer to take it in",
@@ -34,6 +41,18 @@ impl Node for Ip4Local {
             let d = ctx.pool.data_mut(b);
             // ip4-input checked the header: 20 bytes, no options, total length = buffer.
             let ip = Ipv4::new_unchecked(&d[..]);
+            if ip.protocol() == IpProtocol::Udp {
+                // A datagram with a bad checksum is discarded silently (RFC 1122 §4.1.3.4).
+                match Udp::new_checked(ip.payload()) {
+                    Ok(u) if u.checksum_ok(ip.src_addr(), ip.dst_addr()) => {
+                        ctx.count_error(Error::NoPort);
+                        ctx.pool.meta_mut(b).error = PORT_UNREACHABLE;
+                        *n = Next::IcmpError.into();
+                    }
+                    _ => ctx.count_error(Error::BadUdp),
+                }
+                continue;
+            }
             if ip.protocol() != IpProtocol::Icmp {
                 ctx.count_error(Error::Unhandled);
                 continue;

@@ -68,6 +68,14 @@ fn every_bad_packet_has_its_own_counter() {
     ttl0[24..26].copy_from_slice(&[0, 0]);
     let c = wire::checksum::checksum(&ttl0[14..34]);
     ttl0[24..26].copy_from_slice(&c.to_be_bytes());
+    let to_us = udp(MAC[0], [10, 0, 0, 1], 64, b"x");
+    let mut bad_udp_to_us = to_us.clone();
+    *bad_udp_to_us.last_mut().unwrap() ^= 0xff; // payload changed under the UDP checksum
+    let mut tcp_to_us = to_us.clone();
+    tcp_to_us[23] = 6;
+    tcp_to_us[24..26].copy_from_slice(&[0, 0]);
+    let c = wire::checksum::checksum(&tcp_to_us[14..34]);
+    tcp_to_us[24..26].copy_from_slice(&c.to_be_bytes());
     /// The counters a packet moves, by one each: (node, error).
     type Counted = Vec<(&'static str, &'static str)>;
     let drop = |node, err| vec![(node, err)];
@@ -115,8 +123,17 @@ fn every_bad_packet_has_its_own_counter() {
         (0, ttl0, drop("ip4-input", "ip4 ttl is zero"), 0),
         (
             0,
-            udp(MAC[0], [10, 0, 0, 1], 64, b"x"),
-            drop("ip4-local", "to us, but not icmp echo (no local sockets)"),
+            tcp_to_us,
+            drop(
+                "ip4-local",
+                "to us, neither icmp echo nor udp (no local sockets)",
+            ),
+            0,
+        ),
+        (
+            0,
+            bad_udp_to_us,
+            drop("ip4-local", "udp checksum error or truncated"),
             0,
         ),
         (
@@ -126,6 +143,21 @@ fn every_bad_packet_has_its_own_counter() {
             0,
         ),
         // Still counted where they stopped, then answered: ICMP errors, an ARP request.
+        (
+            0,
+            to_us,
+            vec![
+                (
+                    "ip4-local",
+                    "udp to us on a port nobody listens on (icmp port unreachable)",
+                ),
+                (
+                    "ip4-icmp-error",
+                    "icmp destination unreachable sent (not an error)",
+                ),
+            ],
+            1,
+        ),
         (
             0,
             udp(MAC[0], [198, 51, 100, 1], 64, b"x"),

@@ -273,3 +273,23 @@ fn icmp_errors_are_rate_limited_per_worker() {
     );
     assert_eq!(s.pool.available(), s.pool.capacity());
 }
+
+#[test]
+fn udp_to_us_is_answered_with_port_unreachable() {
+    let mut s = setup();
+    let sent = udp(MAC[0], [10, 0, 0, 1], 64, b"anyone?");
+    s.input.lock().unwrap().push((0, sent.clone()));
+    s.rt.dispatch(&mut s.pool);
+    let out = s.output.lock().unwrap().clone();
+    assert_eq!(out.len(), 1, "{:?}", s.rt.errors());
+    assert_eq!(out[0].0, 0, "back out of the interface it came in on");
+    let (t, quoted) = icmp_error_to_host(&out[0].1);
+    assert_eq!(
+        t,
+        etherparse::Icmpv4Type::DestinationUnreachable(
+            etherparse::icmpv4::DestUnreachableHeader::Port
+        )
+    );
+    assert_eq!(quoted, &sent[14..]);
+    assert_eq!(s.pool.available(), s.pool.capacity());
+}
