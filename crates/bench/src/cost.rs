@@ -35,14 +35,8 @@ pub struct CostReport<'a> {
 impl CostReport<'_> {
     /// Writes `SCENARIO-cost-TIME.json` into `dir`; returns its path.
     pub fn write(&self, dir: &Path) -> std::io::Result<std::path::PathBuf> {
-        std::fs::create_dir_all(dir)?;
-        let path = dir.join(format!(
-            "{}-{}.json",
-            self.scenario, self.environment.unix_time
-        ));
-        let json = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
-        std::fs::write(&path, json)?;
-        Ok(path)
+        let stem = format!("{}-{}", self.scenario, self.environment.unix_time);
+        report::write_named_json(dir, &stem, self)
     }
 }
 

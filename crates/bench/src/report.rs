@@ -175,14 +175,24 @@ pub fn grid(head: &[String], sizes: &[usize], duts: &[Subject], rows: &[Row]) ->
 }
 
 pub fn write_json<C: Serialize>(dir: &Path, report: &Report<'_, C>) -> std::io::Result<PathBuf> {
+    write_named_json(
+        dir,
+        &format!("{}-{}", report.scenario, report.environment.unix_time),
+        report,
+    )
+}
+
+/// Writes `value` as pretty JSON to `DIR/STEM.json` (the directory made if missing); its path.
+pub fn write_named_json(
+    dir: &Path,
+    stem: &str,
+    value: &impl Serialize,
+) -> std::io::Result<PathBuf> {
     std::fs::create_dir_all(dir)?;
-    let path = dir.join(format!(
-        "{}-{}.json",
-        report.scenario, report.environment.unix_time
-    ));
+    let path = dir.join(format!("{stem}.json"));
     std::fs::write(
         &path,
-        serde_json::to_vec_pretty(report).map_err(std::io::Error::other)?,
+        serde_json::to_vec_pretty(value).map_err(std::io::Error::other)?,
     )?;
     Ok(path)
 }

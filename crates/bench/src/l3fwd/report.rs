@@ -98,16 +98,14 @@ impl<'a> RunReport<'a> {
 
     /// Writes `SCENARIO-TIME.json` (this report), `.csv` and the plots into `dir`.
     pub fn write(&self, dir: &Path) -> std::io::Result<Written> {
-        std::fs::create_dir_all(dir)?;
         let cfg = self.config;
-        let stem = dir.join(format!("{}-{}", self.scenario, self.environment.unix_time));
+        let name = format!("{}-{}", self.scenario, self.environment.unix_time);
+        let stem = dir.join(&name);
         let mut w = Written {
-            json: stem.with_extension("json"),
+            json: crate::report::write_named_json(dir, &name, self)?,
             csv: stem.with_extension("csv"),
             ..Written::default()
         };
-        let json = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
-        std::fs::write(&w.json, json)?;
         std::fs::write(&w.csv, csv(cfg, &self.rows))?;
         match size_plot(cfg, &self.rows) {
             Ok(svg) => {

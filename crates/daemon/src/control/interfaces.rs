@@ -193,11 +193,10 @@ impl Control {
         let table = match &spec.network {
             None => spec.table,
             Some(n) => {
-                let net = &self.networks[self.network_index(n)?];
-                if let Some(a) = spec.addresses.iter().find(|a| !net.spec.contains(a.addr)) {
-                    return refuse(format!("address {a} is outside network {n}'s ranges"));
+                for &a in &spec.addresses {
+                    self.check_in_network(n, a)?;
                 }
-                net.table
+                self.networks[self.network_index(n)?].table
             }
         };
         self.rib.ensure_table(table)?;
@@ -360,11 +359,7 @@ impl Control {
         gone.up = false;
         self.ifconfigs[ix] = gone;
         self.publish_interfaces();
-        for w in &self.workers {
-            let _ = w.rx_queues.send(QueueCommand::Detach { ifindex: i });
-            let _ = w.tx_queues.send(QueueCommand::Detach { ifindex: i });
-            w.kick();
-        }
+        self.detach_queues(i);
         let f = self.ifaces[ix].take().expect("found above");
         let sock = self.socks[f.sock]
             .as_mut()
@@ -389,6 +384,15 @@ impl Control {
             "interface deleted"
         );
         Ok(())
+    }
+
+    /// Every worker drops interface `ifindex`'s queues (and the peer memory they lent).
+    fn detach_queues(&self, ifindex: u32) {
+        for w in &self.workers {
+            let _ = w.rx_queues.send(QueueCommand::Detach { ifindex });
+            let _ = w.tx_queues.send(QueueCommand::Detach { ifindex });
+            w.kick();
+        }
     }
 
     pub(super) fn publish_interfaces(&self) {
@@ -471,12 +475,7 @@ impl Control {
                 return Ok(());
             }
             if let Some(n) = &self.iface(i).network {
-                let k = self.network_index(n)?;
-                if !self.networks[k].spec.contains(a.addr) {
-                    return Err(ControlError::Network(format!(
-                        "address {a} is outside network {n}'s ranges"
-                    )));
-                }
+                self.check_in_network(n, a)?;
             }
             self.rib.check_new_address(t, a.addr)?;
             self.ifconfigs[i as usize].addresses.push((a.addr, a.len));
@@ -598,11 +597,7 @@ impl Control {
                 tracing::info!(interface = %i.name, "connected");
             }
             Event::Disconnected { reason, .. } => {
-                for w in &self.workers {
-                    let _ = w.rx_queues.send(QueueCommand::Detach { ifindex });
-                    let _ = w.tx_queues.send(QueueCommand::Detach { ifindex });
-                    w.kick();
-                }
+                self.detach_queues(ifindex);
                 let i = self.ifaces[ix].as_mut().expect("found above");
                 i.closed = i.closed.plus(Totals::of(&i.counters));
                 i.counters = IfCounters::default();

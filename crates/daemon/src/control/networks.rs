@@ -2,7 +2,7 @@
 //! allocated with it and freed with it. Pod interfaces attach to a network by name; their
 //! addresses must lie in its ranges, and a network is not deleted while any are attached.
 
-use api::{NetworkInfo, NetworkSpec};
+use api::{Ipv4Prefix, NetworkInfo, NetworkSpec};
 
 use super::{Control, ControlError};
 
@@ -79,6 +79,19 @@ impl Control {
                         .join(", ")
                 ))
             })
+    }
+
+    /// Refuses address `a` for an interface of network `name` unless one of its ranges holds it.
+    pub(super) fn check_in_network(&self, name: &str, a: Ipv4Prefix) -> Result<(), ControlError> {
+        if self.networks[self.network_index(name)?]
+            .spec
+            .contains(a.addr)
+        {
+            return Ok(());
+        }
+        Err(ControlError::Network(format!(
+            "address {a} is outside network {name}'s ranges"
+        )))
     }
 
     /// The names of the interfaces attached to network `name`.
