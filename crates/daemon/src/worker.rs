@@ -61,7 +61,7 @@ pub struct WorkerHandle {
     cmds: Sender<WorkerCmd>,
     /// Queue hand-overs for `memif-input`.
     pub rx_queues: Sender<QueueCommand>,
-    /// Queue hand-overs for `interface-output`.
+    /// Queue hand-overs for `memif-output`.
     pub tx_queues: Sender<QueueCommand>,
     wake: Arc<OwnedFd>,
     pub activity: Arc<Activity>,
@@ -119,33 +119,16 @@ fn graph_nodes(
 ) -> std::io::Result<Vec<Box<dyn AnyNode>>> {
     let single = s.copy == api::CopyMode::Single;
     let (input, output) = memif::nodes::device_nodes(rxq, txq);
-    Ok(vec![
+    let mut v: Vec<Box<dyn AnyNode>> = vec![
         Box::new(
             input
                 .single_copy(single)
                 .with_engine(copy_engine::Engine::new(s.engine)?),
         ),
-        Box::new(nodes::EthernetInput::new(s.shared.clone())),
-        Box::new(nodes::ArpInput::new(s.shared.clone(), s.learned.clone())),
-        Box::new(nodes::Ip4Input),
-        Box::new(nodes::Ip4Lookup::new(s.shared.clone())),
-        Box::new(nodes::Ip4Local),
-        Box::new(nodes::Ip4Rewrite::new(s.shared.clone())),
-        Box::new(nodes::Ip4IcmpError::new(s.shared.clone())),
-        Box::new(nodes::Ip4Glean::new(s.shared.clone())),
-        Box::new(
-            output
-                .with_admin_state(admin_up(&s.shared))
-                .with_engine(copy_engine::Engine::new(s.engine)?),
-        ),
-        Box::new(nodes::ErrorDrop),
-    ])
-}
-
-/// Whether an interface is administratively up, as `interface-output` asks it.
-fn admin_up(shared: &Shared) -> impl Fn(u32) -> bool + Send + 'static {
-    let ifs = shared.interfaces.clone();
-    move |i| ifs.load().get(i as usize).is_some_and(|c| c.up)
+        Box::new(output.with_engine(copy_engine::Engine::new(s.engine)?)),
+    ];
+    v.extend(nodes::protocol_nodes(&s.shared, s.learned.clone()));
+    Ok(v)
 }
 
 /// Starts a worker thread.

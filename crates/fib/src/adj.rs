@@ -19,12 +19,14 @@ pub type AdjIndex = u32;
 /// What happens to a packet whose route resolved here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Adjacency {
-    /// Send on `tx_if` with this Ethernet destination and source.
+    /// Send on `tx_if` with this Ethernet destination and source, if the IPv4 packet is at
+    /// most `mtu` bytes (the interface's MTU, `u16::MAX` until one is set).
     Rewrite {
         tx_if: u32,
         next_hop: Ipv4Addr,
         dst: [u8; 6],
         src: [u8; 6],
+        mtu: u16,
     },
     /// The next hop's MAC is not known yet: ask (ARP) on `tx_if`, drop or hold the packet.
     Glean { tx_if: u32, next_hop: Ipv4Addr },
@@ -69,6 +71,7 @@ pub struct AdjTable {
     free: Vec<AdjIndex>,
     neighbours: HashMap<(u32, Ipv4Addr), [u8; 6]>,
     if_macs: HashMap<u32, [u8; 6]>,
+    if_mtus: HashMap<u32, u16>,
 }
 
 impl Default for AdjTable {
@@ -90,6 +93,7 @@ impl AdjTable {
             free: Vec::new(),
             neighbours: HashMap::new(),
             if_macs: HashMap::new(),
+            if_mtus: HashMap::new(),
         }
     }
 
@@ -110,6 +114,19 @@ impl AdjTable {
     /// Records interface `ifindex`'s own MAC (the source of every rewrite on it).
     pub fn set_interface_mac(&mut self, ifindex: u32, mac: [u8; 6]) {
         self.if_macs.insert(ifindex, mac);
+        self.refresh(|i, _| i == ifindex);
+    }
+
+    /// Records interface `ifindex`'s MTU (the largest IPv4 packet a rewrite on it lets out).
+    pub fn set_interface_mtu(&mut self, ifindex: u32, mtu: u16) {
+        self.if_mtus.insert(ifindex, mtu);
+        self.refresh(|i, _| i == ifindex);
+    }
+
+    /// Forgets what was recorded of interface `ifindex` (its MAC and MTU).
+    pub fn forget_interface(&mut self, ifindex: u32) {
+        self.if_macs.remove(&ifindex);
+        self.if_mtus.remove(&ifindex);
         self.refresh(|i, _| i == ifindex);
     }
 
@@ -182,6 +199,7 @@ impl AdjTable {
                 next_hop,
                 dst,
                 src,
+                mtu: self.if_mtus.get(&tx_if).copied().unwrap_or(u16::MAX),
             },
             _ => Adjacency::Glean { tx_if, next_hop },
         }
@@ -253,6 +271,7 @@ mod tests {
             next_hop: nh,
             dst: NB_MAC,
             src: IF_MAC,
+            mtu: u16::MAX,
         };
         assert_eq!((now[a as usize], now[b as usize]), (want, want));
         assert_eq!(t.neighbours(), vec![(3, nh, NB_MAC)]);
@@ -287,8 +306,14 @@ mod tests {
             Some(Adjacency::Rewrite {
                 dst: NB_MAC,
                 src: IF_MAC,
+                mtu: u16::MAX,
                 ..
             })
+        ));
+        t.set_interface_mtu(1, 1450);
+        assert!(matches!(
+            t.get(a),
+            Some(Adjacency::Rewrite { mtu: 1450, .. })
         ));
     }
 }

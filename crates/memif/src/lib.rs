@@ -3,7 +3,7 @@
 //! This crate owns every fd, socket and shared mapping of a memif interface: the control
 //! channel ([`sock`]), the handshake in both roles ([`primary::Listener`],
 //! [`secondary::Client`]), the regions ([`shm`]), the rings ([`ring`]), the data path
-//! ([`queue`]) and the device's graph nodes, `memif-input` and `interface-output`
+//! ([`queue`]) and the device's graph nodes, `memif-input` and `memif-output`
 //! ([`nodes`]). It is wire-compatible with VPP, libmemif, DPDK `net_memif` and gomemif.
 //!
 //! The secondary (slave) creates all memory; the primary (master) maps it. Everything the peer

@@ -1,5 +1,6 @@
-//! memif's graph nodes, beside their driver: `memif-input` and `interface-output` over memif
-//! queues in either role.
+//! memif's graph nodes, beside their driver: `memif-input` and `memif-output` over memif
+//! queues in either role (the graph's `interface-output` hands memif interfaces' packets to
+//! `memif-output`).
 //!
 //! The control thread owns the memif sockets; when an interface connects it sends its queues
 //! to the worker's nodes as [`QueueCommand`]s over a channel, which the nodes drain once per
@@ -189,18 +190,18 @@ pub struct MemifInput {
     hdr: usize,
     /// Every copy out of a peer's memory (primary role) goes through it.
     engine: Engine,
-    /// Where single-copy payloads stay: shared with this worker's `interface-output`.
+    /// Where single-copy payloads stay: shared with this worker's `memif-output`.
     peers: Arc<PeerTable>,
 }
 
-/// A worker's memif nodes, `memif-input` and `interface-output`, sharing the table of peer
+/// A worker's memif nodes, `memif-input` and `memif-output`, sharing the table of peer
 /// memory that single-copy payloads stay in.
 pub fn device_nodes(
     rx_commands: Receiver<QueueCommand>,
     tx_commands: Receiver<QueueCommand>,
-) -> (MemifInput, InterfaceOutput) {
+) -> (MemifInput, MemifOutput) {
     let input = MemifInput::new(rx_commands);
-    let mut output = InterfaceOutput::new(tx_commands);
+    let mut output = MemifOutput::new(tx_commands);
     output.peers = Peers::of(&input.peers);
     (input, output)
 }
@@ -230,7 +231,7 @@ impl MemifInput {
     /// Single-copy forwarding (DESIGN.md): as memif primary, copy only the first
     /// [`SINGLE_COPY_HEADER`] bytes of each packet and leave the payload in the peer's buffer
     /// until it is transmitted; the peer's slots go back at the end of each dispatch. The
-    /// worker's `interface-output` must share this node's peer table ([`device_nodes`]) to
+    /// worker's `memif-output` must share this node's peer table ([`device_nodes`]) to
     /// send such packets; without it they drop as unreadable.
     pub fn single_copy(mut self, on: bool) -> MemifInput {
         self.hdr = if on { SINGLE_COPY_HEADER } else { 0 };
@@ -331,8 +332,8 @@ impl Node for MemifInput {
     }
 }
 
-/// `interface-output`: transmits on the memif tx queue of each buffer's `tx_if`.
-pub struct InterfaceOutput {
+/// `memif-output`: transmits on the memif tx queue of each buffer's `tx_if`.
+pub struct MemifOutput {
     /// Indexed by interface index.
     queues: Vec<Option<TxQueue>>,
     commands: Receiver<QueueCommand>,
@@ -341,65 +342,40 @@ pub struct InterfaceOutput {
     bounce: Vec<u8>,
     /// Every payload copy into a peer goes through here.
     engine: Engine,
-    /// Interface admin state, when the graph has one (packets to a down interface drop).
-    admin_up: Option<AdminState>,
     /// The peer memory single-copy payloads stay in, as this worker's `memif-input` attached it.
     peers: Peers,
 }
 
-/// Whether an interface (by index) is administratively up.
-pub type AdminState = Box<dyn Fn(u32) -> bool + Send>;
-
-impl core::fmt::Debug for InterfaceOutput {
+impl core::fmt::Debug for MemifOutput {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("InterfaceOutput")
+        f.debug_struct("MemifOutput")
             .field("queues", &self.queues)
             .field("engine", &self.engine)
-            .field("admin_up", &self.admin_up.is_some())
             .finish_non_exhaustive()
     }
 }
 
-impl InterfaceOutput {
-    pub fn new(commands: Receiver<QueueCommand>) -> InterfaceOutput {
-        InterfaceOutput {
+impl MemifOutput {
+    pub fn new(commands: Receiver<QueueCommand>) -> MemifOutput {
+        MemifOutput {
             queues: Vec::new(),
             commands,
             run: Vec::with_capacity(graph::FRAME_SIZE),
             lens: Vec::with_capacity(graph::FRAME_SIZE),
             bounce: Vec::new(),
             engine: Engine::Cpu(copy_engine::CpuEngine::new()),
-            admin_up: None,
             peers: Peers::default(),
         }
     }
 
     /// Copies through `engine` instead of inline on the CPU.
-    pub fn with_engine(mut self, engine: Engine) -> InterfaceOutput {
+    pub fn with_engine(mut self, engine: Engine) -> MemifOutput {
         self.engine = engine;
-        self
-    }
-
-    /// Drops (and counts) packets for interfaces that `up` says are administratively down
-    /// (asked once per run of packets to one interface).
-    pub fn with_admin_state(
-        mut self,
-        up: impl Fn(u32) -> bool + Send + 'static,
-    ) -> InterfaceOutput {
-        self.admin_up = Some(Box::new(up));
         self
     }
 
     fn flush(&mut self, ctx: &mut Ctx<'_, Self>, ifindex: u32) {
         if self.run.is_empty() {
-            return;
-        }
-        if let Some(up) = &self.admin_up
-            && !up(ifindex)
-        {
-            ctx.count_errors(OutputError::AdminDown, self.run.len() as u64);
-            ctx.pool.free_bulk(&self.run);
-            self.run.clear();
             return;
         }
         let queue = self
@@ -438,15 +414,14 @@ impl InterfaceOutput {
 }
 
 graph::node! {
-    InterfaceOutput: "interface-output", Internal;
+    MemifOutput: "memif-output", Internal;
     error OutputError {
         NoTx = "interface not connected",
         RingFull = "tx ring full (no free slots)",
-        AdminDown = "interface admin down",
     }
 }
 
-impl Node for InterfaceOutput {
+impl Node for MemifOutput {
     fn process(&mut self, ctx: &mut Ctx<'_, Self>, bufs: &[u32], next: &mut [u16]) {
         while let Ok(c) = self.commands.try_recv() {
             match c {

@@ -1,12 +1,21 @@
 //! `arp-input`: answers requests for our addresses and tells the control thread about the
 //! neighbours it sees.
+//!
+//! On a VXLAN tunnel it is also a proxy: a tunnel is one Ethernet segment spanning a network's
+//! whole range on every node, so a remote VTEP (a Linux one, another veclane) asks for a pod's
+//! address directly. We answer with the tunnel's MAC for any address of the network that this
+//! node delivers itself: one of ours, or one whose route leaves through an interface that is
+//! not a tunnel (a pod here). Addresses reached through another tunnel are not answered, so a
+//! node never becomes a transit hop between two others.
 
 use std::sync::mpsc::{SyncSender, TrySendError};
 
 use graph::{Ctx, Node};
 use wire::{Arp, ArpOp, EtherType, Ethernet, MacAddr};
 
-use crate::{ETH_HDR, Learned, Shared};
+use fib::adj::Adjacency;
+
+use crate::{ETH_HDR, IfConfig, Learned, Shared};
 
 #[derive(Debug)]
 pub struct ArpInput {
@@ -32,6 +41,7 @@ graph::node! {
     error Error {
         Malformed = "arp packet malformed or not ethernet/ipv4",
         NotOurs = "arp request for an address that is not ours",
+        ProxyReplied = "arp request answered for a host behind us on a tunnel (not an error)",
         ReplyLearned = "arp reply: neighbour learned (not an error)",
         OffLink = "arp sender not on a connected subnet",
         NoHeadroom = "no headroom for the l2 header",
@@ -48,6 +58,31 @@ impl core::fmt::Display for ArpTrace {
             wire::Ipv4Addr::from(self.target_ip),
         );
         write!(f, "{op} who-has {t} tell {s}")
+    }
+}
+
+impl ArpInput {
+    /// Whether we answer for `tip` on tunnel `rx` (see the module's doc).
+    fn proxies(&self, ifs: &[IfConfig], rx: u32, tip: fib::Ipv4Addr) -> bool {
+        let Some(t) = ifs
+            .get(rx as usize)
+            .filter(|c| c.tunnel().is_some() && c.on_link(tip))
+        else {
+            return false;
+        };
+        let vrfs = self.shared.vrfs.load();
+        let Some(adj) = vrfs.get(t.vrf as usize).and_then(|v| v.lookup(tip)) else {
+            return false;
+        };
+        match self.shared.adjacencies.load().get(adj as usize) {
+            Some(Adjacency::Local) => true,
+            Some(a @ (Adjacency::Rewrite { .. } | Adjacency::Glean { .. })) => {
+                a.target().is_some_and(|(tx, _)| {
+                    tx != rx && ifs.get(tx as usize).is_some_and(|c| c.tunnel().is_none())
+                })
+            }
+            _ => false,
+        }
     }
 }
 
@@ -89,8 +124,17 @@ impl Node for ArpInput {
                 };
                 ctx.trace(b, t);
             }
+            let answer = op == ArpOp::Request
+                && (ifc.owns(tip)
+                    || tip != sip && {
+                        let p = self.proxies(&ifs, rx, tip);
+                        if p {
+                            ctx.count_error(Error::ProxyReplied);
+                        }
+                        p
+                    });
             match op {
-                ArpOp::Request if ifc.owns(tip) => {
+                ArpOp::Request if answer => {
                     let me = MacAddr(ifc.mac);
                     let len = wire::arp::LEN;
                     // The reply is written over the request, then an Ethernet header in front.

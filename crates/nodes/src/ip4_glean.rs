@@ -130,7 +130,15 @@ impl Node for Ip4Glean {
             } else {
                 next_hop
             };
-            let Some(me) = ifc.source_for(next_hop) else {
+            // A tunnel has no address of its own: it asks on behalf of the packet's sender,
+            // which the other side then reaches through us (see `arp-input`'s proxy).
+            let me = match ifc.tunnel() {
+                Some(_) if ifc.addresses.is_empty() => {
+                    Some(Ipv4::new_unchecked(ctx.pool.data(b)).src_addr())
+                }
+                _ => ifc.source_for(next_hop),
+            };
+            let Some(me) = me else {
                 ctx.count_error(Error::NoAddress);
                 continue;
             };
@@ -191,11 +199,11 @@ mod tests {
     use crate::testing::run_one;
 
     fn shared(ifs: Vec<IfConfig>, adj: &AdjTable) -> Shared {
-        Shared {
-            interfaces: Arc::new(ArcSwap::from_pointee(ifs)),
-            vrfs: Arc::new(ArcSwap::from_pointee(Vec::new())),
-            adjacencies: adj.reader(),
-        }
+        Shared::new(
+            Arc::new(ArcSwap::from_pointee(ifs)),
+            Arc::new(ArcSwap::from_pointee(Vec::new())),
+            adj.reader(),
+        )
     }
 
     fn glean(interval: Duration) -> Ip4Glean {

@@ -33,6 +33,9 @@ pub const fn icmp_request(icmp_type: u8, code: u8) -> u16 {
 pub const TTL_EXCEEDED: u16 = icmp_request(11, 0);
 /// Destination unreachable, net unreachable.
 pub const NET_UNREACHABLE: u16 = icmp_request(3, 0);
+/// Destination unreachable, fragmentation needed and DF set (RFC 1191: the next-hop MTU,
+/// the MTU of the sending node's `Meta::tx_if`, goes in the message).
+pub const FRAG_NEEDED: u16 = icmp_request(3, 4);
 /// Destination unreachable, port unreachable (RFC 1122 §3.2.2.1: UDP to a port nobody
 /// listens on).
 pub const PORT_UNREACHABLE: u16 = icmp_request(3, 3);
@@ -207,8 +210,13 @@ impl Node for Ip4IcmpError {
             }
             let d = ctx.pool.data_mut(b);
             let t = IcmpType::from(icmp_type);
+            let rest = if meta.error == FRAG_NEEDED {
+                ifs.get(meta.tx_if as usize).map_or(0, |c| u32::from(c.mtu))
+            } else {
+                0
+            };
             let built = Ipv4::emit(&mut d[..], our, src, IpProtocol::Icmp, 64, quoted + 8)
-                .is_ok_and(|mut ip| Icmp::emit_error(ip.payload_mut(), t, code, 0).is_ok());
+                .is_ok_and(|mut ip| Icmp::emit_error(ip.payload_mut(), t, code, rest).is_ok());
             if !built {
                 ctx.count_error(Error::Malformed);
                 continue;
@@ -251,11 +259,11 @@ mod tests {
     fn node(addresses: Vec<(Ipv4Addr, u8)>) -> Ip4IcmpError {
         let mut c = IfConfig::new([2, 0, 0, 0, 0, 1], 0);
         c.addresses = addresses;
-        Ip4IcmpError::new(Shared {
-            interfaces: Arc::new(ArcSwap::from_pointee(vec![c])),
-            vrfs: Arc::new(ArcSwap::from_pointee(Vec::new())),
-            adjacencies: fib::adj::AdjTable::new().reader(),
-        })
+        Ip4IcmpError::new(Shared::new(
+            Arc::new(ArcSwap::from_pointee(vec![c])),
+            Arc::new(ArcSwap::from_pointee(Vec::new())),
+            fib::adj::AdjTable::new().reader(),
+        ))
     }
 
     fn datagram(payload: usize) -> Vec<u8> {

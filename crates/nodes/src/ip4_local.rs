@@ -1,12 +1,9 @@
 //! `ip4-local`: packets for our own addresses. Answers ICMP echo (the reply goes back through
-//! `ip4-lookup`) and UDP with ICMP port unreachable, as a host without that port open does
-//! (RFC 1122 §3.2.2.1; `ip4-icmp-error` builds it and rate-limits it); everything else is
-//! counted and dropped (no sockets live here).
+//! `ip4-lookup`), hands UDP to `udp4-local` (port dispatch: VXLAN, else port unreachable);
+//! everything else is counted and dropped (no sockets live here).
 
 use graph::{Ctx, Node};
-use wire::{Icmp, IcmpType, IpProtocol, Ipv4, Udp};
-
-use crate::ip4_icmp_error::PORT_UNREACHABLE;
+use wire::{Icmp, IcmpType, IpProtocol, Ipv4};
 
 #[derive(Debug, Default)]
 pub struct Ip4Local;
@@ -16,12 +13,10 @@ graph::node! {
     next Next {
         Lookup = "ip4-lookup",
         Drop = "error-drop",
-        IcmpError = "ip4-icmp-error",
+        Udp = "udp4-local",
     }
     error Error {
         Unhandled = "to us, neither icmp echo nor udp (no local sockets)",
-        NoPort = "udp to us on a port nobody listens on (icmp port unreachable)",
-        BadUdp = "udp checksum error or truncated",
         BadIcmp = "icmp checksum error or truncated",
         EchoReplied = "icmp echo replied (not an error)",
         TooBig = "to us, larger than one buffer or no buffer to take it in",
@@ -32,6 +27,12 @@ impl Node for Ip4Local {
     fn process(&mut self, ctx: &mut Ctx<'_, Self>, bufs: &[u32], next: &mut [u16]) {
         for (&b, n) in bufs.iter().zip(next.iter_mut()) {
             *n = Next::Drop.into();
+            // UDP is dispatched by port, chained or not (a VXLAN packet may be a jumbo frame).
+            let proto = Ipv4::new_unchecked(ctx.pool.data(b)).protocol();
+            if proto == IpProtocol::Udp {
+                *n = Next::Udp.into();
+                continue;
+            }
             // The echo checksum covers the whole packet: bring any external segment in, and
             // answer only what fits one buffer (a chain would be a 2 KiB+ ping).
             if !ctx.pool.linearize(b) || ctx.pool.meta(b).next != buffer::NONE {
@@ -41,18 +42,6 @@ impl Node for Ip4Local {
             let d = ctx.pool.data_mut(b);
             // ip4-input checked the header: 20 bytes, no options, total length = buffer.
             let ip = Ipv4::new_unchecked(&d[..]);
-            if ip.protocol() == IpProtocol::Udp {
-                // A datagram with a bad checksum is discarded silently (RFC 1122 §4.1.3.4).
-                match Udp::new_checked(ip.payload()) {
-                    Ok(u) if u.checksum_ok(ip.src_addr(), ip.dst_addr()) => {
-                        ctx.count_error(Error::NoPort);
-                        ctx.pool.meta_mut(b).error = PORT_UNREACHABLE;
-                        *n = Next::IcmpError.into();
-                    }
-                    _ => ctx.count_error(Error::BadUdp),
-                }
-                continue;
-            }
             if ip.protocol() != IpProtocol::Icmp {
                 ctx.count_error(Error::Unhandled);
                 continue;

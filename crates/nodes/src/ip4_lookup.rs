@@ -123,11 +123,11 @@ mod tests {
 
     #[test]
     fn a_buffer_shorter_than_an_ip4_header_is_counted_and_dropped() {
-        let shared = Shared {
-            interfaces: Arc::new(ArcSwap::from_pointee(Vec::new())),
-            vrfs: Arc::new(ArcSwap::from_pointee(Vec::new())),
-            adjacencies: AdjTable::new().reader(),
-        };
+        let shared = Shared::new(
+            Arc::new(ArcSwap::from_pointee(Vec::new())),
+            Arc::new(ArcSwap::from_pointee(Vec::new())),
+            AdjTable::new().reader(),
+        );
         let ((next, _, _, _), errors) = run_one(Ip4Lookup::new(shared), &[0x45; 12], &[], |_| {});
         assert_eq!(next, "error-drop");
         assert_eq!(errors, ["ip4 header truncated"]);

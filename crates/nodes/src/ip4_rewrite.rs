@@ -1,12 +1,18 @@
 //! `ip4-rewrite`: decrements TTL with an incremental checksum update (RFC 1624) and writes the
 //! Ethernet header of the chosen adjacency in front of the packet. A packet whose TTL would
 //! reach zero goes to `ip4-icmp-error` (time exceeded) untouched.
+//!
+//! It also enforces the outgoing interface's MTU. veclane does not fragment: a packet larger
+//! than the MTU with Don't Fragment set gets ICMP fragmentation needed with the MTU (RFC 1191
+//! path MTU discovery then shrinks the sender's packets); one without DF is dropped and
+//! counted, because fragmenting would cost a copy per fragment on the fast path and every
+//! modern sender sets DF (RFC 8900 on why fragmentation is fragile anyway).
 
 use fib::adj::Adjacency;
 use graph::{Ctx, Node};
 use wire::{EtherType, Ethernet, Ipv4, MacAddr};
 
-use crate::ip4_icmp_error::TTL_EXCEEDED;
+use crate::ip4_icmp_error::{FRAG_NEEDED, TTL_EXCEEDED};
 use crate::{ETH_HDR, Shared};
 
 #[derive(Debug)]
@@ -29,6 +35,8 @@ graph::node! {
     }
     error Error {
         TtlExpired = "ttl expired (sent to ip4-icmp-error)",
+        MtuExceeded = "over the interface mtu with df set (sent to ip4-icmp-error)",
+        MtuDrop = "over the interface mtu without df (not fragmented, dropped)",
         NoHeadroom = "no headroom for the l2 header",
         StaleAdj = "adjacency changed",
     }
@@ -47,7 +55,11 @@ impl Node for Ip4Rewrite {
         for (&b, n) in bufs.iter().zip(next.iter_mut()) {
             let adj = ctx.pool.meta(b).adj;
             let Some(&Adjacency::Rewrite {
-                tx_if, dst, src, ..
+                tx_if,
+                dst,
+                src,
+                mtu,
+                ..
             }) = adjs.get(adj as usize)
             else {
                 ctx.count_error(Error::StaleAdj);
@@ -69,17 +81,35 @@ impl Node for Ip4Rewrite {
                 m.flags & crate::LOCALLY_ORIGINATED != 0,
                 m.flags & graph::BUFFER_TRACED != 0,
             );
-            // The TTL and checksum are all this node touches of the IPv4 header.
-            if !local && let Some(ip) = ip.first_chunk_mut::<{ wire::ipv4::field::CHECKSUM.end }>()
-            {
-                let mut ip = Ipv4::new_unchecked(ip);
-                if ip.ttl() <= 1 {
-                    m.skip(ETH_HDR as u16);
-                    m.error = TTL_EXCEEDED;
-                    ctx.count_error(Error::TtlExpired);
+            // The TTL and checksum are all this node touches of the IPv4 header (RFC 1812
+            // order: TTL first, then the MTU, then the decrement).
+            let Some(ip) = ip.first_chunk_mut::<{ wire::ipv4::field::CHECKSUM.end }>() else {
+                // ip4-input guaranteed a full header in the head buffer; unreachable.
+                *n = Next::Drop.into();
+                continue;
+            };
+            let mut ip = Ipv4::new_unchecked(ip);
+            if !local && ip.ttl() <= 1 {
+                m.skip(ETH_HDR as u16);
+                m.error = TTL_EXCEEDED;
+                ctx.count_error(Error::TtlExpired);
+                *n = Next::IcmpError.into();
+                continue;
+            }
+            if m.total_len - ETH_HDR as u32 > u32::from(mtu) {
+                m.skip(ETH_HDR as u16);
+                if ip.dont_frag() {
+                    m.tx_if = tx_if;
+                    m.error = FRAG_NEEDED;
+                    ctx.count_error(Error::MtuExceeded);
                     *n = Next::IcmpError.into();
-                    continue;
+                } else {
+                    ctx.count_error(Error::MtuDrop);
+                    *n = Next::Drop.into();
                 }
+                continue;
+            }
+            if !local {
                 ip.decrement_ttl();
             }
             let mut eth = Ethernet::new_unchecked(eth);

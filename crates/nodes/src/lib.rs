@@ -8,9 +8,11 @@
 //! (`memif-input`, `interface-output`) live beside their drivers.
 //!
 //! Here now: `ethernet-input`, `arp-input`, `ip4-input`, `ip4-lookup`, `ip4-local` (ICMP
-//! echo), `ip4-rewrite`, `ip4-icmp-error` (time exceeded, unreachable), `ip4-glean` (ARP
-//! requests for unresolved next hops), `error-drop`. A graph with `ip4-lookup` needs all of
-//! them, plus a device's input node and an `interface-output`.
+//! echo), `udp4-local` (UDP port dispatch), `ip4-rewrite`, `ip4-icmp-error` (time exceeded,
+//! unreachable, fragmentation needed), `ip4-glean` (ARP requests for unresolved next hops),
+//! `vxlan4-input` and `vxlan4-encap` (RFC 7348 tunnels), `interface-output` (hands each packet
+//! to its interface's device node) and `error-drop`. A graph with `ip4-lookup` needs all of
+//! them, plus a device's input node and the device output nodes `interface-output` names.
 //!
 //! Buffer metadata between nodes: `rx_if`, `tx_if`, `vrf` and `adj` mean what the buffer crate
 //! says (`adj` is also how `ip4-lookup` tells `ip4-glean` which next hop to ask for). `error`
@@ -23,14 +25,20 @@
 pub mod arp_input;
 pub mod error_drop;
 pub mod ethernet_input;
+pub mod interface_output;
 pub mod ip4_glean;
 pub mod ip4_icmp_error;
 pub mod ip4_input;
 pub mod ip4_local;
 pub mod ip4_lookup;
 pub mod ip4_rewrite;
+pub mod udp4_local;
+pub mod vxlan4_encap;
+pub mod vxlan4_input;
 
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use arc_swap::ArcSwap;
 use fib::LpmReader;
@@ -39,12 +47,16 @@ use fib::adj::AdjReader;
 pub use arp_input::ArpInput;
 pub use error_drop::ErrorDrop;
 pub use ethernet_input::EthernetInput;
+pub use interface_output::InterfaceOutput;
 pub use ip4_glean::Ip4Glean;
 pub use ip4_icmp_error::Ip4IcmpError;
 pub use ip4_input::Ip4Input;
 pub use ip4_local::Ip4Local;
 pub use ip4_lookup::Ip4Lookup;
 pub use ip4_rewrite::Ip4Rewrite;
+pub use udp4_local::Udp4Local;
+pub use vxlan4_encap::Vxlan4Encap;
+pub use vxlan4_input::Vxlan4Input;
 
 /// The Ethernet header's length, which several nodes push or strip.
 pub(crate) use wire::ethernet::HEADER_LEN as ETH_HDR;
@@ -53,6 +65,30 @@ pub(crate) use wire::ethernet::HEADER_LEN as ETH_HDR;
 /// checks nor decrements its TTL, and `ip4-lookup` sends no ICMP error about it (that would be
 /// addressed to ourselves). (Bit 0 is the graph's trace flag.)
 pub const LOCALLY_ORIGINATED: u16 = 1 << 1;
+
+/// Every protocol node a worker's graph runs, in one list: `ethernet-input` to
+/// `interface-output` and `error-drop`. A graph adds its devices' input and output nodes
+/// (`memif-output` and any other `interface-output` names) to these.
+pub fn protocol_nodes(
+    shared: &Shared,
+    learned: std::sync::mpsc::SyncSender<Learned>,
+) -> Vec<Box<dyn graph::AnyNode>> {
+    vec![
+        Box::new(EthernetInput::new(shared.clone())),
+        Box::new(ArpInput::new(shared.clone(), learned)),
+        Box::new(Ip4Input),
+        Box::new(Ip4Lookup::new(shared.clone())),
+        Box::new(Ip4Local),
+        Box::new(Udp4Local::default()),
+        Box::new(Vxlan4Input::new(shared.clone())),
+        Box::new(Vxlan4Encap::new(shared.clone())),
+        Box::new(Ip4Rewrite::new(shared.clone())),
+        Box::new(Ip4IcmpError::new(shared.clone())),
+        Box::new(Ip4Glean::new(shared.clone())),
+        Box::new(InterfaceOutput::new(shared.clone())),
+        Box::new(ErrorDrop),
+    ]
+}
 
 /// Returns the rest of `head`'s chain to the pool: for nodes that turn a packet into a small
 /// one of their own (ICMP error, ARP request) and need only the head's bytes.
@@ -67,6 +103,11 @@ pub(crate) fn free_chain_tail(pool: &mut buffer::Pool, head: u32) {
     m.total_len = u32::from(m.len);
 }
 
+/// The MTU an interface gets unless configured: the largest IPv4 packet it sends. memif
+/// and the graph carry chained buffers, so jumbo frames are the default there; a kernel
+/// uplink starts at its host interface's MTU and a tunnel at its uplink's minus the overhead.
+pub const DEFAULT_MTU: u16 = 9000;
+
 /// What the nodes know of an interface.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IfConfig {
@@ -79,6 +120,109 @@ pub struct IfConfig {
     pub up: bool,
     /// Our addresses on this interface (address, prefix length).
     pub addresses: Vec<(fib::Ipv4Addr, u8)>,
+    /// The largest IPv4 packet sent out here (L3 MTU); `ip4-rewrite` enforces it.
+    pub mtu: u16,
+    /// Which device node transmits for it (`interface-output` dispatches on this).
+    pub device: Device,
+}
+
+/// The kind of device behind an interface.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Device {
+    Memif,
+    /// A VXLAN tunnel: an Ethernet segment inside UDP to one remote VTEP, in one network.
+    Vxlan(VxlanTunnel),
+}
+
+/// A VXLAN tunnel's encapsulation: one per (remote VTEP, VNI).
+#[derive(Debug, Clone)]
+pub struct VxlanTunnel {
+    pub vni: u32,
+    /// Our VTEP address: the uplink's, the outer source.
+    pub src: fib::Ipv4Addr,
+    /// The remote VTEP, the outer destination.
+    pub dst: fib::Ipv4Addr,
+    /// The slot of the VRF the outer packet is routed in (the uplink's).
+    pub underlay: u32,
+    /// Set Don't Fragment on the outer header.
+    pub df: bool,
+    /// The network's address ranges: the tunnel's "subnets" (ARP senders and proxy-ARP
+    /// targets must lie in them).
+    pub ranges: Vec<(fib::Ipv4Addr, u8)>,
+    /// Packets and bytes in and out, shared by every worker.
+    pub counters: Arc<TunnelCounters>,
+}
+
+impl PartialEq for VxlanTunnel {
+    /// The configuration; counters are not part of what a tunnel is.
+    fn eq(&self, o: &Self) -> bool {
+        (
+            self.vni,
+            self.src,
+            self.dst,
+            self.underlay,
+            self.df,
+            &self.ranges,
+        ) == (o.vni, o.src, o.dst, o.underlay, o.df, &o.ranges)
+    }
+}
+impl Eq for VxlanTunnel {}
+
+/// A tunnel's counters. Workers add a frame's worth at a time (one atomic add per run of
+/// packets on one tunnel, not per packet).
+#[derive(Debug, Default)]
+pub struct TunnelCounters {
+    pub rx_packets: AtomicU64,
+    pub rx_bytes: AtomicU64,
+    pub tx_packets: AtomicU64,
+    pub tx_bytes: AtomicU64,
+}
+
+impl TunnelCounters {
+    /// (rx packets, rx bytes, tx packets, tx bytes).
+    pub fn snapshot(&self) -> [u64; 4] {
+        [
+            &self.rx_packets,
+            &self.rx_bytes,
+            &self.tx_packets,
+            &self.tx_bytes,
+        ]
+        .map(|c| c.load(Ordering::Relaxed))
+    }
+}
+
+/// Accumulates packets and bytes for one tunnel at a time and adds them to its counters when
+/// the tunnel changes or the frame ends.
+#[derive(Debug, Default)]
+pub(crate) struct CounterRun {
+    at: Option<Arc<TunnelCounters>>,
+    packets: u64,
+    bytes: u64,
+}
+
+impl CounterRun {
+    pub(crate) fn add(&mut self, c: &Arc<TunnelCounters>, bytes: u32, rx: bool) {
+        if !self.at.as_ref().is_some_and(|a| Arc::ptr_eq(a, c)) {
+            self.flush(rx);
+            self.at = Some(c.clone());
+        }
+        self.packets += 1;
+        self.bytes += u64::from(bytes);
+    }
+
+    pub(crate) fn flush(&mut self, rx: bool) {
+        if let Some(c) = self.at.take() {
+            let (p, b) = if rx {
+                (&c.rx_packets, &c.rx_bytes)
+            } else {
+                (&c.tx_packets, &c.tx_bytes)
+            };
+            p.fetch_add(self.packets, Ordering::Relaxed);
+            b.fetch_add(self.bytes, Ordering::Relaxed);
+        }
+        self.packets = 0;
+        self.bytes = 0;
+    }
 }
 
 impl IfConfig {
@@ -91,6 +235,8 @@ impl IfConfig {
             table: vrf,
             up: true,
             addresses: Vec::new(),
+            mtu: DEFAULT_MTU,
+            device: Device::Memif,
         }
     }
 
@@ -98,9 +244,22 @@ impl IfConfig {
         self.addresses.iter().any(|(x, _)| *x == a)
     }
 
-    /// Whether `a` is on one of this interface's connected subnets.
+    /// Whether `a` is on one of this interface's connected subnets (a tunnel's: its
+    /// network's ranges).
     pub fn on_link(&self, a: fib::Ipv4Addr) -> bool {
-        self.addresses.iter().any(|&(x, l)| same_subnet(x, a, l))
+        let subnets = match &self.device {
+            Device::Vxlan(t) => &t.ranges,
+            _ => &self.addresses,
+        };
+        subnets.iter().any(|&(x, l)| same_subnet(x, a, l))
+    }
+
+    /// The VXLAN tunnel this interface is, if it is one.
+    pub fn tunnel(&self) -> Option<&VxlanTunnel> {
+        match &self.device {
+            Device::Vxlan(t) => Some(t),
+            _ => None,
+        }
     }
 
     /// The address we speak from towards `peer` on this interface: the one whose subnet holds
@@ -138,6 +297,34 @@ pub struct Shared {
     /// Indexed by VRF id.
     pub vrfs: Arc<ArcSwap<Vec<LpmReader>>>,
     pub adjacencies: AdjReader,
+    /// What `vxlan4-input` decapsulates.
+    pub vxlan: Arc<ArcSwap<VxlanMap>>,
+}
+
+impl Shared {
+    /// Shared state with no VXLAN tunnel.
+    pub fn new(
+        interfaces: Arc<ArcSwap<Vec<IfConfig>>>,
+        vrfs: Arc<ArcSwap<Vec<LpmReader>>>,
+        adjacencies: AdjReader,
+    ) -> Shared {
+        Shared {
+            interfaces,
+            vrfs,
+            adjacencies,
+            vxlan: Arc::default(),
+        }
+    }
+}
+
+/// The tunnels `vxlan4-input` accepts packets from.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VxlanMap {
+    /// (remote VTEP, VNI) to the tunnel's interface index.
+    pub tunnels: HashMap<(fib::Ipv4Addr, u32), u32>,
+    /// The VNIs of every network (a packet with one of these but from an unknown VTEP is
+    /// counted apart from one with a VNI nobody uses).
+    pub vnis: HashSet<u32>,
 }
 
 #[cfg(test)]

@@ -133,7 +133,7 @@ fn every_bad_packet_has_its_own_counter() {
         (
             0,
             bad_udp_to_us,
-            drop("ip4-local", "udp checksum error or truncated"),
+            drop("udp4-local", "udp checksum error"),
             0,
         ),
         (
@@ -148,7 +148,7 @@ fn every_bad_packet_has_its_own_counter() {
             to_us,
             vec![
                 (
-                    "ip4-local",
+                    "udp4-local",
                     "udp to us on a port nobody listens on (icmp port unreachable)",
                 ),
                 (

@@ -11,12 +11,9 @@ use buffer::{Pool, PoolConfig};
 use fib::adj::AdjTable;
 use fib::{Ipv4Addr, Lpm};
 use graph::Runtime;
-use memif::nodes::{InterfaceOutput, MemifInput, QueueCommand};
+use memif::nodes::{MemifInput, MemifOutput, QueueCommand};
 use memif::{Client, Event, InterfaceConfig, Listener, PrimaryQueues, SecondaryQueues, SocketPath};
-use nodes::{
-    ArpInput, ErrorDrop, EthernetInput, IfConfig, Ip4Glean, Ip4IcmpError, Ip4Input, Ip4Local,
-    Ip4Lookup, Ip4Rewrite, Shared,
-};
+use nodes::{IfConfig, Shared};
 
 const IF_MAC: [[u8; 6]; 2] = [[2, 0, 0, 0, 0, 0xa0], [2, 0, 0, 0, 0, 0xa1]];
 const POD1_MAC: [u8; 6] = [2, 0, 0, 0, 1, 1];
@@ -95,28 +92,23 @@ fn routes_between_two_memif_interfaces() {
     let mut vrf0 = Lpm::new(8);
     vrf0.insert(Ipv4Addr::new(192, 0, 2, 0), 24, a).unwrap();
     let ifs = vec![IfConfig::new(IF_MAC[0], 0), IfConfig::new(IF_MAC[1], 0)];
-    let shared = Shared {
-        interfaces: Arc::new(ArcSwap::from_pointee(ifs)),
-        vrfs: Arc::new(ArcSwap::from_pointee(vec![vrf0.reader()])),
-        adjacencies: adj.reader(),
-    };
+    let shared = Shared::new(
+        Arc::new(ArcSwap::from_pointee(ifs)),
+        Arc::new(ArcSwap::from_pointee(vec![vrf0.reader()])),
+        adj.reader(),
+    );
     let mut rt = Runtime::new(
-        vec![
-            Box::new(MemifInput::new(in_rx)),
-            Box::new(EthernetInput::new(shared.clone())),
-            Box::new(ArpInput::new(
-                shared.clone(),
+        {
+            let mut v: Vec<Box<dyn graph::AnyNode>> = vec![
+                Box::new(MemifInput::new(in_rx)),
+                Box::new(MemifOutput::new(out_rx)),
+            ];
+            v.extend(nodes::protocol_nodes(
+                &shared,
                 std::sync::mpsc::sync_channel(16).0,
-            )),
-            Box::new(Ip4Input),
-            Box::new(Ip4Lookup::new(shared.clone())),
-            Box::new(Ip4Local),
-            Box::new(Ip4Rewrite::new(shared.clone())),
-            Box::new(Ip4IcmpError::new(shared.clone())),
-            Box::new(Ip4Glean::new(shared)),
-            Box::new(InterfaceOutput::new(out_rx)),
-            Box::new(ErrorDrop),
-        ],
+            ));
+            v
+        },
         0,
     )
     .unwrap();

@@ -140,6 +140,7 @@ fn l3fwd_searches_every_dut_and_the_counters_agree() {
                 "ip4-lookup",
                 "ip4-rewrite",
                 "interface-output",
+                "memif-output",
             ] {
                 assert!(nodes.contains(&want), "{want} missing from {nodes:?}");
             }
@@ -296,7 +297,13 @@ fn cost_counts_instructions_per_packet_of_each_dut() {
         if c["dut"]["dut"] == "veclane" {
             let nodes = c["nodes"].as_array().unwrap();
             let names: Vec<&str> = nodes.iter().map(|n| n[0].as_str().unwrap()).collect();
-            for want in ["MemifInput", "Ip4Lookup", "Ip4Rewrite", "InterfaceOutput"] {
+            for want in [
+                "MemifInput",
+                "Ip4Lookup",
+                "Ip4Rewrite",
+                "InterfaceOutput",
+                "MemifOutput",
+            ] {
                 assert!(names.contains(&want), "{want} missing from {names:?}");
             }
             // Each node is part of the whole.

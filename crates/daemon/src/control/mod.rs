@@ -90,11 +90,11 @@ impl Control {
     pub fn new(cfg: &Config, runtime_dir: PathBuf) -> Result<Control, ControlError> {
         let (learned_tx, learned_rx) = mpsc::sync_channel(1024);
         let rib = Rib::new();
-        let shared = Shared {
-            interfaces: Arc::new(ArcSwap::from_pointee(Vec::new())),
-            vrfs: rib.vrfs(),
-            adjacencies: rib.adjacencies(),
-        };
+        let shared = Shared::new(
+            Arc::new(ArcSwap::from_pointee(Vec::new())),
+            rib.vrfs(),
+            rib.adjacencies(),
+        );
         let mut c = Control {
             runtime_dir,
             mode: cfg.daemon.mode,

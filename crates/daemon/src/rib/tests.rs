@@ -74,7 +74,8 @@ fn neighbours_get_host_routes_that_resolve_and_go_with_them() {
             tx_if: 1,
             next_hop: ip("10.0.1.2"),
             dst: PEER,
-            src: MAC1
+            src: MAC1,
+            mtu: u16::MAX,
         })
     );
     // Off-subnet neighbours get no host route.

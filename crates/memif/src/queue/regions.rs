@@ -44,7 +44,7 @@ impl PeerMemory {
 }
 
 /// The peers whose memory one worker's buffers may continue in (single-copy), shared by the
-/// worker's `memif-input`, which attaches each as its queue arrives, and `interface-output`,
+/// worker's `memif-input`, which attaches each as its queue arrives, and `memif-output`,
 /// which copies out of them through a [`Peers`] view. The pool gets the same memory as an
 /// untyped [`buffer::ExtSource`] for the readers that do not transmit (capture, linearising).
 #[derive(Debug, Default)]

@@ -9,10 +9,7 @@ use buffer::{Pool, PoolConfig};
 use fib::adj::AdjTable;
 use fib::{Ipv4Addr, Lpm};
 use graph::{CONSUMED, Ctx, Node, Runtime};
-use nodes::{
-    ArpInput, ErrorDrop, EthernetInput, IfConfig, Ip4Glean, Ip4IcmpError, Ip4Input, Ip4Local,
-    Ip4Lookup, Ip4Rewrite, Learned, Shared,
-};
+use nodes::{IfConfig, Learned, Shared};
 
 pub const MAC: [[u8; 6]; 4] = [
     [2, 0, 0, 0, 0, 0xa0],
@@ -57,7 +54,7 @@ impl Node for Inject {
 
 pub struct Output(pub Frames);
 
-graph::node! { Output: "interface-output", Internal; }
+graph::node! { Output: "memif-output", Internal; }
 
 impl Node for Output {
     fn process(&mut self, ctx: &mut Ctx<'_, Self>, bufs: &[u32], next: &mut [u16]) {
@@ -128,28 +125,23 @@ pub fn setup() -> Setup {
     v0.insert(Ipv4Addr::new(10, 0, 0, 7), 32, host).unwrap();
     v0.insert(Ipv4Addr::new(233, 252, 0, 0), 24, AdjTable::DROP)
         .unwrap();
-    let shared = Shared {
-        interfaces: Arc::new(ArcSwap::from_pointee(ifs)),
-        vrfs: Arc::new(ArcSwap::from_pointee(vec![v0.reader(), v1.reader()])),
-        adjacencies: adj.reader(),
-    };
+    let shared = Shared::new(
+        Arc::new(ArcSwap::from_pointee(ifs)),
+        Arc::new(ArcSwap::from_pointee(vec![v0.reader(), v1.reader()])),
+        adj.reader(),
+    );
     let input = Arc::new(Mutex::new(Vec::new()));
     let output = Arc::new(Mutex::new(Vec::new()));
     let (learned_tx, learned) = std::sync::mpsc::sync_channel(2);
     let rt = Runtime::new(
-        vec![
-            Box::new(Inject(input.clone())),
-            Box::new(EthernetInput::new(shared.clone())),
-            Box::new(ArpInput::new(shared.clone(), learned_tx)),
-            Box::new(Ip4Input),
-            Box::new(Ip4Lookup::new(shared.clone())),
-            Box::new(Ip4Local),
-            Box::new(Ip4Rewrite::new(shared.clone())),
-            Box::new(Ip4IcmpError::new(shared.clone())),
-            Box::new(Ip4Glean::new(shared)),
-            Box::new(Output(output.clone())),
-            Box::new(ErrorDrop),
-        ],
+        {
+            let mut v: Vec<Box<dyn graph::AnyNode>> = vec![
+                Box::new(Inject(input.clone())),
+                Box::new(Output(output.clone())),
+            ];
+            v.extend(nodes::protocol_nodes(&shared, learned_tx));
+            v
+        },
         256,
     )
     .unwrap();

@@ -1,0 +1,114 @@
+//! `interface-output`: hands each packet to the device node of its `tx_if` (memif, AF_PACKET,
+//! a VXLAN tunnel's encapsulation), as VPP's `interface-output` does, and drops what goes to
+//! an interface that is down or gone.
+//!
+//! A frame is usually one run of packets to one interface, so the decision is made once per
+//! run, not per packet.
+
+use graph::{Ctx, Node};
+
+use crate::{Device, Shared};
+
+#[derive(Debug)]
+pub struct InterfaceOutput {
+    shared: Shared,
+}
+
+impl InterfaceOutput {
+    pub fn new(shared: Shared) -> InterfaceOutput {
+        InterfaceOutput { shared }
+    }
+}
+
+graph::node! {
+    InterfaceOutput: "interface-output", Internal;
+    next Next {
+        Memif = "memif-output",
+        Vxlan = "vxlan4-encap",
+        Drop = "error-drop",
+    }
+    error Error {
+        AdminDown = "interface admin down",
+        NoInterface = "interface deleted",
+    }
+}
+
+impl Node for InterfaceOutput {
+    fn process(&mut self, ctx: &mut Ctx<'_, Self>, bufs: &[u32], next: &mut [u16]) {
+        let ifs = self.shared.interfaces.load();
+        let mut last: Option<(u32, Result<Next, Error>)> = None;
+        for (&b, n) in bufs.iter().zip(next.iter_mut()) {
+            let tx = ctx.pool.meta(b).tx_if;
+            let to = match last {
+                Some((i, to)) if i == tx => to,
+                _ => {
+                    let to = match ifs.get(tx as usize) {
+                        None => Err(Error::NoInterface),
+                        Some(c) if !c.up => Err(Error::AdminDown),
+                        Some(c) => Ok(match c.device {
+                            Device::Memif => Next::Memif,
+                            Device::Vxlan(_) => Next::Vxlan,
+                        }),
+                    };
+                    last = Some((tx, to));
+                    to
+                }
+            };
+            *n = match to {
+                Ok(next) => next.into(),
+                Err(e) => {
+                    ctx.count_error(e);
+                    Next::Drop.into()
+                }
+            };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arc_swap::ArcSwap;
+
+    use super::*;
+    use crate::testing::run_one;
+    use crate::{IfConfig, TunnelCounters, VxlanTunnel};
+
+    fn node(ifs: Vec<IfConfig>) -> InterfaceOutput {
+        InterfaceOutput::new(Shared::new(
+            Arc::new(ArcSwap::from_pointee(ifs)),
+            Arc::new(ArcSwap::from_pointee(Vec::new())),
+            fib::adj::AdjTable::new().reader(),
+        ))
+    }
+
+    #[test]
+    fn each_device_kind_goes_to_its_node_and_down_or_gone_interfaces_drop() {
+        let memif = IfConfig::new([2, 0, 0, 0, 0, 1], 0);
+        let mut vx = memif.clone();
+        vx.device = Device::Vxlan(VxlanTunnel {
+            vni: 56,
+            src: fib::Ipv4Addr::new(192, 0, 2, 1),
+            dst: fib::Ipv4Addr::new(192, 0, 2, 2),
+            underlay: 0,
+            df: true,
+            ranges: Vec::new(),
+            counters: Arc::new(TunnelCounters::default()),
+        });
+        let mut down = memif.clone();
+        down.up = false;
+        let ifs = vec![memif, vx, down];
+        for (tx, want, err) in [
+            (0, "memif-output", None),
+            (1, "vxlan4-encap", None),
+            (2, "error-drop", Some("interface admin down")),
+            (9, "error-drop", Some("interface deleted")),
+        ] {
+            let ((next, ..), errors) =
+                run_one(node(ifs.clone()), &[0; 60], &[], move |m| m.tx_if = tx);
+            assert_eq!(next, want, "tx_if {tx}");
+            assert_eq!(errors, err.into_iter().collect::<Vec<_>>());
+        }
+    }
+}

@@ -1,0 +1,114 @@
+//! `vxlan4-input`: decapsulates VXLAN (RFC 7348) datagrams that `udp4-local` found on port
+//! 4789 and sends the inner Ethernet frame to `ethernet-input` as received on the tunnel's
+//! interface, so that it is looked up in the tunnel's network's VRF and nowhere else.
+//!
+//! The tunnel is found by (outer source address, VNI), as VPP's `vxlan4-input` does: a packet
+//! is accepted only from a VTEP we have a tunnel to for that VNI. VXLAN carries no
+//! authentication, so a host that can reach our UDP port 4789 from a configured VTEP's address
+//! can inject into the network of any VNI that VTEP serves, and into no other; filtering
+//! spoofed outer sources is the underlay's job (see `docs/multinet.md`).
+//!
+//! The data starts at the outer IPv4 header: `ip4-input` checked it (20 bytes, no options,
+//! total length equal to the buffer's) and `udp4-local` the UDP header and its length.
+
+use graph::{Ctx, Node};
+use wire::Vxlan;
+use wire::ipv4::MIN_HEADER_LEN;
+
+use crate::{CounterRun, ETH_HDR, Shared};
+
+/// Outer IPv4, UDP and VXLAN headers: what decapsulation strips.
+const OUTER: usize = MIN_HEADER_LEN + wire::udp::HEADER_LEN + wire::vxlan::HEADER_LEN;
+
+#[derive(Debug)]
+pub struct Vxlan4Input {
+    shared: Shared,
+    rx: CounterRun,
+}
+
+impl Vxlan4Input {
+    pub fn new(shared: Shared) -> Vxlan4Input {
+        Vxlan4Input {
+            shared,
+            rx: CounterRun::default(),
+        }
+    }
+}
+
+graph::node! {
+    Vxlan4Input: "vxlan4-input", Internal;
+    next Next {
+        EthernetInput = "ethernet-input",
+        Drop = "error-drop",
+    }
+    error Error {
+        Truncated = "vxlan header or inner ethernet header truncated",
+        BadFlags = "vxlan flags without the I bit (no valid vni)",
+        UnknownVni = "vxlan vni of no network",
+        NoTunnel = "vxlan from a vtep with no tunnel for its vni",
+    }
+    trace VxlanInputTrace { vni: u32, tunnel: u32 }
+}
+
+impl core::fmt::Display for VxlanInputTrace {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "vni {} to tunnel interface {}", self.vni, self.tunnel)
+    }
+}
+
+impl Node for Vxlan4Input {
+    fn process(&mut self, ctx: &mut Ctx<'_, Self>, bufs: &[u32], next: &mut [u16]) {
+        let map = self.shared.vxlan.load();
+        let ifs = self.shared.interfaces.load();
+        // (source, VNI) -> tunnel of the previous packet: a frame is usually one tunnel's.
+        let mut last: Option<((fib::Ipv4Addr, u32), u32)> = None;
+        for (&b, n) in bufs.iter().zip(next.iter_mut()) {
+            *n = Next::Drop.into();
+            let d = ctx.pool.data(b);
+            let Some(outer) = d.first_chunk::<OUTER>() else {
+                ctx.count_error(Error::Truncated);
+                continue;
+            };
+            let src = wire::Ipv4::new_unchecked(&outer[..]).src_addr();
+            let v = Vxlan::new_unchecked(&outer[OUTER - wire::vxlan::HEADER_LEN..]);
+            if !v.vni_valid() {
+                ctx.count_error(Error::BadFlags);
+                continue;
+            }
+            if d.len() < OUTER + ETH_HDR {
+                ctx.count_error(Error::Truncated);
+                continue;
+            }
+            let vni = v.vni();
+            let tunnel = match last {
+                Some((k, t)) if k == (src, vni) => t,
+                _ => match map.tunnels.get(&(src, vni)) {
+                    Some(&t) => {
+                        last = Some(((src, vni), t));
+                        t
+                    }
+                    None => {
+                        ctx.count_error(if map.vnis.contains(&vni) {
+                            Error::NoTunnel
+                        } else {
+                            Error::UnknownVni
+                        });
+                        continue;
+                    }
+                },
+            };
+            ctx.pool.advance(b, OUTER as isize);
+            let m = ctx.pool.meta_mut(b);
+            m.rx_if = tunnel;
+            let bytes = m.total_len;
+            if let Some(t) = ifs.get(tunnel as usize).and_then(|c| c.tunnel()) {
+                self.rx.add(&t.counters, bytes, true);
+            }
+            if ctx.is_traced(b) {
+                ctx.trace(b, VxlanInputTrace { vni, tunnel });
+            }
+            *n = Next::EthernetInput.into();
+        }
+        self.rx.flush(true);
+    }
+}

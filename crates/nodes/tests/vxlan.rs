@@ -1,0 +1,383 @@
+//! VXLAN through the whole graph, between two in-process nodes A and B: a pod's packet on A
+//! leaves the uplink encapsulated exactly as RFC 7348 says (checked with etherparse), B
+//! decapsulates it into the network's VRF and delivers it to its pod; unknown VNIs, unknown
+//! VTEPs and bad headers are counted; the tunnel's MTU is enforced; ARP across the tunnel is
+//! answered by proxy for the pods behind a node.
+
+mod graph_common;
+
+use std::sync::{Arc, Mutex};
+
+use arc_swap::ArcSwap;
+use buffer::{Pool, PoolConfig};
+use fib::adj::AdjTable;
+use fib::{Ipv4Addr, Lpm};
+use graph::Runtime;
+use nodes::{Device, IfConfig, Shared, TunnelCounters, VxlanMap, VxlanTunnel};
+
+use graph_common::{Frames, Inject, Output};
+
+const POD: u32 = 0;
+const UPLINK: u32 = 1;
+const TUNNEL: u32 = 2;
+const BLUE: u32 = 56;
+const RED: u32 = 88;
+const POD_MAC: [u8; 6] = [2, 0xaa, 0, 0, 0, 2];
+
+/// One node: pod interface 10.1.N.1/24 in VRF slot 1 (blue), uplink 192.0.2.N/24 in slot 0,
+/// a tunnel to the other node for VNI 56; the pod 10.1.N.2 is resolved.
+struct Side {
+    n: u8,
+    rt: Runtime,
+    pool: Pool,
+    input: Frames,
+    output: Frames,
+    counters: Arc<TunnelCounters>,
+    _keep: (AdjTable, Lpm, Lpm),
+}
+
+fn mac(n: u8, i: u32) -> [u8; 6] {
+    [2, 0, 0, 0, n, i as u8]
+}
+
+fn ip(a: [u8; 4]) -> Ipv4Addr {
+    Ipv4Addr::from(a)
+}
+
+fn side(n: u8, uplink_mtu: u16) -> Side {
+    let other = 3 - n;
+    let counters = Arc::new(TunnelCounters::default());
+    let mut pod = IfConfig::new(mac(n, POD), 1);
+    pod.addresses.push((ip([10, 1, n, 1]), 24));
+    let mut up = IfConfig::new(mac(n, UPLINK), 0);
+    up.addresses.push((ip([192, 0, 2, n]), 24));
+    up.mtu = uplink_mtu;
+    let mut tun = IfConfig::new(mac(n, TUNNEL), 1);
+    tun.mtu = uplink_mtu - 50;
+    tun.device = Device::Vxlan(VxlanTunnel {
+        vni: BLUE,
+        src: ip([192, 0, 2, n]),
+        dst: ip([192, 0, 2, other]),
+        underlay: 0,
+        df: true,
+        ranges: vec![(ip([10, 1, 0, 0]), 16)],
+        counters: counters.clone(),
+    });
+    let ifs = vec![pod, up, tun];
+    let mut adj = AdjTable::new();
+    for (i, c) in ifs.iter().enumerate() {
+        adj.set_interface_mac(i as u32, c.mac);
+        adj.set_interface_mtu(i as u32, c.mtu);
+    }
+    let pod_nh = adj.add_next_hop(POD, ip([10, 1, n, 2]));
+    adj.learn(POD, ip([10, 1, n, 2]), POD_MAC);
+    let vtep = adj.add_next_hop(UPLINK, ip([192, 0, 2, other]));
+    adj.learn(UPLINK, ip([192, 0, 2, other]), mac(other, UPLINK));
+    // The other node's pods: ARP across the tunnel for each (a connected-style glean), and
+    // its pod 10.1.other.2 already learned.
+    let glean = adj.add_next_hop(TUNNEL, Ipv4Addr::UNSPECIFIED);
+    let remote_pod = adj.add_next_hop(TUNNEL, ip([10, 1, other, 2]));
+    adj.learn(TUNNEL, ip([10, 1, other, 2]), mac(other, TUNNEL));
+    let (mut under, mut blue) = (Lpm::new(8), Lpm::new(8));
+    under
+        .insert(ip([192, 0, 2, n]), 32, AdjTable::LOCAL)
+        .unwrap();
+    under.insert(ip([192, 0, 2, other]), 32, vtep).unwrap();
+    blue.insert(ip([10, 1, n, 1]), 32, AdjTable::LOCAL).unwrap();
+    blue.insert(ip([10, 1, n, 2]), 32, pod_nh).unwrap();
+    blue.insert(ip([10, 1, other, 0]), 24, glean).unwrap();
+    blue.insert(ip([10, 1, other, 2]), 32, remote_pod).unwrap();
+    let shared = Shared::new(
+        Arc::new(ArcSwap::from_pointee(ifs)),
+        Arc::new(ArcSwap::from_pointee(vec![under.reader(), blue.reader()])),
+        adj.reader(),
+    );
+    shared.vxlan.store(Arc::new(VxlanMap {
+        tunnels: [((ip([192, 0, 2, other]), BLUE), TUNNEL)].into(),
+        vnis: [BLUE, RED].into(),
+    }));
+    let input = Arc::new(Mutex::new(Vec::new()));
+    let output = Arc::new(Mutex::new(Vec::new()));
+    let mut v: Vec<Box<dyn graph::AnyNode>> = vec![
+        Box::new(Inject(input.clone())),
+        Box::new(Output(output.clone())),
+    ];
+    v.extend(nodes::protocol_nodes(
+        &shared,
+        std::sync::mpsc::sync_channel(64).0,
+    ));
+    Side {
+        n,
+        rt: Runtime::new(v, 64).unwrap(),
+        pool: Pool::new(PoolConfig {
+            count: 512,
+            ..Default::default()
+        })
+        .unwrap(),
+        input,
+        output,
+        counters,
+        _keep: (adj, under, blue),
+    }
+}
+
+impl Side {
+    /// Runs `frames` (interface, bytes) through the graph; returns what came out.
+    fn run(&mut self, frames: Vec<(u32, Vec<u8>)>) -> Vec<(u32, Vec<u8>)> {
+        self.input.lock().unwrap().extend(frames);
+        for _ in 0..4 {
+            self.rt.dispatch(&mut self.pool);
+        }
+        assert_eq!(
+            self.pool.available(),
+            self.pool.capacity(),
+            "a buffer leaked"
+        );
+        std::mem::take(&mut *self.output.lock().unwrap())
+    }
+
+    fn errors(&mut self) -> Vec<(&'static str, &'static str, u64)> {
+        let e = self.rt.errors();
+        self.rt.clear_errors();
+        e
+    }
+
+    /// A UDP packet from this node's pod to `dst`, as the pod sends it.
+    fn pod_packet(&self, dst: [u8; 4], payload: &[u8], df: bool) -> (u32, Vec<u8>) {
+        let b = etherparse::PacketBuilder::ethernet2(POD_MAC, mac(self.n, POD))
+            .ipv4([10, 1, self.n, 2], dst, 64)
+            .udp(5000, 6000);
+        let mut v = Vec::new();
+        b.write(&mut v, payload).unwrap();
+        if df {
+            v[20] |= 0x40;
+        } else {
+            v[20] &= !0x40;
+        }
+        let mut h = etherparse::Ipv4Header::from_slice(&v[14..]).unwrap().0;
+        h.header_checksum = h.calc_header_checksum();
+        v[14..34].copy_from_slice(&h.to_bytes());
+        (POD, v)
+    }
+}
+
+#[test]
+fn a_pod_packet_crosses_the_tunnel_with_rfc_7348_headers() {
+    let (mut a, mut b) = (side(1, 1500), side(2, 1500));
+    let payload: Vec<u8> = (0..100u8).collect();
+    let out = a.run(vec![a.pod_packet([10, 1, 2, 2], &payload, true)]);
+    assert_eq!(out.len(), 1, "{:?}", a.errors());
+    let (tx, outer) = &out[0];
+    assert_eq!(*tx, UPLINK);
+    let p = etherparse::SlicedPacket::from_ethernet(outer).unwrap();
+    let Some(etherparse::LinkSlice::Ethernet2(eth)) = &p.link else {
+        panic!("no ethernet")
+    };
+    assert_eq!(
+        (eth.destination(), eth.source()),
+        (mac(2, UPLINK), mac(1, UPLINK))
+    );
+    let Some(etherparse::NetSlice::Ipv4(ip4)) = &p.net else {
+        panic!("no ipv4")
+    };
+    let h = ip4.header();
+    assert_eq!(
+        (h.source(), h.destination()),
+        ([192, 0, 2, 1], [192, 0, 2, 2])
+    );
+    assert_eq!(h.ttl(), 64, "outer TTL 64, not decremented");
+    assert!(h.dont_fragment());
+    assert_eq!(h.to_header().calc_header_checksum(), h.header_checksum());
+    let Some(etherparse::TransportSlice::Udp(u)) = &p.transport else {
+        panic!("no udp")
+    };
+    assert_eq!(u.destination_port(), 4789);
+    assert!(u.source_port() >= 49152);
+    assert_eq!(u.checksum(), 0);
+    let vx = u.payload();
+    assert_eq!(&vx[..8], &[0x08, 0, 0, 0, 0, 0, BLUE as u8, 0]);
+    let inner = etherparse::SlicedPacket::from_ethernet(&vx[8..]).unwrap();
+    let Some(etherparse::LinkSlice::Ethernet2(ieth)) = &inner.link else {
+        panic!("no inner ethernet")
+    };
+    assert_eq!(
+        (ieth.destination(), ieth.source()),
+        (mac(2, TUNNEL), mac(1, TUNNEL))
+    );
+    let Some(etherparse::NetSlice::Ipv4(iip)) = &inner.net else {
+        panic!("no inner ipv4")
+    };
+    assert_eq!(iip.header().ttl(), 63, "the inner packet was routed once");
+    assert_eq!(a.counters.snapshot()[2], 1);
+
+    // B takes it off its uplink and delivers the inner packet to its pod.
+    let out = b.run(vec![(UPLINK, outer.clone())]);
+    assert_eq!(out.len(), 1, "{:?}", b.errors());
+    let (tx, frame) = &out[0];
+    assert_eq!(*tx, POD);
+    let p = etherparse::SlicedPacket::from_ethernet(frame).unwrap();
+    let Some(etherparse::NetSlice::Ipv4(ip4)) = &p.net else {
+        panic!("no ipv4")
+    };
+    assert_eq!(ip4.header().destination(), [10, 1, 2, 2]);
+    assert_eq!(ip4.header().ttl(), 62);
+    let Some(etherparse::TransportSlice::Udp(u)) = &p.transport else {
+        panic!("no udp")
+    };
+    assert_eq!(u.payload(), &payload[..]);
+    assert_eq!(b.counters.snapshot()[0], 1);
+    assert!(b.errors().is_empty());
+}
+
+#[test]
+fn flows_get_different_source_ports_and_a_flow_keeps_its_own() {
+    let mut a = side(1, 1500);
+    let port = |a: &mut Side, sport: u16| {
+        let (_, mut f) = a.pod_packet([10, 1, 2, 2], b"x", true);
+        f[34..36].copy_from_slice(&sport.to_be_bytes());
+        f[40..42].fill(0); // no UDP checksum: the port changed
+        let out = a.run(vec![(POD, f)]);
+        u16::from_be_bytes([out[0].1[34], out[0].1[35]])
+    };
+    let ports: std::collections::HashSet<u16> = (0..32).map(|s| port(&mut a, 1000 + s)).collect();
+    assert!(ports.len() > 20, "32 flows on {} ports", ports.len());
+    assert_eq!(port(&mut a, 1000), port(&mut a, 1000));
+}
+
+#[test]
+fn bad_vxlan_is_counted_by_kind() {
+    let (mut a, mut b) = (side(1, 1500), side(2, 1500));
+    let out = a.run(vec![a.pod_packet([10, 1, 2, 2], b"hello", true)]);
+    let good = out[0].1.clone();
+    // Outer header offsets: Ethernet 14, IPv4 20, UDP 8, then VXLAN.
+    const VX: usize = 42;
+    let mut no_i = good.clone();
+    no_i[VX] = 0;
+    let mut red = good.clone();
+    red[VX + 6] = RED as u8;
+    let mut nobody = good.clone();
+    nobody[VX + 6] = 77;
+    let mut stranger = good.clone();
+    stranger[29] = 9; // outer source 192.0.2.9: no tunnel from there
+    let fix = |f: &mut Vec<u8>| {
+        let mut h = etherparse::Ipv4Header::from_slice(&f[14..]).unwrap().0;
+        h.header_checksum = h.calc_header_checksum();
+        f[14..34].copy_from_slice(&h.to_bytes());
+    };
+    fix(&mut stranger);
+    let mut short = good[..VX + 8 + 6].to_vec();
+    let total = (short.len() - 14) as u16;
+    short[16..18].copy_from_slice(&total.to_be_bytes());
+    short[38..40].copy_from_slice(&(total - 20).to_be_bytes());
+    fix(&mut short);
+    for (frame, counter) in [
+        (no_i, "vxlan flags without the I bit (no valid vni)"),
+        (red, "vxlan from a vtep with no tunnel for its vni"),
+        (stranger, "vxlan from a vtep with no tunnel for its vni"),
+        (nobody, "vxlan vni of no network"),
+        (short, "vxlan header or inner ethernet header truncated"),
+    ] {
+        assert!(b.run(vec![(UPLINK, frame)]).is_empty());
+        let e = b.errors();
+        assert!(
+            e.iter()
+                .any(|(n, c, k)| *n == "vxlan4-input" && *c == counter && *k == 1),
+            "{counter}: {e:?}"
+        );
+    }
+    // An inner frame for another MAC, and an inner packet whose TTL runs out here.
+    let mut other_mac = good.clone();
+    other_mac[VX + 8] = 0x0a;
+    assert!(b.run(vec![(UPLINK, other_mac)]).is_empty());
+    assert!(b.errors().iter().any(|e| e.1 == "l3 mac mismatch"));
+    let mut ttl1 = good.clone();
+    ttl1[VX + 8 + 14 + 8] = 1;
+    ttl1[VX + 8 + 14 + 10..VX + 8 + 14 + 12].fill(0);
+    let mut h = etherparse::Ipv4Header::from_slice(&ttl1[VX + 8 + 14..])
+        .unwrap()
+        .0;
+    h.header_checksum = h.calc_header_checksum();
+    ttl1[VX + 8 + 14..VX + 8 + 34].copy_from_slice(&h.to_bytes());
+    let _ = b.run(vec![(UPLINK, ttl1)]);
+    assert!(
+        b.errors()
+            .iter()
+            .any(|e| e.1 == "ttl expired (sent to ip4-icmp-error)")
+    );
+}
+
+#[test]
+fn the_tunnel_mtu_is_the_uplinks_minus_50() {
+    let mut a = side(1, 1500);
+    // 1450 bytes of inner IPv4 fit; 1451 do not.
+    let fits = a.run(vec![a.pod_packet([10, 1, 2, 2], &[0; 1450 - 28], true)]);
+    assert_eq!(fits.len(), 1);
+    assert_eq!(
+        fits[0].1.len(),
+        14 + 1500,
+        "the outer packet is exactly the uplink MTU"
+    );
+    let big = a.run(vec![a.pod_packet([10, 1, 2, 2], &[0; 1451 - 28], true)]);
+    // DF set: ICMP fragmentation needed, MTU 1450, back to the pod.
+    assert_eq!(big.len(), 1);
+    let (tx, icmp) = &big[0];
+    assert_eq!(*tx, POD);
+    let p = etherparse::SlicedPacket::from_ethernet(icmp).unwrap();
+    let Some(etherparse::TransportSlice::Icmpv4(m)) = &p.transport else {
+        panic!("no icmp")
+    };
+    assert_eq!(
+        m.icmp_type(),
+        etherparse::Icmpv4Type::DestinationUnreachable(
+            etherparse::icmpv4::DestUnreachableHeader::FragmentationNeeded { next_hop_mtu: 1450 }
+        )
+    );
+    // No DF: dropped and counted (veclane does not fragment).
+    a.errors();
+    assert!(
+        a.run(vec![a.pod_packet([10, 1, 2, 2], &[0; 1451 - 28], false)])
+            .is_empty()
+    );
+    assert!(
+        a.errors()
+            .iter()
+            .any(|e| e.1 == "over the interface mtu without df (not fragmented, dropped)")
+    );
+    // A 9000-byte uplink carries a 1500-byte inner packet (a chain of buffers).
+    let mut j = side(1, 9000);
+    let out = j.run(vec![j.pod_packet([10, 1, 2, 2], &[7; 1500 - 28], true)]);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].1.len(), 14 + 1500 + 50);
+}
+
+#[test]
+fn arp_across_the_tunnel_is_answered_for_our_pods_only() {
+    let (mut a, mut b) = (side(1, 1500), side(2, 1500));
+    // A packet to an unresolved host behind B: A asks over the tunnel, on the sender's behalf.
+    let out = a.run(vec![a.pod_packet([10, 1, 2, 7], b"x", true)]);
+    assert_eq!(out.len(), 1);
+    let req = out[0].1.clone();
+    let inner = &req[50..];
+    assert_eq!(&inner[12..14], &[0x08, 0x06], "an inner ARP request");
+    assert_eq!(
+        &inner[14 + 14..14 + 18],
+        &[10, 1, 1, 2],
+        "asked for the pod"
+    );
+    // B answers for 10.1.2.7 only if it delivers it: it has no route, so no answer.
+    assert!(b.run(vec![(UPLINK, req.clone())]).is_empty());
+    assert!(
+        b.errors()
+            .iter()
+            .any(|e| e.1 == "arp request for an address that is not ours")
+    );
+    // For its own pod 10.1.2.2 it answers, with its tunnel's MAC, back through the tunnel.
+    let mut for_pod = req.clone();
+    for_pod[50 + 38..50 + 42].copy_from_slice(&[10, 1, 2, 2]);
+    let out = b.run(vec![(UPLINK, for_pod)]);
+    assert_eq!(out.len(), 1, "{:?}", b.errors());
+    let reply = &out[0].1[50..];
+    assert_eq!(&reply[20..22], &[0, 2], "an ARP reply");
+    assert_eq!(&reply[22..28], &mac(2, TUNNEL));
+    assert_eq!(&reply[28..32], &[10, 1, 2, 2]);
+}
