@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-pub use config::{Config, MemifSpec, NeighborSpec, NetworkSpec, RouteSpec};
+pub use config::{AfPacketSpec, Config, MemifSpec, NeighborSpec, NetworkSpec, RouteSpec};
 pub use types::{
     CopyEngine, CopyMode, Ipv4Prefix, MacAddr, ParseError, Role, RxMode, Via, parse_ipv4, parse_mac,
 };
@@ -108,6 +108,14 @@ pub enum Request {
         name: String,
     },
     ShowNetwork,
+    /// Every VXLAN tunnel with its counters.
+    ShowVxlanTunnel,
+    /// Sets an interface's MTU (the largest IPv4 packet it sends).
+    SetInterfaceMtu {
+        interface: String,
+        mtu: u16,
+    },
+    CreateAfPacket(AfPacketSpec),
     SetIpNeighbor {
         neighbor: NeighborSpec,
         #[serde(default)]
@@ -129,33 +137,80 @@ pub enum Request {
 pub struct InterfaceInfo {
     pub name: String,
     pub index: u32,
-    pub kind: String,
-    pub role: Role,
-    pub socket: String,
-    pub id: u32,
+    /// What kind of interface it is, and what only that kind has.
+    pub device: DeviceInfo,
     pub mac: MacAddr,
     pub admin_up: bool,
+    /// memif: a peer is connected; af-packet: the host interface is there; a tunnel: always.
     pub connected: bool,
     pub table: u32,
     /// The network it is attached to, if any.
     pub network: Option<String>,
     pub addresses: Vec<Ipv4Prefix>,
+    /// The largest IPv4 packet sent out of it.
+    pub mtu: u16,
     pub peer: Option<String>,
     pub rx_queues: u16,
     pub tx_queues: u16,
-    pub ring_size: u32,
-    pub buffer_size: u32,
     pub rx_packets: u64,
     pub rx_bytes: u64,
     pub tx_packets: u64,
     pub tx_bytes: u64,
-    /// Received descriptors the peer got wrong (bad region/offset/length), too-large frames.
+    /// Received descriptors the peer got wrong (bad region/offset/length), too-large frames;
+    /// af-packet: frames the kernel dropped or truncated.
     pub rx_errors: u64,
-    /// Packets the peer gave us no room for.
+    /// Packets the peer (or the kernel's ring) gave us no room for.
     pub tx_no_room: u64,
     pub connects: u64,
     pub disconnects: u64,
     pub last_disconnect_reason: Option<String>,
+}
+
+/// The part of `show interface` that depends on the kind of interface.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum DeviceInfo {
+    Memif {
+        role: Role,
+        socket: String,
+        id: u32,
+        ring_size: u32,
+        buffer_size: u32,
+    },
+    AfPacket {
+        host_if: String,
+    },
+    Vxlan {
+        vni: u32,
+        src: std::net::Ipv4Addr,
+        dst: std::net::Ipv4Addr,
+        /// Static routes through it (it is deleted with the last).
+        routes: usize,
+    },
+}
+
+impl std::fmt::Display for DeviceInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DeviceInfo::Memif {
+                role,
+                socket,
+                id,
+                ring_size,
+                buffer_size,
+            } => write!(
+                f,
+                "memif {role} id {id} socket {socket} ring {ring_size} buffer {buffer_size}"
+            ),
+            DeviceInfo::AfPacket { host_if } => write!(f, "af-packet host-if {host_if}"),
+            DeviceInfo::Vxlan {
+                vni,
+                src,
+                dst,
+                routes,
+            } => write!(f, "vxlan vni {vni} {src} -> {dst}, {routes} route(s)"),
+        }
+    }
 }
 
 /// One rx queue's worker.
@@ -220,6 +275,28 @@ pub struct NetworkInfo {
     pub table: u32,
     /// Interfaces attached to it.
     pub interfaces: Vec<String>,
+    /// Where its tunnels leave, if it spans nodes.
+    pub uplink: Option<String>,
+}
+
+/// One VXLAN tunnel, as `show vxlan tunnel` prints it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TunnelInfo {
+    /// Its interface.
+    pub name: String,
+    pub network: String,
+    pub vni: u32,
+    /// Our VTEP (the uplink's address) and the remote one.
+    pub src: std::net::Ipv4Addr,
+    pub dst: std::net::Ipv4Addr,
+    pub uplink: String,
+    /// Inner MTU: the uplink's minus 50.
+    pub mtu: u16,
+    pub routes: usize,
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -268,6 +345,9 @@ pub enum Reply {
     },
     Networks {
         networks: Vec<NetworkInfo>,
+    },
+    Tunnels {
+        tunnels: Vec<TunnelInfo>,
     },
     Neighbors {
         neighbors: Vec<Neighbor>,

@@ -133,7 +133,10 @@ impl RunningDut for Daemon {
             api::Reply::Interfaces { interfaces } => interfaces,
             other => return Err(DutError::reply(DUT, format!("show interface: {other:?}"))),
         };
-        let by = |id: u32| ifs.iter().find(|i| i.id == id);
+        let by = |id: u32| {
+            ifs.iter()
+                .find(|i| matches!(i.device, api::DeviceInfo::Memif { id: x, .. } if x == id))
+        };
         Ok(Some(Counts {
             rx: by(0).map_or(0, |i| i.rx_packets),
             tx: by(1).map_or(0, |i| i.tx_packets),

@@ -108,6 +108,10 @@ pub(crate) fn free_chain_tail(pool: &mut buffer::Pool, head: u32) {
 /// uplink starts at its host interface's MTU and a tunnel at its uplink's minus the overhead.
 pub const DEFAULT_MTU: u16 = 9000;
 
+/// What VXLAN over IPv4 adds to an inner IPv4 packet (inner Ethernet, outer IPv4, UDP and
+/// VXLAN headers): a tunnel's MTU is its uplink's minus this.
+pub const VXLAN_OVERHEAD: u16 = wire::vxlan::IPV4_OVERHEAD as u16;
+
 /// What the nodes know of an interface.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IfConfig {

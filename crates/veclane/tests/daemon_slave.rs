@@ -230,12 +230,21 @@ fn daemon_plays_the_l3fwd_pod_as_memif_slave() {
     assert_eq!(ifs.len(), 2, "{ifs:?}");
     for (name, id, m) in [("memif0/0", 0, MAC0), ("memif0/1", 1, MAC1)] {
         let i = &ifs[name];
+        let api::DeviceInfo::Memif {
+            role,
+            id: got,
+            socket: s,
+            ..
+        } = &i.device
+        else {
+            panic!("not memif: {i:?}")
+        };
         assert_eq!(
-            (i.role.name(), i.id, i.mac.to_string().as_str(), i.connected),
+            (role.name(), *got, i.mac.to_string().as_str(), i.connected),
             ("slave", id, m, false),
             "{i:?}"
         );
-        assert_eq!(Path::new(&i.socket), socket, "{i:?}");
+        assert_eq!(Path::new(s), socket, "{i:?}");
     }
 
     let mut m = Master::bind(&socket);

@@ -3,8 +3,8 @@
 //! and shows the command's one-line help.
 
 use crate::{
-    CapturePoint, Clear, Ipv4Prefix, MemifSpec, NeighborSpec, ParseError, Reply, Request, Role,
-    RouteSpec, Via,
+    AfPacketSpec, CapturePoint, Clear, Ipv4Prefix, MemifSpec, NeighborSpec, ParseError, Reply,
+    Request, Role, RouteSpec, Via,
 };
 
 /// Every command: its usage and one line of help.
@@ -40,7 +40,11 @@ pub const COMMANDS: &[(&str, &str)] = &[
         "a memif interface; PATH relative to the runtime directory, @name for abstract sockets",
     ),
     (
-        "network add NET vni N range A.B.C.D/L [range A.B.C.D/L]...",
+        "create interface af-packet host-if NAME [queues N] [hw-addr MAC] [name NAME]",
+        "an uplink on a kernel interface (AF_PACKET, TPACKET_V3 rings, PACKET_FANOUT over N queues)",
+    ),
+    (
+        "network add NET vni N range A.B.C.D/L [range A.B.C.D/L]... [uplink IF] [no-df]",
         "an isolated network with a VRF of its own; pod interfaces attach with `network NET`",
     ),
     (
@@ -58,12 +62,20 @@ pub const COMMANDS: &[(&str, &str)] = &[
         "add (or delete) an interface address",
     ),
     (
+        "set interface mtu IF N",
+        "the largest IPv4 packet IF sends (bigger ones: ICMP fragmentation needed, or dropped without DF)",
+    ),
+    (
         "set interface ip table IF VRF",
         "the IPv4 table packets received on IF are routed in",
     ),
     (
-        "ip route add|del A.B.C.D/L via NH [IF] [table VRF]",
-        "a static route",
+        "ip route add|del A.B.C.D/L via NH [IF] [table VRF | network NET]",
+        "a static route; in a network, a next hop outside its ranges is a remote VTEP (the route goes through the VXLAN tunnel to it)",
+    ),
+    (
+        "show vxlan tunnel",
+        "VXLAN tunnels: network, VNI, VTEPs, uplink, MTU, routes, counters",
     ),
     ("show ip fib [table VRF]", "routes and what they resolve to"),
     ("show ip neighbors", "ARP neighbours, learned and static"),
@@ -267,11 +279,18 @@ pub fn parse(words: &[&str]) -> Result<Request, CliError> {
         ("create", "interface") => {
             w.cmd = "create interface memif";
             w.i += 1;
-            match w.next("interface type (memif)")? {
-                "memif" => {}
-                x => return Err(w.err(format!("unknown interface type {x:?}: expected memif"))),
+            match w.next("interface type (memif or af-packet)")? {
+                "memif" => create_memif(&mut w)?,
+                "af-packet" => {
+                    w.cmd = "create interface af-packet";
+                    create_af_packet(&mut w)?
+                }
+                x => {
+                    return Err(w.err(format!(
+                        "unknown interface type {x:?}: expected memif or af-packet"
+                    )));
+                }
             }
-            create_memif(&mut w)?
         }
         ("network", _) => {
             w.cmd = "network";
@@ -290,7 +309,19 @@ pub fn parse(words: &[&str]) -> Result<Request, CliError> {
                     if ranges.is_empty() {
                         return Err(w.err("missing `range A.B.C.D/L`".into()));
                     }
-                    Request::NetworkAdd(crate::NetworkSpec { name, vni, ranges })
+                    let uplink = if w.eat("uplink") {
+                        Some(w.next("uplink interface")?.to_string())
+                    } else {
+                        None
+                    };
+                    let df = !w.eat("no-df");
+                    Request::NetworkAdd(crate::NetworkSpec {
+                        name,
+                        vni,
+                        ranges,
+                        uplink,
+                        df,
+                    })
                 }
                 "del" | "delete" => {
                     w.cmd = "network del";
@@ -316,7 +347,13 @@ pub fn parse(words: &[&str]) -> Result<Request, CliError> {
         ("set", "interface") | ("set", "int") => {
             w.i += 1;
             w.cmd = "set interface";
-            match w.next("state or ip")? {
+            match w.next("state, mtu or ip")? {
+                "mtu" => {
+                    w.cmd = "set interface mtu";
+                    let interface = w.next("interface name")?.to_string();
+                    let mtu = w.number("mtu")?;
+                    Request::SetInterfaceMtu { interface, mtu }
+                }
                 "state" => {
                     w.cmd = "set interface state";
                     let interface = w.next("interface name")?.to_string();
@@ -383,10 +420,14 @@ pub fn parse(words: &[&str]) -> Result<Request, CliError> {
             let via: Via = w.value("next hop")?;
             let mut interface = None;
             let mut table = 0;
+            let mut network = None;
             while let Some(x) = w.peek() {
                 if x == "table" {
                     w.i += 1;
                     table = w.number("table")?;
+                } else if x == "network" {
+                    w.i += 1;
+                    network = Some(w.next("network name")?.to_string());
                 } else if interface.is_none() {
                     interface = Some(x.to_string());
                     w.i += 1;
@@ -401,7 +442,16 @@ pub fn parse(words: &[&str]) -> Result<Request, CliError> {
                     via,
                     interface,
                     table,
+                    network,
                 },
+            }
+        }
+        ("show", "vxlan") => {
+            w.cmd = "show vxlan tunnel";
+            w.i += 1;
+            match w.next("tunnel")? {
+                "tunnel" | "tunnels" => Request::ShowVxlanTunnel,
+                x => return Err(w.err(format!("unknown `show vxlan {x}`: expected tunnel"))),
             }
         }
         ("pcap", "trace") => {
@@ -487,6 +537,26 @@ fn create_memif(w: &mut Words<'_>) -> Result<Request, CliError> {
     Ok(Request::CreateMemif(spec))
 }
 
+fn create_af_packet(w: &mut Words<'_>) -> Result<Request, CliError> {
+    let mut spec = AfPacketSpec::new("");
+    let mut host = None;
+    while let Some(k) = w.peek() {
+        w.i += 1;
+        match k {
+            "host-if" => host = Some(w.next("host interface name")?.to_string()),
+            "queues" => spec.queues = Some(w.number("queues")?),
+            "name" => spec.name = Some(w.next("name")?.to_string()),
+            "hw-addr" => {
+                let m = w.next("MAC address")?;
+                spec.mac = Some(crate::parse_mac(m).map_err(|e| w.err(format!("hw-addr: {e}")))?);
+            }
+            x => return Err(w.err(format!("unknown argument {x:?}"))),
+        }
+    }
+    spec.host_if = host.ok_or_else(|| w.err("missing `host-if NAME`".into()))?;
+    Ok(Request::CreateAfPacket(spec))
+}
+
 /// Formats a reply as the text `veclane ctl` prints.
 pub fn format(reply: &Reply) -> String {
     let mut s = String::new();
@@ -530,9 +600,8 @@ pub fn format(reply: &Reply) -> String {
                     i.tx_no_room
                 ));
                 s.push_str(&format!(
-                    "    memif {} id {} socket {} mac {} table {} queues rx {} tx {} ring {} buffer {}\n",
-                    i.role, i.id, i.socket, i.mac, i.table, i.rx_queues, i.tx_queues, i.ring_size,
-                    i.buffer_size
+                    "    {} mac {} table {} mtu {} queues rx {} tx {}\n",
+                    i.device, i.mac, i.table, i.mtu, i.rx_queues, i.tx_queues
                 ));
                 if let Some(n) = &i.network {
                     s.push_str(&format!("    network {n}\n"));
@@ -625,18 +694,49 @@ pub fn format(reply: &Reply) -> String {
         }
         Reply::Networks { networks } => {
             s.push_str(&format!(
-                "{:<16} {:>8} {:>6}  {:<36} {}\n",
-                "Network", "VNI", "VRF", "Ranges", "Interfaces"
+                "{:<16} {:>8} {:>6}  {:<36} {:<12} {}\n",
+                "Network", "VNI", "VRF", "Ranges", "Uplink", "Interfaces"
             ));
             for n in networks {
                 let ranges: Vec<String> = n.ranges.iter().map(ToString::to_string).collect();
                 s.push_str(&format!(
-                    "{:<16} {:>8} {:>6}  {:<36} {}\n",
+                    "{:<16} {:>8} {:>6}  {:<36} {:<12} {}\n",
                     n.name,
                     n.vni,
                     n.table,
                     ranges.join(" "),
+                    n.uplink.as_deref().unwrap_or("-"),
                     n.interfaces.join(" ")
+                ));
+            }
+        }
+        Reply::Tunnels { tunnels } => {
+            s.push_str(&format!(
+                "{:<14} {:<12} {:>8} {:<16} {:<16} {:<12} {:>5} {:>6} {:>12} {:>12}\n",
+                "Name",
+                "Network",
+                "VNI",
+                "Src",
+                "Dst",
+                "Uplink",
+                "MTU",
+                "Routes",
+                "rx packets",
+                "tx packets"
+            ));
+            for t in tunnels {
+                s.push_str(&format!(
+                    "{:<14} {:<12} {:>8} {:<16} {:<16} {:<12} {:>5} {:>6} {:>12} {:>12}\n",
+                    t.name,
+                    t.network,
+                    t.vni,
+                    t.src.to_string(),
+                    t.dst.to_string(),
+                    t.uplink,
+                    t.mtu,
+                    t.routes,
+                    t.rx_packets,
+                    t.tx_packets
                 ));
             }
         }

@@ -45,7 +45,8 @@ fn verbs() {
                 prefix: "10.1.0.0/16".parse().unwrap(),
                 via: Via::Address([10, 0, 0, 2].into()),
                 interface: Some("memif0/1".into()),
-                table: 3
+                table: 3,
+                network: None,
             }
         }
     );
@@ -122,7 +123,8 @@ fn wrong_arguments_are_named() {
                 prefix: "10.0.0.0/8".parse().unwrap(),
                 via: Via::Drop,
                 interface: None,
-                table: 0
+                table: 0,
+                network: None,
             }
         }
     );

@@ -140,6 +140,91 @@ pub struct MemifSpec {
     /// addresses must lie in the network's ranges. Excludes `table`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<String>,
+    /// The largest IPv4 packet sent out of it (default 9000: memif carries jumbo frames).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mtu: Option<u16>,
+}
+
+/// The smallest MTU an interface may have (RFC 791: every host must take 68-byte packets).
+pub const MIN_MTU: u16 = 68;
+
+/// The problem with an MTU, if it has one.
+pub fn mtu_problem(mtu: Option<u16>) -> Option<String> {
+    mtu.filter(|&m| m < MIN_MTU)
+        .map(|m| format!("mtu {m} is under the IPv4 minimum of {MIN_MTU}"))
+}
+
+/// An AF_PACKET uplink: a `[[af-packet]]` of the file and `create interface af-packet` of the
+/// API. veclane takes the host interface over: it should carry no address in the kernel, or
+/// the kernel answers the same packets too.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct AfPacketSpec {
+    /// The kernel interface (`eth0`, a veth).
+    pub host_if: String,
+    /// Default `host-<host-if>`, as VPP names them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Receive queues (sockets joined by PACKET_FANOUT); default one per worker.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queues: Option<u16>,
+    /// Default: the host interface's own MAC.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mac: Option<MacAddr>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub addresses: Vec<Ipv4Prefix>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub table: u32,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rx_placement: Vec<usize>,
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub up: bool,
+    /// Default: the host interface's MTU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mtu: Option<u16>,
+}
+
+impl AfPacketSpec {
+    pub fn new(host_if: impl Into<String>) -> AfPacketSpec {
+        AfPacketSpec {
+            host_if: host_if.into(),
+            name: None,
+            queues: None,
+            mac: None,
+            addresses: Vec::new(),
+            table: 0,
+            rx_placement: Vec::new(),
+            up: true,
+            mtu: None,
+        }
+    }
+
+    /// The interface's name.
+    pub fn name(&self) -> String {
+        self.name
+            .clone()
+            .unwrap_or_else(|| format!("host-{}", self.host_if))
+    }
+
+    pub fn problems(&self) -> Vec<String> {
+        let mut p = Vec::new();
+        let h = &self.host_if;
+        if h.is_empty() || h.len() > 15 || h.contains(['/', ' ', '\0']) {
+            p.push(format!(
+                "host-if {h:?} is no Linux interface name (1 to 15 characters, no '/' or space)"
+            ));
+        }
+        if self.queues == Some(0) {
+            p.push("queues must be at least 1".into());
+        }
+        p.extend(mtu_problem(self.mtu));
+        for (i, a) in self.addresses.iter().enumerate() {
+            if self.addresses[..i].iter().any(|b| b.addr == a.addr) {
+                p.push(format!("address {} is listed twice", a.addr));
+            }
+        }
+        p
+    }
 }
 
 fn is_zero(v: &u32) -> bool {
@@ -171,6 +256,7 @@ impl MemifSpec {
             rx_placement: Vec::new(),
             up: true,
             network: None,
+            mtu: None,
         }
     }
 
@@ -189,6 +275,7 @@ impl MemifSpec {
         if self.buffer_size == Some(0) {
             p.push("buffer-size must be at least 1".into());
         }
+        p.extend(mtu_problem(self.mtu));
         for (i, a) in self.addresses.iter().enumerate() {
             if self.addresses[..i].iter().any(|b| b.addr == a.addr) {
                 p.push(format!("address {} is listed twice", a.addr));
@@ -219,6 +306,14 @@ pub struct NetworkSpec {
     pub vni: u32,
     /// The address ranges of its pods (networks may overlap one another).
     pub ranges: Vec<Ipv4Prefix>,
+    /// The interface its VXLAN tunnels leave through (their outer source is its first
+    /// address); without one the network stays on this node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uplink: Option<String>,
+    /// Don't Fragment on the outer header of its VXLAN packets (default true: an underlay
+    /// that cannot carry them says so instead of fragmenting).
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub df: bool,
 }
 
 impl NetworkSpec {
@@ -279,6 +374,10 @@ pub struct RouteSpec {
     pub interface: Option<String>,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub table: u32,
+    /// The network whose VRF the route is in (excludes `table`). A next hop outside the
+    /// network's ranges is a remote VTEP: the route goes through the VXLAN tunnel to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<String>,
 }
 
 /// `[[neighbor]]` and `set ip neighbor`: a static ARP entry.
@@ -301,6 +400,8 @@ pub struct Config {
     pub network: Vec<NetworkSpec>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub interface: Vec<MemifSpec>,
+    #[serde(default, rename = "af-packet", skip_serializing_if = "Vec::is_empty")]
+    pub af_packet: Vec<AfPacketSpec>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub route: Vec<RouteSpec>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -362,6 +463,7 @@ enum Item {
     Daemon,
     Network(usize),
     Interface(usize),
+    AfPacket(usize),
     Route(usize),
     Neighbor(usize),
 }
@@ -372,6 +474,7 @@ struct Spans {
     daemon: Option<Range<usize>>,
     network: Vec<Range<usize>>,
     interface: Vec<Range<usize>>,
+    af_packet: Vec<Range<usize>>,
     route: Vec<Range<usize>>,
     neighbor: Vec<Range<usize>>,
 }
@@ -382,6 +485,7 @@ impl Spans {
             Item::Daemon => self.daemon.clone(),
             Item::Network(k) => self.network.get(k).cloned(),
             Item::Interface(k) => self.interface.get(k).cloned(),
+            Item::AfPacket(k) => self.af_packet.get(k).cloned(),
             Item::Route(k) => self.route.get(k).cloned(),
             Item::Neighbor(k) => self.neighbor.get(k).cloned(),
         }
@@ -457,10 +561,17 @@ impl Config {
                     &mut spans.network,
                     &mut problems,
                 ),
+                "af-packet" => section(
+                    value,
+                    "af-packet",
+                    &mut cfg.af_packet,
+                    &mut spans.af_packet,
+                    &mut problems,
+                ),
                 other => problems.push((
                     Some(key.span()),
                     format!(
-                        "unknown section {other:?}: expected [daemon], [[network]], [[interface]], [[route]] or [[neighbor]]"
+                        "unknown section {other:?}: expected [daemon], [[network]], [[interface]], [[af-packet]], [[route]] or [[neighbor]]"
                     ),
                 )),
             }
@@ -519,8 +630,15 @@ impl Config {
         }
     }
 
-    /// The names interfaces get, in order: their own, or [`default_interface_name`].
+    /// The names interfaces get, memif ones first, then af-packet ones, in order: their own,
+    /// or [`default_interface_name`] / `host-<host-if>`.
     pub fn interface_names(&self) -> Vec<String> {
+        let mut v = self.memif_names();
+        v.extend(self.af_packet.iter().map(AfPacketSpec::name));
+        v
+    }
+
+    fn memif_names(&self) -> Vec<String> {
         let mut sockets: Vec<&str> = Vec::new();
         self.interface
             .iter()
@@ -660,8 +778,62 @@ impl Config {
                 ));
             }
         }
+        for (k, a) in self.af_packet.iter().enumerate() {
+            let item = Item::AfPacket(k);
+            let at = format!("[[af-packet]] {}", a.name());
+            for m in a.problems() {
+                p.push((item, format!("{at}: {m}")));
+            }
+            let j = self.interface.len() + k;
+            if names[..j].contains(&names[j]) {
+                p.push((item, format!("{at}: the name {:?} is used twice", names[j])));
+            }
+            if self.af_packet[..k].iter().any(|o| o.host_if == a.host_if) {
+                p.push((item, format!("{at}: host-if {} is used twice", a.host_if)));
+            }
+            for &c in &a.rx_placement {
+                if !d.workers.contains(&c) {
+                    p.push((
+                        item,
+                        format!(
+                            "{at}: rx-placement core {c} has no worker (workers = {:?})",
+                            d.workers
+                        ),
+                    ));
+                }
+            }
+        }
         let known: HashSet<&str> = names.iter().map(String::as_str).collect();
         let unknown = |n: &str| format!("no interface named {n:?} (have: {})", names.join(", "));
+        for (k, n) in self.network.iter().enumerate() {
+            if let Some(u) = &n.uplink
+                && !known.contains(u.as_str())
+            {
+                p.push((
+                    Item::Network(k),
+                    format!("[[network]] {}: uplink: {}", n.name, unknown(u)),
+                ));
+            }
+        }
+        for (k, r) in self.route.iter().enumerate() {
+            if let Some(n) = &r.network {
+                if !self.network.iter().any(|x| &x.name == n) {
+                    p.push((
+                        Item::Route(k),
+                        format!("[[route]] {}: no network named {n:?}", r.prefix),
+                    ));
+                }
+                if r.table != 0 {
+                    p.push((
+                        Item::Route(k),
+                        format!(
+                            "[[route]] {}: table and network both set: a network's routes are in its VRF",
+                            r.prefix
+                        ),
+                    ));
+                }
+            }
+        }
         for (k, r) in self.route.iter().enumerate() {
             if let Some(n) = &r.interface
                 && !known.contains(n.as_str())

@@ -23,7 +23,19 @@ fn serializes_to_what_it_parses_from() {
         via: Via::Drop,
         interface: None,
         table: 3,
+        network: None,
     });
+    c2.network.push(NetworkSpec {
+        name: "blue".into(),
+        vni: 56,
+        ranges: vec!["10.1.0.0/16".parse().unwrap()],
+        uplink: Some("host-eth0".into()),
+        df: false,
+    });
+    let mut up = AfPacketSpec::new("eth0");
+    up.mtu = Some(9000);
+    up.addresses.push("192.0.2.1/24".parse().unwrap());
+    c2.af_packet.push(up);
     assert_eq!(Config::parse(&c2.to_toml(), "round trip").unwrap(), c2);
 }
 
@@ -244,4 +256,31 @@ table = 3
     ] {
         assert!(joined.contains(want), "missing {want:?} in\n{joined}");
     }
+}
+
+#[test]
+fn uplinks_and_network_routes_are_checked() {
+    let p = problems(
+        "[[network]]\nname = \"blue\"\nvni = 56\nranges = [\"10.1.0.0/16\"]\nuplink = \"host-eth9\"\n\n\
+         [[af-packet]]\nhost-if = \"eth0\"\nmtu = 40\n\n\
+         [[af-packet]]\nhost-if = \"eth0\"\nname = \"up2\"\n\n\
+         [[route]]\nprefix = \"10.1.2.0/24\"\nvia = \"192.0.2.2\"\nnetwork = \"red\"\ntable = 3\n",
+    );
+    let want = [
+        "1:1: [[network]] blue: uplink: no interface named \"host-eth9\" (have: host-eth0, up2)",
+        "7:1: [[af-packet]] host-eth0: mtu 40 is under the IPv4 minimum of 68",
+        "11:1: [[af-packet]] up2: host-if eth0 is used twice",
+        "15:1: [[route]] 10.1.2.0/24: no network named \"red\"",
+        "15:1: [[route]] 10.1.2.0/24: table and network both set: a network's routes are in its VRF",
+    ];
+    assert_eq!(p, want);
+    let ok = Config::parse(
+        "[[network]]\nname = \"blue\"\nvni = 56\nranges = [\"10.1.0.0/16\"]\nuplink = \"host-eth0\"\n\
+         [[af-packet]]\nhost-if = \"eth0\"\n\
+         [[route]]\nprefix = \"10.1.2.0/24\"\nvia = \"192.0.2.2\"\nnetwork = \"blue\"\n",
+        "ok.toml",
+    )
+    .unwrap();
+    assert_eq!(ok.af_packet[0].name(), "host-eth0");
+    assert!(ok.network[0].df);
 }

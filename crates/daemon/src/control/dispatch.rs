@@ -135,6 +135,19 @@ impl Control {
             Request::ShowNetwork => Reply::Networks {
                 networks: self.network_infos(),
             },
+            Request::ShowVxlanTunnel => Reply::Tunnels {
+                tunnels: self.tunnel_infos(),
+            },
+            Request::SetInterfaceMtu { interface, mtu } => {
+                let i = self.iface_index(&interface)?;
+                self.set_mtu(i, mtu)?;
+                Reply::Ok
+            }
+            Request::CreateAfPacket(_) => {
+                return Err(ControlError::Interface(
+                    "af-packet interfaces are not built into this daemon yet".into(),
+                ));
+            }
             Request::DeleteInterface { name } => {
                 self.delete_interface(&name)?;
                 Reply::Ok
@@ -194,9 +207,14 @@ impl Control {
 
     fn placement(&self) -> Vec<Placement> {
         let mut placement = Vec::new();
-        for i in self.ifaces.iter().flatten() {
+        for i in self
+            .ifaces
+            .iter()
+            .flatten()
+            .filter(|i| i.tunnel().is_none())
+        {
             let n = if i.connected {
-                i.counters.rx.len()
+                i.counters.rx_queues
             } else {
                 i.placement.len().max(1)
             };

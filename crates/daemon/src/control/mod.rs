@@ -1,4 +1,5 @@
-//! The control thread: memif sockets and handshakes ([`interfaces`]), the routing
+//! The control thread: interfaces ([`interfaces`]; memif sockets and handshakes in
+//! [`memif`], VXLAN tunnels and the routes through them in [`tunnels`]), networks, the routing
 //! information base ([`crate::rib`]), neighbour learning, the API ([`dispatch`]) and packet
 //! capture ([`capture`]). It never touches packet data; it hands queues to workers and
 //! publishes tables they read without locks.
@@ -6,8 +7,11 @@
 mod capture;
 mod dispatch;
 mod interfaces;
+mod memif;
 mod networks;
+mod tunnels;
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -20,7 +24,8 @@ use nodes::{IfConfig, Learned, Shared};
 use crate::rib::{Rib, RibError};
 use crate::worker::{self, WorkerHandle, WorkerSetup};
 
-use interfaces::{Iface, Sock};
+use interfaces::Iface;
+use memif::Sock;
 
 /// A request or a configuration item the control thread refuses.
 #[derive(Debug, thiserror::Error)]
@@ -68,6 +73,8 @@ pub struct Control {
     shared: Shared,
     rib: Rib,
     networks: Vec<networks::Network>,
+    /// The static routes that go through a VXLAN tunnel, and its interface index.
+    tunnel_routes: HashMap<tunnels::RouteKey, u32>,
     learned: Receiver<Learned>,
     /// Loop counts of the workers when tables last dropped memory, until all moved on.
     quiesce_after: Option<Vec<u64>>,
@@ -105,6 +112,7 @@ impl Control {
             shared,
             rib,
             networks: Vec::new(),
+            tunnel_routes: HashMap::new(),
             learned: learned_rx,
             quiesce_after: None,
             pcap: None,

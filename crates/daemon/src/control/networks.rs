@@ -45,6 +45,7 @@ impl Control {
         self.rib.ensure_table(table)?;
         tracing::info!(network = %spec.name, vni = spec.vni, table, "network added");
         self.networks.push(Network { spec, table });
+        self.publish_vxlan();
         Ok(table)
     }
 
@@ -59,8 +60,10 @@ impl Control {
                 attached.join(", ")
             )));
         }
+        self.delete_tunnels_of(name);
         let n = self.networks.remove(k);
         let routes = self.rib.drop_table(n.table);
+        self.publish_vxlan();
         tracing::info!(network = %name, table = n.table, routes, "network deleted");
         Ok(())
     }
@@ -94,12 +97,13 @@ impl Control {
         )))
     }
 
-    /// The names of the interfaces attached to network `name`.
+    /// The names of the interfaces attached to network `name` (its tunnels are not: they go
+    /// with it).
     fn attached_to(&self, name: &str) -> Vec<String> {
         self.ifaces
             .iter()
             .flatten()
-            .filter(|i| i.network.as_deref() == Some(name))
+            .filter(|i| i.tunnel().is_none() && i.network.as_deref() == Some(name))
             .map(|i| i.name.clone())
             .collect()
     }
@@ -113,6 +117,7 @@ impl Control {
                 ranges: n.spec.ranges.clone(),
                 table: n.table,
                 interfaces: self.attached_to(&n.spec.name),
+                uplink: n.spec.uplink.clone(),
             })
             .collect()
     }

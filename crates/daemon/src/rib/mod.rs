@@ -299,6 +299,16 @@ impl Rib {
         self.adj.set_interface_mac(ifindex, mac);
     }
 
+    /// Interface `ifindex`'s MTU: what its rewrites let out.
+    pub fn set_interface_mtu(&mut self, ifindex: u32, mtu: u16) {
+        self.adj.set_interface_mtu(ifindex, mtu);
+    }
+
+    /// Forgets a deleted interface's MAC and MTU (its index will be reused).
+    pub fn forget_interface(&mut self, ifindex: u32) {
+        self.adj.forget_interface(ifindex);
+    }
+
     /// Refuses an address that is already one of ours in `table`.
     pub fn check_new_address(&self, table: u32, a: Ipv4Addr) -> Result<(), RibError> {
         if self.kind_of(table, host(a)) == Some(RouteKind::Local) {
