@@ -7,7 +7,35 @@
 
 use graph::{Ctx, Node};
 
-use crate::{Device, Shared};
+use crate::{Device, IfConfig, Shared};
+
+/// Which device node transmits for an interface.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Out {
+    Memif,
+    Vxlan,
+}
+
+/// Why a packet cannot be sent on an interface.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoOut {
+    AdminDown,
+    Gone,
+}
+
+/// Where a packet for interface `tx` goes: what `interface-output` decides, and what
+/// `ip4-rewrite` decides itself on the fast path to save a node.
+#[inline]
+pub fn out_for(ifs: &[IfConfig], tx: u32) -> Result<Out, NoOut> {
+    match ifs.get(tx as usize) {
+        None => Err(NoOut::Gone),
+        Some(c) if !c.up => Err(NoOut::AdminDown),
+        Some(c) => Ok(match c.device {
+            Device::Memif => Out::Memif,
+            Device::Vxlan(_) => Out::Vxlan,
+        }),
+    }
+}
 
 #[derive(Debug)]
 pub struct InterfaceOutput {
@@ -42,13 +70,11 @@ impl Node for InterfaceOutput {
             let to = match last {
                 Some((i, to)) if i == tx => to,
                 _ => {
-                    let to = match ifs.get(tx as usize) {
-                        None => Err(Error::NoInterface),
-                        Some(c) if !c.up => Err(Error::AdminDown),
-                        Some(c) => Ok(match c.device {
-                            Device::Memif => Next::Memif,
-                            Device::Vxlan(_) => Next::Vxlan,
-                        }),
+                    let to = match out_for(&ifs, tx) {
+                        Ok(Out::Memif) => Ok(Next::Memif),
+                        Ok(Out::Vxlan) => Ok(Next::Vxlan),
+                        Err(NoOut::Gone) => Err(Error::NoInterface),
+                        Err(NoOut::AdminDown) => Err(Error::AdminDown),
                     };
                     last = Some((tx, to));
                     to
@@ -73,7 +99,7 @@ mod tests {
 
     use super::*;
     use crate::testing::run_one;
-    use crate::{IfConfig, TunnelCounters, VxlanTunnel};
+    use crate::{TunnelCounters, VxlanTunnel};
 
     fn node(ifs: Vec<IfConfig>) -> InterfaceOutput {
         InterfaceOutput::new(Shared::new(

@@ -2,6 +2,10 @@
 //! Ethernet header of the chosen adjacency in front of the packet. A packet whose TTL would
 //! reach zero goes to `ip4-icmp-error` (time exceeded) untouched.
 //!
+//! It sends each packet straight to its interface's device node (what `interface-output`
+//! would decide, one node hop less on the fast path), dropping what goes to an interface
+//! that is down or gone.
+//!
 //! It also enforces the outgoing interface's MTU. veclane does not fragment: a packet larger
 //! than the MTU with Don't Fragment set gets ICMP fragmentation needed with the MTU (RFC 1191
 //! path MTU discovery then shrinks the sender's packets); one without DF is dropped and
@@ -12,6 +16,7 @@ use fib::adj::Adjacency;
 use graph::{Ctx, Node};
 use wire::{EtherType, Ethernet, Ipv4, MacAddr};
 
+use crate::interface_output::{NoOut, Out, out_for};
 use crate::ip4_icmp_error::{FRAG_NEEDED, TTL_EXCEEDED};
 use crate::{ETH_HDR, Shared};
 
@@ -29,11 +34,14 @@ impl Ip4Rewrite {
 graph::node! {
     Ip4Rewrite: "ip4-rewrite", Internal;
     next Next {
-        Output = "interface-output",
+        Memif = "memif-output",
+        Vxlan = "vxlan4-encap",
         Drop = "error-drop",
         IcmpError = "ip4-icmp-error",
     }
     error Error {
+        AdminDown = "tx interface admin down",
+        NoInterface = "tx interface deleted",
         TtlExpired = "ttl expired (sent to ip4-icmp-error)",
         MtuExceeded = "over the interface mtu with df set (sent to ip4-icmp-error)",
         MtuDrop = "over the interface mtu without df (not fragmented, dropped)",
@@ -52,6 +60,10 @@ impl core::fmt::Display for RewriteTrace {
 impl Node for Ip4Rewrite {
     fn process(&mut self, ctx: &mut Ctx<'_, Self>, bufs: &[u32], next: &mut [u16]) {
         let adjs = self.shared.adjacencies.load();
+        let ifs = self.shared.interfaces.load();
+        // The next node (and the error, if it is a drop) of the previous packet's interface: a
+        // frame is usually one interface's.
+        let (mut last_if, mut last_next, mut last_err) = (buffer::NONE, 0u16, None);
         for (&b, n) in bufs.iter().zip(next.iter_mut()) {
             let adj = ctx.pool.meta(b).adj;
             let Some(&Adjacency::Rewrite {
@@ -120,7 +132,19 @@ impl Node for Ip4Rewrite {
             if traced {
                 ctx.trace(b, RewriteTrace { tx_if });
             }
-            *n = Next::Output.into();
+            if tx_if != last_if {
+                (last_next, last_err) = match out_for(&ifs, tx_if) {
+                    Ok(Out::Memif) => (Next::Memif.into(), None),
+                    Ok(Out::Vxlan) => (Next::Vxlan.into(), None),
+                    Err(NoOut::AdminDown) => (Next::Drop.into(), Some(Error::AdminDown)),
+                    Err(NoOut::Gone) => (Next::Drop.into(), Some(Error::NoInterface)),
+                };
+                last_if = tx_if;
+            }
+            if let Some(e) = last_err {
+                ctx.count_error(e);
+            }
+            *n = last_next;
         }
     }
 }

@@ -253,7 +253,7 @@ fn trace_shows_the_path_and_what_each_node_decided() {
         "ttl 64",
         "fib 0 adj",
         "tx interface 1",
-        "interface-output",
+        "memif-output",
     ] {
         assert!(t.contains(want), "{want} missing from\n{t}");
     }

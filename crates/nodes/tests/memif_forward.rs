@@ -189,6 +189,6 @@ fn routes_between_two_memif_interfaces() {
     let runtime: std::collections::HashMap<_, _> =
         rt.runtime().into_iter().map(|(n, _, s)| (n, s)).collect();
     assert_eq!(runtime["memif-input"].vectors, u64::from(total) + 1);
-    assert_eq!(runtime["interface-output"].vectors, u64::from(total));
+    assert_eq!(runtime["memif-output"].vectors, u64::from(total));
     assert_eq!(pool.available(), pool.capacity());
 }

@@ -139,7 +139,6 @@ fn l3fwd_searches_every_dut_and_the_counters_agree() {
                 "memif-input",
                 "ip4-lookup",
                 "ip4-rewrite",
-                "interface-output",
                 "memif-output",
             ] {
                 assert!(nodes.contains(&want), "{want} missing from {nodes:?}");
