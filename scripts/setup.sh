@@ -21,6 +21,10 @@ command -v make >/dev/null 2>&1 || pkgs+=(make)
 command -v pkg-config >/dev/null 2>&1 || pkgs+=(pkg-config)
 # tshark: the independent parser the daemon tests check forwarded packets (pcap) with.
 command -v tshark >/dev/null 2>&1 || pkgs+=(tshark)
+# iproute2 (network namespaces, veth, bridges, the kernel's VXLAN) and ping: the kernel
+# tests of the uplinks and of VXLAN against a Linux VTEP.
+command -v ip >/dev/null 2>&1 || pkgs+=(iproute2)
+command -v ping >/dev/null 2>&1 || pkgs+=(iputils-ping)
 # callgrind: `veclane bench l3fwd --cost` (instructions per packet).
 command -v valgrind >/dev/null 2>&1 || pkgs+=(valgrind)
 if [ "${#pkgs[@]}" -gt 0 ]; then

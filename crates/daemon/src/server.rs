@@ -65,10 +65,17 @@ impl Server {
     /// Waits up to `timeout_ms` for API traffic and serves every complete request.
     pub fn serve(&mut self, control: &mut Control, timeout_ms: i32) {
         {
-            let mut fds = vec![rustix::event::PollFd::from_borrowed_fd(
-                self.listener.as_fd(),
-                rustix::event::PollFlags::IN,
-            )];
+            let mut fds = vec![
+                rustix::event::PollFd::from_borrowed_fd(
+                    self.listener.as_fd(),
+                    rustix::event::PollFlags::IN,
+                ),
+                // A worker learned a neighbour: return at once so the tick installs it.
+                rustix::event::PollFd::from_borrowed_fd(
+                    control.wake_fd(),
+                    rustix::event::PollFlags::IN,
+                ),
+            ];
             for c in &self.conns {
                 fds.push(rustix::event::PollFd::from_borrowed_fd(
                     c.s.as_fd(),

@@ -10,14 +10,14 @@
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, Sender, SyncSender, channel};
+use std::sync::mpsc::{Receiver, Sender, channel};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use buffer::{Pool, PoolConfig};
 use graph::{AnyNode, Captured, Filter, Runtime};
 use memif::nodes::QueueCommand;
-use nodes::{Learned, Shared};
+use nodes::Shared;
 
 use api::RxMode;
 
@@ -63,6 +63,9 @@ pub struct WorkerHandle {
     pub rx_queues: Sender<QueueCommand>,
     /// Queue hand-overs for `memif-output`.
     pub tx_queues: Sender<QueueCommand>,
+    /// AF_PACKET queue hand-overs for `af-packet-input` and `af-packet-output`.
+    pub afp_rx: Sender<uplink::nodes::QueueCommand>,
+    pub afp_tx: Sender<uplink::nodes::QueueCommand>,
     wake: Arc<OwnedFd>,
     pub activity: Arc<Activity>,
     join: Option<JoinHandle<()>>,
@@ -106,7 +109,8 @@ pub struct WorkerSetup {
     pub buffers: u32,
     pub trace_capacity: usize,
     pub shared: Shared,
-    pub learned: SyncSender<Learned>,
+    /// Where `arp-input` reports neighbours (and wakes the control thread).
+    pub learned: nodes::LearnSink,
     pub copy: api::CopyMode,
     pub engine: copy_engine::Kind,
 }
@@ -116,9 +120,14 @@ fn graph_nodes(
     s: &WorkerSetup,
     rxq: Receiver<QueueCommand>,
     txq: Receiver<QueueCommand>,
+    afp: (
+        Receiver<uplink::nodes::QueueCommand>,
+        Receiver<uplink::nodes::QueueCommand>,
+    ),
 ) -> std::io::Result<Vec<Box<dyn AnyNode>>> {
     let single = s.copy == api::CopyMode::Single;
     let (input, output) = memif::nodes::device_nodes(rxq, txq);
+    let (afp_input, afp_output) = uplink::nodes::device_nodes(afp.0, afp.1);
     let mut v: Vec<Box<dyn AnyNode>> = vec![
         Box::new(
             input
@@ -126,6 +135,8 @@ fn graph_nodes(
                 .with_engine(copy_engine::Engine::new(s.engine)?),
         ),
         Box::new(output.with_engine(copy_engine::Engine::new(s.engine)?)),
+        Box::new(afp_input),
+        Box::new(afp_output),
     ];
     v.extend(nodes::protocol_nodes(&s.shared, s.learned.clone()));
     Ok(v)
@@ -136,6 +147,8 @@ pub fn spawn(s: WorkerSetup) -> std::io::Result<WorkerHandle> {
     let (cmd_tx, cmd_rx) = channel();
     let (rxq_tx, rxq_rx) = channel();
     let (txq_tx, txq_rx) = channel();
+    let (afp_rx_tx, afp_rx_rx) = channel();
+    let (afp_tx_tx, afp_tx_rx) = channel();
     let wake = Arc::new(rustix::event::eventfd(
         0,
         rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK,
@@ -146,8 +159,11 @@ pub fn spawn(s: WorkerSetup) -> std::io::Result<WorkerHandle> {
         ..PoolConfig::default()
     })
     .map_err(|e| std::io::Error::other(e.to_string()))?;
-    let rt = Runtime::new(graph_nodes(&s, rxq_rx, txq_rx)?, s.trace_capacity)
-        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    let rt = Runtime::new(
+        graph_nodes(&s, rxq_rx, txq_rx, (afp_rx_rx, afp_tx_rx))?,
+        s.trace_capacity,
+    )
+    .map_err(|e| std::io::Error::other(e.to_string()))?;
     let (w, a, core, mode, index) = (wake.clone(), activity.clone(), s.core, s.mode, s.index);
     let join = std::thread::Builder::new()
         .name(format!("vl_wk_{index}"))
@@ -180,6 +196,8 @@ pub fn spawn(s: WorkerSetup) -> std::io::Result<WorkerHandle> {
         cmds: cmd_tx,
         rx_queues: rxq_tx,
         tx_queues: txq_tx,
+        afp_rx: afp_rx_tx,
+        afp_tx: afp_tx_tx,
         wake,
         activity,
         join: Some(join),

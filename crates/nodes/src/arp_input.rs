@@ -8,6 +8,7 @@
 //! not a tunnel (a pod here). Addresses reached through another tunnel are not answered, so a
 //! node never becomes a transit hop between two others.
 
+use std::sync::Arc;
 use std::sync::mpsc::{SyncSender, TrySendError};
 
 use graph::{Ctx, Node};
@@ -17,18 +18,50 @@ use fib::adj::Adjacency;
 
 use crate::{ETH_HDR, IfConfig, Learned, Shared};
 
+/// Where workers report the neighbours they see: a bounded channel to the control thread and,
+/// optionally, a way to wake it (once per frame that reported any), so that a neighbour is
+/// installed before the answer to the packet that revealed it is routed.
+#[derive(Clone)]
+pub struct LearnSink {
+    tx: SyncSender<Learned>,
+    wake: Option<Arc<dyn Fn() + Send + Sync>>,
+}
+
+impl LearnSink {
+    pub fn new(tx: SyncSender<Learned>, wake: Option<Arc<dyn Fn() + Send + Sync>>) -> LearnSink {
+        LearnSink { tx, wake }
+    }
+}
+
+impl From<SyncSender<Learned>> for LearnSink {
+    fn from(tx: SyncSender<Learned>) -> LearnSink {
+        LearnSink { tx, wake: None }
+    }
+}
+
+impl core::fmt::Debug for LearnSink {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("LearnSink")
+            .field("wakes", &self.wake.is_some())
+            .finish()
+    }
+}
+
 #[derive(Debug)]
 pub struct ArpInput {
     shared: Shared,
-    learned: SyncSender<Learned>,
+    learned: LearnSink,
 }
 
 impl ArpInput {
     /// `learned` carries neighbours to the control thread, which updates the adjacencies. It
     /// is bounded (`sync_channel`): a pod flooding ARP fills it and the excess is counted, so
     /// it cannot grow the control thread's memory.
-    pub fn new(shared: Shared, learned: SyncSender<Learned>) -> ArpInput {
-        ArpInput { shared, learned }
+    pub fn new(shared: Shared, learned: impl Into<LearnSink>) -> ArpInput {
+        ArpInput {
+            shared,
+            learned: learned.into(),
+        }
     }
 }
 
@@ -89,6 +122,7 @@ impl ArpInput {
 impl Node for ArpInput {
     fn process(&mut self, ctx: &mut Ctx<'_, Self>, bufs: &[u32], next: &mut [u16]) {
         let ifs = self.shared.interfaces.load();
+        let mut reported = false;
         for (&b, n) in bufs.iter().zip(next.iter_mut()) {
             *n = Next::Drop.into();
             let rx = ctx.pool.meta(b).rx_if;
@@ -106,12 +140,12 @@ impl Node for ArpInput {
                 continue;
             }
             // Requests and replies alike tell us where the sender is.
-            match self.learned.try_send(Learned {
+            match self.learned.tx.try_send(Learned {
                 ifindex: rx,
                 ip: sip,
                 mac: smac.0,
             }) {
-                Ok(()) => {}
+                Ok(()) => reported = true,
                 Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
                     ctx.count_error(Error::LearnQueue)
                 }
@@ -159,6 +193,9 @@ impl Node for ArpInput {
                 ArpOp::Request => ctx.count_error(Error::NotOurs),
                 _ => ctx.count_error(Error::ReplyLearned),
             }
+        }
+        if reported && let Some(w) = &self.learned.wake {
+            w();
         }
     }
 }

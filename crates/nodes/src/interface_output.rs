@@ -13,6 +13,7 @@ use crate::{Device, IfConfig, Shared};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Out {
     Memif,
+    AfPacket,
     Vxlan,
 }
 
@@ -32,6 +33,7 @@ pub fn out_for(ifs: &[IfConfig], tx: u32) -> Result<Out, NoOut> {
         Some(c) if !c.up => Err(NoOut::AdminDown),
         Some(c) => Ok(match c.device {
             Device::Memif => Out::Memif,
+            Device::AfPacket => Out::AfPacket,
             Device::Vxlan(_) => Out::Vxlan,
         }),
     }
@@ -52,6 +54,7 @@ graph::node! {
     InterfaceOutput: "interface-output", Internal;
     next Next {
         Memif = "memif-output",
+        AfPacket = "af-packet-output",
         Vxlan = "vxlan4-encap",
         Drop = "error-drop",
     }
@@ -72,6 +75,7 @@ impl Node for InterfaceOutput {
                 _ => {
                     let to = match out_for(&ifs, tx) {
                         Ok(Out::Memif) => Ok(Next::Memif),
+                        Ok(Out::AfPacket) => Ok(Next::AfPacket),
                         Ok(Out::Vxlan) => Ok(Next::Vxlan),
                         Err(NoOut::Gone) => Err(Error::NoInterface),
                         Err(NoOut::AdminDown) => Err(Error::AdminDown),
@@ -112,6 +116,8 @@ mod tests {
     #[test]
     fn each_device_kind_goes_to_its_node_and_down_or_gone_interfaces_drop() {
         let memif = IfConfig::new([2, 0, 0, 0, 0, 1], 0);
+        let mut afp = memif.clone();
+        afp.device = Device::AfPacket;
         let mut vx = memif.clone();
         vx.device = Device::Vxlan(VxlanTunnel {
             vni: 56,
@@ -124,11 +130,12 @@ mod tests {
         });
         let mut down = memif.clone();
         down.up = false;
-        let ifs = vec![memif, vx, down];
+        let ifs = vec![memif, afp, vx, down];
         for (tx, want, err) in [
             (0, "memif-output", None),
-            (1, "vxlan4-encap", None),
-            (2, "error-drop", Some("interface admin down")),
+            (1, "af-packet-output", None),
+            (2, "vxlan4-encap", None),
+            (3, "error-drop", Some("interface admin down")),
             (9, "error-drop", Some("interface deleted")),
         ] {
             let ((next, ..), errors) =

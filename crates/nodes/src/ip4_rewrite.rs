@@ -35,6 +35,7 @@ graph::node! {
     Ip4Rewrite: "ip4-rewrite", Internal;
     next Next {
         Memif = "memif-output",
+        AfPacket = "af-packet-output",
         Vxlan = "vxlan4-encap",
         Drop = "error-drop",
         IcmpError = "ip4-icmp-error",
@@ -135,6 +136,7 @@ impl Node for Ip4Rewrite {
             if tx_if != last_if {
                 (last_next, last_err) = match out_for(&ifs, tx_if) {
                     Ok(Out::Memif) => (Next::Memif.into(), None),
+                    Ok(Out::AfPacket) => (Next::AfPacket.into(), None),
                     Ok(Out::Vxlan) => (Next::Vxlan.into(), None),
                     Err(NoOut::AdminDown) => (Next::Drop.into(), Some(Error::AdminDown)),
                     Err(NoOut::Gone) => (Next::Drop.into(), Some(Error::NoInterface)),

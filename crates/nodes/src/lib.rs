@@ -44,7 +44,7 @@ use arc_swap::ArcSwap;
 use fib::LpmReader;
 use fib::adj::AdjReader;
 
-pub use arp_input::ArpInput;
+pub use arp_input::{ArpInput, LearnSink};
 pub use error_drop::ErrorDrop;
 pub use ethernet_input::EthernetInput;
 pub use interface_output::InterfaceOutput;
@@ -71,7 +71,7 @@ pub const LOCALLY_ORIGINATED: u16 = 1 << 1;
 /// (`memif-output` and any other `interface-output` names) to these.
 pub fn protocol_nodes(
     shared: &Shared,
-    learned: std::sync::mpsc::SyncSender<Learned>,
+    learned: impl Into<LearnSink>,
 ) -> Vec<Box<dyn graph::AnyNode>> {
     vec![
         Box::new(EthernetInput::new(shared.clone())),
@@ -134,6 +134,8 @@ pub struct IfConfig {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Device {
     Memif,
+    /// A kernel interface through AF_PACKET (an uplink).
+    AfPacket,
     /// A VXLAN tunnel: an Ethernet segment inside UDP to one remote VTEP, in one network.
     Vxlan(VxlanTunnel),
 }

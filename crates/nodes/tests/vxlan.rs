@@ -102,6 +102,9 @@ fn side(n: u8, uplink_mtu: u16) -> Side {
         Box::new(Inject(input.clone())),
         Box::new(Output(output.clone())),
     ];
+    v.push(Box::new(uplink::nodes::AfPacketOutput::new(
+        std::sync::mpsc::channel().1,
+    )));
     v.extend(nodes::protocol_nodes(
         &shared,
         std::sync::mpsc::sync_channel(64).0,

@@ -135,12 +135,7 @@ fn l3fwd_searches_every_dut_and_the_counters_agree() {
                 .iter()
                 .map(|n| n[0].as_str().unwrap())
                 .collect();
-            for want in [
-                "memif-input",
-                "ip4-lookup",
-                "ip4-rewrite",
-                "memif-output",
-            ] {
+            for want in ["memif-input", "ip4-lookup", "ip4-rewrite", "memif-output"] {
                 assert!(nodes.contains(&want), "{want} missing from {nodes:?}");
             }
         }

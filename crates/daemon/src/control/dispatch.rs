@@ -143,10 +143,9 @@ impl Control {
                 self.set_mtu(i, mtu)?;
                 Reply::Ok
             }
-            Request::CreateAfPacket(_) => {
-                return Err(ControlError::Interface(
-                    "af-packet interfaces are not built into this daemon yet".into(),
-                ));
+            Request::CreateAfPacket(spec) => {
+                let (name, index) = self.create_af_packet(&spec)?;
+                Reply::Created { name, index }
             }
             Request::DeleteInterface { name } => {
                 self.delete_interface(&name)?;

@@ -9,6 +9,7 @@ use memif::nodes::QueueCommand;
 use memif::queue::QueueCounters;
 use nodes::{IfConfig, TunnelCounters};
 
+use super::af_packet::AfPacketDev;
 use super::memif::MemifDev;
 use super::tunnels::TunnelDev;
 use super::{Control, ControlError};
@@ -18,6 +19,8 @@ pub(super) enum Source {
     MemifRx(Arc<QueueCounters>),
     MemifTx(Arc<QueueCounters>),
     Tunnel(Arc<TunnelCounters>),
+    AfPacketRx(Arc<uplink::RxCounters>),
+    AfPacketTx(Arc<uplink::TxCounters>),
 }
 
 /// Counters of one connection's queues (or of a tunnel).
@@ -50,6 +53,18 @@ impl Totals {
                     t.rx_errors += s.drop_bad_desc + s.drop_oversize;
                 }
                 Source::MemifTx(q) => {
+                    let s = q.snapshot();
+                    t.tx_packets += s.packets;
+                    t.tx_bytes += s.bytes;
+                    t.tx_no_room += s.tx_no_room;
+                }
+                Source::AfPacketRx(q) => {
+                    let s = q.snapshot();
+                    t.rx_packets += s.packets;
+                    t.rx_bytes += s.bytes;
+                    t.rx_errors += s.no_buffer + s.truncated + s.bad_frame + s.kernel_drops;
+                }
+                Source::AfPacketTx(q) => {
                     let s = q.snapshot();
                     t.tx_packets += s.packets;
                     t.tx_bytes += s.bytes;
@@ -108,6 +123,7 @@ pub(super) struct DevView {
 /// What only one kind of interface has.
 pub(super) enum Dev {
     Memif(MemifDev),
+    AfPacket(AfPacketDev),
     Vxlan(TunnelDev),
 }
 
@@ -227,6 +243,8 @@ impl Control {
         let f = self.ifaces[ix].take().expect("found above");
         match &f.dev {
             Dev::Memif(m) => self.remove_memif(m),
+            // The workers close its sockets (detached above).
+            Dev::AfPacket(_) => {}
             Dev::Vxlan(_) => self.unregister_tunnel(i),
         }
         tracing::info!(
@@ -242,6 +260,12 @@ impl Control {
         for w in &self.workers {
             let _ = w.rx_queues.send(QueueCommand::Detach { ifindex });
             let _ = w.tx_queues.send(QueueCommand::Detach { ifindex });
+            let _ = w
+                .afp_rx
+                .send(uplink::nodes::QueueCommand::Detach { ifindex });
+            let _ = w
+                .afp_tx
+                .send(uplink::nodes::QueueCommand::Detach { ifindex });
             w.kick();
         }
     }
@@ -386,6 +410,7 @@ impl Control {
         let b = f.baseline;
         let v = match &f.dev {
             Dev::Memif(m) => self.memif_view(f, m),
+            Dev::AfPacket(d) => Self::af_packet_view(f, d),
             Dev::Vxlan(tun) => DevView {
                 device: DeviceInfo::Vxlan {
                     vni: tun.vni,

@@ -4,6 +4,7 @@
 //! capture ([`capture`]). It never touches packet data; it hands queues to workers and
 //! publishes tables they read without locks.
 
+mod af_packet;
 mod capture;
 mod dispatch;
 mod interfaces;
@@ -42,6 +43,8 @@ pub enum ControlError {
         index: usize,
         source: std::io::Error,
     },
+    #[error("cannot make the control thread's eventfd: {0}")]
+    Eventfd(std::io::Error),
     #[error("worker {0} does not answer")]
     WorkerSilent(usize),
     #[error("{0}")]
@@ -76,6 +79,8 @@ pub struct Control {
     /// The static routes that go through a VXLAN tunnel, and its interface index.
     tunnel_routes: HashMap<tunnels::RouteKey, u32>,
     learned: Receiver<Learned>,
+    /// Written by workers that reported neighbours: the control loop wakes for it.
+    learn_wake: Arc<std::os::fd::OwnedFd>,
     /// Loop counts of the workers when tables last dropped memory, until all moved on.
     quiesce_after: Option<Vec<u64>>,
     pcap: Option<capture::Capture>,
@@ -96,6 +101,13 @@ impl Control {
     /// Starts workers, creates the configured interfaces, addresses, routes and neighbours.
     pub fn new(cfg: &Config, runtime_dir: PathBuf) -> Result<Control, ControlError> {
         let (learned_tx, learned_rx) = mpsc::sync_channel(1024);
+        let learn_wake = Arc::new(
+            rustix::event::eventfd(
+                0,
+                rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK,
+            )
+            .map_err(|e| ControlError::Eventfd(e.into()))?,
+        );
         let rib = Rib::new();
         let shared = Shared::new(
             Arc::new(ArcSwap::from_pointee(Vec::new())),
@@ -114,15 +126,26 @@ impl Control {
             networks: Vec::new(),
             tunnel_routes: HashMap::new(),
             learned: learned_rx,
+            learn_wake: learn_wake.clone(),
             quiesce_after: None,
             pcap: None,
         };
-        c.start_workers(cfg, learned_tx)?;
+        let wake = learn_wake.clone();
+        let sink = nodes::LearnSink::new(
+            learned_tx,
+            Some(Arc::new(move || {
+                let _ = rustix::io::write(&*wake, &1u64.to_ne_bytes());
+            })),
+        );
+        c.start_workers(cfg, sink)?;
         for n in &cfg.network {
             c.network_add(n.clone())?;
         }
         for spec in &cfg.interface {
             c.create_memif(spec)?;
+        }
+        for spec in &cfg.af_packet {
+            c.create_af_packet(spec)?;
         }
         for n in &cfg.neighbor {
             c.neighbor(n, false)?;
@@ -136,7 +159,7 @@ impl Control {
     fn start_workers(
         &mut self,
         cfg: &Config,
-        learned: mpsc::SyncSender<Learned>,
+        learned: nodes::LearnSink,
     ) -> Result<(), ControlError> {
         let d = &cfg.daemon;
         let cores: Vec<Option<usize>> = if d.workers.is_empty() {
@@ -173,8 +196,17 @@ impl Control {
         }
     }
 
+    /// What the control loop waits on besides the API: readable when a worker learned a
+    /// neighbour.
+    pub fn wake_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        use std::os::fd::AsFd;
+        self.learn_wake.as_fd()
+    }
+
     /// One control tick: memif handshakes, learned neighbours, table memory.
     pub fn tick(&mut self) {
+        let mut b = [0u8; 8];
+        let _ = rustix::io::read(&*self.learn_wake, &mut b);
         self.poll_sockets();
         for _ in 0..1024 {
             match self.learned.try_recv() {

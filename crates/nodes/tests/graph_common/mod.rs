@@ -139,6 +139,9 @@ pub fn setup() -> Setup {
                 Box::new(Inject(input.clone())),
                 Box::new(Output(output.clone())),
             ];
+            v.push(Box::new(uplink::nodes::AfPacketOutput::new(
+                std::sync::mpsc::channel().1,
+            )));
             v.extend(nodes::protocol_nodes(&shared, learned_tx));
             v
         },

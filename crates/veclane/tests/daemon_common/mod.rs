@@ -21,10 +21,24 @@ pub struct Daemon {
 
 impl Daemon {
     pub fn start(config: &str) -> Daemon {
+        Daemon::start_in(None, config)
+    }
+
+    /// Starts the daemon inside network namespace `netns` (`ip netns exec`), if given. Its
+    /// runtime directory is on the shared file system, so the test reaches its sockets.
+    pub fn start_in(netns: Option<&str>, config: &str) -> Daemon {
         let dir = tempfile::tempdir().unwrap();
         let cfg = dir.path().join("veclane.toml");
         std::fs::write(&cfg, config).unwrap();
-        let child = Command::new(BIN)
+        let mut cmd = match netns {
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns, BIN]);
+                c
+            }
+            None => Command::new(BIN),
+        };
+        let child = cmd
             .args(["run", "--config"])
             .arg(&cfg)
             .arg("--runtime-dir")

@@ -1,0 +1,130 @@
+//! AF_PACKET uplinks: a kernel interface taken over through PACKET_MMAP rings, one queue pair
+//! per worker at least (a transmit queue has one producer, so each worker needs its own), the
+//! receive queues joined in one fanout group.
+
+use api::{AfPacketSpec, DeviceInfo};
+use nodes::{Device, IfConfig};
+use uplink::nodes::QueueCommand;
+use uplink::{AfPacket, AfPacketConfig};
+
+use super::interfaces::{Dev, DevView, IfCounters, Iface, Source, free_slot, put};
+use super::{Control, ControlError};
+
+/// What only an AF_PACKET interface has.
+pub(super) struct AfPacketDev {
+    host_if: String,
+    queues: u16,
+}
+
+impl Control {
+    /// `create interface af-packet`: opens the host interface's rings and hands its queues to
+    /// the workers at once (there is no peer to wait for). Returns (name, index).
+    pub(super) fn create_af_packet(
+        &mut self,
+        spec: &AfPacketSpec,
+    ) -> Result<(String, u32), ControlError> {
+        let refuse = |m: String| Err(ControlError::Interface(m));
+        if let Some(p) = spec.problems().into_iter().next() {
+            return refuse(p);
+        }
+        let name = spec.name();
+        if self.ifaces.iter().flatten().any(|i| i.name == name) {
+            return refuse(format!("an interface named {name:?} exists already"));
+        }
+        if self
+            .ifaces
+            .iter()
+            .flatten()
+            .any(|i| matches!(&i.dev, Dev::AfPacket(d) if d.host_if == spec.host_if))
+        {
+            return refuse(format!("host-if {} is in use already", spec.host_if));
+        }
+        self.rib.ensure_table(spec.table)?;
+        for a in &spec.addresses {
+            self.rib.check_new_address(spec.table, a.addr)?;
+        }
+        let nworkers = self.workers.len() as u16;
+        let queues = spec.queues.unwrap_or(nworkers).max(nworkers);
+        let dev = AfPacket::open(
+            &spec.host_if,
+            AfPacketConfig {
+                queues,
+                ..AfPacketConfig::default()
+            },
+        )
+        .map_err(|e| ControlError::Interface(format!("af-packet {}: {e}", spec.host_if)))?;
+        let mac = spec.mac.map_or(dev.mac(), |m| m.0);
+        let mtu = match spec.mtu {
+            Some(m) => m,
+            // The host's MTU, less what no IPv4 packet can use.
+            None => u16::try_from(dev.mtu()).unwrap_or(u16::MAX),
+        };
+        let index = free_slot(&self.ifaces) as u32;
+        let mut c = IfConfig::new(mac, self.rib.slot(spec.table).expect("ensured above"));
+        c.table = spec.table;
+        c.up = spec.up;
+        c.mtu = mtu;
+        c.device = Device::AfPacket;
+        self.install_ifconfig(index, c);
+        let mut iface = Iface::new(
+            name.clone(),
+            None,
+            Dev::AfPacket(AfPacketDev {
+                host_if: spec.host_if.clone(),
+                queues,
+            }),
+        );
+        iface.placement = spec.rx_placement.clone();
+        iface.connected = true;
+        let pairs = dev.into_queues();
+        let mut counters = IfCounters {
+            rx_queues: pairs.len(),
+            tx_queues: pairs.len(),
+            sources: Vec::new(),
+        };
+        let mut rx_for = Vec::new();
+        for (q, (rx, tx)) in pairs.into_iter().enumerate() {
+            counters.sources.push(Source::AfPacketRx(rx.counters()));
+            counters.sources.push(Source::AfPacketTx(tx.counters()));
+            // Worker w transmits on queue w (a queue has one producer); the rest go unused.
+            if let Some(w) = self.workers.get(q) {
+                let _ = w.afp_tx.send(QueueCommand::Tx {
+                    ifindex: index,
+                    queue: tx,
+                });
+                w.kick();
+            }
+            rx_for.push(rx);
+        }
+        iface.counters = counters;
+        put(&mut self.ifaces, index as usize, iface);
+        for (q, rx) in rx_for.into_iter().enumerate() {
+            let w = self.worker_for(self.iface(index), q);
+            let _ = self.workers[w].afp_rx.send(QueueCommand::Rx {
+                ifindex: index,
+                queue: rx,
+            });
+            self.workers[w].kick();
+        }
+        for &a in &spec.addresses {
+            self.address(index, a, false)?;
+        }
+        self.publish_interfaces();
+        tracing::info!(interface = %name, host_if = %spec.host_if, queues, mtu, "af-packet interface created");
+        Ok((name, index))
+    }
+
+    pub(super) fn af_packet_view(i: &Iface, d: &AfPacketDev) -> DevView {
+        DevView {
+            device: DeviceInfo::AfPacket {
+                host_if: d.host_if.clone(),
+            },
+            peer: None,
+            rx_queues: d.queues,
+            tx_queues: i.counters.tx_queues as u16,
+            connects: 0,
+            disconnects: 0,
+            last_disconnect_reason: None,
+        }
+    }
+}

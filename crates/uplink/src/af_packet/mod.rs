@@ -1,0 +1,480 @@
+//! An AF_PACKET uplink: a host kernel interface (a NIC, a veth end) driven through
+//! PACKET_MMAP rings, one receive and one transmit socket per queue.
+//!
+//! Receive uses TPACKET_V3: the kernel packs frames into large blocks and retires a block to
+//! us when it is full or after a short timeout (1 ms by default), so a busy queue costs no
+//! system call per frame and an idle one still delivers within about a millisecond of a
+//! worker's epoll wake-up. Several queues of one interface join one PACKET_FANOUT_HASH group,
+//! which spreads flows across them by the kernel's flow hash and keeps each flow on one queue.
+//!
+//! Transmit uses a TPACKET_V2 ring of fixed frames (the kernel's V3 transmit is the same thing
+//! with a larger header) with PACKET_QDISC_BYPASS: frames go to the driver without a qdisc, as
+//! a dataplane wants, and one `send` per batch kicks them all. PACKET_LOSS makes the kernel
+//! skip a frame it refuses instead of stalling the ring on it; we check sizes first, so that
+//! refusals are counted here rather than lost silently.
+//!
+//! # Host interface settings
+//!
+//! AF_PACKET sees frames after the kernel's offloads: a NIC's GRO/LRO merges a TCP stream
+//! into super-frames of up to 64 KiB, and a local stack sending over a veth hands over
+//! TSO/GSO super-frames and leaves checksums for "hardware" to fill. We ask for the kernel's
+//! virtio-net header on receive and complete such checksums ourselves, but super-frames can
+//! only be dropped (and counted as `gso`): a dataplane cannot forward them. So run
+//! `ethtool -K <host_if> gro off lro off` on a NIC uplink, and `ethtool -K <peer> tso off
+//! gso off` on the far end of a veth whose stack sends TCP.
+//!
+//! The reference is the kernel's "Packet MMAP" documentation
+//! (Documentation/networking/packet_mmap.rst in the Linux sources) and `packet(7)`.
+
+mod counters;
+mod plain;
+mod ring;
+pub(crate) mod rx;
+mod sys;
+mod tx;
+
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+
+use rustix::net::{AddressFamily, SocketFlags, SocketType};
+
+pub use counters::{RxCounters, RxStats, TxCounters, TxStats};
+pub use plain::PacketSocket;
+pub use ring::OutOfBounds;
+pub use rx::{RecvStats, RxQueue};
+pub use tx::{SendStats, TxQueue};
+
+/// `ETH_P_ALL`: every protocol.
+const ETH_P_ALL: u16 = 0x0003;
+const KIB: u32 = 1024;
+
+/// Ring geometry for one direction of one queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RingGeometry {
+    /// Bytes per block: a multiple of the page size (a power of two wastes nothing, since the
+    /// kernel allocates each block as 2^n pages). On receive, the largest frame that arrives
+    /// whole is a little under one block.
+    pub block_size: u32,
+    pub block_count: u32,
+    /// Transmit: bytes per frame slot, header (32 bytes) included; 0 picks the smallest power
+    /// of two, at least 2048, that holds an MTU-sized tagged frame. Receive: only the unit
+    /// the kernel checks the block size against (TPACKET_V3 frames are variable-length).
+    pub frame_size: u32,
+}
+
+/// How the queues of one interface find their fanout group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Fanout {
+    /// The kernel assigns an id no other group in the namespace has
+    /// (PACKET_FANOUT_FLAG_UNIQUEID): no clash with another process's group.
+    #[default]
+    Unique,
+    /// A fixed id, for when another program's sockets must join the same group.
+    Id(u16),
+}
+
+/// How to open an AF_PACKET uplink.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AfPacketConfig {
+    /// Queue pairs; with more than one, receive spreads flows over them by hash.
+    pub queues: u16,
+    /// Default: 32 blocks of 128 KiB, 4 MiB per queue: about 30 000 minimum-size frames of
+    /// slack for a worker that is late, and at least 32 retire periods for one that sleeps.
+    pub rx: RingGeometry,
+    /// Default: 8 blocks of 256 KiB with frames sized from the MTU (1024 frames at MTU 1500,
+    /// 128 at MTU 9000).
+    pub tx: RingGeometry,
+    /// Receive block retire timeout in milliseconds: the longest a lone frame waits in a
+    /// half-filled block before the worker can see it. 0 lets the kernel choose (from the
+    /// link speed; 8 ms for most). Kernels whose retire timer still counts jiffies round it
+    /// up to one jiffy (4 ms at HZ=250) and may take two; recent ones keep to about 1 ms.
+    pub rx_block_timeout_ms: u32,
+    pub fanout: Fanout,
+    /// Receive frames addressed to any MAC (promiscuous, through a socket membership the
+    /// kernel undoes when the socket closes); the dataplane usually has its own MACs.
+    pub promiscuous: bool,
+}
+
+impl Default for AfPacketConfig {
+    fn default() -> Self {
+        AfPacketConfig {
+            queues: 1,
+            rx: RingGeometry {
+                block_size: 128 * KIB,
+                block_count: 32,
+                frame_size: 2048,
+            },
+            tx: RingGeometry {
+                block_size: 256 * KIB,
+                block_count: 8,
+                frame_size: 0,
+            },
+            rx_block_timeout_ms: 1,
+            fanout: Fanout::Unique,
+            promiscuous: true,
+        }
+    }
+}
+
+/// The host interface an uplink drives, as the kernel described it at open time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Interface {
+    pub name: String,
+    pub ifindex: u32,
+    pub mac: [u8; 6],
+    /// Read once at open: frames the transmit queues accept are sized from it.
+    pub mtu: u32,
+}
+
+/// Why an uplink could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum AfPacketError {
+    #[error(
+        "interface name {0:?} is invalid: it must be 1 to 15 bytes without '/', whitespace or NUL"
+    )]
+    BadName(String),
+    #[error("no interface named {0:?} in this network namespace")]
+    NoSuchInterface(String),
+    #[error(
+        "interface {name:?} has link type {link_type}, not Ethernet ({}): AF_PACKET uplinks carry Ethernet frames",
+        libc::ARPHRD_ETHER
+    )]
+    NotEthernet { name: String, link_type: u16 },
+    #[error("af_packet {name:?}: {field} = {value} is invalid: {want}")]
+    Config {
+        name: String,
+        field: &'static str,
+        value: u64,
+        want: String,
+    },
+    #[error("af_packet {name:?} queue {queue}: {step}: {source}")]
+    Os {
+        name: String,
+        queue: u16,
+        step: &'static str,
+        source: io::Error,
+    },
+}
+
+/// The interface a queue sends on or receives from is gone or down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum LinkError {
+    /// Unregistered (deleted, moved to another namespace): the queue is dead; open again.
+    #[error("interface vanished; its queues are dead")]
+    Vanished,
+    /// Administratively or operationally down: the queue works again once it is up.
+    #[error("interface is down")]
+    Down,
+}
+
+/// An opened uplink: the interface and its queue pairs, before they go to workers.
+#[derive(Debug)]
+pub struct AfPacket {
+    interface: Interface,
+    fanout_id: Option<u16>,
+    queues: Vec<(RxQueue, TxQueue)>,
+}
+
+impl AfPacket {
+    /// Opens `cfg.queues` receive and transmit sockets on `host_if` in the calling thread's
+    /// network namespace. Either every queue opens or none does (sockets close on error).
+    ///
+    /// With several queues the interface should be up: kernels before 6.12 let a socket
+    /// join a fanout group only while its interface is up. A frame arriving while the queues
+    /// are still joining the group may be seen by two of them.
+    pub fn open(host_if: &str, cfg: AfPacketConfig) -> Result<AfPacket, AfPacketError> {
+        if host_if.is_empty()
+            || host_if.len() > 15
+            || host_if
+                .bytes()
+                .any(|b| b == b'/' || b == 0 || b.is_ascii_whitespace())
+        {
+            return Err(AfPacketError::BadName(host_if.to_string()));
+        }
+        let os = |queue: u16, step: &'static str| {
+            move |source: io::Error| AfPacketError::Os {
+                name: host_if.to_string(),
+                queue,
+                step,
+                source,
+            }
+        };
+        let probe = packet_socket().map_err(os(0, "socket(AF_PACKET)"))?;
+        let ifindex = rustix::net::netdevice::name_to_index(&probe, host_if).map_err(|e| {
+            if e == rustix::io::Errno::NODEV {
+                AfPacketError::NoSuchInterface(host_if.to_string())
+            } else {
+                os(0, "SIOCGIFINDEX")(e.into())
+            }
+        })?;
+        let (link_type, mac) =
+            sys::hwaddr(probe.as_fd(), host_if).map_err(os(0, "SIOCGIFHWADDR"))?;
+        if link_type != libc::ARPHRD_ETHER {
+            return Err(AfPacketError::NotEthernet {
+                name: host_if.to_string(),
+                link_type,
+            });
+        }
+        let mtu = sys::mtu(probe.as_fd(), host_if).map_err(os(0, "SIOCGIFMTU"))?;
+        drop(probe);
+        let interface = Interface {
+            name: host_if.to_string(),
+            ifindex,
+            mac,
+            mtu,
+        };
+        let geo = Geometry::check(&interface, &cfg)?;
+        let mut queues = Vec::with_capacity(usize::from(cfg.queues));
+        let mut fanout_id = match cfg.fanout {
+            Fanout::Id(id) => Some(id),
+            Fanout::Unique => None,
+        };
+        for q in 0..cfg.queues {
+            let rx = open_rx(&interface, &cfg, &geo, q).map_err(|(step, e)| os(q, step)(e))?;
+            if cfg.queues > 1 {
+                let id = join_fanout(rx.fd(), fanout_id).map_err(os(q, "PACKET_FANOUT"))?;
+                fanout_id = Some(id);
+            }
+            let tx = open_tx(&interface, &geo, q).map_err(|(step, e)| os(q, step)(e))?;
+            queues.push((rx, tx));
+        }
+        Ok(AfPacket {
+            interface,
+            fanout_id: if cfg.queues > 1 { fanout_id } else { None },
+            queues,
+        })
+    }
+
+    pub fn interface(&self) -> &Interface {
+        &self.interface
+    }
+
+    pub fn ifindex(&self) -> u32 {
+        self.interface.ifindex
+    }
+
+    pub fn mac(&self) -> [u8; 6] {
+        self.interface.mac
+    }
+
+    pub fn mtu(&self) -> u32 {
+        self.interface.mtu
+    }
+
+    /// The fanout group the receive queues joined (with more than one queue).
+    pub fn fanout_id(&self) -> Option<u16> {
+        self.fanout_id
+    }
+
+    pub fn queue_count(&self) -> usize {
+        self.queues.len()
+    }
+
+    /// The queue pairs, to hand to workers (keep their counters first).
+    pub fn into_queues(self) -> Vec<(RxQueue, TxQueue)> {
+        self.queues
+    }
+}
+
+/// Checked ring sizes for every queue of one interface.
+#[derive(Debug)]
+struct Geometry {
+    rx: RingGeometry,
+    tx: RingGeometry,
+    tx_frames: u32,
+}
+
+impl Geometry {
+    fn check(i: &Interface, cfg: &AfPacketConfig) -> Result<Geometry, AfPacketError> {
+        let bad = |field, value: u32, want: String| AfPacketError::Config {
+            name: i.name.clone(),
+            field,
+            value: u64::from(value),
+            want,
+        };
+        let page = rustix::param::page_size() as u32;
+        if cfg.queues == 0 {
+            return Err(bad("queues", 0, "at least 1".into()));
+        }
+        // The largest frame, tagged, with the kernel's headers in front (block descriptor,
+        // frame header, sockaddr_ll, virtio-net header) must fit one receive block.
+        let largest = i.mtu.saturating_add(18);
+        let mut tx = cfg.tx;
+        if tx.frame_size == 0 {
+            tx.frame_size = (largest + tx::TX_DATA).next_power_of_two().max(2048);
+        }
+        let names = |d| match d {
+            "rx" => ["rx.block_size", "rx.block_count", "rx.frame_size"],
+            _ => ["tx.block_size", "tx.block_count", "tx.frame_size"],
+        };
+        for (dir, g) in [("rx", cfg.rx), ("tx", tx)] {
+            let [block_size, block_count, frame_size] = names(dir);
+            if g.block_size == 0 || !g.block_size.is_multiple_of(page) || g.block_size > 1 << 30 {
+                let want = format!("a multiple of the page size ({page}), at most 1 GiB");
+                return Err(bad(block_size, g.block_size, want));
+            }
+            if g.block_count == 0 || u64::from(g.block_size) * u64::from(g.block_count) > 1 << 32 {
+                let want = "at least 1, with at most 4 GiB in all".into();
+                return Err(bad(block_count, g.block_count, want));
+            }
+            if g.frame_size < 128 || !g.frame_size.is_multiple_of(16) || g.frame_size > g.block_size
+            {
+                let want = format!(
+                    "a multiple of 16 from 128 to the block size ({})",
+                    g.block_size
+                );
+                return Err(bad(frame_size, g.frame_size, want));
+            }
+        }
+        let rx_overhead = 48 + 48 + 32 + rx::VNET_LEN as u32;
+        if cfg.rx.block_size < largest.saturating_add(rx_overhead) {
+            let want = format!("at least {} for MTU {}", largest + rx_overhead, i.mtu);
+            return Err(bad("rx.block_size", cfg.rx.block_size, want));
+        }
+        if tx.frame_size < i.mtu + 14 + tx::TX_DATA {
+            let want = format!("at least {} for MTU {}", i.mtu + 14 + tx::TX_DATA, i.mtu);
+            return Err(bad("tx.frame_size", tx.frame_size, want));
+        }
+        Ok(Geometry {
+            rx: cfg.rx,
+            tx,
+            tx_frames: tx.block_size / tx.frame_size * tx.block_count,
+        })
+    }
+}
+
+type Step<T> = Result<T, (&'static str, io::Error)>;
+
+fn step<T>(name: &'static str, r: io::Result<T>) -> Step<T> {
+    r.map_err(|e| (name, e))
+}
+
+fn packet_socket() -> io::Result<OwnedFd> {
+    // Protocol 0: the socket receives nothing until `bind` names the interface and protocol,
+    // so no frame of another interface ever lands in its ring.
+    Ok(rustix::net::socket_with(
+        AddressFamily::PACKET,
+        SocketType::RAW,
+        SocketFlags::CLOEXEC,
+        None,
+    )?)
+}
+
+fn set(fd: BorrowedFd<'_>, name: libc::c_int, v: libc::c_int) -> io::Result<()> {
+    sys::set_int(fd, libc::SOL_PACKET, name, v)
+}
+
+fn open_rx(i: &Interface, cfg: &AfPacketConfig, geo: &Geometry, queue: u16) -> Step<RxQueue> {
+    let fd = step("socket(AF_PACKET)", packet_socket())?;
+    let v3 = libc::tpacket_versions::TPACKET_V3 as libc::c_int;
+    step("PACKET_VERSION", set(fd.as_fd(), libc::PACKET_VERSION, v3))?;
+    let g = geo.rx;
+    let req = libc::tpacket_req3 {
+        tp_block_size: g.block_size,
+        tp_block_nr: g.block_count,
+        tp_frame_size: g.frame_size,
+        tp_frame_nr: g.block_size / g.frame_size * g.block_count,
+        tp_retire_blk_tov: cfg.rx_block_timeout_ms,
+        tp_sizeof_priv: 0,
+        tp_feature_req_word: 0,
+    };
+    // The virtio-net header tells us which frames carry a checksum left to offload; a kernel
+    // that cannot put it in a V3 ring gets a ring without it.
+    let mut vnet = set(fd.as_fd(), libc::PACKET_VNET_HDR, 1).is_ok();
+    let mut ring = sys::set_opt(fd.as_fd(), libc::SOL_PACKET, libc::PACKET_RX_RING, &req);
+    if ring.is_err() && vnet {
+        vnet = false;
+        step("PACKET_VNET_HDR", set(fd.as_fd(), libc::PACKET_VNET_HDR, 0))?;
+        ring = sys::set_opt(fd.as_fd(), libc::SOL_PACKET, libc::PACKET_RX_RING, &req);
+    }
+    step("PACKET_RX_RING", ring)?;
+    let len = g.block_size as usize * g.block_count as usize;
+    let mem = step("mmap rx ring", ring::RingMap::map(fd.as_fd(), len))?;
+    step(
+        "PACKET_IGNORE_OUTGOING",
+        set(fd.as_fd(), libc::PACKET_IGNORE_OUTGOING, 1),
+    )?;
+    step("bind", sys::bind(fd.as_fd(), i.ifindex, ETH_P_ALL))?;
+    if cfg.promiscuous {
+        let mreq = libc::packet_mreq {
+            mr_ifindex: i.ifindex as libc::c_int,
+            mr_type: libc::PACKET_MR_PROMISC as u16,
+            mr_alen: 0,
+            mr_address: [0; 8],
+        };
+        let r = sys::set_opt(
+            fd.as_fd(),
+            libc::SOL_PACKET,
+            libc::PACKET_ADD_MEMBERSHIP,
+            &mreq,
+        );
+        step("PACKET_ADD_MEMBERSHIP promisc", r)?;
+    }
+    Ok(RxQueue::new(
+        fd,
+        mem,
+        i.ifindex,
+        queue,
+        g.block_size,
+        g.block_count,
+        vnet,
+    ))
+}
+
+/// Joins the hash fanout group `id`, or creates a fresh one; returns the group's id.
+fn join_fanout(fd: BorrowedFd<'_>, id: Option<u16>) -> io::Result<u16> {
+    // No PACKET_FANOUT_FLAG_DEFRAG: reassembling fragments is not the uplink's business, and
+    // a flow's fragments hash alike anyway (the hash falls back to addresses).
+    let hash = libc::PACKET_FANOUT_HASH as libc::c_int;
+    match id {
+        Some(id) => {
+            set(fd, libc::PACKET_FANOUT, libc::c_int::from(id) | hash << 16)?;
+            Ok(id)
+        }
+        None => {
+            let unique = (libc::PACKET_FANOUT_FLAG_UNIQUEID as libc::c_int) << 16;
+            set(fd, libc::PACKET_FANOUT, hash << 16 | unique)?;
+            let v: libc::c_int = sys::get_opt(fd, libc::SOL_PACKET, libc::PACKET_FANOUT)?;
+            Ok((v & 0xffff) as u16)
+        }
+    }
+}
+
+fn open_tx(i: &Interface, geo: &Geometry, queue: u16) -> Step<TxQueue> {
+    let fd = step("socket(AF_PACKET)", packet_socket())?;
+    let v2 = libc::tpacket_versions::TPACKET_V2 as libc::c_int;
+    step("PACKET_VERSION", set(fd.as_fd(), libc::PACKET_VERSION, v2))?;
+    step(
+        "PACKET_QDISC_BYPASS",
+        set(fd.as_fd(), libc::PACKET_QDISC_BYPASS, 1),
+    )?;
+    step("PACKET_LOSS", set(fd.as_fd(), libc::PACKET_LOSS, 1))?;
+    let g = geo.tx;
+    let req = libc::tpacket_req {
+        tp_block_size: g.block_size,
+        tp_block_nr: g.block_count,
+        tp_frame_size: g.frame_size,
+        tp_frame_nr: geo.tx_frames,
+    };
+    let r = sys::set_opt(fd.as_fd(), libc::SOL_PACKET, libc::PACKET_TX_RING, &req);
+    step("PACKET_TX_RING", r)?;
+    let len = g.block_size as usize * g.block_count as usize;
+    // In-flight frames count against the send buffer: let the whole ring be in flight (a
+    // NIC holds frames until their completion), forcing past wmem_max when we may.
+    if rustix::net::sockopt::set_socket_send_buffer_size_force(&fd, len).is_err() {
+        let _ = rustix::net::sockopt::set_socket_send_buffer_size(&fd, len);
+    }
+    let mem = step("mmap tx ring", ring::RingMap::map(fd.as_fd(), len))?;
+    // Protocol 0: a transmit-only socket, invisible to the receive path.
+    step("bind", sys::bind(fd.as_fd(), i.ifindex, 0))?;
+    Ok(TxQueue::new(
+        fd,
+        mem,
+        i.ifindex,
+        queue,
+        g.block_size,
+        g.frame_size,
+        geo.tx_frames,
+        i.mtu,
+    ))
+}

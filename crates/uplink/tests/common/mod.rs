@@ -1,0 +1,212 @@
+//! Network namespaces, veth pairs and frames for the uplink tests (and the rate example).
+//!
+//! Each test enters a namespace of its own on its own thread (`setns` changes only the calling
+//! thread), so tests run in parallel without seeing each other's interfaces, and every socket
+//! the thread opens lives in that namespace.
+#![allow(dead_code)]
+
+use std::fs::File;
+use std::os::fd::AsFd;
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use buffer::Pool;
+use rustix::thread::{LinkNameSpaceType, move_into_link_name_space};
+use uplink::{PacketSocket, RxQueue};
+
+/// The ethertype of test frames (IEEE 802 local experimental), so that any stray frame the
+/// kernel emits on a new interface is ignored.
+pub const TEST_ETHERTYPE: u16 = 0x88b5;
+
+/// A network namespace the calling thread is in until this is dropped.
+pub struct Netns {
+    pub name: String,
+    home: File,
+}
+
+fn ip_binary() -> &'static str {
+    ["/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists())
+        .unwrap_or("ip")
+}
+
+/// Runs `ip ARGS`, returning stdout or the reason it failed.
+pub fn ip(args: &[&str]) -> Result<String, String> {
+    let out = Command::new(ip_binary())
+        .args(args)
+        .output()
+        .map_err(|e| format!("ip {}: {e}", args.join(" ")))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(format!(
+            "ip {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+impl Netns {
+    /// Creates namespace `vl-up-<pid>-<n>` and moves this thread into it. `None`, with the
+    /// reason printed, when that is impossible here (not root, no `ip`, no namespaces);
+    /// under `CI` that is a failure instead.
+    pub fn enter() -> Option<Netns> {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let name = format!(
+            "vl-up-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        );
+        let skip = |why: String| {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI: cannot create a network namespace: {why}"
+            );
+            eprintln!("SKIPPED: cannot create a network namespace: {why}");
+            None
+        };
+        if !rustix::process::geteuid().is_root() {
+            return skip("not root".into());
+        }
+        let home = match File::open("/proc/thread-self/ns/net") {
+            Ok(f) => f,
+            Err(e) => return skip(format!("/proc/thread-self/ns/net: {e}")),
+        };
+        if let Err(e) = ip(&["netns", "add", &name]) {
+            return skip(e);
+        }
+        let ns = Netns { name, home };
+        let f = ["/run/netns", "/var/run/netns"]
+            .iter()
+            .find_map(|d| File::open(format!("{d}/{}", ns.name)).ok())
+            .expect("ip netns add made no /run/netns entry");
+        move_into_link_name_space(f.as_fd(), Some(LinkNameSpaceType::Network))
+            .expect("setns into the new namespace");
+        // No IPv6 autoconfiguration chatter on the interfaces we make (proc/sys/net follows
+        // the opening thread's namespace).
+        for k in ["all", "default"] {
+            let _ = std::fs::write(format!("/proc/sys/net/ipv6/conf/{k}/disable_ipv6"), "1");
+        }
+        Some(ns)
+    }
+
+    /// `ip -n NS ARGS`, panicking on failure.
+    pub fn ip(&self, args: &[&str]) -> String {
+        let mut all = vec!["-n", self.name.as_str()];
+        all.extend_from_slice(args);
+        ip(&all).unwrap()
+    }
+
+    /// A veth pair `a`–`b` with this MTU, both up.
+    pub fn veth(&self, a: &str, b: &str, mtu: u32) {
+        let m = mtu.to_string();
+        self.ip(&[
+            "link", "add", "name", a, "mtu", &m, "type", "veth", "peer", "name", b, "mtu", &m,
+        ]);
+        self.ip(&["link", "set", a, "up"]);
+        self.ip(&["link", "set", b, "up"]);
+    }
+
+    pub fn ifindex(&self, name: &str) -> u32 {
+        let out = self.ip(&["-o", "link", "show", name]);
+        out.split(':').next().unwrap().trim().parse().unwrap()
+    }
+
+    pub fn mac(&self, name: &str) -> [u8; 6] {
+        let out = self.ip(&["-o", "link", "show", name]);
+        let at = out.find("link/ether ").unwrap() + "link/ether ".len();
+        let mut mac = [0u8; 6];
+        for (m, h) in mac.iter_mut().zip(out[at..at + 17].split(':')) {
+            *m = u8::from_str_radix(h, 16).unwrap();
+        }
+        mac
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = move_into_link_name_space(self.home.as_fd(), Some(LinkNameSpaceType::Network));
+        let _ = ip(&["netns", "del", &self.name]);
+    }
+}
+
+/// A test frame of `len` bytes: broadcast destination, `TEST_ETHERTYPE`, then `seq` and a
+/// pattern that depends on it.
+pub fn frame(seq: u32, len: usize) -> Vec<u8> {
+    let mut f = vec![0xff; 6];
+    f.extend_from_slice(&[2, 0, 0, 0, 0x77, 1]);
+    f.extend_from_slice(&TEST_ETHERTYPE.to_be_bytes());
+    f.extend_from_slice(&seq.to_be_bytes());
+    f.extend((f.len()..len).map(|i| (i as u32 ^ seq.wrapping_mul(31)) as u8));
+    f
+}
+
+/// The sequence number of a test frame (tagged or not), or `None` for any other frame.
+pub fn seq_of(f: &[u8]) -> Option<u32> {
+    let at = if f.get(12..14) == Some(&[0x81, 0x00]) {
+        16
+    } else {
+        12
+    };
+    if f.get(at..at + 2)? != TEST_ETHERTYPE.to_be_bytes() {
+        return None;
+    }
+    Some(u32::from_be_bytes(f.get(at + 2..at + 6)?.try_into().ok()?))
+}
+
+/// Receives until `want` test frames came (or `timeout`), returning their bytes and how many
+/// buffers each took; every buffer goes back to the pool.
+pub fn recv_frames(
+    q: &mut RxQueue,
+    pool: &mut Pool,
+    want: usize,
+    max: usize,
+    timeout: Duration,
+) -> Vec<(Vec<u8>, usize)> {
+    let deadline = Instant::now() + timeout;
+    let mut got = Vec::new();
+    let mut heads = Vec::new();
+    while got.len() < want && Instant::now() < deadline {
+        heads.clear();
+        q.recv(pool, &mut heads, max);
+        if heads.is_empty() {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        for &h in &heads {
+            let mut v = Vec::new();
+            pool.read_chain(h, &mut v);
+            assert_eq!(v.len(), pool.meta(h).total_len as usize, "total_len");
+            if seq_of(&v).is_some() {
+                got.push((v, pool.chain_len(h)));
+            }
+        }
+        pool.free_bulk(&heads);
+    }
+    got
+}
+
+/// Reads test frames from a plain socket until `want` came or `timeout` passed.
+pub fn collect(sock: &PacketSocket, want: usize, timeout: Duration) -> Vec<Vec<u8>> {
+    let deadline = Instant::now() + timeout;
+    let mut got = Vec::new();
+    let mut buf = vec![0u8; 65536];
+    while got.len() < want {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        if !sock.wait(left.min(Duration::from_millis(50))) {
+            continue;
+        }
+        while let Some(n) = sock.try_recv(&mut buf).unwrap() {
+            let f = buf[..n.min(buf.len())].to_vec();
+            if seq_of(&f).is_some() {
+                got.push(f);
+            }
+        }
+    }
+    got
+}

@@ -1,0 +1,432 @@
+//! veclane against the Linux kernel's own VXLAN, over an AF_PACKET uplink, in network
+//! namespaces this test makes (root only; without it the test says why and passes).
+//!
+//! A Linux bridge joins three namespaces: veclane's (uplink `va`, 192.0.2.1) and two Linux
+//! VTEPs, one per network, because this kernel has no VRF device (CONFIG_NET_VRF is off) to
+//! put both networks in one: blue's at 192.0.2.3 (`vxlan` id 56) and red's at 192.0.2.4 (id
+//! 88), each with the same inner address 10.1.3.1/16. In veclane, blue and red both use
+//! 10.1.0.0/16 with a pod (this test, over memif) at 10.1.1.2 behind 10.1.1.1. Pings go both
+//! ways, UDP both ways, every packet lands in its own network, and tshark on the bridge sees
+//! the right VNI around the right inner addresses.
+
+mod daemon_common;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use daemon_common::*;
+
+const POD_MAC: &str = "02:00:00:00:99:01";
+
+/// Runs a command that must succeed.
+fn sh(args: &[&str]) {
+    let out = Command::new(args[0]).args(&args[1..]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Why this test cannot run here, if it cannot.
+fn unable() -> Option<String> {
+    if !std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+        s.lines()
+            .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
+    }) {
+        return Some("needs root for network namespaces".into());
+    }
+    if Command::new("ip").arg("-V").output().is_err() {
+        return Some("needs iproute2 (`ip`)".into());
+    }
+    None
+}
+
+/// The namespaces and links of one test, removed when dropped.
+struct Lab {
+    tag: String,
+}
+
+impl Lab {
+    fn ns(&self, n: &str) -> String {
+        format!("{}{n}", self.tag)
+    }
+
+    fn exec(&self, ns: &str, args: &[&str]) {
+        let ns = self.ns(ns);
+        let mut v = vec!["ip", "netns", "exec", &ns];
+        v.extend_from_slice(args);
+        sh(&v);
+    }
+
+    fn new() -> Lab {
+        let lab = Lab {
+            tag: format!("vlk{}-", std::process::id() % 100_000),
+        };
+        for n in ["br", "a", "l3", "l4"] {
+            sh(&["ip", "netns", "add", &lab.ns(n)]);
+        }
+        lab.exec("br", &["ip", "link", "add", "br0", "type", "bridge"]);
+        lab.exec("br", &["ip", "link", "set", "br0", "up"]);
+        for (n, dev) in [("a", "va"), ("l3", "vl"), ("l4", "vl")] {
+            let peer = format!("p{n}");
+            sh(&[
+                "ip",
+                "-n",
+                &lab.ns(n),
+                "link",
+                "add",
+                dev,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                &peer,
+                "netns",
+                &lab.ns("br"),
+            ]);
+            lab.exec("br", &["ip", "link", "set", &peer, "master", "br0", "up"]);
+            lab.exec(n, &["ip", "link", "set", dev, "up"]);
+            lab.exec(n, &["sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1"]);
+        }
+        for (n, vni, ip) in [("l3", "56", "192.0.2.3"), ("l4", "88", "192.0.2.4")] {
+            lab.exec(n, &["ip", "addr", "add", &format!("{ip}/24"), "dev", "vl"]);
+            lab.exec(
+                n,
+                &[
+                    "ip",
+                    "link",
+                    "add",
+                    "vx",
+                    "type",
+                    "vxlan",
+                    "id",
+                    vni,
+                    "dstport",
+                    "4789",
+                    "local",
+                    ip,
+                    "remote",
+                    "192.0.2.1",
+                    "dev",
+                    "vl",
+                ],
+            );
+            lab.exec(n, &["ip", "addr", "add", "10.1.3.1/16", "dev", "vx"]);
+            lab.exec(n, &["ip", "link", "set", "vx", "up"]);
+        }
+        lab
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        for n in ["a", "l3", "l4", "br"] {
+            let _ = Command::new("ip")
+                .args(["netns", "del", &self.ns(n)])
+                .status();
+        }
+    }
+}
+
+fn config() -> String {
+    let mut c = String::from(
+        "[daemon]\nmode = \"interrupt\"\nbuffers = 4096\n\n\
+         [[af-packet]]\nhost-if = \"va\"\naddresses = [\"192.0.2.1/24\"]\n\n",
+    );
+    for (id, net, vni, vtep) in [(0, "blue", 56, 3), (1, "red", 88, 4)] {
+        c.push_str(&format!(
+            "[[network]]\nname = \"{net}\"\nvni = {vni}\nranges = [\"10.1.0.0/16\"]\nuplink = \"host-va\"\n\n\
+             [[interface]]\nname = \"{net}-pod\"\nsocket = \"pods.sock\"\nid = {id}\nrole = \"master\"\n\
+             mac = \"02:00:00:00:01:0{id}\"\nnetwork = \"{net}\"\naddresses = [\"10.1.1.1/24\"]\n\n\
+             [[neighbor]]\ninterface = \"{net}-pod\"\nip = \"10.1.1.2\"\nmac = \"{POD_MAC}\"\n\n\
+             [[route]]\nprefix = \"10.1.3.0/24\"\nvia = \"192.0.2.{vtep}\"\nnetwork = \"{net}\"\n\n"
+        ));
+    }
+    c
+}
+
+/// The pod's answer to an ICMP echo request, if `f` is one.
+fn echo_reply(f: &[u8]) -> Option<Vec<u8>> {
+    let p = etherparse::SlicedPacket::from_ethernet(f).ok()?;
+    let Some(etherparse::NetSlice::Ipv4(ip)) = &p.net else {
+        return None;
+    };
+    let Some(etherparse::TransportSlice::Icmpv4(icmp)) = &p.transport else {
+        return None;
+    };
+    let etherparse::Icmpv4Type::EchoRequest(e) = icmp.icmp_type() else {
+        return None;
+    };
+    let b = etherparse::PacketBuilder::ethernet2(mac(POD_MAC), f[6..12].try_into().ok()?)
+        .ipv4(ip.header().destination(), ip.header().source(), 64)
+        .icmpv4_echo_reply(e.id, e.seq);
+    let mut v = Vec::new();
+    b.write(&mut v, icmp.payload()).ok()?;
+    Some(v)
+}
+
+/// Serves the pods (answering echo requests) while `f` runs; returns what each pod got.
+fn serving<T: Send>(pods: &mut Pods, f: impl FnOnce() -> T + Send) -> (T, [Vec<Vec<u8>>; 2]) {
+    std::thread::scope(|s| {
+        let job = s.spawn(f);
+        let mut got: [Vec<Vec<u8>>; 2] = [Vec::new(), Vec::new()];
+        while !job.is_finished() {
+            for id in [0u32, 1] {
+                for fr in pods.recv(id, 64, Duration::from_millis(5)) {
+                    if let Some(r) = echo_reply(&fr) {
+                        pods.send(id, &[r]);
+                    }
+                    got[id as usize].push(fr);
+                }
+            }
+        }
+        (job.join().unwrap(), got)
+    })
+}
+
+/// tshark on the bridge, capturing VXLAN.
+struct Capture {
+    child: std::process::Child,
+    file: std::path::PathBuf,
+}
+
+impl Capture {
+    fn start(lab: &Lab, file: std::path::PathBuf) -> Capture {
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", &lab.ns("br"), "tshark", "-q", "-i", "br0"])
+            .args(["-f", "udp port 4789", "-w"])
+            .arg(&file)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // tshark says "Capturing on 'br0'" once it is.
+        let mut r = std::io::BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        while std::io::BufRead::read_line(&mut r, &mut line).unwrap() > 0 {
+            if line.contains("Capturing on") {
+                break;
+            }
+            line.clear();
+        }
+        std::thread::spawn(move || std::io::copy(&mut r, &mut std::io::sink()));
+        Capture { child, file }
+    }
+
+    /// Stops the capture; one line per VXLAN packet: VNI, IPv4 sources, destinations (outer
+    /// then inner, comma-separated), outer UDP source port.
+    fn stop(mut self) -> Vec<String> {
+        std::thread::sleep(Duration::from_millis(300));
+        let _ = Command::new("kill")
+            .args(["-INT", &self.child.id().to_string()])
+            .status();
+        let _ = self.child.wait();
+        let out = Command::new("tshark")
+            .arg("-r")
+            .arg(&self.file)
+            .args([
+                "-Y",
+                "vxlan",
+                "-T",
+                "fields",
+                "-e",
+                "vxlan.vni",
+                "-e",
+                "ip.src",
+            ])
+            .args(["-e", "ip.dst", "-e", "udp.srcport"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+/// `ping -c N` in namespace `ns`: how many replies came.
+fn ping_from(lab: &Lab, ns: &str, dst: &str, n: u32) -> u32 {
+    let out = Command::new("ip")
+        .args(["netns", "exec", &lab.ns(ns), "ping", "-c", &n.to_string()])
+        .args(["-i", "0.2", "-W", "1", dst])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.split(", ")
+        .find_map(|p| p.strip_suffix(" received")?.parse().ok())
+        .unwrap_or_else(|| panic!("{text}"))
+}
+
+/// UDP datagrams to `port` counted in namespace `ns` while `send` runs.
+fn udp_sink(lab: &Lab, ns: &str, port: u16, want: usize) -> std::process::Child {
+    let code = format!(
+        "import socket\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n\
+         s.bind(('0.0.0.0',{port}))\ns.settimeout(3)\nn=0\n\
+         print('ready',flush=True)\n\
+         try:\n  while n<{want}:\n    d,a=s.recvfrom(4096)\n    n+=1 if d.startswith(b'pod') else 0\n\
+         except Exception:\n  pass\nprint(n,flush=True)\n"
+    );
+    let mut c = Command::new("ip")
+        .args(["netns", "exec", &lab.ns(ns), "python3", "-c", &code])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(c.stdout.as_mut().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(line.trim(), "ready");
+    c
+}
+
+#[test]
+fn a_linux_vtep_per_network_talks_to_veclane_pods_over_af_packet() {
+    if let Some(why) = unable() {
+        println!("skipped: {why}");
+        return;
+    }
+    let lab = Lab::new();
+    let d = Daemon::start_in(Some(&lab.ns("a")), &config());
+    let mut pods = Pods::connect(&d.path("pods.sock"), &[0, 1]);
+    d.wait_connected(3);
+    // The underlay first: each Linux VTEP reaches veclane's uplink address (the first reply
+    // may be lost while veclane resolves the VTEP, as in VPP: a glean drops its packet).
+    for ns in ["l3", "l4"] {
+        let n = ping_from(&lab, ns, "192.0.2.1", 3);
+        assert!(n >= 2, "{ns}: {n} of 3\n{}", d.ok("show errors"));
+    }
+
+    // Blue's Linux VTEP pings veclane in blue (10.1.1.1) and blue's pod (10.1.1.2): ARP
+    // inside the tunnel is answered by veclane's proxy; the pod answers its own pings.
+    let (n, got) = serving(&mut pods, || {
+        (
+            ping_from(&lab, "l3", "10.1.1.1", 3),
+            ping_from(&lab, "l3", "10.1.1.2", 3),
+        )
+    });
+    assert_eq!(
+        n,
+        (3, 3),
+        "{}\n{}",
+        d.ok("show errors"),
+        d.ok("show vxlan tunnel")
+    );
+    assert_eq!(got[0].len(), 3, "blue's pod got blue's pings");
+    assert!(got[1].is_empty(), "red's pod got none: {:?}", got[1]);
+    // Red's, with the same addresses, reaches red's pod only.
+    let (n, got) = serving(&mut pods, || ping_from(&lab, "l4", "10.1.1.2", 4));
+    assert_eq!(n, 4);
+    assert_eq!((got[0].len(), got[1].len()), (0, 4));
+
+    // The other way: each pod pings 10.1.3.1 and its own network's Linux answers.
+    for (id, seqs) in [(0u32, 0..5u16), (1, 100..105)] {
+        let src_mac = mac(POD_MAC);
+        let gw = mac(&format!("02:00:00:00:01:0{id}"));
+        let reqs: Vec<Vec<u8>> = seqs
+            .clone()
+            .map(|s| ping(src_mac, gw, [10, 1, 1, 2], [10, 1, 3, 1], s))
+            .collect();
+        let mut replies = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        // The first may go to ARP inside the tunnel; send until five replies came.
+        while replies.len() < 5 && Instant::now() < deadline {
+            pods.send(id, &reqs[replies.len()..replies.len() + 1]);
+            replies.extend(
+                pods.recv(id, 1, Duration::from_millis(300))
+                    .into_iter()
+                    .filter(|f| f.len() > 34 && f[23] == 1 && f[34] == 0),
+            );
+        }
+        assert_eq!(replies.len(), 5, "pod {id}: {}", d.ok("show errors"));
+        assert!(pods.recv(1 - id, 1, Duration::from_millis(100)).is_empty());
+    }
+
+    // UDP both ways, captured on the bridge. Pod to Linux, counted by a socket in each
+    // network's namespace.
+    let cap = Capture::start(&lab, d.path("bridge.pcap"));
+    for (id, ns) in [(0u32, "l3"), (1, "l4")] {
+        let sink = udp_sink(&lab, ns, 7001, 20);
+        let gw = mac(&format!("02:00:00:00:01:0{id}"));
+        let frames: Vec<Vec<u8>> = (0..20)
+            .map(|i| {
+                let b = etherparse::PacketBuilder::ethernet2(mac(POD_MAC), gw)
+                    .ipv4([10, 1, 1, 2], [10, 1, 3, 1], 64)
+                    .udp(7000, 7001);
+                let mut v = Vec::new();
+                b.write(&mut v, format!("pod{id} #{i}").as_bytes()).unwrap();
+                v
+            })
+            .collect();
+        pods.send(id, &frames);
+        let out = sink.wait_with_output().unwrap();
+        let got: usize = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .last()
+            .and_then(|l| l.trim().parse().ok())
+            .unwrap();
+        assert_eq!(got, 20, "{ns}: {}", d.ok("show errors"));
+    }
+    // Linux to pod.
+    for (id, ns) in [(0u32, "l3"), (1, "l4")] {
+        lab.exec(
+            ns,
+            &[
+                "python3",
+                "-c",
+                "import socket\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n\
+                 [s.sendto(b'linux %d' % i, ('10.1.1.2', 7002)) for i in range(15)]",
+            ],
+        );
+        let got = pods.recv(id, 15, Duration::from_secs(5));
+        assert_eq!(got.len(), 15, "{}", d.ok("show errors"));
+        assert!(got.iter().all(|f| f[42..].starts_with(b"linux")));
+        assert!(pods.recv(1 - id, 1, Duration::from_millis(100)).is_empty());
+    }
+
+    // tshark on the bridge: each VNI only between veclane and its network's VTEP, around the
+    // network's inner addresses, from a source port in the dynamic range when veclane sent.
+    let seen = cap.stop();
+    let (mut blue, mut red) = (0, 0);
+    for l in &seen {
+        let f: Vec<&str> = l.split('\t').collect();
+        let (vni, srcs, dsts, sport) = (f[0], f[1], f[2], f[3]);
+        let outer: Vec<&str> = srcs.split(',').chain(dsts.split(',')).collect();
+        let vtep = match vni {
+            "56" => {
+                blue += 1;
+                "192.0.2.3"
+            }
+            "88" => {
+                red += 1;
+                "192.0.2.4"
+            }
+            _ => panic!("unexpected vni: {l}"),
+        };
+        assert!(
+            srcs.starts_with("192.0.2.") && dsts.starts_with("192.0.2.") && outer.contains(&vtep),
+            "{l}"
+        );
+        assert!(
+            outer.iter().filter(|a| a.starts_with("10.1.")).count() == 2,
+            "inner IPv4 in 10.1/16: {l}"
+        );
+        if srcs.starts_with("192.0.2.1,") {
+            let outer_sport: u16 = sport.split(',').next().unwrap().parse().unwrap();
+            assert!(outer_sport >= 49152, "{l}");
+        }
+    }
+    assert!(blue >= 35 && red >= 35, "blue {blue}, red {red}: {seen:?}");
+
+    // Counters: each tunnel carried its own network's packets.
+    let t = d.ok("show vxlan tunnel");
+    for l in t.lines().skip(1) {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        let (rx, tx): (u64, u64) = (f[8].parse().unwrap(), f[9].parse().unwrap());
+        assert!(rx >= 20 && tx >= 20, "{t}");
+    }
+    let i = d.ok("show interface host-va");
+    assert!(i.contains("af-packet host-if va"), "{i}");
+}
