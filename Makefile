@@ -3,7 +3,7 @@ SHELL := /bin/bash
 .SHELLFLAGS := -eo pipefail -c
 CARGO ?= cargo
 FUZZ_SECS ?= 20
-FUZZ_TARGETS := control_msg primary_handshake ring_walk secondary_rx ip4_graph
+FUZZ_TARGETS := control_msg primary_handshake ring_walk secondary_rx ip4_graph vxlan_uplink
 GO_PEER := interop/gomemif-peer
 
 .PHONY: setup build bench bench-full test lint fuzz fuzz-smoke clean
