@@ -70,20 +70,12 @@ impl Lab {
         lab.exec("br", &["ip", "link", "set", "br0", "up"]);
         for (n, dev) in [("a", "va"), ("l3", "vl"), ("l4", "vl")] {
             let peer = format!("p{n}");
+            // Jumbo-capable links; veclane's uplink starts at 1500 (its configuration).
+            let ns = lab.ns(n);
+            let br = lab.ns("br");
             sh(&[
-                "ip",
-                "-n",
-                &lab.ns(n),
-                "link",
-                "add",
-                dev,
-                "type",
-                "veth",
-                "peer",
-                "name",
-                &peer,
-                "netns",
-                &lab.ns("br"),
+                "ip", "-n", &ns, "link", "add", dev, "mtu", "9000", "type", "veth", "peer", "name",
+                &peer, "mtu", "9000", "netns", &br,
             ]);
             lab.exec("br", &["ip", "link", "set", &peer, "master", "br0", "up"]);
             lab.exec(n, &["ip", "link", "set", dev, "up"]);
@@ -132,7 +124,7 @@ impl Drop for Lab {
 fn config() -> String {
     let mut c = String::from(
         "[daemon]\nmode = \"interrupt\"\nbuffers = 4096\n\n\
-         [[af-packet]]\nhost-if = \"va\"\naddresses = [\"192.0.2.1/24\"]\n\n",
+         [[af-packet]]\nhost-if = \"va\"\naddresses = [\"192.0.2.1/24\"]\nmtu = 1500\n\n",
     );
     for (id, net, vni, vtep) in [(0, "blue", 56, 3), (1, "red", 88, 4)] {
         c.push_str(&format!(
@@ -429,4 +421,50 @@ fn a_linux_vtep_per_network_talks_to_veclane_pods_over_af_packet() {
     }
     let i = d.ok("show interface host-va");
     assert!(i.contains("af-packet host-if va"), "{i}");
+
+    // MTU: the uplink's 1500 leaves 1450 inside the tunnel. A 1500-byte inner packet with DF
+    // gets ICMP fragmentation needed (MTU 1450) back at the pod; once the uplink is at 9000,
+    // it reaches the Linux VTEP.
+    let jumbo = || {
+        let b = etherparse::PacketBuilder::ethernet2(mac(POD_MAC), mac("02:00:00:00:01:00"))
+            .ipv4([10, 1, 1, 2], [10, 1, 3, 1], 64)
+            .udp(7000, 7001);
+        let mut v = Vec::new();
+        b.write(&mut v, &b"pod".repeat(1472 / 3)).unwrap();
+        v.resize(14 + 1500, b'.');
+        v[20] |= 0x40;
+        let len = (v.len() - 14) as u16;
+        v[16..18].copy_from_slice(&len.to_be_bytes());
+        v[38..40].copy_from_slice(&(len - 20).to_be_bytes());
+        v[40..42].fill(0);
+        let mut h = etherparse::Ipv4Header::from_slice(&v[14..]).unwrap().0;
+        h.header_checksum = h.calc_header_checksum();
+        v[14..34].copy_from_slice(&h.to_bytes());
+        v
+    };
+    pods.send(0, &[jumbo()]);
+    let back = pods.recv(0, 1, Duration::from_secs(5));
+    assert_eq!(back.len(), 1, "{}", d.ok("show errors"));
+    let p = etherparse::SlicedPacket::from_ethernet(&back[0]).unwrap();
+    let Some(etherparse::TransportSlice::Icmpv4(m)) = &p.transport else {
+        panic!("no icmp: {:?}", back[0])
+    };
+    assert_eq!(
+        m.icmp_type(),
+        etherparse::Icmpv4Type::DestinationUnreachable(
+            etherparse::icmpv4::DestUnreachableHeader::FragmentationNeeded { next_hop_mtu: 1450 }
+        )
+    );
+    d.ok("set interface mtu host-va 9000");
+    assert!(d.ok("show vxlan tunnel").contains("8950"));
+    let sink = udp_sink(&lab, "l3", 7001, 1);
+    pods.send(0, &[jumbo()]);
+    let out = sink.wait_with_output().unwrap();
+    let got = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        got.lines().last(),
+        Some("1"),
+        "{got}\n{}",
+        d.ok("show errors")
+    );
 }
