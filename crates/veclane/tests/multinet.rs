@@ -164,3 +164,119 @@ fn two_nodes_carry_two_networks_with_one_range_apart() {
     assert_eq!(t.lines().count(), 1, "only the header left: {t}");
     a.ok("delete interface uplink");
 }
+
+#[test]
+fn run_time_changes_do_not_touch_another_networks_traffic() {
+    let a = Daemon::start(&node_config(1, "uplink.sock"));
+    let b = Daemon::start(&node_config(
+        2,
+        a.path("uplink.sock").to_str().expect("utf-8 path"),
+    ));
+    let mut pods_a = Pods::connect(&a.path("pods.sock"), &[0, 1]);
+    let mut pods_b = Pods::connect(&b.path("pods.sock"), &[0, 1]);
+    a.wait_connected(3);
+    b.wait_connected(3);
+    // Resolve blue's path first (ARP across the tunnel).
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !a.ok("show ip neighbors").contains("10.1.2.2") {
+        pods_a.send(0, &to_other(1, 0, 1, "probe"));
+        std::thread::sleep(Duration::from_millis(150));
+        assert!(std::time::Instant::now() < deadline, "no ARP answer");
+    }
+    let _ = pods_b.recv(0, 100, Duration::from_millis(300));
+
+    // Blue streams numbered packets from A to B for as long as red, a new network, an
+    // interface and routes come and go on both nodes.
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let (changing, sent) = (AtomicBool::new(true), AtomicUsize::new(0));
+    let got = std::thread::scope(|s| {
+        let rx = s.spawn(|| {
+            let mut got = Vec::new();
+            let deadline = std::time::Instant::now() + Duration::from_secs(60);
+            loop {
+                got.extend(pods_b.recv(0, 256, Duration::from_millis(20)));
+                let done = !changing.load(Ordering::Acquire);
+                if (done && got.len() >= sent.load(Ordering::Acquire))
+                    || std::time::Instant::now() > deadline
+                {
+                    // A last look for stragglers.
+                    got.extend(pods_b.recv(0, 256, Duration::from_millis(200)));
+                    return got;
+                }
+            }
+        });
+        let tx = s.spawn(|| {
+            let mut i = 0;
+            while changing.load(Ordering::Acquire) {
+                let chunk: Vec<Vec<u8>> = (i..i + 32)
+                    .map(|k| {
+                        udp(
+                            mac(POD_MAC),
+                            mac("02:00:00:00:01:00"),
+                            [10, 1, 1, 2],
+                            [10, 1, 2, 2],
+                            64,
+                            format!("stream #{k}").as_bytes(),
+                        )
+                    })
+                    .collect();
+                pods_a.send(0, &chunk);
+                i += 32;
+                sent.store(i, Ordering::Release);
+                std::thread::sleep(Duration::from_micros(500));
+            }
+        });
+        for (d, other) in [(&a, 2), (&b, 1)] {
+            d.ok("network add green vni 99 range 10.9.0.0/16 uplink uplink");
+            d.ok(&format!(
+                "ip route add 10.9.{other}.0/24 via 192.0.2.{other} network green"
+            ));
+            d.ok(&format!(
+                "ip route add 10.9.{}.0/24 via 192.0.2.{other} network green",
+                other + 10
+            ));
+            assert!(d.ok("show vxlan tunnel").contains("green"));
+            d.ok(&format!(
+                "ip route del 10.9.{other}.0/24 via 192.0.2.{other} network green"
+            ));
+            // The tunnel's last route: the tunnel goes.
+            d.ok(&format!(
+                "ip route del 10.9.{}.0/24 via 192.0.2.{other} network green",
+                other + 10
+            ));
+            assert!(!d.ok("show vxlan tunnel").contains("green"));
+            d.ok("create interface memif id 7 socket extra.sock master network green name extra");
+            d.ok("set interface ip address extra 10.9.7.1/24");
+            d.ok("delete interface extra");
+            d.ok("network del green");
+            d.ok(&format!(
+                "ip route del 10.1.{other}.0/24 via 192.0.2.{other} network red"
+            ));
+            d.ok(&format!(
+                "ip route add 10.1.{other}.0/24 via 192.0.2.{other} network red"
+            ));
+        }
+        changing.store(false, Ordering::Release);
+        tx.join().unwrap();
+        rx.join().unwrap()
+    });
+    let n = sent.load(Ordering::Acquire);
+    eprintln!("{n} blue packets streamed across the changes");
+    assert!(n > 2000, "the changes overlapped {n} packets only");
+    assert_eq!(
+        got.len(),
+        n,
+        "A: {}\nB: {}",
+        a.ok("show errors"),
+        b.ok("show errors")
+    );
+    // Every one, in order, and nothing but blue's.
+    for (i, f) in got.iter().enumerate() {
+        assert_eq!(
+            String::from_utf8_lossy(&f[42..]),
+            format!("stream #{i}"),
+            "packet {i}"
+        );
+    }
+    assert!(pods_b.recv(1, 1, Duration::from_millis(200)).is_empty());
+}
