@@ -10,125 +10,23 @@
 //! the right VNI around the right inner addresses.
 
 mod daemon_common;
+mod kernel_common;
 
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use daemon_common::*;
+use kernel_common::*;
 
 const POD_MAC: &str = "02:00:00:00:99:01";
-
-/// Runs a command that must succeed.
-fn sh(args: &[&str]) {
-    let out = Command::new(args[0]).args(&args[1..]).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// Why this test cannot run here, if it cannot.
-fn unable() -> Option<String> {
-    if !std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
-        s.lines()
-            .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
-    }) {
-        return Some("needs root for network namespaces".into());
-    }
-    if Command::new("ip").arg("-V").output().is_err() {
-        return Some("needs iproute2 (`ip`)".into());
-    }
-    None
-}
-
-/// The namespaces and links of one test, removed when dropped.
-struct Lab {
-    tag: String,
-}
-
-impl Lab {
-    fn ns(&self, n: &str) -> String {
-        format!("{}{n}", self.tag)
-    }
-
-    fn exec(&self, ns: &str, args: &[&str]) {
-        let ns = self.ns(ns);
-        let mut v = vec!["ip", "netns", "exec", &ns];
-        v.extend_from_slice(args);
-        sh(&v);
-    }
-
-    fn new() -> Lab {
-        let lab = Lab {
-            tag: format!("vlk{}-", std::process::id() % 100_000),
-        };
-        for n in ["br", "a", "l3", "l4"] {
-            sh(&["ip", "netns", "add", &lab.ns(n)]);
-        }
-        lab.exec("br", &["ip", "link", "add", "br0", "type", "bridge"]);
-        lab.exec("br", &["ip", "link", "set", "br0", "up"]);
-        for (n, dev) in [("a", "va"), ("l3", "vl"), ("l4", "vl")] {
-            let peer = format!("p{n}");
-            // Jumbo-capable links; veclane's uplink starts at 1500 (its configuration).
-            let ns = lab.ns(n);
-            let br = lab.ns("br");
-            sh(&[
-                "ip", "-n", &ns, "link", "add", dev, "mtu", "9000", "type", "veth", "peer", "name",
-                &peer, "mtu", "9000", "netns", &br,
-            ]);
-            lab.exec("br", &["ip", "link", "set", &peer, "master", "br0", "up"]);
-            lab.exec(n, &["ip", "link", "set", dev, "up"]);
-            lab.exec(n, &["sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1"]);
-        }
-        for (n, vni, ip) in [("l3", "56", "192.0.2.3"), ("l4", "88", "192.0.2.4")] {
-            lab.exec(n, &["ip", "addr", "add", &format!("{ip}/24"), "dev", "vl"]);
-            lab.exec(
-                n,
-                &[
-                    "ip",
-                    "link",
-                    "add",
-                    "vx",
-                    "type",
-                    "vxlan",
-                    "id",
-                    vni,
-                    "dstport",
-                    "4789",
-                    "local",
-                    ip,
-                    "remote",
-                    "192.0.2.1",
-                    "dev",
-                    "vl",
-                ],
-            );
-            lab.exec(n, &["ip", "addr", "add", "10.1.3.1/16", "dev", "vx"]);
-            lab.exec(n, &["ip", "link", "set", "vx", "up"]);
-        }
-        lab
-    }
-}
-
-impl Drop for Lab {
-    fn drop(&mut self) {
-        for n in ["a", "l3", "l4", "br"] {
-            let _ = Command::new("ip")
-                .args(["netns", "del", &self.ns(n)])
-                .status();
-        }
-    }
-}
 
 fn config() -> String {
     let mut c = String::from(
         "[daemon]\nmode = \"interrupt\"\nbuffers = 4096\n\n\
-         [[af-packet]]\nhost-if = \"va\"\naddresses = [\"192.0.2.1/24\"]\nmtu = 1500\n\n",
+         [[af-packet]]\nhost-if = \"v0\"\naddresses = [\"192.0.2.1/24\"]\nmtu = 1500\n\n",
     );
     for (id, net, vni, vtep) in [(0, "blue", 56, 3), (1, "red", 88, 4)] {
         c.push_str(&format!(
-            "[[network]]\nname = \"{net}\"\nvni = {vni}\nranges = [\"10.1.0.0/16\"]\nuplink = \"host-va\"\n\n\
+            "[[network]]\nname = \"{net}\"\nvni = {vni}\nranges = [\"10.1.0.0/16\"]\nuplink = \"host-v0\"\n\n\
              [[interface]]\nname = \"{net}-pod\"\nsocket = \"pods.sock\"\nid = {id}\nrole = \"master\"\n\
              mac = \"02:00:00:00:01:0{id}\"\nnetwork = \"{net}\"\naddresses = [\"10.1.1.1/24\"]\n\n\
              [[neighbor]]\ninterface = \"{net}-pod\"\nip = \"10.1.1.2\"\nmac = \"{POD_MAC}\"\n\n\
@@ -177,110 +75,15 @@ fn serving<T: Send>(pods: &mut Pods, f: impl FnOnce() -> T + Send) -> (T, [Vec<V
     })
 }
 
-/// tshark on the bridge, capturing VXLAN.
-struct Capture {
-    child: std::process::Child,
-    file: std::path::PathBuf,
-}
-
-impl Capture {
-    fn start(lab: &Lab, file: std::path::PathBuf) -> Capture {
-        let mut child = Command::new("ip")
-            .args(["netns", "exec", &lab.ns("br"), "tshark", "-q", "-i", "br0"])
-            .args(["-f", "udp port 4789", "-w"])
-            .arg(&file)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        // tshark says "Capturing on 'br0'" once it is.
-        let mut r = std::io::BufReader::new(child.stderr.take().unwrap());
-        let mut line = String::new();
-        while std::io::BufRead::read_line(&mut r, &mut line).unwrap() > 0 {
-            if line.contains("Capturing on") {
-                break;
-            }
-            line.clear();
-        }
-        std::thread::spawn(move || std::io::copy(&mut r, &mut std::io::sink()));
-        Capture { child, file }
-    }
-
-    /// Stops the capture; one line per VXLAN packet: VNI, IPv4 sources, destinations (outer
-    /// then inner, comma-separated), outer UDP source port.
-    fn stop(mut self) -> Vec<String> {
-        std::thread::sleep(Duration::from_millis(300));
-        let _ = Command::new("kill")
-            .args(["-INT", &self.child.id().to_string()])
-            .status();
-        let _ = self.child.wait();
-        let out = Command::new("tshark")
-            .arg("-r")
-            .arg(&self.file)
-            .args([
-                "-Y",
-                "vxlan",
-                "-T",
-                "fields",
-                "-e",
-                "vxlan.vni",
-                "-e",
-                "ip.src",
-            ])
-            .args(["-e", "ip.dst", "-e", "udp.srcport"])
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(str::to_string)
-            .collect()
-    }
-}
-
-/// `ping -c N` in namespace `ns`: how many replies came.
-fn ping_from(lab: &Lab, ns: &str, dst: &str, n: u32) -> u32 {
-    let out = Command::new("ip")
-        .args(["netns", "exec", &lab.ns(ns), "ping", "-c", &n.to_string()])
-        .args(["-i", "0.2", "-W", "1", dst])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    text.split(", ")
-        .find_map(|p| p.strip_suffix(" received")?.parse().ok())
-        .unwrap_or_else(|| panic!("{text}"))
-}
-
-/// UDP datagrams to `port` counted in namespace `ns` while `send` runs.
-fn udp_sink(lab: &Lab, ns: &str, port: u16, want: usize) -> std::process::Child {
-    let code = format!(
-        "import socket\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n\
-         s.bind(('0.0.0.0',{port}))\ns.settimeout(3)\nn=0\n\
-         print('ready',flush=True)\n\
-         try:\n  while n<{want}:\n    d,a=s.recvfrom(4096)\n    n+=1 if d.startswith(b'pod') else 0\n\
-         except Exception:\n  pass\nprint(n,flush=True)\n"
-    );
-    let mut c = Command::new("ip")
-        .args(["netns", "exec", &lab.ns(ns), "python3", "-c", &code])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(c.stdout.as_mut().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    assert_eq!(line.trim(), "ready");
-    c
-}
-
 #[test]
 fn a_linux_vtep_per_network_talks_to_veclane_pods_over_af_packet() {
     if let Some(why) = unable() {
         println!("skipped: {why}");
         return;
     }
-    let lab = Lab::new();
+    let lab = Lab::new(&["a", "l3", "l4"]);
+    lab.linux_vtep("l3", 56, "192.0.2.3", "192.0.2.1", "10.1.3.1/16");
+    lab.linux_vtep("l4", 88, "192.0.2.4", "192.0.2.1", "10.1.3.1/16");
     let d = Daemon::start_in(Some(&lab.ns("a")), &config());
     let mut pods = Pods::connect(&d.path("pods.sock"), &[0, 1]);
     d.wait_connected(3);
@@ -419,8 +222,8 @@ fn a_linux_vtep_per_network_talks_to_veclane_pods_over_af_packet() {
         let (rx, tx): (u64, u64) = (f[8].parse().unwrap(), f[9].parse().unwrap());
         assert!(rx >= 20 && tx >= 20, "{t}");
     }
-    let i = d.ok("show interface host-va");
-    assert!(i.contains("af-packet host-if va"), "{i}");
+    let i = d.ok("show interface host-v0");
+    assert!(i.contains("af-packet host-if v0"), "{i}");
 
     // MTU: the uplink's 1500 leaves 1450 inside the tunnel. A 1500-byte inner packet with DF
     // gets ICMP fragmentation needed (MTU 1450) back at the pod; once the uplink is at 9000,
@@ -455,7 +258,7 @@ fn a_linux_vtep_per_network_talks_to_veclane_pods_over_af_packet() {
             etherparse::icmpv4::DestUnreachableHeader::FragmentationNeeded { next_hop_mtu: 1450 }
         )
     );
-    d.ok("set interface mtu host-va 9000");
+    d.ok("set interface mtu host-v0 9000");
     assert!(d.ok("show vxlan tunnel").contains("8950"));
     let sink = udp_sink(&lab, "l3", 7001, 1);
     pods.send(0, &[jumbo()]);

@@ -47,6 +47,8 @@ pub use tx::{SendStats, TxQueue};
 /// `ETH_P_ALL`: every protocol.
 const ETH_P_ALL: u16 = 0x0003;
 const KIB: u32 = 1024;
+/// The fewest transmit frames a ring sized from the MTU gets: two graph frames' worth.
+const MIN_TX_FRAMES: u32 = 2 * graph::FRAME_SIZE as u32;
 
 /// Ring geometry for one direction of one queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,8 +83,8 @@ pub struct AfPacketConfig {
     /// Default: 32 blocks of 128 KiB, 4 MiB per queue: about 30 000 minimum-size frames of
     /// slack for a worker that is late, and at least 32 retire periods for one that sleeps.
     pub rx: RingGeometry,
-    /// Default: 8 blocks of 256 KiB with frames sized from the MTU (1024 frames at MTU 1500,
-    /// 128 at MTU 9000).
+    /// Default: 8 blocks of 256 KiB with frames sized from the MTU (1024 frames at MTU 1500),
+    /// more blocks when that is under 512 frames (32 blocks, 8 MiB, at MTU 9000).
     pub tx: RingGeometry,
     /// Receive block retire timeout in milliseconds: the longest a lone frame waits in a
     /// half-filled block before the worker can see it. 0 lets the kernel choose (from the
@@ -302,6 +304,10 @@ impl Geometry {
         let mut tx = cfg.tx;
         if tx.frame_size == 0 {
             tx.frame_size = (largest + tx::TX_DATA).next_power_of_two().max(2048);
+            // Sized from the MTU, the ring still holds two full frames of the graph (512
+            // packets), whatever the MTU: at 9000, 128 frames would not take one.
+            let per_block = (tx.block_size / tx.frame_size).max(1);
+            tx.block_count = tx.block_count.max(MIN_TX_FRAMES.div_ceil(per_block));
         }
         let names = |d| match d {
             "rx" => ["rx.block_size", "rx.block_count", "rx.frame_size"],

@@ -23,6 +23,9 @@ const F_SNAPLEN: u64 = std::mem::offset_of!(libc::tpacket2_hdr, tp_snaplen) as u
 const ETH_HLEN: u32 = 14;
 const VLAN_HLEN: u32 = 4;
 
+/// Kicks a send may make to free frames when the ring fills midway through a batch.
+const RING_FULL_RETRIES: u32 = 4;
+
 /// What one `send` call did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct SendStats {
@@ -174,9 +177,11 @@ impl TxQueue {
     }
 
     /// Sends packets in order: copies each chain (its buffers' data and any external
-    /// segment) into a free frame, then makes one `send` for the batch. Returns how many
-    /// were consumed from the front of `pkts`, sent or dropped (counted); it stops when the
-    /// ring is full (counted as `ring_full`, the rest as `tx_no_room`). The caller frees every
+    /// segment) into a free frame, then makes one `send` for the batch. When the ring fills
+    /// midway it kicks the kernel, takes back the frames it sent (a qdisc-bypass send on a
+    /// virtual or idle device completes within the call) and goes on, a few times at most.
+    /// Returns how many were consumed from the front of `pkts`, sent or dropped (counted); it
+    /// stops when the ring stays full (counted as `ring_full`, the rest as `tx_no_room`). The caller frees every
     /// buffer of `pkts` either way: the ring holds copies.
     ///
     /// An error means the interface went down or vanished; the frames it had not sent yet,
@@ -187,9 +192,18 @@ impl TxQueue {
         self.reclaim();
         let mut st = SendStats::default();
         let mut bytes = 0u64;
+        let mut retries = 0;
         for &p in pkts {
             if self.in_flight == self.frame_count {
-                break;
+                if retries == RING_FULL_RETRIES {
+                    break;
+                }
+                retries += 1;
+                self.kick()?;
+                self.reclaim();
+                if self.in_flight == self.frame_count {
+                    break;
+                }
             }
             st.consumed += 1;
             let at = self.frame_offset(self.head);

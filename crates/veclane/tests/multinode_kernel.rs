@@ -1,0 +1,118 @@
+//! Two veclane daemons, each in its own network namespace with an AF_PACKET uplink on a veth
+//! into one Linux bridge (root only; without it the test says why and passes). Networks blue
+//! (VNI 56) and red (VNI 88) both use 10.10.0.0/16; the pods are `veclane gen` over memif:
+//! senders on node A, sinks on node B. Each sink receives exactly its own network's stream,
+//! and tshark on the bridge sees each stream inside its own VNI between the two VTEPs.
+
+mod daemon_common;
+mod kernel_common;
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use daemon_common::*;
+use kernel_common::*;
+
+/// Node `n` (1: A, the senders' side; 2: B, the sinks').
+fn node_config(n: u8) -> String {
+    let other = 3 - n;
+    let mut c = format!(
+        "[daemon]\nmode = \"interrupt\"\nbuffers = 8192\n\n\
+         [[af-packet]]\nhost-if = \"v0\"\naddresses = [\"192.0.2.{n}/24\"]\n\n"
+    );
+    for (id, net, vni) in [(0, "blue", 56), (1, "red", 88)] {
+        // gen sends from 10.10.1.2 to 10.10.2.2, to MAC 02:00:00:00:00:02, from ...:01.
+        c.push_str(&format!(
+            "[[network]]\nname = \"{net}\"\nvni = {vni}\nranges = [\"10.10.0.0/16\"]\nuplink = \"host-v0\"\n\n\
+             [[interface]]\nname = \"{net}-pod\"\nsocket = \"pods.sock\"\nid = {id}\nrole = \"master\"\n\
+             mac = \"02:00:00:00:00:02\"\nnetwork = \"{net}\"\naddresses = [\"10.10.{n}.1/24\"]\n\n\
+             [[neighbor]]\ninterface = \"{net}-pod\"\nip = \"10.10.{n}.2\"\nmac = \"02:00:00:00:00:01\"\n\n\
+             [[route]]\nprefix = \"10.10.{other}.0/24\"\nvia = \"192.0.2.{other}\"\nnetwork = \"{net}\"\n\n"
+        ));
+    }
+    c
+}
+
+/// `veclane gen` on `socket` interface `id` with `args`, its JSON report on stdout.
+fn run_gen(socket: &std::path::Path, id: u32, args: &[&str]) -> Child {
+    Command::new(BIN)
+        .args(["gen", "--json", "--socket"])
+        .arg(socket)
+        .args(["--id", &id.to_string()])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+fn report(c: Child) -> serde_json::Value {
+    let out = c.wait_with_output().unwrap();
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+#[test]
+fn two_daemons_over_af_packet_keep_blue_and_red_apart() {
+    if let Some(why) = unable() {
+        println!("skipped: {why}");
+        return;
+    }
+    let lab = Lab::new(&["a", "b"]);
+    let a = Daemon::start_in(Some(&lab.ns("a")), &node_config(1));
+    let b = Daemon::start_in(Some(&lab.ns("b")), &node_config(2));
+    let (pods_a, pods_b) = (a.path("pods.sock"), b.path("pods.sock"));
+
+    // Resolve both paths (the underlay, then ARP inside each tunnel, answered by B's proxy)
+    // with single probe frames.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    for id in [0u32, 1] {
+        while a.ok("show ip neighbors").matches("10.10.2.2").count() <= id as usize {
+            assert!(
+                Instant::now() < deadline,
+                "A: {}\nB: {}",
+                a.ok("show errors"),
+                b.ok("show errors")
+            );
+            let _ = report(run_gen(&pods_a, id, &["--tx-only", "--count", "1"]));
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    let cap = Capture::start(&lab, a.path("bridge.pcap"));
+    let sinks = [0u32, 1].map(|id| run_gen(&pods_b, id, &["--rx-only", "--duration", "4"]));
+    std::thread::sleep(Duration::from_millis(500));
+    let senders = [(0u32, "3000"), (1, "2000")]
+        .map(|(id, n)| run_gen(&pods_a, id, &["--tx-only", "--count", n, "--rate", "20000"]));
+    let sent = senders.map(report);
+    let got = sinks.map(report);
+    let seen = cap.stop();
+    for ((s, g), want) in sent.iter().zip(&got).zip([3000u64, 2000]) {
+        assert_eq!(s["tx_packets"].as_u64(), Some(want), "{s}");
+        assert_eq!(
+            (g["rx_packets"].as_u64(), g["rx_foreign"].as_u64()),
+            (Some(want), Some(0)),
+            "sink: {g}\nA: {}\nB: {}",
+            a.ok("show errors"),
+            b.ok("show errors")
+        );
+    }
+    // On the bridge: blue's 3000 inside VNI 56 and red's 2000 inside VNI 88, A's VTEP to B's,
+    // from 10.10.1.2 to 10.10.2.2.
+    let count = |vni: &str| {
+        seen.iter()
+            .filter(|l| {
+                let f: Vec<&str> = l.split('\t').collect();
+                f[0] == vni && f[1] == "192.0.2.1,10.10.1.2" && f[2] == "192.0.2.2,10.10.2.2"
+            })
+            .count()
+    };
+    assert_eq!(
+        (count("56"), count("88")),
+        (3000, 2000),
+        "{:?}",
+        &seen[..seen.len().min(5)]
+    );
+    let t = a.ok("show vxlan tunnel");
+    assert!(t.contains("blue") && t.contains("red"), "{t}");
+}
