@@ -114,5 +114,6 @@ fn two_daemons_over_af_packet_keep_blue_and_red_apart() {
         &seen[..seen.len().min(5)]
     );
     let t = a.ok("show vxlan tunnel");
+    eprintln!("node A:\n{t}");
     assert!(t.contains("blue") && t.contains("red"), "{t}");
 }
