@@ -332,6 +332,40 @@ impl Pool {
         m.total_len -= have - len;
     }
 
+    /// Shortens the whole chain starting at `head` to `len` bytes: the buffer where byte `len`
+    /// falls is cut (its external segment first), the buffers after it go back to the pool.
+    /// Nothing changes if the chain is not longer.
+    pub fn truncate_chain(&mut self, head: u32, len: u32) {
+        if self.meta[head as usize].total_len <= len {
+            return;
+        }
+        let mut at = 0u32;
+        let mut b = head;
+        while b != NONE {
+            let m = self.meta[b as usize];
+            let here = u32::from(m.len) + m.ext.len;
+            if at + here >= len {
+                let keep = len - at;
+                let m = &mut self.meta[b as usize];
+                if keep > u32::from(m.len) {
+                    m.ext.len = keep - u32::from(m.len);
+                } else {
+                    m.ext.len = 0;
+                    m.len = keep as u16;
+                }
+                let tail = m.next;
+                if tail != NONE {
+                    self.link(b, NONE);
+                    self.free(tail);
+                }
+                break;
+            }
+            at += here;
+            b = m.next;
+        }
+        self.meta[head as usize].total_len = len;
+    }
+
     /// Bytes of this buffer's packet from its data start: own data plus external segment
     /// (chains aside).
     pub fn packet_len(&self, b: u32) -> usize {
@@ -468,6 +502,36 @@ impl Pool {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_chain_is_cut_where_its_length_ends_and_the_rest_freed() {
+        let mut pool = Pool::new(PoolConfig {
+            count: 8,
+            data_size: 64,
+            headroom: 0,
+        })
+        .unwrap();
+        let bytes: Vec<u8> = (0..200u8).collect();
+        let b = pool.from_bytes(&bytes).unwrap();
+        assert_eq!(pool.chain_len(b), 4);
+        pool.truncate_chain(b, 300);
+        assert_eq!(pool.meta(b).total_len, 200, "longer: nothing changes");
+        pool.truncate_chain(b, 100);
+        let mut v = Vec::new();
+        pool.read_chain(b, &mut v);
+        assert_eq!(v, &bytes[..100]);
+        assert_eq!((pool.chain_len(b), pool.meta(b).total_len), (2, 100));
+        assert_eq!(pool.available(), 6);
+        pool.truncate_chain(b, 64);
+        assert_eq!(
+            (pool.chain_len(b), pool.available()),
+            (1, 7),
+            "no empty buffer is left"
+        );
+        pool.free(b);
+        assert_eq!(pool.available(), 8);
+    }
+
     use super::*;
 
     #[test]

@@ -4,9 +4,13 @@
 //! On a VXLAN tunnel it is also a proxy: a tunnel is one Ethernet segment spanning a network's
 //! whole range on every node, so a remote VTEP (a Linux one, another veclane) asks for a pod's
 //! address directly. We answer with the tunnel's MAC for any address of the network that this
-//! node delivers itself: one of ours, or one whose route leaves through an interface that is
-//! not a tunnel (a pod here). Addresses reached through another tunnel are not answered, so a
-//! node never becomes a transit hop between two others.
+//! node delivers itself: one of ours, a neighbour resolved on an interface that is not a
+//! tunnel (a pod here), or an unresolved host on such an interface's connected subnet (not its
+//! network or broadcast address). Addresses reached through another tunnel or through a
+//! gateway (an aggregate or default route) are not answered, so a node never becomes a
+//! transit hop between two others or a sink for addresses another node owns. A sender on a
+//! tunnel that claims an address this node delivers is not learned (it would hijack the pod's
+//! traffic into the tunnel).
 
 use std::sync::Arc;
 use std::sync::mpsc::{SyncSender, TrySendError};
@@ -75,6 +79,7 @@ graph::node! {
         Malformed = "arp packet malformed or not ethernet/ipv4",
         NotOurs = "arp request for an address that is not ours",
         ProxyReplied = "arp request answered for a host behind us on a tunnel (not an error)",
+        Spoofed = "arp on a tunnel from an address this node delivers (not learned)",
         ReplyLearned = "arp reply: neighbour learned (not an error)",
         OffLink = "arp sender not on a connected subnet",
         NoHeadroom = "no headroom for the l2 header",
@@ -107,11 +112,24 @@ impl ArpInput {
         let Some(adj) = vrfs.get(t.vrf as usize).and_then(|v| v.lookup(tip)) else {
             return false;
         };
+        let local_if = |tx: u32| {
+            ifs.get(tx as usize)
+                .filter(|c| tx != rx && c.tunnel().is_none())
+        };
         match self.shared.adjacencies.load().get(adj as usize) {
             Some(Adjacency::Local) => true,
-            Some(a @ (Adjacency::Rewrite { .. } | Adjacency::Glean { .. })) => {
-                a.target().is_some_and(|(tx, _)| {
-                    tx != rx && ifs.get(tx as usize).is_some_and(|c| c.tunnel().is_none())
+            // A resolved host, not a gateway in front of other addresses.
+            Some(&Adjacency::Rewrite {
+                tx_if, next_hop, ..
+            }) => next_hop == tip && local_if(tx_if).is_some(),
+            // A connected subnet's host, neither the subnet's network nor broadcast address.
+            Some(&Adjacency::Glean { tx_if, next_hop }) if next_hop.is_unspecified() => {
+                local_if(tx_if).is_some_and(|c| {
+                    c.addresses.iter().any(|&(a, l)| {
+                        let host = if l >= 31 { 0 } else { u32::MAX >> l };
+                        let t = u32::from(tip);
+                        crate::same_subnet(a, tip, l) && t & host != 0 && t & host != host
+                    })
                 })
             }
             _ => false,
@@ -137,6 +155,10 @@ impl Node for ArpInput {
                 (arp.op(), arp.sender_mac(), arp.sender_ip(), arp.target_ip());
             if !ifc.on_link(sip) {
                 ctx.count_error(Error::OffLink);
+                continue;
+            }
+            if ifc.tunnel().is_some() && self.proxies(&ifs, rx, sip) {
+                ctx.count_error(Error::Spoofed);
                 continue;
             }
             // Requests and replies alike tell us where the sender is.
@@ -178,6 +200,7 @@ impl Node for ArpInput {
                         (me, tip),
                         (smac, sip),
                     );
+                    crate::free_chain_tail(ctx.pool, b);
                     ctx.pool.truncate(b, len as u16);
                     if !ctx.pool.advance(b, -(ETH_HDR as isize)) {
                         ctx.count_error(Error::NoHeadroom);

@@ -93,6 +93,7 @@ graph::node! {
         Throttled = "arp request throttled, packet dropped",
         IfDown = "tx interface down or unknown",
         NoAddress = "tx interface has no address",
+        OffNetwork = "tunnel: sender outside its network, no arp request on its behalf",
         StaleAdj = "adjacency changed",
         NoRoom = "no room for the arp request",
     }
@@ -134,7 +135,12 @@ impl Node for Ip4Glean {
             // which the other side then reaches through us (see `arp-input`'s proxy).
             let me = match ifc.tunnel() {
                 Some(_) if ifc.addresses.is_empty() => {
-                    Some(Ipv4::new_unchecked(ctx.pool.data(b)).src_addr())
+                    let s = Ipv4::new_unchecked(ctx.pool.data(b)).src_addr();
+                    if !ifc.on_link(s) {
+                        ctx.count_error(Error::OffNetwork);
+                        continue;
+                    }
+                    Some(s)
                 }
                 _ => ifc.source_for(next_hop),
             };

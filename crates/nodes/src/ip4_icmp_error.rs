@@ -190,7 +190,16 @@ impl Node for Ip4IcmpError {
                 ctx.count_error(Error::AboutIcmpError);
                 continue;
             }
-            let Some(our) = ifs.get(meta.rx_if as usize).and_then(|i| i.source_for(src)) else {
+            // A tunnel has no address: speak from one of its network's own (the VRF's first
+            // interface that has one), so that a host across the tunnel hears why.
+            let rx = ifs.get(meta.rx_if as usize);
+            let our = rx.and_then(|i| i.source_for(src)).or_else(|| {
+                let t = rx.filter(|i| i.tunnel().is_some())?.table;
+                ifs.iter()
+                    .filter(|c| c.table == t && c.tunnel().is_none())
+                    .find_map(|c| c.addresses.first().map(|a| a.0))
+            });
+            let Some(our) = our else {
                 ctx.count_error(Error::NoAddress);
                 continue;
             };

@@ -48,8 +48,12 @@ impl Node for Ip4Input {
                 let (unchained, avail) = (m.next == buffer::NONE, m.total_len as usize);
                 if usize::from(total) <= avail && usize::from(total) >= MIN_HEADER_LEN {
                     let (ttl, traced) = (ip.ttl(), m.flags & graph::BUFFER_TRACED != 0);
-                    if unchained && usize::from(total) < avail {
-                        ctx.pool.truncate(b, total);
+                    if usize::from(total) < avail {
+                        if unchained {
+                            ctx.pool.truncate(b, total);
+                        } else {
+                            ctx.pool.truncate_chain(b, u32::from(total));
+                        }
                     }
                     if traced {
                         ctx.trace(b, Ip4InputTrace { ttl });
@@ -72,10 +76,8 @@ impl Node for Ip4Input {
             };
             match verdict {
                 Ok((total, ttl)) => {
-                    // Link-layer padding (frames under 60 bytes) is never chained.
-                    if ctx.pool.meta(b).next == buffer::NONE {
-                        ctx.pool.truncate(b, total);
-                    }
+                    // Link-layer padding, or bytes a peer put past the datagram.
+                    ctx.pool.truncate_chain(b, u32::from(total));
                     if ctx.is_traced(b) {
                         ctx.trace(b, Ip4InputTrace { ttl });
                     }

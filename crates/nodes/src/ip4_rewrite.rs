@@ -46,6 +46,7 @@ graph::node! {
         TtlExpired = "ttl expired (sent to ip4-icmp-error)",
         MtuExceeded = "over the interface mtu with df set (sent to ip4-icmp-error)",
         MtuDrop = "over the interface mtu without df (not fragmented, dropped)",
+        MtuOwn = "our own packet over the interface mtu (an encapsulated one: the uplink's mtu is too small)",
         NoHeadroom = "no headroom for the l2 header",
         StaleAdj = "adjacency changed",
     }
@@ -111,7 +112,12 @@ impl Node for Ip4Rewrite {
             }
             if m.total_len - ETH_HDR as u32 > u32::from(mtu) {
                 m.skip(ETH_HDR as u16);
-                if ip.dont_frag() {
+                // Our own packets (an encapsulated one too big for the uplink) get no error:
+                // it would be addressed to ourselves.
+                if local {
+                    ctx.count_error(Error::MtuOwn);
+                    *n = Next::Drop.into();
+                } else if ip.dont_frag() {
                     m.tx_if = tx_if;
                     m.error = FRAG_NEEDED;
                     ctx.count_error(Error::MtuExceeded);

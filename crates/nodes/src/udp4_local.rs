@@ -31,6 +31,7 @@ graph::node! {
         NoPort = "udp to us on a port nobody listens on (icmp port unreachable)",
         BadChecksum = "udp checksum error",
         BadLength = "udp header truncated or its length disagrees with ip's",
+        Fragment = "ip fragment to us (not reassembled)",
     }
 }
 
@@ -41,6 +42,12 @@ impl Node for Udp4Local {
             let d = ctx.pool.data(b);
             let ip = Ipv4::new_unchecked(d);
             let (src, dst, total) = (ip.src_addr(), ip.dst_addr(), usize::from(ip.total_len()));
+            // No reassembly: a fragment's payload is no UDP datagram (a Linux VTEP sends
+            // fragmented VXLAN when its uplink's MTU is too small and DF is off).
+            if ip.more_frags() || ip.frag_offset() != 0 {
+                ctx.count_error(Error::Fragment);
+                continue;
+            }
             let Some(u) = d
                 .get(MIN_HEADER_LEN..MIN_HEADER_LEN + wire::udp::HEADER_LEN)
                 .map(Udp::new_unchecked)
@@ -56,8 +63,8 @@ impl Node for Udp4Local {
             if u.checksum() != 0 {
                 let m = ctx.pool.meta(b);
                 let whole = m.next == buffer::NONE && m.ext.len == 0;
-                let seg = if whole {
-                    &d[MIN_HEADER_LEN..total]
+                let seg = if whole && let Some(seg) = d.get(MIN_HEADER_LEN..total) {
+                    seg
                 } else {
                     self.scratch.clear();
                     ctx.pool.read_chain(b, &mut self.scratch);

@@ -3,7 +3,9 @@
 //! interface, so that it is looked up in the tunnel's network's VRF and nowhere else.
 //!
 //! The tunnel is found by (outer source address, VNI), as VPP's `vxlan4-input` does: a packet
-//! is accepted only from a VTEP we have a tunnel to for that VNI. VXLAN carries no
+//! is accepted only from a VTEP we have a tunnel to for that VNI, addressed to the tunnel's own
+//! VTEP address and received in its uplink's VRF (a pod cannot send VXLAN to its gateway
+//! address, nor a network tunnel VXLAN inside VXLAN, to reach another network). VXLAN carries no
 //! authentication, so a host that can reach our UDP port 4789 from a configured VTEP's address
 //! can inject into the network of any VNI that VTEP serves, and into no other; filtering
 //! spoofed outer sources is the underlay's job (see `docs/multinet.md`).
@@ -46,6 +48,7 @@ graph::node! {
         BadFlags = "vxlan flags without the I bit (no valid vni)",
         UnknownVni = "vxlan vni of no network",
         NoTunnel = "vxlan from a vtep with no tunnel for its vni",
+        WrongUnderlay = "vxlan not received on its tunnel's underlay (vrf or vtep address)",
     }
     trace VxlanInputTrace { vni: u32, tunnel: u32 }
 }
@@ -69,7 +72,8 @@ impl Node for Vxlan4Input {
                 ctx.count_error(Error::Truncated);
                 continue;
             };
-            let src = wire::Ipv4::new_unchecked(&outer[..]).src_addr();
+            let ip = wire::Ipv4::new_unchecked(&outer[..]);
+            let (src, dst) = (ip.src_addr(), ip.dst_addr());
             let v = Vxlan::new_unchecked(&outer[OUTER - wire::vxlan::HEADER_LEN..]);
             if !v.vni_valid() {
                 ctx.count_error(Error::BadFlags);
@@ -97,13 +101,18 @@ impl Node for Vxlan4Input {
                     }
                 },
             };
+            let Some(t) = ifs.get(tunnel as usize).and_then(|c| c.tunnel()) else {
+                ctx.count_error(Error::NoTunnel);
+                continue;
+            };
+            if ctx.pool.meta(b).vrf != t.underlay || dst != t.src {
+                ctx.count_error(Error::WrongUnderlay);
+                continue;
+            }
             ctx.pool.advance(b, OUTER as isize);
             let m = ctx.pool.meta_mut(b);
             m.rx_if = tunnel;
-            let bytes = m.total_len;
-            if let Some(t) = ifs.get(tunnel as usize).and_then(|c| c.tunnel()) {
-                self.rx.add(&t.counters, bytes, true);
-            }
+            self.rx.add(&t.counters, m.total_len, true);
             if ctx.is_traced(b) {
                 ctx.trace(b, VxlanInputTrace { vni, tunnel });
             }

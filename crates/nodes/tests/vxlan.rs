@@ -384,3 +384,52 @@ fn arp_across_the_tunnel_is_answered_for_our_pods_only() {
     assert_eq!(&reply[22..28], &mac(2, TUNNEL));
     assert_eq!(&reply[28..32], &[10, 1, 2, 2]);
 }
+
+#[test]
+fn vxlan_from_a_pod_a_fragment_or_a_spoofed_arp_goes_nowhere() {
+    let (mut a, mut b) = (side(1, 1500), side(2, 1500));
+    let out = a.run(vec![a.pod_packet([10, 1, 2, 2], b"hello", true)]);
+    let good = out[0].1.clone();
+    // A pod on B sends that very VXLAN packet to its gateway (B's blue address 10.1.2.1),
+    // claiming A's VTEP as source: it arrived in blue's VRF, not the underlay.
+    let mut from_pod = good.clone();
+    from_pod[0..6].copy_from_slice(&mac(2, POD));
+    from_pod[30..34].copy_from_slice(&[10, 1, 2, 1]);
+    let fix = |f: &mut Vec<u8>| {
+        let mut h = etherparse::Ipv4Header::from_slice(&f[14..]).unwrap().0;
+        h.header_checksum = h.calc_header_checksum();
+        f[14..34].copy_from_slice(&h.to_bytes());
+    };
+    fix(&mut from_pod);
+    assert!(b.run(vec![(POD, from_pod)]).is_empty());
+    assert!(
+        b.errors()
+            .iter()
+            .any(|e| e.1 == "vxlan not received on its tunnel's underlay (vrf or vtep address)"),
+        "decapsulated only from the underlay"
+    );
+    // A first fragment of a VXLAN datagram (MF set).
+    let mut frag = good.clone();
+    frag[20] = 0x20;
+    fix(&mut frag);
+    assert!(b.run(vec![(UPLINK, frag)]).is_empty());
+    assert!(
+        b.errors()
+            .iter()
+            .any(|e| e.1 == "ip fragment to us (not reassembled)")
+    );
+    // Across the tunnel, an ARP request whose sender is B's own pod (10.1.2.2): not learned,
+    // not answered.
+    let req = a.run(vec![a.pod_packet([10, 1, 2, 7], b"x", true)])[0]
+        .1
+        .clone();
+    let mut spoof = req.clone();
+    spoof[50 + 28..50 + 32].copy_from_slice(&[10, 1, 2, 2]);
+    spoof[50 + 38..50 + 42].copy_from_slice(&[10, 1, 2, 2]);
+    assert!(b.run(vec![(UPLINK, spoof)]).is_empty());
+    assert!(
+        b.errors()
+            .iter()
+            .any(|e| e.1 == "arp on a tunnel from an address this node delivers (not learned)")
+    );
+}

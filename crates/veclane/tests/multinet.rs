@@ -143,8 +143,24 @@ fn two_nodes_carry_two_networks_with_one_range_apart() {
     pods_a.send(0, &to_other(1, 0, 5, "blue lost"));
     assert!(pods_b.recv(0, 1, Duration::from_millis(300)).is_empty());
 
+    // The same route again (a reload, a reconcile) keeps its tunnel and its count.
+    a.ok("ip route add 10.1.2.0/24 via 192.0.2.2 network red");
+    let t = a.ok("show vxlan tunnel");
+    let red = t
+        .lines()
+        .find(|l| l.contains(" red "))
+        .unwrap_or_else(|| panic!("{t}"));
+    assert_eq!(red.split_whitespace().nth(7), Some("1"), "one route: {t}");
     // Refusals name the problem.
     for (line, named) in [
+        (
+            "set interface ip address red-pod 10.1.2.5/24",
+            "is a route through vxlan_tunnel",
+        ),
+        (
+            "ip route add 10.1.9.0/24 via 192.0.2.1 network red",
+            "a tunnel to it would loop",
+        ),
         ("delete interface uplink", "uplink of tunnels"),
         (
             "ip route add 10.1.9.0/24 via 192.0.2.9 network blue table 3",

@@ -215,6 +215,60 @@ fn a_linux_vtep_per_network_talks_to_veclane_pods_over_af_packet() {
     }
     assert!(blue >= 35 && red >= 35, "blue {blue}, red {red}: {seen:?}");
 
+    // A VNI spoofer: red's VTEP (192.0.2.4) sends with blue's VNI. veclane has no blue tunnel
+    // from there, so nothing reaches blue (or red) and the attempt is counted.
+    lab.exec(
+        "l4",
+        &[
+            "ip",
+            "link",
+            "add",
+            "vxs",
+            "type",
+            "vxlan",
+            "id",
+            "56",
+            "dstport",
+            "4789",
+            "local",
+            "192.0.2.4",
+            "remote",
+            "192.0.2.1",
+            "dev",
+            "v0",
+        ],
+    );
+    lab.exec("l4", &["ip", "addr", "add", "10.2.3.1/16", "dev", "vxs"]);
+    lab.exec("l4", &["ip", "link", "set", "vxs", "up"]);
+    lab.exec("l4", &["ip", "route", "add", "10.1.1.2/32", "dev", "vxs"]);
+    lab.exec(
+        "l4",
+        &[
+            "ip",
+            "neigh",
+            "add",
+            "10.1.1.2",
+            "lladdr",
+            "02:00:00:00:01:00",
+            "dev",
+            "vxs",
+        ],
+    );
+    let (n, got) = serving(&mut pods, || ping_from(&lab, "l4", "10.1.1.2", 3));
+    assert_eq!(n, 0);
+    assert!(got[0].is_empty() && got[1].is_empty(), "{got:?}");
+    let e = d.ok("show errors");
+    assert!(
+        e.lines().any(
+            |l| l.contains("vxlan from a vtep with no tunnel for its vni")
+                && l.split_whitespace()
+                    .next()
+                    .and_then(|c| c.parse::<u64>().ok())
+                    >= Some(3)
+        ),
+        "{e}"
+    );
+
     // Counters: each tunnel carried its own network's packets.
     let t = d.ok("show vxlan tunnel");
     for l in t.lines().skip(1) {

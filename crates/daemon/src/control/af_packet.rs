@@ -7,13 +7,15 @@ use nodes::{Device, IfConfig};
 use uplink::nodes::QueueCommand;
 use uplink::{AfPacket, AfPacketConfig};
 
-use super::interfaces::{Dev, DevView, IfCounters, Iface, Source, free_slot, put};
+use super::interfaces::{Dev, DevView, IfCounters, Iface, Source, put};
 use super::{Control, ControlError};
 
 /// What only an AF_PACKET interface has.
 pub(super) struct AfPacketDev {
     host_if: String,
     queues: u16,
+    /// The host interface's MTU when it was opened: the most ours may be.
+    pub(super) host_mtu: u16,
 }
 
 impl Control {
@@ -54,12 +56,15 @@ impl Control {
         )
         .map_err(|e| ControlError::Interface(format!("af-packet {}: {e}", spec.host_if)))?;
         let mac = spec.mac.map_or(dev.mac(), |m| m.0);
-        let mtu = match spec.mtu {
-            Some(m) => m,
-            // The host's MTU, less what no IPv4 packet can use.
-            None => u16::try_from(dev.mtu()).unwrap_or(u16::MAX),
-        };
-        let index = free_slot(&self.ifaces) as u32;
+        let host_mtu = u16::try_from(dev.mtu()).unwrap_or(u16::MAX);
+        let mtu = spec.mtu.unwrap_or(host_mtu);
+        if mtu > host_mtu {
+            return refuse(format!(
+                "mtu {mtu} is over {}'s own ({host_mtu}): the kernel would drop what it cannot send",
+                spec.host_if
+            ));
+        }
+        let index = self.free_iface_slot() as u32;
         let mut c = IfConfig::new(mac, self.rib.slot(spec.table).expect("ensured above"));
         c.table = spec.table;
         c.up = spec.up;
@@ -72,6 +77,7 @@ impl Control {
             Dev::AfPacket(AfPacketDev {
                 host_if: spec.host_if.clone(),
                 queues,
+                host_mtu,
             }),
         );
         iface.placement = spec.rx_placement.clone();

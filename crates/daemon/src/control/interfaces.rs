@@ -241,6 +241,8 @@ impl Control {
         self.detach_queues(i);
         self.rib.forget_interface(i);
         let f = self.ifaces[ix].take().expect("found above");
+        let marks = self.loop_marks();
+        self.retiring.push((i, marks));
         match &f.dev {
             Dev::Memif(m) => self.remove_memif(m),
             // The workers close its sockets (detached above).
@@ -287,6 +289,15 @@ impl Control {
     pub(super) fn set_mtu(&mut self, i: u32, mtu: u16) -> Result<(), ControlError> {
         if let Some(p) = api::config::mtu_problem(Some(mtu)) {
             return Err(ControlError::Interface(p));
+        }
+        if let Dev::AfPacket(d) = &self.iface(i).dev
+            && mtu > d.host_mtu
+        {
+            return Err(ControlError::Interface(format!(
+                "mtu {mtu} is over the host interface's ({}): set it there first, then recreate {}",
+                d.host_mtu,
+                self.iface(i).name
+            )));
         }
         if self.iface(i).tunnel().is_some() {
             return Err(ControlError::Interface(format!(
@@ -385,6 +396,18 @@ impl Control {
                 self.check_in_network(n, a)?;
             }
             self.rib.check_new_address(t, a.addr)?;
+            let host = Ipv4Prefix {
+                addr: a.addr,
+                len: 32,
+            };
+            for p in [a.network(), host] {
+                if let Some(&tun) = self.tunnel_routes.get(&(t, p)) {
+                    return Err(ControlError::Interface(format!(
+                        "{p} in table {t} is a route through {}: delete it before adding {a}",
+                        self.name_of(tun)
+                    )));
+                }
+            }
             self.ifconfigs[i as usize].addresses.push((a.addr, a.len));
             self.rib.add_address(&self.ifconfigs, i, t, a)?;
         }

@@ -91,7 +91,7 @@ impl Control {
         self.rib.ensure_table(table)?;
         let (path, shown) = self.socket_path(&spec.socket);
         // Slots of deleted interfaces and sockets are reused.
-        let index = free_slot(&self.ifaces) as u32;
+        let index = self.free_iface_slot() as u32;
         let existing = self
             .socks
             .iter()

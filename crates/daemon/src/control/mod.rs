@@ -76,6 +76,9 @@ pub struct Control {
     shared: Shared,
     rib: Rib,
     networks: Vec<networks::Network>,
+    /// Interface slots deleted, not reused until every worker has finished a loop since (with
+    /// each worker's loop count at the deletion): a packet in flight still names the slot.
+    retiring: Vec<(u32, Vec<u64>)>,
     /// The static routes that go through a VXLAN tunnel, and its interface index.
     tunnel_routes: HashMap<tunnels::RouteKey, u32>,
     learned: Receiver<Learned>,
@@ -125,6 +128,7 @@ impl Control {
             rib,
             networks: Vec::new(),
             tunnel_routes: HashMap::new(),
+            retiring: Vec::new(),
             learned: learned_rx,
             learn_wake: learn_wake.clone(),
             quiesce_after: None,
@@ -210,6 +214,8 @@ impl Control {
         self.poll_sockets();
         for _ in 0..1024 {
             match self.learned.try_recv() {
+                // Reports about a deleted interface are stale.
+                Ok(l) if !self.is_live(l.ifindex) => {}
                 Ok(l) => {
                     if let Err(e) = self.rib.learn(&self.ifconfigs, l) {
                         tracing::warn!("neighbour {}: {e}", l.ip);
@@ -225,28 +231,52 @@ impl Control {
     /// Starts waiting for the workers (again) when the RIB unlinked table memory.
     fn after_rib_change(&mut self) {
         if self.rib.take_unlinked() {
-            self.quiesce_after = Some(
-                self.workers
-                    .iter()
-                    .map(|w| w.activity.loops.load(Ordering::Acquire))
-                    .collect(),
-            );
+            self.quiesce_after = Some(self.loop_marks());
         }
     }
 
-    /// Frees unlinked table memory for reuse once every worker finished a loop since.
+    /// Frees unlinked table memory for reuse, and deleted interface slots, once every worker
+    /// finished a loop since.
     fn maybe_quiesce(&mut self) {
-        let Some(marks) = &self.quiesce_after else {
-            return;
-        };
-        let done = self.workers.iter().zip(marks).all(|(w, &m)| {
-            w.activity.parked.load(Ordering::Acquire)
-                || w.activity.loops.load(Ordering::Acquire) > m
-                || !w.is_alive()
-        });
-        if done {
+        if let Some(marks) = &self.quiesce_after
+            && Self::all_moved_on(&self.workers, marks)
+        {
             self.rib.quiesce();
             self.quiesce_after = None;
         }
+        let workers = &self.workers;
+        self.retiring
+            .retain(|(_, marks)| !Self::all_moved_on(workers, marks));
+    }
+
+    /// Loop counts of every worker now.
+    fn loop_marks(&self) -> Vec<u64> {
+        self.workers
+            .iter()
+            .map(|w| w.activity.loops.load(Ordering::Acquire))
+            .collect()
+    }
+
+    /// Whether every worker finished a loop (or slept, or stopped) since `marks`.
+    fn all_moved_on(workers: &[WorkerHandle], marks: &[u64]) -> bool {
+        workers.iter().zip(marks).all(|(w, &m)| {
+            w.activity.parked.load(Ordering::Acquire)
+                || w.activity.loops.load(Ordering::Acquire) > m
+                || !w.is_alive()
+        })
+    }
+
+    /// Whether interface slot `i` holds a live interface.
+    fn is_live(&self, i: u32) -> bool {
+        self.ifaces.get(i as usize).is_some_and(Option::is_some)
+    }
+
+    /// The lowest interface slot that is free and not retiring.
+    fn free_iface_slot(&self) -> usize {
+        (0..=self.ifaces.len())
+            .find(|&k| {
+                !self.is_live(k as u32) && !self.retiring.iter().any(|(s, _)| *s as usize == k)
+            })
+            .expect("the slot past the end is free")
     }
 }

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use api::{Ipv4Prefix, RouteSpec, TunnelInfo, Via};
 use nodes::{Device, IfConfig, TunnelCounters, VxlanMap, VxlanTunnel};
 
-use super::interfaces::{Dev, IfCounters, Iface, Source, free_slot, put};
+use super::interfaces::{Dev, IfCounters, Iface, Source, put};
 use super::{Control, ControlError};
 
 /// What only a tunnel has (its encapsulation is in its `IfConfig`).
@@ -83,11 +83,17 @@ impl Control {
             self.release_tunnel_if_unused(t);
             return Err(e.into());
         }
-        if let Some(old) = self.tunnel_routes.insert(key, t) {
-            self.release_tunnel(old);
-        }
-        if let Some(Dev::Vxlan(d)) = self.ifaces[t as usize].as_mut().map(|i| &mut i.dev) {
-            d.routes += 1;
+        // The same route again (a reload, an agent's reconcile) holds its tunnel once.
+        match self.tunnel_routes.insert(key, t) {
+            Some(old) if old == t => {}
+            old => {
+                if let Some(Dev::Vxlan(d)) = self.ifaces[t as usize].as_mut().map(|i| &mut i.dev) {
+                    d.routes += 1;
+                }
+                if let Some(old) = old {
+                    self.release_tunnel(old);
+                }
+            }
         }
         Ok(())
     }
@@ -114,6 +120,15 @@ impl Control {
             return refuse(format!("uplink {up_name} is itself a tunnel"));
         }
         let up = &self.ifconfigs[uplink as usize];
+        if self
+            .ifconfigs
+            .iter()
+            .any(|c| c.table == up.table && c.owns(vtep))
+        {
+            return refuse(format!(
+                "{vtep} is one of this node's own addresses: a tunnel to it would loop"
+            ));
+        }
         let Some(&(src, _)) = up.addresses.first() else {
             return refuse(format!(
                 "uplink {up_name} of network {} has no address: its first address is our VTEP",
@@ -121,7 +136,7 @@ impl Control {
             ));
         };
         let (underlay, up_mtu) = (up.vrf, up.mtu);
-        let index = free_slot(&self.ifaces) as u32;
+        let index = self.free_iface_slot() as u32;
         let taken: Vec<&str> = self
             .ifaces
             .iter()
@@ -134,7 +149,7 @@ impl Control {
             .expect("fewer interfaces than numbers");
         let counters = Arc::new(TunnelCounters::default());
         let mut c = IfConfig::new(
-            [0x02, 0xfe, 0, 0, (index >> 8) as u8, index as u8],
+            tunnel_mac(src, net.spec.vni, vtep),
             self.rib.slot(net.table).expect("a network's table exists"),
         );
         c.table = net.table;
@@ -299,6 +314,16 @@ impl Control {
             })
             .collect()
     }
+}
+
+/// A tunnel's MAC: locally administered, from (our VTEP, VNI, remote VTEP), so that two nodes
+/// with the same configuration never present one MAC to a VTEP that learns MACs (Linux).
+fn tunnel_mac(src: Ipv4Addr, vni: u32, dst: Ipv4Addr) -> [u8; 6] {
+    let k = (u64::from(u32::from(src)) << 32 | u64::from(u32::from(dst))) ^ u64::from(vni) << 8;
+    let mut h = k.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    h ^= h >> 29;
+    let b = h.to_be_bytes();
+    [0x02, b[0], b[1], b[2], b[3], b[4]]
 }
 
 /// The key routes through tunnels are remembered by.
