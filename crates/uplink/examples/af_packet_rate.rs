@@ -1,4 +1,5 @@
-//! Packet rates of the AF_PACKET uplink on a veth pair, against plain packet sockets.
+//! Packet rates of the AF_PACKET and AF_XDP uplinks on a veth pair, against plain packet
+//! sockets, all in one run.
 //!
 //! ```sh
 //! cargo run --release -p uplink --example af_packet_rate [SECONDS [RUNS]]   # as root
@@ -28,6 +29,10 @@
 //! difference is dropped at the receiving socket (its buffer or ring full) and shown as
 //! loss. Kernel `pktgen` would take the sender's system calls out of the picture; the
 //! example says whether it is available.
+//!
+//! With an AF_XDP receiver, CPU 0 also runs the XDP program and the copy into the UMEM (veth's
+//! XDP runs in the NAPI poll the sender's `veth_xmit` schedules on its own CPU). A copy-mode
+//! AF_XDP sender builds an skb per frame inside its `sendto`, as AF_PACKET's does.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -39,7 +44,7 @@ use std::time::{Duration, Instant};
 
 use buffer::{Pool, PoolConfig};
 use rustix::thread::{CpuSet, sched_setaffinity};
-use uplink::{AfPacket, AfPacketConfig, PacketSocket};
+use uplink::{AfPacket, AfPacketConfig, AfXdp, AfXdpConfig, PacketSocket};
 
 const SENDER_CPU: usize = 0;
 const RECEIVER_CPU: usize = 1;
@@ -55,6 +60,7 @@ fn pin(cpu: usize) {
 #[derive(Clone, Copy)]
 enum Side {
     Uplink,
+    Xdp,
     Plain,
 }
 
@@ -124,6 +130,32 @@ fn measure(tx: Side, rx: Side, size: usize, dur: Duration, ifs: (u32, u32)) -> O
                     received.store(n, Ordering::Relaxed);
                     after.kernel_drops - before.kernel_drops
                 }
+                Side::Xdp => {
+                    let (mut q, tx) = AfXdp::open("va", AfXdpConfig::default())
+                        .unwrap()
+                        .into_queues()
+                        .pop()
+                        .unwrap();
+                    let mut pool = Pool::new(PoolConfig::default()).unwrap();
+                    let mut out = Vec::with_capacity(256);
+                    let drops = |q: &mut uplink::af_xdp::RxQueue| {
+                        q.refresh_kernel_stats();
+                        let c = q.counters().snapshot();
+                        c.kernel_drops + c.rx_ring_full
+                    };
+                    ready.wait();
+                    let before = drops(&mut q);
+                    let mut n = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        out.clear();
+                        n += q.recv(&mut pool, &mut out, 256).packets as u64;
+                        pool.free_bulk(&out);
+                    }
+                    let after = drops(&mut q);
+                    received.store(n, Ordering::Relaxed);
+                    drop((q, tx));
+                    after - before
+                }
             }
         })
     };
@@ -161,6 +193,24 @@ fn measure(tx: Side, rx: Side, size: usize, dur: Duration, ifs: (u32, u32)) -> O
                         sent += q.send(&pool, &pkts).map_or(0, |s| s.sent as u64);
                     }
                     (sent, t.elapsed())
+                }
+                Side::Xdp => {
+                    let (rx, mut q) = AfXdp::open("vb", AfXdpConfig::default())
+                        .unwrap()
+                        .into_queues()
+                        .pop()
+                        .unwrap();
+                    let mut pool = Pool::new(PoolConfig::default()).unwrap();
+                    let pkts: Vec<u32> = f.iter().map(|v| pool.from_bytes(v).unwrap()).collect();
+                    ready.wait();
+                    let t = Instant::now();
+                    while !stop.load(Ordering::Relaxed) {
+                        // The UMEM holds copies: the same buffers go again and again.
+                        sent += q.send(&pool, &pkts).map_or(0, |s| s.sent as u64);
+                    }
+                    let took = t.elapsed();
+                    drop((rx, q));
+                    (sent, took)
                 }
             }
         })
@@ -224,6 +274,9 @@ fn main() {
             ("plain tx -> uplink rx", Side::Plain, Side::Uplink),
             ("uplink tx -> uplink rx", Side::Uplink, Side::Uplink),
             ("plain tx -> plain rx", Side::Plain, Side::Plain),
+            ("xdp tx -> plain rx", Side::Xdp, Side::Plain),
+            ("plain tx -> xdp rx", Side::Plain, Side::Xdp),
+            ("xdp tx -> xdp rx", Side::Xdp, Side::Xdp),
         ] {
             let mut all: Vec<Outcome> =
                 (0..runs).map(|_| measure(tx, rx, size, dur, ifs)).collect();
@@ -235,7 +288,7 @@ fn main() {
                 100.0 * (o.sent.saturating_sub(o.received)) as f64 / o.sent as f64
             };
             let drops = match rx {
-                Side::Uplink => o.kernel_drops.to_string(),
+                Side::Uplink | Side::Xdp => o.kernel_drops.to_string(),
                 Side::Plain => "-".into(),
             };
             let spread = format!(

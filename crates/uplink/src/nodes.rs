@@ -43,24 +43,25 @@ enum Closing {
 }
 
 /// Closes queues away from the worker. Closing a packet socket waits for an RCU grace period
-/// (`synchronize_net()` in the kernel's `packet_release`): milliseconds to tens of
+/// (`synchronize_net()` in the kernel's `packet_release`), and so does closing an AF_XDP
+/// socket (`xsk_unbind_dev`) or the link that holds an XDP program: milliseconds to tens of
 /// milliseconds, which a worker must not stall for when an interface vanishes or is
 /// detached. The thread is made with the node, on the control thread, and ends with it.
 #[derive(Debug)]
-struct Closer(Option<Sender<Closing>>);
+pub(crate) struct Closer<T>(Option<Sender<T>>);
 
-impl Closer {
-    fn new() -> Closer {
-        let (tx, rx) = channel::<Closing>();
+impl<T: Send + 'static> Closer<T> {
+    pub(crate) fn new(thread: &str) -> Closer<T> {
+        let (tx, rx) = channel::<T>();
         let spawned = std::thread::Builder::new()
-            .name("af-packet-close".into())
+            .name(thread.into())
             .spawn(move || rx.into_iter().for_each(drop))
             .is_ok();
         // Without the thread, queues close inline: slower, never wrong.
         Closer(spawned.then_some(tx))
     }
 
-    fn close(&self, q: Closing) {
+    pub(crate) fn close(&self, q: T) {
         if let Some(tx) = &self.0 {
             // The thread only ends when this sender drops; if it died, closing inline here
             // (the returned value dropping) is the fallback.
@@ -82,7 +83,7 @@ pub struct AfPacketInput {
     polls: u32,
     /// Link events seen while arming (no counters there), counted at the next poll.
     link_events: u64,
-    closer: Closer,
+    closer: Closer<Closing>,
 }
 
 #[derive(Debug)]
@@ -100,7 +101,7 @@ impl AfPacketInput {
             scratch: Vec::with_capacity(graph::FRAME_SIZE),
             polls: 0,
             link_events: 0,
-            closer: Closer::new(),
+            closer: Closer::new("af-packet-close"),
         }
     }
 
@@ -224,7 +225,7 @@ pub struct AfPacketOutput {
     queues: Vec<Option<TxQueue>>,
     commands: Receiver<QueueCommand>,
     run: Vec<u32>,
-    closer: Closer,
+    closer: Closer<Closing>,
 }
 
 graph::node! {
@@ -244,7 +245,7 @@ impl AfPacketOutput {
             queues: Vec::new(),
             commands,
             run: Vec::with_capacity(graph::FRAME_SIZE),
-            closer: Closer::new(),
+            closer: Closer::new("af-packet-close"),
         }
     }
 

@@ -26,12 +26,12 @@
 //! The reference is the kernel's "Packet MMAP" documentation
 //! (Documentation/networking/packet_mmap.rst in the Linux sources) and `packet(7)`.
 
-mod counters;
+pub(crate) mod counters;
 mod plain;
 mod ring;
 pub(crate) mod rx;
-mod sys;
-mod tx;
+pub(crate) mod sys;
+pub(crate) mod tx;
 
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -128,6 +128,50 @@ pub struct Interface {
     pub mtu: u32,
 }
 
+/// Why [`Interface::lookup`] failed; each device's error type says it in its own words.
+#[derive(Debug)]
+pub(crate) enum LookupError {
+    BadName,
+    NoSuchInterface,
+    NotEthernet(u16),
+    Os(&'static str, io::Error),
+}
+
+impl Interface {
+    /// Looks `host_if` up in the calling thread's network namespace: its index, MAC and MTU,
+    /// refusing a name the kernel would misread and an interface that is not Ethernet.
+    pub(crate) fn lookup(host_if: &str) -> Result<Interface, LookupError> {
+        if host_if.is_empty()
+            || host_if.len() > 15
+            || host_if
+                .bytes()
+                .any(|b| b == b'/' || b == 0 || b.is_ascii_whitespace())
+        {
+            return Err(LookupError::BadName);
+        }
+        let probe = packet_socket().map_err(|e| LookupError::Os("socket(AF_PACKET)", e))?;
+        let ifindex = rustix::net::netdevice::name_to_index(&probe, host_if).map_err(|e| {
+            if e == rustix::io::Errno::NODEV {
+                LookupError::NoSuchInterface
+            } else {
+                LookupError::Os("SIOCGIFINDEX", e.into())
+            }
+        })?;
+        let (link_type, mac) =
+            sys::hwaddr(probe.as_fd(), host_if).map_err(|e| LookupError::Os("SIOCGIFHWADDR", e))?;
+        if link_type != libc::ARPHRD_ETHER {
+            return Err(LookupError::NotEthernet(link_type));
+        }
+        let mtu = sys::mtu(probe.as_fd(), host_if).map_err(|e| LookupError::Os("SIOCGIFMTU", e))?;
+        Ok(Interface {
+            name: host_if.to_string(),
+            ifindex,
+            mac,
+            mtu,
+        })
+    }
+}
+
 /// Why an uplink could not be opened.
 #[derive(Debug, thiserror::Error)]
 pub enum AfPacketError {
@@ -185,14 +229,6 @@ impl AfPacket {
     /// join a fanout group only while its interface is up. A frame arriving while the queues
     /// are still joining the group may be seen by two of them.
     pub fn open(host_if: &str, cfg: AfPacketConfig) -> Result<AfPacket, AfPacketError> {
-        if host_if.is_empty()
-            || host_if.len() > 15
-            || host_if
-                .bytes()
-                .any(|b| b == b'/' || b == 0 || b.is_ascii_whitespace())
-        {
-            return Err(AfPacketError::BadName(host_if.to_string()));
-        }
         let os = |queue: u16, step: &'static str| {
             move |source: io::Error| AfPacketError::Os {
                 name: host_if.to_string(),
@@ -201,30 +237,15 @@ impl AfPacket {
                 source,
             }
         };
-        let probe = packet_socket().map_err(os(0, "socket(AF_PACKET)"))?;
-        let ifindex = rustix::net::netdevice::name_to_index(&probe, host_if).map_err(|e| {
-            if e == rustix::io::Errno::NODEV {
-                AfPacketError::NoSuchInterface(host_if.to_string())
-            } else {
-                os(0, "SIOCGIFINDEX")(e.into())
-            }
-        })?;
-        let (link_type, mac) =
-            sys::hwaddr(probe.as_fd(), host_if).map_err(os(0, "SIOCGIFHWADDR"))?;
-        if link_type != libc::ARPHRD_ETHER {
-            return Err(AfPacketError::NotEthernet {
+        let interface = Interface::lookup(host_if).map_err(|e| match e {
+            LookupError::BadName => AfPacketError::BadName(host_if.to_string()),
+            LookupError::NoSuchInterface => AfPacketError::NoSuchInterface(host_if.to_string()),
+            LookupError::NotEthernet(link_type) => AfPacketError::NotEthernet {
                 name: host_if.to_string(),
                 link_type,
-            });
-        }
-        let mtu = sys::mtu(probe.as_fd(), host_if).map_err(os(0, "SIOCGIFMTU"))?;
-        drop(probe);
-        let interface = Interface {
-            name: host_if.to_string(),
-            ifindex,
-            mac,
-            mtu,
-        };
+            },
+            LookupError::Os(step, source) => os(0, step)(source),
+        })?;
         let geo = Geometry::check(&interface, &cfg)?;
         let mut queues = Vec::with_capacity(usize::from(cfg.queues));
         let mut fanout_id = match cfg.fanout {

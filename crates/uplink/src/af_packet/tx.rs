@@ -41,7 +41,7 @@ pub struct SendStats {
 }
 
 /// The Ethernet type field (bytes 12 and 13 of the chain, wherever its buffers split).
-fn ethertype(pool: &Pool, head: u32) -> Option<u16> {
+pub(crate) fn ethertype(pool: &Pool, head: u32) -> Option<u16> {
     let mut at = 12usize;
     let mut got = [0u8; 2];
     let mut k = 0;

@@ -110,6 +110,41 @@ impl Netns {
         self.ip(&["link", "set", b, "up"]);
     }
 
+    /// A veth pair `a`–`b` with this MTU and `queues` rx and tx queues on each end, both up.
+    pub fn veth_queues(&self, a: &str, b: &str, mtu: u32, queues: u32) {
+        let (m, q) = (mtu.to_string(), queues.to_string());
+        self.ip(&[
+            "link",
+            "add",
+            "name",
+            a,
+            "mtu",
+            &m,
+            "numtxqueues",
+            &q,
+            "numrxqueues",
+            &q,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            b,
+            "mtu",
+            &m,
+            "numtxqueues",
+            &q,
+            "numrxqueues",
+            &q,
+        ]);
+        self.ip(&["link", "set", a, "up"]);
+        self.ip(&["link", "set", b, "up"]);
+    }
+
+    /// Whether `ip -d link show NAME` shows an XDP program attached.
+    pub fn has_xdp(&self, name: &str) -> bool {
+        self.ip(&["-d", "link", "show", name]).contains("prog/xdp")
+    }
+
     pub fn ifindex(&self, name: &str) -> u32 {
         let out = self.ip(&["-o", "link", "show", name]);
         out.split(':').next().unwrap().trim().parse().unwrap()
@@ -130,6 +165,19 @@ impl Drop for Netns {
     fn drop(&mut self) {
         let _ = move_into_link_name_space(self.home.as_fd(), Some(LinkNameSpaceType::Network));
         let _ = ip(&["netns", "del", &self.name]);
+    }
+}
+
+/// Whether this kernel has AF_XDP sockets; prints why not when it has none (the one reason,
+/// with not being root, that the AF_XDP tests skip).
+pub fn xdp_available() -> bool {
+    use rustix::net::{AddressFamily, SocketType};
+    match rustix::net::socket(AddressFamily::XDP, SocketType::RAW, None) {
+        Err(rustix::io::Errno::AFNOSUPPORT) => {
+            eprintln!("SKIPPED: socket(AF_XDP) fails with EAFNOSUPPORT: no CONFIG_XDP_SOCKETS");
+            false
+        }
+        _ => true,
     }
 }
 
