@@ -164,6 +164,7 @@ fuzz_target!(|frames: Vec<Frame>| {
         Box::new(Inject(frames)),
         Box::new(Output("memif-output")),
         Box::new(Output("af-packet-output")),
+        Box::new(Output("af-xdp-output")),
     ];
     nodes.extend(nodes::protocol_nodes(&shared, learned_tx));
     let mut rt = Runtime::new(nodes, 64).unwrap();
@@ -188,7 +189,7 @@ fuzz_target!(|frames: Vec<Frame>| {
             .map_or(0, |(_, _, s)| s.vectors)
     };
     let (out, dropped) = (
-        vectors("memif-output") + vectors("af-packet-output"),
+        vectors("memif-output") + vectors("af-packet-output") + vectors("af-xdp-output"),
         vectors("error-drop"),
     );
     assert_eq!(out + dropped, sent, "every frame is sent or dropped, once");

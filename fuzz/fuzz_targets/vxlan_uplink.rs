@@ -233,6 +233,7 @@ fn run(pool: &mut Pool, frames: Vec<Vec<u8>>) -> Vec<u32> {
         Box::new(Inject(frames)),
         Box::new(Output("memif-output", out.clone())),
         Box::new(Output("af-packet-output", out.clone())),
+        Box::new(Output("af-xdp-output", out.clone())),
     ];
     nodes.extend(nodes::protocol_nodes(&shared, learned_tx));
     let mut rt = Runtime::new(nodes, 64).unwrap();

@@ -16,7 +16,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-pub use config::{AfPacketSpec, Config, MemifSpec, NeighborSpec, NetworkSpec, RouteSpec};
+pub use config::{
+    AfPacketSpec, AfXdpSpec, Config, MemifSpec, NeighborSpec, NetworkSpec, RouteSpec, XdpMode,
+};
 pub use types::{
     CopyEngine, CopyMode, Ipv4Prefix, MacAddr, ParseError, Role, RxMode, Via, parse_ipv4, parse_mac,
 };
@@ -116,6 +118,7 @@ pub enum Request {
         mtu: u16,
     },
     CreateAfPacket(AfPacketSpec),
+    CreateAfXdp(AfXdpSpec),
     SetIpNeighbor {
         neighbor: NeighborSpec,
         #[serde(default)]
@@ -180,6 +183,13 @@ pub enum DeviceInfo {
     AfPacket {
         host_if: String,
     },
+    AfXdp {
+        host_if: String,
+        /// `copy` or `zero-copy`, as the driver gave it.
+        mode: String,
+        /// Where the XDP program runs: `driver` or `skb`.
+        attach: String,
+    },
     Vxlan {
         vni: u32,
         src: std::net::Ipv4Addr,
@@ -203,6 +213,11 @@ impl std::fmt::Display for DeviceInfo {
                 "memif {role} id {id} socket {socket} ring {ring_size} buffer {buffer_size}"
             ),
             DeviceInfo::AfPacket { host_if } => write!(f, "af-packet host-if {host_if}"),
+            DeviceInfo::AfXdp {
+                host_if,
+                mode,
+                attach,
+            } => write!(f, "af-xdp host-if {host_if} {mode} xdp {attach}"),
             DeviceInfo::Vxlan {
                 vni,
                 src,

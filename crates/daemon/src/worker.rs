@@ -66,6 +66,9 @@ pub struct WorkerHandle {
     /// AF_PACKET queue hand-overs for `af-packet-input` and `af-packet-output`.
     pub afp_rx: Sender<uplink::nodes::QueueCommand>,
     pub afp_tx: Sender<uplink::nodes::QueueCommand>,
+    /// AF_XDP queue hand-overs for `af-xdp-input` and `af-xdp-output`.
+    pub xdp_rx: Sender<uplink::xdp_nodes::QueueCommand>,
+    pub xdp_tx: Sender<uplink::xdp_nodes::QueueCommand>,
     wake: Arc<OwnedFd>,
     pub activity: Arc<Activity>,
     join: Option<JoinHandle<()>>,
@@ -124,10 +127,15 @@ fn graph_nodes(
         Receiver<uplink::nodes::QueueCommand>,
         Receiver<uplink::nodes::QueueCommand>,
     ),
+    xdp: (
+        Receiver<uplink::xdp_nodes::QueueCommand>,
+        Receiver<uplink::xdp_nodes::QueueCommand>,
+    ),
 ) -> std::io::Result<Vec<Box<dyn AnyNode>>> {
     let single = s.copy == api::CopyMode::Single;
     let (input, output) = memif::nodes::device_nodes(rxq, txq);
     let (afp_input, afp_output) = uplink::nodes::device_nodes(afp.0, afp.1);
+    let (xdp_input, xdp_output) = uplink::xdp_nodes::device_nodes(xdp.0, xdp.1);
     let mut v: Vec<Box<dyn AnyNode>> = vec![
         Box::new(
             input
@@ -137,6 +145,8 @@ fn graph_nodes(
         Box::new(output.with_engine(copy_engine::Engine::new(s.engine)?)),
         Box::new(afp_input),
         Box::new(afp_output),
+        Box::new(xdp_input),
+        Box::new(xdp_output),
     ];
     v.extend(nodes::protocol_nodes(&s.shared, s.learned.clone()));
     Ok(v)
@@ -149,6 +159,8 @@ pub fn spawn(s: WorkerSetup) -> std::io::Result<WorkerHandle> {
     let (txq_tx, txq_rx) = channel();
     let (afp_rx_tx, afp_rx_rx) = channel();
     let (afp_tx_tx, afp_tx_rx) = channel();
+    let (xdp_rx_tx, xdp_rx_rx) = channel();
+    let (xdp_tx_tx, xdp_tx_rx) = channel();
     let wake = Arc::new(rustix::event::eventfd(
         0,
         rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK,
@@ -160,7 +172,13 @@ pub fn spawn(s: WorkerSetup) -> std::io::Result<WorkerHandle> {
     })
     .map_err(|e| std::io::Error::other(e.to_string()))?;
     let rt = Runtime::new(
-        graph_nodes(&s, rxq_rx, txq_rx, (afp_rx_rx, afp_tx_rx))?,
+        graph_nodes(
+            &s,
+            rxq_rx,
+            txq_rx,
+            (afp_rx_rx, afp_tx_rx),
+            (xdp_rx_rx, xdp_tx_rx),
+        )?,
         s.trace_capacity,
     )
     .map_err(|e| std::io::Error::other(e.to_string()))?;
@@ -198,6 +216,8 @@ pub fn spawn(s: WorkerSetup) -> std::io::Result<WorkerHandle> {
         tx_queues: txq_tx,
         afp_rx: afp_rx_tx,
         afp_tx: afp_tx_tx,
+        xdp_rx: xdp_rx_tx,
+        xdp_tx: xdp_tx_tx,
         wake,
         activity,
         join: Some(join),

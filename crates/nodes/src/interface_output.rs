@@ -14,6 +14,7 @@ use crate::{Device, IfConfig, Shared};
 pub enum Out {
     Memif,
     AfPacket,
+    AfXdp,
     Vxlan,
 }
 
@@ -34,6 +35,7 @@ pub fn out_for(ifs: &[IfConfig], tx: u32) -> Result<Out, NoOut> {
         Some(c) => Ok(match c.device {
             Device::Memif => Out::Memif,
             Device::AfPacket => Out::AfPacket,
+            Device::AfXdp => Out::AfXdp,
             Device::Vxlan(_) => Out::Vxlan,
         }),
     }
@@ -55,6 +57,7 @@ graph::node! {
     next Next {
         Memif = "memif-output",
         AfPacket = "af-packet-output",
+        AfXdp = "af-xdp-output",
         Vxlan = "vxlan4-encap",
         Drop = "error-drop",
     }
@@ -76,6 +79,7 @@ impl Node for InterfaceOutput {
                     let to = match out_for(&ifs, tx) {
                         Ok(Out::Memif) => Ok(Next::Memif),
                         Ok(Out::AfPacket) => Ok(Next::AfPacket),
+                        Ok(Out::AfXdp) => Ok(Next::AfXdp),
                         Ok(Out::Vxlan) => Ok(Next::Vxlan),
                         Err(NoOut::Gone) => Err(Error::NoInterface),
                         Err(NoOut::AdminDown) => Err(Error::AdminDown),
@@ -118,6 +122,8 @@ mod tests {
         let memif = IfConfig::new([2, 0, 0, 0, 0, 1], 0);
         let mut afp = memif.clone();
         afp.device = Device::AfPacket;
+        let mut xdp = memif.clone();
+        xdp.device = Device::AfXdp;
         let mut vx = memif.clone();
         vx.device = Device::Vxlan(VxlanTunnel {
             vni: 56,
@@ -130,12 +136,13 @@ mod tests {
         });
         let mut down = memif.clone();
         down.up = false;
-        let ifs = vec![memif, afp, vx, down];
+        let ifs = vec![memif, afp, vx, down, xdp];
         for (tx, want, err) in [
             (0, "memif-output", None),
             (1, "af-packet-output", None),
             (2, "vxlan4-encap", None),
             (3, "error-drop", Some("interface admin down")),
+            (4, "af-xdp-output", None),
             (9, "error-drop", Some("interface deleted")),
         ] {
             let ((next, ..), errors) =

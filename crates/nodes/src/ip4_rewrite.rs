@@ -36,6 +36,7 @@ graph::node! {
     next Next {
         Memif = "memif-output",
         AfPacket = "af-packet-output",
+        AfXdp = "af-xdp-output",
         Vxlan = "vxlan4-encap",
         Drop = "error-drop",
         IcmpError = "ip4-icmp-error",
@@ -143,6 +144,7 @@ impl Node for Ip4Rewrite {
                 (last_next, last_err) = match out_for(&ifs, tx_if) {
                     Ok(Out::Memif) => (Next::Memif.into(), None),
                     Ok(Out::AfPacket) => (Next::AfPacket.into(), None),
+                    Ok(Out::AfXdp) => (Next::AfXdp.into(), None),
                     Ok(Out::Vxlan) => (Next::Vxlan.into(), None),
                     Err(NoOut::AdminDown) => (Next::Drop.into(), Some(Error::AdminDown)),
                     Err(NoOut::Gone) => (Next::Drop.into(), Some(Error::NoInterface)),

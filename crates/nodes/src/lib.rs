@@ -136,6 +136,8 @@ pub enum Device {
     Memif,
     /// A kernel interface through AF_PACKET (an uplink).
     AfPacket,
+    /// A kernel interface through AF_XDP (an uplink).
+    AfXdp,
     /// A VXLAN tunnel: an Ethernet segment inside UDP to one remote VTEP, in one network.
     Vxlan(VxlanTunnel),
 }

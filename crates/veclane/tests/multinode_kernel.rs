@@ -1,5 +1,6 @@
-//! Two veclane daemons, each in its own network namespace with an AF_PACKET uplink on a veth
-//! into one Linux bridge (root only; without it the test says why and passes). Networks blue
+//! Two veclane daemons, each in its own network namespace with an uplink on a veth into one
+//! Linux bridge, once over AF_PACKET and once over AF_XDP (root only; without it the test says
+//! why and passes). Networks blue
 //! (VNI 56) and red (VNI 88) both use 10.10.0.0/16; the pods are `veclane gen` over memif:
 //! senders on node A, sinks on node B. Each sink receives exactly its own network's stream,
 //! and tshark on the bridge sees each stream inside its own VNI between the two VTEPs.
@@ -13,17 +14,23 @@ use std::time::{Duration, Instant};
 use daemon_common::*;
 use kernel_common::*;
 
-/// Node `n` (1: A, the senders' side; 2: B, the sinks').
-fn node_config(n: u8) -> String {
+/// Node `n` (1: A, the senders' side; 2: B, the sinks') with its uplink of `kind`
+/// (`af-packet` or `af-xdp`).
+fn node_config(n: u8, kind: &str) -> String {
     let other = 3 - n;
+    let uplink = if kind == "af-packet" {
+        "host-v0"
+    } else {
+        "xdp-v0"
+    };
     let mut c = format!(
         "[daemon]\nmode = \"interrupt\"\nbuffers = 8192\n\n\
-         [[af-packet]]\nhost-if = \"v0\"\naddresses = [\"192.0.2.{n}/24\"]\n\n"
+         [[{kind}]]\nhost-if = \"v0\"\naddresses = [\"192.0.2.{n}/24\"]\n\n"
     );
     for (id, net, vni) in [(0, "blue", 56), (1, "red", 88)] {
         // gen sends from 10.10.1.2 to 10.10.2.2, to MAC 02:00:00:00:00:02, from ...:01.
         c.push_str(&format!(
-            "[[network]]\nname = \"{net}\"\nvni = {vni}\nranges = [\"10.10.0.0/16\"]\nuplink = \"host-v0\"\n\n\
+            "[[network]]\nname = \"{net}\"\nvni = {vni}\nranges = [\"10.10.0.0/16\"]\nuplink = \"{uplink}\"\n\n\
              [[interface]]\nname = \"{net}-pod\"\nsocket = \"pods.sock\"\nid = {id}\nrole = \"master\"\n\
              mac = \"02:00:00:00:00:02\"\nnetwork = \"{net}\"\naddresses = [\"10.10.{n}.1/24\"]\n\n\
              [[neighbor]]\ninterface = \"{net}-pod\"\nip = \"10.10.{n}.2\"\nmac = \"02:00:00:00:00:01\"\n\n\
@@ -54,13 +61,24 @@ fn report(c: Child) -> serde_json::Value {
 
 #[test]
 fn two_daemons_over_af_packet_keep_blue_and_red_apart() {
+    two_daemons_keep_blue_and_red_apart("af-packet");
+}
+
+/// AF_XDP on veth: the XDP program runs in veth's driver mode only up to an MTU of about a
+/// page, and the UMEM's 2048-byte frames take MTU 1500 frames; so the links are at 1500.
+#[test]
+fn two_daemons_over_af_xdp_keep_blue_and_red_apart() {
+    two_daemons_keep_blue_and_red_apart("af-xdp");
+}
+
+fn two_daemons_keep_blue_and_red_apart(kind: &str) {
     if let Some(why) = unable() {
         println!("skipped: {why}");
         return;
     }
-    let lab = Lab::new(&["a", "b"]);
-    let a = Daemon::start_in(Some(&lab.ns("a")), &node_config(1));
-    let b = Daemon::start_in(Some(&lab.ns("b")), &node_config(2));
+    let lab = Lab::with_mtu(&["a", "b"], if kind == "af-xdp" { 1500 } else { 9000 });
+    let a = Daemon::start_in(Some(&lab.ns("a")), &node_config(1, kind));
+    let b = Daemon::start_in(Some(&lab.ns("b")), &node_config(2, kind));
     let (pods_a, pods_b) = (a.path("pods.sock"), b.path("pods.sock"));
 
     // Resolve both paths (the underlay, then ARP inside each tunnel, answered by B's proxy)
@@ -114,6 +132,8 @@ fn two_daemons_over_af_packet_keep_blue_and_red_apart() {
         &seen[..seen.len().min(5)]
     );
     let t = a.ok("show vxlan tunnel");
-    eprintln!("node A:\n{t}");
+    eprintln!("node A ({kind}):\n{t}");
     assert!(t.contains("blue") && t.contains("red"), "{t}");
+    let i = a.ok("show interface");
+    assert!(i.contains(&format!("{kind} host-if v0")), "{i}");
 }

@@ -3,8 +3,8 @@
 //! and shows the command's one-line help.
 
 use crate::{
-    AfPacketSpec, CapturePoint, Clear, Ipv4Prefix, MemifSpec, NeighborSpec, ParseError, Reply,
-    Request, Role, RouteSpec, Via,
+    AfPacketSpec, AfXdpSpec, CapturePoint, Clear, Ipv4Prefix, MemifSpec, NeighborSpec, ParseError,
+    Reply, Request, Role, RouteSpec, Via,
 };
 
 /// Every command: its usage and one line of help.
@@ -38,6 +38,10 @@ pub const COMMANDS: &[(&str, &str)] = &[
     (
         "create interface memif id N socket PATH master|slave [rx-queues N] [tx-queues N] [ring-size N] [buffer-size N] [secret S] [hw-addr MAC] [name NAME] [network NET]",
         "a memif interface; PATH relative to the runtime directory, @name for abstract sockets",
+    ),
+    (
+        "create interface af-xdp host-if NAME [queues N] [mode auto|copy|zero-copy] [hw-addr MAC] [name NAME]",
+        "an uplink through AF_XDP (an XSK and UMEM per queue, veclane's XDP program on the interface)",
     ),
     (
         "create interface af-packet host-if NAME [queues N] [hw-addr MAC] [name NAME]",
@@ -279,15 +283,19 @@ pub fn parse(words: &[&str]) -> Result<Request, CliError> {
         ("create", "interface") => {
             w.cmd = "create interface memif";
             w.i += 1;
-            match w.next("interface type (memif or af-packet)")? {
+            match w.next("interface type (memif, af-packet or af-xdp)")? {
                 "memif" => create_memif(&mut w)?,
                 "af-packet" => {
                     w.cmd = "create interface af-packet";
                     create_af_packet(&mut w)?
                 }
+                "af-xdp" => {
+                    w.cmd = "create interface af-xdp";
+                    create_af_xdp(&mut w)?
+                }
                 x => {
                     return Err(w.err(format!(
-                        "unknown interface type {x:?}: expected memif or af-packet"
+                        "unknown interface type {x:?}: expected memif, af-packet or af-xdp"
                     )));
                 }
             }
@@ -555,6 +563,32 @@ fn create_af_packet(w: &mut Words<'_>) -> Result<Request, CliError> {
     }
     spec.host_if = host.ok_or_else(|| w.err("missing `host-if NAME`".into()))?;
     Ok(Request::CreateAfPacket(spec))
+}
+
+fn create_af_xdp(w: &mut Words<'_>) -> Result<Request, CliError> {
+    let mut spec = AfXdpSpec::new("");
+    let mut host = None;
+    while let Some(k) = w.peek() {
+        w.i += 1;
+        match k {
+            "host-if" => host = Some(w.next("host interface name")?.to_string()),
+            "queues" => spec.queues = Some(w.number("queues")?),
+            "mode" => {
+                spec.mode = w
+                    .next("auto, copy or zero-copy")?
+                    .parse()
+                    .map_err(|e: String| w.err(e))?
+            }
+            "name" => spec.name = Some(w.next("name")?.to_string()),
+            "hw-addr" => {
+                let m = w.next("MAC address")?;
+                spec.mac = Some(crate::parse_mac(m).map_err(|e| w.err(format!("hw-addr: {e}")))?);
+            }
+            x => return Err(w.err(format!("unknown argument {x:?}"))),
+        }
+    }
+    spec.host_if = host.ok_or_else(|| w.err("missing `host-if NAME`".into()))?;
+    Ok(Request::CreateAfXdp(spec))
 }
 
 /// Formats a reply as the text `veclane ctl` prints.

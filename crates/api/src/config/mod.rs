@@ -227,6 +227,101 @@ impl AfPacketSpec {
     }
 }
 
+/// How an AF_XDP socket shares frames with the driver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum XdpMode {
+    /// Zero-copy where the driver offers it, else copy.
+    #[default]
+    Auto,
+    Copy,
+    ZeroCopy,
+}
+
+impl std::str::FromStr for XdpMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<XdpMode, String> {
+        match s {
+            "auto" => Ok(XdpMode::Auto),
+            "copy" => Ok(XdpMode::Copy),
+            "zero-copy" => Ok(XdpMode::ZeroCopy),
+            x => Err(format!("mode {x:?}: expected auto, copy or zero-copy")),
+        }
+    }
+}
+
+/// An AF_XDP uplink: a `[[af-xdp]]` of the file and `create interface af-xdp` of the API.
+/// veclane loads its XDP program on the interface (and the kernel removes it when veclane
+/// exits); frames on the queues it serves bypass the kernel stack.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct AfXdpSpec {
+    pub host_if: String,
+    /// Default `xdp-<host-if>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Queues (one XSK each, on the interface's queues 0..N); default one per worker.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queues: Option<u16>,
+    #[serde(default, skip_serializing_if = "is_auto")]
+    pub mode: XdpMode,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mac: Option<MacAddr>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub addresses: Vec<Ipv4Prefix>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub table: u32,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rx_placement: Vec<usize>,
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub up: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mtu: Option<u16>,
+}
+
+fn is_auto(m: &XdpMode) -> bool {
+    *m == XdpMode::Auto
+}
+
+impl AfXdpSpec {
+    pub fn new(host_if: impl Into<String>) -> AfXdpSpec {
+        AfXdpSpec {
+            host_if: host_if.into(),
+            name: None,
+            queues: None,
+            mode: XdpMode::Auto,
+            mac: None,
+            addresses: Vec::new(),
+            table: 0,
+            rx_placement: Vec::new(),
+            up: true,
+            mtu: None,
+        }
+    }
+
+    /// The interface's name.
+    pub fn name(&self) -> String {
+        self.name
+            .clone()
+            .unwrap_or_else(|| format!("xdp-{}", self.host_if))
+    }
+
+    pub fn problems(&self) -> Vec<String> {
+        AfPacketSpec {
+            host_if: self.host_if.clone(),
+            name: self.name.clone(),
+            queues: self.queues,
+            mac: self.mac,
+            addresses: self.addresses.clone(),
+            table: self.table,
+            rx_placement: self.rx_placement.clone(),
+            up: self.up,
+            mtu: self.mtu,
+        }
+        .problems()
+    }
+}
+
 fn is_zero(v: &u32) -> bool {
     *v == 0
 }
@@ -402,6 +497,8 @@ pub struct Config {
     pub interface: Vec<MemifSpec>,
     #[serde(default, rename = "af-packet", skip_serializing_if = "Vec::is_empty")]
     pub af_packet: Vec<AfPacketSpec>,
+    #[serde(default, rename = "af-xdp", skip_serializing_if = "Vec::is_empty")]
+    pub af_xdp: Vec<AfXdpSpec>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub route: Vec<RouteSpec>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -464,6 +561,7 @@ enum Item {
     Network(usize),
     Interface(usize),
     AfPacket(usize),
+    AfXdp(usize),
     Route(usize),
     Neighbor(usize),
 }
@@ -475,6 +573,7 @@ struct Spans {
     network: Vec<Range<usize>>,
     interface: Vec<Range<usize>>,
     af_packet: Vec<Range<usize>>,
+    af_xdp: Vec<Range<usize>>,
     route: Vec<Range<usize>>,
     neighbor: Vec<Range<usize>>,
 }
@@ -486,6 +585,7 @@ impl Spans {
             Item::Network(k) => self.network.get(k).cloned(),
             Item::Interface(k) => self.interface.get(k).cloned(),
             Item::AfPacket(k) => self.af_packet.get(k).cloned(),
+            Item::AfXdp(k) => self.af_xdp.get(k).cloned(),
             Item::Route(k) => self.route.get(k).cloned(),
             Item::Neighbor(k) => self.neighbor.get(k).cloned(),
         }
@@ -568,10 +668,17 @@ impl Config {
                     &mut spans.af_packet,
                     &mut problems,
                 ),
+                "af-xdp" => section(
+                    value,
+                    "af-xdp",
+                    &mut cfg.af_xdp,
+                    &mut spans.af_xdp,
+                    &mut problems,
+                ),
                 other => problems.push((
                     Some(key.span()),
                     format!(
-                        "unknown section {other:?}: expected [daemon], [[network]], [[interface]], [[af-packet]], [[route]] or [[neighbor]]"
+                        "unknown section {other:?}: expected [daemon], [[network]], [[interface]], [[af-packet]], [[af-xdp]], [[route]] or [[neighbor]]"
                     ),
                 )),
             }
@@ -630,11 +737,12 @@ impl Config {
         }
     }
 
-    /// The names interfaces get, memif ones first, then af-packet ones, in order: their own,
-    /// or [`default_interface_name`] / `host-<host-if>`.
+    /// The names interfaces get, memif ones first, then af-packet, then af-xdp ones, in order:
+    /// their own, or [`default_interface_name`] / `host-<host-if>` / `xdp-<host-if>`.
     pub fn interface_names(&self) -> Vec<String> {
         let mut v = self.memif_names();
         v.extend(self.af_packet.iter().map(AfPacketSpec::name));
+        v.extend(self.af_xdp.iter().map(AfXdpSpec::name));
         v
     }
 
@@ -801,6 +909,24 @@ impl Config {
                         ),
                     ));
                 }
+            }
+        }
+        for (k, x) in self.af_xdp.iter().enumerate() {
+            let item = Item::AfXdp(k);
+            let at = format!("[[af-xdp]] {}", x.name());
+            for m in x.problems() {
+                p.push((item, format!("{at}: {m}")));
+            }
+            let j = self.interface.len() + self.af_packet.len() + k;
+            if names[..j].contains(&names[j]) {
+                p.push((item, format!("{at}: the name {:?} is used twice", names[j])));
+            }
+            let taken = self.af_packet.iter().map(|o| &o.host_if);
+            if taken
+                .chain(self.af_xdp[..k].iter().map(|o| &o.host_if))
+                .any(|h| *h == x.host_if)
+            {
+                p.push((item, format!("{at}: host-if {} is used twice", x.host_if)));
             }
         }
         let known: HashSet<&str> = names.iter().map(String::as_str).collect();

@@ -147,6 +147,10 @@ impl Control {
                 let (name, index) = self.create_af_packet(&spec)?;
                 Reply::Created { name, index }
             }
+            Request::CreateAfXdp(spec) => {
+                let (name, index) = self.create_af_xdp(&spec)?;
+                Reply::Created { name, index }
+            }
             Request::DeleteInterface { name } => {
                 self.delete_interface(&name)?;
                 Reply::Ok

@@ -9,9 +9,9 @@ use memif::nodes::QueueCommand;
 use memif::queue::QueueCounters;
 use nodes::{IfConfig, TunnelCounters};
 
-use super::af_packet::AfPacketDev;
 use super::memif::MemifDev;
 use super::tunnels::TunnelDev;
+use super::uplinks::{AfPacketDev, AfXdpDev};
 use super::{Control, ControlError};
 
 /// Where an interface's packet counters live.
@@ -21,6 +21,8 @@ pub(super) enum Source {
     Tunnel(Arc<TunnelCounters>),
     AfPacketRx(Arc<uplink::RxCounters>),
     AfPacketTx(Arc<uplink::TxCounters>),
+    AfXdpRx(Arc<uplink::af_xdp::RxCounters>),
+    AfXdpTx(Arc<uplink::af_xdp::TxCounters>),
 }
 
 /// Counters of one connection's queues (or of a tunnel).
@@ -65,6 +67,19 @@ impl Totals {
                     t.rx_errors += s.no_buffer + s.truncated + s.bad_frame + s.kernel_drops;
                 }
                 Source::AfPacketTx(q) => {
+                    let s = q.snapshot();
+                    t.tx_packets += s.packets;
+                    t.tx_bytes += s.bytes;
+                    t.tx_no_room += s.tx_no_room;
+                }
+                Source::AfXdpRx(q) => {
+                    let s = q.snapshot();
+                    t.rx_packets += s.packets;
+                    t.rx_bytes += s.bytes;
+                    t.rx_errors +=
+                        s.no_buffer + s.bad_desc + s.kernel_drops + s.rx_ring_full + s.fill_empty;
+                }
+                Source::AfXdpTx(q) => {
                     let s = q.snapshot();
                     t.tx_packets += s.packets;
                     t.tx_bytes += s.bytes;
@@ -124,6 +139,7 @@ pub(super) struct DevView {
 pub(super) enum Dev {
     Memif(MemifDev),
     AfPacket(AfPacketDev),
+    AfXdp(AfXdpDev),
     Vxlan(TunnelDev),
 }
 
@@ -245,8 +261,8 @@ impl Control {
         self.retiring.push((i, marks));
         match &f.dev {
             Dev::Memif(m) => self.remove_memif(m),
-            // The workers close its sockets (detached above).
-            Dev::AfPacket(_) => {}
+            // The workers close its sockets (detached above), the XDP program with the last.
+            Dev::AfPacket(_) | Dev::AfXdp(_) => {}
             Dev::Vxlan(_) => self.unregister_tunnel(i),
         }
         tracing::info!(
@@ -290,12 +306,16 @@ impl Control {
         if let Some(p) = api::config::mtu_problem(Some(mtu)) {
             return Err(ControlError::Interface(p));
         }
-        if let Dev::AfPacket(d) = &self.iface(i).dev
-            && mtu > d.host_mtu
+        let host_mtu = match &self.iface(i).dev {
+            Dev::AfPacket(d) => Some(d.host_mtu),
+            Dev::AfXdp(d) => Some(d.host_mtu),
+            _ => None,
+        };
+        if let Some(h) = host_mtu
+            && mtu > h
         {
             return Err(ControlError::Interface(format!(
-                "mtu {mtu} is over the host interface's ({}): set it there first, then recreate {}",
-                d.host_mtu,
+                "mtu {mtu} is over the host interface's ({h}): set it there first, then recreate {}",
                 self.iface(i).name
             )));
         }
@@ -434,6 +454,7 @@ impl Control {
         let v = match &f.dev {
             Dev::Memif(m) => self.memif_view(f, m),
             Dev::AfPacket(d) => Self::af_packet_view(f, d),
+            Dev::AfXdp(d) => Self::af_xdp_view(f, d),
             Dev::Vxlan(tun) => DevView {
                 device: DeviceInfo::Vxlan {
                     vni: tun.vni,

@@ -1,16 +1,17 @@
 //! The control thread: interfaces ([`interfaces`]; memif sockets and handshakes in
-//! [`memif`], VXLAN tunnels and the routes through them in [`tunnels`]), networks, the routing
+//! [`memif`], AF_PACKET and AF_XDP uplinks in [`uplinks`], VXLAN tunnels and the routes
+//! through them in [`tunnels`]), networks, the routing
 //! information base ([`crate::rib`]), neighbour learning, the API ([`dispatch`]) and packet
 //! capture ([`capture`]). It never touches packet data; it hands queues to workers and
 //! publishes tables they read without locks.
 
-mod af_packet;
 mod capture;
 mod dispatch;
 mod interfaces;
 mod memif;
 mod networks;
 mod tunnels;
+mod uplinks;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -150,6 +151,9 @@ impl Control {
         }
         for spec in &cfg.af_packet {
             c.create_af_packet(spec)?;
+        }
+        for spec in &cfg.af_xdp {
+            c.create_af_xdp(spec)?;
         }
         for n in &cfg.neighbor {
             c.neighbor(n, false)?;

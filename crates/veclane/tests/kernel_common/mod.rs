@@ -33,7 +33,7 @@ pub fn unable() -> Option<String> {
 }
 
 /// Network namespaces joined by a Linux bridge (in namespace `br`): each member has a veth
-/// `v0` (MTU 9000) whose peer is a bridge port. Removed when dropped.
+/// `v0` (MTU 9000, or as given) whose peer is a bridge port. Removed when dropped.
 pub struct Lab {
     tag: String,
     members: Vec<String>,
@@ -52,6 +52,11 @@ impl Lab {
     }
 
     pub fn new(members: &[&str]) -> Lab {
+        Lab::with_mtu(members, 9000)
+    }
+
+    pub fn with_mtu(members: &[&str], mtu: u32) -> Lab {
+        let mtu = mtu.to_string();
         static N: AtomicU32 = AtomicU32::new(0);
         let lab = Lab {
             tag: format!(
@@ -69,8 +74,8 @@ impl Lab {
             let peer = format!("p{k}");
             let (ns, br) = (lab.ns(n), lab.ns("br"));
             sh(&[
-                "ip", "-n", &ns, "link", "add", "v0", "mtu", "9000", "type", "veth", "peer",
-                "name", &peer, "mtu", "9000", "netns", &br,
+                "ip", "-n", &ns, "link", "add", "v0", "mtu", &mtu, "type", "veth", "peer", "name",
+                &peer, "mtu", &mtu, "netns", &br,
             ]);
             lab.exec("br", &["ip", "link", "set", &peer, "master", "br0", "up"]);
             lab.exec(n, &["ip", "link", "set", "v0", "up"]);
