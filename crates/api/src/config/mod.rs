@@ -207,24 +207,48 @@ impl AfPacketSpec {
     }
 
     pub fn problems(&self) -> Vec<String> {
-        let mut p = Vec::new();
-        let h = &self.host_if;
-        if h.is_empty() || h.len() > 15 || h.contains(['/', ' ', '\0']) {
-            p.push(format!(
-                "host-if {h:?} is no Linux interface name (1 to 15 characters, no '/' or space)"
-            ));
-        }
-        if self.queues == Some(0) {
-            p.push("queues must be at least 1".into());
-        }
-        p.extend(mtu_problem(self.mtu));
-        for (i, a) in self.addresses.iter().enumerate() {
-            if self.addresses[..i].iter().any(|b| b.addr == a.addr) {
-                p.push(format!("address {} is listed twice", a.addr));
-            }
-        }
-        p
+        uplink_problems(&self.host_if, self.queues, self.mtu, &self.addresses)
     }
+}
+
+/// What is wrong with the keys both kinds of uplink have.
+fn uplink_problems(
+    host_if: &str,
+    queues: Option<u16>,
+    mtu: Option<u16>,
+    addresses: &[Ipv4Prefix],
+) -> Vec<String> {
+    let mut p = Vec::new();
+    if host_if.is_empty() || host_if.len() > 15 || host_if.contains(['/', ' ', '\0']) {
+        p.push(format!(
+            "host-if {host_if:?} is no Linux interface name (1 to 15 characters, no '/' or space)"
+        ));
+    }
+    if queues == Some(0) {
+        p.push("queues must be at least 1".into());
+    }
+    p.extend(mtu_problem(mtu));
+    p.extend(duplicate_addresses(addresses));
+    p
+}
+
+/// Receive-queue placements on a core that has no worker.
+fn placement_problems(rx_placement: &[usize], workers: &[usize]) -> Vec<String> {
+    rx_placement
+        .iter()
+        .filter(|c| !workers.contains(c))
+        .map(|c| format!("rx-placement core {c} has no worker (workers = {workers:?})"))
+        .collect()
+}
+
+/// An address listed twice in one interface's `addresses`.
+fn duplicate_addresses(addresses: &[Ipv4Prefix]) -> Vec<String> {
+    addresses
+        .iter()
+        .enumerate()
+        .filter(|&(i, a)| addresses[..i].iter().any(|b| b.addr == a.addr))
+        .map(|(_, a)| format!("address {} is listed twice", a.addr))
+        .collect()
 }
 
 /// How an AF_XDP socket shares frames with the driver.
@@ -307,18 +331,7 @@ impl AfXdpSpec {
     }
 
     pub fn problems(&self) -> Vec<String> {
-        AfPacketSpec {
-            host_if: self.host_if.clone(),
-            name: self.name.clone(),
-            queues: self.queues,
-            mac: self.mac,
-            addresses: self.addresses.clone(),
-            table: self.table,
-            rx_placement: self.rx_placement.clone(),
-            up: self.up,
-            mtu: self.mtu,
-        }
-        .problems()
+        uplink_problems(&self.host_if, self.queues, self.mtu, &self.addresses)
     }
 }
 
@@ -371,11 +384,7 @@ impl MemifSpec {
             p.push("buffer-size must be at least 1".into());
         }
         p.extend(mtu_problem(self.mtu));
-        for (i, a) in self.addresses.iter().enumerate() {
-            if self.addresses[..i].iter().any(|b| b.addr == a.addr) {
-                p.push(format!("address {} is listed twice", a.addr));
-            }
-        }
+        p.extend(duplicate_addresses(&self.addresses));
         if let Some(n) = &self.network
             && self.table != 0
         {
@@ -852,16 +861,8 @@ impl Config {
                     }
                 }
             }
-            for &c in &i.rx_placement {
-                if !d.workers.contains(&c) {
-                    p.push((
-                        item,
-                        format!(
-                            "{at}: rx-placement core {c} has no worker (workers = {:?})",
-                            d.workers
-                        ),
-                    ));
-                }
+            for m in placement_problems(&i.rx_placement, &d.workers) {
+                p.push((item, format!("{at}: {m}")));
             }
             if self.interface[..k]
                 .iter()
@@ -886,47 +887,47 @@ impl Config {
                 ));
             }
         }
-        for (k, a) in self.af_packet.iter().enumerate() {
-            let item = Item::AfPacket(k);
-            let at = format!("[[af-packet]] {}", a.name());
-            for m in a.problems() {
+        // The uplinks, af-packet ones then af-xdp ones, as `interface_names` lists them.
+        let uplinks = self
+            .af_packet
+            .iter()
+            .enumerate()
+            .map(|(k, a)| {
+                (
+                    Item::AfPacket(k),
+                    "af-packet",
+                    a.name(),
+                    a.problems(),
+                    &a.host_if,
+                    &a.rx_placement,
+                )
+            })
+            .chain(self.af_xdp.iter().enumerate().map(|(k, x)| {
+                (
+                    Item::AfXdp(k),
+                    "af-xdp",
+                    x.name(),
+                    x.problems(),
+                    &x.host_if,
+                    &x.rx_placement,
+                )
+            }));
+        let mut hosts: Vec<&str> = Vec::new();
+        for (u, (item, kind, name, problems, host_if, rx_placement)) in uplinks.enumerate() {
+            let at = format!("[[{kind}]] {name}");
+            for m in problems {
                 p.push((item, format!("{at}: {m}")));
             }
-            let j = self.interface.len() + k;
+            let j = self.interface.len() + u;
             if names[..j].contains(&names[j]) {
                 p.push((item, format!("{at}: the name {:?} is used twice", names[j])));
             }
-            if self.af_packet[..k].iter().any(|o| o.host_if == a.host_if) {
-                p.push((item, format!("{at}: host-if {} is used twice", a.host_if)));
+            if hosts.contains(&host_if.as_str()) {
+                p.push((item, format!("{at}: host-if {host_if} is used twice")));
             }
-            for &c in &a.rx_placement {
-                if !d.workers.contains(&c) {
-                    p.push((
-                        item,
-                        format!(
-                            "{at}: rx-placement core {c} has no worker (workers = {:?})",
-                            d.workers
-                        ),
-                    ));
-                }
-            }
-        }
-        for (k, x) in self.af_xdp.iter().enumerate() {
-            let item = Item::AfXdp(k);
-            let at = format!("[[af-xdp]] {}", x.name());
-            for m in x.problems() {
+            hosts.push(host_if);
+            for m in placement_problems(rx_placement, &d.workers) {
                 p.push((item, format!("{at}: {m}")));
-            }
-            let j = self.interface.len() + self.af_packet.len() + k;
-            if names[..j].contains(&names[j]) {
-                p.push((item, format!("{at}: the name {:?} is used twice", names[j])));
-            }
-            let taken = self.af_packet.iter().map(|o| &o.host_if);
-            if taken
-                .chain(self.af_xdp[..k].iter().map(|o| &o.host_if))
-                .any(|h| *h == x.host_if)
-            {
-                p.push((item, format!("{at}: host-if {} is used twice", x.host_if)));
             }
         }
         let known: HashSet<&str> = names.iter().map(String::as_str).collect();

@@ -283,4 +283,16 @@ fn uplinks_and_network_routes_are_checked() {
     .unwrap();
     assert_eq!(ok.af_packet[0].name(), "host-eth0");
     assert!(ok.network[0].df);
+    // An af-xdp uplink is held to the same rules, its host interface against af-packet's too.
+    let p = problems(
+        "[daemon]\nworkers = [1]\n\n\
+         [[af-packet]]\nhost-if = \"eth0\"\n\n\
+         [[af-xdp]]\nhost-if = \"eth0\"\nqueues = 0\nrx-placement = [0]\n",
+    );
+    let want = [
+        "7:1: [[af-xdp]] xdp-eth0: queues must be at least 1",
+        "7:1: [[af-xdp]] xdp-eth0: host-if eth0 is used twice",
+        "7:1: [[af-xdp]] xdp-eth0: rx-placement core 0 has no worker (workers = [1])",
+    ];
+    assert_eq!(p, want);
 }
