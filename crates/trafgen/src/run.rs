@@ -397,9 +397,14 @@ impl Session {
                     // that leaving does not discard frames in flight) and the return traffic, if
                     // any, has drained; both waits are bounded by `drain`.
                     if send_end.is_none() {
+                        sender.finish(cfg);
                         samples.push(sample(win.0, &win.1, &sender, rx.window.packets));
                     }
-                    let ended = *send_end.get_or_insert_with(Instant::now);
+                    // Sending ended at the schedule's end, however late this pass noticed
+                    // it: a pause after the last frame is not part of the sending window.
+                    let ended = *send_end.get_or_insert_with(|| {
+                        Instant::now().min(start + cfg.warmup + cfg.duration)
+                    });
                     let flushed = match &peers[0] {
                         Queues::Secondary(q) => {
                             q.tx.iter().all(|t| t.in_flight().map_or(true, |n| n == 0))
@@ -544,6 +549,10 @@ const BATCH_WINDOW_S: f64 = 10e-6;
 struct Sender {
     /// Frames sent, refused and written off so far; `offered` is the position in the schedule.
     counts: Counts,
+    /// Frames the paced schedule calls for in all ([`Sender::scheduled`]).
+    schedule_end: u64,
+    /// Once the time is up: where the schedule stood before the last catch-up pass.
+    tail: Option<u64>,
     max_behind: u64,
     /// Paced frames go out in batches of at least this many: what the rate brings in
     /// [`BATCH_WINDOW_S`], capped at the burst.
@@ -568,6 +577,8 @@ impl Sender {
         };
         Sender {
             counts: Counts::default(),
+            schedule_end: cfg.rate_pps.map_or(u64::MAX, |r| Self::scheduled(cfg, r)),
+            tail: None,
             max_behind: max_behind(cfg),
             min_batch: cfg.rate_pps.map_or(1, |r| {
                 ((r * BATCH_WINDOW_S) as u64).clamp(1, cfg.burst as u64)
@@ -581,25 +592,65 @@ impl Sender {
         }
     }
 
-    fn done(&self, cfg: &GenConfig, start: Instant) -> bool {
-        cfg.count.is_some_and(|c| self.counts.offered >= c)
-            || start.elapsed() >= cfg.warmup + cfg.duration
+    /// Whether sending is over: the count is reached, or the time is up. A paced sender whose
+    /// time is up first offers what its schedule still calls for (frames that fell due in the
+    /// last pass, or in a pause just before the end), as it would catch up at any other time:
+    /// one more pass for as long as each pass gets some out.
+    fn done(&mut self, cfg: &GenConfig, start: Instant) -> bool {
+        if cfg.count.is_some_and(|c| self.counts.offered >= c) {
+            return true;
+        }
+        if start.elapsed() < cfg.warmup + cfg.duration {
+            return false;
+        }
+        if cfg.rate_pps.is_none()
+            || self.counts.offered >= self.schedule_end
+            || self.tail == Some(self.counts.offered)
+        {
+            return true;
+        }
+        self.tail = Some(self.counts.offered);
+        false
     }
 
-    /// How many frames may go now: the burst, the count left, and the rate. With
-    /// `drop_when_full`, frames the schedule called for more than [`max_behind`] frames ago
-    /// are written off as shortfall first (the generator could not offer them in time).
+    /// Frames a paced schedule calls for in all: one every `1 / rate` seconds from the start
+    /// up to (not including) the end of the run, or the count if that is fewer.
+    fn scheduled(cfg: &GenConfig, rate: f64) -> u64 {
+        let end = ((cfg.warmup + cfg.duration).as_secs_f64() * rate - 1e-6).ceil() as u64;
+        cfg.count.map_or(end, |c| end.min(c))
+    }
+
+    /// Closes a paced schedule on a wire when sending ends on its own (time or count): frames
+    /// that fell due before the end but were never offered (the generator was descheduled
+    /// across it) are written off as shortfall, so that what was offered is exactly what the
+    /// schedule called for and the report's offered rate is the requested one.
+    fn finish(&mut self, cfg: &GenConfig) {
+        if cfg.rate_pps.is_some() && cfg.drop_when_full {
+            let missed = self.schedule_end.saturating_sub(self.counts.offered);
+            self.counts.shortfall += missed;
+            self.counts.offered += missed;
+        }
+    }
+
+    /// How many frames may go now: see [`Sender::budget_at`].
     #[inline]
     fn budget(&mut self, cfg: &GenConfig, start: Instant) -> usize {
+        self.budget_at(cfg, start.elapsed().as_secs_f64())
+    }
+
+    /// How many frames may go `t` seconds into the run: the burst, the count left, and the
+    /// rate. With `drop_when_full`, frames the schedule called for more than [`max_behind`]
+    /// frames ago are written off as shortfall first (the generator could not offer them in
+    /// time).
+    #[inline]
+    fn budget_at(&mut self, cfg: &GenConfig, t: f64) -> usize {
         let mut n = cfg.burst as u64;
         if let Some(c) = cfg.count {
             n = n.min(c - self.counts.offered);
         }
         if let Some(rate) = cfg.rate_pps {
-            let mut due = (start.elapsed().as_secs_f64() * rate) as u64 + 1;
-            if let Some(c) = cfg.count {
-                due = due.min(c);
-            }
+            // Never past the schedule's end, however late this pass comes.
+            let due = ((t * rate) as u64 + 1).min(self.schedule_end);
             let behind = due.saturating_sub(self.counts.offered);
             let limit = self.max_behind;
             if cfg.drop_when_full && behind > limit {
@@ -608,9 +659,8 @@ impl Sender {
             }
             n = n.min(due.saturating_sub(self.counts.offered));
             // Wait for a batch worth a burst's fixed costs (ring indices that live in the
-            // receiver's cache), unless the count is nearly done.
-            let left = cfg.count.map_or(u64::MAX, |c| c - self.counts.offered);
-            if n < self.min_batch && n < left {
+            // receiver's cache), unless these are the schedule's last frames.
+            if n < self.min_batch && n < self.schedule_end - self.counts.offered {
                 n = 0;
             }
         }
@@ -701,5 +751,118 @@ impl Sender {
             self.account(cfg, n, sent);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A paced sender on a wire driven by a made-up clock: `pass(t, taken)` asks for a budget
+    /// at `t` seconds and lets the ring take `taken` of it.
+    struct Wire {
+        cfg: GenConfig,
+        s: Sender,
+    }
+
+    impl Wire {
+        fn new(rate: f64, duration_ms: u64) -> Wire {
+            let cfg = GenConfig {
+                rate_pps: Some(rate),
+                drop_when_full: true,
+                duration: Duration::from_millis(duration_ms),
+                ..Default::default()
+            };
+            let mut pool = Pool::new(PoolConfig {
+                count: 64,
+                ..Default::default()
+            })
+            .unwrap();
+            let template = cfg.spec.template().unwrap();
+            let s = Sender::new(&cfg, &template, &mut pool, 0);
+            Wire { cfg, s }
+        }
+
+        fn pass(&mut self, t: f64, taken: Option<usize>) -> usize {
+            let n = self.s.budget_at(&self.cfg, t);
+            self.s.account(&self.cfg, n, taken.unwrap_or(n).min(n));
+            n
+        }
+
+        fn check(&self) {
+            let c = &self.s.counts;
+            assert_eq!(c.offered, c.sent + c.refused + c.shortfall, "{c:?}");
+        }
+    }
+
+    #[test]
+    fn a_paced_schedule_offers_exactly_its_frames_whatever_the_passes() {
+        // 1 Mpps for 10 ms: 10 000 frames, passes every 3 µs (batches of 10 wait for each other).
+        let mut w = Wire::new(1e6, 10);
+        let mut t = 0.0;
+        while t < 0.010 {
+            w.pass(t, None);
+            t += 3e-6;
+        }
+        // The pass after the end (`done`'s) sends what the last batch window held back.
+        w.pass(0.010, None);
+        w.s.finish(&w.cfg);
+        w.check();
+        assert_eq!(w.s.counts.offered, 10_000);
+        assert_eq!(w.s.counts.shortfall, 0);
+        // Never more than one batch window ahead of the clock, at any point.
+        let mut w = Wire::new(1e6, 10);
+        for i in 0..1000 {
+            let t = i as f64 * 7e-6;
+            w.pass(t, None);
+            assert!(w.s.counts.offered <= (t * 1e6) as u64 + 1, "{t}");
+        }
+    }
+
+    #[test]
+    fn a_pause_beyond_a_ring_is_shortfall_and_a_full_ring_is_refusal() {
+        let mut w = Wire::new(1e6, 10);
+        while w.pass(0.001, None) > 0 {}
+        assert_eq!(w.s.counts.offered, 1001);
+        let before = w.s.counts;
+        // 3 ms off the CPU: 3000 frames fell due; one ring (1024) may still go late, the rest
+        // are written off, and the pass sends at most a burst.
+        let n = w.pass(0.004, None);
+        assert_eq!(n, 64);
+        let c = w.s.counts.minus(&before);
+        assert_eq!(c.shortfall, 3000 - 1024);
+        // A ring that takes 10 of a burst refuses the rest: offered, never sent or retried.
+        let before = w.s.counts;
+        w.pass(0.004, Some(10));
+        let c = w.s.counts.minus(&before);
+        assert_eq!((c.offered, c.sent, c.refused), (64, 10, 54));
+        w.check();
+    }
+
+    #[test]
+    fn frames_due_before_the_end_are_offered_or_written_off_never_lost_from_the_count() {
+        // The last pass before the end came 40 µs early (the thread was then descheduled
+        // across the end): the frames still due are written off, so offered is the schedule.
+        let mut w = Wire::new(1e6, 10);
+        let mut t = 0.0;
+        while t < 0.00996 {
+            w.pass(t, None);
+            t += 1e-6;
+        }
+        assert!(w.s.counts.offered < 10_000);
+        w.s.finish(&w.cfg);
+        w.check();
+        assert_eq!(w.s.counts.offered, 10_000);
+        assert_eq!(w.s.counts.shortfall, 10_000 - w.s.counts.sent);
+        // However late a pass comes, it offers nothing past the end.
+        let mut w = Wire::new(1e6, 10);
+        while w.pass(0.5, None) > 0 {}
+        w.check();
+        assert_eq!(w.s.counts.offered, 10_000);
+        assert_eq!(w.s.counts.sent, 1024, "the last ring's worth goes late");
+        // A rate that does not divide the run: frames at k / rate for k < rate * duration.
+        let mut w = Wire::new(3e5 + 1.0, 10);
+        w.s.finish(&w.cfg);
+        assert_eq!(w.s.counts.offered, 3001);
     }
 }

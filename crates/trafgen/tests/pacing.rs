@@ -1,5 +1,6 @@
-//! Paced sending as a port on a wire (`drop_when_full`): the send rate holds the requested
-//! rate, and a receiver that cannot keep up loses frames instead of slowing the sender down.
+//! Paced sending as a port on a wire (`drop_when_full`): the sender offers exactly what its
+//! schedule calls for, and a receiver that cannot keep up loses frames instead of slowing the
+//! sender down.
 //! One test per binary section, run in sequence, so that nothing else competes for the cores.
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -63,7 +64,7 @@ fn send_to(send: GenConfig, receive: bool) -> (GenReport, u64) {
 }
 
 #[test]
-fn paced_rates_hold_within_one_percent_and_a_full_ring_loses_frames() {
+fn paced_runs_offer_exactly_their_schedule_and_a_full_ring_loses_frames() {
     for rate in [100_000.0, 1_000_000.0, 4_000_000.0] {
         let (tx, rx) = send_to(
             GenConfig {
@@ -91,26 +92,19 @@ fn paced_rates_hold_within_one_percent_and_a_full_ring_loses_frames() {
             tx.tx_packets + tx.tx_refused + tx.tx_shortfall,
             "every scheduled frame is accounted for"
         );
-        // The schedule itself is exact; what went out matches it unless the generator was
-        // descheduled long enough to write frames off, which it reports as shortfall (the
-        // harness shows it; a noisy neighbour can cause it, a broken pacer shows as an error
-        // here with no shortfall).
-        let offered = tx.tx_offered as f64 / tx.tx_window_s;
-        assert!(
-            (offered - rate).abs() / rate < 0.01,
-            "offered {offered} pps"
-        );
-        // What went onto the wire (taken by the ring, or refused by it when the sink fell
-        // behind: the receiver's loss, not the pacer's) holds the rate.
-        let attempted = (tx.tx_packets + tx.tx_refused) as f64 / tx.tx_window_s;
-        if tx.tx_shortfall == 0 {
-            assert!(
-                (attempted - rate).abs() / rate < 0.01,
-                "put {attempted} pps on the wire for {rate} pps"
-            );
-        }
+        // The schedule is exact whatever the host did: every frame due in the 0.6 s is
+        // offered, going out (or refused by a full ring: the receiver's loss, not the pacer's)
+        // or, when the generator was descheduled for longer than a ring holds, written off as
+        // its shortfall, and the window is the schedule's. How much went out on time depends
+        // on the host and is for the benchmark to measure, not for this test to assert.
+        assert_eq!(tx.tx_offered, (rate * 0.6) as u64, "offered");
+        assert!((tx.tx_window_s - 0.6).abs() < 1e-6, "{}", tx.tx_window_s);
         if tx.tx_refused == 0 && tx.tx_shortfall == 0 {
-            assert!(err < 0.01, "send rate {} Mpps for {rate} pps", tx.tx_mpps);
+            assert!(
+                (tx.tx_mpps * 1e6 - rate).abs() < 1e-3 * rate,
+                "{}",
+                tx.tx_mpps
+            );
         }
         assert_eq!(rx, tx.tx_packets, "the sink got every frame that was sent");
         // Samples cover the sending time, the last one at its end.
