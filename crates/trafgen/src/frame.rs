@@ -1,28 +1,54 @@
-//! Generated frames: Ethernet / IPv4 / UDP / probe / filler.
+//! Generated frames: Ethernet / IPv4 / UDP / probe / filler, optionally inside VXLAN.
 //!
 //! Frame size means the bytes in the memif buffer: Ethernet header through the last payload
 //! byte, no FCS (what `dpdk-testpmd --txpkts` means too). The probe sits right after the UDP
 //! header: magic (u16), stream (u16), sequence (u64), send time in ns (u64), little-endian.
+//!
+//! With [`FrameSpec::vxlan`] the frame is what a remote node's VTEP puts on the underlay: the
+//! frame above (the *inner* frame, `size` bytes) behind an outer Ethernet, IPv4 (DF, TTL 64),
+//! UDP (to port 4789, checksum 0) and VXLAN header (RFC 7348), 50 bytes more in all. With
+//! [`FrameSpec::networks`] the frames spread over several networks: network `k` adds `k` to
+//! the second octet of both inner addresses (10.10.x.y becomes 10.(10+k).x.y) and to the VNI.
 
 use core::net::Ipv4Addr;
 
-use wire::{EtherType, Ethernet, IpProtocol, Ipv4, MacAddr, Udp};
+use wire::{EtherType, Ethernet, IpProtocol, Ipv4, MacAddr, Udp, Vxlan, VxlanRepr};
 
 pub const PROBE_MAGIC: u16 = 0x4c56; // "VL"
-/// Offset of the probe: 14 (Ethernet) + 20 (IPv4) + 8 (UDP).
+/// Offset of the probe in a plain frame: 14 (Ethernet) + 20 (IPv4) + 8 (UDP).
 pub const PROBE_OFFSET: usize = 42;
 pub const PROBE_LEN: usize = 20;
-/// Offset of the UDP source port, varied per flow.
+/// Bytes VXLAN over IPv4 puts in front of the inner frame.
+pub const VXLAN_OVERHEAD: usize = wire::vxlan::IPV4_OVERHEAD;
+/// The most header bytes a frame's probe can end at: a probe inside VXLAN.
+pub const MAX_HEAD: usize = VXLAN_OVERHEAD + PROBE_OFFSET + PROBE_LEN;
+/// Offset of the UDP source port, varied per flow (of the inner frame).
 pub const SRC_PORT_OFFSET: usize = 34;
-/// Offsets of the IPv4 header checksum and destination address, varied with `dst_ips`.
+/// Offsets of the IPv4 header checksum and addresses, varied with `dst_ips` and `networks`
+/// (of the inner frame).
 pub const IP_CHECK_OFFSET: usize = 24;
+pub const SRC_IP_OFFSET: usize = 26;
 pub const DST_IP_OFFSET: usize = 30;
+/// Offset of the VNI in a VXLAN frame.
+pub const VNI_OFFSET: usize = 46;
 pub const MIN_FRAME: usize = PROBE_OFFSET + PROBE_LEN + 2;
 pub const MAX_FRAME: usize = 9216;
+
+/// The outer headers of frames sent into a VXLAN tunnel: from the remote VTEP (`src_*`) to
+/// the node's (`dst_*`), VNI `vni` for network 0.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VxlanSpec {
+    pub src_mac: MacAddr,
+    pub dst_mac: MacAddr,
+    pub src_ip: Ipv4Addr,
+    pub dst_ip: Ipv4Addr,
+    pub vni: u32,
+}
 
 /// What the generator sends.
 #[derive(Debug, Clone)]
 pub struct FrameSpec {
+    /// The (inner) frame's size; with `vxlan` the frame on the wire is 50 bytes longer.
     pub size: usize,
     pub src_mac: MacAddr,
     pub dst_mac: MacAddr,
@@ -35,6 +61,10 @@ pub struct FrameSpec {
     /// Destination addresses: `dst_ip .. dst_ip + dst_ips`. Frames cycle through every
     /// (port, address) pair, `flows × dst_ips` flows in all.
     pub dst_ips: u16,
+    /// Send the frames inside VXLAN with these outer headers.
+    pub vxlan: Option<VxlanSpec>,
+    /// Spread the frames over this many networks, in turn (see the module doc).
+    pub networks: u16,
 }
 
 impl Default for FrameSpec {
@@ -49,6 +79,8 @@ impl Default for FrameSpec {
             dst_port: 5001,
             flows: 1,
             dst_ips: 1,
+            vxlan: None,
+            networks: 1,
         }
     }
 }
@@ -66,11 +98,21 @@ impl FrameSpec {
                 self.size
             )));
         }
+        if self.wire_len() > MAX_FRAME {
+            return Err(SpecError(format!(
+                "frame size {} with VXLAN is {} bytes on the wire, more than {MAX_FRAME}",
+                self.size,
+                self.wire_len()
+            )));
+        }
         if self.flows == 0 {
             return Err(SpecError("flows must be at least 1".into()));
         }
         if self.dst_ips == 0 {
             return Err(SpecError("destination addresses must be at least 1".into()));
+        }
+        if self.networks == 0 {
+            return Err(SpecError("networks must be at least 1".into()));
         }
         if u32::from(self.dst_ip)
             .checked_add(u32::from(self.dst_ips) - 1)
@@ -81,24 +123,88 @@ impl FrameSpec {
                 self.dst_ips, self.dst_ip
             )));
         }
+        let last = u32::from(self.networks) - 1;
+        for a in [self.src_ip, self.dst_ip] {
+            if u32::from(a.octets()[1]) + last > 255 {
+                return Err(SpecError(format!(
+                    "{} networks from {a} run past the second octet's 255",
+                    self.networks
+                )));
+            }
+        }
+        if let Some(v) = &self.vxlan
+            && v.vni + last > wire::vxlan::MAX_VNI
+        {
+            return Err(SpecError(format!(
+                "{} networks from VNI {} run past the largest VNI {}",
+                self.networks,
+                v.vni,
+                wire::vxlan::MAX_VNI
+            )));
+        }
         Ok(())
     }
 
-    /// The full frame for sequence 0 of stream 0; filler bytes count up from the probe.
+    /// Where the inner frame starts: 0, or 50 behind VXLAN.
+    #[inline]
+    pub fn inner_offset(&self) -> usize {
+        if self.vxlan.is_some() {
+            VXLAN_OVERHEAD
+        } else {
+            0
+        }
+    }
+
+    /// Where the probe starts in the frame on the wire.
+    #[inline]
+    pub fn probe_offset(&self) -> usize {
+        self.inner_offset() + PROBE_OFFSET
+    }
+
+    /// The frame's length on the wire: `size`, plus 50 with VXLAN.
+    #[inline]
+    pub fn wire_len(&self) -> usize {
+        self.inner_offset() + self.size
+    }
+
+    /// The full frame for sequence 0 of stream 0 in network 0; filler bytes count up from
+    /// the probe.
     pub fn template(&self) -> Result<Vec<u8>, SpecError> {
         self.validate()?;
-        let mut f = vec![0u8; self.size];
-        for (i, b) in f[PROBE_OFFSET + PROBE_LEN..].iter_mut().enumerate() {
+        let o = self.inner_offset();
+        let mut f = vec![0u8; self.wire_len()];
+        for (i, b) in f[o + PROBE_OFFSET + PROBE_LEN..].iter_mut().enumerate() {
             *b = i as u8;
         }
         let bad = |e: wire::Error| SpecError(format!("cannot build frame: {e}"));
-        let mut eth = Ethernet::new_checked(&mut f[..]).map_err(bad)?;
+        if let Some(v) = &self.vxlan {
+            let mut eth = Ethernet::new_checked(&mut f[..]).map_err(bad)?;
+            eth.set_dst(v.dst_mac);
+            eth.set_src(v.src_mac);
+            eth.set_ethertype(EtherType::Ipv4);
+            let udp_len = self.wire_len() - 14 - 20;
+            Ipv4::emit(
+                &mut f[14..],
+                v.src_ip,
+                v.dst_ip,
+                IpProtocol::Udp,
+                64,
+                udp_len,
+            )
+            .map_err(bad)?;
+            Udp::emit(&mut f[34..], 0xc000, wire::vxlan::UDP_PORT, udp_len - 8).map_err(bad)?;
+            VxlanRepr { vni: v.vni }
+                .emit(&mut Vxlan::new_unchecked(&mut f[42..]))
+                .map_err(bad)?;
+        }
+        let inner = &mut f[o..];
+        let mut eth = Ethernet::new_checked(&mut inner[..]).map_err(bad)?;
         eth.set_dst(self.dst_mac);
         eth.set_src(self.src_mac);
         eth.set_ethertype(EtherType::Ipv4);
         let udp_len = self.size - 14 - 20;
         Ipv4::emit(
-            &mut f[14..],
+            &mut inner[14..],
             self.src_ip,
             self.dst_ip,
             IpProtocol::Udp,
@@ -107,7 +213,7 @@ impl FrameSpec {
         )
         .map_err(bad)?;
         // UDP checksum 0 ("none", allowed in IPv4): the probe changes every frame.
-        Udp::emit(&mut f[34..], self.src_port, self.dst_port, udp_len - 8).map_err(bad)?;
+        Udp::emit(&mut inner[34..], self.src_port, self.dst_port, udp_len - 8).map_err(bad)?;
         Ok(f)
     }
 
@@ -117,25 +223,48 @@ impl FrameSpec {
             .wrapping_add((seq % u64::from(self.flows)) as u16)
     }
 
-    /// The destination address of frame `seq`: the address steps once per round of ports.
+    /// The destination address of frame `seq` in network 0: the address steps once per
+    /// round of ports.
     #[inline]
     pub fn dst_ip_for(&self, seq: u64) -> Ipv4Addr {
         let k = (seq / u64::from(self.flows)) % u64::from(self.dst_ips);
         Ipv4Addr::from(u32::from(self.dst_ip).wrapping_add(k as u32))
     }
 
-    /// Writes frame `seq`'s source port, and (with several destination addresses) its
-    /// destination address and IPv4 header checksum, into `head` (the frame's first bytes,
-    /// at least through the UDP header, holding the template's).
+    /// `a` moved into network `net` (its second octet plus `net`).
     #[inline]
-    pub fn patch(&self, head: &mut [u8], seq: u64) {
+    pub fn in_network(a: Ipv4Addr, net: u16) -> Ipv4Addr {
+        Ipv4Addr::from(u32::from(a).wrapping_add(u32::from(net) << 16))
+    }
+
+    /// Writes frame `seq`'s source port, and (with several destination addresses or another
+    /// network than 0) its addresses and IPv4 header checksum, and its VNI, into `head` (the
+    /// frame's first bytes, at least through the inner UDP header, holding the template's).
+    #[inline]
+    pub fn patch(&self, head: &mut [u8], seq: u64, net: u16) {
+        let o = self.inner_offset();
         let port = self.src_port_for(seq);
-        head[SRC_PORT_OFFSET..SRC_PORT_OFFSET + 2].copy_from_slice(&port.to_be_bytes());
-        if self.dst_ips > 1 {
-            head[DST_IP_OFFSET..DST_IP_OFFSET + 4].copy_from_slice(&self.dst_ip_for(seq).octets());
-            head[IP_CHECK_OFFSET..IP_CHECK_OFFSET + 2].fill(0);
-            let c = wire::checksum::checksum(&head[14..34]);
-            head[IP_CHECK_OFFSET..IP_CHECK_OFFSET + 2].copy_from_slice(&c.to_be_bytes());
+        head[o + SRC_PORT_OFFSET..o + SRC_PORT_OFFSET + 2].copy_from_slice(&port.to_be_bytes());
+        if let Some(v) = &self.vxlan {
+            // The outer source port from the flow, as an encapsulating switch hashes it.
+            let outer = 0xc000 | (port & 0x3fff);
+            head[SRC_PORT_OFFSET..SRC_PORT_OFFSET + 2].copy_from_slice(&outer.to_be_bytes());
+            if self.networks > 1 {
+                let vni = (v.vni + u32::from(net)).to_be_bytes();
+                head[VNI_OFFSET..VNI_OFFSET + 3].copy_from_slice(&vni[1..]);
+            }
+        }
+        if self.dst_ips > 1 || self.networks > 1 {
+            let (src, dst) = (
+                Self::in_network(self.src_ip, net),
+                Self::in_network(self.dst_ip_for(seq), net),
+            );
+            let ip = &mut head[o + 14..o + 34];
+            ip[SRC_IP_OFFSET - 14..SRC_IP_OFFSET - 10].copy_from_slice(&src.octets());
+            ip[DST_IP_OFFSET - 14..DST_IP_OFFSET - 10].copy_from_slice(&dst.octets());
+            ip[IP_CHECK_OFFSET - 14..IP_CHECK_OFFSET - 12].fill(0);
+            let c = wire::checksum::checksum(ip);
+            ip[IP_CHECK_OFFSET - 14..IP_CHECK_OFFSET - 12].copy_from_slice(&c.to_be_bytes());
         }
     }
 }
@@ -159,11 +288,18 @@ impl Probe {
         b
     }
 
-    /// Reads the probe of a received frame; `None` if it is not one of ours.
+    /// Reads the probe of a received frame, plain or inside VXLAN (`frame` holds at least its
+    /// first [`MAX_HEAD`] bytes, or all of it); `None` if it is not one of ours.
     #[inline]
     pub fn parse(frame: &[u8]) -> Option<Probe> {
-        let b = frame.get(PROBE_OFFSET..PROBE_OFFSET + PROBE_LEN)?;
-        if u16::from_le_bytes([b[0], b[1]]) != PROBE_MAGIC || frame[12..14] != [0x08, 0x00] {
+        let o = if Self::is_vxlan(frame) {
+            VXLAN_OVERHEAD
+        } else {
+            0
+        };
+        let b = frame.get(o + PROBE_OFFSET..o + PROBE_OFFSET + PROBE_LEN)?;
+        if u16::from_le_bytes([b[0], b[1]]) != PROBE_MAGIC || frame[o + 12..o + 14] != [0x08, 0x00]
+        {
             return None;
         }
         Some(Probe {
@@ -171,6 +307,17 @@ impl Probe {
             seq: u64::from_le_bytes(b[4..12].try_into().ok()?),
             sent_ns: u64::from_le_bytes(b[12..20].try_into().ok()?),
         })
+    }
+
+    /// Whether `frame` (at least its first 38 bytes) is IPv4 without options carrying UDP to
+    /// the VXLAN port.
+    #[inline]
+    pub fn is_vxlan(frame: &[u8]) -> bool {
+        frame.len() >= 38
+            && frame[12..14] == [0x08, 0x00]
+            && frame[14] == 0x45
+            && frame[23] == 17
+            && frame[36..38] == wire::vxlan::UDP_PORT.to_be_bytes()
     }
 }
 
@@ -189,7 +336,7 @@ mod tests {
         let mut seen = std::collections::BTreeSet::new();
         for seq in 0..12u64 {
             let mut f = t.clone();
-            spec.patch(&mut f, seq);
+            spec.patch(&mut f, seq, 0);
             let h: &[u8; 20] = f[14..34].try_into().unwrap();
             assert!(wire::checksum::ipv4_header_ok(h), "seq {seq}");
             let dst = Ipv4Addr::new(f[30], f[31], f[32], f[33]);
@@ -203,7 +350,7 @@ mod tests {
         let one = FrameSpec::default();
         let mut f = one.template().unwrap();
         let before = f[14..34].to_vec();
-        one.patch(&mut f, 5);
+        one.patch(&mut f, 5, 0);
         assert_eq!(&f[14..34], &before[..]);
         assert!(
             FrameSpec {
@@ -253,6 +400,101 @@ mod tests {
                 sent_ns: 5
             })
         );
+    }
+
+    #[test]
+    fn vxlan_frames_carry_the_inner_frame_and_spread_over_networks() {
+        let spec = FrameSpec {
+            size: 128,
+            networks: 3,
+            vxlan: Some(VxlanSpec {
+                src_mac: MacAddr([0x02, 0, 0, 0, 0, 0x11]),
+                dst_mac: MacAddr([0x02, 0, 0, 0, 0, 0x12]),
+                src_ip: Ipv4Addr::new(192, 168, 0, 2),
+                dst_ip: Ipv4Addr::new(192, 168, 0, 1),
+                vni: 100,
+            }),
+            ..Default::default()
+        };
+        let t = spec.template().unwrap();
+        assert_eq!(t.len(), 128 + 50);
+        let probe = Probe {
+            stream: 7,
+            seq: 9,
+            sent_ns: 11,
+        };
+        for net in 0..3u16 {
+            let mut f = t.clone();
+            spec.patch(&mut f, 5, net);
+            f[spec.probe_offset()..spec.probe_offset() + PROBE_LEN]
+                .copy_from_slice(&probe.encode());
+            // An independent parser sees outer IPv4/UDP to 4789, a VXLAN header with the
+            // network's VNI, and the inner frame with the network's addresses.
+            let p = etherparse::SlicedPacket::from_ethernet(&f).unwrap();
+            let Some(etherparse::NetSlice::Ipv4(ip)) = p.net else {
+                panic!("not ipv4")
+            };
+            assert!(ip.header().dont_fragment());
+            assert_eq!(ip.header().total_len(), 128 + 50 - 14);
+            assert_eq!(
+                ip.header().destination_addr(),
+                Ipv4Addr::new(192, 168, 0, 1)
+            );
+            let Some(etherparse::TransportSlice::Udp(u)) = p.transport else {
+                panic!("not udp")
+            };
+            assert_eq!(u.destination_port(), 4789);
+            assert!(u.source_port() >= 0xc000);
+            assert_eq!(usize::from(u.length()), 128 + 16);
+            let v = Vxlan::new_checked(u.payload()).unwrap();
+            assert_eq!(VxlanRepr::parse(&v).unwrap().vni, 100 + u32::from(net));
+            let inner = etherparse::SlicedPacket::from_ethernet(v.payload()).unwrap();
+            let Some(etherparse::NetSlice::Ipv4(ip)) = inner.net else {
+                panic!("inner not ipv4")
+            };
+            assert_eq!(ip.header().total_len(), 128 - 14);
+            assert_eq!(
+                ip.header().source_addr(),
+                Ipv4Addr::new(10, 10 + net as u8, 1, 2)
+            );
+            assert_eq!(
+                ip.header().destination_addr(),
+                Ipv4Addr::new(10, 10 + net as u8, 2, 2)
+            );
+            assert!(
+                wire::Ipv4::new_checked(&v.payload()[14..])
+                    .unwrap()
+                    .checksum_ok()
+            );
+            assert!(wire::Ipv4::new_checked(&f[14..]).unwrap().checksum_ok());
+            assert_eq!(Probe::parse(&f), Some(probe));
+            // What the node delivers after decapsulation parses the same.
+            assert_eq!(Probe::parse(v.payload()), Some(probe));
+        }
+        let too_many = |networks, vni| {
+            FrameSpec {
+                networks,
+                vxlan: Some(VxlanSpec {
+                    vni,
+                    ..spec.vxlan.clone().unwrap()
+                }),
+                ..spec.clone()
+            }
+            .validate()
+        };
+        assert!(too_many(247, 100).unwrap_err().0.contains("second octet"));
+        assert!(
+            too_many(2, wire::vxlan::MAX_VNI)
+                .unwrap_err()
+                .0
+                .contains("VNI")
+        );
+        assert!(too_many(246, 100).is_ok());
+        let big = FrameSpec {
+            size: MAX_FRAME,
+            ..spec.clone()
+        };
+        assert!(big.validate().unwrap_err().0.contains("on the wire"));
     }
 
     #[test]

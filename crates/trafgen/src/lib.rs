@@ -13,9 +13,9 @@ pub mod frame;
 pub mod run;
 pub mod stats;
 
-pub use frame::{FrameSpec, Probe};
-pub use run::{GenConfig, Role, Session, run};
-pub use stats::{GenReport, RxStats, Sample};
+pub use frame::{FrameSpec, Probe, VxlanSpec};
+pub use run::{GenConfig, Port, Role, Session, run};
+pub use stats::{GenReport, RxStats, Sample, StreamInfo};
 
 /// Nanoseconds on CLOCK_MONOTONIC: comparable between processes on one machine.
 #[inline]

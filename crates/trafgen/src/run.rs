@@ -6,9 +6,9 @@ use std::time::{Duration, Instant};
 use buffer::{Pool, PoolConfig};
 use memif::{Client, Event, InterfaceConfig, Listener, PrimaryQueues, SecondaryQueues, SocketPath};
 
-use crate::frame::{FrameSpec, PROBE_LEN, PROBE_OFFSET, Probe};
+use crate::frame::{FrameSpec, MAX_HEAD, PROBE_LEN, PROBE_OFFSET, Probe};
 use crate::now_ns;
-use crate::stats::{GenReport, Sample, WindowedRx};
+use crate::stats::{GenReport, Sample, StreamInfo, WindowedRx};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
@@ -27,6 +27,10 @@ pub struct GenConfig {
     /// a device under test forwarded from `iface`. One loop on one core then both sends and
     /// receives, as a two-port traffic generator does.
     pub rx_iface: Option<InterfaceConfig>,
+    /// More interfaces on the same socket, after `iface` and `rx_iface`: every one is
+    /// received from, and one with a frame spec sends too. Every sending interface (`iface`
+    /// and these) takes an equal share of the rate and the count, on streams of its own.
+    pub ports: Vec<Port>,
     pub spec: FrameSpec,
     pub send: bool,
     pub receive: bool,
@@ -67,6 +71,7 @@ impl Default for GenConfig {
             socket: SocketPath::parse("/run/veclane/memif.sock"),
             iface: InterfaceConfig::default(),
             rx_iface: None,
+            ports: Vec::new(),
             spec: FrameSpec::default(),
             send: true,
             receive: true,
@@ -82,6 +87,14 @@ impl Default for GenConfig {
             sample_every: Duration::from_secs(1),
         }
     }
+}
+
+/// A further interface of a generator ([`GenConfig::ports`]).
+#[derive(Debug, Clone)]
+pub struct Port {
+    pub iface: InterfaceConfig,
+    /// What it sends, if it sends.
+    pub spec: Option<FrameSpec>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -148,9 +161,19 @@ pub fn run(cfg: &GenConfig, stop: &AtomicBool) -> Result<GenReport, GenError> {
 /// `net_memif` port reports zero once its peer has gone).
 pub struct Session {
     ep: Endpoint,
-    /// `peers[0]` is the interface we send on; all of them are received from.
+    /// Every interface, in the configuration's order (`iface`, `rx_iface`, `ports`); all of
+    /// them are received from.
     peers: Vec<Queues>,
     pool: Pool,
+    /// The interfaces that send, and what.
+    sends: Vec<SendPort>,
+}
+
+/// An interface that sends: its place in `peers`, its id, its frames.
+struct SendPort {
+    peer: usize,
+    id: u32,
+    spec: FrameSpec,
     template: Vec<u8>,
     /// Frames sent so far in this session's life (secondary): once every tx slot's buffer
     /// has held the template, a frame needs only its headers written. The buffers belong to
@@ -162,7 +185,7 @@ impl core::fmt::Debug for Session {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Session")
             .field("interfaces", &self.peers.len())
-            .field("frame", &self.template.len())
+            .field("sending", &self.sends.len())
             .finish_non_exhaustive()
     }
 }
@@ -183,10 +206,8 @@ impl Session {
             return Err(GenError::Config(format!("rate {r} pps must be positive")));
         }
         check_warmup(cfg)?;
-        let template = cfg
-            .spec
-            .template()
-            .map_err(|e| GenError::Config(e.to_string()))?;
+        let template =
+            |spec: &FrameSpec| spec.template().map_err(|e| GenError::Config(e.to_string()));
         if let Some(cpu) = cfg.cpu {
             crate::pin_to_cpu(cpu)
                 .map_err(|e| GenError::Config(format!("cannot pin to CPU {cpu}: {e}")))?;
@@ -201,6 +222,38 @@ impl Session {
             }
             ifaces.push(r.clone());
         }
+        let mut sends = Vec::new();
+        if cfg.send {
+            sends.push((0, cfg.spec.clone()));
+        }
+        for p in &cfg.ports {
+            if let Some(spec) = &p.spec
+                && cfg.send
+            {
+                sends.push((ifaces.len(), spec.clone()));
+            }
+            ifaces.push(p.iface.clone());
+        }
+        let sends = sends
+            .into_iter()
+            .map(|(peer, spec)| {
+                Ok(SendPort {
+                    peer,
+                    id: ifaces[peer].id,
+                    template: template(&spec)?,
+                    spec,
+                    primed: 0,
+                })
+            })
+            .collect::<Result<Vec<_>, GenError>>()?;
+        let mut ids: Vec<u32> = ifaces.iter().map(|f| f.id).collect();
+        ids.sort_unstable();
+        if let Some(w) = ids.windows(2).find(|w| w[0] == w[1]) {
+            return Err(GenError::Config(format!(
+                "interface id {} is given twice",
+                w[0]
+            )));
+        }
         let mut ep = match cfg.role {
             Role::Primary => Endpoint::Primary(
                 Listener::bind(&cfg.socket, ifaces.clone())
@@ -211,7 +264,7 @@ impl Session {
                     .map_err(|e| GenError::Memif(e.to_string()))?,
             ),
         };
-        // Every interface must connect; `peers[0]` is the one we send on.
+        // Every interface must connect.
         let deadline = Instant::now() + cfg.connect_timeout;
         let mut slots: Vec<Option<Queues>> = ifaces.iter().map(|_| None).collect();
         while slots.iter().any(Option::is_none) {
@@ -250,7 +303,11 @@ impl Session {
         let peers: Vec<Queues> = slots.into_iter().flatten().collect();
         // Local buffers hold a whole frame, as testpmd's mbufs do when it is given --mbuf-size for
         // jumbo frames: one copy per frame on receive instead of a chain of 2 KiB pieces.
-        let data_size = cfg.spec.size.next_multiple_of(1024).clamp(2048, 64512) as u16;
+        let largest = sends.iter().map(|p| p.spec.wire_len()).max();
+        let data_size = largest
+            .unwrap_or(cfg.spec.wire_len())
+            .next_multiple_of(1024)
+            .clamp(2048, 64512) as u16;
         let count = if data_size > 2048 { 4096 } else { 16384 };
         let pool = Pool::new(PoolConfig {
             count,
@@ -262,8 +319,7 @@ impl Session {
             ep,
             peers,
             pool,
-            template,
-            primed: 0,
+            sends,
         })
     }
 
@@ -276,10 +332,9 @@ impl Session {
             ep,
             peers,
             pool,
-            template,
-            primed,
+            sends,
         } = self;
-        let (ring_full0, bad0) = tx_rx_counts(peers);
+        let (ring_full0, bad0) = tx_rx_counts(peers, sends);
         let mut report = GenReport {
             role: match cfg.role {
                 Role::Primary => "primary".into(),
@@ -289,20 +344,47 @@ impl Session {
             ..Default::default()
         };
         let mut rx = WindowedRx::default();
-        let mut sender = Sender::new(cfg, template, pool, *primed);
+        // Each sending interface's streams: one per (tx queue, network), numbered on from the
+        // previous interface's.
+        let mut senders = Vec::with_capacity(sends.len());
+        let mut stream_base = 0usize;
+        for (i, sp) in sends.iter().enumerate() {
+            let nq = match &peers[sp.peer] {
+                Queues::Secondary(q) => q.tx.len(),
+                Queues::Primary(q) => q.tx.len(),
+            };
+            let s = Sender::new(cfg, sp, pool, (i, sends.len()), stream_base, nq);
+            stream_base += s.seqs.len();
+            senders.push(s);
+        }
+        if stream_base > usize::from(u16::MAX) {
+            return Err(GenError::Config(format!(
+                "{stream_base} streams (tx queues × networks over every sending interface) \
+                 are more than a probe can number"
+            )));
+        }
+        let next_seqs = |senders: &[Sender]| -> Vec<u64> {
+            senders.iter().flat_map(|s| s.seqs.clone()).collect()
+        };
+        let total = |senders: &[Sender]| {
+            senders
+                .iter()
+                .fold(Counts::default(), |a, s| a.plus(&s.counts))
+        };
         let start = Instant::now();
         // The measurement window: when it started and the sender's counts then. Every count
         // in the report is taken from here.
         let mut win = (start, Counts::default());
+        let mut win_seqs = next_seqs(&senders);
         if cfg.warmup.is_zero() {
-            rx.start_window(&sender.seqs);
+            rx.start_window(&win_seqs);
         }
         let mut last_rx = Instant::now();
         let mut send_end: Option<Instant> = None;
         let mut iter = 0u64;
         let mut samples = Vec::new();
-        let sample = |t0: Instant, c0: &Counts, s: &Sender, rx: u64| {
-            let c = s.counts.minus(c0);
+        let sample = |t0: Instant, c0: &Counts, s: &[Sender], rx: u64| {
+            let c = total(s).minus(c0);
             Sample {
                 t_s: t0.elapsed().as_secs_f64(),
                 tx: c.sent,
@@ -314,7 +396,7 @@ impl Session {
         let every = cfg.sample_every.max(Duration::from_millis(10));
         let mut next_sample = every;
         let mut out = Vec::with_capacity(256);
-        let mut hdr = [0u8; PROBE_OFFSET + PROBE_LEN];
+        let mut hdr = [0u8; MAX_HEAD];
         // Gaps while sending: between two passes of this loop (our CPU was taken away) and
         // between two receives once frames come back (the peer's CPU, or ours, stopped).
         let (mut prev_ns, mut last_got_ns, mut max_loop_ns, mut max_rx_gap_ns) =
@@ -324,21 +406,28 @@ impl Session {
         let rx_burst = (RX_BURST_BYTES / cfg.spec.size.max(1)).clamp(8, 256);
         loop {
             iter += 1;
-            let sending = cfg.send && !sender.done(cfg, start);
-            if sending {
-                let r = match &mut peers[0] {
-                    Queues::Secondary(q) => sender.send_secondary(cfg, q, start),
-                    Queues::Primary(q) => sender.send_primary(cfg, q, pool, start),
-                };
-                if r.is_err() {
-                    report.link_lost = true;
-                    break;
+            let mut sending = false;
+            let mut down = false;
+            for s in senders.iter_mut() {
+                if s.done(start) {
+                    continue;
                 }
+                sending = true;
+                let r = match &mut peers[s.peer] {
+                    Queues::Secondary(q) => s.send_secondary(q, start),
+                    Queues::Primary(q) => s.send_primary(q, pool, start),
+                };
+                down |= r.is_err();
+            }
+            if down {
+                report.link_lost = true;
+                break;
             }
             if !rx.started() && start.elapsed() >= cfg.warmup {
                 // The warm-up ends here: what it sent and measured stays out of the report.
-                win = (Instant::now(), sender.counts);
-                rx.start_window(&sender.seqs);
+                win = (Instant::now(), total(&senders));
+                win_seqs = next_seqs(&senders);
+                rx.start_window(&win_seqs);
                 (prev_ns, last_got_ns, max_loop_ns, max_rx_gap_ns) = (0, 0, 0, 0);
             }
             let mut got = 0usize;
@@ -363,7 +452,12 @@ impl Session {
                     }),
                     Queues::Secondary(q) => q.rx.iter_mut().try_for_each(|r| {
                         got += r.recv_with(rx_burst, |pkt| {
-                            let n = pkt.read(0, &mut hdr);
+                            // A plain frame's probe ends within 62 bytes; read VXLAN's 50 more
+                            // only when the frame is one.
+                            let mut n = pkt.read(0, &mut hdr[..PROBE_OFFSET + PROBE_LEN]);
+                            if Probe::is_vxlan(&hdr[..n]) {
+                                n = pkt.read(0, &mut hdr);
+                            }
                             rx.record(pkt.len(), Probe::parse(&hdr[..n]), now);
                         })?;
                         Ok::<(), memif::LinkDown>(())
@@ -384,7 +478,7 @@ impl Session {
             if send_end.is_none() && rx.started() && iter.is_multiple_of(64) {
                 let t = win.0.elapsed();
                 if t >= next_sample {
-                    samples.push(sample(win.0, &win.1, &sender, rx.window.packets));
+                    samples.push(sample(win.0, &win.1, &senders, rx.window.packets));
                     next_sample += every;
                 }
             }
@@ -397,20 +491,20 @@ impl Session {
                     // that leaving does not discard frames in flight) and the return traffic, if
                     // any, has drained; both waits are bounded by `drain`.
                     if send_end.is_none() {
-                        sender.finish(cfg);
-                        samples.push(sample(win.0, &win.1, &sender, rx.window.packets));
+                        senders.iter_mut().for_each(Sender::finish);
+                        samples.push(sample(win.0, &win.1, &senders, rx.window.packets));
                     }
                     // Sending ended at the schedule's end, however late this pass noticed
                     // it: a pause after the last frame is not part of the sending window.
                     let ended = *send_end.get_or_insert_with(|| {
                         Instant::now().min(start + cfg.warmup + cfg.duration)
                     });
-                    let flushed = match &peers[0] {
+                    let flushed = senders.iter().all(|s| match &peers[s.peer] {
                         Queues::Secondary(q) => {
                             q.tx.iter().all(|t| t.in_flight().map_or(true, |n| n == 0))
                         }
                         Queues::Primary(_) => true,
-                    };
+                    });
                     let waited = ended.elapsed() >= cfg.drain;
                     if (flushed || waited) && (!cfg.receive || last_rx.elapsed() >= cfg.drain) {
                         break;
@@ -442,17 +536,27 @@ impl Session {
         }
         if !rx.started() {
             // Stopped (or the link went) during the warm-up: the window is empty.
-            win = (Instant::now(), sender.counts);
+            win = (Instant::now(), total(&senders));
+            win_seqs = next_seqs(&senders);
         }
         let send_s = send_end
             .map_or_else(|| win.0.elapsed(), |e| e.saturating_duration_since(win.0))
             .as_secs_f64();
         if send_end.is_none() {
-            samples.push(sample(win.0, &win.1, &sender, rx.window.packets));
+            samples.push(sample(win.0, &win.1, &senders, rx.window.packets));
         }
         report.samples = samples;
-        *primed = sender.primed;
-        let c = sender.counts.minus(&win.1);
+        for (sp, s) in sends.iter_mut().zip(&senders) {
+            sp.primed = s.primed;
+            pool.free_bulk(&s.chains);
+        }
+        report.tx_stream_packets = next_seqs(&senders)
+            .iter()
+            .zip(&win_seqs)
+            .map(|(end, start)| end - start)
+            .collect();
+        report.streams = senders.iter().flat_map(Sender::streams).collect();
+        let c = total(&senders).minus(&win.1);
         report.tx_packets = c.sent;
         report.tx_offered = c.offered;
         report.tx_refused = c.refused;
@@ -468,7 +572,7 @@ impl Session {
         if send_s > 0.0 {
             report.tx_mpps = c.sent as f64 / send_s / 1e6;
         }
-        let (ring_full, bad) = tx_rx_counts(peers);
+        let (ring_full, bad) = tx_rx_counts(peers, sends);
         report.tx_ring_full = ring_full - ring_full0;
         report.rx_bad_desc = bad - bad0;
         report.fill_rx(&rx.window);
@@ -483,12 +587,16 @@ impl Session {
     }
 }
 
-/// Frames the send interface's rings had no room for, and bad descriptors on every rx ring.
-fn tx_rx_counts(peers: &[Queues]) -> (u64, u64) {
-    let ring_full = match &peers[0] {
-        Queues::Secondary(q) => q.tx.iter().map(|t| t.stats().tx_no_room).sum(),
-        Queues::Primary(q) => q.tx.iter().map(|t| t.stats().tx_no_room).sum(),
-    };
+/// Frames the sending interfaces' rings had no room for, and bad descriptors on every rx
+/// ring.
+fn tx_rx_counts(peers: &[Queues], sends: &[SendPort]) -> (u64, u64) {
+    let ring_full = sends
+        .iter()
+        .map(|sp| match &peers[sp.peer] {
+            Queues::Secondary(q) => q.tx.iter().map(|t| t.stats().tx_no_room).sum::<u64>(),
+            Queues::Primary(q) => q.tx.iter().map(|t| t.stats().tx_no_room).sum(),
+        })
+        .sum();
     let bad = peers
         .iter()
         .map(|q| match q {
@@ -523,6 +631,15 @@ struct Counts {
 }
 
 impl Counts {
+    fn plus(&self, other: &Counts) -> Counts {
+        Counts {
+            sent: self.sent + other.sent,
+            offered: self.offered + other.offered,
+            refused: self.refused + other.refused,
+            shortfall: self.shortfall + other.shortfall,
+        }
+    }
+
     fn minus(&self, earlier: &Counts) -> Counts {
         Counts {
             sent: self.sent - earlier.sent,
@@ -545,65 +662,116 @@ fn max_behind(cfg: &GenConfig) -> u64 {
 /// granularity of a traffic generator's bursts on a wire.
 const BATCH_WINDOW_S: f64 = 10e-6;
 
-/// Sending state: sequence, rate control, prebuilt frames for the copy path.
+/// Sending state of one interface: sequences, rate control, prebuilt frames for the copy path.
 struct Sender {
+    /// Its interface in the session's `peers`, and the interface's id.
+    peer: usize,
+    iface: u32,
+    spec: FrameSpec,
+    /// Its share of the run's rate and count.
+    rate: Option<f64>,
+    count: Option<u64>,
+    drop_when_full: bool,
     /// Frames sent, refused and written off so far; `offered` is the position in the schedule.
     counts: Counts,
     /// Frames the paced schedule calls for in all ([`Sender::scheduled`]).
     schedule_end: u64,
     /// Once the time is up: where the schedule stood before the last catch-up pass.
     tail: Option<u64>,
+    /// When sending ends: `warmup + duration`.
+    end: Duration,
     max_behind: u64,
     /// Paced frames go out in batches of at least this many: what the rate brings in
     /// [`BATCH_WINDOW_S`], capped at the burst.
     min_batch: u64,
     lens: Vec<u32>,
+    /// The headers through the probe, rewritten for every frame.
     head: Vec<u8>,
     template: Vec<u8>,
     primed: u64,
     chains: Vec<u32>,
-    /// Next sequence number per stream (= tx queue).
+    /// Networks the frames spread over, in turn.
+    nets: u64,
+    /// Streams `stream_base + queue × nets + network`; `seqs` holds each one's next sequence
+    /// number.
+    stream_base: u16,
     seqs: Vec<u64>,
 }
 
 impl Sender {
-    fn new(cfg: &GenConfig, template: &[u8], pool: &mut Pool, primed: u64) -> Sender {
-        let chains = if cfg.role == Role::Primary && cfg.send {
+    /// The sender for `port`, sender `share.0` of `share.1` (its share of rate and count),
+    /// its streams numbered from `stream_base` over `nq` tx queues.
+    fn new(
+        cfg: &GenConfig,
+        port: &SendPort,
+        pool: &mut Pool,
+        share: (usize, usize),
+        stream_base: usize,
+        nq: usize,
+    ) -> Sender {
+        let template = &port.template;
+        let chains = if cfg.role == Role::Primary {
             (0..cfg.burst)
                 .filter_map(|_| pool.from_bytes(template))
                 .collect()
         } else {
             Vec::new()
         };
+        let (i, n) = (share.0 as u64, share.1.max(1) as u64);
+        let rate = cfg.rate_pps.map(|r| r / n as f64);
+        let count = cfg.count.map(|c| c / n + u64::from(i < c % n));
+        let end = cfg.warmup + cfg.duration;
+        let nets = u64::from(port.spec.networks.max(1));
+        let head_len = port.spec.probe_offset() + PROBE_LEN;
         Sender {
+            peer: port.peer,
+            iface: port.id,
+            spec: port.spec.clone(),
+            rate,
+            count,
+            drop_when_full: cfg.drop_when_full,
             counts: Counts::default(),
-            schedule_end: cfg.rate_pps.map_or(u64::MAX, |r| Self::scheduled(cfg, r)),
+            schedule_end: rate.map_or(u64::MAX, |r| Self::scheduled(end, r, count)),
             tail: None,
+            end,
             max_behind: max_behind(cfg),
-            min_batch: cfg.rate_pps.map_or(1, |r| {
+            min_batch: rate.map_or(1, |r| {
                 ((r * BATCH_WINDOW_S) as u64).clamp(1, cfg.burst as u64)
             }),
             lens: vec![template.len() as u32; cfg.burst],
-            head: template[..PROBE_OFFSET + PROBE_LEN].to_vec(),
-            template: template.to_vec(),
-            primed,
+            head: template[..head_len].to_vec(),
+            template: template.clone(),
+            primed: port.primed,
             chains,
-            seqs: vec![0; 256],
+            nets,
+            stream_base: stream_base as u16,
+            seqs: vec![0; nq.max(1) * nets as usize],
         }
+    }
+
+    /// What each of this sender's streams is: its interface, tx queue and network.
+    fn streams(&self) -> Vec<StreamInfo> {
+        (0..self.seqs.len())
+            .map(|s| StreamInfo {
+                iface: self.iface,
+                queue: (s as u64 / self.nets) as u16,
+                network: (s as u64 % self.nets) as u16,
+            })
+            .collect()
     }
 
     /// Whether sending is over: the count is reached, or the time is up. A paced sender whose
     /// time is up first offers what its schedule still calls for (frames that fell due in the
     /// last pass, or in a pause just before the end), as it would catch up at any other time:
     /// one more pass for as long as each pass gets some out.
-    fn done(&mut self, cfg: &GenConfig, start: Instant) -> bool {
-        if cfg.count.is_some_and(|c| self.counts.offered >= c) {
+    fn done(&mut self, start: Instant) -> bool {
+        if self.count.is_some_and(|c| self.counts.offered >= c) {
             return true;
         }
-        if start.elapsed() < cfg.warmup + cfg.duration {
+        if start.elapsed() < self.end {
             return false;
         }
-        if cfg.rate_pps.is_none()
+        if self.rate.is_none()
             || self.counts.offered >= self.schedule_end
             || self.tail == Some(self.counts.offered)
         {
@@ -614,18 +782,18 @@ impl Sender {
     }
 
     /// Frames a paced schedule calls for in all: one every `1 / rate` seconds from the start
-    /// up to (not including) the end of the run, or the count if that is fewer.
-    fn scheduled(cfg: &GenConfig, rate: f64) -> u64 {
-        let end = ((cfg.warmup + cfg.duration).as_secs_f64() * rate - 1e-6).ceil() as u64;
-        cfg.count.map_or(end, |c| end.min(c))
+    /// up to (not including) `end`, or the count if that is fewer.
+    fn scheduled(end: Duration, rate: f64, count: Option<u64>) -> u64 {
+        let n = (end.as_secs_f64() * rate - 1e-6).ceil() as u64;
+        count.map_or(n, |c| n.min(c))
     }
 
     /// Closes a paced schedule on a wire when sending ends on its own (time or count): frames
     /// that fell due before the end but were never offered (the generator was descheduled
     /// across it) are written off as shortfall, so that what was offered is exactly what the
     /// schedule called for and the report's offered rate is the requested one.
-    fn finish(&mut self, cfg: &GenConfig) {
-        if cfg.rate_pps.is_some() && cfg.drop_when_full {
+    fn finish(&mut self) {
+        if self.rate.is_some() && self.drop_when_full {
             let missed = self.schedule_end.saturating_sub(self.counts.offered);
             self.counts.shortfall += missed;
             self.counts.offered += missed;
@@ -634,26 +802,26 @@ impl Sender {
 
     /// How many frames may go now: see [`Sender::budget_at`].
     #[inline]
-    fn budget(&mut self, cfg: &GenConfig, start: Instant) -> usize {
-        self.budget_at(cfg, start.elapsed().as_secs_f64())
+    fn budget(&mut self, start: Instant) -> usize {
+        self.budget_at(start.elapsed().as_secs_f64())
     }
 
     /// How many frames may go `t` seconds into the run: the burst, the count left, and the
-    /// rate. With `drop_when_full`, frames the schedule called for more than [`max_behind`]
-    /// frames ago are written off as shortfall first (the generator could not offer them in
-    /// time).
+    /// rate. On a wire (`drop_when_full`), frames the schedule called for more than
+    /// [`max_behind`] frames ago are written off as shortfall first (the generator could not
+    /// offer them in time).
     #[inline]
-    fn budget_at(&mut self, cfg: &GenConfig, t: f64) -> usize {
-        let mut n = cfg.burst as u64;
-        if let Some(c) = cfg.count {
+    fn budget_at(&mut self, t: f64) -> usize {
+        let mut n = self.lens.len() as u64;
+        if let Some(c) = self.count {
             n = n.min(c - self.counts.offered);
         }
-        if let Some(rate) = cfg.rate_pps {
+        if let Some(rate) = self.rate {
             // Never past the schedule's end, however late this pass comes.
             let due = ((t * rate) as u64 + 1).min(self.schedule_end);
             let behind = due.saturating_sub(self.counts.offered);
             let limit = self.max_behind;
-            if cfg.drop_when_full && behind > limit {
+            if self.drop_when_full && behind > limit {
                 self.counts.shortfall += behind - limit;
                 self.counts.offered += behind - limit;
             }
@@ -670,9 +838,9 @@ impl Sender {
     /// Books a send of `sent` out of `asked` frames: on a wire the rest are gone (refused by a
     /// full ring), otherwise they are retried.
     #[inline]
-    fn account(&mut self, cfg: &GenConfig, asked: usize, sent: usize) {
+    fn account(&mut self, asked: usize, sent: usize) {
         self.counts.sent += sent as u64;
-        if cfg.drop_when_full && cfg.rate_pps.is_some() {
+        if self.drop_when_full && self.rate.is_some() {
             self.counts.offered += asked as u64;
             self.counts.refused += (asked - sent) as u64;
         } else {
@@ -680,33 +848,51 @@ impl Sender {
         }
     }
 
+    /// Frame number `c` of this sender: its network, and its place in that network's flows.
+    #[inline]
+    fn split(&self, c: u64) -> (u16, u64) {
+        if self.nets == 1 {
+            return (0, c);
+        }
+        ((c % self.nets) as u16, c / self.nets)
+    }
+
     fn send_secondary(
         &mut self,
-        cfg: &GenConfig,
         q: &mut SecondaryQueues,
         start: Instant,
     ) -> Result<(), memif::LinkDown> {
         let nq = q.tx.len();
+        let probe = self.spec.probe_offset();
         for t in q.tx.iter_mut() {
-            let n = self.budget(cfg, start);
+            let n = self.budget(start);
             if n == 0 {
                 return Ok(());
             }
             let ts = now_ns();
             let base = self.counts.sent;
             let ring = u64::from(t.ring_size());
-            let (head, template, spec) = (&mut self.head, &self.template, &cfg.spec);
             let full = self.primed < ring * nq as u64;
-            let stream = t.index();
-            let seq0 = self.seqs[usize::from(stream)];
+            let queue = usize::from(t.index());
+            let (nets, stream_base) = (self.nets, self.stream_base);
+            let (head, template, spec, seqs) =
+                (&mut self.head, &self.template, &self.spec, &mut self.seqs);
             let sent = t.send_with(&self.lens[..n], |i, w| {
+                let c = base + i as u64;
+                let (net, flow) = if nets == 1 {
+                    (0, c)
+                } else {
+                    ((c % nets) as u16, c / nets)
+                };
+                let s = queue * nets as usize + usize::from(net);
                 let p = Probe {
-                    stream,
-                    seq: seq0 + i as u64,
+                    stream: stream_base + s as u16,
+                    seq: seqs[s],
                     sent_ns: ts,
                 };
-                head[PROBE_OFFSET..].copy_from_slice(&p.encode());
-                spec.patch(head, base + i as u64);
+                seqs[s] += 1;
+                head[probe..].copy_from_slice(&p.encode());
+                spec.patch(head, flow, net);
                 if full {
                     // Until every slot's buffer holds the template once, write whole frames;
                     // afterwards only headers and probe change (the buffers are ours alone).
@@ -715,40 +901,49 @@ impl Sender {
                 w.write(0, head);
             })?;
             self.primed += sent as u64;
-            self.seqs[usize::from(stream)] += sent as u64;
-            self.account(cfg, n, sent);
+            self.account(n, sent);
         }
         Ok(())
     }
 
     fn send_primary(
         &mut self,
-        cfg: &GenConfig,
         q: &mut PrimaryQueues,
         pool: &mut Pool,
         start: Instant,
     ) -> Result<(), memif::LinkDown> {
+        let probe = self.spec.probe_offset();
         for t in q.tx.iter_mut() {
-            let n = self.budget(cfg, start).min(self.chains.len());
+            let n = self.budget(start).min(self.chains.len());
             if n == 0 {
                 return Ok(());
             }
             let ts = now_ns();
-            let stream = usize::from(t.index());
-            // The chains are ours: patch probe and port in place, then copy into the peer.
-            for (i, &c) in self.chains[..n].iter().enumerate() {
+            let queue = usize::from(t.index());
+            let mut streams = [0usize; 256];
+            // The chains are ours: patch probe, addresses and port in place, then copy into
+            // the peer.
+            for (i, &ch) in self.chains[..n].iter().enumerate() {
+                let (net, flow) = self.split(self.counts.sent + i as u64);
+                let s = queue * self.nets as usize + usize::from(net);
+                streams[i] = s;
                 let p = Probe {
-                    stream: stream as u16,
-                    seq: self.seqs[stream] + i as u64,
+                    stream: self.stream_base + s as u16,
+                    seq: self.seqs[s],
                     sent_ns: ts,
                 };
-                let d = pool.data_mut(c);
-                d[PROBE_OFFSET..PROBE_OFFSET + PROBE_LEN].copy_from_slice(&p.encode());
-                cfg.spec.patch(d, self.counts.sent + i as u64);
+                self.seqs[s] += 1;
+                let d = pool.data_mut(ch);
+                d[probe..probe + PROBE_LEN].copy_from_slice(&p.encode());
+                self.spec.patch(d, flow, net);
             }
             let sent = t.send(pool, &self.chains[..n])?;
-            self.seqs[stream] += sent as u64;
-            self.account(cfg, n, sent);
+            // Frames the ring did not take give their sequence numbers back (they are the
+            // last of each of their streams).
+            for &s in &streams[sent..n] {
+                self.seqs[s] -= 1;
+            }
+            self.account(n, sent);
         }
         Ok(())
     }
@@ -761,7 +956,6 @@ mod tests {
     /// A paced sender on a wire driven by a made-up clock: `pass(t, taken)` asks for a budget
     /// at `t` seconds and lets the ring take `taken` of it.
     struct Wire {
-        cfg: GenConfig,
         s: Sender,
     }
 
@@ -778,14 +972,20 @@ mod tests {
                 ..Default::default()
             })
             .unwrap();
-            let template = cfg.spec.template().unwrap();
-            let s = Sender::new(&cfg, &template, &mut pool, 0);
-            Wire { cfg, s }
+            let port = SendPort {
+                peer: 0,
+                id: 0,
+                template: cfg.spec.template().unwrap(),
+                spec: cfg.spec.clone(),
+                primed: 0,
+            };
+            let s = Sender::new(&cfg, &port, &mut pool, (0, 1), 0, 1);
+            Wire { s }
         }
 
         fn pass(&mut self, t: f64, taken: Option<usize>) -> usize {
-            let n = self.s.budget_at(&self.cfg, t);
-            self.s.account(&self.cfg, n, taken.unwrap_or(n).min(n));
+            let n = self.s.budget_at(t);
+            self.s.account(n, taken.unwrap_or(n).min(n));
             n
         }
 
@@ -806,7 +1006,7 @@ mod tests {
         }
         // The pass after the end (`done`'s) sends what the last batch window held back.
         w.pass(0.010, None);
-        w.s.finish(&w.cfg);
+        w.s.finish();
         w.check();
         assert_eq!(w.s.counts.offered, 10_000);
         assert_eq!(w.s.counts.shortfall, 0);
@@ -850,7 +1050,7 @@ mod tests {
             t += 1e-6;
         }
         assert!(w.s.counts.offered < 10_000);
-        w.s.finish(&w.cfg);
+        w.s.finish();
         w.check();
         assert_eq!(w.s.counts.offered, 10_000);
         assert_eq!(w.s.counts.shortfall, 10_000 - w.s.counts.sent);
@@ -862,7 +1062,7 @@ mod tests {
         assert_eq!(w.s.counts.sent, 1024, "the last ring's worth goes late");
         // A rate that does not divide the run: frames at k / rate for k < rate * duration.
         let mut w = Wire::new(3e5 + 1.0, 10);
-        w.s.finish(&w.cfg);
+        w.s.finish();
         assert_eq!(w.s.counts.offered, 3001);
     }
 }

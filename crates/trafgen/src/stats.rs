@@ -186,8 +186,11 @@ pub struct GenReport {
     pub rx_foreign: u64,
     pub rx_reordered: u64,
     pub rx_seq_gaps: u64,
-    /// Frames received per stream (one stream per tx queue of the sender).
+    /// Frames sent and received per stream in the window: one stream per (sending
+    /// interface, tx queue, network), described in `streams`.
+    pub tx_stream_packets: Vec<u64>,
     pub rx_stream_packets: Vec<u64>,
+    pub streams: Vec<StreamInfo>,
     pub rx_bad_desc: u64,
     pub latency: Latency,
     pub connects: u64,
@@ -206,6 +209,14 @@ pub struct GenReport {
     pub warmup_tx_packets: u64,
     pub warmup_tx_refused: u64,
     pub warmup_rx_packets: u64,
+}
+
+/// What a stream is: the interface it was sent on (its id), the tx queue, the network.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+pub struct StreamInfo {
+    pub iface: u32,
+    pub queue: u16,
+    pub network: u16,
 }
 
 /// Frames sent and received since the start of a run's measurement window (after any

@@ -349,3 +349,106 @@ fn a_warm_up_is_sent_but_left_out_of_the_counts() {
     .to_string();
     assert!(e.contains("warm-up"), "{e}");
 }
+
+/// Two sending interfaces, one of them in VXLAN, each spreading its frames over three
+/// networks: every stream's frames arrive, in order, and the sink's per-stream counts match
+/// the generator's, in both roles (the sink reads a VXLAN probe past the outer headers both
+/// from its own buffers and, as secondary, from shared memory).
+#[test]
+fn several_sending_interfaces_and_networks_keep_their_own_streams() {
+    let _cpus = CPUS.lock().unwrap_or_else(|e| e.into_inner());
+    let vxlan = trafgen::VxlanSpec {
+        src_mac: FrameSpec::default().src_mac,
+        dst_mac: FrameSpec::default().dst_mac,
+        src_ip: "192.168.0.2".parse().unwrap(),
+        dst_ip: "192.168.0.1".parse().unwrap(),
+        vni: 100,
+    };
+    for (gen_role, sink_role) in [
+        (Role::Secondary, Role::Primary),
+        (Role::Primary, Role::Secondary),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = SocketPath::File(dir.path().join("g.sock"));
+        let iface = |id| InterfaceConfig {
+            id,
+            log2_ring_size: 12,
+            s2m_rings: 2,
+            m2s_rings: 2,
+            ..Default::default()
+        };
+        let spec = FrameSpec {
+            size: 200,
+            networks: 3,
+            flows: 4,
+            ..Default::default()
+        };
+        let sink = GenConfig {
+            role: sink_role,
+            socket: socket.clone(),
+            iface: iface(0),
+            rx_iface: Some(iface(1)),
+            send: false,
+            duration: Duration::from_secs(30),
+            ..Default::default()
+        };
+        let send = GenConfig {
+            role: gen_role,
+            socket,
+            iface: iface(0),
+            spec: FrameSpec {
+                vxlan: Some(vxlan.clone()),
+                ..spec.clone()
+            },
+            ports: vec![trafgen::Port {
+                iface: iface(1),
+                spec: Some(spec.clone()),
+            }],
+            receive: false,
+            count: Some(30_001),
+            duration: Duration::from_secs(30),
+            ..Default::default()
+        };
+        let stop = AtomicBool::new(false);
+        let (tx, rx) = std::thread::scope(|s| {
+            let rx = s.spawn(|| trafgen::run(&sink, &stop).unwrap());
+            std::thread::sleep(Duration::from_millis(50));
+            let tx = trafgen::run(&send, &stop).unwrap();
+            (tx, rx.join().unwrap())
+        });
+        let role = format!("{gen_role:?} → {sink_role:?}");
+        assert_eq!(tx.tx_packets, 30_001, "{role}");
+        assert_eq!(rx.rx_packets, 30_001, "{role}");
+        // Half the frames each (the first interface takes the odd one), 50 bytes more in VXLAN.
+        assert_eq!(rx.rx_bytes, 15_001 * 250 + 15_000 * 200, "{role}");
+        assert_eq!(
+            (rx.rx_foreign, rx.rx_reordered, rx.rx_seq_gaps),
+            (0, 0, 0),
+            "{role}"
+        );
+        // Streams: (interface, queue, network), 2 × 2 × 3 of them, as many received as sent.
+        assert_eq!(tx.streams.len(), 12, "{role}");
+        assert_eq!(
+            tx.streams[7],
+            trafgen::StreamInfo {
+                iface: 1,
+                queue: 0,
+                network: 1
+            }
+        );
+        assert_eq!(tx.tx_stream_packets.iter().sum::<u64>(), 30_001);
+        let mut rxs = rx.rx_stream_packets.clone();
+        rxs.resize(12, 0);
+        assert_eq!(rxs, tx.tx_stream_packets, "{role}");
+        for net in 0..3 {
+            let sent: u64 = (0..12)
+                .filter(|&s| tx.streams[s].network == net)
+                .map(|s| tx.tx_stream_packets[s])
+                .sum();
+            assert!(
+                (10_000..=10_001).contains(&sent),
+                "{role}: network {net}: {sent}"
+            );
+        }
+    }
+}
