@@ -20,7 +20,8 @@ pub use config::{
     AfPacketSpec, AfXdpSpec, Config, MemifSpec, NeighborSpec, NetworkSpec, RouteSpec, XdpMode,
 };
 pub use types::{
-    CopyEngine, CopyMode, Ipv4Prefix, MacAddr, ParseError, Role, RxMode, Via, parse_ipv4, parse_mac,
+    CopyEngine, CopyMode, Ipv4Prefix, MacAddr, ParseError, Role, RxMode, Via, parse_ipv4,
+    parse_mac, vxlan_tunnel_mac,
 };
 
 /// File name of the control socket inside the runtime directory.

@@ -232,6 +232,18 @@ pub(crate) fn deserialize_ipv4<'de, D: Deserializer<'de>>(d: D) -> Result<Ipv4Ad
     parse_ipv4(&s).map_err(serde::de::Error::custom)
 }
 
+/// A tunnel's MAC: locally administered, from (our VTEP, VNI, remote VTEP), so that two nodes
+/// with the same configuration never present one MAC to a VTEP that learns MACs (Linux). A
+/// remote VTEP learns it by ARP (the tunnel answers for the network's addresses); a traffic
+/// generator standing in for one takes it from here.
+pub fn vxlan_tunnel_mac(src: Ipv4Addr, vni: u32, dst: Ipv4Addr) -> [u8; 6] {
+    let k = (u64::from(u32::from(src)) << 32 | u64::from(u32::from(dst))) ^ u64::from(vni) << 8;
+    let mut h = k.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    h ^= h >> 29;
+    let b = h.to_be_bytes();
+    [0x02, b[0], b[1], b[2], b[3], b[4]]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -136,7 +136,7 @@ pub fn measure(
         drain: Duration::from_millis(10),
         // Counted frames, under callgrind's own clock: nothing to warm up.
         warmup: Duration::ZERO,
-        ..cfg.topology.gen_config(cfg, &sock, size, dut.workers)
+        ..cfg.topology.gen_config(cfg, dut, &sock, size)
     };
     let received = std::thread::scope(|s| {
         let (gcfg, running) = (&gcfg, &mut running);

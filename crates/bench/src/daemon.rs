@@ -133,13 +133,15 @@ impl RunningDut for Daemon {
             api::Reply::Interfaces { interfaces } => interfaces,
             other => return Err(DutError::reply(DUT, format!("show interface: {other:?}"))),
         };
-        let by = |id: u32| {
+        // Every memif interface faces the generator (in l3fwd it sends on one and receives
+        // on the other; in the node scenarios it is the remote node and every pod at once).
+        let memifs = || {
             ifs.iter()
-                .find(|i| matches!(i.device, api::DeviceInfo::Memif { id: x, .. } if x == id))
+                .filter(|i| matches!(i.device, api::DeviceInfo::Memif { .. }))
         };
         Ok(Some(Counts {
-            rx: by(0).map_or(0, |i| i.rx_packets),
-            tx: by(1).map_or(0, |i| i.tx_packets),
+            rx: memifs().map(|i| i.rx_packets).sum(),
+            tx: memifs().map(|i| i.tx_packets).sum(),
         }))
     }
 

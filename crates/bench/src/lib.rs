@@ -17,6 +17,7 @@ pub mod dpdk;
 pub mod dpdk_l3fwd;
 pub mod dut;
 pub mod l3fwd;
+pub mod node;
 pub mod p2p;
 pub mod placement;
 pub mod plot;
@@ -58,8 +59,27 @@ impl core::fmt::Display for Dut {
 /// veclane's forwarding path between two memif interfaces (`[daemon] copy`).
 pub use api::CopyMode;
 
-/// One column of a result table: a DUT, its copy mode where it has one, and how many
-/// forwarding workers (cores) it runs.
+/// The shape of a node-switch trial (the `singlenet` and `multinet` scenarios,
+/// [`crate::node`]): pod traffic routed in the default table, or carried in VXLAN with each
+/// network's VNI and routed in the network's VRF.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Shape {
+    Singlenet,
+    Multinet,
+}
+
+impl core::fmt::Display for Shape {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            Shape::Singlenet => "singlenet",
+            Shape::Multinet => "multinet",
+        })
+    }
+}
+
+/// One column of a result table: a DUT, its copy mode where it has one, how many forwarding
+/// workers (cores) it runs, and the shape of the trial where the scenario has several.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct Subject {
     pub dut: Dut,
@@ -68,6 +88,8 @@ pub struct Subject {
     /// Forwarding workers, each on a CPU of its own and polling one queue pair of each
     /// interface (l3fwd); 1 everywhere else.
     pub workers: u16,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shape: Option<Shape>,
 }
 
 impl Subject {
@@ -77,6 +99,15 @@ impl Subject {
             dut,
             copy: None,
             workers: 1,
+            shape: None,
+        }
+    }
+
+    /// The same DUT in `shape`.
+    pub fn in_shape(self, shape: Shape) -> Subject {
+        Subject {
+            shape: Some(shape),
+            ..self
         }
     }
 
@@ -99,6 +130,9 @@ impl core::fmt::Display for Subject {
         }
         if self.workers != 1 {
             write!(f, " x{}", self.workers)?;
+        }
+        if let Some(s) = self.shape {
+            write!(f, " {s}")?;
         }
         Ok(())
     }

@@ -11,10 +11,9 @@
 //!   interfaces, one route between them; [`crate::l3fwd::TOPOLOGY`]) is the first.
 //!
 //! A new searched scenario is a [`Topology`] and a line in [`registry`]; the command line,
-//! the searches, the JSON, CSV and plots follow. That is where `multinet` goes once the
-//! daemon has networks: the DUT configured with one VRF per network (name, VNI, CIDR), the
-//! generator's queue pairs spread over the networks' interfaces, and the counters of every
-//! network's interfaces summed for the cross-check.
+//! the searches, the JSON, CSV and plots follow. `singlenet` and `multinet` ([`crate::node`])
+//! are the seeds' node switch: the generator as the remote node on an uplink and as every
+//! network's pod, and (multinet) each DUT measured in both shapes, interleaved.
 
 use crate::l3fwd::Topology;
 
@@ -49,6 +48,8 @@ pub fn registry() -> Vec<Scenario> {
             kind: Kind::Continuous,
         },
         searched(&crate::l3fwd::TOPOLOGY),
+        searched(&crate::node::SINGLENET),
+        searched(&crate::node::MULTINET),
     ]
 }
 
@@ -86,8 +87,16 @@ mod tests {
         };
         assert_eq!(t.name(), "l3fwd");
         assert!(t.supports(Dut::Testpmd) && t.supports(Dut::Vpp));
-        let e = find("multinet").unwrap_err().to_string();
-        assert!(e.contains("known: p2p, l3fwd"), "{e}");
+        let e = find("pvp").unwrap_err().to_string();
+        assert!(
+            e.contains("known: p2p, l3fwd, singlenet, multinet"),
+            "{e}"
+        );
+        let Kind::Searched(m) = find("multinet").unwrap().kind else {
+            panic!("multinet is searched")
+        };
+        assert!(m.supports(Dut::Veclane) && !m.supports(Dut::Testpmd));
+        assert_eq!(m.shapes().len(), 2);
         let names: Vec<&str> = registry().iter().map(|s| s.name).collect();
         let mut unique = names.clone();
         unique.dedup();

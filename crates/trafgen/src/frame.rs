@@ -65,6 +65,9 @@ pub struct FrameSpec {
     pub vxlan: Option<VxlanSpec>,
     /// Spread the frames over this many networks, in turn (see the module doc).
     pub networks: u16,
+    /// Network `k`'s (inner) destination MAC, one per network (a switch's MAC in a network
+    /// may differ per network, as a VXLAN tunnel's does per VNI); empty: `dst_mac` in all.
+    pub dst_macs: Vec<MacAddr>,
 }
 
 impl Default for FrameSpec {
@@ -81,6 +84,7 @@ impl Default for FrameSpec {
             dst_ips: 1,
             vxlan: None,
             networks: 1,
+            dst_macs: Vec::new(),
         }
     }
 }
@@ -113,6 +117,13 @@ impl FrameSpec {
         }
         if self.networks == 0 {
             return Err(SpecError("networks must be at least 1".into()));
+        }
+        if !self.dst_macs.is_empty() && self.dst_macs.len() != usize::from(self.networks) {
+            return Err(SpecError(format!(
+                "{} destination MACs for {} networks",
+                self.dst_macs.len(),
+                self.networks
+            )));
         }
         if u32::from(self.dst_ip)
             .checked_add(u32::from(self.dst_ips) - 1)
@@ -199,7 +210,7 @@ impl FrameSpec {
         }
         let inner = &mut f[o..];
         let mut eth = Ethernet::new_checked(&mut inner[..]).map_err(bad)?;
-        eth.set_dst(self.dst_mac);
+        eth.set_dst(self.dst_macs.first().copied().unwrap_or(self.dst_mac));
         eth.set_src(self.src_mac);
         eth.set_ethertype(EtherType::Ipv4);
         let udp_len = self.size - 14 - 20;
@@ -253,6 +264,11 @@ impl FrameSpec {
                 let vni = (v.vni + u32::from(net)).to_be_bytes();
                 head[VNI_OFFSET..VNI_OFFSET + 3].copy_from_slice(&vni[1..]);
             }
+        }
+        if let Some(m) = self.dst_macs.get(usize::from(net))
+            && self.networks > 1
+        {
+            head[o..o + 6].copy_from_slice(&m.0);
         }
         if self.dst_ips > 1 || self.networks > 1 {
             let (src, dst) = (
@@ -404,9 +420,11 @@ mod tests {
 
     #[test]
     fn vxlan_frames_carry_the_inner_frame_and_spread_over_networks() {
+        let macs: Vec<MacAddr> = (0..3).map(|k| MacAddr([0x02, 9, 9, 9, 9, k])).collect();
         let spec = FrameSpec {
             size: 128,
             networks: 3,
+            dst_macs: macs.clone(),
             vxlan: Some(VxlanSpec {
                 src_mac: MacAddr([0x02, 0, 0, 0, 0, 0x11]),
                 dst_mac: MacAddr([0x02, 0, 0, 0, 0, 0x12]),
@@ -448,6 +466,7 @@ mod tests {
             assert_eq!(usize::from(u.length()), 128 + 16);
             let v = Vxlan::new_checked(u.payload()).unwrap();
             assert_eq!(VxlanRepr::parse(&v).unwrap().vni, 100 + u32::from(net));
+            assert_eq!(v.payload()[..6], macs[usize::from(net)].0);
             let inner = etherparse::SlicedPacket::from_ethernet(v.payload()).unwrap();
             let Some(etherparse::NetSlice::Ipv4(ip)) = inner.net else {
                 panic!("inner not ipv4")

@@ -16,6 +16,7 @@ pub mod stats;
 pub use frame::{FrameSpec, Probe, VxlanSpec};
 pub use run::{GenConfig, Port, Role, Session, run};
 pub use stats::{GenReport, RxStats, Sample, StreamInfo};
+pub use wire::MacAddr;
 
 /// Nanoseconds on CLOCK_MONOTONIC: comparable between processes on one machine.
 #[inline]

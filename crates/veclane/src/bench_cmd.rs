@@ -54,6 +54,13 @@ pub enum SearchArg {
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum DirectionArg {
+    In,
+    Out,
+    Both,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
 pub enum TestpmdFwdArg {
     Io,
     Mac,
@@ -67,9 +74,18 @@ pub struct BenchArgs {
     /// 64,128,256,512,1024,1500].
     #[arg(long, value_delimiter = ',')]
     sizes: Vec<usize>,
-    /// Devices under test, interleaved in this order.
-    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [DutArg::Veclane, DutArg::Testpmd])]
+    /// Devices under test, interleaved in this order [default: veclane,testpmd; singlenet and
+    /// multinet: veclane].
+    #[arg(long, value_enum, value_delimiter = ',')]
     dut: Vec<DutArg>,
+    /// singlenet and multinet: networks, each with a pod interface of its own; the remote
+    /// node's frames are spread over them.
+    #[arg(long, default_value_t = 1)]
+    networks: u16,
+    /// singlenet and multinet: which way frames go: into the pods (in: multinet decapsulates),
+    /// out of them (out: multinet encapsulates), or both at once.
+    #[arg(long, value_enum, default_value = "both")]
+    direction: DirectionArg,
     /// Seconds of traffic per trial [default: p2p 2; l3fwd 0.25] (l3fwd mlr: the final trial
     /// duration, the duration sum being 21 times it).
     #[arg(long)]
@@ -355,8 +371,15 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
         bail!("--copy needs at least one of single, two");
     }
     let testpmd_bin = bench::testpmd::find();
-    let mut duts: Vec<Dut> = a
-        .dut
+    let dut_args = if a.dut.is_empty() {
+        match topology {
+            Some(t) if !t.supports(Dut::Testpmd) => vec![DutArg::Veclane],
+            _ => vec![DutArg::Veclane, DutArg::Testpmd],
+        }
+    } else {
+        a.dut.clone()
+    };
+    let mut duts: Vec<Dut> = dut_args
         .iter()
         .map(|d| match d {
             DutArg::Veclane => Dut::Veclane,
@@ -513,6 +536,13 @@ fn run_l3fwd(
         .iter()
         .flat_map(|&w| base.iter().map(move |s| s.with_workers(w)))
         .collect();
+    // A scenario of several shapes measures every DUT in each, one after the other.
+    if !topology.shapes().is_empty() {
+        subjects = subjects
+            .iter()
+            .flat_map(|s| topology.shapes().iter().map(|&sh| s.in_shape(sh)))
+            .collect();
+    }
     let l3fwd_bin = bench::dpdk_l3fwd::find();
     let vpp_bin = bench::vpp::find(a.vpp_bin.as_deref());
     if duts.contains(&Dut::DpdkL3fwd) && l3fwd_bin.is_none() {
@@ -548,6 +578,12 @@ fn run_l3fwd(
         ring_log2: a.ring_log2.unwrap_or(12),
         buffer_size: a.buffer_size,
         burst: a.burst,
+        networks: a.networks,
+        direction: match a.direction {
+            DirectionArg::In => bench::node::Direction::In,
+            DirectionArg::Out => bench::node::Direction::Out,
+            DirectionArg::Both => bench::node::Direction::Both,
+        },
         wait_near_secs: a.wait_near.max(0.0),
         method: method(a, trial_secs)?,
         testpmd_fwd: match a.testpmd_fwd {

@@ -301,3 +301,110 @@ fn cost_counts_instructions_per_packet_of_each_dut() {
         }
     }
 }
+
+/// The seeds' node switch (`multinet`: singlenet and multinet interleaved), two networks,
+/// frames both ways at once: every trial's counts agree with the DUT's, each network carries
+/// its share, multinet runs through VXLAN's nodes, and its row has the paired ratio over
+/// singlenet.
+#[test]
+fn multinet_measures_both_shapes_per_network_and_the_counters_agree() {
+    let r = bench(&[
+        "multinet",
+        "--sizes",
+        "64,1500",
+        "--networks",
+        "2",
+        "--copy",
+        "single",
+        "--search",
+        "loss-verification",
+        "--precision",
+        "0.05",
+        "--mrr-secs",
+        "0.3",
+        "--latency-at",
+        "",
+    ]);
+    let searches = r["searches"].as_array().unwrap();
+    assert_eq!(searches.len(), 4, "two sizes, two shapes");
+    for o in searches {
+        assert!(o["error"].is_null(), "{o}");
+        let shape = o["dut"]["shape"].as_str().unwrap();
+        assert!(o["mrr_pps"].as_f64().unwrap() > 10_000.0, "{o}");
+        for t in o["trials"].as_array().unwrap() {
+            assert!(t.get("disagreements").is_none(), "{t}");
+            let nets = t["networks"].as_array().unwrap();
+            assert_eq!(nets.len(), 2, "{t}");
+            let sent: u64 = nets.iter().map(|n| n["sent"].as_u64().unwrap()).sum();
+            let received: u64 = nets.iter().map(|n| n["received"].as_u64().unwrap()).sum();
+            assert_eq!(sent, t["m"]["sent"].as_u64().unwrap(), "{t}");
+            assert_eq!(received, t["m"]["received"].as_u64().unwrap(), "{t}");
+            for n in nets {
+                assert!(n["sent"].as_u64().unwrap() > 0, "{t}");
+            }
+        }
+        let nodes: Vec<&str> = o["node_ns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n[0].as_str().unwrap())
+            .collect();
+        let vxlan = ["vxlan4-input", "vxlan4-encap"];
+        match shape {
+            "multinet" => assert!(vxlan.iter().all(|v| nodes.contains(v)), "{nodes:?}"),
+            "singlenet" => assert!(!vxlan.iter().any(|v| nodes.contains(v)), "{nodes:?}"),
+            s => panic!("shape {s}"),
+        }
+    }
+    let rows = r["rows"].as_array().unwrap();
+    for row in rows.iter().filter(|r| r["dut"]["shape"] == "multinet") {
+        let p = &row["paired_ratio"];
+        assert!(p["median"].as_f64().unwrap() > 0.0, "{row}");
+    }
+}
+
+/// One way at a time: into the pods multinet only decapsulates, out of them it only
+/// encapsulates; singlenet alone measures one shape.
+#[test]
+fn node_directions_take_the_path_they_say() {
+    for (scenario, direction, want, not) in [
+        ("multinet", "in", "vxlan4-input", "vxlan4-encap"),
+        ("multinet", "out", "vxlan4-encap", "vxlan4-input"),
+        ("singlenet", "out", "ip4-rewrite", "vxlan4-encap"),
+    ] {
+        let r = bench(&[
+            scenario,
+            "--sizes",
+            "128",
+            "--networks",
+            "3",
+            "--direction",
+            direction,
+            "--copy",
+            "two",
+            "--search",
+            "continuous",
+            "--mrr-secs",
+            "0.2",
+            "--latency-at",
+            "",
+        ]);
+        let searches = r["searches"].as_array().unwrap();
+        let shapes = if scenario == "multinet" { 2 } else { 1 };
+        assert_eq!(searches.len(), shapes, "{r}");
+        let o = searches.last().unwrap();
+        assert!(o["error"].is_null(), "{o}");
+        let nodes: Vec<&str> = o["node_ns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n[0].as_str().unwrap())
+            .collect();
+        assert!(nodes.contains(&want), "{scenario} {direction}: {nodes:?}");
+        assert!(!nodes.contains(&not), "{scenario} {direction}: {nodes:?}");
+        for t in o["trials"].as_array().unwrap() {
+            assert!(t.get("disagreements").is_none(), "{t}");
+            assert_eq!(t["networks"].as_array().unwrap().len(), 3, "{t}");
+        }
+    }
+}

@@ -32,6 +32,10 @@ pub struct L3fwdConfig {
     pub buffer_size: u32,
     /// Frames per generator burst.
     pub burst: usize,
+    /// Node scenarios (`singlenet`, `multinet`): networks, each with a pod interface of its
+    /// own, the frames spread over them; and which way the frames go.
+    pub networks: u16,
+    pub direction: crate::node::Direction,
     /// Before each search, wait up to this long for the CPUs to be near (0: do not wait);
     /// within a search, before each trial (see the trial guard, `l3fwd::guard`).
     pub wait_near_secs: f64,
@@ -92,6 +96,9 @@ impl L3fwdConfig {
         }
         if !(1..=256).contains(&self.burst) {
             return Err(E::Burst(self.burst));
+        }
+        if !(1..=crate::node::MAX_NETWORKS).contains(&self.networks) {
+            return Err(E::Networks(self.networks));
         }
         for (what, secs) in [
             ("--mrr-secs", self.mrr_secs),
@@ -154,6 +161,8 @@ pub enum ConfigError {
     Size(usize),
     #[error("--burst {0} must be 1..=256")]
     Burst(usize),
+    #[error("--networks {0} must be 1..={max}", max = crate::node::MAX_NETWORKS)]
+    Networks(u16),
     #[error("{what} {secs}: must be positive")]
     Duration { what: &'static str, secs: f64 },
     #[error("--warmup-ms {}: must be 0..=10000", .0 * 1e3)]
@@ -215,6 +224,8 @@ pub(crate) fn test_config(duts: Vec<Subject>) -> L3fwdConfig {
         dut_cpus: vec![1],
         share_gen_cpu: false,
         ring_log2: 12,
+        networks: 1,
+        direction: crate::node::Direction::In,
         buffer_size: 2048,
         burst: 64,
         wait_near_secs: 0.0,

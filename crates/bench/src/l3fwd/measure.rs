@@ -11,7 +11,7 @@ use super::outcome::{LatencyPoint, Outcome, TrialRecord};
 use super::topology::Topology;
 use crate::dut::{Counts, Running};
 use crate::search::{self, Measurement, Measurer, SearchReport};
-use crate::trial::{Placed, check_frame_size};
+use crate::trial::Placed;
 use crate::{BenchError, Subject};
 use trafgen::GenReport;
 
@@ -21,6 +21,7 @@ pub(super) struct GenMeasurer<'a> {
     pub(super) session: &'a mut trafgen::Session,
     pub(super) base: &'a trafgen::GenConfig,
     pub(super) dut: &'a mut Running,
+    pub(super) subject: Subject,
     pub(super) size: usize,
     pub(super) kind: &'static str,
     pub(super) records: Vec<TrialRecord>,
@@ -108,9 +109,7 @@ impl GenMeasurer<'_> {
         }
         let after = self.topology.counts(self.dut).map_err(|e| e.to_string())?;
         self.counts = Some(after);
-        if g.rx_packets > 0 {
-            check_frame_size(g.rx_bytes, g.rx_packets, self.size).map_err(|e| e.to_string())?;
-        }
+        self.topology.check_rx(self.subject, self.size, &g)?;
         let m = measurement(load, duration, &g);
         let record = TrialRecord {
             kind: self.kind,
@@ -121,6 +120,7 @@ impl GenMeasurer<'_> {
             interval_refused: g.interval_refused(),
             warmup_sent: g.warmup_tx_packets,
             warmup_refused: g.warmup_tx_refused,
+            networks: self.topology.networks(&g),
             // One entry per queue pair, a queue that returned nothing included.
             rx_streams: match usize::from(self.base.iface.s2m_rings) {
                 0 | 1 => Vec::new(),
@@ -191,7 +191,7 @@ pub(super) fn search_one(
         .topology
         .start_dut(cfg, dut, size, dir.path(), &[])
         .map_err(|e| fail(e.to_string()))?;
-    let gcfg = cfg.topology.gen_config(cfg, &sock, size, dut.workers);
+    let gcfg = cfg.topology.gen_config(cfg, dut, &sock, size);
     let (r, trials, dut_drops) = std::thread::scope(|s| {
         let (gcfg, running) = (&gcfg, &mut running);
         s.spawn(move || {
@@ -205,6 +205,7 @@ pub(super) fn search_one(
                 session: &mut session,
                 base: gcfg,
                 dut: running,
+                subject: dut,
                 size,
                 kind: "mrr",
                 records: Vec::new(),

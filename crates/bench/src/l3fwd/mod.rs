@@ -33,7 +33,7 @@ use crate::search::Measurement;
 use crate::trial::Schedule;
 
 #[cfg(test)]
-use config::test_config;
+pub(crate) use config::test_config;
 pub use config::{ConfigError, FRAME_SIZES, L3fwdConfig, TestpmdFwd};
 use measure::search_one;
 pub use outcome::{LatencyPoint, Outcome, TrialRecord};
@@ -42,7 +42,7 @@ pub use output::{
 };
 pub use report::{HostStalls, RunReport, Written};
 pub use rows::{GoalRow, PairedRatio, SearchRow, paired_ratio, reference_for, rows};
-pub use topology::{L3fwdTopology, TOPOLOGY, Topology, veclane_config};
+pub use topology::{L3fwdTopology, NetworkCount, TOPOLOGY, Topology, veclane_config};
 
 /// Runs every (rep, size, DUT) search, DUTs interleaved; `progress` sees each finished one.
 /// A search that fails is kept with its reason and the run goes on.

@@ -27,6 +27,9 @@ pub struct TrialRecord {
     /// and refused by a full ring. Neither counts; they show the cold start it absorbed.
     pub warmup_sent: u64,
     pub warmup_refused: u64,
+    /// Per network (scenarios with networks): frames sent into it and received out of it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub networks: Vec<super::topology::NetworkCount>,
     /// Frames received per generator stream (one per queue pair, so per DUT worker) when
     /// there are several: how the load was spread.
     #[serde(skip_serializing_if = "Vec::is_empty")]

@@ -3,15 +3,16 @@
 
 use super::config::L3fwdConfig;
 use super::rows::{SearchRow, reference_for};
-use crate::Subject;
 use crate::plot::PlotError;
 use crate::search::Method;
+use crate::{Shape, Subject};
 
 /// The heading of an l3fwd table.
 pub fn head(cfg: &L3fwdConfig) -> Vec<String> {
     let mut h = vec![
         format!(
-            "L3 forwarding over memif: generator (zero-copy memif secondary, sends on id 0 and receives on id 1 in one loop) on CPU {}, DUT on CPU {}; ring 2^{}, buffer {} B, burst {}; {} search(es) per DUT and size, DUTs interleaved",
+            "{}: generator (zero-copy memif secondary, sending and receiving in one loop) on CPU {}, DUT on CPU {}; ring 2^{}, buffer {} B, burst {}; {} search(es) per DUT and size, DUTs interleaved",
+            cfg.topology.heading(),
             cfg.gen_cpu,
             match cfg.dut_cpus.as_slice() {
                 [one] => one.to_string(),
@@ -24,7 +25,7 @@ pub fn head(cfg: &L3fwdConfig) -> Vec<String> {
         ),
         cfg.topology.describe(),
         format!("search: {}", search_summary(&cfg.method)),
-        "xN after a DUT: N workers (lcores), each on a CPU of its own polling one queue pair of both interfaces; the generator opens N queue pairs and sends its bursts to them in turn; the ratio column divides by the last DUT with as many workers".into(),
+        "xN after a DUT: N workers (lcores), each on a CPU of its own polling one queue pair of every interface; the generator opens N queue pairs and sends its bursts to them in turn; the ratio column divides by the last DUT with as many workers (a multinet row: by the same DUT in singlenet, the seeds' multinet/singlenet ratio)".into(),
         format!(
             "MRR = receive rate of a {} s flat-out trial (the generator held back by a full ring); the search runs between MRR/1000 and {} x MRR, the generator acting as a port on a wire: frames a full ring refuses are lost",
             cfg.mrr_secs, cfg.max_load_factor
@@ -65,7 +66,15 @@ pub fn table(cfg: &L3fwdConfig, rows: &[SearchRow]) -> String {
         .find(|&f| (f - 0.5).abs() < 1e-9)
         .or(cfg.latency_at.first().copied());
     let reference = cfg.duts.last().copied();
-    let mut header = format!("{:>5}  {:<18}", "size", "dut");
+    let shaped = cfg.duts.iter().any(|d| d.shape == Some(Shape::Multinet));
+    let w = cfg
+        .duts
+        .iter()
+        .map(|d| d.to_string().len())
+        .max()
+        .unwrap_or(0)
+        .max(18);
+    let mut header = format!("{:>5}  {:<w$}", "size", "dut");
     for (i, g) in goal_names.iter().enumerate() {
         let _ = write!(header, "  {:>22}", format!("{g} Mpps (min-max)"));
         if i == 0 {
@@ -81,13 +90,18 @@ pub fn table(cfg: &L3fwdConfig, rows: &[SearchRow]) -> String {
         );
     }
     if let Some(r) = reference {
-        let _ = write!(header, "  {:>26}", format!("/{} paired", r.dut));
+        let name = if shaped {
+            "singlenet".to_string()
+        } else {
+            r.dut.to_string()
+        };
+        let _ = write!(header, "  {:>26}", format!("/{name} paired"));
     }
     let _ = write!(header, "  basis");
     let _ = writeln!(s, "\n{header}");
     for &size in &cfg.sizes {
         for r in rows.iter().filter(|r| r.size == size) {
-            let mut line = format!("{:>5}  {:<18}", size, r.dut.to_string());
+            let mut line = format!("{:>5}  {:<w$}", size, r.dut.to_string());
             for (i, g) in r.goals.iter().enumerate() {
                 let _ = write!(
                     line,
@@ -299,7 +313,8 @@ pub fn size_plot(cfg: &L3fwdConfig, rows: &[SearchRow]) -> Result<String, PlotEr
     let goal = first_goal_name(rows);
     let ticks: Vec<f64> = cfg.sizes.iter().map(|&s| s as f64).collect();
     let title = format!(
-        "L3 forwarding over memif: {goal} against frame size, {}",
+        "{}: {goal} against frame size, {}",
+        cfg.topology.heading(),
         match fewest {
             1 => "one DUT core".to_string(),
             n => format!("{n} DUT cores"),
@@ -383,7 +398,8 @@ pub fn worker_plot(
         .collect();
     let ticks: Vec<f64> = worker_counts(cfg).iter().map(|&w| f64::from(w)).collect();
     let title = format!(
-        "L3 forwarding over memif: {} against DUT cores, {size} B frames",
+        "{}: {} against DUT cores, {size} B frames",
+        cfg.topology.heading(),
         first_goal_name(rows)
     );
     let shared: Vec<String> = worker_counts(cfg)

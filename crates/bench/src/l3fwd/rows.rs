@@ -6,7 +6,7 @@ use serde::Serialize;
 use super::outcome::Outcome;
 use crate::placement::Placement;
 use crate::search::SearchReport;
-use crate::{Subject, median_min_max};
+use crate::{Shape, Subject, median_min_max};
 use trafgen::stats::Latency;
 
 /// One goal of a search row: the median over repetitions of the goal's result.
@@ -286,10 +286,16 @@ pub fn paired_ratio(
     })
 }
 
-/// The DUT `dut`'s ratio column divides by: the last DUT of the run with as many workers.
+/// The DUT `dut`'s ratio column divides by: for a multinet trial, the same DUT in
+/// singlenet (the seeds' multinet/singlenet ratio); otherwise the last DUT of the run with as
+/// many workers, in the same shape.
 pub fn reference_for(duts: &[Subject], dut: Subject) -> Option<Subject> {
+    if dut.shape == Some(Shape::Multinet) {
+        let single = dut.in_shape(Shape::Singlenet);
+        return duts.contains(&single).then_some(single);
+    }
     duts.iter()
         .rev()
-        .find(|r| r.workers == dut.workers)
+        .find(|r| r.workers == dut.workers && r.shape == dut.shape)
         .copied()
 }

@@ -9,7 +9,9 @@ use super::config::{L3fwdConfig, TestpmdFwd, buffer_size_for};
 use crate::daemon::Daemon;
 use crate::dut::{Counts, DutError, Running};
 use crate::testpmd::{MemifPort, Testpmd};
-use crate::{CopyMode, Dut, Subject};
+use crate::trial::check_frame_size;
+use crate::{CopyMode, Dut, Shape, Subject};
+use trafgen::GenReport;
 
 /// What a searched scenario puts between the generator's two interfaces.
 pub trait Topology: Sync + core::fmt::Debug {
@@ -21,6 +23,10 @@ pub trait Topology: Sync + core::fmt::Debug {
     fn supports(&self, dut: Dut) -> bool;
     /// What every DUT does in it, for the report's heading.
     fn describe(&self) -> String;
+    /// The report's and plots' title.
+    fn heading(&self) -> &'static str {
+        "L3 forwarding over memif"
+    }
     /// Starts `dut` for frames of `size` in `dir`, under `wrapper` if not empty (valgrind, for
     /// `--cost`); returns it and the memif socket the generator connects to.
     fn start_dut(
@@ -31,19 +37,45 @@ pub trait Topology: Sync + core::fmt::Debug {
         dir: &Path,
         wrapper: &[String],
     ) -> Result<(Running, PathBuf), DutError>;
-    /// The generator's configuration for frames of `size` against a DUT with `workers`
-    /// workers listening on `sock`.
+    /// The generator's configuration for frames of `size` against `dut` listening on `sock`.
     fn gen_config(
         &self,
         cfg: &L3fwdConfig,
+        dut: Subject,
         sock: &Path,
         size: usize,
-        workers: u16,
     ) -> trafgen::GenConfig;
     /// The DUT's counters of the frames it took from the generator and sent back to it.
     fn counts(&self, dut: &mut Running) -> Result<Option<Counts>, DutError> {
         dut.counts()
     }
+    /// The shapes each DUT is measured in, interleaved (`multinet`: singlenet and multinet);
+    /// none for a scenario of one shape.
+    fn shapes(&self) -> &'static [Shape] {
+        &[]
+    }
+    /// Refuses a trial whose received frames are not the size they should be at `size`
+    /// (a DUT that fell back to other frames).
+    fn check_rx(&self, _dut: Subject, size: usize, g: &GenReport) -> Result<(), String> {
+        if g.rx_packets == 0 {
+            return Ok(());
+        }
+        check_frame_size(g.rx_bytes, g.rx_packets, size).map_err(|e| e.to_string())
+    }
+    /// Frames sent and received per network in a generator run (none for a scenario without
+    /// networks).
+    fn networks(&self, _g: &GenReport) -> Vec<NetworkCount> {
+        Vec::new()
+    }
+}
+
+/// One network's share of a trial: frames the generator sent into it (either way) and frames
+/// that came back out of it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct NetworkCount {
+    pub network: u16,
+    pub sent: u64,
+    pub received: u64,
 }
 
 /// The `l3fwd` topology: two memif interfaces, 10.10.1.0/24 on id 0 and 10.10.2.0/24 on id 1,
@@ -68,7 +100,7 @@ impl Topology for L3fwdTopology {
     }
 
     fn describe(&self) -> String {
-        "veclane/single and veclane/two: polling workers, ethernet-input, ip4-input, ip4-lookup, ip4-rewrite (TTL, checksum, MACs); payload copied once peer to peer (single) or into local buffers and out (two); testpmd: --forward-mode=io (no lookup, no header change) or mac (MACs rewritten, no lookup); dpdk-l3fwd: DPDK's l3fwd example, LPM, an lcore per worker, no IPv4 checksum check (left to hardware that net_memif lacks); vpp: workers, memif masters, ip4 routes as veclane's".into()
+        "the generator sends on memif id 0 and receives on id 1; veclane/single and veclane/two: polling workers, ethernet-input, ip4-input, ip4-lookup, ip4-rewrite (TTL, checksum, MACs); payload copied once peer to peer (single) or into local buffers and out (two); testpmd: --forward-mode=io (no lookup, no header change) or mac (MACs rewritten, no lookup); dpdk-l3fwd: DPDK's l3fwd example, LPM, an lcore per worker, no IPv4 checksum check (left to hardware that net_memif lacks); vpp: workers, memif masters, ip4 routes as veclane's".into()
     }
 
     fn start_dut(
@@ -85,11 +117,11 @@ impl Topology for L3fwdTopology {
     fn gen_config(
         &self,
         cfg: &L3fwdConfig,
+        dut: Subject,
         sock: &Path,
         size: usize,
-        workers: u16,
     ) -> trafgen::GenConfig {
-        gen_config(cfg, sock, size, workers)
+        gen_config(cfg, sock, size, dut.workers)
     }
 }
 

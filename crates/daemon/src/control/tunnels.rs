@@ -149,7 +149,7 @@ impl Control {
             .expect("fewer interfaces than numbers");
         let counters = Arc::new(TunnelCounters::default());
         let mut c = IfConfig::new(
-            tunnel_mac(src, net.spec.vni, vtep),
+            api::vxlan_tunnel_mac(src, net.spec.vni, vtep),
             self.rib.slot(net.table).expect("a network's table exists"),
         );
         c.table = net.table;
@@ -314,16 +314,6 @@ impl Control {
             })
             .collect()
     }
-}
-
-/// A tunnel's MAC: locally administered, from (our VTEP, VNI, remote VTEP), so that two nodes
-/// with the same configuration never present one MAC to a VTEP that learns MACs (Linux).
-fn tunnel_mac(src: Ipv4Addr, vni: u32, dst: Ipv4Addr) -> [u8; 6] {
-    let k = (u64::from(u32::from(src)) << 32 | u64::from(u32::from(dst))) ^ u64::from(vni) << 8;
-    let mut h = k.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    h ^= h >> 29;
-    let b = h.to_be_bytes();
-    [0x02, b[0], b[1], b[2], b[3], b[4]]
 }
 
 /// The key routes through tunnels are remembered by.

@@ -1,0 +1,595 @@
+//! `singlenet` and `multinet`: the node switch of the seeds' benchmark.
+//!
+//! A Calico VPP node moves pod traffic between its pods' memif interfaces and its uplink. In
+//! the seeds' *singlenet* shape that traffic is routed in the default table; in *multinet*
+//! every network has a VRF of its own and its traffic crosses the uplink in VXLAN with the
+//! network's VNI: decapsulated on the way in (outer headers checked, tunnel found by outer
+//! source and VNI, inner frame routed in the network's VRF to the pod), encapsulated on the
+//! way out. The generator (one thread on its own CPU) plays both the remote node, on a memif
+//! the DUT treats exactly as an uplink (VXLAN's underlay in multinet), and the pods, on one
+//! memif per network. The DUT's worker has the other CPU.
+//!
+//! Addresses: the node's uplink is 192.168.0.1/24 and the remote node's VTEP 192.168.0.2.
+//! Network `k` (VNI 100 + k in multinet; a subnet pair of the default table in singlenet)
+//! has its pod at 10.(10+k).2.2 behind the node's 10.(10+k).2.1/24, and remote pods in
+//! 10.(10+k).1.0/24 on the remote node: the same inner frames in both shapes, so that their
+//! ratio is the cost of VXLAN and VRFs alone. [`Direction`] says which way frames go: into
+//! the pods (`in`), out of them (`out`), or both at once.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::daemon::Daemon;
+use crate::dut::{DutError, Running};
+use crate::l3fwd::{L3fwdConfig, NetworkCount, Topology};
+use crate::{CopyMode, Dut, Shape, Subject};
+use trafgen::{FrameSpec, GenReport, MacAddr, StreamInfo, VxlanSpec};
+
+/// Which way a node trial's frames go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Direction {
+    /// From the remote node to the pods: the uplink's frames are routed (multinet:
+    /// decapsulated, then routed in the network's VRF) to each network's pod.
+    In,
+    /// From the pods to the remote node: routed (multinet: in the network's VRF, then
+    /// encapsulated with its VNI) out of the uplink.
+    Out,
+    /// Both at once, the remote node sending as much as all the pods together.
+    Both,
+}
+
+impl core::fmt::Display for Direction {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            Direction::In => "in",
+            Direction::Out => "out",
+            Direction::Both => "both",
+        })
+    }
+}
+
+/// A node-switch scenario: the shapes it measures every DUT in, interleaved.
+#[derive(Debug)]
+pub struct NodeTopology {
+    name: &'static str,
+    about: &'static str,
+    shapes: &'static [Shape],
+}
+
+/// `singlenet`: the node routing pod traffic in its default table.
+pub static SINGLENET: NodeTopology = NodeTopology {
+    name: "singlenet",
+    about: "Node switch, seeds' singlenet: generator as remote node (memif uplink) and pods (a memif each), routed in the default table",
+    shapes: &[Shape::Singlenet],
+};
+
+/// `multinet`: singlenet and multinet side by side, for their ratio.
+pub static MULTINET: NodeTopology = NodeTopology {
+    name: "multinet",
+    about: "Node switch, seeds' multinet beside singlenet: pod traffic in VXLAN per network (VNI, VRF) on the uplink, interleaved with the same traffic routed in the default table",
+    shapes: &[Shape::Singlenet, Shape::Multinet],
+};
+
+/// The remote node's (and the pods') MAC: the generator's.
+const GEN_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
+/// The node's uplink MAC.
+const UPLINK_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x02];
+const NODE_VTEP: [u8; 4] = [192, 168, 0, 1];
+const REMOTE_VTEP: [u8; 4] = [192, 168, 0, 2];
+/// Network `k`'s VNI is this plus `k`.
+pub const VNI_BASE: u32 = 100;
+/// The largest `--networks`: network `k` takes the second octet 10 + k.
+pub const MAX_NETWORKS: u16 = 245;
+
+/// The node's MAC on network `k`'s pod interface.
+fn pod_mac(k: u16) -> [u8; 6] {
+    let [hi, lo] = k.to_be_bytes();
+    [0x02, 0, 0, 0x01, hi, lo]
+}
+
+/// The second octet of network `k`'s addresses.
+fn octet(k: u16) -> u16 {
+    10 + k
+}
+
+fn ip(a: [u8; 4]) -> std::net::Ipv4Addr {
+    a.into()
+}
+
+/// The DUT's interface ids: the uplink is 0, network `k`'s pod `1 + k`.
+fn pod_id(k: u16) -> u32 {
+    1 + u32::from(k)
+}
+
+/// The buffer size of every interface for frames of `size` (VXLAN's 50 bytes included).
+fn buffer_size(cfg: &L3fwdConfig, size: usize) -> u32 {
+    crate::trial::buffer_size_for(cfg.buffer_size, size + trafgen::frame::VXLAN_OVERHEAD)
+}
+
+/// The daemon configuration of a node trial in `shape`: the uplink (memif 0) and a pod
+/// interface per network (memif 1 + k), static neighbours for the remote VTEP and every pod,
+/// and a route per network to its remote pods (multinet: through the tunnel to the remote
+/// VTEP, in the network's VRF). The uplink's MTU leaves room for VXLAN around the largest
+/// frame, as an underlay for jumbo pods must.
+pub fn veclane_config(
+    cfg: &L3fwdConfig,
+    shape: Shape,
+    copy: CopyMode,
+    size: usize,
+    workers: u16,
+) -> api::Config {
+    use std::fmt::Write;
+    let ring = 1u32 << cfg.ring_log2;
+    let bsize = buffer_size(cfg, size);
+    let mac = |m: [u8; 6]| m.map(|b| format!("{b:02x}")).join(":");
+    let mut t = String::new();
+    let _ = write!(
+        t,
+        "[[interface]]\nname = \"uplink\"\nsocket = \"memif.sock\"\nid = 0\nrole = \"master\"\n\
+         mac = \"{}\"\naddresses = [\"{}/24\"]\nring-size = {ring}\nbuffer-size = {bsize}\nmtu = 9216\n\n\
+         [[neighbor]]\ninterface = \"uplink\"\nip = \"{}\"\nmac = \"{}\"\n\n",
+        mac(UPLINK_MAC),
+        ip(NODE_VTEP),
+        ip(REMOTE_VTEP),
+        mac(GEN_MAC),
+    );
+    for k in 0..cfg.networks {
+        let o = octet(k);
+        let attach = match shape {
+            Shape::Multinet => {
+                let _ = write!(
+                    t,
+                    "[[network]]\nname = \"net{k}\"\nvni = {}\nranges = [\"10.{o}.0.0/16\"]\nuplink = \"uplink\"\n\n",
+                    VNI_BASE + u32::from(k)
+                );
+                format!("network = \"net{k}\"\n")
+            }
+            Shape::Singlenet => String::new(),
+        };
+        let _ = write!(
+            t,
+            "[[interface]]\nname = \"pod{k}\"\nsocket = \"memif.sock\"\nid = {}\nrole = \"master\"\n\
+             mac = \"{}\"\naddresses = [\"10.{o}.2.1/24\"]\nring-size = {ring}\nbuffer-size = {bsize}\n{attach}\n\
+             [[neighbor]]\ninterface = \"pod{k}\"\nip = \"10.{o}.2.2\"\nmac = \"{}\"\n\n\
+             [[route]]\nprefix = \"10.{o}.1.0/24\"\nvia = \"{}\"\n{}\n",
+            pod_id(k),
+            mac(pod_mac(k)),
+            mac(GEN_MAC),
+            ip(REMOTE_VTEP),
+            match shape {
+                Shape::Multinet => format!("network = \"net{k}\"\n"),
+                Shape::Singlenet => "interface = \"uplink\"\n".into(),
+            },
+        );
+    }
+    let mut c = api::Config::parse(&t, "the node topology").expect("the node topology is valid");
+    c.daemon.workers = cfg.worker_cpus(workers).to_vec();
+    c.daemon.main_core = Some(cfg.gen_cpu);
+    c.daemon.mode = api::RxMode::Polling;
+    c.daemon.copy = copy;
+    c.daemon.copy_engine = api::CopyEngine::Cpu;
+    c
+}
+
+/// What the remote node sends in `shape`: network `k`'s frames from 10.(10+k).1.2 to its pod
+/// 10.(10+k).2.2, to the node's uplink MAC (singlenet) or inside VXLAN to the tunnel's MAC
+/// (multinet: the one the node answers ARP with in that network).
+fn uplink_spec(shape: Shape, size: usize, networks: u16) -> FrameSpec {
+    let base = FrameSpec {
+        size,
+        src_mac: MacAddr(GEN_MAC),
+        dst_mac: MacAddr(UPLINK_MAC),
+        src_ip: "10.10.1.2".parse().expect("an address"),
+        dst_ip: "10.10.2.2".parse().expect("an address"),
+        networks,
+        ..Default::default()
+    };
+    match shape {
+        Shape::Singlenet => base,
+        Shape::Multinet => FrameSpec {
+            dst_macs: (0..networks)
+                .map(|k| {
+                    MacAddr(api::vxlan_tunnel_mac(
+                        ip(NODE_VTEP),
+                        VNI_BASE + u32::from(k),
+                        ip(REMOTE_VTEP),
+                    ))
+                })
+                .collect(),
+            vxlan: Some(VxlanSpec {
+                src_mac: MacAddr(GEN_MAC),
+                dst_mac: MacAddr(UPLINK_MAC),
+                src_ip: ip(REMOTE_VTEP),
+                dst_ip: ip(NODE_VTEP),
+                vni: VNI_BASE,
+            }),
+            ..base
+        },
+    }
+}
+
+/// What network `k`'s pod sends: from 10.(10+k).2.2 to a remote pod, 10.(10+k).1.2.
+fn pod_spec(size: usize, k: u16) -> FrameSpec {
+    let o = octet(k) as u8;
+    FrameSpec {
+        size,
+        src_mac: MacAddr(GEN_MAC),
+        dst_mac: MacAddr(pod_mac(k)),
+        src_ip: [10, o, 2, 2].into(),
+        dst_ip: [10, o, 1, 2].into(),
+        ..Default::default()
+    }
+}
+
+/// Resolves the remote pods the node sends to across each network's tunnel: the node ARPs
+/// across the tunnel for them, and a remote node answers (veclane's proxy ARP, or a Linux
+/// VTEP's stack). The generator plays a remote node that does not answer ARP, so the entries
+/// are set statically once the tunnels exist, as they would stand after the first exchange.
+fn remote_pods_on_tunnels(d: &Daemon) -> Result<(), DutError> {
+    let tunnels = match d.call(&api::Request::ShowVxlanTunnel)? {
+        api::Reply::Tunnels { tunnels } => tunnels,
+        other => {
+            return Err(DutError::reply(
+                "veclane",
+                format!("show vxlan tunnel: {other:?}"),
+            ));
+        }
+    };
+    for t in tunnels {
+        let k = (t.vni - VNI_BASE) as u16;
+        let neighbor = api::NeighborSpec {
+            interface: t.name.clone(),
+            ip: [10, octet(k) as u8, 1, 2].into(),
+            mac: api::MacAddr(GEN_MAC),
+        };
+        match d.call(&api::Request::SetIpNeighbor {
+            neighbor,
+            delete: false,
+        })? {
+            api::Reply::Ok => {}
+            other => {
+                return Err(DutError::reply(
+                    "veclane",
+                    format!("set ip neighbor on {}: {other:?}", t.name),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+impl NodeTopology {
+    /// The network a stream's frames belong to: the uplink's streams carry it, a pod's is
+    /// its interface's.
+    fn network_of(s: &StreamInfo) -> u16 {
+        match s.iface {
+            0 => s.network,
+            id => (id - 1) as u16,
+        }
+    }
+}
+
+impl Topology for NodeTopology {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn about(&self) -> &'static str {
+        self.about
+    }
+
+    fn supports(&self, dut: Dut) -> bool {
+        dut == Dut::Veclane
+    }
+
+    fn describe(&self) -> String {
+        let shapes: Vec<String> = self.shapes.iter().map(|s| s.to_string()).collect();
+        format!(
+            "node switch ({}): the generator is the remote node on a memif uplink and every network's pod on a memif of its own; veclane polls with one worker per DUT CPU; singlenet routes pod traffic in the default table, multinet carries it in VXLAN (VNI per network; decapsulated into the network's VRF on the way in, encapsulated on the way out)",
+            shapes.join(", ")
+        )
+    }
+
+    fn shapes(&self) -> &'static [Shape] {
+        self.shapes
+    }
+
+    fn heading(&self) -> &'static str {
+        match self.shapes {
+            [Shape::Singlenet] => "Node switch, singlenet",
+            _ => "Node switch, multinet and singlenet",
+        }
+    }
+
+    fn start_dut(
+        &self,
+        cfg: &L3fwdConfig,
+        dut: Subject,
+        size: usize,
+        dir: &Path,
+        wrapper: &[String],
+    ) -> Result<(Running, PathBuf), DutError> {
+        if dut.dut != Dut::Veclane {
+            return Err(DutError::Unsupported(format!(
+                "the {} scenario configures veclane only, not {}",
+                self.name, dut.dut
+            )));
+        }
+        let shape = dut.shape.unwrap_or(self.shapes[0]);
+        let ready = Duration::from_secs(if wrapper.is_empty() { 10 } else { 120 });
+        let conf = veclane_config(
+            cfg,
+            shape,
+            dut.copy.unwrap_or(CopyMode::Single),
+            size,
+            dut.workers,
+        );
+        let d = Daemon::start_under(wrapper, &cfg.veclane_bin, dir, &conf.to_toml(), ready)?;
+        if shape == Shape::Multinet {
+            remote_pods_on_tunnels(&d)?;
+        }
+        Ok((Box::new(d) as Running, dir.join("memif.sock")))
+    }
+
+    fn gen_config(
+        &self,
+        cfg: &L3fwdConfig,
+        dut: Subject,
+        sock: &Path,
+        size: usize,
+    ) -> trafgen::GenConfig {
+        let shape = dut.shape.unwrap_or(self.shapes[0]);
+        let iface = |id: u32| memif::InterfaceConfig {
+            id,
+            name: format!("gen{id}"),
+            log2_ring_size: cfg.ring_log2,
+            buffer_size: buffer_size(cfg, size),
+            s2m_rings: dut.workers,
+            m2s_rings: dut.workers,
+            ..Default::default()
+        };
+        let pods = |from: u16, sending: bool| -> Vec<trafgen::Port> {
+            (from..cfg.networks)
+                .map(|k| trafgen::Port {
+                    iface: iface(pod_id(k)),
+                    spec: sending.then(|| pod_spec(size, k)),
+                })
+                .collect()
+        };
+        let (iface0, spec, rx_iface, ports) = match cfg.direction {
+            Direction::In => (
+                iface(0),
+                uplink_spec(shape, size, cfg.networks),
+                Some(iface(pod_id(0))),
+                pods(1, false),
+            ),
+            Direction::Out => (
+                iface(pod_id(0)),
+                pod_spec(size, 0),
+                Some(iface(0)),
+                pods(1, true),
+            ),
+            // The uplink takes half the load, the pods the other half between them: the
+            // uplink's share is one sender's, so it gets as many shares as there are pods.
+            Direction::Both => (
+                iface(0),
+                uplink_spec(shape, size, cfg.networks),
+                None,
+                pods(0, true),
+            ),
+        };
+        trafgen::GenConfig {
+            role: trafgen::Role::Secondary,
+            socket: memif::SocketPath::File(sock.to_path_buf()),
+            iface: iface0,
+            rx_iface,
+            ports,
+            spec,
+            burst: cfg.burst,
+            drain: Duration::from_millis(50),
+            warmup: Duration::from_secs_f64(cfg.warmup_secs),
+            cpu: Some(cfg.gen_cpu),
+            ..Default::default()
+        }
+    }
+
+    /// Frames out of a pod arrive whole; frames into one arrive without the VXLAN the
+    /// remote node put around them (multinet); frames out of one arrive with it.
+    fn check_rx(&self, dut: Subject, size: usize, g: &GenReport) -> Result<(), String> {
+        if g.rx_packets == 0 || g.rx_foreign > 0 {
+            return Ok(());
+        }
+        let out_extra = match dut.shape.unwrap_or(self.shapes[0]) {
+            Shape::Multinet => trafgen::frame::VXLAN_OVERHEAD as u64,
+            Shape::Singlenet => 0,
+        };
+        let expected: u64 = g
+            .streams
+            .iter()
+            .zip(&g.rx_stream_packets)
+            .map(|(s, &n)| n * (size as u64 + if s.iface != 0 { out_extra } else { 0 }))
+            .sum();
+        if expected != g.rx_bytes {
+            return Err(format!(
+                "received {} bytes in {} frames where {expected} were due at {size} B",
+                g.rx_bytes, g.rx_packets
+            ));
+        }
+        Ok(())
+    }
+
+    fn networks(&self, g: &GenReport) -> Vec<NetworkCount> {
+        let mut v: Vec<NetworkCount> = Vec::new();
+        for (i, s) in g.streams.iter().enumerate() {
+            let k = Self::network_of(s);
+            if v.len() <= usize::from(k) {
+                v.resize_with(usize::from(k) + 1, Default::default);
+            }
+            let c = &mut v[usize::from(k)];
+            c.network = k;
+            c.sent += g.tx_stream_packets.get(i).copied().unwrap_or(0);
+            c.received += g.rx_stream_packets.get(i).copied().unwrap_or(0);
+        }
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::l3fwd::test_config;
+
+    fn cfg(networks: u16, direction: Direction) -> L3fwdConfig {
+        let mut c = test_config(vec![Subject::plain(Dut::Veclane)]);
+        c.topology = &MULTINET;
+        c.networks = networks;
+        c.direction = direction;
+        c
+    }
+
+    fn subject(shape: Shape) -> Subject {
+        Subject::plain(Dut::Veclane).in_shape(shape)
+    }
+
+    #[test]
+    fn the_daemon_gets_a_network_per_pod_in_multinet_and_one_table_in_singlenet() {
+        let c = cfg(3, Direction::Both);
+        let m = veclane_config(&c, Shape::Multinet, CopyMode::Single, 1500, 1);
+        assert_eq!(m.network.len(), 3);
+        assert_eq!(m.interface.len(), 4);
+        for (k, n) in m.network.iter().enumerate() {
+            assert_eq!(n.vni, VNI_BASE + k as u32);
+            assert_eq!(n.uplink.as_deref(), Some("uplink"));
+            assert_eq!(n.ranges[0].to_string(), format!("10.{}.0.0/16", 10 + k));
+            let pod = &m.interface[1 + k];
+            assert_eq!(pod.id, 1 + k as u32);
+            assert_eq!(pod.network.as_deref(), Some(n.name.as_str()));
+            let r = &m.route[k];
+            assert_eq!(r.network.as_deref(), Some(n.name.as_str()));
+            assert_eq!(r.via.to_string(), "192.168.0.2");
+        }
+        // The underlay carries jumbo pods' frames with VXLAN around them.
+        assert_eq!(m.interface[0].mtu, Some(9216));
+        assert_eq!(m.daemon.workers, vec![1]);
+        let s = veclane_config(&c, Shape::Singlenet, CopyMode::Two, 64, 1);
+        assert!(s.network.is_empty());
+        assert!(
+            s.interface
+                .iter()
+                .all(|i| i.network.is_none() && i.table == 0)
+        );
+        assert!(
+            s.route
+                .iter()
+                .all(|r| r.interface.as_deref() == Some("uplink"))
+        );
+        assert_eq!(s.neighbor.len(), 4);
+        assert_eq!(s.daemon.copy, CopyMode::Two);
+        // Both round-trip through the daemon's own parser.
+        for c in [m, s] {
+            assert_eq!(api::Config::parse(&c.to_toml(), "test").unwrap(), c);
+        }
+    }
+
+    #[test]
+    fn the_generator_plays_the_remote_node_and_the_pods_as_the_direction_says() {
+        let t = &MULTINET;
+        let sock = Path::new("/s");
+        // In: the uplink sends, spread over the networks, in VXLAN to each tunnel's MAC.
+        let g = t.gen_config(&cfg(3, Direction::In), subject(Shape::Multinet), sock, 64);
+        assert_eq!(g.iface.id, 0);
+        let v = g.spec.vxlan.as_ref().expect("multinet frames are VXLAN");
+        assert_eq!(
+            (v.vni, v.dst_ip, v.src_ip),
+            (VNI_BASE, ip(NODE_VTEP), ip(REMOTE_VTEP))
+        );
+        assert_eq!(g.spec.networks, 3);
+        assert_eq!(
+            g.spec.dst_macs[2].0,
+            api::vxlan_tunnel_mac(ip(NODE_VTEP), VNI_BASE + 2, ip(REMOTE_VTEP))
+        );
+        assert_eq!(g.rx_iface.as_ref().map(|i| i.id), Some(1));
+        assert_eq!(
+            g.ports.iter().map(|p| p.iface.id).collect::<Vec<_>>(),
+            [2, 3]
+        );
+        assert!(g.ports.iter().all(|p| p.spec.is_none()));
+        // Singlenet: the same inner frames, plain, to the uplink.
+        let g = t.gen_config(&cfg(3, Direction::In), subject(Shape::Singlenet), sock, 64);
+        assert!(g.spec.vxlan.is_none() && g.spec.dst_macs.is_empty());
+        assert_eq!(g.spec.dst_mac.0, UPLINK_MAC);
+        // Out: every pod sends to its remote pod; the uplink only receives.
+        let g = t.gen_config(&cfg(2, Direction::Out), subject(Shape::Multinet), sock, 64);
+        assert_eq!((g.iface.id, g.spec.dst_ip), (1, [10, 10, 1, 2].into()));
+        assert_eq!(g.rx_iface.as_ref().map(|i| i.id), Some(0));
+        let p = g.ports[0].spec.as_ref().unwrap();
+        assert_eq!((p.src_ip, p.dst_mac.0), ([10, 11, 2, 2].into(), pod_mac(1)));
+        // Both: the uplink and every pod send.
+        let g = t.gen_config(&cfg(2, Direction::Both), subject(Shape::Multinet), sock, 64);
+        assert!(g.rx_iface.is_none());
+        assert_eq!(g.ports.len(), 2);
+        assert!(g.ports.iter().all(|p| p.spec.is_some()));
+    }
+
+    #[test]
+    fn streams_map_to_networks_and_frame_sizes_are_checked_per_direction() {
+        let stream = |iface, network| StreamInfo {
+            iface,
+            queue: 0,
+            network,
+        };
+        // The uplink's streams for networks 0 and 1, then pod 0's and pod 1's.
+        let g = GenReport {
+            streams: vec![stream(0, 0), stream(0, 1), stream(1, 0), stream(2, 0)],
+            tx_stream_packets: vec![10, 20, 30, 40],
+            rx_stream_packets: vec![9, 20, 30, 38],
+            rx_packets: 97,
+            rx_bytes: 29 * 64 + 68 * (64 + 50),
+            ..Default::default()
+        };
+        let n = MULTINET.networks(&g);
+        assert_eq!(
+            n,
+            [
+                NetworkCount {
+                    network: 0,
+                    sent: 40,
+                    received: 39
+                },
+                NetworkCount {
+                    network: 1,
+                    sent: 60,
+                    received: 58
+                }
+            ]
+        );
+        // Into the pods frames lose the VXLAN; out of them they gain it (multinet only).
+        assert!(MULTINET.check_rx(subject(Shape::Multinet), 64, &g).is_ok());
+        let e = MULTINET
+            .check_rx(subject(Shape::Singlenet), 64, &g)
+            .unwrap_err();
+        assert!(e.contains("were due at 64 B"), "{e}");
+        let plain = GenReport {
+            rx_bytes: 97 * 64,
+            ..g
+        };
+        assert!(
+            MULTINET
+                .check_rx(subject(Shape::Singlenet), 64, &plain)
+                .is_ok()
+        );
+    }
+
+    #[test]
+    fn multinet_rows_divide_by_the_same_dut_in_singlenet() {
+        let v = Subject::plain(Dut::Veclane);
+        let duts = [v.in_shape(Shape::Singlenet), v.in_shape(Shape::Multinet)];
+        assert_eq!(crate::l3fwd::reference_for(&duts, duts[1]), Some(duts[0]));
+        assert_eq!(crate::l3fwd::reference_for(&duts, duts[0]), Some(duts[0]));
+        assert_eq!(crate::l3fwd::reference_for(&duts[1..], duts[1]), None);
+        assert_eq!(duts[1].to_string(), "veclane multinet");
+    }
+}
