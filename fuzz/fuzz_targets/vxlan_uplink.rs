@@ -217,6 +217,7 @@ fn shared() -> Shared {
             ]
             .into(),
             vnis: [56, 88].into(),
+            vteps: vec![(0, Ipv4Addr::new(192, 0, 2, 1))],
         }));
         Mutex::new((adj, lpm, shared))
     });

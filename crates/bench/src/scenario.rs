@@ -88,10 +88,7 @@ mod tests {
         assert_eq!(t.name(), "l3fwd");
         assert!(t.supports(Dut::Testpmd) && t.supports(Dut::Vpp));
         let e = find("pvp").unwrap_err().to_string();
-        assert!(
-            e.contains("known: p2p, l3fwd, singlenet, multinet"),
-            "{e}"
-        );
+        assert!(e.contains("known: p2p, l3fwd, singlenet, multinet"), "{e}");
         let Kind::Searched(m) = find("multinet").unwrap().kind else {
             panic!("multinet is searched")
         };

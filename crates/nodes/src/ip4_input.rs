@@ -1,18 +1,51 @@
 //! `ip4-input`: validates the IPv4 header (version, length, checksum, options, TTL) and trims
 //! link-layer padding.
+//!
+//! VXLAN to one of our VTEPs, received in the VTEP's underlay VRF, goes straight to
+//! `vxlan4-input` (VPP's `ip4-vxlan-bypass`): an unfragmented UDP datagram to port 4789
+//! without a checksum (as VXLAN senders send them, RFC 7348 §5) whose UDP length agrees with
+//! IPv4's. `ip4-lookup`, `ip4-local` and `udp4-local` would only have found it ours and
+//! dispatched it to the same node, which checks the tunnel, the VTEP address and the VRF
+//! itself. Anything else to port 4789 (a checksum to verify, a fragment, a length that
+//! disagrees, another of our addresses) takes that longer way and its counters.
 
 use graph::{Ctx, Node};
 use wire::Ipv4;
 use wire::ipv4::{MIN_HEADER_LEN, VER_IHL_NO_OPTIONS};
 
-#[derive(Debug, Default)]
-pub struct Ip4Input;
+use crate::Shared;
+
+#[derive(Debug)]
+pub struct Ip4Input {
+    shared: Shared,
+}
+
+impl Ip4Input {
+    pub fn new(shared: Shared) -> Ip4Input {
+        Ip4Input { shared }
+    }
+}
+
+/// Whether the 28 bytes of an IPv4 header without options and what follows are VXLAN that
+/// `vxlan4-input` can take directly (see the module doc): UDP, not a fragment, to port 4789,
+/// no checksum, the UDP length the IPv4 payload's.
+#[inline]
+fn vxlan_bypass(h: &[u8; MIN_HEADER_LEN + 8]) -> bool {
+    let total = u16::from_be_bytes([h[2], h[3]]);
+    h[9] == 17
+        && h[6] & 0x3f == 0
+        && h[7] == 0
+        && u16::from_be_bytes([h[22], h[23]]) == wire::vxlan::UDP_PORT
+        && h[26..28] == [0, 0]
+        && u16::from_be_bytes([h[24], h[25]]).wrapping_add(MIN_HEADER_LEN as u16) == total
+}
 
 graph::node! {
     Ip4Input: "ip4-input", Internal;
     next Next {
         Lookup = "ip4-lookup",
         Drop = "error-drop",
+        Vxlan = "vxlan4-input",
     }
     error Error {
         BadHeader = "ip4 header malformed or truncated",
@@ -32,61 +65,83 @@ impl core::fmt::Display for Ip4InputTrace {
 
 impl Node for Ip4Input {
     fn process(&mut self, ctx: &mut Ctx<'_, Self>, bufs: &[u32], next: &mut [u16]) {
-        for (&b, n) in bufs.iter().zip(next.iter_mut()) {
-            let (m, data) = ctx.pool.meta_data_mut(b);
-            // Fast path, almost every packet: version 4, no options, valid checksum, TTL
-            // above zero, and the whole length present. Anything else takes the full checks
-            // below, which name the reason.
-            if let Some(ip) = data
-                .first_chunk::<MIN_HEADER_LEN>()
-                .map(Ipv4::new_unchecked)
-                && ip.version_ihl() == VER_IHL_NO_OPTIONS
-                && ip.ttl() != 0
-                && ip.checksum_ok_no_options()
-            {
-                let total = ip.total_len();
-                let (unchained, avail) = (m.next == buffer::NONE, m.total_len as usize);
-                if usize::from(total) <= avail && usize::from(total) >= MIN_HEADER_LEN {
-                    let (ttl, traced) = (ip.ttl(), m.flags & graph::BUFFER_TRACED != 0);
-                    if usize::from(total) < avail {
-                        if unchained {
-                            ctx.pool.truncate(b, total);
-                        } else {
-                            ctx.pool.truncate_chain(b, u32::from(total));
-                        }
+        let vxlan = self.shared.vxlan.load();
+        // A node without tunnels runs the loop without the bypass check at all.
+        if vxlan.vteps.is_empty() {
+            input::<false>(ctx, bufs, next, &[]);
+        } else {
+            input::<true>(ctx, bufs, next, &vxlan.vteps);
+        }
+    }
+}
+
+/// The node's loop; with `BYPASS`, VXLAN to one of `vteps` goes to `vxlan4-input`.
+#[inline(always)]
+fn input<const BYPASS: bool>(
+    ctx: &mut Ctx<'_, Ip4Input>,
+    bufs: &[u32],
+    next: &mut [u16],
+    vteps: &[(u32, wire::Ipv4Addr)],
+) {
+    for (&b, n) in bufs.iter().zip(next.iter_mut()) {
+        let (m, data) = ctx.pool.meta_data_mut(b);
+        // Fast path, almost every packet: version 4, no options, valid checksum, TTL
+        // above zero, and the whole length present. Anything else takes the full checks
+        // below, which name the reason.
+        if let Some(ip) = data
+            .first_chunk::<MIN_HEADER_LEN>()
+            .map(Ipv4::new_unchecked)
+            && ip.version_ihl() == VER_IHL_NO_OPTIONS
+            && ip.ttl() != 0
+            && ip.checksum_ok_no_options()
+        {
+            let total = ip.total_len();
+            let (unchained, avail) = (m.next == buffer::NONE, m.total_len as usize);
+            if usize::from(total) <= avail && usize::from(total) >= MIN_HEADER_LEN {
+                let (ttl, traced) = (ip.ttl(), m.flags & graph::BUFFER_TRACED != 0);
+                let bypass = BYPASS
+                    && data
+                        .first_chunk::<{ MIN_HEADER_LEN + 8 }>()
+                        .is_some_and(vxlan_bypass)
+                    && vteps.contains(&(m.vrf, ip.dst_addr()));
+                if usize::from(total) < avail {
+                    if unchained {
+                        ctx.pool.truncate(b, total);
+                    } else {
+                        ctx.pool.truncate_chain(b, u32::from(total));
                     }
-                    if traced {
-                        ctx.trace(b, Ip4InputTrace { ttl });
-                    }
-                    *n = Next::Lookup.into();
-                    continue;
                 }
+                if traced {
+                    ctx.trace(b, Ip4InputTrace { ttl });
+                }
+                *n = if bypass { Next::Vxlan } else { Next::Lookup }.into();
+                continue;
             }
-            let data = ctx.pool.data(b);
-            // The whole packet from here: this buffer, its chain and its external segment.
-            let avail = ctx.pool.meta(b).total_len as usize;
-            let verdict = match Ipv4::new_header_checked(data) {
-                Err(wire::Error::Truncated) if avail >= MIN_HEADER_LEN => Err(Error::Length),
-                Err(_) => Err(Error::BadHeader),
-                Ok(ip) if usize::from(ip.total_len()) > avail => Err(Error::Length),
-                Ok(ip) if ip.header_len() != MIN_HEADER_LEN => Err(Error::Options),
-                Ok(ip) if !ip.checksum_ok() => Err(Error::BadChecksum),
-                Ok(ip) if ip.ttl() == 0 => Err(Error::TtlZero),
-                Ok(ip) => Ok((ip.total_len(), ip.ttl())),
-            };
-            match verdict {
-                Ok((total, ttl)) => {
-                    // Link-layer padding, or bytes a peer put past the datagram.
-                    ctx.pool.truncate_chain(b, u32::from(total));
-                    if ctx.is_traced(b) {
-                        ctx.trace(b, Ip4InputTrace { ttl });
-                    }
-                    *n = Next::Lookup.into();
+        }
+        let data = ctx.pool.data(b);
+        // The whole packet from here: this buffer, its chain and its external segment.
+        let avail = ctx.pool.meta(b).total_len as usize;
+        let verdict = match Ipv4::new_header_checked(data) {
+            Err(wire::Error::Truncated) if avail >= MIN_HEADER_LEN => Err(Error::Length),
+            Err(_) => Err(Error::BadHeader),
+            Ok(ip) if usize::from(ip.total_len()) > avail => Err(Error::Length),
+            Ok(ip) if ip.header_len() != MIN_HEADER_LEN => Err(Error::Options),
+            Ok(ip) if !ip.checksum_ok() => Err(Error::BadChecksum),
+            Ok(ip) if ip.ttl() == 0 => Err(Error::TtlZero),
+            Ok(ip) => Ok((ip.total_len(), ip.ttl())),
+        };
+        match verdict {
+            Ok((total, ttl)) => {
+                // Link-layer padding, or bytes a peer put past the datagram.
+                ctx.pool.truncate_chain(b, u32::from(total));
+                if ctx.is_traced(b) {
+                    ctx.trace(b, Ip4InputTrace { ttl });
                 }
-                Err(e) => {
-                    ctx.count_error(e);
-                    *n = Next::Drop.into();
-                }
+                *n = Next::Lookup.into();
+            }
+            Err(e) => {
+                ctx.count_error(e);
+                *n = Next::Drop.into();
             }
         }
     }

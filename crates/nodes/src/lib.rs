@@ -76,7 +76,7 @@ pub fn protocol_nodes(
     vec![
         Box::new(EthernetInput::new(shared.clone())),
         Box::new(ArpInput::new(shared.clone(), learned)),
-        Box::new(Ip4Input),
+        Box::new(Ip4Input::new(shared.clone())),
         Box::new(Ip4Lookup::new(shared.clone())),
         Box::new(Ip4Local),
         Box::new(Udp4Local::default()),
@@ -333,6 +333,9 @@ pub struct VxlanMap {
     /// The VNIs of every network (a packet with one of these but from an unknown VTEP is
     /// counted apart from one with a VNI nobody uses).
     pub vnis: HashSet<u32>,
+    /// Our VTEPs: (underlay VRF slot, address) of every tunnel, each once. VXLAN to one of
+    /// them goes from `ip4-input` straight to `vxlan4-input` (see `ip4-input`).
+    pub vteps: Vec<(u32, fib::Ipv4Addr)>,
 }
 
 #[cfg(test)]

@@ -105,9 +105,65 @@ pub fn source_port(h: u64) -> u16 {
     PORT_BASE | (h as u16 & (u16::MAX - PORT_BASE))
 }
 
+/// A tunnel's outer headers with the per-packet fields zero (IPv4 total length and
+/// identification, UDP length and source port), and the one's-complement sum of the IPv4
+/// header as it stands: a packet's headers are a copy with those fields written and the
+/// checksum completed from the sum, instead of built field by field.
+#[derive(Debug)]
+struct Template {
+    bytes: [u8; PUSH],
+    ip_sum: u32,
+}
+
+impl Template {
+    fn new(t: &crate::VxlanTunnel) -> Template {
+        let mut bytes = [0u8; PUSH];
+        let (ip, rest) = bytes.split_at_mut(MIN_HEADER_LEN);
+        let outer = Ipv4Repr {
+            src_addr: t.src,
+            dst_addr: t.dst,
+            protocol: IpProtocol::Udp,
+            payload_len: 0,
+            ttl: TTL,
+            dscp: 0,
+            ecn: 0,
+            ident: 0,
+            dont_frag: t.df,
+            more_frags: false,
+            frag_offset: 0,
+        };
+        // The slices are the headers' sizes, and a VNI of a network fits 24 bits.
+        let _ = outer.emit(&mut Ipv4::new_unchecked(&mut ip[..]));
+        ip[2..4].fill(0);
+        ip[10..12].fill(0);
+        let (udp, vx) = rest.split_at_mut(wire::udp::HEADER_LEN);
+        let mut u = Udp::new_unchecked(udp);
+        u.set_dst_port(wire::vxlan::UDP_PORT);
+        let _ = VxlanRepr { vni: t.vni }.emit(&mut Vxlan::new_unchecked(vx));
+        let ip_sum = wire::checksum::accumulate(0, &bytes[..MIN_HEADER_LEN]);
+        Template { bytes, ip_sum }
+    }
+
+    /// Writes the headers of a packet with `udp_len` bytes of UDP (the inner frame plus 16)
+    /// into `h`.
+    #[inline]
+    fn write(&self, h: &mut [u8; PUSH], udp_len: u16, ident: u16, src_port: u16) {
+        *h = self.bytes;
+        let total = udp_len + MIN_HEADER_LEN as u16;
+        h[2..4].copy_from_slice(&total.to_be_bytes());
+        h[4..6].copy_from_slice(&ident.to_be_bytes());
+        let sum = self.ip_sum + u32::from(total) + u32::from(ident);
+        h[10..12].copy_from_slice(&(!wire::checksum::fold(sum)).to_be_bytes());
+        h[20..22].copy_from_slice(&src_port.to_be_bytes());
+        h[24..26].copy_from_slice(&udp_len.to_be_bytes());
+    }
+}
+
 impl Node for Vxlan4Encap {
     fn process(&mut self, ctx: &mut Ctx<'_, Self>, bufs: &[u32], next: &mut [u16]) {
         let ifs = self.shared.interfaces.load();
+        // The previous packet's tunnel and its headers: a frame is usually one tunnel's.
+        let mut last: Option<(u32, Template)> = None;
         for (&b, n) in bufs.iter().zip(next.iter_mut()) {
             *n = Next::Drop.into();
             let tx_if = ctx.pool.meta(b).tx_if;
@@ -123,6 +179,12 @@ impl Node for Vxlan4Encap {
                 ctx.count_error(Error::TooLong);
                 continue;
             };
+            if last.as_ref().is_none_or(|(i, _)| *i != tx_if) {
+                last = Some((tx_if, Template::new(t)));
+            }
+            let Some((_, template)) = &last else {
+                continue;
+            };
             let src_port = source_port(flow_hash(ctx.pool.data(b)));
             let ident = if t.df {
                 0
@@ -134,31 +196,9 @@ impl Node for Vxlan4Encap {
                 ctx.count_error(Error::NoHeadroom);
                 continue;
             };
-            let (ip, rest) = f.split_at_mut(MIN_HEADER_LEN);
-            let outer = Ipv4Repr {
-                src_addr: t.src,
-                dst_addr: t.dst,
-                protocol: IpProtocol::Udp,
-                payload_len: usize::from(udp_len),
-                ttl: TTL,
-                dscp: 0,
-                ecn: 0,
-                ident,
-                dont_frag: t.df,
-                more_frags: false,
-                frag_offset: 0,
-            };
-            let (udp, vx) = rest.split_at_mut(wire::udp::HEADER_LEN);
-            // The lengths were checked above and the slices are the headers' sizes.
-            let _ = outer.emit(&mut Ipv4::new_unchecked(ip));
-            let mut u = Udp::new_unchecked(udp);
-            u.set_src_port(src_port);
-            u.set_dst_port(wire::vxlan::UDP_PORT);
-            u.set_len(udp_len);
-            u.set_checksum(0);
-            let _ = VxlanRepr { vni: t.vni }.emit(&mut Vxlan::new_unchecked(
-                &mut vx[..wire::vxlan::HEADER_LEN],
-            ));
+            if let Some(h) = f.first_chunk_mut::<PUSH>() {
+                template.write(h, udp_len, ident, src_port);
+            }
             m.vrf = t.underlay;
             m.flags |= LOCALLY_ORIGINATED;
             let traced = m.flags & graph::BUFFER_TRACED != 0;
@@ -178,5 +218,63 @@ impl Node for Vxlan4Encap {
             *n = Next::Lookup.into();
         }
         self.tx.flush(false);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The template's headers are the ones built field by field, checksum included, for any
+    /// length, identification, port and DF.
+    #[test]
+    fn template_headers_equal_headers_built_field_by_field() {
+        for df in [true, false] {
+            let t = crate::VxlanTunnel {
+                vni: 0xabcdef,
+                src: wire::Ipv4Addr::new(192, 0, 2, 1),
+                dst: wire::Ipv4Addr::new(198, 51, 100, 7),
+                underlay: 0,
+                df,
+                ranges: Vec::new(),
+                counters: Default::default(),
+            };
+            let tpl = Template::new(&t);
+            for (udp_len, ident, port) in [
+                (16 + 60, 0, 49152),
+                (16 + 9000, 0xffff, 65535),
+                (16 + 1514, 77, 50000),
+            ] {
+                let mut h = [0u8; PUSH];
+                tpl.write(&mut h, udp_len, ident, port);
+                let mut want = [0u8; PUSH];
+                let (ip, rest) = want.split_at_mut(MIN_HEADER_LEN);
+                Ipv4Repr {
+                    src_addr: t.src,
+                    dst_addr: t.dst,
+                    protocol: IpProtocol::Udp,
+                    payload_len: usize::from(udp_len),
+                    ttl: TTL,
+                    dscp: 0,
+                    ecn: 0,
+                    ident,
+                    dont_frag: df,
+                    more_frags: false,
+                    frag_offset: 0,
+                }
+                .emit(&mut Ipv4::new_unchecked(ip))
+                .unwrap();
+                let (udp, vx) = rest.split_at_mut(8);
+                let mut u = Udp::new_unchecked(udp);
+                u.set_src_port(port);
+                u.set_dst_port(4789);
+                u.set_len(udp_len);
+                VxlanRepr { vni: t.vni }
+                    .emit(&mut Vxlan::new_unchecked(vx))
+                    .unwrap();
+                assert_eq!(h, want, "df {df} len {udp_len} ident {ident}");
+                assert!(wire::checksum::ipv4_header_ok(h[..20].try_into().unwrap()));
+            }
+        }
     }
 }

@@ -1,5 +1,6 @@
-//! `vxlan4-input`: decapsulates VXLAN (RFC 7348) datagrams that `udp4-local` found on port
-//! 4789 and sends the inner Ethernet frame to `ethernet-input` as received on the tunnel's
+//! `vxlan4-input`: decapsulates VXLAN (RFC 7348) datagrams to port 4789, sent here by
+//! `ip4-input` (VXLAN to one of our VTEPs without a UDP checksum) or `udp4-local` (anything
+//! else to one of our addresses), and sends the inner Ethernet frame to `ethernet-input` as received on the tunnel's
 //! interface, so that it is looked up in the tunnel's network's VRF and nowhere else.
 //!
 //! The tunnel is found by (outer source address, VNI), as VPP's `vxlan4-input` does: a packet
@@ -11,7 +12,8 @@
 //! spoofed outer sources is the underlay's job (see `docs/multinet.md`).
 //!
 //! The data starts at the outer IPv4 header: `ip4-input` checked it (20 bytes, no options,
-//! total length equal to the buffer's) and `udp4-local` the UDP header and its length.
+//! total length equal to the buffer's), and the UDP header and its length were checked by
+//! whichever node sent the datagram here.
 
 use graph::{Ctx, Node};
 use wire::Vxlan;

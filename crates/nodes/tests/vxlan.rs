@@ -95,6 +95,7 @@ fn side(n: u8, uplink_mtu: u16) -> Side {
     shared.vxlan.store(Arc::new(VxlanMap {
         tunnels: [((ip([192, 0, 2, other]), BLUE), TUNNEL)].into(),
         vnis: [BLUE, RED].into(),
+        vteps: vec![(0, ip([192, 0, 2, n]))],
     }));
     let input = Arc::new(Mutex::new(Vec::new()));
     let output = Arc::new(Mutex::new(Vec::new()));
@@ -435,4 +436,70 @@ fn vxlan_from_a_pod_a_fragment_or_a_spoofed_arp_goes_nowhere() {
             .iter()
             .any(|e| e.1 == "arp on a tunnel from an address this node delivers (not learned)")
     );
+}
+
+impl Side {
+    /// Packets each node has taken since the last call.
+    fn vectors(&mut self, node: &str) -> u64 {
+        self.rt
+            .runtime()
+            .iter()
+            .find(|(n, _, _)| *n == node)
+            .map_or(0, |(_, _, s)| s.vectors)
+    }
+}
+
+/// VXLAN without a UDP checksum goes from `ip4-input` straight to `vxlan4-input`; with one,
+/// or with a UDP length that disagrees, it takes the way through `ip4-local` and `udp4-local`,
+/// which verify them; and every way ends at the pod or under its counter.
+#[test]
+fn plain_vxlan_skips_the_local_path_and_anything_else_takes_it() {
+    let (mut a, mut b) = (side(1, 1500), side(2, 1500));
+    let good = a.run(vec![a.pod_packet([10, 1, 2, 2], b"hello", true)])[0]
+        .1
+        .clone();
+    assert_eq!(&good[40..42], &[0, 0], "sent without a UDP checksum");
+    let before = (b.vectors("udp4-local"), b.vectors("vxlan4-input"));
+    assert_eq!(b.run(vec![(UPLINK, good.clone())]).len(), 1);
+    assert_eq!(b.vectors("udp4-local"), before.0, "bypassed");
+    assert!(b.vectors("vxlan4-input") > before.1);
+    // A checksummed datagram: verified on the long way, then decapsulated.
+    let with_sum = |f: &[u8], good_sum: bool| {
+        let mut f = f.to_vec();
+        let ip = etherparse::Ipv4HeaderSlice::from_slice(&f[14..34]).unwrap();
+        let (src, dst) = (ip.source(), ip.destination());
+        let mut u = wire::Udp::new_unchecked(&mut f[34..]);
+        u.fill_checksum(src.into(), dst.into());
+        if !good_sum {
+            f[40] ^= 0x55;
+        }
+        f
+    };
+    let before = b.vectors("udp4-local");
+    assert_eq!(b.run(vec![(UPLINK, with_sum(&good, true))]).len(), 1);
+    assert!(b.vectors("udp4-local") > before, "checked on the way");
+    assert!(b.run(vec![(UPLINK, with_sum(&good, false))]).is_empty());
+    assert!(b.errors().iter().any(|e| e.1 == "udp checksum error"));
+    // A UDP length shorter than IPv4's says: the long way, and its counter.
+    let mut short_udp = good.clone();
+    let l = u16::from_be_bytes([good[38], good[39]]) - 2;
+    short_udp[38..40].copy_from_slice(&l.to_be_bytes());
+    assert!(b.run(vec![(UPLINK, short_udp)]).is_empty());
+    assert!(
+        b.errors()
+            .iter()
+            .any(|e| e.1 == "udp header truncated or its length disagrees with ip's")
+    );
+    // Plain VXLAN to a VTEP address that is not ours in this VRF: not bypassed, and the
+    // long way does not find it ours either.
+    let mut elsewhere = good.clone();
+    elsewhere[33] = 77;
+    let mut h = etherparse::Ipv4Header::from_slice(&elsewhere[14..])
+        .unwrap()
+        .0;
+    h.header_checksum = h.calc_header_checksum();
+    elsewhere[14..34].copy_from_slice(&h.to_bytes());
+    let before = b.vectors("vxlan4-input");
+    let _ = b.run(vec![(UPLINK, elsewhere)]);
+    assert_eq!(b.vectors("vxlan4-input"), before);
 }

@@ -283,6 +283,16 @@ impl Control {
                 })
                 .collect(),
             vnis: self.networks.iter().map(|n| n.spec.vni).collect(),
+            vteps: {
+                let mut v: Vec<(u32, Ipv4Addr)> = self
+                    .ifconfigs
+                    .iter()
+                    .filter_map(|c| c.tunnel().map(|t| (t.underlay, t.src)))
+                    .collect();
+                v.sort_unstable();
+                v.dedup();
+                v
+            },
         };
         self.shared.vxlan.store(Arc::new(map));
     }
