@@ -281,8 +281,14 @@ impl Topology for NodeTopology {
         self.about
     }
 
+    /// veclane in every shape; testpmd (io forwarding between the uplink and one pod: no
+    /// lookup, no header change) in singlenet, as the ceiling of that path.
     fn supports(&self, dut: Dut) -> bool {
-        dut == Dut::Veclane
+        dut == Dut::Veclane || (dut == Dut::Testpmd && self.shapes.contains(&Shape::Singlenet))
+    }
+
+    fn supports_shape(&self, dut: Dut, shape: Shape) -> bool {
+        dut == Dut::Veclane || (dut == Dut::Testpmd && shape == Shape::Singlenet)
     }
 
     fn describe(&self) -> String {
@@ -312,13 +318,23 @@ impl Topology for NodeTopology {
         dir: &Path,
         wrapper: &[String],
     ) -> Result<(Running, PathBuf), DutError> {
-        if dut.dut != Dut::Veclane {
+        let shape = dut.shape.unwrap_or(self.shapes[0]);
+        if !self.supports_shape(dut.dut, shape) {
             return Err(DutError::Unsupported(format!(
-                "the {} scenario configures veclane only, not {}",
+                "the {} scenario cannot configure {} in {shape}",
                 self.name, dut.dut
             )));
         }
-        let shape = dut.shape.unwrap_or(self.shapes[0]);
+        if dut.dut == Dut::Testpmd {
+            // testpmd forwards port to port: the uplink (id 0) and one pod (id 1), both ways.
+            if cfg.networks != 1 {
+                return Err(DutError::Unsupported(format!(
+                    "testpmd forwards between two ports: one network only, not --networks {}",
+                    cfg.networks
+                )));
+            }
+            return crate::l3fwd::start_dut(cfg, dut, size, dir, wrapper);
+        }
         let ready = Duration::from_secs(if wrapper.is_empty() { 10 } else { 120 });
         let conf = veclane_config(
             cfg,
@@ -430,8 +446,17 @@ impl Topology for NodeTopology {
             }
             let c = &mut v[usize::from(k)];
             c.network = k;
-            c.sent += g.tx_stream_packets.get(i).copied().unwrap_or(0);
-            c.received += g.rx_stream_packets.get(i).copied().unwrap_or(0);
+            let sent = g.tx_stream_packets.get(i).copied().unwrap_or(0);
+            let received = g.rx_stream_packets.get(i).copied().unwrap_or(0);
+            c.sent += sent;
+            c.received += received;
+            if s.iface == 0 {
+                c.sent_in += sent;
+                c.received_in += received;
+            } else {
+                c.sent_out += sent;
+                c.received_out += received;
+            }
         }
         v
     }
@@ -557,12 +582,20 @@ mod tests {
                 NetworkCount {
                     network: 0,
                     sent: 40,
-                    received: 39
+                    received: 39,
+                    sent_in: 10,
+                    received_in: 9,
+                    sent_out: 30,
+                    received_out: 30,
                 },
                 NetworkCount {
                     network: 1,
                     sent: 60,
-                    received: 58
+                    received: 58,
+                    sent_in: 20,
+                    received_in: 20,
+                    sent_out: 40,
+                    received_out: 38,
                 }
             ]
         );

@@ -92,8 +92,12 @@ mod tests {
         let Kind::Searched(m) = find("multinet").unwrap().kind else {
             panic!("multinet is searched")
         };
-        assert!(m.supports(Dut::Veclane) && !m.supports(Dut::Testpmd));
+        assert!(m.supports(Dut::Veclane) && m.supports(Dut::Testpmd));
+        assert!(!m.supports(Dut::Vpp) && !m.supports(Dut::DpdkL3fwd));
         assert_eq!(m.shapes().len(), 2);
+        // testpmd forwards port to port: the singlenet ceiling, never multinet.
+        assert!(m.supports_shape(Dut::Testpmd, crate::Shape::Singlenet));
+        assert!(!m.supports_shape(Dut::Testpmd, crate::Shape::Multinet));
         let names: Vec<&str> = registry().iter().map(|s| s.name).collect();
         let mut unique = names.clone();
         unique.dedup();

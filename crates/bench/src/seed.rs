@@ -30,8 +30,9 @@ impl SeedColumn {
     }
 }
 
-/// Throughput against frame size on one VPP worker core (MTU 1500).
-pub const BY_SIZE: [SeedColumn; 6] = [
+/// Throughput against frame size on one VPP worker core (MTU 1500, and MTU 9000 for the last
+/// two columns).
+pub const BY_SIZE: [SeedColumn; 8] = [
     SeedColumn {
         name: "single SW",
         source: "seed 000 Table 5: Calico VPP singlenet, SW memif",
@@ -100,6 +101,32 @@ pub const BY_SIZE: [SeedColumn; 6] = [
             (1500, 185.37),
         ],
     },
+    SeedColumn {
+        name: "memif SW 9k",
+        source: "seed 001 Table 6: VPP memif only (no VXLAN), software copy, MTU 9000",
+        gbps: &[
+            (64, 9.98),
+            (128, 13.98),
+            (256, 23.96),
+            (512, 37.94),
+            (1024, 47.92),
+            (1500, 63.90),
+            (1800, 69.85),
+        ],
+    },
+    SeedColumn {
+        name: "memif DSA 9k",
+        source: "seed 001 Table 6: VPP memif only (no VXLAN), DSA copy (use-dma), MTU 9000",
+        gbps: &[
+            (64, 9.95),
+            (128, 17.96),
+            (256, 34.02),
+            (512, 65.64),
+            (1024, 131.64),
+            (1500, 185.58),
+            (1800, 199.53),
+        ],
+    },
 ];
 
 /// The frame size of the core-scaling tables ([`BY_CORES`]).
@@ -162,33 +189,63 @@ const MISSING: &str = "–";
 /// order of first appearance). A size a column lacks shows "–"; of repeated (label, size)
 /// pairs the first is shown.
 pub fn compare_table(ours: &[Ours]) -> String {
+    table(
+        "Seed reference beside ours: Mpps by frame size S.\n",
+        "size B",
+        &BY_SIZE,
+        |size| size,
+        ours,
+    )
+}
+
+/// The core-scaling tables ([`BY_CORES`], seed 000 Tables 7 and 8, at 1024 B) beside ours:
+/// `ours[i].size` is a worker count here, and its Mpps a result at 1024 B.
+pub fn compare_cores_table(ours: &[Ours]) -> String {
+    table(
+        "Seed reference beside ours: Mpps by worker cores, 1024 B frames.\n",
+        "cores",
+        &BY_CORES,
+        |_| CORE_SCALING_SIZE,
+        ours,
+    )
+}
+
+/// The table of [`compare_table`] with rows keyed by `x` (a frame size, or a core count),
+/// `size_of(x)` the frame size the Gbps of row `x` convert at.
+fn table(
+    title: &str,
+    x_name: &str,
+    columns: &[SeedColumn],
+    size_of: fn(usize) -> usize,
+    ours: &[Ours],
+) -> String {
     let mut labels: Vec<&str> = Vec::new();
     for o in ours {
         if !labels.contains(&o.label.as_str()) {
             labels.push(&o.label);
         }
     }
-    let mut sizes: Vec<usize> = BY_SIZE
+    let mut xs: Vec<usize> = columns
         .iter()
         .flat_map(|c| c.gbps.iter().map(|&(s, _)| s))
         .chain(ours.iter().map(|o| o.size))
         .collect();
-    sizes.sort_unstable();
-    sizes.dedup();
+    xs.sort_unstable();
+    xs.dedup();
 
-    let mut header: Vec<String> = vec!["size B".into()];
-    header.extend(BY_SIZE.iter().map(|c| c.name.to_string()));
+    let mut header: Vec<String> = vec![x_name.into()];
+    header.extend(columns.iter().map(|c| c.name.to_string()));
     header.extend(labels.iter().map(|l| l.to_string()));
-    let rows: Vec<Vec<String>> = sizes
+    let rows: Vec<Vec<String>> = xs
         .iter()
-        .map(|&size| {
-            let mut row = vec![size.to_string()];
-            row.extend(BY_SIZE.iter().map(|c| match c.gbps_at(size) {
-                Some(g) => format!("{:.2} ({g:.2})", mpps_from_l1_gbps(g, size)),
+        .map(|&x| {
+            let mut row = vec![x.to_string()];
+            row.extend(columns.iter().map(|c| match c.gbps_at(x) {
+                Some(g) => format!("{:.2} ({g:.2})", mpps_from_l1_gbps(g, size_of(x))),
                 None => MISSING.into(),
             }));
             row.extend(labels.iter().map(|&l| {
-                match ours.iter().find(|o| o.label == l && o.size == size) {
+                match ours.iter().find(|o| o.label == l && o.size == x) {
                     Some(o) if o.mpps.is_finite() => format!("{:.2}", o.mpps),
                     _ => MISSING.into(),
                 }
@@ -197,9 +254,9 @@ pub fn compare_table(ours: &[Ours]) -> String {
         })
         .collect();
 
-    let mut out = String::from(
-        "Seed reference beside ours: Mpps by frame size S.\n\
-         Hardware differs. Seeds: Intel Xeon servers with DSA, TRex on a 100 GbE NIC (E810),\n  \
+    let mut out = String::from(title);
+    out.push_str(
+        "Hardware differs. Seeds: Intel Xeon servers with DSA, TRex on a 100 GbE NIC (E810),\n  \
          VPP memif, one VPP worker core. Ours: this 2-vCPU VM, no NIC, veclane's memif generator.\n\
          Seed cells: Mpps (published Gbps), Mpps = Gbps*1000/(8*(S+20)), i.e. the Gbps read as L1\n  \
          at the TRex-side frame size S (reference/multinet-bench.md §4.3; our conversion).\n\
@@ -207,11 +264,11 @@ pub fn compare_table(ours: &[Ours]) -> String {
          The 64 B memif cells are 10 GbE line rate (14.88 Mpps): a cap, not VPP.\n\
          Columns:\n",
     );
-    for c in &BY_SIZE {
-        let _ = writeln!(out, "  {:<11} {}", c.name, c.source);
+    for c in columns {
+        let _ = writeln!(out, "  {:<12} {}", c.name, c.source);
     }
     for l in &labels {
-        let _ = writeln!(out, "  {l:<11} ours");
+        let _ = writeln!(out, "  {l:<12} ours");
     }
     out.push('\n');
     let widths: Vec<usize> = (0..header.len())
@@ -293,9 +350,10 @@ mod tests {
             "Intel Xeon servers with DSA",
             "100 GbE",
             "Gbps*1000/(8*(S+20))",
-            "single SW   seed 000 Table 5",
-            "multi DSA   seed 000 Table 6",
-            "memif DSA   seed 001 Table 5",
+            "single SW    seed 000 Table 5",
+            "multi DSA    seed 000 Table 6",
+            "memif DSA    seed 001 Table 5",
+            "memif DSA 9k seed 001 Table 6",
             "veclane/single NDR ours",
         ] {
             assert!(t.contains(text), "missing {text:?} in\n{t}");
@@ -319,6 +377,8 @@ mod tests {
                 "4.12 (50.07)",
                 "5.25 (63.85)",
                 "15.24 (185.37)",
+                "5.25 (63.90)",
+                "15.26 (185.58)",
                 "3.10",
                 "–"
             ]
@@ -333,20 +393,51 @@ mod tests {
                 "–",
                 "14.87 (9.99)",
                 "14.81 (9.95)",
+                "14.85 (9.98)",
+                "14.81 (9.95)",
                 "–",
                 "5.00"
             ]
         );
-        assert_eq!(row("9000")[1..7], ["–"; 6]);
-        assert_eq!(row("9000")[7], "0.80");
+        assert_eq!(row("9000")[1..9], ["–"; 8]);
+        assert_eq!(row("9000")[9], "0.80");
     }
 
     #[test]
     fn columns_line_up() {
         let t = compare_table(&[ours("veclane", 128, 1.0)]);
         let table: Vec<&str> = t.lines().skip_while(|l| !l.is_empty()).skip(1).collect();
-        assert_eq!(table.len(), 7, "header and six sizes:\n{t}");
+        assert_eq!(table.len(), 8, "header and seven sizes:\n{t}");
         let width = table[0].chars().count();
         assert!(table.iter().all(|l| l.chars().count() == width), "\n{t}");
+    }
+
+    #[test]
+    fn core_table_converts_at_1024_bytes_and_keys_ours_by_workers() {
+        let t = compare_cores_table(&[
+            ours("veclane/single multinet", 1, 2.5),
+            ours("veclane/single multinet", 2, 4.0),
+        ]);
+        assert!(t.contains("by worker cores, 1024 B"), "{t}");
+        assert!(t.contains("multi SW     seed 000 Table 7"), "{t}");
+        let row: Vec<&str> = t
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some("1"))
+            .unwrap()
+            .split("  ")
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .collect();
+        assert_eq!(
+            row,
+            [
+                "1",
+                "2.88 (24.03)",
+                "2.31 (19.28)",
+                "5.54 (46.24)",
+                "4.11 (34.34)",
+                "2.50"
+            ]
+        );
     }
 }

@@ -264,10 +264,13 @@ impl RunningDut for Testpmd {
         Testpmd::pid(self)
     }
 
+    /// Both ports face the generator: what they took from it and sent back, whichever way
+    /// the frames went.
     fn counts(&mut self) -> Result<Option<Counts>, DutError> {
+        let (p0, p1) = (self.port_stats(0)?, self.port_stats(1)?);
         Ok(Some(Counts {
-            rx: self.port_stats(0)?.rx_packets,
-            tx: self.port_stats(1)?.tx_packets,
+            rx: p0.rx_packets + p1.rx_packets,
+            tx: p0.tx_packets + p1.tx_packets,
         }))
     }
 

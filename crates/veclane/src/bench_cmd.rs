@@ -189,7 +189,8 @@ pub struct BenchArgs {
     /// VPP's binary, for --dut vpp.
     #[arg(long)]
     vpp_bin: Option<std::path::PathBuf>,
-    /// Print the seeds' published tables (converted to Mpps) beside ours (l3fwd).
+    /// Print the seeds' published tables (seed 000 Tables 5-8, seed 001 Tables 5-6, converted to
+    /// Mpps) beside ours (searched scenarios; the core-scaling tables with --workers at 1024 B).
     #[arg(long)]
     compare_seed: bool,
     /// Skip testpmd (instead of failing) when it is not installed.
@@ -373,7 +374,9 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
     let testpmd_bin = bench::testpmd::find();
     let dut_args = if a.dut.is_empty() {
         match topology {
-            Some(t) if !t.supports(Dut::Testpmd) => vec![DutArg::Veclane],
+            Some(t) if !t.supports(Dut::Testpmd) || !t.shapes().is_empty() => {
+                vec![DutArg::Veclane]
+            }
             _ => vec![DutArg::Veclane, DutArg::Testpmd],
         }
     } else {
@@ -540,7 +543,13 @@ fn run_l3fwd(
     if !topology.shapes().is_empty() {
         subjects = subjects
             .iter()
-            .flat_map(|s| topology.shapes().iter().map(|&sh| s.in_shape(sh)))
+            .flat_map(|s| {
+                topology
+                    .shapes()
+                    .iter()
+                    .filter(|&&sh| topology.supports_shape(s.dut, sh))
+                    .map(|&sh| s.in_shape(sh))
+            })
             .collect();
     }
     let l3fwd_bin = bench::dpdk_l3fwd::find();
@@ -631,6 +640,22 @@ fn run_l3fwd(
             })
             .collect();
         print!("\n{}", bench::seed::compare_table(&ours));
+        // Worker scaling at 1024 B beside the seeds' core-scaling tables.
+        let cores: Vec<bench::seed::Ours> = run
+            .rows
+            .iter()
+            .filter(|r| r.size == bench::seed::CORE_SCALING_SIZE)
+            .filter_map(|r| {
+                r.goals.first().map(|g| bench::seed::Ours {
+                    label: format!("{} {}", r.dut.line(), g.goal),
+                    size: usize::from(r.dut.workers),
+                    mpps: g.mpps,
+                })
+            })
+            .collect();
+        if cores.iter().any(|o| o.size > 1) {
+            print!("\n{}", bench::seed::compare_cores_table(&cores));
+        }
     }
     let w = run.write(&a.out)?;
     println!("\nJSON: {}\nCSV: {}", w.json.display(), w.csv.display());

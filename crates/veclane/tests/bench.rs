@@ -340,7 +340,10 @@ fn multinet_measures_both_shapes_per_network_and_the_counters_agree() {
             assert_eq!(sent, t["m"]["sent"].as_u64().unwrap(), "{t}");
             assert_eq!(received, t["m"]["received"].as_u64().unwrap(), "{t}");
             for n in nets {
-                assert!(n["sent"].as_u64().unwrap() > 0, "{t}");
+                // Both ways at once, each network in each direction.
+                for k in ["sent_in", "sent_out", "received_in", "received_out"] {
+                    assert!(n[k].as_u64().unwrap() > 0, "{k}: {t}");
+                }
             }
         }
         let nodes: Vec<&str> = o["node_ns"]
@@ -407,4 +410,53 @@ fn node_directions_take_the_path_they_say() {
             assert_eq!(t["networks"].as_array().unwrap().len(), 3, "{t}");
         }
     }
+}
+
+/// testpmd's io forwarding between the uplink and one pod, both ways: the no-lookup ceiling
+/// of the singlenet path, its counters agreeing with the generator's.
+#[test]
+fn singlenet_measures_testpmd_beside_veclane() {
+    if bench::testpmd::find().is_none() {
+        eprintln!("dpdk-testpmd not installed: skipped");
+        return;
+    }
+    let r = bench(&[
+        "singlenet",
+        "--dut",
+        "veclane,testpmd",
+        "--sizes",
+        "256",
+        "--copy",
+        "single",
+        "--search",
+        "continuous",
+        "--mrr-secs",
+        "0.2",
+        "--latency-at",
+        "",
+    ]);
+    let searches = r["searches"].as_array().unwrap();
+    assert_eq!(searches.len(), 2, "{r}");
+    for o in searches {
+        assert!(o["error"].is_null(), "{o}");
+        for t in o["trials"].as_array().unwrap() {
+            assert!(t.get("disagreements").is_none(), "{t}");
+            let n = &t["networks"][0];
+            assert!(n["received_in"].as_u64().unwrap() > 0, "{t}");
+            assert!(n["received_out"].as_u64().unwrap() > 0, "{t}");
+        }
+    }
+    // Two ports make one network: more are refused, with the reason.
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_veclane"))
+        .args(["bench", "singlenet", "--dut", "testpmd", "--networks", "2"])
+        .args(["--sizes", "64", "--reps", "1", "--search", "continuous"])
+        .args(["--mrr-secs", "0.1", "--latency-at", "", "--wait-near", "0"])
+        .arg("--out")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(text.contains("one network only"), "{text}");
 }

@@ -42,6 +42,7 @@ pub use output::{
 };
 pub use report::{HostStalls, RunReport, Written};
 pub use rows::{GoalRow, PairedRatio, SearchRow, paired_ratio, reference_for, rows};
+pub(crate) use topology::start_dut;
 pub use topology::{L3fwdTopology, NetworkCount, TOPOLOGY, Topology, veclane_config};
 
 /// Runs every (rep, size, DUT) search, DUTs interleaved; `progress` sees each finished one.

@@ -25,7 +25,7 @@ pub fn head(cfg: &L3fwdConfig) -> Vec<String> {
         ),
         cfg.topology.describe(),
         format!("search: {}", search_summary(&cfg.method)),
-        "xN after a DUT: N workers (lcores), each on a CPU of its own polling one queue pair of every interface; the generator opens N queue pairs and sends its bursts to them in turn; the ratio column divides by the last DUT with as many workers (a multinet row: by the same DUT in singlenet, the seeds' multinet/singlenet ratio)".into(),
+        "xN after a DUT: N workers (lcores), each on a CPU of its own polling one queue pair of every interface; the generator opens N queue pairs and sends its bursts to them in turn; the ratio column divides by the last DUT with as many workers (in the same shape; a multinet row: by the same DUT in singlenet, the seeds' multinet/singlenet ratio)".into(),
         format!(
             "MRR = receive rate of a {} s flat-out trial (the generator held back by a full ring); the search runs between MRR/1000 and {} x MRR, the generator acting as a port on a wire: frames a full ring refuses are lost",
             cfg.mrr_secs, cfg.max_load_factor
@@ -33,6 +33,9 @@ pub fn head(cfg: &L3fwdConfig) -> Vec<String> {
         "result Mpps = the search's result (the highest load that passed), median (min-max) over the searches in the basis placement: near/mid/far = one-way cache-line transfer between the two CPUs <130 / 130-280 / >280 ns, probed before the DUT starts and after it stops: near searches when there are any, else mid, else far ('all' when every search was cut by a flip), 'x3 (of 5)' how many; the ratio column pairs each repetition's searches of two DUTs, run back to back, when both ran in one placement (near pairs first)".into(),
         "frame size S = bytes in the memif buffer (Ethernet header to payload end, no FCS); Gbps L2 = S x 8 x pps; Gbps L1 = (S + 20) x 8 x pps (preamble, SFD, inter-frame gap); loss = frames offered minus frames received (refused by a full ring or short from the generator included)".into(),
     ];
+    if !cfg.topology.shapes().is_empty() {
+        h.push("node scenarios: S is the pod's frame; Mpps, loss and Gbps count both directions together; uplink L1 = (S + 50 + 20) x 8 x pps for multinet (its frames carry 50 bytes of VXLAN on the uplink), (S + 20) x 8 x pps for singlenet; seed = the seeds' multinet formula L2 x (1 + 56/S) = (S + 56) x 8 x pps, printed for comparison with their tables (their Gbps fit L1 at the pod's frame, S + 20, better)".into());
+    }
     if cfg.sizes.iter().any(|&z| z > cfg.buffer_size as usize) {
         h.push(format!(
             "frames larger than {} B use 9216-byte memif buffers in every DUT",
@@ -79,6 +82,9 @@ pub fn table(cfg: &L3fwdConfig, rows: &[SearchRow]) -> String {
         let _ = write!(header, "  {:>22}", format!("{g} Mpps (min-max)"));
         if i == 0 {
             let _ = write!(header, "  {:>13}  {:>8}", "Gbps L2/L1", "loss");
+            if shaped {
+                let _ = write!(header, "  {:>17}", "uplink L1/seed Gb");
+            }
         }
     }
     let _ = write!(header, "  {:>8}", "MRR Mpps");
@@ -91,11 +97,11 @@ pub fn table(cfg: &L3fwdConfig, rows: &[SearchRow]) -> String {
     }
     if let Some(r) = reference {
         let name = if shaped {
-            "singlenet".to_string()
+            "paired ratio".to_string()
         } else {
-            r.dut.to_string()
+            format!("/{} paired", r.dut)
         };
-        let _ = write!(header, "  {:>26}", format!("/{name} paired"));
+        let _ = write!(header, "  {name:>26}");
     }
     let _ = write!(header, "  basis");
     let _ = writeln!(s, "\n{header}");
@@ -115,6 +121,14 @@ pub fn table(cfg: &L3fwdConfig, rows: &[SearchRow]) -> String {
                         format!("{:.1}/{:.1}", g.gbps_l2, g.gbps_l1),
                         g.measured_loss
                     );
+                    if shaped {
+                        let cell = match (g.gbps_l1_uplink, g.gbps_seed_formula) {
+                            (Some(u), Some(s)) => format!("{u:.1}/{s:.1}"),
+                            (Some(u), None) => format!("{u:.1}/-"),
+                            _ => "-".into(),
+                        };
+                        let _ = write!(line, "  {cell:>17}");
+                    }
                 }
             }
             let _ = write!(line, "  {:>8.3}", r.mrr_mpps);
@@ -225,6 +239,8 @@ pub fn csv(cfg: &L3fwdConfig, rows: &[SearchRow]) -> String {
         "mpps_max",
         "gbps_l2",
         "gbps_l1",
+        "gbps_l1_uplink",
+        "gbps_seed_formula",
         "forwarding_mpps",
         "mrr_mpps",
         "lat50_p50_ns",
@@ -263,6 +279,12 @@ pub fn csv(cfg: &L3fwdConfig, rows: &[SearchRow]) -> String {
                 format!("{:.4}", g.mpps_max),
                 format!("{:.3}", g.gbps_l2),
                 format!("{:.3}", g.gbps_l1),
+                g.gbps_l1_uplink
+                    .map(|v| format!("{v:.3}"))
+                    .unwrap_or_default(),
+                g.gbps_seed_formula
+                    .map(|v| format!("{v:.3}"))
+                    .unwrap_or_default(),
                 format!("{:.4}", g.forwarding_mpps),
                 format!("{:.4}", r.mrr_mpps),
                 lat.map(|l| l.p50_ns.to_string()).unwrap_or_default(),

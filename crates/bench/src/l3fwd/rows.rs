@@ -20,6 +20,13 @@ pub struct GoalRow {
     pub mpps_max: f64,
     pub gbps_l2: f64,
     pub gbps_l1: f64,
+    /// Node scenarios: the L1 rate on the uplink, where a multinet frame carries 50 bytes of
+    /// VXLAN: (S + 50 + 20) × 8 × pps (singlenet: S + 20); and, for multinet, the seeds' own
+    /// formula, L2 × (1 + 56/S) = (S + 56) × 8 × pps.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gbps_l1_uplink: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gbps_seed_formula: Option<f64>,
     /// Median measured receive rate at the lower bound.
     pub forwarding_mpps: f64,
     /// Median loss ratio of the trials at the result (the least of each search's trials at
@@ -147,6 +154,12 @@ pub fn rows(outcomes: &[Outcome], sizes: &[usize], duts: &[Subject]) -> Vec<Sear
                         mpps_max: hi,
                         gbps_l2: m * 1e6 * size as f64 * 8.0 / 1e9,
                         gbps_l1: m * 1e6 * (size as f64 + 20.0) * 8.0 / 1e9,
+                        gbps_l1_uplink: dut.shape.map(|s| {
+                            let vxlan = if s == Shape::Multinet { 50.0 } else { 0.0 };
+                            m * 1e6 * (size as f64 + vxlan + 20.0) * 8.0 / 1e9
+                        }),
+                        gbps_seed_formula: (dut.shape == Some(Shape::Multinet))
+                            .then(|| m * 1e6 * (size as f64 + 56.0) * 8.0 / 1e9),
                         forwarding_mpps: median(&fwd),
                         irregular: reports
                             .iter()

@@ -54,6 +54,10 @@ pub trait Topology: Sync + core::fmt::Debug {
     fn shapes(&self) -> &'static [Shape] {
         &[]
     }
+    /// Whether `dut` can be configured in `shape` (one of [`Topology::shapes`]).
+    fn supports_shape(&self, _dut: Dut, _shape: Shape) -> bool {
+        true
+    }
     /// Refuses a trial whose received frames are not the size they should be at `size`
     /// (a DUT that fell back to other frames).
     fn check_rx(&self, _dut: Subject, size: usize, g: &GenReport) -> Result<(), String> {
@@ -69,13 +73,18 @@ pub trait Topology: Sync + core::fmt::Debug {
     }
 }
 
-/// One network's share of a trial: frames the generator sent into it (either way) and frames
-/// that came back out of it.
+/// One network's share of a trial: frames the generator sent into it and frames that came
+/// back out of it, in all and by direction (`in`: from the remote node to the pod; `out`:
+/// from the pod to the remote node).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct NetworkCount {
     pub network: u16,
     pub sent: u64,
     pub received: u64,
+    pub sent_in: u64,
+    pub received_in: u64,
+    pub sent_out: u64,
+    pub received_out: u64,
 }
 
 /// The `l3fwd` topology: two memif interfaces, 10.10.1.0/24 on id 0 and 10.10.2.0/24 on id 1,
@@ -164,7 +173,7 @@ pub(super) fn gen_config(
 /// Starts `dut` for frames of `size`, under `wrapper` if not empty (veclane and testpmd only);
 /// returns it and the memif socket it listens on (in `dir` for the DUTs that take a
 /// directory).
-pub(super) fn start_dut(
+pub(crate) fn start_dut(
     cfg: &L3fwdConfig,
     dut: Subject,
     size: usize,
