@@ -85,6 +85,9 @@ pub struct Subject {
     pub dut: Dut,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub copy: Option<CopyMode>,
+    /// What executes veclane's payload copies (`[daemon] copy-engine`); none: the CPU.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub engine: Option<api::CopyEngine>,
     /// Forwarding workers, each on a CPU of its own and polling one queue pair of each
     /// interface (l3fwd); 1 everywhere else.
     pub workers: u16,
@@ -98,6 +101,7 @@ impl Subject {
         Subject {
             dut,
             copy: None,
+            engine: None,
             workers: 1,
             shape: None,
         }
@@ -127,6 +131,10 @@ impl core::fmt::Display for Subject {
         match self.copy {
             Some(c) => write!(f, "{}/{c}", self.dut)?,
             None => write!(f, "{}", self.dut)?,
+        }
+        // The CPU is the default engine and goes unsaid.
+        if let Some(e) = self.engine.filter(|&e| e != api::CopyEngine::Cpu) {
+            write!(f, "/{e}")?;
         }
         if self.workers != 1 {
             write!(f, " x{}", self.workers)?;

@@ -336,13 +336,14 @@ impl Topology for NodeTopology {
             return crate::l3fwd::start_dut(cfg, dut, size, dir, wrapper);
         }
         let ready = Duration::from_secs(if wrapper.is_empty() { 10 } else { 120 });
-        let conf = veclane_config(
+        let mut conf = veclane_config(
             cfg,
             shape,
             dut.copy.unwrap_or(CopyMode::Single),
             size,
             dut.workers,
         );
+        conf.daemon.copy_engine = dut.engine.unwrap_or(api::CopyEngine::Cpu);
         let d = Daemon::start_under(wrapper, &cfg.veclane_bin, dir, &conf.to_toml(), ready)?;
         if shape == Shape::Multinet {
             remote_pods_on_tunnels(&d)?;

@@ -27,6 +27,16 @@ fn copy_modes() -> impl clap::builder::TypedValueParser<Value = CopyMode> {
         .map(|s| s.parse::<CopyMode>().expect("one of the possible values"))
 }
 
+fn copy_engines() -> impl clap::builder::TypedValueParser<Value = api::CopyEngine> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(api::CopyEngine::ALL.iter().map(|m| m.name())).map(
+        |s| {
+            s.parse::<api::CopyEngine>()
+                .expect("one of the possible values")
+        },
+    )
+}
+
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
 pub enum DutArg {
     Veclane,
@@ -131,6 +141,10 @@ pub struct BenchArgs {
     /// veclane's copy modes to measure (l3fwd), each a column of its own.
     #[arg(long, value_parser = copy_modes(), value_delimiter = ',', default_values_t = [CopyMode::Single, CopyMode::Two])]
     copy: Vec<CopyMode>,
+    /// What executes veclane's payload copies, each a column of its own (searched scenarios):
+    /// cpu (inline) or thread (a copy thread).
+    #[arg(long, value_parser = copy_engines(), value_delimiter = ',', default_values_t = [api::CopyEngine::Cpu])]
+    copy_engine: Vec<api::CopyEngine>,
     /// CPU of the sender (p2p) or the generator (l3fwd).
     #[arg(long, visible_alias = "gen-cpu", default_value_t = 0)]
     sender_cpu: usize,
@@ -517,10 +531,13 @@ fn run_l3fwd(
     let mut base = Vec::new();
     if duts.contains(&Dut::Veclane) {
         for c in &a.copy {
-            base.push(Subject {
-                copy: Some(*c),
-                ..Subject::plain(Dut::Veclane)
-            });
+            for e in &a.copy_engine {
+                base.push(Subject {
+                    copy: Some(*c),
+                    engine: Some(*e),
+                    ..Subject::plain(Dut::Veclane)
+                });
+            }
         }
     }
     for d in [Dut::Testpmd, Dut::DpdkL3fwd, Dut::Vpp] {

@@ -190,14 +190,13 @@ pub(crate) fn start_dut(
     // Under a wrapper (valgrind) start-up is far slower.
     let ready = Duration::from_secs(if wrapper.is_empty() { 10 } else { 120 });
     match dut.dut {
-        Dut::Veclane => Daemon::start_under(
-            wrapper,
-            &cfg.veclane_bin,
-            dir,
-            &veclane_config(cfg, dut.copy.unwrap_or(CopyMode::Single), size, dut.workers).to_toml(),
-            ready,
-        )
-        .map(|d| (Box::new(d) as Running, sock)),
+        Dut::Veclane => {
+            let mut conf =
+                veclane_config(cfg, dut.copy.unwrap_or(CopyMode::Single), size, dut.workers);
+            conf.daemon.copy_engine = dut.engine.unwrap_or(api::CopyEngine::Cpu);
+            Daemon::start_under(wrapper, &cfg.veclane_bin, dir, &conf.to_toml(), ready)
+                .map(|d| (Box::new(d) as Running, sock))
+        }
         Dut::DpdkL3fwd => {
             let bin = cfg.l3fwd_bin.clone().ok_or_else(|| {
                 DutError::Missing(
