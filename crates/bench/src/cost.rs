@@ -193,7 +193,10 @@ pub fn measure(
     let profile = match keep {
         Some(dir) => {
             let label = dut.to_string().replace('/', "-");
-            let to = dir.join(format!("callgrind.{label}.{size}.out"));
+            let to = dir.join(format!(
+                "callgrind.{label}.{}.out",
+                crate::trial::size_label(size)
+            ));
             std::fs::create_dir_all(dir)
                 .and_then(|()| std::fs::copy(&out, &to))
                 .map_err(|source| CostError::Io {
@@ -321,7 +324,7 @@ pub fn table(cfg: &L3fwdConfig, costs: &[Cost]) -> String {
     for c in costs {
         let mut line = format!(
             "{:>5}  {:<15} {:>9} {:>9.1}",
-            c.size,
+            crate::trial::size_label(c.size),
             c.dut.to_string(),
             c.frames,
             c.total

@@ -178,8 +178,10 @@ pub fn veclane_config(
 /// 10.(10+k).2.2, to the node's uplink MAC (singlenet) or inside VXLAN to the tunnel's MAC
 /// (multinet: the one the node answers ARP with in that network).
 fn uplink_spec(shape: Shape, size: usize, networks: u16) -> FrameSpec {
+    let (size, mix) = crate::trial::frame_spec_size(size);
     let base = FrameSpec {
         size,
+        mix,
         src_mac: MacAddr(GEN_MAC),
         dst_mac: MacAddr(UPLINK_MAC),
         src_ip: "10.10.1.2".parse().expect("an address"),
@@ -214,8 +216,10 @@ fn uplink_spec(shape: Shape, size: usize, networks: u16) -> FrameSpec {
 /// What network `k`'s pod sends: from 10.(10+k).2.2 to a remote pod, 10.(10+k).1.2.
 fn pod_spec(size: usize, k: u16) -> FrameSpec {
     let o = octet(k) as u8;
+    let (size, mix) = crate::trial::frame_spec_size(size);
     FrameSpec {
         size,
+        mix,
         src_mac: MacAddr(GEN_MAC),
         dst_mac: MacAddr(pod_mac(k)),
         src_ip: [10, o, 2, 2].into(),
@@ -423,6 +427,18 @@ impl Topology for NodeTopology {
             Shape::Multinet => trafgen::frame::VXLAN_OVERHEAD as u64,
             Shape::Singlenet => 0,
         };
+        if size == crate::trial::IMIX {
+            // Frames of every size in every stream: the average must lie within the mix,
+            // frames out of a pod 50 bytes longer in multinet.
+            let average = g.rx_bytes as f64 / g.rx_packets as f64;
+            let (lo, hi) = (64.0, 1518.0 + out_extra as f64);
+            if !(lo..=hi).contains(&average) {
+                return Err(format!(
+                    "received frames average {average:.1} B, outside the IMIX's {lo}..={hi}"
+                ));
+            }
+            return Ok(());
+        }
         let expected: u64 = g
             .streams
             .iter()

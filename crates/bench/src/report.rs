@@ -32,7 +32,8 @@ pub struct Environment {
 
 pub const CONVENTIONS: &str = "frame size S = bytes in the memif buffer (Ethernet header to payload end, no FCS, as testpmd --txpkts); \
 Gbps L2 = S x 8 x pps; Gbps L1 = (S + 20) x 8 x pps (preamble, SFD, inter-frame gap); Mpps = median of the trials, receiver-measured; \
-loss = frames the sender counted as sent minus frames received";
+loss = frames the sender counted as sent minus frames received; \
+size 0 = IMIX (64, 570 and 1518 B frames 7:4:1, S = their mean 353.8 B in Gbps)";
 
 impl Environment {
     pub fn probe(testpmd_version: Option<String>) -> Environment {

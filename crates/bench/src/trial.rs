@@ -126,8 +126,8 @@ pub fn rows(trials: &[Trial], sizes: &[usize], duts: &[Subject]) -> Vec<Row> {
                 mpps: m,
                 mpps_min: lo,
                 mpps_max: hi,
-                gbps_l2: m * 1e6 * size as f64 * 8.0 / 1e9,
-                gbps_l1: m * 1e6 * (size as f64 + 20.0) * 8.0 / 1e9,
+                gbps_l2: m * 1e6 * frame_bytes(size) * 8.0 / 1e9,
+                gbps_l1: m * 1e6 * (frame_bytes(size) + 20.0) * 8.0 / 1e9,
                 loss_ratio: if tx > 0 { lost as f64 / tx as f64 } else { 0.0 },
                 trials: t.len(),
                 basis,
@@ -218,14 +218,64 @@ pub fn buffer_size_for(configured: u32, size: usize) -> u32 {
     }
 }
 
+/// `--sizes imix` among frame sizes: the simple IMIX, frames of 64, 570 and 1518 bytes 7:4:1,
+/// in the turn of [`IMIX_MIX`].
+pub const IMIX: usize = 0;
+/// The IMIX frames in the order the generator sends them, over and over.
+pub const IMIX_MIX: [usize; 12] = [64, 570, 64, 1518, 64, 570, 64, 64, 570, 64, 570, 64];
+
+/// The mean bytes of a frame of `size` (IMIX: the mix's mean, 353.8).
+pub fn frame_bytes(size: usize) -> f64 {
+    if size == IMIX {
+        IMIX_MIX.iter().sum::<usize>() as f64 / IMIX_MIX.len() as f64
+    } else {
+        size as f64
+    }
+}
+
+/// `size` as tables and file names say it.
+pub fn size_label(size: usize) -> String {
+    if size == IMIX {
+        "imix".into()
+    } else {
+        size.to_string()
+    }
+}
+
+/// The generator's frame size and mix for `size` (IMIX: the largest, and the mix).
+pub fn frame_spec_size(size: usize) -> (usize, Vec<usize>) {
+    if size == IMIX {
+        (1518, IMIX_MIX.to_vec())
+    } else {
+        (size, Vec::new())
+    }
+}
+
+/// A frame-size argument: bytes, or `imix`.
+pub fn parse_size(s: &str) -> Result<usize, String> {
+    match s.trim() {
+        "imix" | "IMIX" => Ok(IMIX),
+        n => n
+            .parse::<usize>()
+            .map_err(|e| format!("{n:?} is neither a frame size in bytes nor imix: {e}")),
+    }
+}
+
 /// A trial is only valid if the receiver saw frames of the size asked for: a DUT that quietly
 /// sends something else (testpmd's txonly falls back to 64-byte frames when a frame does not
-/// fit its mbuf) must not produce a number.
+/// fit its mbuf) must not produce a number. With an IMIX, whose frames are lost unevenly
+/// across sizes, the average must lie between its smallest and largest frame.
 pub fn check_frame_size(bytes: u64, packets: u64, size: usize) -> Result<(), FrameSizeError> {
     if packets == 0 {
         return Err(FrameSizeError::NoFrames);
     }
     let average = bytes as f64 / packets as f64;
+    if size == IMIX {
+        if !(64.0..=1518.0).contains(&average) {
+            return Err(FrameSizeError::Wrong { average, size });
+        }
+        return Ok(());
+    }
     if (average - size as f64).abs() > 0.5 {
         return Err(FrameSizeError::Wrong { average, size });
     }

@@ -68,6 +68,9 @@ pub struct FrameSpec {
     /// Network `k`'s (inner) destination MAC, one per network (a switch's MAC in a network
     /// may differ per network, as a VXLAN tunnel's does per VNI); empty: `dst_mac` in all.
     pub dst_macs: Vec<MacAddr>,
+    /// (Inner) frame sizes taken in turn, frame by frame (an IMIX); `size` is then the
+    /// largest of them. Empty: every frame is `size`.
+    pub mix: Vec<usize>,
 }
 
 impl Default for FrameSpec {
@@ -85,6 +88,7 @@ impl Default for FrameSpec {
             vxlan: None,
             networks: 1,
             dst_macs: Vec::new(),
+            mix: Vec::new(),
         }
     }
 }
@@ -107,6 +111,17 @@ impl FrameSpec {
                 "frame size {} with VXLAN is {} bytes on the wire, more than {MAX_FRAME}",
                 self.size,
                 self.wire_len()
+            )));
+        }
+        if !self.mix.is_empty() && self.mix.iter().max() != Some(&self.size) {
+            return Err(SpecError(format!(
+                "the largest of the mixed sizes {:?} must be the frame size {}",
+                self.mix, self.size
+            )));
+        }
+        if let Some(s) = self.mix.iter().find(|&&s| s < MIN_FRAME) {
+            return Err(SpecError(format!(
+                "mixed frame size {s} is under the smallest, {MIN_FRAME}"
             )));
         }
         if self.flows == 0 {
@@ -176,6 +191,36 @@ impl FrameSpec {
     #[inline]
     pub fn wire_len(&self) -> usize {
         self.inner_offset() + self.size
+    }
+
+    /// The (inner) size of frame number `c`: `size`, or the mix's entry for it.
+    #[inline]
+    pub fn size_of(&self, c: u64) -> usize {
+        if self.mix.is_empty() {
+            self.size
+        } else {
+            self.mix[(c % self.mix.len() as u64) as usize]
+        }
+    }
+
+    /// Writes the lengths of a frame whose inner frame is `size` bytes into `head` (its
+    /// headers, as [`FrameSpec::patch`] takes them): the inner IPv4 and UDP lengths and the
+    /// IPv4 checksum, and with VXLAN the outer ones. For a mix; a frame of `size` needs none.
+    #[inline]
+    pub fn set_len(&self, head: &mut [u8], size: usize) {
+        let o = self.inner_offset();
+        let ip_len = (size - 14) as u16;
+        let set = |h: &mut [u8], ip_len: u16| {
+            h[16..18].copy_from_slice(&ip_len.to_be_bytes());
+            h[38..40].copy_from_slice(&(ip_len - 20).to_be_bytes());
+            h[IP_CHECK_OFFSET..IP_CHECK_OFFSET + 2].fill(0);
+            let c = wire::checksum::checksum(&h[14..34]);
+            h[IP_CHECK_OFFSET..IP_CHECK_OFFSET + 2].copy_from_slice(&c.to_be_bytes());
+        };
+        set(&mut head[o..], ip_len);
+        if o != 0 {
+            set(head, ip_len + o as u16);
+        }
     }
 
     /// The full frame for sequence 0 of stream 0 in network 0; filler bytes count up from
@@ -497,6 +542,7 @@ mod tests {
                     vni,
                     ..spec.vxlan.clone().unwrap()
                 }),
+                dst_macs: Vec::new(),
                 ..spec.clone()
             }
             .validate()
@@ -514,6 +560,54 @@ mod tests {
             ..spec.clone()
         };
         assert!(big.validate().unwrap_err().0.contains("on the wire"));
+    }
+
+    /// A mix: frame by frame the sizes in turn, each frame's lengths and checksums right,
+    /// plain and in VXLAN.
+    #[test]
+    fn mixed_sizes_take_turns_with_their_own_lengths() {
+        for vxlan in [false, true] {
+            let spec = FrameSpec {
+                size: 1518,
+                mix: vec![64, 570, 64, 1518],
+                vxlan: vxlan.then(|| VxlanSpec {
+                    src_mac: MacAddr([0x02, 0, 0, 0, 0, 0x11]),
+                    dst_mac: MacAddr([0x02, 0, 0, 0, 0, 0x12]),
+                    src_ip: Ipv4Addr::new(192, 168, 0, 2),
+                    dst_ip: Ipv4Addr::new(192, 168, 0, 1),
+                    vni: 100,
+                }),
+                ..Default::default()
+            };
+            let t = spec.template().unwrap();
+            assert_eq!(t.len(), spec.wire_len());
+            for c in 0..8u64 {
+                let size = spec.size_of(c);
+                assert_eq!(size, [64, 570, 64, 1518][c as usize % 4]);
+                let o = spec.inner_offset();
+                let mut f = t[..o + size].to_vec();
+                spec.set_len(&mut f, size);
+                spec.patch(&mut f, c, 0);
+                let p = etherparse::SlicedPacket::from_ethernet(&f).unwrap();
+                let Some(etherparse::NetSlice::Ipv4(ip)) = p.net else {
+                    panic!("not ipv4")
+                };
+                assert_eq!(usize::from(ip.header().total_len()), o + size - 14);
+                assert!(wire::Ipv4::new_checked(&f[14..]).unwrap().checksum_ok());
+                let inner = &f[o..];
+                let ip = wire::Ipv4::new_checked(&inner[14..]).unwrap();
+                assert!(ip.checksum_ok(), "{c}");
+                assert_eq!(usize::from(ip.total_len()), size - 14);
+                let u = wire::Udp::new_checked(ip.payload()).unwrap();
+                assert_eq!(usize::from(u.len()), size - 34);
+            }
+        }
+        let bad = FrameSpec {
+            size: 1500,
+            mix: vec![64, 1518],
+            ..Default::default()
+        };
+        assert!(bad.validate().unwrap_err().0.contains("largest"));
     }
 
     #[test]

@@ -871,6 +871,13 @@ impl Sender {
             }
             let ts = now_ns();
             let base = self.counts.sent;
+            let mixed = !self.spec.mix.is_empty();
+            if mixed {
+                let o = self.spec.inner_offset();
+                for (i, l) in self.lens[..n].iter_mut().enumerate() {
+                    *l = (o + self.spec.size_of(base + i as u64)) as u32;
+                }
+            }
             let ring = u64::from(t.ring_size());
             let full = self.primed < ring * nq as u64;
             let queue = usize::from(t.index());
@@ -892,6 +899,9 @@ impl Sender {
                 };
                 seqs[s] += 1;
                 head[probe..].copy_from_slice(&p.encode());
+                if mixed {
+                    spec.set_len(head, spec.size_of(c));
+                }
                 spec.patch(head, flow, net);
                 if full {
                     // Until every slot's buffer holds the template once, write whole frames;
@@ -923,8 +933,21 @@ impl Sender {
             let mut streams = [0usize; 256];
             // The chains are ours: patch probe, addresses and port in place, then copy into
             // the peer.
+            let mixed = !self.spec.mix.is_empty();
             for (i, &ch) in self.chains[..n].iter().enumerate() {
-                let (net, flow) = self.split(self.counts.sent + i as u64);
+                let c = self.counts.sent + i as u64;
+                if mixed {
+                    // The chains hold the largest frame in one buffer; each frame takes its
+                    // own length.
+                    let len = self.spec.inner_offset() + self.spec.size_of(c);
+                    let m = pool.meta_mut(ch);
+                    if m.next == buffer::NONE {
+                        m.len = len as u16;
+                        m.total_len = len as u32;
+                    }
+                    self.spec.set_len(pool.data_mut(ch), self.spec.size_of(c));
+                }
+                let (net, flow) = self.split(c);
                 let s = queue * self.nets as usize + usize::from(net);
                 streams[i] = s;
                 let p = Probe {

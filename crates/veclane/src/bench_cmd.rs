@@ -80,9 +80,9 @@ pub enum TestpmdFwdArg {
 pub struct BenchArgs {
     #[arg(default_value = "p2p", value_parser = scenario_names())]
     scenario: String,
-    /// Frame sizes in bytes (no FCS) [default: p2p 64,128,256,512,1024,1500,9000; l3fwd
-    /// 64,128,256,512,1024,1500].
-    #[arg(long, value_delimiter = ',')]
+    /// Frame sizes in bytes (no FCS), or imix (searched scenarios: 64, 570 and 1518 bytes
+    /// 7:4:1) [default: p2p 64,128,256,512,1024,1500,9000; searched 64,128,256,512,1024,1500].
+    #[arg(long, value_delimiter = ',', value_parser = bench::trial::parse_size)]
     sizes: Vec<usize>,
     /// Devices under test, interleaved in this order [default: veclane,testpmd; singlenet and
     /// multinet: veclane].
@@ -252,7 +252,8 @@ impl Progress {
     fn trial(&self, dut: Subject, size: usize, m: &bench::search::Measurement) {
         if let Some(b) = &self.bar {
             b.set_message(format!(
-                "{dut} {size} B: {:.3} Mpps offered, loss {:.2e}",
+                "{dut} {} B: {:.3} Mpps offered, loss {:.2e}",
+                bench::trial::size_label(size),
                 m.load_pps / 1e6,
                 m.loss_ratio()
             ));
@@ -278,7 +279,7 @@ impl Progress {
                     "[{done}/{}] {:<14} {:>5} B  rep {}  MRR {:.3} Mpps  {}  ({} trials, {:.1} s of traffic)  {} ({:.0}/{:.0} ns){}",
                     self.total,
                     o.dut.to_string(),
-                    o.size,
+                    bench::trial::size_label(o.size),
                     o.rep,
                     o.mrr_pps / 1e6,
                     goals.join("  "),
@@ -298,7 +299,7 @@ impl Progress {
                 "[{done}/{}] {:<14} {:>5} B  rep {}  FAILED: {}",
                 self.total,
                 o.dut.to_string(),
-                o.size,
+                bench::trial::size_label(o.size),
                 o.rep,
                 e.as_deref().unwrap_or("no result")
             ),
@@ -369,7 +370,13 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
     } else {
         a.sizes.clone()
     };
-    if let Some(s) = sizes.iter().find(|&&s| !(64..=9216).contains(&s)) {
+    if topology.is_none() && sizes.contains(&bench::trial::IMIX) {
+        bail!("--sizes imix: the searched scenarios only (p2p sends one size)");
+    }
+    if let Some(s) = sizes
+        .iter()
+        .find(|&&s| !(64..=9216).contains(&s) && s != bench::trial::IMIX)
+    {
         bail!("--sizes: {s} is outside 64..=9216");
     }
     // With --dut-cpus the DUT's CPUs are checked against the generator's (L3fwdConfig::check).
@@ -648,6 +655,7 @@ fn run_l3fwd(
         let ours: Vec<bench::seed::Ours> = run
             .rows
             .iter()
+            .filter(|r| r.size != bench::trial::IMIX)
             .filter_map(|r| {
                 r.goals.first().map(|g| bench::seed::Ours {
                     label: format!("{} {}", r.dut, g.goal),
@@ -706,11 +714,12 @@ fn run_cost(a: &BenchArgs, cfg: &L3fwdConfig) -> anyhow::Result<()> {
             .filter(|s| matches!(s.dut, Dut::Veclane | Dut::Testpmd))
         {
             eprintln!(
-                "cost: {s} at {size} B, {} frames under callgrind",
+                "cost: {s} at {} B, {} frames under callgrind",
+                bench::trial::size_label(size),
                 a.cost_frames
             );
             let c = bench::cost::measure(cfg, *s, size, a.cost_frames, a.cost_profiles.as_deref())
-                .map_err(|e| anyhow::anyhow!("{s} at {size} B: {e}"))?;
+                .map_err(|e| anyhow::anyhow!("{s} at {} B: {e}", bench::trial::size_label(size)))?;
             costs.push(c);
         }
     }

@@ -303,7 +303,7 @@ fn cost_counts_instructions_per_packet_of_each_dut() {
 }
 
 /// The seeds' node switch (`multinet`: singlenet and multinet interleaved), two networks,
-/// frames both ways at once: every trial's counts agree with the DUT's, each network carries
+/// frames both ways at once, at 64 B and an IMIX: every trial's counts agree with the DUT's, each network carries
 /// its share, multinet runs through VXLAN's nodes, and its row has the paired ratio over
 /// singlenet.
 #[test]
@@ -311,7 +311,7 @@ fn multinet_measures_both_shapes_per_network_and_the_counters_agree() {
     let r = bench(&[
         "multinet",
         "--sizes",
-        "64,1500",
+        "64,imix",
         "--networks",
         "2",
         "--copy",
@@ -359,6 +359,18 @@ fn multinet_measures_both_shapes_per_network_and_the_counters_agree() {
             s => panic!("shape {s}"),
         }
     }
+    // The IMIX (size 0) moved more bytes per frame than 64-byte frames did.
+    let l2 = |size: u64| {
+        let row = r["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|row| row["size"] == size && row["dut"]["shape"] == "singlenet")
+            .unwrap();
+        let g = &row["goals"][0];
+        g["gbps_l2"].as_f64().unwrap() / g["mpps"].as_f64().unwrap()
+    };
+    assert!((l2(0) / l2(64) - 353.83 / 64.0).abs() < 0.01, "{}", l2(0));
     let rows = r["rows"].as_array().unwrap();
     for row in rows.iter().filter(|r| r["dut"]["shape"] == "multinet") {
         let p = &row["paired_ratio"];

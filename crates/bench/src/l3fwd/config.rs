@@ -91,7 +91,11 @@ impl L3fwdConfig {
         if self.reps == 0 {
             return Err(E::NoReps);
         }
-        if let Some(&s) = self.sizes.iter().find(|&&s| !FRAME_SIZES.contains(&s)) {
+        if let Some(&s) = self
+            .sizes
+            .iter()
+            .find(|&&s| !FRAME_SIZES.contains(&s) && s != crate::trial::IMIX)
+        {
             return Err(E::Size(s));
         }
         if !(1..=256).contains(&self.burst) {
@@ -157,7 +161,7 @@ pub const FRAME_SIZES: std::ops::RangeInclusive<usize> = 64..=9216;
 pub enum ConfigError {
     #[error("--reps must be at least 1")]
     NoReps,
-    #[error("--sizes: {0} is outside 64..=9216")]
+    #[error("--sizes: {0} is outside 64..=9216 (or imix)")]
     Size(usize),
     #[error("--burst {0} must be 1..=256")]
     Burst(usize),

@@ -5,6 +5,7 @@ use super::config::L3fwdConfig;
 use super::rows::{SearchRow, reference_for};
 use crate::plot::PlotError;
 use crate::search::Method;
+use crate::trial::{IMIX, size_label};
 use crate::{Shape, Subject};
 
 /// The heading of an l3fwd table.
@@ -31,7 +32,7 @@ pub fn head(cfg: &L3fwdConfig) -> Vec<String> {
             cfg.mrr_secs, cfg.max_load_factor
         ),
         "result Mpps = the search's result (the highest load that passed), median (min-max) over the searches in the basis placement: near/mid/far = one-way cache-line transfer between the two CPUs <130 / 130-280 / >280 ns, probed before the DUT starts and after it stops: near searches when there are any, else mid, else far ('all' when every search was cut by a flip), 'x3 (of 5)' how many; the ratio column pairs each repetition's searches of two DUTs, run back to back, when both ran in one placement (near pairs first)".into(),
-        "frame size S = bytes in the memif buffer (Ethernet header to payload end, no FCS); Gbps L2 = S x 8 x pps; Gbps L1 = (S + 20) x 8 x pps (preamble, SFD, inter-frame gap); loss = frames offered minus frames received (refused by a full ring or short from the generator included)".into(),
+        "frame size S = bytes in the memif buffer (Ethernet header to payload end, no FCS); Gbps L2 = S x 8 x pps; Gbps L1 = (S + 20) x 8 x pps (preamble, SFD, inter-frame gap); loss = frames offered minus frames received (refused by a full ring or short from the generator included); imix = frames of 64, 570 and 1518 B in turn, 7:4:1, S their mean (353.8 B; size 0 in the JSON, 'imix' in tables and CSV)".into(),
     ];
     if !cfg.topology.shapes().is_empty() {
         h.push("node scenarios: S is the pod's frame; Mpps, loss and Gbps count both directions together; uplink L1 = (S + 50 + 20) x 8 x pps for multinet (its frames carry 50 bytes of VXLAN on the uplink), (S + 20) x 8 x pps for singlenet; seed = the seeds' multinet formula L2 x (1 + 56/S) = (S + 56) x 8 x pps, printed for comparison with their tables (their Gbps fit L1 at the pod's frame, S + 20, better)".into());
@@ -107,7 +108,7 @@ pub fn table(cfg: &L3fwdConfig, rows: &[SearchRow]) -> String {
     let _ = writeln!(s, "\n{header}");
     for &size in &cfg.sizes {
         for r in rows.iter().filter(|r| r.size == size) {
-            let mut line = format!("{:>5}  {:<w$}", size, r.dut.to_string());
+            let mut line = format!("{:>5}  {:<w$}", size_label(size), r.dut.to_string());
             for (i, g) in r.goals.iter().enumerate() {
                 let _ = write!(
                     line,
@@ -217,7 +218,7 @@ pub fn node_table(cfg: &L3fwdConfig, rows: &[SearchRow]) -> String {
             .iter()
             .filter(|r| r.size == size && !r.node_ns.is_empty())
         {
-            let mut line = format!("{size:>6} {:<16}", r.dut.to_string());
+            let mut line = format!("{:>6} {:<16}", size_label(size), r.dut.to_string());
             crate::report::push_named_cells(&mut line, &names, Some(&r.node_ns));
             let _ = writeln!(s, "{line}");
         }
@@ -269,7 +270,7 @@ pub fn csv(cfg: &L3fwdConfig, rows: &[SearchRow]) -> String {
         for g in &r.goals {
             out.push(vec![
                 cfg.topology.name().to_string(),
-                r.size.to_string(),
+                size_label(r.size),
                 r.dut.to_string(),
                 g.goal.clone(),
                 g.loss_ratio.to_string(),
@@ -326,14 +327,19 @@ pub fn size_plot(cfg: &L3fwdConfig, rows: &[SearchRow]) -> Result<String, PlotEr
         .iter()
         .filter(|d| d.workers == fewest)
         .map(|&d| {
-            goal_series(d.to_string(), rows.iter().filter(|r| r.dut == d), |r| {
-                r.size as f64
-            })
+            // An IMIX has no place on a size axis.
+            let sized = rows.iter().filter(|r| r.dut == d && r.size != IMIX);
+            goal_series(d.to_string(), sized, |r| r.size as f64)
         })
         .filter(|s| !s.points.is_empty())
         .collect();
     let goal = first_goal_name(rows);
-    let ticks: Vec<f64> = cfg.sizes.iter().map(|&s| s as f64).collect();
+    let ticks: Vec<f64> = cfg
+        .sizes
+        .iter()
+        .filter(|&&s| s != IMIX)
+        .map(|&s| s as f64)
+        .collect();
     let title = format!(
         "{}: {goal} against frame size, {}",
         cfg.topology.heading(),

@@ -104,6 +104,7 @@ pub fn rows(outcomes: &[Outcome], sizes: &[usize], duts: &[Subject]) -> Vec<Sear
             let reports: Vec<&SearchReport> =
                 used.iter().filter_map(|o| o.search.as_ref()).collect();
             let mut goals = Vec::new();
+            let bytes = crate::trial::frame_bytes(size);
             if let Some(first) = reports.first() {
                 for (i, g) in first.goals.iter().enumerate() {
                     // MRR has no bounds: its result is the receive rate.
@@ -152,14 +153,14 @@ pub fn rows(outcomes: &[Outcome], sizes: &[usize], duts: &[Subject]) -> Vec<Sear
                         mpps: m,
                         mpps_min: lo,
                         mpps_max: hi,
-                        gbps_l2: m * 1e6 * size as f64 * 8.0 / 1e9,
-                        gbps_l1: m * 1e6 * (size as f64 + 20.0) * 8.0 / 1e9,
+                        gbps_l2: m * 1e6 * bytes * 8.0 / 1e9,
+                        gbps_l1: m * 1e6 * (bytes + 20.0) * 8.0 / 1e9,
                         gbps_l1_uplink: dut.shape.map(|s| {
                             let vxlan = if s == Shape::Multinet { 50.0 } else { 0.0 };
-                            m * 1e6 * (size as f64 + vxlan + 20.0) * 8.0 / 1e9
+                            m * 1e6 * (bytes + vxlan + 20.0) * 8.0 / 1e9
                         }),
                         gbps_seed_formula: (dut.shape == Some(Shape::Multinet))
-                            .then(|| m * 1e6 * (size as f64 + 56.0) * 8.0 / 1e9),
+                            .then(|| m * 1e6 * (bytes + 56.0) * 8.0 / 1e9),
                         forwarding_mpps: median(&fwd),
                         irregular: reports
                             .iter()

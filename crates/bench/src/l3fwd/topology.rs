@@ -157,9 +157,13 @@ pub(super) fn gen_config(
         socket: memif::SocketPath::File(sock.to_path_buf()),
         iface: iface(0),
         rx_iface: Some(iface(1)),
-        spec: trafgen::FrameSpec {
-            size,
-            ..Default::default()
+        spec: {
+            let (size, mix) = crate::trial::frame_spec_size(size);
+            trafgen::FrameSpec {
+                size,
+                mix,
+                ..Default::default()
+            }
         },
         burst: cfg.burst,
         // Frames still in the DUT when sending stops come back within microseconds.
