@@ -47,6 +47,10 @@ pub struct Cost {
     pub size: usize,
     /// Frames the DUT received while collection was on.
     pub frames: u64,
+    /// Frames the DUT sent back to the generator in that time: fewer than `frames` when it
+    /// dropped some (a chain whose pod shares a CPU, say), whose work then stops part way and
+    /// the per-frame figures undercount a whole frame's.
+    pub returned: u64,
     /// Every instruction of the daemon while collecting, per frame.
     pub total: f64,
     /// Inclusive instructions per frame of each graph node's `process` (`poll` for input
@@ -138,9 +142,9 @@ pub fn measure(
         warmup: Duration::ZERO,
         ..cfg.topology.gen_config(cfg, dut, &sock, size)
     };
-    let received = std::thread::scope(|s| {
+    let (received, returned) = std::thread::scope(|s| {
         let (gcfg, running) = (&gcfg, &mut running);
-        s.spawn(move || -> Result<u64, CostError> {
+        s.spawn(move || -> Result<(u64, u64), CostError> {
             let stop = AtomicBool::new(false);
             let mut session = trafgen::Session::connect(gcfg, &stop)
                 .map_err(|e| CostError::Generator(e.to_string()))?;
@@ -163,6 +167,22 @@ pub fn measure(
             {
                 std::thread::sleep(Duration::from_millis(1));
             }
+            // Frames still on their way back (a chain's second pass) finish under collection.
+            // Checked before any wait: a DUT that sent every frame back goes off at once.
+            let settle = std::time::Instant::now() + Duration::from_secs(10);
+            let mut last = u64::MAX;
+            loop {
+                let back = running
+                    .counts()?
+                    .unwrap_or_default()
+                    .tx
+                    .wrapping_sub(before.tx);
+                if back >= sent || back == last || std::time::Instant::now() >= settle {
+                    break;
+                }
+                last = back;
+                std::thread::sleep(Duration::from_millis(20));
+            }
             control(pid, "off")?;
             let after = running.counts()?.unwrap_or_default();
             session.close();
@@ -174,10 +194,11 @@ pub fn measure(
                     if g.link_lost { " (link lost)" } else { "" }
                 )));
             }
-            after
+            let rx = after
                 .rx
                 .checked_sub(before.rx)
-                .ok_or_else(|| CostError::Run("the DUT's receive counter went backwards".into()))
+                .ok_or_else(|| CostError::Run("the DUT's receive counter went backwards".into()))?;
+            Ok((rx, after.tx.saturating_sub(before.tx)))
         })
         .join()
         .unwrap_or_else(|_| Err(CostError::Generator("its thread panicked".into())))
@@ -212,6 +233,7 @@ pub fn measure(
         dut,
         size,
         frames: received,
+        returned,
         total: total as f64 / received as f64,
         nodes: nodes
             .into_iter()
@@ -331,6 +353,16 @@ pub fn table(cfg: &L3fwdConfig, costs: &[Cost]) -> String {
         );
         report::push_named_cells(&mut line, &names, Some(&c.nodes));
         let _ = writeln!(s, "{line}");
+    }
+    for c in costs.iter().filter(|c| c.returned < c.frames) {
+        let _ = writeln!(
+            s,
+            "! {} at {} B sent back {} of {} frames: the rest were dropped part way (see its drop counters), so its figures per frame undercount a whole frame's work",
+            c.dut,
+            crate::trial::size_label(c.size),
+            c.returned,
+            c.frames
+        );
     }
     for p in costs.iter().filter_map(|c| c.profile.as_ref()) {
         let _ = writeln!(s, "profile: callgrind_annotate {}", p.display());

@@ -36,6 +36,17 @@ impl Daemon {
         config: &str,
         timeout: Duration,
     ) -> Result<Daemon, DutError> {
+        Daemon::start_waiting(wrapper, bin, dir, config, timeout, true)
+    }
+
+    fn start_waiting(
+        wrapper: &[String],
+        bin: &Path,
+        dir: &Path,
+        config: &str,
+        timeout: Duration,
+        memif_socket: bool,
+    ) -> Result<Daemon, DutError> {
         let conf = dir.join("veclane.toml");
         std::fs::write(&conf, config)
             .map_err(DutError::io(format!("writing {}", conf.display())))?;
@@ -66,7 +77,8 @@ impl Daemon {
             dir: dir.to_path_buf(),
         };
         let deadline = Instant::now() + timeout;
-        while !(dir.join("ctl.sock").exists() && dir.join("memif.sock").exists()) {
+        while !(dir.join("ctl.sock").exists() && (!memif_socket || dir.join("memif.sock").exists()))
+        {
             if let Ok(Some(st)) = d.child.try_wait() {
                 return Err(DutError::Exited {
                     dut: DUT,
@@ -84,6 +96,16 @@ impl Daemon {
             std::thread::sleep(Duration::from_millis(10));
         }
         Ok(d)
+    }
+
+    /// As [`start`](Self::start), for a daemon with no memif socket of its own (every
+    /// interface a slave on another's): waits for its control socket only.
+    pub fn start_without_memif_socket(
+        bin: &Path,
+        dir: &Path,
+        config: &str,
+    ) -> Result<Daemon, DutError> {
+        Daemon::start_waiting(&[], bin, dir, config, Duration::from_secs(10), false)
     }
 
     /// The process id (valgrind's, when run under it).

@@ -22,6 +22,7 @@ pub mod p2p;
 pub mod placement;
 pub mod plot;
 pub mod proc;
+pub mod pvp;
 pub mod report;
 pub mod scenario;
 mod sched;

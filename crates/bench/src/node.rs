@@ -233,6 +233,18 @@ fn pod_spec(size: usize, k: u16) -> FrameSpec {
 /// VTEP's stack). The generator plays a remote node that does not answer ARP, so the entries
 /// are set statically once the tunnels exist, as they would stand after the first exchange.
 fn remote_pods_on_tunnels(d: &Daemon) -> Result<(), DutError> {
+    neighbours_on_tunnels(d, |vni| {
+        let k = vni.checked_sub(VNI_BASE)? as u16;
+        Some([10, octet(k) as u8, 1, 2].into())
+    })
+}
+
+/// On every tunnel of the daemon, the remote pod `pod(vni)` (if any) as a static neighbour
+/// with the generator's MAC (see `remote_pods_on_tunnels`).
+pub(crate) fn neighbours_on_tunnels(
+    d: &Daemon,
+    pod: impl Fn(u32) -> Option<std::net::Ipv4Addr>,
+) -> Result<(), DutError> {
     let tunnels = match d.call(&api::Request::ShowVxlanTunnel)? {
         api::Reply::Tunnels { tunnels } => tunnels,
         other => {
@@ -243,10 +255,12 @@ fn remote_pods_on_tunnels(d: &Daemon) -> Result<(), DutError> {
         }
     };
     for t in tunnels {
-        let k = (t.vni - VNI_BASE) as u16;
+        let Some(ip) = pod(t.vni) else {
+            continue;
+        };
         let neighbor = api::NeighborSpec {
             interface: t.name.clone(),
-            ip: [10, octet(k) as u8, 1, 2].into(),
+            ip,
             mac: api::MacAddr(GEN_MAC),
         };
         match d.call(&api::Request::SetIpNeighbor {

@@ -50,6 +50,7 @@ pub fn registry() -> Vec<Scenario> {
         searched(&crate::l3fwd::TOPOLOGY),
         searched(&crate::node::SINGLENET),
         searched(&crate::node::MULTINET),
+        searched(&crate::pvp::PVP),
     ]
 }
 
@@ -87,8 +88,11 @@ mod tests {
         };
         assert_eq!(t.name(), "l3fwd");
         assert!(t.supports(Dut::Testpmd) && t.supports(Dut::Vpp));
-        let e = find("pvp").unwrap_err().to_string();
-        assert!(e.contains("known: p2p, l3fwd, singlenet, multinet"), "{e}");
+        let e = find("pvv").unwrap_err().to_string();
+        assert!(
+            e.contains("known: p2p, l3fwd, singlenet, multinet, pvp"),
+            "{e}"
+        );
         let Kind::Searched(m) = find("multinet").unwrap().kind else {
             panic!("multinet is searched")
         };

@@ -85,15 +85,39 @@ impl VppConfig {
     }
 }
 
-/// `explicit` if given, else `vpp` on PATH, else `/usr/bin/vpp`; `None` if none is a file.
+/// `explicit` if given, else `vpp` on PATH, else `/usr/bin/vpp`, else the newest build
+/// `scripts/build-vpp.sh` finished in its cache ([`cached`]); `None` if none is a file.
 pub fn find(explicit: Option<&Path>) -> Option<PathBuf> {
     if let Some(p) = explicit {
         return p.is_file().then(|| p.to_path_buf());
     }
-    on_path("vpp").or_else(|| {
-        let p = PathBuf::from("/usr/bin/vpp");
-        p.is_file().then_some(p)
-    })
+    on_path("vpp")
+        .or_else(|| {
+            let p = PathBuf::from("/usr/bin/vpp");
+            p.is_file().then_some(p)
+        })
+        .or_else(cached)
+}
+
+/// The `vpp` of the newest finished build in `scripts/build-vpp.sh`'s cache,
+/// `${XDG_CACHE_HOME:-~/.cache}/veclane/vpp-*/build/bin/vpp` beside a `done` stamp.
+pub fn cached() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache")))?
+        .join("veclane");
+    std::fs::read_dir(base)
+        .ok()?
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("vpp-"))
+        .filter_map(|e| {
+            let done = e.path().join("done");
+            let bin = e.path().join("build/bin/vpp");
+            let at = done.metadata().and_then(|m| m.modified()).ok()?;
+            bin.is_file().then_some((at, bin))
+        })
+        .max_by_key(|(at, _)| *at)
+        .map(|(_, bin)| bin)
 }
 
 fn on_path(name: &str) -> Option<PathBuf> {

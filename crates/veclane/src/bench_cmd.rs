@@ -96,6 +96,9 @@ pub struct BenchArgs {
     /// out of them (out: multinet encapsulates), or both at once.
     #[arg(long, value_enum, default_value = "both")]
     direction: DirectionArg,
+    /// pvp: the pod's CPU [default: the generator's: on two CPUs a third busy loop shares one].
+    #[arg(long)]
+    pod_cpu: Option<usize>,
     /// Seconds of traffic per trial [default: p2p 2; l3fwd 0.25] (l3fwd mlr: the final trial
     /// duration, the duration sum being 21 times it).
     #[arg(long)]
@@ -590,7 +593,7 @@ fn run_l3fwd(
             .map_or("on PATH".to_string(), |p| format!("at {}", p.display()));
         if !a.allow_missing_peer {
             bail!(
-                "VPP not found {at}; install VPP or pass --vpp-bin (or --allow-missing-peer to skip it)"
+                "VPP not found {at}; build it with scripts/build-vpp.sh (once per machine), install it, or pass --vpp-bin (or --allow-missing-peer to skip it)"
             );
         }
         eprintln!("note: VPP not found {at}; skipping it");
@@ -612,6 +615,7 @@ fn run_l3fwd(
         buffer_size: a.buffer_size,
         burst: a.burst,
         networks: a.networks,
+        pod_cpu: a.pod_cpu,
         direction: match a.direction {
             DirectionArg::In => bench::node::Direction::In,
             DirectionArg::Out => bench::node::Direction::Out,

@@ -36,6 +36,8 @@ pub struct L3fwdConfig {
     /// own, the frames spread over them; and which way the frames go.
     pub networks: u16,
     pub direction: crate::node::Direction,
+    /// `pvp`: the pod's CPU (default: the generator's, on a machine with two).
+    pub pod_cpu: Option<usize>,
     /// Before each search, wait up to this long for the CPUs to be near (0: do not wait);
     /// within a search, before each trial (see the trial guard, `l3fwd::guard`).
     pub wait_near_secs: f64,
@@ -230,6 +232,7 @@ pub(crate) fn test_config(duts: Vec<Subject>) -> L3fwdConfig {
         ring_log2: 12,
         networks: 1,
         direction: crate::node::Direction::In,
+        pod_cpu: None,
         buffer_size: 2048,
         burst: 64,
         wait_near_secs: 0.0,

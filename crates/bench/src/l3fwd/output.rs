@@ -34,6 +34,7 @@ pub fn head(cfg: &L3fwdConfig) -> Vec<String> {
         "result Mpps = the search's result (the highest load that passed), median (min-max) over the searches in the basis placement: near/mid/far = one-way cache-line transfer between the two CPUs <130 / 130-280 / >280 ns, probed before the DUT starts and after it stops: near searches when there are any, else mid, else far ('all' when every search was cut by a flip), 'x3 (of 5)' how many; the ratio column pairs each repetition's searches of two DUTs, run back to back, when both ran in one placement (near pairs first)".into(),
         "frame size S = bytes in the memif buffer (Ethernet header to payload end, no FCS); Gbps L2 = S x 8 x pps; Gbps L1 = (S + 20) x 8 x pps (preamble, SFD, inter-frame gap); loss = frames offered minus frames received (refused by a full ring or short from the generator included); imix = frames of 64, 570 and 1518 B in turn, 7:4:1, S their mean (353.8 B; size 0 in the JSON, 'imix' in tables and CSV)".into(),
     ];
+    h.extend(cfg.topology.notes(cfg));
     if !cfg.topology.shapes().is_empty() {
         h.push("node scenarios: S is the pod's frame; Mpps, loss and Gbps count both directions together; uplink L1 = (S + 50 + 20) x 8 x pps for multinet (its frames carry 50 bytes of VXLAN on the uplink), (S + 20) x 8 x pps for singlenet; seed = the seeds' multinet formula L2 x (1 + 56/S) = (S + 56) x 8 x pps, printed for comparison with their tables (their Gbps fit L1 at the pod's frame, S + 20, better)".into());
     }

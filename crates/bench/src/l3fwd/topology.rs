@@ -27,6 +27,10 @@ pub trait Topology: Sync + core::fmt::Debug {
     fn heading(&self) -> &'static str {
         "L3 forwarding over memif"
     }
+    /// Lines the report's heading adds for this scenario under `cfg` (a CPU shared, say).
+    fn notes(&self, _cfg: &L3fwdConfig) -> Vec<String> {
+        Vec::new()
+    }
     /// Starts `dut` for frames of `size` in `dir`, under `wrapper` if not empty (valgrind, for
     /// `--cost`); returns it and the memif socket the generator connects to.
     fn start_dut(
@@ -222,7 +226,7 @@ pub(crate) fn start_dut(
         }
         Dut::Vpp => {
             let bin = cfg.vpp_bin.clone().ok_or_else(|| {
-                DutError::Missing("VPP not found; install VPP or pass --vpp-bin".into())
+                DutError::Missing("VPP not found; build it with scripts/build-vpp.sh, install it, or pass --vpp-bin".into())
             })?;
             let v = crate::vpp::spawn(
                 &bin,

@@ -1,0 +1,512 @@
+//! `pvp`: the seeds' whole chain, generator → node → memif → L3 forwarding pod → memif →
+//! node → generator.
+//!
+//! The node is veclane (the DUT whose cost is measured), as in [`crate::node`]; the pod is
+//! the subject's DUT: veclane as a memif slave routing by longest prefix, or `dpdk-testpmd` as a
+//! memif client (`mac` forwarding: no lookup). The pod has two interfaces to the node, `pod-a`
+//! (memif id 1) and `pod-b` (id 2), and its frames go in on one and out on the other, as a
+//! service in a chain does:
+//!
+//! - The generator, as the remote node, sends on the uplink (memif id 0) to 10.10.9.2: in
+//!   multinet in VXLAN with network `blue`'s VNI 100, in singlenet plain.
+//! - The node routes 10.10.9.0/24 to the pod through `pod-a` (10.10.2.2), in `blue`'s VRF
+//!   (multinet) or the default table (singlenet).
+//! - The pod routes 10.10.9.0/24 out of `pod-b` to the node (10.10.4.1).
+//! - The node receives on `pod-b`, which is in network `red` (multinet: VNI 101, the same
+//!   range, its own VRF) or in table 1 (singlenet), where 10.10.9.0/24 goes back to the remote
+//!   node: through `red`'s tunnel, or straight out of the uplink.
+//!
+//! So in multinet every frame is decapsulated, routed twice in two VRFs and encapsulated again,
+//! the per-packet work of the seeds' multinet node. Three busy loops (generator, node worker,
+//! pod) need three CPUs; with two, the pod shares one (`--pod-cpu`, default the generator's)
+//! and every rate says so: the stable figure of this scenario is `--cost` (callgrind on the
+//! node).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::daemon::Daemon;
+use crate::dpdk::MemifPort;
+use crate::dut::{Counts, DutError, Running, RunningDut};
+use crate::l3fwd::{L3fwdConfig, Topology};
+use crate::testpmd::Testpmd;
+use crate::{CopyMode, Dut, Shape, Subject};
+use trafgen::{FrameSpec, GenReport, MacAddr, VxlanSpec};
+
+/// The remote node's MAC (the generator's).
+const GEN_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
+/// The node's MACs: uplink, and its side of `pod-a` and `pod-b`.
+const UPLINK_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x02];
+const NODE_A_MAC: [u8; 6] = [0x02, 0, 0, 0x01, 0, 0x0a];
+const NODE_B_MAC: [u8; 6] = [0x02, 0, 0, 0x01, 0, 0x0b];
+/// The pod's MACs on `pod-a` and `pod-b`.
+const POD_A_MAC: [u8; 6] = [0x02, 0, 0, 0x02, 0, 0x0a];
+const POD_B_MAC: [u8; 6] = [0x02, 0, 0, 0x02, 0, 0x0b];
+const NODE_VTEP: [u8; 4] = [192, 168, 0, 1];
+const REMOTE_VTEP: [u8; 4] = [192, 168, 0, 2];
+/// `blue`'s VNI (the way in); `red`'s is the next.
+const BLUE_VNI: u32 = 100;
+const RED_VNI: u32 = 101;
+/// Where the generator's frames go, behind the pod's chain and back on the remote node.
+const DEST: [u8; 4] = [10, 10, 9, 2];
+
+fn mac(m: [u8; 6]) -> String {
+    m.map(|b| format!("{b:02x}")).join(":")
+}
+
+fn ip(a: [u8; 4]) -> std::net::Ipv4Addr {
+    a.into()
+}
+
+/// The `pvp` topology.
+#[derive(Debug)]
+pub struct PvpTopology;
+
+/// The one `pvp` topology.
+pub static PVP: PvpTopology = PvpTopology;
+
+/// Buffer size for frames of `size` with VXLAN around them.
+fn buffer_size(cfg: &L3fwdConfig, size: usize) -> u32 {
+    crate::trial::buffer_size_for(cfg.buffer_size, size + trafgen::frame::VXLAN_OVERHEAD)
+}
+
+/// The node's configuration in `shape` (see the module doc).
+pub fn node_config(
+    cfg: &L3fwdConfig,
+    shape: Shape,
+    copy: CopyMode,
+    size: usize,
+    workers: u16,
+) -> api::Config {
+    let ring = 1u32 << cfg.ring_log2;
+    let bsize = buffer_size(cfg, size);
+    let iface = |name: &str, id: u32, m: [u8; 6], addr: &str, attach: &str| {
+        format!(
+            "[[interface]]\nname = \"{name}\"\nsocket = \"memif.sock\"\nid = {id}\nrole = \"master\"\n\
+             mac = \"{}\"\naddresses = [\"{addr}\"]\nring-size = {ring}\nbuffer-size = {bsize}\n{attach}\n",
+            mac(m)
+        )
+    };
+    let mut t = iface("uplink", 0, UPLINK_MAC, "192.168.0.1/24", "mtu = 9216\n");
+    t += &format!(
+        "[[neighbor]]\ninterface = \"uplink\"\nip = \"{}\"\nmac = \"{}\"\n\n",
+        ip(REMOTE_VTEP),
+        mac(GEN_MAC)
+    );
+    match shape {
+        Shape::Multinet => {
+            for (name, vni) in [("blue", BLUE_VNI), ("red", RED_VNI)] {
+                t += &format!(
+                    "[[network]]\nname = \"{name}\"\nvni = {vni}\nranges = [\"10.10.0.0/16\"]\nuplink = \"uplink\"\n\n"
+                );
+            }
+            t += &iface(
+                "pod-a",
+                1,
+                NODE_A_MAC,
+                "10.10.2.1/24",
+                "network = \"blue\"\n",
+            );
+            t += &iface(
+                "pod-b",
+                2,
+                NODE_B_MAC,
+                "10.10.4.1/24",
+                "network = \"red\"\n",
+            );
+            // In: blue's tunnel from the remote node (its route to the remote pods makes it),
+            // then to the pod. Back: red's tunnel to the remote node.
+            t +=
+                "[[route]]\nprefix = \"10.10.9.0/24\"\nvia = \"10.10.2.2\"\nnetwork = \"blue\"\n\n";
+            t += "[[route]]\nprefix = \"10.10.1.0/24\"\nvia = \"192.168.0.2\"\nnetwork = \"blue\"\n\n";
+            t += "[[route]]\nprefix = \"10.10.9.0/24\"\nvia = \"192.168.0.2\"\nnetwork = \"red\"\n\n";
+        }
+        Shape::Singlenet => {
+            t += &iface("pod-a", 1, NODE_A_MAC, "10.10.2.1/24", "");
+            t += &iface("pod-b", 2, NODE_B_MAC, "10.10.4.1/24", "table = 1\n");
+            t += "[[route]]\nprefix = \"10.10.9.0/24\"\nvia = \"10.10.2.2\"\n\n";
+            t += "[[route]]\nprefix = \"10.10.9.0/24\"\nvia = \"192.168.0.2\"\ninterface = \"uplink\"\ntable = 1\n\n";
+        }
+    }
+    for (i, addr, m) in [
+        ("pod-a", "10.10.2.2", POD_A_MAC),
+        ("pod-b", "10.10.4.2", POD_B_MAC),
+    ] {
+        t += &format!(
+            "[[neighbor]]\ninterface = \"{i}\"\nip = \"{addr}\"\nmac = \"{}\"\n\n",
+            mac(m)
+        );
+    }
+    let mut c = api::Config::parse(&t, "the pvp node").expect("the pvp node is valid");
+    c.daemon.workers = cfg.worker_cpus(workers).to_vec();
+    c.daemon.main_core = Some(cfg.gen_cpu);
+    c.daemon.mode = api::RxMode::Polling;
+    c.daemon.copy = copy;
+    c.daemon.copy_engine = api::CopyEngine::Cpu;
+    c
+}
+
+/// veclane as the pod: two memif slaves on the node's socket, 10.10.9.0/24 routed out of
+/// `pod-b` to the node, one polling worker on `cpu`.
+pub fn pod_config(cfg: &L3fwdConfig, node_sock: &Path, size: usize, cpu: usize) -> api::Config {
+    let ring = 1u32 << cfg.ring_log2;
+    let bsize = buffer_size(cfg, size);
+    let mut t = String::new();
+    for (name, id, m, addr) in [
+        ("pod-a", 1, POD_A_MAC, "10.10.2.2/24"),
+        ("pod-b", 2, POD_B_MAC, "10.10.4.2/24"),
+    ] {
+        t += &format!(
+            "[[interface]]\nname = \"{name}\"\nsocket = \"{}\"\nid = {id}\nrole = \"slave\"\n\
+             mac = \"{}\"\naddresses = [\"{addr}\"]\nring-size = {ring}\nbuffer-size = {bsize}\n\n",
+            node_sock.display(),
+            mac(m)
+        );
+    }
+    t += &format!(
+        "[[neighbor]]\ninterface = \"pod-b\"\nip = \"10.10.4.1\"\nmac = \"{}\"\n\n\
+         [[route]]\nprefix = \"10.10.9.0/24\"\nvia = \"10.10.4.1\"\n",
+        mac(NODE_B_MAC)
+    );
+    let mut c = api::Config::parse(&t, "the pvp pod").expect("the pvp pod is valid");
+    c.daemon.workers = vec![cpu];
+    c.daemon.main_core = Some(cfg.gen_cpu);
+    c.daemon.mode = api::RxMode::Polling;
+    c
+}
+
+/// What the remote node sends: 10.10.1.2 → 10.10.9.2, plain to the uplink (singlenet) or in
+/// VXLAN with `blue`'s VNI to its tunnel's MAC (multinet).
+fn gen_spec(shape: Shape, size: usize) -> FrameSpec {
+    let (size, mix) = crate::trial::frame_spec_size(size);
+    let base = FrameSpec {
+        size,
+        mix,
+        src_mac: MacAddr(GEN_MAC),
+        dst_mac: MacAddr(UPLINK_MAC),
+        src_ip: [10, 10, 1, 2].into(),
+        dst_ip: DEST.into(),
+        ..Default::default()
+    };
+    match shape {
+        Shape::Singlenet => base,
+        Shape::Multinet => FrameSpec {
+            dst_mac: MacAddr(api::vxlan_tunnel_mac(
+                ip(NODE_VTEP),
+                BLUE_VNI,
+                ip(REMOTE_VTEP),
+            )),
+            vxlan: Some(VxlanSpec {
+                src_mac: MacAddr(GEN_MAC),
+                dst_mac: MacAddr(UPLINK_MAC),
+                src_ip: ip(REMOTE_VTEP),
+                dst_ip: ip(NODE_VTEP),
+                vni: BLUE_VNI,
+            }),
+            ..base
+        },
+    }
+}
+
+/// The node and the pod, stopped together; the harness's counters and clocks are the node's,
+/// on its uplink (the interface that faces the generator).
+#[derive(Debug)]
+pub struct Chain {
+    node: Daemon,
+    pod: Running,
+}
+
+impl RunningDut for Chain {
+    fn pid(&self) -> u32 {
+        self.node.pid()
+    }
+
+    /// Waits (up to 30 s) until the pod is connected on both of its interfaces, so that no
+    /// trial sends into a chain with a gap in it.
+    fn ready(&mut self) -> Result<(), DutError> {
+        self.pod.ready()?;
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let ifs = match self
+                .node
+                .call(&api::Request::ShowInterface { name: None })?
+            {
+                api::Reply::Interfaces { interfaces } => interfaces,
+                other => {
+                    return Err(DutError::reply(
+                        "veclane",
+                        format!("show interface: {other:?}"),
+                    ));
+                }
+            };
+            let up = |n: &str| ifs.iter().any(|i| i.name == n && i.connected);
+            // A pod with a runtime (veclane) must also be looping: a worker that shares a
+            // busy CPU may start late.
+            let loops = |p: &mut Running| p.runtime().iter().map(|w| w.loops).sum::<u64>();
+            if up("pod-a") && up("pod-b") {
+                let before = loops(&mut self.pod);
+                std::thread::sleep(Duration::from_millis(50));
+                if self.pod.runtime().is_empty() || loops(&mut self.pod) > before {
+                    return Ok(());
+                }
+            }
+            if std::time::Instant::now() > deadline {
+                return Err(DutError::Timeout {
+                    dut: "veclane",
+                    what: "the pod did not connect to the node's pod-a and pod-b".into(),
+                    waited: Duration::from_secs(30),
+                    log: self.pod.drops(),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn counts(&mut self) -> Result<Option<Counts>, DutError> {
+        let ifs = match self.node.call(&api::Request::ShowInterface {
+            name: Some("uplink".into()),
+        })? {
+            api::Reply::Interfaces { interfaces } => interfaces,
+            other => {
+                return Err(DutError::reply(
+                    "veclane",
+                    format!("show interface: {other:?}"),
+                ));
+            }
+        };
+        Ok(ifs.first().map(|i| Counts {
+            rx: i.rx_packets,
+            tx: i.tx_packets,
+        }))
+    }
+
+    fn drops(&mut self) -> String {
+        let (node, pod) = (self.node.drops(), self.pod.drops());
+        match (node.is_empty(), pod.is_empty()) {
+            (_, true) => node,
+            (true, false) => format!("pod: {pod}"),
+            (false, false) => format!("{node} pod: {pod}"),
+        }
+    }
+
+    fn clear_runtime(&mut self) {
+        self.node.clear_runtime();
+    }
+
+    fn runtime(&mut self) -> Vec<api::WorkerRuntime> {
+        self.node.runtime()
+    }
+
+    fn stop(self: Box<Self>, timeout: Duration) -> Result<(), DutError> {
+        let pod = self.pod.stop(timeout);
+        let node = self.node.stop_within(timeout);
+        pod.and(node)
+    }
+}
+
+impl Topology for PvpTopology {
+    fn name(&self) -> &'static str {
+        "pvp"
+    }
+
+    fn about(&self) -> &'static str {
+        "Seeds' whole chain: generator → node (veclane) → memif → L3 forwarding pod (--dut: veclane slave or testpmd client) → memif → node → generator, singlenet and multinet; three busy loops, so on two CPUs the pod shares one"
+    }
+
+    /// The pod: veclane or testpmd.
+    fn supports(&self, dut: Dut) -> bool {
+        matches!(dut, Dut::Veclane | Dut::Testpmd)
+    }
+
+    fn describe(&self) -> String {
+        "pvp (singlenet, multinet): the node is veclane (its copy mode the column's; testpmd pods run a single-copy node), the generator the remote node on a memif uplink sending to 10.10.9.2; the node routes it to the pod through pod-a, the pod (--dut: veclane as memif slave routing by LPM, or testpmd as memif client, mac forwarding) sends it back through pod-b, and the node routes it out of the uplink from another VRF (multinet: network red's tunnel, so every frame is decapsulated and encapsulated; singlenet: table 1); counters and clocks are the node's".into()
+    }
+
+    fn heading(&self) -> &'static str {
+        "PVP chain, multinet and singlenet"
+    }
+
+    fn notes(&self, cfg: &L3fwdConfig) -> Vec<String> {
+        let pod = cfg.pod_cpu.unwrap_or(cfg.gen_cpu);
+        let with = if pod == cfg.gen_cpu {
+            "the generator's"
+        } else if cfg.dut_cpus.contains(&pod) {
+            "a node worker's"
+        } else {
+            return vec![format!("! the pod's busy loop runs on CPU {pod}, its own")];
+        };
+        vec![format!(
+            "! the pod's busy loop shares CPU {pod}, {with}: three busy loops on these CPUs, so the rates measure them taking turns, not the node; --cost (callgrind on the node) is this scenario's stable figure"
+        )]
+    }
+
+    fn shapes(&self) -> &'static [Shape] {
+        &[Shape::Singlenet, Shape::Multinet]
+    }
+
+    fn start_dut(
+        &self,
+        cfg: &L3fwdConfig,
+        dut: Subject,
+        size: usize,
+        dir: &Path,
+        wrapper: &[String],
+    ) -> Result<(Running, PathBuf), DutError> {
+        let shape = dut.shape.unwrap_or(Shape::Multinet);
+        let ready = Duration::from_secs(if wrapper.is_empty() { 10 } else { 120 });
+        let mut conf = node_config(
+            cfg,
+            shape,
+            dut.copy.unwrap_or(CopyMode::Single),
+            size,
+            dut.workers,
+        );
+        conf.daemon.copy_engine = dut.engine.unwrap_or(api::CopyEngine::Cpu);
+        let node_dir = dir.join("node");
+        let pod_dir = dir.join("pod");
+        for d in [&node_dir, &pod_dir] {
+            std::fs::create_dir_all(d)
+                .map_err(DutError::io(format!("creating {}", d.display())))?;
+        }
+        let node =
+            Daemon::start_under(wrapper, &cfg.veclane_bin, &node_dir, &conf.to_toml(), ready)?;
+        if shape == Shape::Multinet {
+            crate::node::neighbours_on_tunnels(&node, |vni| match vni {
+                RED_VNI => Some(DEST.into()),
+                _ => None,
+            })?;
+        }
+        let sock = node_dir.join("memif.sock");
+        let cpu = cfg.pod_cpu.unwrap_or(cfg.gen_cpu);
+        let pod: Running = match dut.dut {
+            Dut::Veclane => Box::new(Daemon::start_without_memif_socket(
+                &cfg.veclane_bin,
+                &pod_dir,
+                &pod_config(cfg, &sock, size, cpu).to_toml(),
+            )?),
+            Dut::Testpmd => {
+                let bin = cfg
+                    .testpmd_bin
+                    .clone()
+                    .ok_or_else(|| DutError::Missing("dpdk-testpmd not installed".into()))?;
+                let port = |id| MemifPort {
+                    server: false,
+                    socket: sock.clone(),
+                    id,
+                    rsize_log2: cfg.ring_log2,
+                    bsize: buffer_size(cfg, size),
+                    secret: None,
+                };
+                // mac forwarding: port 0 (pod-a) to port 1 (pod-b), the destination MAC the
+                // node's side of pod-b, so that the node takes the frames in.
+                let app = vec![
+                    "--forward-mode=mac".to_string(),
+                    format!("--eth-peer=1,{}", mac(NODE_B_MAC)),
+                    format!("--eth-peer=0,{}", mac(NODE_A_MAC)),
+                ];
+                let mut tp = Testpmd::spawn_under(
+                    &[],
+                    &bin,
+                    &format!("vl{}pod", std::process::id()),
+                    &[cpu],
+                    cfg.gen_cpu,
+                    &[port(1), port(2)],
+                    &app,
+                )?;
+                tp.cmd("start")?;
+                Box::new(tp)
+            }
+            other => {
+                return Err(DutError::Unsupported(format!(
+                    "the pvp pod is veclane or testpmd, not {other}"
+                )));
+            }
+        };
+        Ok((Box::new(Chain { node, pod }) as Running, sock))
+    }
+
+    fn gen_config(
+        &self,
+        cfg: &L3fwdConfig,
+        dut: Subject,
+        sock: &Path,
+        size: usize,
+    ) -> trafgen::GenConfig {
+        let shape = dut.shape.unwrap_or(Shape::Multinet);
+        trafgen::GenConfig {
+            role: trafgen::Role::Secondary,
+            socket: memif::SocketPath::File(sock.to_path_buf()),
+            iface: memif::InterfaceConfig {
+                id: 0,
+                name: "gen0".into(),
+                log2_ring_size: cfg.ring_log2,
+                buffer_size: buffer_size(cfg, size),
+                s2m_rings: dut.workers,
+                m2s_rings: dut.workers,
+                ..Default::default()
+            },
+            spec: gen_spec(shape, size),
+            burst: cfg.burst,
+            drain: Duration::from_millis(50),
+            warmup: Duration::from_secs_f64(cfg.warmup_secs),
+            cpu: Some(cfg.gen_cpu),
+            ..Default::default()
+        }
+    }
+
+    /// Frames come back in the shape they left in: 50 bytes of VXLAN around them in multinet.
+    fn check_rx(&self, dut: Subject, size: usize, g: &GenReport) -> Result<(), String> {
+        if g.rx_packets == 0 || g.rx_foreign > 0 {
+            return Ok(());
+        }
+        let extra = match dut.shape.unwrap_or(Shape::Multinet) {
+            Shape::Multinet => trafgen::frame::VXLAN_OVERHEAD as u64,
+            Shape::Singlenet => 0,
+        };
+        let average = g.rx_bytes as f64 / g.rx_packets as f64 - extra as f64;
+        let ok = if size == crate::trial::IMIX {
+            (64.0..=1518.0).contains(&average)
+        } else {
+            (average - size as f64).abs() <= 0.5
+        };
+        if !ok {
+            return Err(format!(
+                "received frames average {average:.1} B (less {extra} B of VXLAN), not {} B",
+                crate::trial::size_label(size)
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::l3fwd::test_config;
+
+    #[test]
+    fn node_and_pod_configurations_chain_through_two_vrfs() {
+        let c = test_config(vec![Subject::plain(Dut::Veclane)]);
+        let m = node_config(&c, Shape::Multinet, CopyMode::Single, 1500, 1);
+        assert_eq!(m.network.len(), 2);
+        assert_eq!(m.interface[1].network.as_deref(), Some("blue"));
+        assert_eq!(m.interface[2].network.as_deref(), Some("red"));
+        assert_eq!(m.route.len(), 3);
+        let s = node_config(&c, Shape::Singlenet, CopyMode::Two, 64, 1);
+        assert!(s.network.is_empty());
+        assert_eq!(s.interface[2].table, 1);
+        assert_eq!(s.route[1].interface.as_deref(), Some("uplink"));
+        assert_eq!(s.route[1].table, 1);
+        let p = pod_config(&c, Path::new("/run/x/memif.sock"), 64, 0);
+        assert!(p.interface.iter().all(|i| i.role == api::Role::Slave));
+        assert_eq!(p.interface[0].socket, "/run/x/memif.sock");
+        assert_eq!(p.route[0].via.to_string(), "10.10.4.1");
+        for c in [m, s, p] {
+            assert_eq!(api::Config::parse(&c.to_toml(), "test").unwrap(), c);
+        }
+        let g = gen_spec(Shape::Multinet, 64);
+        assert_eq!(g.vxlan.as_ref().unwrap().vni, BLUE_VNI);
+        assert_eq!(g.dst_ip, ip(DEST));
+        assert!(gen_spec(Shape::Singlenet, 64).vxlan.is_none());
+    }
+}
