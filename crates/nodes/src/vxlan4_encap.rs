@@ -1,7 +1,8 @@
 //! `vxlan4-encap`: wraps a frame sent on a VXLAN tunnel interface in the tunnel's outer IPv4,
-//! UDP and VXLAN headers (RFC 7348 §5) and routes the result in the uplink's VRF through
-//! `ip4-lookup`, which finds the remote VTEP's next hop on the uplink (resolved by ARP like any
-//! other).
+//! UDP and VXLAN headers (RFC 7348 §5) and routes the result in the uplink's VRF: the remote
+//! VTEP is looked up once per frame of packets, and when its route has a resolved next hop the
+//! packets go straight to `ip4-rewrite` with it; otherwise each goes through `ip4-lookup`, which
+//! finds the next hop on the uplink (resolved by ARP like any other).
 //!
 //! The outer header: our VTEP address to the remote one, TTL 64, Don't Fragment as the tunnel
 //! says, UDP checksum zero (RFC 7348 §5: "SHOULD be transmitted as zero"), and a UDP source
@@ -13,6 +14,7 @@
 //! The data starts at the inner Ethernet header (`ip4-rewrite`, `arp-input` and `ip4-glean`
 //! put it there); the inner packet was checked against the tunnel's MTU by `ip4-rewrite`.
 
+use fib::adj::Adjacency;
 use graph::{Ctx, Node};
 use wire::ipv4::MIN_HEADER_LEN;
 use wire::{EtherType, IpProtocol, Ipv4, Ipv4Repr, Udp, Vxlan, VxlanRepr};
@@ -49,6 +51,7 @@ graph::node! {
     Vxlan4Encap: "vxlan4-encap", Internal;
     next Next {
         Lookup = "ip4-lookup",
+        Rewrite = "ip4-rewrite",
         Drop = "error-drop",
     }
     error Error {
@@ -162,8 +165,14 @@ impl Template {
 impl Node for Vxlan4Encap {
     fn process(&mut self, ctx: &mut Ctx<'_, Self>, bufs: &[u32], next: &mut [u16]) {
         let ifs = self.shared.interfaces.load();
-        // The previous packet's tunnel and its headers: a frame is usually one tunnel's.
-        let mut last: Option<(u32, Template)> = None;
+        let vrfs = self.shared.vrfs.load();
+        let adjs = self.shared.adjacencies.load();
+        // The previous packet's tunnel, its headers, and the rewrite adjacency of its remote
+        // VTEP when the route to it has one: a frame is usually one tunnel's, and every packet
+        // of a tunnel has the same outer destination, so one lookup serves the frame and its
+        // packets go straight to `ip4-rewrite` (anything else, say a VTEP still being resolved,
+        // goes through `ip4-lookup` per packet).
+        let mut last: Option<(u32, Template, Option<u32>)> = None;
         for (&b, n) in bufs.iter().zip(next.iter_mut()) {
             *n = Next::Drop.into();
             let tx_if = ctx.pool.meta(b).tx_if;
@@ -179,12 +188,17 @@ impl Node for Vxlan4Encap {
                 ctx.count_error(Error::TooLong);
                 continue;
             };
-            if last.as_ref().is_none_or(|(i, _)| *i != tx_if) {
-                last = Some((tx_if, Template::new(t)));
+            if last.as_ref().is_none_or(|(i, _, _)| *i != tx_if) {
+                let adj = vrfs
+                    .get(t.underlay as usize)
+                    .and_then(|table| table.lookup(t.dst))
+                    .filter(|&a| matches!(adjs.get(a as usize), Some(Adjacency::Rewrite { .. })));
+                last = Some((tx_if, Template::new(t), adj));
             }
-            let Some((_, template)) = &last else {
+            let Some((_, template, adj)) = &last else {
                 continue;
             };
+            let adj = *adj;
             let src_port = source_port(flow_hash(ctx.pool.data(b)));
             let ident = if t.df {
                 0
@@ -215,7 +229,13 @@ impl Node for Vxlan4Encap {
                     },
                 );
             }
-            *n = Next::Lookup.into();
+            *n = match adj {
+                Some(a) if !traced => {
+                    ctx.pool.meta_mut(b).adj = a;
+                    Next::Rewrite.into()
+                }
+                _ => Next::Lookup.into(),
+            };
         }
         self.tx.flush(false);
     }

@@ -1,7 +1,10 @@
 //! `vxlan4-input`: decapsulates VXLAN (RFC 7348) datagrams to port 4789, sent here by
 //! `ip4-input` (VXLAN to one of our VTEPs without a UDP checksum) or `udp4-local` (anything
-//! else to one of our addresses), and sends the inner Ethernet frame to `ethernet-input` as received on the tunnel's
-//! interface, so that it is looked up in the tunnel's network's VRF and nowhere else.
+//! else to one of our addresses), and hands the inner Ethernet frame on as received on the
+//! tunnel's interface, so that it is looked up in the tunnel's network's VRF and nowhere else:
+//! IPv4 to the tunnel's own MAC straight to `ip4-input` (what `ethernet-input` would do with
+//! it, without the second pass), anything else (ARP, broadcast, another MAC) to
+//! `ethernet-input`.
 //!
 //! The tunnel is found by (outer source address, VNI), as VPP's `vxlan4-input` does: a packet
 //! is accepted only from a VTEP we have a tunnel to for that VNI, addressed to the tunnel's own
@@ -16,8 +19,8 @@
 //! whichever node sent the datagram here.
 
 use graph::{Ctx, Node};
-use wire::Vxlan;
 use wire::ipv4::MIN_HEADER_LEN;
+use wire::{EtherType, Ethernet, Vxlan};
 
 use crate::{CounterRun, ETH_HDR, Shared};
 
@@ -43,6 +46,7 @@ graph::node! {
     Vxlan4Input: "vxlan4-input", Internal;
     next Next {
         EthernetInput = "ethernet-input",
+        Ip4Input = "ip4-input",
         Drop = "error-drop",
     }
     error Error {
@@ -103,7 +107,10 @@ impl Node for Vxlan4Input {
                     }
                 },
             };
-            let Some(t) = ifs.get(tunnel as usize).and_then(|c| c.tunnel()) else {
+            let Some((c, t)) = ifs
+                .get(tunnel as usize)
+                .and_then(|c| Some((c, c.tunnel()?)))
+            else {
                 ctx.count_error(Error::NoTunnel);
                 continue;
             };
@@ -112,11 +119,26 @@ impl Node for Vxlan4Input {
                 continue;
             }
             ctx.pool.advance(b, OUTER as isize);
-            let m = ctx.pool.meta_mut(b);
+            let (m, inner) = ctx.pool.meta_data_mut(b);
             m.rx_if = tunnel;
             self.rx.add(&t.counters, m.total_len, true);
-            if ctx.is_traced(b) {
+            if m.flags & graph::BUFFER_TRACED != 0 {
                 ctx.trace(b, VxlanInputTrace { vni, tunnel });
+                *n = Next::EthernetInput.into();
+                continue;
+            }
+            // What `ethernet-input` would do with the inner frame's common case, IPv4 to the
+            // tunnel's own MAC on a tunnel that is up, done here without the second pass;
+            // anything else (ARP, broadcast, another MAC, a tunnel down) goes through it.
+            if c.up
+                && let Some(e) = inner.first_chunk::<ETH_HDR>().map(Ethernet::new_unchecked)
+                && e.ethertype_raw() == EtherType::Ipv4.to_raw()
+                && e.dst_bytes() == c.mac
+            {
+                m.vrf = c.vrf;
+                m.skip(ETH_HDR as u16);
+                *n = Next::Ip4Input.into();
+                continue;
             }
             *n = Next::EthernetInput.into();
         }

@@ -172,8 +172,13 @@ impl Side {
 fn a_pod_packet_crosses_the_tunnel_with_rfc_7348_headers() {
     let (mut a, mut b) = (side(1, 1500), side(2, 1500));
     let payload: Vec<u8> = (0..100u8).collect();
+    let (lookups, rewrites) = (a.vectors("ip4-lookup"), a.vectors("ip4-rewrite"));
     let out = a.run(vec![a.pod_packet([10, 1, 2, 2], &payload, true)]);
     assert_eq!(out.len(), 1, "{:?}", a.errors());
+    // The inner packet is looked up; the outer one goes from vxlan4-encap straight to its
+    // resolved VTEP's rewrite: one lookup, two rewrites.
+    assert_eq!(a.vectors("ip4-lookup"), lookups + 1);
+    assert_eq!(a.vectors("ip4-rewrite"), rewrites + 2);
     let (tx, outer) = &out[0];
     assert_eq!(*tx, UPLINK);
     let p = etherparse::SlicedPacket::from_ethernet(outer).unwrap();
@@ -459,10 +464,17 @@ fn plain_vxlan_skips_the_local_path_and_anything_else_takes_it() {
         .1
         .clone();
     assert_eq!(&good[40..42], &[0, 0], "sent without a UDP checksum");
-    let before = (b.vectors("udp4-local"), b.vectors("vxlan4-input"));
+    let before = (
+        b.vectors("udp4-local"),
+        b.vectors("vxlan4-input"),
+        b.vectors("ethernet-input"),
+    );
     assert_eq!(b.run(vec![(UPLINK, good.clone())]).len(), 1);
     assert_eq!(b.vectors("udp4-local"), before.0, "bypassed");
     assert!(b.vectors("vxlan4-input") > before.1);
+    // The inner frame (IPv4 to the tunnel's MAC) went from vxlan4-input to ip4-input: one
+    // pass of ethernet-input, the outer frame's.
+    assert_eq!(b.vectors("ethernet-input"), before.2 + 1);
     // A checksummed datagram: verified on the long way, then decapsulated.
     let with_sum = |f: &[u8], good_sum: bool| {
         let mut f = f.to_vec();
