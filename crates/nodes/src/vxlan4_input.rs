@@ -73,7 +73,7 @@ impl Node for Vxlan4Input {
         let mut last: Option<((fib::Ipv4Addr, u32), u32)> = None;
         for (&b, n) in bufs.iter().zip(next.iter_mut()) {
             *n = Next::Drop.into();
-            let d = ctx.pool.data(b);
+            let (m, d) = ctx.pool.meta_data_mut(b);
             let Some(outer) = d.first_chunk::<OUTER>() else {
                 ctx.count_error(Error::Truncated);
                 continue;
@@ -85,10 +85,10 @@ impl Node for Vxlan4Input {
                 ctx.count_error(Error::BadFlags);
                 continue;
             }
-            if d.len() < OUTER + ETH_HDR {
+            let Some(frame) = d.first_chunk::<{ OUTER + ETH_HDR }>() else {
                 ctx.count_error(Error::Truncated);
                 continue;
-            }
+            };
             let vni = v.vni();
             let tunnel = match last {
                 Some((k, t)) if k == (src, vni) => t,
@@ -114,31 +114,30 @@ impl Node for Vxlan4Input {
                 ctx.count_error(Error::NoTunnel);
                 continue;
             };
-            if ctx.pool.meta(b).vrf != t.underlay || dst != t.src {
+            if m.vrf != t.underlay || dst != t.src {
                 ctx.count_error(Error::WrongUnderlay);
-                continue;
-            }
-            ctx.pool.advance(b, OUTER as isize);
-            let (m, inner) = ctx.pool.meta_data_mut(b);
-            m.rx_if = tunnel;
-            self.rx.add(&t.counters, m.total_len, true);
-            if m.flags & graph::BUFFER_TRACED != 0 {
-                ctx.trace(b, VxlanInputTrace { vni, tunnel });
-                *n = Next::EthernetInput.into();
                 continue;
             }
             // What `ethernet-input` would do with the inner frame's common case, IPv4 to the
             // tunnel's own MAC on a tunnel that is up, done here without the second pass;
-            // anything else (ARP, broadcast, another MAC, a tunnel down) goes through it.
-            if c.up
-                && let Some(e) = inner.first_chunk::<ETH_HDR>().map(Ethernet::new_unchecked)
+            // anything else (ARP, broadcast, another MAC, a tunnel down, a traced packet) goes
+            // through it.
+            let e = Ethernet::new_unchecked(&frame[OUTER..]);
+            let direct = c.up
                 && e.ethertype_raw() == EtherType::Ipv4.to_raw()
                 && e.dst_bytes() == c.mac
-            {
+                && m.flags & graph::BUFFER_TRACED == 0;
+            m.rx_if = tunnel;
+            self.rx.add(&t.counters, m.total_len - OUTER as u32, true);
+            if direct {
                 m.vrf = c.vrf;
-                m.skip(ETH_HDR as u16);
+                m.skip((OUTER + ETH_HDR) as u16);
                 *n = Next::Ip4Input.into();
                 continue;
+            }
+            m.skip(OUTER as u16);
+            if m.flags & graph::BUFFER_TRACED != 0 {
+                ctx.trace(b, VxlanInputTrace { vni, tunnel });
             }
             *n = Next::EthernetInput.into();
         }
