@@ -60,6 +60,25 @@ pub enum GraphError {
     Epoll(std::io::Error),
 }
 
+/// Where an input node with several rx queues starts polling them: one queue further each
+/// poll. A queue that always has a frame's worth waiting (a flooding peer) then takes the frame
+/// only on its own turn, and every other queue is polled first on its turn, instead of never
+/// (each poll fills one frame, and polling always from the first queue let the first one
+/// starve the rest).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RoundRobin {
+    next: usize,
+}
+
+impl RoundRobin {
+    /// The order of this poll's `n` queues, by index; the next poll starts one further.
+    pub fn turn(&mut self, n: usize) -> impl Iterator<Item = usize> + use<> {
+        let start = if n == 0 { 0 } else { self.next % n };
+        self.next = start + 1;
+        (0..n).map(move |i| (start + i) % n)
+    }
+}
+
 /// Per-node counters, as `show runtime` prints them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct NodeStats {
@@ -460,6 +479,19 @@ impl Runtime {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn round_robin_gives_every_queue_the_first_turn_in_turn() {
+        let mut rr = super::RoundRobin::default();
+        let firsts: Vec<usize> = (0..6).map(|_| rr.turn(3).next().unwrap()).collect();
+        assert_eq!(firsts, [0, 1, 2, 0, 1, 2]);
+        assert_eq!(rr.turn(3).collect::<Vec<_>>(), [0, 1, 2]);
+        assert_eq!(rr.turn(3).collect::<Vec<_>>(), [1, 2, 0]);
+        // Queues come and go: the turn stays in range.
+        assert_eq!(rr.turn(1).collect::<Vec<_>>(), [0]);
+        assert_eq!(rr.turn(0).count(), 0);
+        assert_eq!(rr.turn(2).count(), 2);
+    }
+
     use super::*;
     use buffer::PoolConfig;
 

@@ -184,6 +184,8 @@ pub enum QueueCommand {
 #[derive(Debug)]
 pub struct MemifInput {
     queues: Vec<(u32, RxQueue)>,
+    /// Which queue is polled first: each in turn (a flooded one must not starve the rest).
+    turn: graph::RoundRobin,
     commands: Receiver<QueueCommand>,
     scratch: Vec<u32>,
     /// Single-copy: bytes of each packet copied into the local buffer (0: whole packets).
@@ -214,6 +216,7 @@ impl MemifInput {
     pub fn new(commands: Receiver<QueueCommand>) -> MemifInput {
         MemifInput {
             queues: Vec::new(),
+            turn: graph::RoundRobin::default(),
             commands,
             scratch: Vec::with_capacity(graph::FRAME_SIZE),
             hdr: 0,
@@ -297,7 +300,8 @@ impl Node for MemifInput {
             }
         }
         let mut down = false;
-        for (ifindex, q) in &mut self.queues {
+        for i in self.turn.turn(self.queues.len()) {
+            let (ifindex, q) = &mut self.queues[i];
             let left = room - out.len();
             if left == 0 {
                 break;

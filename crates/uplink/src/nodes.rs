@@ -78,6 +78,8 @@ const LINK_CHECK_EVERY: u32 = 1 << 16;
 #[derive(Debug)]
 pub struct AfPacketInput {
     queues: Vec<InputQueue>,
+    /// Which queue is polled first: each in turn (a flooded one must not starve the rest).
+    turn: graph::RoundRobin,
     commands: Receiver<QueueCommand>,
     scratch: Vec<u32>,
     polls: u32,
@@ -97,6 +99,7 @@ impl AfPacketInput {
     pub fn new(commands: Receiver<QueueCommand>) -> AfPacketInput {
         AfPacketInput {
             queues: Vec::new(),
+            turn: graph::RoundRobin::default(),
             commands,
             scratch: Vec::with_capacity(graph::FRAME_SIZE),
             polls: 0,
@@ -195,7 +198,8 @@ impl Node for AfPacketInput {
             self.link_events = 0;
             self.close_where(|q| q.vanished);
         }
-        for q in &mut self.queues {
+        for i in self.turn.turn(self.queues.len()) {
+            let q = &mut self.queues[i];
             let left = room.saturating_sub(out.len());
             if left == 0 {
                 break;

@@ -57,6 +57,8 @@ const LINK_CHECK_EVERY: u32 = 1 << 16;
 #[derive(Debug)]
 pub struct AfXdpInput {
     queues: Vec<InputQueue>,
+    /// Which queue is polled first: each in turn (a flooded one must not starve the rest).
+    turn: graph::RoundRobin,
     commands: Receiver<QueueCommand>,
     scratch: Vec<u32>,
     polls: u32,
@@ -78,6 +80,7 @@ impl AfXdpInput {
     pub fn new(commands: Receiver<QueueCommand>) -> AfXdpInput {
         AfXdpInput {
             queues: Vec::new(),
+            turn: graph::RoundRobin::default(),
             commands,
             scratch: Vec::with_capacity(graph::FRAME_SIZE),
             polls: 0,
@@ -180,7 +183,8 @@ impl Node for AfXdpInput {
             self.link_events = 0;
             self.close_where(|q| q.vanished);
         }
-        for q in &mut self.queues {
+        for i in self.turn.turn(self.queues.len()) {
+            let q = &mut self.queues[i];
             let left = room.saturating_sub(out.len());
             if left == 0 {
                 break;

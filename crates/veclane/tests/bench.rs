@@ -473,18 +473,19 @@ fn singlenet_measures_testpmd_beside_veclane() {
     assert!(text.contains("one network only"), "{text}");
 }
 
-/// The seeds' whole chain: generator → node → pod → node → generator, with testpmd as the
-/// pod, in both shapes: every frame the node counts is the generator's, multinet decapsulates
-/// and encapsulates every one, and no trial starts before the pod is connected. (A veclane
-/// pod is not tested here: a debug build of it, sharing a CPU with a busy loop, returned
-/// nothing in some flat-out trials; see docs/benchmarking.md.)
+/// The seeds' whole chain: generator → node → pod → node → generator, with veclane (and
+/// testpmd, when installed) as the pod, in both shapes: every frame the node counts is the
+/// generator's, multinet decapsulates and encapsulates every one, and no trial starts before
+/// the pod is connected. The node's uplink is flooded flat out while its pod-b interface
+/// brings the frames back: before the input nodes took their queues in turn, the flooded
+/// uplink (polled first) filled every frame and pod-b was never read, and nothing came back.
 #[test]
 fn pvp_chains_the_node_and_a_pod_in_both_shapes() {
-    if bench::testpmd::find().is_none() {
-        eprintln!("dpdk-testpmd not installed: skipped");
-        return;
-    }
-    let duts = "testpmd";
+    let duts = if bench::testpmd::find().is_some() {
+        "veclane,testpmd"
+    } else {
+        "veclane"
+    };
     let r = bench(&[
         "pvp",
         "--dut",
