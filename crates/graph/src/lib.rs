@@ -72,10 +72,12 @@ pub struct RoundRobin {
 
 impl RoundRobin {
     /// The order of this poll's `n` queues, by index; the next poll starts one further.
+    #[inline]
     pub fn turn(&mut self, n: usize) -> impl Iterator<Item = usize> + use<> {
-        let start = if n == 0 { 0 } else { self.next % n };
+        // No division on the poll path: `next` only ever steps by one.
+        let start = if self.next < n { self.next } else { 0 };
         self.next = start + 1;
-        (0..n).map(move |i| (start + i) % n)
+        (start..n).chain(0..start)
     }
 }
 

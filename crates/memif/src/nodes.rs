@@ -302,6 +302,7 @@ impl Node for MemifInput {
         let mut down = false;
         for i in self.turn.turn(self.queues.len()) {
             let (ifindex, q) = &mut self.queues[i];
+            let ifindex = *ifindex;
             let left = room - out.len();
             if left == 0 {
                 break;
@@ -312,7 +313,7 @@ impl Node for MemifInput {
                 &mut self.scratch,
                 left,
                 self.hdr,
-                *ifindex,
+                ifindex,
                 &mut self.engine,
             ) {
                 Ok(lost) => {
@@ -320,7 +321,7 @@ impl Node for MemifInput {
                         ctx.count_errors(InputError::NoBuffer, lost);
                     }
                     for &b in &self.scratch {
-                        ctx.pool.meta_mut(b).rx_if = *ifindex;
+                        ctx.pool.meta_mut(b).rx_if = ifindex;
                     }
                     out.extend_from_slice(&self.scratch);
                     next.resize(out.len(), InputNext::EthernetInput.into());
