@@ -559,7 +559,21 @@ fn open_socket(
         i.ifindex,
         u32::from(q),
     );
-    step("bind", rustix::net::bind(&fd, &addr))?;
+    // A socket on this queue that was just closed (the interface deleted and made again, or
+    // a zero-copy attempt refused a moment ago) is let go by the kernel a little later, and
+    // until then bind says EBUSY: wait for it, briefly (this is the control thread).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(500);
+    loop {
+        match rustix::net::bind(&fd, &addr) {
+            Err(rustix::io::Errno::BUSY) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            r => {
+                step("bind", r)?;
+                break;
+            }
+        }
+    }
     let options = step("XDP_OPTIONS", sockopt::xdp_options(&fd))?;
     let zero_copy = options.contains(rustix::net::xdp::XdpOptionsFlags::XDP_OPTIONS_ZEROCOPY);
     // One copy-mode sendto may send the whole ring (Linux 6.17; older kernels send 32 and
