@@ -54,18 +54,24 @@ if [ "${#pkgs[@]}" -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -q --no-install-recommends "${pkgs[@]}" >&2
 fi
 
-rm -rf "$cache"
-mkdir -p "$cache/src"
-echo "build-vpp: unpacking $tarball into $cache" >&2
-tar -xJf "$tarball" -C "$cache/src" --strip-components=1
+# An interrupted build (a build takes long enough to be cut off) resumes: the unpacked and
+# patched tree is kept behind its own stamp, and ninja picks up where it stopped.
 src="$cache/src/src"
-[ -f "$src/CMakeLists.txt" ] || die "$tarball holds no VPP source tree (no src/CMakeLists.txt)"
-
-# The version: the tarball's name says it (vpp-25.10-rc0-13-gc0513c19d.tar.xz).
-version=$(basename "$tarball" .tar.xz)
-version=${version#vpp-}
-echo "$version" >"$src/scripts/.version"
-sed -i '1i #pragma GCC diagnostic ignored "-Wstringop-truncation"' "$src/vppinfra/devicetree.c"
+if [ ! -f "$cache/unpacked" ]; then
+  rm -rf "$cache"
+  mkdir -p "$cache/src"
+  echo "build-vpp: unpacking $tarball into $cache" >&2
+  tar -xJf "$tarball" -C "$cache/src" --strip-components=1
+  [ -f "$src/CMakeLists.txt" ] || die "$tarball holds no VPP source tree (no src/CMakeLists.txt)"
+  # The version: the tarball's name says it (vpp-25.10-rc0-13-gc0513c19d.tar.xz).
+  version=$(basename "$tarball" .tar.xz)
+  version=${version#vpp-}
+  echo "$version" >"$src/scripts/.version"
+  sed -i '1i #pragma GCC diagnostic ignored "-Wstringop-truncation"' "$src/vppinfra/devicetree.c"
+  touch "$cache/unpacked"
+else
+  echo "build-vpp: resuming the build in $cache" >&2
+fi
 
 keep="memif ping vxlan"
 excluded=()
