@@ -184,6 +184,26 @@ pub fn median_min_max(v: &[f64]) -> (f64, f64, f64) {
 #[cfg(test)]
 mod tests {
     #[test]
+    fn subjects_name_their_copy_engine_shape_and_workers() {
+        use super::{Dut, Shape, Subject};
+        let v = Subject {
+            copy: Some(api::CopyMode::Single),
+            engine: Some(api::CopyEngine::Thread),
+            ..Subject::plain(Dut::Veclane)
+        };
+        assert_eq!(v.to_string(), "veclane/single/thread");
+        let cpu = Subject {
+            engine: Some(api::CopyEngine::Cpu),
+            ..v
+        };
+        assert_eq!(cpu.to_string(), "veclane/single");
+        assert_eq!(
+            v.with_workers(2).in_shape(Shape::Multinet).to_string(),
+            "veclane/single/thread x2 multinet"
+        );
+    }
+
+    #[test]
     fn median_of_odd_and_even() {
         assert_eq!(super::median_min_max(&[3.0, 1.0, 2.0]), (2.0, 1.0, 3.0));
         assert_eq!(

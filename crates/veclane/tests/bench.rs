@@ -523,3 +523,39 @@ fn pvp_chains_the_node_and_a_pod_in_both_shapes() {
         }
     }
 }
+
+/// `--copy-engine cpu,thread`: a column each, the thread engine's daemon configured with it,
+/// both forwarding with their counters agreeing.
+#[test]
+fn copy_engines_are_columns_of_their_own() {
+    let r = bench(&[
+        "l3fwd",
+        "--dut",
+        "veclane",
+        "--copy",
+        "single",
+        "--copy-engine",
+        "cpu,thread",
+        "--sizes",
+        "256",
+        "--search",
+        "continuous",
+        "--mrr-secs",
+        "0.2",
+        "--latency-at",
+        "",
+    ]);
+    let searches = r["searches"].as_array().unwrap();
+    let engines: Vec<&str> = searches
+        .iter()
+        .map(|o| o["dut"]["engine"].as_str().unwrap())
+        .collect();
+    assert_eq!(engines, ["cpu", "thread"], "{r}");
+    for o in searches {
+        assert!(o["error"].is_null(), "{o}");
+        assert!(o["mrr_pps"].as_f64().unwrap() > 1_000.0, "{o}");
+        for t in o["trials"].as_array().unwrap() {
+            assert!(t.get("disagreements").is_none(), "{t}");
+        }
+    }
+}
