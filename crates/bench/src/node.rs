@@ -73,12 +73,13 @@ pub static MULTINET: NodeTopology = NodeTopology {
     shapes: &[Shape::Singlenet, Shape::Multinet],
 };
 
-/// The remote node's (and the pods') MAC: the generator's.
-const GEN_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
+/// The remote node's (and the pods') MAC: the generator's. The node scenarios (this one and
+/// [`crate::pvp`]) share it and the uplink's addressing below.
+pub(crate) const GEN_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
 /// The node's uplink MAC.
-const UPLINK_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x02];
-const NODE_VTEP: [u8; 4] = [192, 168, 0, 1];
-const REMOTE_VTEP: [u8; 4] = [192, 168, 0, 2];
+pub(crate) const UPLINK_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x02];
+pub(crate) const NODE_VTEP: [u8; 4] = [192, 168, 0, 1];
+pub(crate) const REMOTE_VTEP: [u8; 4] = [192, 168, 0, 2];
 /// Network `k`'s VNI is this plus `k`.
 pub const VNI_BASE: u32 = 100;
 /// The largest `--networks`: network `k` takes the second octet 10 + k.
@@ -95,8 +96,13 @@ fn octet(k: u16) -> u16 {
     10 + k
 }
 
-fn ip(a: [u8; 4]) -> std::net::Ipv4Addr {
+pub(crate) fn ip(a: [u8; 4]) -> std::net::Ipv4Addr {
     a.into()
+}
+
+/// A MAC as configuration files write it.
+pub(crate) fn mac_str(m: [u8; 6]) -> String {
+    m.map(|b| format!("{b:02x}")).join(":")
 }
 
 /// The DUT's interface ids: the uplink is 0, network `k`'s pod `1 + k`.
@@ -105,7 +111,7 @@ fn pod_id(k: u16) -> u32 {
 }
 
 /// The buffer size of every interface for frames of `size` (VXLAN's 50 bytes included).
-fn buffer_size(cfg: &L3fwdConfig, size: usize) -> u32 {
+pub(crate) fn buffer_size(cfg: &L3fwdConfig, size: usize) -> u32 {
     crate::trial::buffer_size_for(cfg.buffer_size, size + trafgen::frame::VXLAN_OVERHEAD)
 }
 
@@ -124,17 +130,16 @@ pub fn veclane_config(
     use std::fmt::Write;
     let ring = 1u32 << cfg.ring_log2;
     let bsize = buffer_size(cfg, size);
-    let mac = |m: [u8; 6]| m.map(|b| format!("{b:02x}")).join(":");
     let mut t = String::new();
     let _ = write!(
         t,
         "[[interface]]\nname = \"uplink\"\nsocket = \"memif.sock\"\nid = 0\nrole = \"master\"\n\
          mac = \"{}\"\naddresses = [\"{}/24\"]\nring-size = {ring}\nbuffer-size = {bsize}\nmtu = 9216\n\n\
          [[neighbor]]\ninterface = \"uplink\"\nip = \"{}\"\nmac = \"{}\"\n\n",
-        mac(UPLINK_MAC),
+        mac_str(UPLINK_MAC),
         ip(NODE_VTEP),
         ip(REMOTE_VTEP),
-        mac(GEN_MAC),
+        mac_str(GEN_MAC),
     );
     for k in 0..cfg.networks {
         let o = octet(k);
@@ -156,8 +161,8 @@ pub fn veclane_config(
              [[neighbor]]\ninterface = \"pod{k}\"\nip = \"10.{o}.2.2\"\nmac = \"{}\"\n\n\
              [[route]]\nprefix = \"10.{o}.1.0/24\"\nvia = \"{}\"\n{}\n",
             pod_id(k),
-            mac(pod_mac(k)),
-            mac(GEN_MAC),
+            mac_str(pod_mac(k)),
+            mac_str(GEN_MAC),
             ip(REMOTE_VTEP),
             match shape {
                 Shape::Multinet => format!("network = \"net{k}\"\n"),

@@ -29,34 +29,25 @@ use crate::daemon::Daemon;
 use crate::dpdk::MemifPort;
 use crate::dut::{Counts, DutError, Running, RunningDut};
 use crate::l3fwd::{L3fwdConfig, Topology};
+use crate::node::{
+    GEN_MAC, NODE_VTEP, REMOTE_VTEP, UPLINK_MAC, VNI_BASE, buffer_size, ip, mac_str as mac,
+};
 use crate::testpmd::Testpmd;
 use crate::{CopyMode, Dut, Shape, Subject};
 use trafgen::{FrameSpec, GenReport, MacAddr, VxlanSpec};
 
-/// The remote node's MAC (the generator's).
-const GEN_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
-/// The node's MACs: uplink, and its side of `pod-a` and `pod-b`.
-const UPLINK_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x02];
+/// The node's MACs on its side of `pod-a` and `pod-b` (the generator's, the uplink's and the
+/// VTEP addresses are the node scenarios', [`crate::node`]).
 const NODE_A_MAC: [u8; 6] = [0x02, 0, 0, 0x01, 0, 0x0a];
 const NODE_B_MAC: [u8; 6] = [0x02, 0, 0, 0x01, 0, 0x0b];
 /// The pod's MACs on `pod-a` and `pod-b`.
 const POD_A_MAC: [u8; 6] = [0x02, 0, 0, 0x02, 0, 0x0a];
 const POD_B_MAC: [u8; 6] = [0x02, 0, 0, 0x02, 0, 0x0b];
-const NODE_VTEP: [u8; 4] = [192, 168, 0, 1];
-const REMOTE_VTEP: [u8; 4] = [192, 168, 0, 2];
 /// `blue`'s VNI (the way in); `red`'s is the next.
-const BLUE_VNI: u32 = 100;
-const RED_VNI: u32 = 101;
+const BLUE_VNI: u32 = VNI_BASE;
+const RED_VNI: u32 = VNI_BASE + 1;
 /// Where the generator's frames go, behind the pod's chain and back on the remote node.
 const DEST: [u8; 4] = [10, 10, 9, 2];
-
-fn mac(m: [u8; 6]) -> String {
-    m.map(|b| format!("{b:02x}")).join(":")
-}
-
-fn ip(a: [u8; 4]) -> std::net::Ipv4Addr {
-    a.into()
-}
 
 /// The `pvp` topology.
 #[derive(Debug)]
@@ -64,11 +55,6 @@ pub struct PvpTopology;
 
 /// The one `pvp` topology.
 pub static PVP: PvpTopology = PvpTopology;
-
-/// Buffer size for frames of `size` with VXLAN around them.
-fn buffer_size(cfg: &L3fwdConfig, size: usize) -> u32 {
-    crate::trial::buffer_size_for(cfg.buffer_size, size + trafgen::frame::VXLAN_OVERHEAD)
-}
 
 /// The node's configuration in `shape` (see the module doc).
 pub fn node_config(

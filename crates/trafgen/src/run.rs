@@ -658,6 +658,16 @@ fn max_behind(cfg: &GenConfig) -> u64 {
     (4 * cfg.burst as u64).max(1u64 << cfg.iface.log2_ring_size.min(16))
 }
 
+/// Frame number `c` of a sender whose frames take `nets` networks in turn: its network, and
+/// its place in that network's flows.
+#[inline]
+fn split(c: u64, nets: u64) -> (u16, u64) {
+    if nets == 1 {
+        return (0, c);
+    }
+    ((c % nets) as u16, c / nets)
+}
+
 /// How long a paced sender may hold frames back to send them together: 10 µs, the
 /// granularity of a traffic generator's bursts on a wire.
 const BATCH_WINDOW_S: f64 = 10e-6;
@@ -848,15 +858,6 @@ impl Sender {
         }
     }
 
-    /// Frame number `c` of this sender: its network, and its place in that network's flows.
-    #[inline]
-    fn split(&self, c: u64) -> (u16, u64) {
-        if self.nets == 1 {
-            return (0, c);
-        }
-        ((c % self.nets) as u16, c / self.nets)
-    }
-
     fn send_secondary(
         &mut self,
         q: &mut SecondaryQueues,
@@ -886,11 +887,7 @@ impl Sender {
                 (&mut self.head, &self.template, &self.spec, &mut self.seqs);
             let sent = t.send_with(&self.lens[..n], |i, w| {
                 let c = base + i as u64;
-                let (net, flow) = if nets == 1 {
-                    (0, c)
-                } else {
-                    ((c % nets) as u16, c / nets)
-                };
+                let (net, flow) = split(c, nets);
                 let s = queue * nets as usize + usize::from(net);
                 let p = Probe {
                     stream: stream_base + s as u16,
@@ -947,7 +944,7 @@ impl Sender {
                     }
                     self.spec.set_len(pool.data_mut(ch), self.spec.size_of(c));
                 }
-                let (net, flow) = self.split(c);
+                let (net, flow) = split(c, self.nets);
                 let s = queue * self.nets as usize + usize::from(net);
                 streams[i] = s;
                 let p = Probe {
