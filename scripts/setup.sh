@@ -25,6 +25,8 @@ command -v tshark >/dev/null 2>&1 || pkgs+=(tshark)
 # tests of the uplinks and of VXLAN against a Linux VTEP.
 command -v ip >/dev/null 2>&1 || pkgs+=(iproute2)
 command -v ping >/dev/null 2>&1 || pkgs+=(iputils-ping)
+# python3: the memif hostile tests play a second process (a peer with its own pid) with it.
+command -v python3 >/dev/null 2>&1 || pkgs+=(python3)
 # callgrind: `veclane bench l3fwd --cost` (instructions per packet).
 command -v valgrind >/dev/null 2>&1 || pkgs+=(valgrind)
 if [ "${#pkgs[@]}" -gt 0 ]; then

@@ -154,6 +154,7 @@ pub struct InterfaceInfo {
     /// The largest IPv4 packet sent out of it.
     pub mtu: u16,
     pub peer: Option<String>,
+    /// Queues in use: none while a memif is not connected (its limits are in `device`).
     pub rx_queues: u16,
     pub tx_queues: u16,
     pub rx_packets: u64,
@@ -180,6 +181,12 @@ pub enum DeviceInfo {
         id: u32,
         ring_size: u32,
         buffer_size: u32,
+        /// The most queues each way: as master the peer chooses up to these, as slave we
+        /// ask for these. The queues in use are [`InterfaceInfo::rx_queues`] and `tx_queues`.
+        #[serde(default)]
+        max_rx_queues: u16,
+        #[serde(default)]
+        max_tx_queues: u16,
     },
     AfPacket {
         host_if: String,
@@ -209,9 +216,11 @@ impl std::fmt::Display for DeviceInfo {
                 id,
                 ring_size,
                 buffer_size,
+                max_rx_queues,
+                max_tx_queues,
             } => write!(
                 f,
-                "memif {role} id {id} socket {socket} ring {ring_size} buffer {buffer_size}"
+                "memif {role} id {id} socket {socket} ring {ring_size} buffer {buffer_size} max-queues rx {max_rx_queues} tx {max_tx_queues}"
             ),
             DeviceInfo::AfPacket { host_if } => write!(f, "af-packet host-if {host_if}"),
             DeviceInfo::AfXdp {

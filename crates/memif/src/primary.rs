@@ -17,8 +17,12 @@ use crate::shm::SharedMemory;
 use crate::sock::{self, Channel, SocketPath};
 use crate::{ConfigError, Event, InterfaceConfig, InterfaceStatus, PeerInfo, Refusal};
 
-/// Connections that have not finished INIT; more are accepted and closed at once.
+/// Connections that have not finished INIT, on one listener. A newcomer past this is still
+/// accepted: the oldest half-open connection of the peer that holds the most goes instead.
 const MAX_PENDING: usize = 64;
+/// Connections one peer process (by SO_PEERCRED pid) may hold before INIT; its next one
+/// evicts its oldest.
+const MAX_PENDING_PER_PEER: usize = 8;
 /// Messages handled per connection per poll, so that one chatty peer cannot starve others.
 const MSG_BUDGET: usize = 32;
 /// Bytes of peer regions one interface may map.
@@ -43,6 +47,11 @@ enum Stage {
 #[derive(Debug)]
 struct Conn {
     chan: Channel,
+    /// The peer process (SO_PEERCRED pid; `None` where the kernel gave none), whose
+    /// half-open connections count against [`MAX_PENDING_PER_PEER`].
+    peer_pid: Option<i32>,
+    /// When it was accepted: the oldest half-open connection is the first evicted.
+    accepted: Instant,
     stage: Stage,
     iface: Option<usize>,
     deadline: Instant,
@@ -85,6 +94,7 @@ pub struct Listener {
     conns: Vec<Conn>,
     events: VecDeque<Event<PrimaryQueues>>,
     refused_before_init: u64,
+    evicted_before_init: u64,
 }
 
 impl Listener {
@@ -103,6 +113,7 @@ impl Listener {
             conns: Vec::new(),
             events: VecDeque::new(),
             refused_before_init: 0,
+            evicted_before_init: 0,
         })
     }
 
@@ -152,9 +163,14 @@ impl Listener {
         self.ifaces.iter().map(|i| i.status.clone()).collect()
     }
 
-    /// Connections refused before they named an interface (bad INIT, garbage, too many).
+    /// Connections refused before they named an interface (bad INIT, garbage).
     pub fn refused_before_init(&self) -> u64 {
         self.refused_before_init
+    }
+
+    /// Half-open connections closed to let a newer one in (see `MAX_PENDING_PER_PEER`).
+    pub fn evicted_before_init(&self) -> u64 {
+        self.evicted_before_init
     }
 
     /// The next event, if any.
@@ -191,6 +207,41 @@ impl Listener {
         Ok(())
     }
 
+    /// Makes room for one more half-open connection from `peer`: past its own limit its
+    /// oldest goes; past the listener's, the oldest of whichever peer holds the most (ties:
+    /// the oldest connection). A flood of connections that never send INIT so evicts only
+    /// itself, and a peer arriving during it is always let in.
+    fn make_room_for(&mut self, peer: Option<i32>) {
+        let pending = |c: &Conn| matches!(c.stage, Stage::AwaitInit) && !c.closed;
+        let held = |conns: &[Conn], p: Option<i32>| {
+            conns
+                .iter()
+                .filter(|c| pending(c) && p.is_some() && c.peer_pid == p)
+                .count()
+        };
+        let victim = if held(&self.conns, peer) >= MAX_PENDING_PER_PEER {
+            self.conns
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| pending(c) && c.peer_pid == peer)
+                .min_by_key(|(_, c)| c.accepted)
+                .map(|(i, _)| i)
+        } else if self.conns.iter().filter(|c| pending(c)).count() >= MAX_PENDING {
+            self.conns
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| pending(c))
+                .max_by_key(|(_, c)| (held(&self.conns, c.peer_pid), std::cmp::Reverse(c.accepted)))
+                .map(|(i, _)| i)
+        } else {
+            None
+        };
+        if let Some(ci) = victim {
+            self.evicted_before_init += 1;
+            self.close(ci, "evicted: too many pending connections", true, false);
+        }
+    }
+
     fn accept_all(&mut self) {
         loop {
             let chan = match sock::accept(self.fd.as_fd()) {
@@ -201,16 +252,10 @@ impl Listener {
                     break;
                 }
             };
-            let pending = self
-                .conns
-                .iter()
-                .filter(|c| matches!(c.stage, Stage::AwaitInit))
-                .count();
-            if pending >= MAX_PENDING {
-                let _ = chan.send(&Msg::disconnect("too many pending connections"), None);
-                self.refused_before_init += 1;
-                continue;
-            }
+            let peer_pid = rustix::net::sockopt::socket_peercred(chan.fd())
+                .ok()
+                .map(|c| c.pid.as_raw_nonzero().get());
+            self.make_room_for(peer_pid);
             let hello = Msg::Hello(Hello {
                 name: FixedStr::new(&self.app_name),
                 min_version: VERSION,
@@ -254,6 +299,8 @@ impl Listener {
                 .unwrap_or(Duration::from_secs(3));
             self.conns.push(Conn {
                 chan,
+                peer_pid,
+                accepted: Instant::now(),
                 stage: Stage::AwaitInit,
                 iface: None,
                 deadline: Instant::now() + timeout,
@@ -317,9 +364,14 @@ impl Listener {
         msg: Msg,
         mut fds: Vec<OwnedFd>,
     ) -> Result<Option<Msg>, Refusal> {
-        // At most one fd, and only on the two messages that carry one; every other fd is
-        // closed here by being dropped.
-        let fd = if msg.carries_fd() { fds.pop() } else { None };
+        // At most one fd, and only on the two messages that carry one: the first, as VPP,
+        // libmemif and DPDK read it (each takes the first fd of the message's SCM_RIGHTS);
+        // every other fd is closed here by being dropped.
+        let fd = if msg.carries_fd() && !fds.is_empty() {
+            Some(fds.swap_remove(0))
+        } else {
+            None
+        };
         drop(fds);
         if let Msg::Disconnect { reason, .. } = msg {
             let r = format!("peer disconnected: {}", reason.to_string_lossy());

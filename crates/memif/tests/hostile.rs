@@ -270,6 +270,44 @@ fn bad_rings_are_refused() {
     let (pipe_r, _pipe_w) = rustix::pipe::pipe().unwrap();
     e.send(add_ring(true, 0, 0, 0, 10), Some(&pipe_r));
     e.expect_disconnect(&mut l, "S2M ring 0: interrupt fd is not an eventfd");
+    // Several fds on one message: the first is the one (as in VPP, libmemif and DPDK), the
+    // rest are closed. An eventfd first and a pipe after it is a good ring; a pipe first is
+    // refused whatever follows it.
+    let before = open_fds();
+    let ring = add_ring(true, 0, 0, 0, 10).encode();
+    for (first_is_eventfd, want) in [
+        (true, None),
+        (false, Some("interrupt fd is not an eventfd")),
+    ] {
+        let e = Evil::connect(&mut l);
+        e.init(&mut l, 0);
+        let shm = good_region(&e, &mut l, 33024);
+        let (pipe_r, pipe_w) = rustix::pipe::pipe().unwrap();
+        let ev = eventfd();
+        let fds = if first_is_eventfd {
+            [ev.as_fd(), pipe_r.as_fd()]
+        } else {
+            [pipe_r.as_fd(), ev.as_fd()]
+        };
+        e.chan.send_raw(&ring, &fds).unwrap();
+        drop((pipe_r, pipe_w, ev));
+        match want {
+            None => {
+                assert_eq!(e.recv(&mut l), Some(Msg::Ack));
+                drop(e);
+            }
+            Some(w) => e.expect_disconnect(&mut l, w),
+        }
+        drop(shm);
+    }
+    for _ in 0..10 {
+        l.poll(Duration::from_millis(2)).unwrap();
+    }
+    assert_eq!(
+        open_fds(),
+        before,
+        "the fds after the first were not all closed"
+    );
 
     // Too many rings, a CONNECT without rings, and a ring whose cookie is wrong.
     let e = Evil::connect(&mut l);
@@ -402,4 +440,67 @@ fn stalls_and_vanishing_peers_free_the_interface() {
     // A real secondary gets the interface afterwards.
     let mut c = Client::new(l.path(), vec![cfg(0)]).unwrap();
     connect(&mut l, &mut c);
+}
+
+/// Another process (its own SO_PEERCRED pid) opens `count` connections on `path` and holds
+/// them without a word, then touches `done`.
+const FLOOD: &str = r#"
+import socket, sys, time, pathlib
+path, count, done = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+held = []
+for _ in range(count):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    s.connect(path)
+    held.append(s)
+pathlib.Path(done).touch()
+time.sleep(30)
+"#;
+
+/// A peer that opens connections on a shared socket and never finishes the handshake holds
+/// at most a few of them: each further one evicts its own oldest, so it never fills the
+/// listener, and pods arriving during the flood connect as if it were not there.
+#[test]
+fn half_open_floods_evict_only_themselves() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let fast = |id| InterfaceConfig {
+        handshake_timeout: Duration::from_secs(30),
+        ..cfg(id)
+    };
+    let mut l = listener(&dir, vec![fast(0), fast(1)]);
+    let done = dir.path().join("flooded");
+    let memif::sock::SocketPath::File(path) = l.path().clone() else {
+        panic!("a file socket")
+    };
+    let mut flood = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(FLOOD)
+        .arg(&path)
+        .arg("200")
+        .arg(&done)
+        .spawn()
+        .expect("python3 (scripts/setup.sh installs it)");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !done.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "the flood did not finish connecting"
+        );
+        l.poll(Duration::from_millis(1)).unwrap();
+    }
+    l.poll(Duration::from_millis(5)).unwrap();
+    // All 200 were let in, and all but the newest 8 evicted again.
+    assert_eq!(l.evicted_before_init(), 200 - 8);
+    // Two pods arrive while the flood's connections are still open: both connect.
+    let mut a = Client::new(l.path(), vec![cfg(0)]).unwrap();
+    let mut b = Client::new(l.path(), vec![cfg(1)]).unwrap();
+    let (_pa, _sa) = connect(&mut l, &mut a);
+    let (_pb, _sb) = connect(&mut l, &mut b);
+    assert!(
+        l.interfaces().iter().all(|i| i.connects == 1),
+        "{:?}",
+        l.interfaces()
+    );
+    let _ = flood.kill();
+    let _ = flood.wait();
 }

@@ -47,6 +47,35 @@ fn payload(i: usize) -> Vec<u8> {
     (0..len).map(|k| (k as u8) ^ (i as u8)).collect()
 }
 
+/// `show interface` tells the truth about queues: none on a master nobody is connected to
+/// (its limits are shown as limits), then the pairs the peer actually opened.
+#[test]
+fn unconnected_masters_show_no_queues_and_their_limits() {
+    let d = Daemon::start(&two_port_config("adaptive"));
+    let queues = |text: &str, name: &str| -> String {
+        let mut lines = text.lines().skip_while(|l| !l.starts_with(name));
+        let detail = lines
+            .nth(1)
+            .unwrap_or_else(|| panic!("{name} missing:\n{text}"));
+        detail[detail.find("max-queues").unwrap()..].to_string()
+    };
+    let text = d.ok("show interface");
+    for name in ["memif0/0", "memif0/1"] {
+        assert_eq!(
+            queues(&text, name),
+            "max-queues rx 255 tx 255 mac MAC table 0 mtu 9000 queues rx 0 tx 0"
+                .replace("MAC", if name == "memif0/0" { MAC0 } else { MAC1 }),
+            "{text}"
+        );
+    }
+    let _pods = Pods::connect(&d.path("memif.sock"), &[0, 1]);
+    d.wait_connected(2);
+    let text = d.ok("show interface");
+    for name in ["memif0/0", "memif0/1"] {
+        assert!(queues(&text, name).ends_with("queues rx 1 tx 1"), "{text}");
+    }
+}
+
 #[test]
 fn single_copy_forwards_answers_and_resolves_checked_by_tshark() {
     forwards_answers_and_resolves("single");

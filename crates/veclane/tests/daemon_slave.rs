@@ -234,11 +234,16 @@ fn daemon_plays_the_l3fwd_pod_as_memif_slave() {
             role,
             id: got,
             socket: s,
+            max_rx_queues,
+            max_tx_queues,
             ..
         } = &i.device
         else {
             panic!("not memif: {i:?}")
         };
+        // Not connected: no queues yet, the ones it will ask for shown as its limits.
+        assert_eq!((i.rx_queues, i.tx_queues), (0, 0), "{i:?}");
+        assert!(*max_rx_queues >= 1 && *max_tx_queues >= 1, "{i:?}");
         assert_eq!(
             (role.name(), *got, i.mac.to_string().as_str(), i.connected),
             ("slave", id, m, false),

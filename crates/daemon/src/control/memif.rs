@@ -330,10 +330,12 @@ impl Control {
 
     /// What `show interface` says of memif interface `i` that only memif has.
     pub(super) fn memif_view(&self, i: &Iface, f: &MemifDev) -> DevView {
+        // Queues exist only while a peer is connected; the configured counts are limits
+        // (master) or requests (slave), shown as such.
         let (rx_queues, tx_queues) = if i.connected {
             (i.counters.rx_queues as u16, i.counters.tx_queues as u16)
         } else {
-            (f.rx_queues, f.tx_queues)
+            (0, 0)
         };
         let (connects, disconnects, last_disconnect_reason) = self.memif_status(f);
         DevView {
@@ -343,6 +345,8 @@ impl Control {
                 id: f.id,
                 ring_size: f.ring_size,
                 buffer_size: f.buffer_size,
+                max_rx_queues: f.rx_queues,
+                max_tx_queues: f.tx_queues,
             },
             peer: f.peer.clone().filter(|_| i.connected),
             rx_queues,
