@@ -179,6 +179,85 @@ pub fn veclane_config(
     c
 }
 
+/// VPP configured as a Calico VPP node in `shape` for `networks` networks, on the same
+/// addresses, MACs and memif ids as [`veclane_config`]:
+///
+/// - the uplink `memif1/0`, 192.168.0.1/24 in the default table, the remote VTEP a static
+///   neighbour; in multinet with `ip4-vxlan-bypass` (VXLAN to a local VTEP goes straight to
+///   `vxlan4-input`, as veclane's ip4-input does);
+/// - singlenet: pod `memif1/(1+k)` at 10.(10+k).2.1/24 in the default table, its pod a
+///   static neighbour, and a route to the remote pods' 10.(10+k).1.0/24 via the remote VTEP;
+/// - multinet: per network a table (its id the VNI) holding the pod interface and a VXLAN
+///   tunnel to the remote VTEP with the network's VNI (`vxlan_tunnel<k>`, decapsulated
+///   frames handed to `ethernet-input` on the tunnel, routed in its table: Calico VPP's L3
+///   decapsulation), the tunnel addressed in the remote pods' /24 with the remote pod a
+///   static neighbour behind it (veclane's harness sets the same, see
+///   `remote_pods_on_tunnels`). The tunnel's MAC is veclane's for the same tunnel
+///   ([`api::vxlan_tunnel_mac`]; VPP draws a random one) so that both DUTs get the same frames.
+pub fn vpp_topology(shape: Shape, networks: u16) -> crate::vpp::VppTopology {
+    use crate::vpp::memif_name;
+    let gen_mac = mac_str(GEN_MAC);
+    let uplink = memif_name(0);
+    let mut commands = vec![
+        format!("set interface ip address {uplink} {}/24", ip(NODE_VTEP)),
+        format!(
+            "set ip neighbor {uplink} {} {gen_mac} static",
+            ip(REMOTE_VTEP)
+        ),
+    ];
+    if shape == Shape::Multinet {
+        commands.push(format!("set interface ip vxlan-bypass {uplink}"));
+    }
+    for k in 0..networks {
+        let o = octet(k);
+        let pod = memif_name(pod_id(k));
+        match shape {
+            Shape::Singlenet => commands.push(format!(
+                "ip route add 10.{o}.1.0/24 via {} {uplink}",
+                ip(REMOTE_VTEP)
+            )),
+            Shape::Multinet => {
+                let vni = VNI_BASE + u32::from(k);
+                let tunnel = format!("vxlan_tunnel{k}");
+                let mac = api::vxlan_tunnel_mac(ip(NODE_VTEP), vni, ip(REMOTE_VTEP));
+                commands.extend([
+                    format!("ip table add {vni}"),
+                    format!(
+                        "create vxlan tunnel src {} dst {} vni {vni} instance {k} decap-next node ethernet-input",
+                        ip(NODE_VTEP),
+                        ip(REMOTE_VTEP)
+                    ),
+                    format!("set interface mac address {tunnel} {}", mac_str(mac)),
+                    format!("set interface ip table {tunnel} {vni}"),
+                    format!("set interface ip address {tunnel} 10.{o}.1.1/24"),
+                    format!("set interface state {tunnel} up"),
+                    format!("set ip neighbor {tunnel} 10.{o}.1.2 {gen_mac} static"),
+                    format!("set interface ip table {pod} {vni}"),
+                ]);
+            }
+        }
+        commands.extend([
+            format!("set interface ip address {pod} 10.{o}.2.1/24"),
+            format!("set ip neighbor {pod} 10.{o}.2.2 {gen_mac} static"),
+        ]);
+    }
+    let memifs: Vec<(u32, [u8; 6])> = std::iter::once((0, UPLINK_MAC))
+        .chain((0..networks).map(|k| (pod_id(k), pod_mac(k))))
+        .collect();
+    // Every memif faces the generator, both ways.
+    let all: Vec<String> = memifs.iter().map(|&(id, _)| memif_name(id)).collect();
+    crate::vpp::VppTopology {
+        memifs,
+        commands,
+        plugins: match shape {
+            Shape::Multinet => vec!["vxlan"],
+            Shape::Singlenet => Vec::new(),
+        },
+        rx_from: all.clone(),
+        tx_to: all,
+    }
+}
+
 /// What the remote node sends in `shape`: network `k`'s frames from 10.(10+k).1.2 to its pod
 /// 10.(10+k).2.2, to the node's uplink MAC (singlenet) or inside VXLAN to the tunnel's MAC
 /// (multinet: the one the node answers ARP with in that network).
@@ -304,20 +383,21 @@ impl Topology for NodeTopology {
         self.about
     }
 
-    /// veclane in every shape; testpmd (io forwarding between the uplink and one pod: no
-    /// lookup, no header change) in singlenet, as the ceiling of that path.
+    /// veclane and VPP in every shape; testpmd (io forwarding between the uplink and one
+    /// pod: no lookup, no header change) in singlenet, as the ceiling of that path.
     fn supports(&self, dut: Dut) -> bool {
-        dut == Dut::Veclane || (dut == Dut::Testpmd && self.shapes.contains(&Shape::Singlenet))
+        matches!(dut, Dut::Veclane | Dut::Vpp)
+            || (dut == Dut::Testpmd && self.shapes.contains(&Shape::Singlenet))
     }
 
     fn supports_shape(&self, dut: Dut, shape: Shape) -> bool {
-        dut == Dut::Veclane || (dut == Dut::Testpmd && shape == Shape::Singlenet)
+        matches!(dut, Dut::Veclane | Dut::Vpp) || (dut == Dut::Testpmd && shape == Shape::Singlenet)
     }
 
     fn describe(&self) -> String {
         let shapes: Vec<String> = self.shapes.iter().map(|s| s.to_string()).collect();
         format!(
-            "node switch ({}): the generator is the remote node on a memif uplink and every network's pod on a memif of its own; veclane polls with one worker per DUT CPU; singlenet routes pod traffic in the default table, multinet carries it in VXLAN (VNI per network; decapsulated into the network's VRF on the way in, encapsulated on the way out)",
+            "node switch ({}): the generator is the remote node on a memif uplink and every network's pod on a memif of its own; veclane and VPP poll with one worker per DUT CPU; singlenet routes pod traffic in the default table, multinet carries it in VXLAN (VNI per network; decapsulated into the network's VRF on the way in, encapsulated on the way out; VPP: a table and a vxlan tunnel per network, ip4-vxlan-bypass on the uplink)",
             shapes.join(", ")
         )
     }
@@ -357,6 +437,27 @@ impl Topology for NodeTopology {
                 )));
             }
             return crate::l3fwd::start_dut(cfg, dut, size, dir, wrapper);
+        }
+        if dut.dut == Dut::Vpp {
+            if !wrapper.is_empty() {
+                return Err(DutError::Unsupported(format!(
+                    "vpp cannot run under {}",
+                    wrapper.join(" ")
+                )));
+            }
+            let v = crate::vpp::spawn(
+                &cfg.vpp_bin_or_missing()?,
+                None,
+                &crate::vpp::VppConfig {
+                    ring_log2: cfg.ring_log2,
+                    buffer_size: buffer_size(cfg, size),
+                    workers: cfg.worker_cpus(dut.workers).to_vec(),
+                    topology: vpp_topology(shape, cfg.networks),
+                    ..crate::vpp::VppConfig::new(cfg.gen_cpu, cfg.dut_cpu())
+                },
+            )?;
+            let sock = v.memif_socket();
+            return Ok((Box::new(v) as Running, sock));
         }
         let ready = Duration::from_secs(if wrapper.is_empty() { 10 } else { 120 });
         let mut conf = veclane_config(
@@ -553,6 +654,63 @@ mod tests {
         for c in [m, s] {
             assert_eq!(api::Config::parse(&c.to_toml(), "test").unwrap(), c);
         }
+    }
+
+    #[test]
+    fn vpp_gets_the_same_node_on_the_same_memifs_and_addresses() {
+        let s = vpp_topology(Shape::Singlenet, 2);
+        let ids: Vec<u32> = s.memifs.iter().map(|m| m.0).collect();
+        assert_eq!(ids, [0, 1, 2]);
+        assert_eq!(s.memifs[0].1, UPLINK_MAC);
+        assert_eq!(s.memifs[2].1, pod_mac(1));
+        assert_eq!(s.rx_from, ["memif1/0", "memif1/1", "memif1/2"]);
+        assert_eq!(s.tx_to, s.rx_from);
+        assert!(s.plugins.is_empty());
+        assert_eq!(
+            s.commands,
+            [
+                "set interface ip address memif1/0 192.168.0.1/24",
+                "set ip neighbor memif1/0 192.168.0.2 02:00:00:00:00:01 static",
+                "ip route add 10.10.1.0/24 via 192.168.0.2 memif1/0",
+                "set interface ip address memif1/1 10.10.2.1/24",
+                "set ip neighbor memif1/1 10.10.2.2 02:00:00:00:00:01 static",
+                "ip route add 10.11.1.0/24 via 192.168.0.2 memif1/0",
+                "set interface ip address memif1/2 10.11.2.1/24",
+                "set ip neighbor memif1/2 10.11.2.2 02:00:00:00:00:01 static",
+            ]
+        );
+        let m = vpp_topology(Shape::Multinet, 2);
+        assert_eq!(m.plugins, ["vxlan"]);
+        assert_eq!(m.memifs, s.memifs);
+        let mac = mac_str(api::vxlan_tunnel_mac(
+            ip(NODE_VTEP),
+            VNI_BASE + 1,
+            ip(REMOTE_VTEP),
+        ));
+        // Network 1: its table, its tunnel (veclane's MAC for it), its pod in the table.
+        let net1: Vec<&str> = m
+            .commands
+            .iter()
+            .map(String::as_str)
+            .skip_while(|c| *c != "ip table add 101")
+            .collect();
+        assert_eq!(
+            net1,
+            [
+                "ip table add 101",
+                "create vxlan tunnel src 192.168.0.1 dst 192.168.0.2 vni 101 instance 1 decap-next node ethernet-input",
+                &format!("set interface mac address vxlan_tunnel1 {mac}"),
+                "set interface ip table vxlan_tunnel1 101",
+                "set interface ip address vxlan_tunnel1 10.11.1.1/24",
+                "set interface state vxlan_tunnel1 up",
+                "set ip neighbor vxlan_tunnel1 10.11.1.2 02:00:00:00:00:01 static",
+                "set interface ip table memif1/2 101",
+                "set interface ip address memif1/2 10.11.2.1/24",
+                "set ip neighbor memif1/2 10.11.2.2 02:00:00:00:00:01 static",
+            ]
+        );
+        assert_eq!(m.commands[2], "set interface ip vxlan-bypass memif1/0");
+        assert!(!m.commands.iter().any(|c| c.starts_with("ip route")));
     }
 
     #[test]

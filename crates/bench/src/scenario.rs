@@ -96,8 +96,10 @@ mod tests {
         let Kind::Searched(m) = find("multinet").unwrap().kind else {
             panic!("multinet is searched")
         };
-        assert!(m.supports(Dut::Veclane) && m.supports(Dut::Testpmd));
-        assert!(!m.supports(Dut::Vpp) && !m.supports(Dut::DpdkL3fwd));
+        assert!(m.supports(Dut::Veclane) && m.supports(Dut::Testpmd) && m.supports(Dut::Vpp));
+        assert!(!m.supports(Dut::DpdkL3fwd));
+        // VPP is a node in both shapes.
+        assert!(m.supports_shape(Dut::Vpp, crate::Shape::Multinet));
         assert_eq!(m.shapes().len(), 2);
         // testpmd forwards port to port: the singlenet ceiling, never multinet.
         assert!(m.supports_shape(Dut::Testpmd, crate::Shape::Singlenet));

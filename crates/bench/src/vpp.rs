@@ -1,16 +1,18 @@
-//! Driving FD.io VPP as a device under test: veclane's l3fwd topology on two memif masters.
+//! Driving FD.io VPP as a device under test, in the harness's topologies: l3fwd (two memif
+//! masters and a route between them) and the seeds' node switch in singlenet and multinet
+//! (an uplink memif and a pod memif per network; multinet with a VRF and a VXLAN tunnel per
+//! network, see [`crate::node::vpp_topology`]).
 //!
-//! **Untested against a real VPP**: VPP is not installed where this was written. The startup
-//! configuration and CLI commands follow VPP's documentation and sources (`src/vpp/vnet/main.c`,
-//! `src/vlib/unix/main.c`, `src/vlib/buffer.c`, `src/plugins/memif/cli.c`, `src/vpp/app/vppctl.c`)
-//! and are checked here only as text, by unit tests.
+//! Checked against VPP 25.10 built by `scripts/build-vpp.sh`: the tests in
+//! `crates/veclane/tests/vpp.rs` start it whenever that build (or `vpp` on PATH) exists.
 //!
 //! [`spawn`] writes `startup.conf` into a directory of its own and runs `vpp -c startup.conf`:
 //! no hugepages (4 KiB pages for the main heap and the buffers), every plugin disabled but
-//! memif, the main thread on the generator CPU and a worker on each DUT CPU, the CLI, API
-//! and stats sockets in that directory (so instances do not collide with a system VPP). It
-//! then configures, through `vppctl -s DIR/cli.sock` (the `vppctl` next to the `vpp` binary,
-//! else on PATH), what [`crate::l3fwd::veclane_config`] gives veclane:
+//! memif (and vxlan where the topology asks for it), the main thread on the generator CPU and
+//! a worker on each DUT CPU, the CLI, API and stats sockets in that directory (so instances do
+//! not collide with a system VPP). It then configures the topology through `vppctl -s
+//! DIR/cli.sock` (the `vppctl` next to the `vpp` binary, else on PATH); for l3fwd that is
+//! what [`crate::l3fwd::veclane_config`] gives veclane:
 //!
 //! ```text
 //! create memif socket id 1 filename DIR/memif.sock
@@ -18,24 +20,24 @@
 //! create interface memif id 1 socket-id 1 ring-size R buffer-size B hw-addr 02:00:00:00:01:02 master
 //! set interface ip address memif1/0 10.10.1.1/24
 //! set interface ip address memif1/1 10.10.2.1/24
+//! set ip neighbor memif1/1 10.10.2.2 GEN_MAC static
 //! set interface state memif1/0 up
 //! set interface state memif1/1 up
-//! set ip neighbor memif1/1 10.10.2.2 GEN_MAC static
 //! ```
 //!
 //! The memif rx queues are created when the generator connects, in VPP's default rx mode,
-//! polling; the workers poll them (only workers poll once workers exist). With N workers both
-//! interfaces get N queue pairs (`rx-queues N tx-queues N`) and VPP places rx queues on the
-//! workers round robin.
-//! VPP's path per frame: memif-input, ethernet-input, ip4-input (checksum, length, TTL),
-//! ip4-lookup, ip4-rewrite, memif1/1-output; memif input copies into VPP buffers and memif
-//! output copies out of them (two copies, like veclane's `copy = "two"`).
+//! polling; the workers poll them (only workers poll once workers exist). With N workers every
+//! memif gets N queue pairs (`rx-queues N tx-queues N`) and VPP places rx queues on the
+//! workers round robin. VPP's path per frame in l3fwd: memif-input, ethernet-input, ip4-input
+//! (checksum, length, TTL), ip4-lookup, ip4-rewrite, memif1/1-output, memif1/1-tx; memif
+//! input copies into VPP buffers and memif output copies out of them (two copies, like
+//! veclane's `copy = "two"`).
 //!
-//! Counters for the cross-check come from `show interface` ([`parse_show_interface`]).
-//! Assumptions worth checking on a real VPP (20.05 or later: `set ip neighbor`, memif
-//! `socket-id`): a configuration command succeeds exactly when the CLI prints nothing (VPP
-//! prints the error otherwise), except `create interface memif`, which may print the new
-//! interface's name; the interfaces are named `memif1/0` and `memif1/1`.
+//! Counters for the cross-check come from `show interface` ([`parse_show_interface`]), per
+//! node clocks from `show runtime` ([`parse_show_runtime`]), converted to nanoseconds with the
+//! TSC rate `show cpu` reports. A configuration command succeeded when the CLI printed nothing
+//! (VPP prints the error otherwise), except the `create` commands, which print the new
+//! interface's name.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -52,10 +54,10 @@ const DUT: &str = "vpp";
 pub const SOCKET_ID: u32 = 1;
 /// The interface the generator sends to (memif id 0) and its MAC (veclane's memif0/0).
 pub const IF_IN: &str = "memif1/0";
-pub const IF_IN_MAC: &str = "02:00:00:00:00:02";
+pub const IF_IN_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x02];
 /// The interface VPP forwards to (memif id 1) and its MAC (veclane's memif0/1).
 pub const IF_OUT: &str = "memif1/1";
-pub const IF_OUT_MAC: &str = "02:00:00:00:01:02";
+pub const IF_OUT_MAC: [u8; 6] = [0x02, 0, 0, 0, 0x01, 0x02];
 
 /// What a VPP instance is given.
 #[derive(Debug, Clone)]
@@ -63,26 +65,68 @@ pub struct VppConfig {
     /// VPP's main thread (CLI, memif connection handling; it does not poll interfaces once
     /// there is a worker).
     pub gen_cpu: usize,
-    /// The workers' CPUs: worker `i` polls queue `i` of both interfaces (VPP places rx
+    /// The workers' CPUs: worker `i` polls queue `i` of every interface (VPP places rx
     /// queues on workers round robin).
     pub workers: Vec<usize>,
     pub ring_log2: u8,
     pub buffer_size: u32,
-    /// The static neighbour 10.10.2.2's MAC: the generator's.
-    pub gen_mac: [u8; 6],
+    /// What VPP is set up as.
+    pub topology: VppTopology,
 }
 
 impl VppConfig {
-    /// 1024-slot rings, 2048-byte buffers, the generator's default source MAC.
+    /// 1024-slot rings, 2048-byte buffers, the l3fwd topology.
     pub fn new(gen_cpu: usize, dut_cpu: usize) -> VppConfig {
         VppConfig {
             gen_cpu,
             workers: vec![dut_cpu],
             ring_log2: 10,
             buffer_size: 2048,
-            gen_mac: trafgen::FrameSpec::default().src_mac.0,
+            topology: VppTopology::l3fwd(trafgen::FrameSpec::default().src_mac.0),
         }
     }
+}
+
+/// A topology as VPP is told it: memif masters on one socket, then CLI commands, and the
+/// interfaces whose counters face the generator.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VppTopology {
+    /// The memif masters (id, MAC), created first and brought up last.
+    pub memifs: Vec<(u32, [u8; 6])>,
+    /// Everything between: addresses, tables, tunnels, neighbours, routes.
+    pub commands: Vec<String>,
+    /// Plugins beside memif (`vxlan` for multinet).
+    pub plugins: Vec<&'static str>,
+    /// Interfaces on which frames from the generator arrive, and from which frames for it
+    /// leave (summed for [`RunningDut::counts`]).
+    pub rx_from: Vec<String>,
+    pub tx_to: Vec<String>,
+}
+
+impl VppTopology {
+    /// veclane's l3fwd: 10.10.1.0/24 on memif id 0, 10.10.2.0/24 on id 1, the generator
+    /// (`gen_mac`) at 10.10.2.2.
+    pub fn l3fwd(gen_mac: [u8; 6]) -> VppTopology {
+        VppTopology {
+            memifs: vec![(0, IF_IN_MAC), (1, IF_OUT_MAC)],
+            commands: vec![
+                format!("set interface ip address {IF_IN} 10.10.1.1/24"),
+                format!("set interface ip address {IF_OUT} 10.10.2.1/24"),
+                format!(
+                    "set ip neighbor {IF_OUT} 10.10.2.2 {} static",
+                    mac_str(gen_mac)
+                ),
+            ],
+            plugins: Vec::new(),
+            rx_from: vec![IF_IN.into()],
+            tx_to: vec![IF_OUT.into()],
+        }
+    }
+}
+
+/// The name VPP gives memif `id` on our socket.
+pub fn memif_name(id: u32) -> String {
+    format!("memif{SOCKET_ID}/{id}")
 }
 
 /// `explicit` if given, else `vpp` on PATH, else `/usr/bin/vpp`, else the newest build
@@ -137,9 +181,7 @@ pub fn find_vppctl(vpp_bin: &Path) -> Option<PathBuf> {
     on_path("vppctl")
 }
 
-fn mac_str(m: [u8; 6]) -> String {
-    m.map(|b| format!("{b:02x}")).join(":")
-}
+use crate::node::mac_str;
 
 /// The startup configuration, with every socket and log under `dir` and `tag` naming the
 /// shared-memory API segment (unique per instance).
@@ -153,7 +195,7 @@ pub fn startup_conf(cfg: &VppConfig, dir: &Path, tag: &str) -> String {
   cli-no-banner
   log {d}/vpp.log
   runtime-dir {d}
-  poll-sleep-usec 100
+  poll-sleep-usec 1000
 }}
 api-segment {{
   prefix {tag}
@@ -179,9 +221,15 @@ buffers {{
 plugins {{
   plugin default {{ disable }}
   plugin memif_plugin.so {{ enable }}
-}}
+{plugins}}}
 "#,
         main = cfg.gen_cpu,
+        plugins = cfg
+            .topology
+            .plugins
+            .iter()
+            .map(|p| format!("  plugin {p}_plugin.so {{ enable }}\n"))
+            .collect::<String>(),
         worker = cfg
             .workers
             .iter()
@@ -191,7 +239,8 @@ plugins {{
     )
 }
 
-/// The CLI commands that build the topology on the memif socket `sock`, in order.
+/// The CLI commands that build the topology on the memif socket `sock`, in order: the
+/// socket, the memif masters, the topology's own commands, the memifs brought up.
 pub fn setup_commands(cfg: &VppConfig, sock: &Path) -> Vec<String> {
     let ring = 1u32 << cfg.ring_log2;
     let bsize = cfg.buffer_size;
@@ -200,39 +249,42 @@ pub fn setup_commands(cfg: &VppConfig, sock: &Path) -> Vec<String> {
         0 | 1 => String::new(),
         n => format!(" rx-queues {n} tx-queues {n}"),
     };
-    let iface = |id: u32, mac: &str| {
+    let t = &cfg.topology;
+    let mut v = vec![format!(
+        "create memif socket id {SOCKET_ID} filename {}",
+        sock.display()
+    )];
+    v.extend(t.memifs.iter().map(|&(id, mac)| {
         format!(
-            "create interface memif id {id} socket-id {SOCKET_ID} ring-size {ring} buffer-size {bsize} hw-addr {mac} master{queues}"
+            "create interface memif id {id} socket-id {SOCKET_ID} ring-size {ring} buffer-size {bsize} hw-addr {} master{queues}",
+            mac_str(mac)
         )
-    };
-    vec![
-        format!(
-            "create memif socket id {SOCKET_ID} filename {}",
-            sock.display()
-        ),
-        iface(0, IF_IN_MAC),
-        iface(1, IF_OUT_MAC),
-        format!("set interface ip address {IF_IN} 10.10.1.1/24"),
-        format!("set interface ip address {IF_OUT} 10.10.2.1/24"),
-        format!("set interface state {IF_IN} up"),
-        format!("set interface state {IF_OUT} up"),
-        format!(
-            "set ip neighbor {IF_OUT} 10.10.2.2 {} static",
-            mac_str(cfg.gen_mac)
-        ),
-    ]
+    }));
+    v.extend(t.commands.iter().cloned());
+    v.extend(
+        t.memifs
+            .iter()
+            .map(|&(id, _)| format!("set interface state {} up", memif_name(id))),
+    );
+    v
 }
 
-/// Whether configuration command `cmd` succeeded, judged by what the CLI printed: nothing, or
-/// for `create interface memif` at most the new interface's name.
+/// Whether configuration command `cmd` succeeded, judged by what the CLI printed: nothing,
+/// or for `create interface memif` and `create vxlan tunnel` one line, the new interface's
+/// name.
 pub fn check_reply(cmd: &str, out: &str) -> Result<(), DutError> {
     let out = out.trim();
     if out.is_empty() {
         return Ok(());
     }
-    if cmd.starts_with("create interface memif")
-        && out.lines().count() == 1
-        && out.starts_with(&format!("memif{SOCKET_ID}/"))
+    let created = [
+        ("create interface memif", format!("memif{SOCKET_ID}/")),
+        ("create vxlan tunnel", "vxlan_tunnel".to_string()),
+    ];
+    if out.lines().count() == 1
+        && created
+            .iter()
+            .any(|(c, name)| cmd.starts_with(c) && out.starts_with(name.as_str()))
     {
         return Ok(());
     }
@@ -325,11 +377,133 @@ pub fn parse_show_interface(out: &str) -> Vec<VppInterface> {
     v
 }
 
+/// VPP's clock rate in ticks per nanosecond from `show cpu` (`Base frequency:  2.10 GHz`,
+/// VPP's measured TSC rate).
+pub fn parse_base_ghz(out: &str) -> Option<f64> {
+    out.lines()
+        .find_map(|l| l.trim().strip_prefix("Base frequency:"))
+        .and_then(|rest| rest.split_whitespace().next()?.parse::<f64>().ok())
+        .filter(|ghz| *ghz > 0.0)
+}
+
+/// The harness's name for VPP node `name`: per-interface output nodes (`memif1/1-output`,
+/// `memif1/1-tx`) folded into one per kind (`interface-output`, `memif-tx`) so that rows of
+/// different topologies line up; every other node keeps VPP's name.
+fn node_column(name: &str) -> String {
+    if let Some(dev) = name.strip_suffix("-output")
+        && dev.contains('/')
+    {
+        return "interface-output".into();
+    }
+    if let Some(dev) = name.strip_suffix("-tx")
+        && let Some((kind, _)) = dev.split_once('/')
+    {
+        let kind = kind.trim_end_matches(|c: char| c.is_ascii_digit());
+        return format!("{kind}-tx");
+    }
+    name.to_string()
+}
+
+/// Parses `show runtime`: per thread a `Thread N name (lcore C)` line (absent with no
+/// workers), `Time T, …`, a header, then per node `name state calls vectors suspends clocks
+/// vectors/call`, where the state may be two words (`interrupt wait`) and clocks are per
+/// vector (per call for a node without vectors). Returns the worker threads (thread 0, VPP's
+/// main thread, only when it is the only one), clocks in nanoseconds at `tsc_per_ns`.
+pub fn parse_show_runtime(out: &str, tsc_per_ns: f64) -> Vec<api::WorkerRuntime> {
+    let mut threads: Vec<(usize, api::WorkerRuntime)> = Vec::new();
+    let new = |core| api::WorkerRuntime {
+        worker: 0,
+        core,
+        seconds: 0.0,
+        loops: 0,
+        sleeps: 0,
+        nodes: Vec::new(),
+    };
+    for line in out.lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words.as_slice() {
+            ["Thread", n, ..] => {
+                let core = line
+                    .split_once("(lcore ")
+                    .and_then(|(_, r)| r.trim_end_matches(')').trim().parse().ok());
+                threads.push((n.parse().unwrap_or(threads.len()), new(core)));
+            }
+            ["Time", t, ..] => {
+                if threads.is_empty() {
+                    threads.push((0, new(None)));
+                }
+                if let Some(w) = threads.last_mut() {
+                    w.1.seconds = t.trim_end_matches(',').parse().unwrap_or(0.0);
+                    // `loops/sec L`: loops over the interval.
+                    if let Some(i) = words.iter().position(|w| *w == "loops/sec")
+                        && let Some(l) = words.get(i + 1).and_then(|l| l.parse::<f64>().ok())
+                    {
+                        w.1.loops = (l * w.1.seconds) as u64;
+                    }
+                }
+            }
+            [name, .., calls, vectors, suspends, clocks, per_call] if words.len() >= 7 => {
+                let (Ok(calls), Ok(vectors), Ok(_), Ok(clocks), Ok(_)) = (
+                    calls.parse::<u64>(),
+                    vectors.parse::<u64>(),
+                    suspends.parse::<u64>(),
+                    clocks.parse::<f64>(),
+                    per_call.parse::<f64>(),
+                ) else {
+                    continue;
+                };
+                let Some(w) = threads.last_mut() else {
+                    continue;
+                };
+                let state = words[1..words.len() - 5].join(" ");
+                let kind = match state.as_str() {
+                    "polling" | "interrupt wait" => "input",
+                    _ => "internal",
+                };
+                let per = if vectors > 0 { vectors } else { calls };
+                let ns = (clocks * per as f64 / tsc_per_ns).round() as u64;
+                let column = node_column(name);
+                match w.1.nodes.iter_mut().find(|n| n.name == column) {
+                    Some(n) => {
+                        n.calls += calls;
+                        n.vectors += vectors;
+                        n.clocks += ns;
+                    }
+                    None => w.1.nodes.push(api::NodeRuntime {
+                        name: column,
+                        kind: kind.into(),
+                        calls,
+                        vectors,
+                        clocks: ns,
+                    }),
+                }
+            }
+            _ => {}
+        }
+    }
+    if threads.len() > 1 {
+        threads.retain(|(n, _)| *n != 0);
+    }
+    threads
+        .into_iter()
+        .enumerate()
+        .map(|(i, (_, mut w))| {
+            w.worker = i;
+            w
+        })
+        .collect()
+}
+
 /// A running VPP; stopped with SIGTERM (then SIGKILL) when dropped.
 #[derive(Debug)]
 pub struct Vpp {
     child: Child,
     vppctl: PathBuf,
+    /// The interfaces [`RunningDut::counts`] sums (see [`VppTopology`]).
+    rx_from: Vec<String>,
+    tx_to: Vec<String>,
+    /// VPP's clock (the TSC) in ticks per nanosecond, from `show cpu`.
+    tsc_per_ns: Option<f64>,
     command_line: String,
     dir: tempfile::TempDir,
 }
@@ -381,6 +555,9 @@ pub fn spawn(vpp_bin: &Path, vppctl: Option<&Path>, cfg: &VppConfig) -> Result<V
     let mut vpp = Vpp {
         child,
         vppctl,
+        rx_from: cfg.topology.rx_from.clone(),
+        tx_to: cfg.topology.tx_to.clone(),
+        tsc_per_ns: None,
         command_line: format!("{} -c {}", vpp_bin.display(), conf.display()),
         dir,
     };
@@ -392,7 +569,7 @@ pub fn spawn(vpp_bin: &Path, vppctl: Option<&Path>, cfg: &VppConfig) -> Result<V
             .map_err(|e| DutError::reply(DUT, format!("{e}\n{}", vpp.log_tail(20))))?;
     }
     let ifs = vpp.interfaces()?;
-    for name in [IF_IN, IF_OUT] {
+    for name in cfg.topology.memifs.iter().map(|&(id, _)| memif_name(id)) {
         if !ifs.iter().any(|i| i.name == name && i.up) {
             return Err(DutError::reply(
                 DUT,
@@ -400,6 +577,7 @@ pub fn spawn(vpp_bin: &Path, vppctl: Option<&Path>, cfg: &VppConfig) -> Result<V
             ));
         }
     }
+    vpp.tsc_per_ns = parse_base_ghz(&vpp.cli("show cpu")?);
     Ok(vpp)
 }
 
@@ -535,14 +713,17 @@ impl RunningDut for Vpp {
 
     fn counts(&mut self) -> Result<Option<Counts>, DutError> {
         let ifs = self.interfaces()?;
-        let by = |name: &str| {
-            ifs.iter()
-                .find(|i| i.name == name)
-                .ok_or_else(|| DutError::reply(DUT, format!("no interface {name}")))
+        let sum = |names: &[String], count: fn(&VppInterface) -> u64| {
+            names.iter().try_fold(0u64, |acc, name| {
+                ifs.iter()
+                    .find(|i| i.name == *name)
+                    .map(|i| acc + count(i))
+                    .ok_or_else(|| DutError::reply(DUT, format!("no interface {name}")))
+            })
         };
         Ok(Some(Counts {
-            rx: by(IF_IN)?.rx_packets,
-            tx: by(IF_OUT)?.tx_packets,
+            rx: sum(&self.rx_from, |i| i.rx_packets)?,
+            tx: sum(&self.tx_to, |i| i.tx_packets)?,
         }))
     }
 
@@ -561,6 +742,19 @@ impl RunningDut for Vpp {
                     .join(" ")
             })
             .unwrap_or_default()
+    }
+
+    fn clear_runtime(&mut self) {
+        let _ = self.cli("clear runtime");
+    }
+
+    /// The workers' `show runtime` (VPP's main thread left out: it polls nothing once there
+    /// are workers), clocks converted to nanoseconds; empty where VPP's TSC rate is unknown.
+    fn runtime(&mut self) -> Vec<api::WorkerRuntime> {
+        match (self.tsc_per_ns, self.cli("show runtime")) {
+            (Some(tsc), Ok(out)) => parse_show_runtime(&out, tsc),
+            _ => Vec::new(),
+        }
     }
 
     fn stop(self: Box<Self>, _timeout: Duration) -> Result<(), DutError> {
@@ -595,7 +789,7 @@ mod tests {
   cli-no-banner
   log /tmp/v/vpp.log
   runtime-dir /tmp/v
-  poll-sleep-usec 100
+  poll-sleep-usec 1000
 }
 api-segment {
   prefix vl1vpp
@@ -644,11 +838,23 @@ plugins {
                 "create interface memif id 1 socket-id 1 ring-size 2048 buffer-size 9216 hw-addr 02:00:00:00:01:02 master",
                 "set interface ip address memif1/0 10.10.1.1/24",
                 "set interface ip address memif1/1 10.10.2.1/24",
+                "set ip neighbor memif1/1 10.10.2.2 02:00:00:00:00:01 static",
                 "set interface state memif1/0 up",
                 "set interface state memif1/1 up",
-                "set ip neighbor memif1/1 10.10.2.2 02:00:00:00:00:01 static",
             ]
         );
+        // Only memif unless the topology asks for more.
+        assert!(!startup_conf(&c, Path::new("/v"), "t").contains("vxlan"));
+        let vx = VppConfig {
+            topology: VppTopology {
+                plugins: vec!["vxlan"],
+                ..c.topology.clone()
+            },
+            ..c
+        };
+        assert!(startup_conf(&vx, Path::new("/v"), "t").contains(
+            "  plugin memif_plugin.so { enable }\n  plugin vxlan_plugin.so { enable }\n}"
+        ));
         // Two workers: a queue pair each on both interfaces, both CPUs in the worker list.
         let two = VppConfig {
             workers: vec![1, 3],
@@ -681,6 +887,9 @@ plugins {
             "{e}"
         );
         assert!(check_reply("create interface memif id 0", "memif1/0\nwarning\n").is_err());
+        assert!(check_reply("create vxlan tunnel src 1.1.1.1", "vxlan_tunnel3\n").is_ok());
+        assert!(check_reply("create vxlan tunnel src 1.1.1.1", "memif1/0\n").is_err());
+        assert!(check_reply("create interface memif id 0", "vxlan_tunnel0\n").is_err());
     }
 
     #[test]
@@ -734,6 +943,82 @@ memif1/0                          1         up       rx packets                 
         let v = parse_show_interface(old);
         assert_eq!((v[0].name.as_str(), v[0].rx_packets), ("memif1/0", 10));
         assert!(parse_show_interface("garbage\n").is_empty());
+    }
+
+    #[test]
+    fn parses_show_runtime_per_worker_in_nanoseconds() {
+        // VPP 25.10's layout, two threads, a multinet path (abridged).
+        let out = "Thread 0 vpp_main (lcore 0)
+Time 2.0, 10 sec internal node vector rate 0.00 loops/sec 1020.00
+  vector rates in 0.0000e0, out 0.0000e0, drop 0.0000e0, punt 0.0000e0
+             Name                 State         Calls          Vectors        Suspends         Clocks       Vectors/Call
+unix-epoll-input                 polling              2040               0               0          4.20e4            0.00
+---------------
+Thread 1 vpp_wk_0 (lcore 1)
+Time 2.0, 10 sec internal node vector rate 256.00 loops/sec 20000.00
+  vector rates in 5.0000e6, out 5.0000e6, drop 0.0000e0, punt 0.0000e0
+             Name                 State         Calls          Vectors        Suspends         Clocks       Vectors/Call
+ethernet-input                   active             39062        10000000               0          8.00e0          256.00
+ip4-vxlan-bypass                 active             19531         5000000               0          4.20e0          256.00
+memif-input                      polling            40000        10000000               0          2.10e1          250.00
+memif1/0-output                  active             19531         5000000               0          2.00e0          256.00
+memif1/0-tx                      active             19531         5000000               0          4.20e1          256.00
+memif1/1-output                  active             19531         5000000               0          2.00e0          256.00
+memif1/1-tx                      active             19531         5000000               0          3.80e1          256.00
+vxlan4-input                     active             19531         5000000               0          1.05e1          256.00
+some-process                 interrupt wait            3               0               0          1.00e3            0.00
+";
+        let w = parse_show_runtime(out, 2.1);
+        assert_eq!(
+            w.len(),
+            1,
+            "the main thread is left out once there are workers"
+        );
+        let w = &w[0];
+        assert_eq!(
+            (w.worker, w.core, w.seconds, w.loops),
+            (0, Some(1), 2.0, 40_000)
+        );
+        let node = |n: &str| w.nodes.iter().find(|x| x.name == n).unwrap().clone();
+        let input = node("memif-input");
+        assert_eq!((input.kind.as_str(), input.vectors), ("input", 10_000_000));
+        // 21 ticks a packet at 2.1 GHz: 10 ns a packet.
+        assert_eq!(input.clocks, 100_000_000);
+        assert_eq!(node("vxlan4-input").clocks, 25_000_000);
+        // Per-interface output nodes fold into one column per kind.
+        let tx = node("memif-tx");
+        assert_eq!(
+            (tx.vectors, tx.clocks),
+            (10_000_000, 100_000_000 + 90_476_190)
+        );
+        assert_eq!(node("interface-output").vectors, 10_000_000);
+        assert!(!w.nodes.iter().any(|n| n.name.contains('/')));
+        assert_eq!(node("some-process").kind, "input");
+        // Through the harness's own arithmetic: ns per packet per node.
+        let costs = crate::dut::node_costs(std::slice::from_ref(w));
+        let cost = |n: &str| costs.iter().find(|c| c.0 == n).unwrap().1;
+        assert!((cost("memif-input") - 10.0).abs() < 1e-9);
+        assert!((cost("ethernet-input") - 8.0 / 2.1).abs() < 1e-6);
+        // A single-threaded VPP has no Thread lines: its one thread is the worker.
+        let single = "Time 1.0, 10 sec internal node vector rate 1.00 loops/sec 5.00
+             Name                 State         Calls          Vectors        Suspends         Clocks       Vectors/Call
+memif-input                      polling               10             100               0          1.00e1           10.00
+";
+        let w = parse_show_runtime(single, 1.0);
+        assert_eq!((w.len(), w[0].core, w[0].nodes[0].clocks), (1, None, 1000));
+        assert!(parse_show_runtime("garbage", 1.0).is_empty());
+    }
+
+    #[test]
+    fn reads_the_tsc_rate_from_show_cpu() {
+        let out = "Model name:               Intel(R) Xeon(R) CPU E5-2667 v4 @ 3.20GHz
+Microarch model (family): [0x6] Broadwell ([0x4f] Broadwell-EP/EX) stepping 0x1
+Flags:                    sse3 pclmulqdq ssse3 sse41 sse42 avx rdrand avx2 bmi2 rtm
+Base frequency:           3.19 GHz
+";
+        assert_eq!(parse_base_ghz(out), Some(3.19));
+        assert_eq!(parse_base_ghz("Base frequency: 0.00 GHz"), None);
+        assert_eq!(parse_base_ghz(""), None);
     }
 
     #[test]

@@ -440,6 +440,50 @@ impl Pool {
         true
     }
 
+    /// Brings the external segment of `head`'s chain (held by its last buffer) into local
+    /// buffers, as [`linearize`](Self::linearize) does for one buffer.
+    pub fn linearize_chain(&mut self, head: u32) -> bool {
+        let mut last = head;
+        while self.meta[last as usize].next != NONE {
+            last = self.meta[last as usize].next;
+        }
+        self.linearize(last)
+    }
+
+    /// Replaces the packet in `head` with `bytes`, written from its data offset: the rest of
+    /// its chain and any external segment go, and buffers are chained on as `bytes` need.
+    /// False, changing nothing, when the pool is short.
+    pub fn rewrite(&mut self, head: u32, bytes: &[u8]) -> bool {
+        let off = usize::from(self.meta[head as usize].offset);
+        let room = usize::from(self.headroom) + usize::from(self.data_size) - off;
+        let first = room.min(bytes.len());
+        let more = (bytes.len() - first).div_ceil(self.data_size());
+        // The old tail comes back before the new one is taken.
+        let old_tail = self.chain_len(head) - 1;
+        if self.free.len() + old_tail < more {
+            return false;
+        }
+        let tail = self.meta[head as usize].next;
+        if tail != NONE {
+            self.link(head, NONE);
+            self.free(tail);
+        }
+        self.room_mut(head)[..first].copy_from_slice(&bytes[..first]);
+        let m = &mut self.meta[head as usize];
+        m.len = first as u16;
+        m.ext = Ext::default();
+        m.total_len = bytes.len() as u32;
+        let mut prev = head;
+        for chunk in bytes[first..].chunks(self.data_size()) {
+            let n = self.alloc().expect("counted above");
+            self.room_mut(n)[..chunk.len()].copy_from_slice(chunk);
+            self.meta[n as usize].len = chunk.len() as u16;
+            self.link(prev, n);
+            prev = n;
+        }
+        true
+    }
+
     /// Links `tail` after `prev` in a chain.
     pub fn link(&mut self, prev: u32, tail: u32) {
         self.meta[prev as usize].next = tail;
@@ -502,6 +546,39 @@ impl Pool {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn rewrite_replaces_a_chain_and_its_external_segment() {
+        let mut pool = Pool::new(PoolConfig {
+            count: 8,
+            data_size: 64,
+            headroom: 16,
+        })
+        .unwrap();
+        let b = pool.from_bytes(&[7u8; 150]).unwrap();
+        assert_eq!(pool.chain_len(b), 3);
+        pool.meta_mut(b).ext.len = 0;
+        // Longer: the old tail goes back, a new one is chained on.
+        let big: Vec<u8> = (0..300u32).map(|i| i as u8).collect();
+        assert!(pool.rewrite(b, &big));
+        let mut v = Vec::new();
+        pool.read_chain(b, &mut v);
+        assert_eq!(v, big);
+        assert_eq!((pool.meta(b).total_len, pool.chain_len(b)), (300, 5));
+        assert_eq!(pool.available(), 3);
+        // Shorter: one buffer, the rest back in the pool.
+        assert!(pool.rewrite(b, &[1, 2, 3]));
+        assert_eq!(
+            (pool.data(b), pool.meta(b).total_len),
+            (&[1u8, 2, 3][..], 3)
+        );
+        assert_eq!(pool.available(), 7);
+        // More than the pool holds: nothing changes.
+        assert!(!pool.rewrite(b, &[0u8; 64 * 9]));
+        assert_eq!((pool.data(b), pool.available()), (&[1u8, 2, 3][..], 7));
+        pool.free(b);
+        assert_eq!(pool.available(), 8);
+    }
 
     #[test]
     fn a_chain_is_cut_where_its_length_ends_and_the_rest_freed() {

@@ -115,6 +115,8 @@ pub struct Runtime {
     trace: TraceRing,
     next_scratch: Vec<u16>,
     buf_scratch: Vec<u32>,
+    /// Buffers a node emitted beyond its frame ([`Ctx::emit`]), with their next index.
+    extra: Vec<(u32, u16)>,
     /// Traced buffers still to mark, per input node.
     trace_quota: Vec<u32>,
     /// Whether any buffer may carry the trace flag (checked once per frame).
@@ -195,6 +197,7 @@ impl Runtime {
             trace: TraceRing::new(trace_capacity),
             next_scratch: Vec::with_capacity(FRAME_SIZE),
             buf_scratch: Vec::with_capacity(FRAME_SIZE),
+            extra: Vec::new(),
         })
     }
 
@@ -239,6 +242,7 @@ impl Runtime {
                     trace: &mut self.trace,
                     capture: &mut self.capture,
                     node: i as NodeIndex,
+                    extra: &mut self.extra,
                 };
                 s.node.poll(env, FRAME_SIZE, &mut out, &mut next);
             }
@@ -269,6 +273,7 @@ impl Runtime {
                 self.enqueue(i, &out[..n], &next[..n], pool);
                 produced += n;
             }
+            self.enqueue_extra(i, pool);
             self.buf_scratch = out;
             self.next_scratch = next;
         }
@@ -300,9 +305,11 @@ impl Runtime {
                     trace: &mut self.trace,
                     capture: &mut self.capture,
                     node: i as NodeIndex,
+                    extra: &mut self.extra,
                 };
                 s.node.process(env, &frame, &mut next);
             }
+            self.enqueue_extra(i, pool);
             let s = &mut self.slots[i];
             s.stats.calls += 1;
             s.stats.vectors += frame.len() as u64;
@@ -379,6 +386,20 @@ impl Runtime {
         self.capture
             .filter()
             .map(|f| (f.clone(), self.capture.captured()))
+    }
+
+    /// Moves the buffers node `from` emitted beyond its frame ([`Ctx::emit`]) on.
+    #[inline]
+    fn enqueue_extra(&mut self, from: usize, pool: &mut Pool) {
+        if self.extra.is_empty() {
+            return;
+        }
+        let extra = std::mem::take(&mut self.extra);
+        for &(b, n) in &extra {
+            self.enqueue(from, &[b], &[n], pool);
+        }
+        self.extra = extra;
+        self.extra.clear();
     }
 
     /// Moves buffers to the pending frames of their next nodes. A next index the node did not

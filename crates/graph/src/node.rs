@@ -180,6 +180,8 @@ pub struct Env<'a> {
     pub(crate) trace: &'a mut TraceRing,
     pub(crate) capture: &'a mut Capture,
     pub(crate) node: NodeIndex,
+    /// Buffers the node made and sent on besides its frame's ([`Ctx::emit`]).
+    pub(crate) extra: &'a mut Vec<(u32, u16)>,
 }
 
 /// What a node of type `N` gets while it runs: the buffer pool, and its own error counters and
@@ -191,6 +193,7 @@ pub struct Ctx<'a, N: Declare + ?Sized> {
     trace: &'a mut TraceRing,
     capture: &'a mut Capture,
     node: NodeIndex,
+    extra: &'a mut Vec<(u32, u16)>,
     _node: PhantomData<fn(&N)>,
 }
 
@@ -202,6 +205,7 @@ impl<'a, N: Declare + ?Sized> Ctx<'a, N> {
             trace: env.trace,
             capture: env.capture,
             node: env.node,
+            extra: env.extra,
             _node: PhantomData,
         }
     }
@@ -218,8 +222,16 @@ impl<'a, N: Declare + ?Sized> Ctx<'a, N> {
             trace: self.trace,
             capture: self.capture,
             node: self.node,
+            extra: self.extra,
             _node: PhantomData,
         }
+    }
+
+    /// Sends buffer `b`, one this node made (a fragment, a copy), to next node `to`, besides
+    /// the frame's own buffers: for the rare node that turns one packet into several. The
+    /// runtime moves it once the node returns, after the frame's.
+    pub fn emit(&mut self, b: u32, to: N::Next) {
+        self.extra.push((b, to.index()));
     }
 
     /// Whether packets at `point` are being captured (`pcap trace`); check once per frame.

@@ -6,11 +6,12 @@
 //! would decide, one node hop less on the fast path), dropping what goes to an interface
 //! that is down or gone.
 //!
-//! It also enforces the outgoing interface's MTU. veclane does not fragment: a packet larger
-//! than the MTU with Don't Fragment set gets ICMP fragmentation needed with the MTU (RFC 1191
-//! path MTU discovery then shrinks the sender's packets); one without DF is dropped and
-//! counted, because fragmenting would cost a copy per fragment on the fast path and every
-//! modern sender sets DF (RFC 8900 on why fragmentation is fragile anyway).
+//! It also enforces the outgoing interface's MTU. veclane does not fragment what it forwards:
+//! a packet larger than the MTU with Don't Fragment set gets ICMP fragmentation needed with
+//! the MTU (RFC 1191 path MTU discovery then shrinks the sender's packets); one without DF is
+//! dropped and counted, because fragmenting would cost a copy per fragment on the fast path
+//! and every modern sender sets DF (RFC 8900 on why fragmentation is fragile anyway). Its own
+//! packets without DF (echo replies) go to `ip4-frag`, as a host's would.
 
 use fib::adj::Adjacency;
 use graph::{Ctx, Node};
@@ -40,6 +41,7 @@ graph::node! {
         Vxlan = "vxlan4-encap",
         Drop = "error-drop",
         IcmpError = "ip4-icmp-error",
+        Frag = "ip4-frag",
     }
     error Error {
         AdminDown = "tx interface admin down",
@@ -47,7 +49,7 @@ graph::node! {
         TtlExpired = "ttl expired (sent to ip4-icmp-error)",
         MtuExceeded = "over the interface mtu with df set (sent to ip4-icmp-error)",
         MtuDrop = "over the interface mtu without df (not fragmented, dropped)",
-        MtuOwn = "our own packet over the interface mtu (an encapsulated one: the uplink's mtu is too small)",
+        MtuOwn = "our own packet over the interface mtu with df set (an encapsulated one: the uplink's mtu is too small)",
         NoHeadroom = "no headroom for the l2 header",
         StaleAdj = "adjacency changed",
     }
@@ -113,9 +115,12 @@ impl Node for Ip4Rewrite {
             }
             if m.total_len - ETH_HDR as u32 > u32::from(mtu) {
                 m.skip(ETH_HDR as u16);
-                // Our own packets (an encapsulated one too big for the uplink) get no error:
-                // it would be addressed to ourselves.
-                if local {
+                // Our own packets get no error (it would be addressed to ourselves): without
+                // DF they are fragmented (an echo reply to a large ping), with it (an
+                // encapsulated one too big for the uplink) dropped.
+                if local && !ip.dont_frag() {
+                    *n = Next::Frag.into();
+                } else if local {
                     ctx.count_error(Error::MtuOwn);
                     *n = Next::Drop.into();
                 } else if ip.dont_frag() {

@@ -8,7 +8,7 @@
 //! (`memif-input`, `interface-output`) live beside their drivers.
 //!
 //! Here now: `ethernet-input`, `arp-input`, `ip4-input`, `ip4-lookup`, `ip4-local` (ICMP
-//! echo), `udp4-local` (UDP port dispatch), `ip4-rewrite`, `ip4-icmp-error` (time exceeded,
+//! echo), `ip4-reassembly` (fragments to us), `udp4-local` (UDP port dispatch), `ip4-rewrite`, `ip4-icmp-error` (time exceeded,
 //! unreachable, fragmentation needed), `ip4-glean` (ARP requests for unresolved next hops),
 //! `vxlan4-input` and `vxlan4-encap` (RFC 7348 tunnels), `interface-output` (hands each packet
 //! to its interface's device node) and `error-drop`. A graph with `ip4-lookup` needs all of
@@ -26,11 +26,13 @@ pub mod arp_input;
 pub mod error_drop;
 pub mod ethernet_input;
 pub mod interface_output;
+pub mod ip4_frag;
 pub mod ip4_glean;
 pub mod ip4_icmp_error;
 pub mod ip4_input;
 pub mod ip4_local;
 pub mod ip4_lookup;
+pub mod ip4_reassembly;
 pub mod ip4_rewrite;
 pub mod udp4_local;
 pub mod vxlan4_encap;
@@ -48,11 +50,13 @@ pub use arp_input::{ArpInput, LearnSink};
 pub use error_drop::ErrorDrop;
 pub use ethernet_input::EthernetInput;
 pub use interface_output::InterfaceOutput;
+pub use ip4_frag::Ip4Frag;
 pub use ip4_glean::Ip4Glean;
 pub use ip4_icmp_error::Ip4IcmpError;
 pub use ip4_input::Ip4Input;
 pub use ip4_local::Ip4Local;
 pub use ip4_lookup::Ip4Lookup;
+pub use ip4_reassembly::Ip4Reassembly;
 pub use ip4_rewrite::Ip4Rewrite;
 pub use udp4_local::Udp4Local;
 pub use vxlan4_encap::Vxlan4Encap;
@@ -78,11 +82,13 @@ pub fn protocol_nodes(
         Box::new(ArpInput::new(shared.clone(), learned)),
         Box::new(Ip4Input::new(shared.clone())),
         Box::new(Ip4Lookup::new(shared.clone())),
-        Box::new(Ip4Local),
+        Box::new(Ip4Local::default()),
+        Box::new(Ip4Reassembly::default()),
         Box::new(Udp4Local::default()),
         Box::new(Vxlan4Input::new(shared.clone())),
         Box::new(Vxlan4Encap::new(shared.clone())),
         Box::new(Ip4Rewrite::new(shared.clone())),
+        Box::new(Ip4Frag::new(shared.clone())),
         Box::new(Ip4IcmpError::new(shared.clone())),
         Box::new(Ip4Glean::new(shared.clone())),
         Box::new(InterfaceOutput::new(shared.clone())),

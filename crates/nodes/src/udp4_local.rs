@@ -5,7 +5,9 @@
 //! length, is dropped under its own counter (RFC 1122 §4.1.3.4: silently, towards the sender).
 //!
 //! The data starts at the IPv4 header, which `ip4-input` checked (20 bytes, no options, total
-//! length equal to the buffer's). A checksum of zero means the sender computed none, as VXLAN
+//! length equal to the buffer's). Fragments never come here: `ip4-local` has them reassembled
+//! first (a Linux VTEP sends fragmented VXLAN when its uplink's MTU is too small and DF is
+//! off). A checksum of zero means the sender computed none, as VXLAN
 //! senders usually do (RFC 7348 §5); any other is verified over the whole datagram.
 
 use graph::{Ctx, Node};
@@ -31,7 +33,6 @@ graph::node! {
         NoPort = "udp to us on a port nobody listens on (icmp port unreachable)",
         BadChecksum = "udp checksum error",
         BadLength = "udp header truncated or its length disagrees with ip's",
-        Fragment = "ip fragment to us (not reassembled)",
     }
 }
 
@@ -42,12 +43,6 @@ impl Node for Udp4Local {
             let d = ctx.pool.data(b);
             let ip = Ipv4::new_unchecked(d);
             let (src, dst, total) = (ip.src_addr(), ip.dst_addr(), usize::from(ip.total_len()));
-            // No reassembly: a fragment's payload is no UDP datagram (a Linux VTEP sends
-            // fragmented VXLAN when its uplink's MTU is too small and DF is off).
-            if ip.more_frags() || ip.frag_offset() != 0 {
-                ctx.count_error(Error::Fragment);
-                continue;
-            }
             let Some(u) = d
                 .get(MIN_HEADER_LEN..MIN_HEADER_LEN + wire::udp::HEADER_LEN)
                 .map(Udp::new_unchecked)

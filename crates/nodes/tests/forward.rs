@@ -377,6 +377,124 @@ fn icmp_echo_to_us_is_answered_through_the_fib() {
     );
 }
 
+/// An echo request from the test host to 10.0.0.1 with `payload`, as a frame.
+fn echo_request(ident: u16, payload: &[u8]) -> Vec<u8> {
+    let b = etherparse::PacketBuilder::ethernet2(HOST_MAC, MAC[0])
+        .ipv4([10, 0, 0, 7], [10, 0, 0, 1], 5)
+        .icmpv4_echo_request(ident, 1);
+    let mut v = Vec::new();
+    b.write(&mut v, payload).unwrap();
+    v
+}
+
+/// `frame`'s datagram cut into fragments of at most `max` payload bytes (a multiple of 8),
+/// each a frame with its own header (IP ident `ident`).
+fn fragments(frame: &[u8], max: usize, ident: u16) -> Vec<Vec<u8>> {
+    let (eth, ip) = frame.split_at(14);
+    let (hdr, payload) = ip.split_at(20);
+    payload
+        .chunks(max)
+        .enumerate()
+        .map(|(i, chunk)| {
+            let mut h = hdr.to_vec();
+            let mut v = wire::Ipv4::new_unchecked(&mut h[..]);
+            v.set_ident(ident);
+            v.set_total_len((20 + chunk.len()) as u16);
+            v.set_flags_frag(0);
+            v.set_more_frags((i + 1) * max < payload.len());
+            v.set_frag_offset((i * max) as u16);
+            v.fill_checksum();
+            [eth, &h, chunk].concat()
+        })
+        .collect()
+}
+
+/// Checks that `reply` answers an echo request with `payload`: addresses swapped, fresh
+/// TTL, both checksums right (etherparse's own), the payload whole.
+fn check_echo_reply(reply: &[u8], payload: &[u8]) {
+    let p = etherparse::SlicedPacket::from_ethernet(reply).unwrap();
+    let Some(etherparse::NetSlice::Ipv4(ip)) = p.net else {
+        panic!("no ipv4")
+    };
+    let h = ip.header().to_header();
+    assert_eq!(
+        (h.source, h.destination, h.time_to_live),
+        ([10, 0, 0, 1], [10, 0, 0, 7], 64)
+    );
+    assert_eq!(h.header_checksum, h.calc_header_checksum());
+    assert!(!ip.is_payload_fragmented());
+    let Some(etherparse::TransportSlice::Icmpv4(icmp)) = p.transport else {
+        panic!("no icmp")
+    };
+    assert!(matches!(
+        icmp.icmp_type(),
+        etherparse::Icmpv4Type::EchoReply(_)
+    ));
+    assert_eq!(icmp.payload(), payload);
+    assert_eq!(
+        icmp.checksum(),
+        icmp.icmp_type().calc_checksum(icmp.payload())
+    );
+}
+
+/// A router answers pings of any size (RFC 1812 §4.3.3.6): a request larger than one buffer
+/// (a chain) gets a chain back, and one that arrives in fragments, in any order, is put back
+/// together first. Every buffer comes back to the pool.
+#[test]
+fn large_and_fragmented_echo_requests_are_answered() {
+    let mut s = setup();
+    let payload: Vec<u8> = (0..5000u32).map(|i| (i * 13 + i / 7) as u8).collect();
+    s.input
+        .lock()
+        .unwrap()
+        .push((0, echo_request(0x51, &payload)));
+    s.rt.dispatch(&mut s.pool);
+    {
+        let out = s.output.lock().unwrap();
+        assert_eq!(out.len(), 1, "{:?}", s.rt.errors());
+        check_echo_reply(&out[0].1, &payload);
+    }
+    // The same ping in four fragments of 1480 bytes, the last first.
+    let mut frags = fragments(&echo_request(0x52, &payload), 1480, 0x3131);
+    assert_eq!(frags.len(), 4);
+    frags.rotate_right(1);
+    for f in frags {
+        s.input.lock().unwrap().push((0, f));
+        s.rt.dispatch(&mut s.pool);
+    }
+    {
+        let out = s.output.lock().unwrap();
+        assert_eq!(out.len(), 2, "{:?}", s.rt.errors());
+        check_echo_reply(&out[1].1, &payload);
+    }
+    let errors = s.rt.errors();
+    for want in [
+        ("ip4-local", "icmp echo replied (not an error)", 2),
+        (
+            "ip4-reassembly",
+            "fragment held for reassembly (not an error)",
+            3,
+        ),
+        ("ip4-reassembly", "datagram reassembled (not an error)", 1),
+    ] {
+        assert!(errors.contains(&want), "{want:?} in {errors:?}");
+    }
+    // Overlapping fragments: the datagram is dropped, counted, and nothing answers.
+    let frags = fragments(&echo_request(0x53, &payload), 1480, 0x3232);
+    s.input
+        .lock()
+        .unwrap()
+        .extend([(0, frags[0].clone()), (0, frags[0].clone())]);
+    s.rt.dispatch(&mut s.pool);
+    assert_eq!(s.output.lock().unwrap().len(), 2);
+    assert!(s.rt.errors().contains(&(
+        "ip4-reassembly",
+        "overlapping, duplicate or contradicting fragment (datagram dropped)",
+        1
+    )));
+    assert_eq!(s.pool.available(), s.pool.capacity());
+}
+
 fn arp_reply_from_nb99() -> Vec<u8> {
     let mut f = vec![0u8; 42];
     f[..6].copy_from_slice(&MAC[1]);

@@ -417,15 +417,34 @@ fn vxlan_from_a_pod_a_fragment_or_a_spoofed_arp_goes_nowhere() {
             .any(|e| e.1 == "vxlan not received on its tunnel's underlay (vrf or vtep address)"),
         "decapsulated only from the underlay"
     );
-    // A first fragment of a VXLAN datagram (MF set).
-    let mut frag = good.clone();
-    frag[20] = 0x20;
-    fix(&mut frag);
-    assert!(b.run(vec![(UPLINK, frag)]).is_empty());
+    // A VXLAN datagram in two fragments (a Linux VTEP sends them when its uplink's MTU is
+    // too small and DF is off): the first alone is held, and with the second the datagram
+    // is reassembled and decapsulated like the whole one.
+    let whole = b.run(vec![(UPLINK, good.clone())]);
+    assert_eq!(whole.len(), 1, "{:?}", b.errors());
+    let split = |mf: bool, offset: usize, payload: std::ops::Range<usize>| {
+        let mut f = [&good[..34], &good[34 + payload.start..34 + payload.end]].concat();
+        let total = (20 + payload.len()) as u16;
+        f[16..18].copy_from_slice(&total.to_be_bytes());
+        let flags = (u16::from(mf) << 13) | (offset / 8) as u16;
+        f[20..22].copy_from_slice(&flags.to_be_bytes());
+        fix(&mut f);
+        f
+    };
+    let ip_payload = good.len() - 34;
+    let first = split(true, 0, 0..16);
+    assert!(b.run(vec![(UPLINK, first.clone())]).is_empty());
     assert!(
         b.errors()
             .iter()
-            .any(|e| e.1 == "ip fragment to us (not reassembled)")
+            .any(|e| e.1 == "fragment held for reassembly (not an error)")
+    );
+    let second = split(false, 16, 16..ip_payload);
+    assert_eq!(b.run(vec![(UPLINK, second)]), whole);
+    assert!(
+        b.errors()
+            .iter()
+            .any(|e| e.1 == "datagram reassembled (not an error)")
     );
     // Across the tunnel, an ARP request whose sender is B's own pod (10.1.2.2): not learned,
     // not answered.

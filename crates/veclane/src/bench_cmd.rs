@@ -43,7 +43,8 @@ pub enum DutArg {
     Testpmd,
     /// DPDK's l3fwd example (l3fwd scenario; built by scripts/setup.sh).
     DpdkL3fwd,
-    /// VPP (l3fwd scenario; --vpp-bin, or vpp on PATH).
+    /// VPP (l3fwd, singlenet and multinet; --vpp-bin, else vpp on PATH, else the build
+    /// scripts/build-vpp.sh left in its cache).
     Vpp,
 }
 

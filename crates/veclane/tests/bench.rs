@@ -559,3 +559,108 @@ fn copy_engines_are_columns_of_their_own() {
         }
     }
 }
+
+/// The VPP this machine has (`scripts/build-vpp.sh`'s build, or one on PATH), or why not.
+fn vpp() -> Option<std::path::PathBuf> {
+    let v = bench::vpp::find(None);
+    if v.is_none() {
+        eprintln!("VPP is not built here (scripts/build-vpp.sh, once per machine): skipped");
+    }
+    v
+}
+
+/// VPP as the node switch, singlenet beside multinet, two networks, both directions at
+/// once: every frame it counts is the generator's, each network carries its share both
+/// ways, multinet goes through VPP's VXLAN nodes (the bypass on the uplink, decapsulation,
+/// encapsulation) and singlenet through none, and VPP's `show runtime` comes back per node.
+#[test]
+fn vpp_is_a_node_switch_in_both_shapes() {
+    let Some(bin) = vpp() else { return };
+    let r = bench(&[
+        "multinet",
+        "--dut",
+        "vpp",
+        "--vpp-bin",
+        bin.to_str().unwrap(),
+        "--networks",
+        "2",
+        "--sizes",
+        "256",
+        "--search",
+        "continuous",
+        "--mrr-secs",
+        "0.3",
+        "--latency-at",
+        "",
+    ]);
+    let searches = r["searches"].as_array().unwrap();
+    assert_eq!(searches.len(), 2, "{r}");
+    for o in searches {
+        assert!(o["error"].is_null(), "{o}");
+        assert!(o["mrr_pps"].as_f64().unwrap() > 10_000.0, "{o}");
+        for t in o["trials"].as_array().unwrap() {
+            assert!(t.get("disagreements").is_none(), "{t}");
+            let nets = t["networks"].as_array().unwrap();
+            assert_eq!(nets.len(), 2, "{t}");
+            for n in nets {
+                for k in ["received_in", "received_out"] {
+                    assert!(n[k].as_u64().unwrap() > 0, "{k}: {t}");
+                }
+            }
+        }
+        let nodes: Vec<&str> = o["node_ns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n[0].as_str().unwrap())
+            .collect();
+        for want in ["memif-input", "ethernet-input", "ip4-lookup", "memif-tx"] {
+            assert!(nodes.contains(&want), "{want} missing from {nodes:?}");
+        }
+        let vxlan = ["ip4-vxlan-bypass", "vxlan4-input", "vxlan4-encap"];
+        match o["dut"]["shape"].as_str().unwrap() {
+            "multinet" => assert!(vxlan.iter().all(|v| nodes.contains(v)), "{nodes:?}"),
+            _ => assert!(!vxlan.iter().any(|v| nodes.contains(v)), "{nodes:?}"),
+        }
+    }
+}
+
+/// VPP in l3fwd beside veclane: a search each, VPP's counters agreeing with the
+/// generator's in every trial, its per-node clocks read.
+#[test]
+fn vpp_forwards_l3_beside_veclane_and_its_counters_agree() {
+    let Some(bin) = vpp() else { return };
+    let r = bench(&[
+        "l3fwd",
+        "--dut",
+        "veclane,vpp",
+        "--vpp-bin",
+        bin.to_str().unwrap(),
+        "--copy",
+        "single",
+        "--sizes",
+        "64,1500",
+        "--search",
+        "loss-verification",
+        "--precision",
+        "0.1",
+        "--mrr-secs",
+        "0.3",
+        "--latency-at",
+        "",
+    ]);
+    let searches = r["searches"].as_array().unwrap();
+    assert_eq!(searches.len(), 4, "{r}");
+    for o in searches {
+        assert!(o["error"].is_null(), "{o}");
+        for t in o["trials"].as_array().unwrap() {
+            assert!(t.get("disagreements").is_none(), "{t}");
+        }
+        let nodes = o["node_ns"].as_array().unwrap();
+        assert!(
+            nodes.iter().any(|n| n[0] == "ip4-rewrite"),
+            "{}: {nodes:?}",
+            o["dut"]
+        );
+    }
+}

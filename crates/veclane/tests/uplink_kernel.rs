@@ -93,6 +93,15 @@ fn a_linux_vtep_per_network_talks_to_veclane_pods_over_af_packet() {
         let n = ping_from(&lab, ns, "192.0.2.1", 3);
         assert!(n >= 2, "{ns}: {n} of 3\n{}", d.ok("show errors"));
     }
+    // A ping larger than the links: Linux sends the 12028-byte request in two fragments (its
+    // link's MTU is 9000), veclane reassembles it, answers, and fragments the answer for its
+    // uplink's MTU of 1500 (as a host does), which Linux reassembles.
+    let n = ping_size_from(&lab, "l3", "192.0.2.1", 3, 12_000);
+    let errors = d.ok("show errors");
+    assert_eq!(n, 3, "a 12028-byte ping: {n} of 3\n{errors}");
+    for want in ["datagram reassembled", "packet fragmented"] {
+        assert!(errors.contains(want), "{want}:\n{errors}");
+    }
 
     // Blue's Linux VTEP pings veclane in blue (10.1.1.1) and blue's pod (10.1.1.2): ARP
     // inside the tunnel is answered by veclane's proxy; the pod answers its own pings.

@@ -75,6 +75,16 @@ impl L3fwdConfig {
         self.dut_cpus.first().copied().unwrap_or(self.gen_cpu)
     }
 
+    /// VPP's binary, or why there is none.
+    pub fn vpp_bin_or_missing(&self) -> Result<PathBuf, crate::dut::DutError> {
+        self.vpp_bin.clone().ok_or_else(|| {
+            crate::dut::DutError::Missing(
+                "VPP not found; build it with scripts/build-vpp.sh, install it, or pass --vpp-bin"
+                    .into(),
+            )
+        })
+    }
+
     /// The CPUs of a DUT with `workers` workers.
     pub fn worker_cpus(&self, workers: u16) -> &[usize] {
         &self.dut_cpus[..usize::from(workers).min(self.dut_cpus.len())]

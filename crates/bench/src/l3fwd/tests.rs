@@ -404,9 +404,13 @@ fn vpp_gets_the_same_topology_as_veclane() {
     let l3 = test_config(vec![]);
     let v = veclane_config(&l3, CopyMode::Two, 64, 1).to_toml();
     let cmds = setup_commands(&VppConfig::new(0, 1), Path::new("/s")).join("\n");
+    let (mac_in, mac_out) = (
+        crate::node::mac_str(IF_IN_MAC),
+        crate::node::mac_str(IF_OUT_MAC),
+    );
     for needle in [
-        IF_IN_MAC,
-        IF_OUT_MAC,
+        mac_in.as_str(),
+        mac_out.as_str(),
         "10.10.1.1/24",
         "10.10.2.1/24",
         "10.10.2.2",

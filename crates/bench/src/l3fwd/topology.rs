@@ -225,11 +225,8 @@ pub(crate) fn start_dut(
             Ok((Box::new(l) as Running, sock))
         }
         Dut::Vpp => {
-            let bin = cfg.vpp_bin.clone().ok_or_else(|| {
-                DutError::Missing("VPP not found; build it with scripts/build-vpp.sh, install it, or pass --vpp-bin".into())
-            })?;
             let v = crate::vpp::spawn(
-                &bin,
+                &cfg.vpp_bin_or_missing()?,
                 None,
                 &crate::vpp::VppConfig {
                     ring_log2: cfg.ring_log2,

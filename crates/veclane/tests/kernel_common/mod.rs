@@ -173,8 +173,15 @@ impl Capture {
 
 /// `ping -c N` in namespace `ns`: how many replies came.
 pub fn ping_from(lab: &Lab, ns: &str, dst: &str, n: u32) -> u32 {
+    ping_size_from(lab, ns, dst, n, 56)
+}
+
+/// As [`ping_from`], with `size` bytes of ICMP data (more than the MTU allows: the kernel
+/// sends the request in fragments and reassembles the reply).
+pub fn ping_size_from(lab: &Lab, ns: &str, dst: &str, n: u32, size: usize) -> u32 {
     let out = Command::new("ip")
         .args(["netns", "exec", &lab.ns(ns), "ping", "-c", &n.to_string()])
+        .args(["-s", &size.to_string()])
         .args(["-i", "0.2", "-W", "1", dst])
         .output()
         .unwrap();
