@@ -18,6 +18,11 @@ pub enum Role {
     Secondary,
 }
 
+/// A paced send-only run sleeps when its next batch is due more than this far ahead...
+const SLEEP_AHEAD_S: f64 = 100e-6;
+/// ...waking this much before it (a sleep overshoots by the timer slack, 50 µs by default).
+const WAKE_EARLY_S: f64 = 60e-6;
+
 #[derive(Debug, Clone)]
 pub struct GenConfig {
     pub role: Role,
@@ -59,6 +64,12 @@ pub struct GenConfig {
     /// After sending, keep receiving until nothing arrived for this long.
     pub drain: Duration,
     pub cpu: Option<usize>,
+    /// A receive-only run (a sink) sleeps on its ring's interrupt once nothing has arrived
+    /// for this long; `None`: it polls without a break. A sink that busy-polls a CPU it shares
+    /// with another busy loop (the sender, on a two-CPU machine) only runs when the
+    /// scheduler gives it its turn, milliseconds later, and every latency it measures is
+    /// that; one that sleeps is woken when a frame arrives.
+    pub idle_wait: Option<Duration>,
     /// Cumulative counts are sampled this often during a run (`GenReport::samples`), so that
     /// a run cut by a stall shows it.
     pub sample_every: Duration,
@@ -84,6 +95,7 @@ impl Default for GenConfig {
             connect_timeout: Duration::from_secs(10),
             drain: Duration::from_millis(300),
             cpu: None,
+            idle_wait: Some(Duration::ZERO),
             sample_every: Duration::from_secs(1),
         }
     }
@@ -514,9 +526,25 @@ impl Session {
                     break;
                 }
             }
+            // A paced sender that only sends sleeps until just before its next batch when that
+            // is far off, instead of spinning: on a CPU it shares (with a sink, on two CPUs)
+            // a spinning loop takes turns with the other by the scheduler's slices, which
+            // delays the other by milliseconds. Send times are stamped when frames go, so
+            // the sleep moves no measured latency. A generator that also receives never
+            // sleeps.
+            if sending && !cfg.receive {
+                let at = senders
+                    .iter()
+                    .filter_map(Sender::next_due)
+                    .fold(f64::INFINITY, f64::min);
+                let ahead = at - start.elapsed().as_secs_f64();
+                if ahead.is_finite() && ahead > SLEEP_AHEAD_S {
+                    std::thread::sleep(Duration::from_secs_f64(ahead - WAKE_EARLY_S));
+                }
+            }
             // An idle sink sleeps on its ring's eventfd (the sender signals once we unmask), so
-            // waiting for traffic costs no CPU.
-            if got == 0 && !cfg.send && last_rx.elapsed() >= Duration::from_millis(100) {
+            // waiting for traffic costs no CPU and a frame wakes it at once.
+            if got == 0 && !cfg.send && cfg.idle_wait.is_some_and(|w| last_rx.elapsed() >= w) {
                 match peers.last().expect("at least one interface") {
                     Queues::Primary(q) => drop(q.rx.first().map(|r| r.wait(50))),
                     Queues::Secondary(q) => drop(q.rx.first().map(|r| r.wait(50))),
@@ -808,6 +836,15 @@ impl Sender {
             self.counts.shortfall += missed;
             self.counts.offered += missed;
         }
+    }
+
+    /// When (seconds from the start) a paced sender's next batch falls due; `None` unpaced.
+    fn next_due(&self) -> Option<f64> {
+        let rate = self.rate?;
+        let left = self.schedule_end.saturating_sub(self.counts.offered);
+        let k = self.counts.offered + self.min_batch.min(left).max(1);
+        // Frame k is due once `t * rate + 1 >= k` (see `budget_at`).
+        Some(k.saturating_sub(1) as f64 / rate)
     }
 
     /// How many frames may go now: see [`Sender::budget_at`].

@@ -62,9 +62,14 @@ pub struct GenArgs {
     /// Only send.
     #[arg(long, conflicts_with = "rx_only")]
     tx_only: bool,
-    /// Only receive (a sink).
+    /// Only receive (a sink). It sleeps on the ring's interrupt whenever the ring is empty,
+    /// so that it shares a CPU well (see --rx-poll).
     #[arg(long)]
     rx_only: bool,
+    /// With --rx-only, busy-poll instead of sleeping when idle: for a sink pinned (--cpu) to
+    /// a CPU of its own, where polling saves the wake-up.
+    #[arg(long, requires = "rx_only")]
+    rx_poll: bool,
     /// Queue pairs (secondary: requested; primary: most accepted).
     #[arg(long, default_value_t = 1)]
     queues: u16,
@@ -126,6 +131,7 @@ pub fn run(a: GenArgs) -> anyhow::Result<()> {
         duration: secs("duration", a.duration)?,
         connect_timeout: secs("connect-timeout", a.connect_timeout)?,
         cpu: a.cpu,
+        idle_wait: (!a.rx_poll).then_some(Duration::ZERO),
         ..Default::default()
     };
     cfg.iface.validate()?;
