@@ -248,6 +248,7 @@ pub fn vpp_topology(shape: Shape, networks: u16) -> crate::vpp::VppTopology {
     let all: Vec<String> = memifs.iter().map(|&(id, _)| memif_name(id)).collect();
     crate::vpp::VppTopology {
         memifs,
+        slave_of: None,
         commands,
         plugins: match shape {
             Shape::Multinet => vec!["vxlan"],

@@ -2,8 +2,9 @@
 //! node → generator.
 //!
 //! The node is veclane (the DUT whose cost is measured), as in [`crate::node`]; the pod is
-//! the subject's DUT: veclane as a memif slave routing by longest prefix, or `dpdk-testpmd` as a
-//! memif client (`mac` forwarding: no lookup). The pod has two interfaces to the node, `pod-a`
+//! the subject's DUT: veclane as a memif slave routing by longest prefix, `dpdk-testpmd` as a
+//! memif client (`mac` forwarding: no lookup), or VPP as a memif slave routing by longest
+//! prefix (the seeds' VPP-L3FWD pod). The pod has two interfaces to the node, `pod-a`
 //! (memif id 1) and `pod-b` (id 2), and its frames go in on one and out on the other, as a
 //! service in a chain does:
 //!
@@ -161,6 +162,26 @@ pub fn pod_config(cfg: &L3fwdConfig, node_sock: &Path, size: usize, cpu: usize) 
     c
 }
 
+/// VPP as the pod: the same two interfaces as [`pod_config`]'s, memif slaves on the node's
+/// socket, 10.10.9.0/24 routed out of `pod-b` to the node.
+pub fn vpp_pod_topology(node_sock: &Path) -> crate::vpp::VppTopology {
+    use crate::vpp::memif_name;
+    let (a, b) = (memif_name(1), memif_name(2));
+    crate::vpp::VppTopology {
+        memifs: vec![(1, POD_A_MAC), (2, POD_B_MAC)],
+        slave_of: Some(node_sock.to_path_buf()),
+        commands: vec![
+            format!("set interface ip address {a} 10.10.2.2/24"),
+            format!("set interface ip address {b} 10.10.4.2/24"),
+            format!("set ip neighbor {b} 10.10.4.1 {} static", mac(NODE_B_MAC)),
+            format!("ip route add 10.10.9.0/24 via 10.10.4.1 {b}"),
+        ],
+        plugins: Vec::new(),
+        rx_from: vec![a],
+        tx_to: vec![b],
+    }
+}
+
 /// What the remote node sends: 10.10.1.2 → 10.10.9.2, plain to the uplink (singlenet) or in
 /// VXLAN with `blue`'s VNI to its tunnel's MAC (multinet).
 fn gen_spec(shape: Shape, size: usize) -> FrameSpec {
@@ -296,16 +317,16 @@ impl Topology for PvpTopology {
     }
 
     fn about(&self) -> &'static str {
-        "Seeds' whole chain: generator → node (veclane) → memif → L3 forwarding pod (--dut: veclane slave or testpmd client) → memif → node → generator, singlenet and multinet; three busy loops, so on two CPUs the pod shares one"
+        "Seeds' whole chain: generator → node (veclane) → memif → L3 forwarding pod (--dut: veclane slave, testpmd client or VPP slave) → memif → node → generator, singlenet and multinet; three busy loops, so on two CPUs the pod shares one"
     }
 
-    /// The pod: veclane or testpmd.
+    /// The pod: veclane, testpmd or VPP.
     fn supports(&self, dut: Dut) -> bool {
-        matches!(dut, Dut::Veclane | Dut::Testpmd)
+        matches!(dut, Dut::Veclane | Dut::Testpmd | Dut::Vpp)
     }
 
     fn describe(&self) -> String {
-        "pvp (singlenet, multinet): the node is veclane (its copy mode the column's; testpmd pods run a single-copy node), the generator the remote node on a memif uplink sending to 10.10.9.2; the node routes it to the pod through pod-a, the pod (--dut: veclane as memif slave routing by LPM, or testpmd as memif client, mac forwarding) sends it back through pod-b, and the node routes it out of the uplink from another VRF (multinet: network red's tunnel, so every frame is decapsulated and encapsulated; singlenet: table 1); counters and clocks are the node's".into()
+        "pvp (singlenet, multinet): the node is veclane (its copy mode the column's; testpmd pods run a single-copy node), the generator the remote node on a memif uplink sending to 10.10.9.2; the node routes it to the pod through pod-a, the pod (--dut: veclane as memif slave routing by LPM, testpmd as memif client, mac forwarding, or VPP as memif slave routing by LPM) sends it back through pod-b, and the node routes it out of the uplink from another VRF (multinet: network red's tunnel, so every frame is decapsulated and encapsulated; singlenet: table 1); counters and clocks are the node's".into()
     }
 
     fn heading(&self) -> &'static str {
@@ -402,9 +423,26 @@ impl Topology for PvpTopology {
                 tp.cmd("start")?;
                 Box::new(tp)
             }
+            // VPP puts no worker on its main thread's CPU: a pod on the generator's CPU is
+            // VPP's main thread alone, polling.
+            Dut::Vpp => Box::new(crate::vpp::spawn(
+                &cfg.vpp_bin_or_missing()?,
+                None,
+                &crate::vpp::VppConfig {
+                    ring_log2: cfg.ring_log2,
+                    buffer_size: buffer_size(cfg, size),
+                    workers: if cpu == cfg.gen_cpu {
+                        vec![]
+                    } else {
+                        vec![cpu]
+                    },
+                    topology: vpp_pod_topology(&sock),
+                    ..crate::vpp::VppConfig::new(cfg.gen_cpu, cpu)
+                },
+            )?),
             other => {
                 return Err(DutError::Unsupported(format!(
-                    "the pvp pod is veclane or testpmd, not {other}"
+                    "the pvp pod is veclane, testpmd or vpp, not {other}"
                 )));
             }
         };

@@ -66,7 +66,7 @@ pub struct VppConfig {
     /// there is a worker).
     pub gen_cpu: usize,
     /// The workers' CPUs: worker `i` polls queue `i` of every interface (VPP places rx
-    /// queues on workers round robin).
+    /// queues on workers round robin). None: the main thread polls them.
     pub workers: Vec<usize>,
     pub ring_log2: u8,
     pub buffer_size: u32,
@@ -91,8 +91,11 @@ impl VppConfig {
 /// interfaces whose counters face the generator.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VppTopology {
-    /// The memif masters (id, MAC), created first and brought up last.
+    /// The memif interfaces (id, MAC), created first and brought up last.
     pub memifs: Vec<(u32, [u8; 6])>,
+    /// `None`: they are masters on a socket in VPP's own directory
+    /// ([`Vpp::memif_socket`]); a path: they are slaves connecting to that socket.
+    pub slave_of: Option<PathBuf>,
     /// Everything between: addresses, tables, tunnels, neighbours, routes.
     pub commands: Vec<String>,
     /// Plugins beside memif (`vxlan` for multinet).
@@ -109,6 +112,7 @@ impl VppTopology {
     pub fn l3fwd(gen_mac: [u8; 6]) -> VppTopology {
         VppTopology {
             memifs: vec![(0, IF_IN_MAC), (1, IF_OUT_MAC)],
+            slave_of: None,
             commands: vec![
                 format!("set interface ip address {IF_IN} 10.10.1.1/24"),
                 format!("set interface ip address {IF_OUT} 10.10.2.1/24"),
@@ -208,8 +212,7 @@ statseg {{
 }}
 cpu {{
   main-core {main}
-  corelist-workers {worker}
-}}
+{workers}}}
 memory {{
   main-heap-size 1G
   main-heap-page-size 4K
@@ -230,12 +233,15 @@ plugins {{
             .iter()
             .map(|p| format!("  plugin {p}_plugin.so {{ enable }}\n"))
             .collect::<String>(),
-        worker = cfg
-            .workers
-            .iter()
-            .map(usize::to_string)
-            .collect::<Vec<_>>()
-            .join(","),
+        // No workers: the main thread polls the interfaces itself (sleeping poll-sleep-usec
+        // between idle loops), for tests that want VPP beside a busy CPU rather than on it.
+        workers = match cfg.workers.as_slice() {
+            [] => String::new(),
+            w => format!(
+                "  corelist-workers {}\n",
+                w.iter().map(usize::to_string).collect::<Vec<_>>().join(",")
+            ),
+        },
     )
 }
 
@@ -250,13 +256,17 @@ pub fn setup_commands(cfg: &VppConfig, sock: &Path) -> Vec<String> {
         n => format!(" rx-queues {n} tx-queues {n}"),
     };
     let t = &cfg.topology;
+    let (sock, role) = match &t.slave_of {
+        Some(p) => (p.as_path(), "slave"),
+        None => (sock, "master"),
+    };
     let mut v = vec![format!(
         "create memif socket id {SOCKET_ID} filename {}",
         sock.display()
     )];
     v.extend(t.memifs.iter().map(|&(id, mac)| {
         format!(
-            "create interface memif id {id} socket-id {SOCKET_ID} ring-size {ring} buffer-size {bsize} hw-addr {} master{queues}",
+            "create interface memif id {id} socket-id {SOCKET_ID} ring-size {ring} buffer-size {bsize} hw-addr {} {role}{queues}",
             mac_str(mac)
         )
     }));
@@ -375,6 +385,22 @@ pub fn parse_show_interface(out: &str) -> Vec<VppInterface> {
         }
     }
     v
+}
+
+/// Frames interface `ifname`'s memif device dropped because the peer's ring was full, from
+/// `show errors` (`count node reason severity` lines, one per thread and node: node
+/// `<ifname>-tx`, reason `no free tx slots`).
+pub fn no_free_tx_slots(show_errors: &str, ifname: &str) -> u64 {
+    let node = format!("{ifname}-tx");
+    show_errors
+        .lines()
+        .filter(|l| l.contains("no free tx slots"))
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            let count = w.next()?.parse::<u64>().ok()?;
+            (w.next()? == node).then_some(count)
+        })
+        .sum()
 }
 
 /// VPP's clock rate in ticks per nanosecond from `show cpu` (`Base frequency:  2.10 GHz`,
@@ -586,7 +612,7 @@ impl Vpp {
         self.child.id()
     }
 
-    /// The socket both memif masters listen on (ids 0 and 1).
+    /// The socket VPP's memif masters listen on (a slave's is the one it was given).
     pub fn memif_socket(&self) -> PathBuf {
         self.dir.path().join("memif.sock")
     }
@@ -721,9 +747,18 @@ impl RunningDut for Vpp {
                     .ok_or_else(|| DutError::reply(DUT, format!("no interface {name}")))
             })
         };
+        // VPP counts a frame as sent in interface-output, before its memif device finds the
+        // peer's ring full and drops it (error `no free tx slots` of node `<if>-tx`): those
+        // never reached the generator.
+        let errors = self.cli("show errors")?;
+        let dropped: u64 = self
+            .tx_to
+            .iter()
+            .map(|i| no_free_tx_slots(&errors, i))
+            .sum();
         Ok(Some(Counts {
             rx: sum(&self.rx_from, |i| i.rx_packets)?,
-            tx: sum(&self.tx_to, |i| i.tx_packets)?,
+            tx: sum(&self.tx_to, |i| i.tx_packets)? - dropped,
         }))
     }
 
@@ -864,6 +899,30 @@ plugins {
             setup_commands(&two, Path::new("/m"))[1].ends_with("master rx-queues 2 tx-queues 2")
         );
         assert!(startup_conf(&two, Path::new("/tmp/v"), "t").contains("corelist-workers 1,3\n"));
+        // No workers: the main thread polls, and no worker list is given.
+        let none = VppConfig {
+            workers: vec![],
+            ..cfg()
+        };
+        assert!(startup_conf(&none, Path::new("/v"), "t").contains("cpu {\n  main-core 0\n}\n"));
+        assert!(!setup_commands(&none, Path::new("/m"))[1].contains("queues"));
+    }
+
+    #[test]
+    fn a_slave_connects_to_the_socket_it_is_given() {
+        let pod = VppConfig {
+            topology: VppTopology {
+                slave_of: Some("/node/memif.sock".into()),
+                ..VppTopology::l3fwd([2, 0, 0, 0, 0, 1])
+            },
+            ..cfg()
+        };
+        let cmds = setup_commands(&pod, Path::new("/own/memif.sock"));
+        assert_eq!(
+            cmds[0],
+            "create memif socket id 1 filename /node/memif.sock"
+        );
+        assert!(cmds[1].ends_with(" slave") && cmds[2].ends_with(" slave"));
     }
 
     #[test]
@@ -1007,6 +1066,19 @@ memif-input                      polling               10             100       
         let w = parse_show_runtime(single, 1.0);
         assert_eq!((w.len(), w[0].core, w[0].nodes[0].clocks), (1, None, 1000));
         assert!(parse_show_runtime("garbage", 1.0).is_empty());
+    }
+
+    #[test]
+    fn memif_drops_for_a_full_ring_are_read_per_interface_and_thread() {
+        let out = "   Count                  Node                              Reason               Severity
+      4386                memif1/1-tx                       no free tx slots               error
+        10                memif1/10-tx                      no free tx slots               error
+         7                memif1/1-tx                       no free tx slots               error
+         3              ip4-input                     ip4 ttl <= 1                     error
+";
+        assert_eq!(no_free_tx_slots(out, "memif1/1"), 4393);
+        assert_eq!(no_free_tx_slots(out, "memif1/10"), 10);
+        assert_eq!(no_free_tx_slots(out, "memif1/0"), 0);
     }
 
     #[test]

@@ -539,21 +539,25 @@ fn run_l3fwd(
     duts: Vec<Dut>,
     testpmd_bin: Option<std::path::PathBuf>,
 ) -> anyhow::Result<()> {
+    // The DUTs in the order --dut names them: that is the order they run in, in every
+    // repetition (veclane's copy modes and engines in their own options' order).
     let mut base = Vec::new();
-    if duts.contains(&Dut::Veclane) {
-        for c in &a.copy {
-            for e in &a.copy_engine {
-                base.push(Subject {
-                    copy: Some(*c),
-                    engine: Some(*e),
-                    ..Subject::plain(Dut::Veclane)
-                });
-            }
+    for d in &duts {
+        if base.iter().any(|s: &Subject| s.dut == *d) {
+            continue;
         }
-    }
-    for d in [Dut::Testpmd, Dut::DpdkL3fwd, Dut::Vpp] {
-        if duts.contains(&d) {
-            base.push(Subject::plain(d));
+        if *d == Dut::Veclane {
+            for c in &a.copy {
+                for e in &a.copy_engine {
+                    base.push(Subject {
+                        copy: Some(*c),
+                        engine: Some(*e),
+                        ..Subject::plain(Dut::Veclane)
+                    });
+                }
+            }
+        } else {
+            base.push(Subject::plain(*d));
         }
     }
     if a.workers.is_empty() || a.workers.contains(&0) {

@@ -199,7 +199,8 @@ pub fn table(cfg: &L3fwdConfig, rows: &[SearchRow]) -> String {
     s
 }
 
-/// Where veclane's time goes: nanoseconds per packet per node in the flat-out trial.
+/// Where each DUT's time goes: nanoseconds per packet per node in the flat-out trial
+/// (veclane's and VPP's `show runtime`).
 pub fn node_table(cfg: &L3fwdConfig, rows: &[SearchRow]) -> String {
     use std::fmt::Write as _;
     let mut s = String::new();
@@ -209,7 +210,7 @@ pub fn node_table(cfg: &L3fwdConfig, rows: &[SearchRow]) -> String {
     }
     let _ = writeln!(
         s,
-        "veclane show runtime over the flat-out trial, ns per packet (median; memif-input includes empty polls):"
+        "show runtime over the flat-out trial, ns per packet (median; memif-input includes empty polls; VPP: its clocks at the TSC rate `show cpu` gives, memifX/Y-output and -tx summed as interface-output and memif-tx):"
     );
     let mut header = format!("{:>6} {:<16}", "size", "dut");
     crate::report::push_named_cells(&mut header, &names, None);
