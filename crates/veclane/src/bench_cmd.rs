@@ -595,13 +595,17 @@ fn run_l3fwd(
         let at = a
             .vpp_bin
             .as_ref()
-            .map_or("on PATH".to_string(), |p| format!("at {}", p.display()));
+            .map_or("on PATH or in scripts/build-vpp.sh's cache".to_string(), |p| {
+                format!("at {}", p.display())
+            });
         if !a.allow_missing_peer {
             bail!(
                 "VPP not found {at}; build it with scripts/build-vpp.sh (once per machine), install it, or pass --vpp-bin (or --allow-missing-peer to skip it)"
             );
         }
-        eprintln!("note: VPP not found {at}; skipping it");
+        eprintln!(
+            "note: VPP not found {at}; skipping it (scripts/build-vpp.sh builds it once per machine, in about half an hour on two cores)"
+        );
         subjects.retain(|s| s.dut != Dut::Vpp);
     }
     let cfg = L3fwdConfig {
