@@ -14,14 +14,15 @@ setup:
 build: setup
 	$(CARGO) build --release -p veclane
 
-## The main job, about 4 minutes: L3 forwarding NDR (zero-loss throughput, binary search with
-## loss verification) at 64, 512 and 1500 bytes, veclane (single-copy) and dpdk-testpmd io
-## forwarding side by side, seven interleaved searches each of 50 ms trials after a 10 ms
-## warm-up (short, so that more searches fit: one search's pair ratio swings 15% with the
-## host, and only the median of many holds still); 0.5 s flat-out and 0.25 s latency trials;
-## table, then JSON, CSV and SVG.
+## The main job, under 5 minutes: L3 forwarding NDR (zero-loss throughput, binary search with
+## loss verification) at 64, 512 and 1500 bytes, veclane (single-copy), dpdk-testpmd io
+## forwarding and VPP (when scripts/build-vpp.sh has built it; the run says how when not)
+## side by side, five interleaved searches each of 50 ms trials after a 10 ms warm-up (short,
+## so that more searches fit: one search's pair ratio swings 15% with the host, and only the
+## median of many holds still); 0.5 s flat-out and 0.25 s latency trials; table, then JSON,
+## CSV and SVG.
 bench: build
-	./target/release/veclane bench l3fwd --sizes 64,512,1500 --dut veclane,testpmd --copy single --wait-near 2 --trial-secs 0.05 --reps 7 --mrr-secs 0.5 --latency-secs 0.25
+	./target/release/veclane bench l3fwd --sizes 64,512,1500 --dut veclane,testpmd,vpp --allow-missing-peer --copy single --wait-near 1 --trial-secs 0.05 --reps 5 --mrr-secs 0.5 --latency-secs 0.25
 
 ## Everything, laid out like the seeds' tables (about 35 minutes): memif p2p; L3 forwarding NDR
 ## (0.1 s trials, twice make bench's; 10 minutes) at every size for veclane single- and two-copy,
@@ -31,9 +32,9 @@ bench: build
 ## ours; instructions per packet under callgrind, l3fwd and both node shapes.
 bench-full: build
 	./target/release/veclane bench p2p
-	./target/release/veclane bench l3fwd --sizes 64,128,256,512,1024,1500 --dut veclane,testpmd,dpdk-l3fwd --copy single,two --wait-near 2 --trial-secs 0.1 --compare-seed
+	./target/release/veclane bench l3fwd --sizes 64,128,256,512,1024,1500 --dut veclane,testpmd,dpdk-l3fwd,vpp --allow-missing-peer --copy single,two --wait-near 2 --trial-secs 0.1 --compare-seed
 	./target/release/veclane bench l3fwd --search mlr --trial-secs 0.05 --sizes 64,512,1500 --dut veclane,testpmd --copy single --wait-near 2
-	./target/release/veclane bench multinet --sizes 64,128,256,512,1024,1280,1500,1518,9000 --copy single,two --wait-near 2 --trial-secs 0.1 --latency-at 0.5 --compare-seed
+	./target/release/veclane bench multinet --sizes 64,128,256,512,1024,1280,1500,1518,9000 --dut veclane,vpp --allow-missing-peer --copy single,two --wait-near 2 --trial-secs 0.1 --latency-at 0.5 --compare-seed
 	./target/release/veclane bench l3fwd --cost --sizes 64,512,1500 --dut veclane,testpmd --copy single,two
 	./target/release/veclane bench multinet --cost --sizes 64,512,1500 --copy single
 
