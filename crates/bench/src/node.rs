@@ -441,10 +441,7 @@ impl Topology for NodeTopology {
         }
         if dut.dut == Dut::Vpp {
             if !wrapper.is_empty() {
-                return Err(DutError::Unsupported(format!(
-                    "vpp cannot run under {}",
-                    wrapper.join(" ")
-                )));
+                return Err(DutError::Unsupported(crate::vpp::NO_COST.into()));
             }
             let v = crate::vpp::spawn(
                 &cfg.vpp_bin_or_missing()?,

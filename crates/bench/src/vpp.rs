@@ -59,6 +59,9 @@ pub const IF_IN_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x02];
 pub const IF_OUT: &str = "memif1/1";
 pub const IF_OUT_MAC: [u8; 6] = [0x02, 0, 0, 0, 0x01, 0x02];
 
+/// Why `--cost` (callgrind) cannot measure VPP, and what stands in for it.
+pub const NO_COST: &str = "VPP cannot run under callgrind: its physical-memory allocator maps the buffer pool with MAP_FIXED into a range it reserved (pmalloc at 0x1000000000), which valgrind refuses (\"pmalloc_map_pages: failed to mmap 32 pages ... Invalid argument\", then \"failed to allocate buffer pool(s)\"); and this machine's VM exposes no hardware PMU for perf to count instructions with. VPP's own show runtime (clocks per packet per node, in ns in every run's per-node table) is the measure instead";
+
 /// What a VPP instance is given.
 #[derive(Debug, Clone)]
 pub struct VppConfig {

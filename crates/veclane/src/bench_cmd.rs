@@ -592,12 +592,10 @@ fn run_l3fwd(
         );
     }
     if duts.contains(&Dut::Vpp) && vpp_bin.is_none() {
-        let at = a
-            .vpp_bin
-            .as_ref()
-            .map_or("on PATH or in scripts/build-vpp.sh's cache".to_string(), |p| {
-                format!("at {}", p.display())
-            });
+        let at = a.vpp_bin.as_ref().map_or(
+            "on PATH or in scripts/build-vpp.sh's cache".to_string(),
+            |p| format!("at {}", p.display()),
+        );
         if !a.allow_missing_peer {
             bail!(
                 "VPP not found {at}; build it with scripts/build-vpp.sh (once per machine), install it, or pass --vpp-bin (or --allow-missing-peer to skip it)"
@@ -719,6 +717,9 @@ fn run_cost(a: &BenchArgs, cfg: &L3fwdConfig) -> anyhow::Result<()> {
     if a.cost_frames < 1000 {
         bail!("--cost-frames {} is too few (at least 1000)", a.cost_frames);
     }
+    if cfg.duts.iter().any(|s| s.dut == Dut::Vpp) {
+        eprintln!("note: vpp is left out of --cost: {}", bench::vpp::NO_COST);
+    }
     let mut costs = Vec::new();
     for &size in &cfg.sizes {
         for s in cfg
@@ -737,7 +738,14 @@ fn run_cost(a: &BenchArgs, cfg: &L3fwdConfig) -> anyhow::Result<()> {
         }
     }
     if costs.is_empty() {
-        bail!("--cost measures veclane and testpmd: include one in --dut");
+        bail!(
+            "--cost measures veclane and testpmd (callgrind): include one in --dut{}",
+            if cfg.duts.iter().any(|s| s.dut == Dut::Vpp) {
+                format!(" ({})", bench::vpp::NO_COST)
+            } else {
+                String::new()
+            }
+        );
     }
     print!("\n{}", bench::cost::table(cfg, &costs));
     let path = bench::cost::CostReport {

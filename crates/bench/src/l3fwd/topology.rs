@@ -189,6 +189,9 @@ pub(crate) fn start_dut(
     wrapper: &[String],
 ) -> Result<(Running, PathBuf), DutError> {
     let sock = dir.join("memif.sock");
+    if !wrapper.is_empty() && dut.dut == Dut::Vpp {
+        return Err(DutError::Unsupported(crate::vpp::NO_COST.into()));
+    }
     if !wrapper.is_empty() && !matches!(dut.dut, Dut::Veclane | Dut::Testpmd) {
         return Err(DutError::Unsupported(format!(
             "{dut} cannot run under {}",
