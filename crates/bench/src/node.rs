@@ -816,5 +816,25 @@ mod tests {
         assert_eq!(crate::l3fwd::reference_for(&duts, duts[0]), Some(duts[0]));
         assert_eq!(crate::l3fwd::reference_for(&duts[1..], duts[1]), None);
         assert_eq!(duts[1].to_string(), "veclane multinet");
+        // Alone, a multinet row has no peer.
+        assert_eq!(crate::l3fwd::peer_for(&duts, duts[1]), None);
+    }
+
+    #[test]
+    fn multinet_rows_beside_vpp_also_divide_by_vpp_multinet() {
+        let (v, p) = (Subject::plain(Dut::Veclane), Subject::plain(Dut::Vpp));
+        let duts = [
+            v.in_shape(Shape::Singlenet),
+            v.in_shape(Shape::Multinet),
+            p.in_shape(Shape::Singlenet),
+            p.in_shape(Shape::Multinet),
+        ];
+        use crate::l3fwd::peer_for;
+        assert_eq!(peer_for(&duts, duts[1]), Some(duts[3]));
+        // VPP's own multinet row is the reference, singlenet rows have their peer in the
+        // ratio column already.
+        assert_eq!(peer_for(&duts, duts[3]), None);
+        assert_eq!(peer_for(&duts, duts[0]), None);
+        assert_eq!(crate::l3fwd::reference_for(&duts, duts[0]), Some(duts[2]));
     }
 }

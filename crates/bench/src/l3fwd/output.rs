@@ -105,6 +105,14 @@ pub fn table(cfg: &L3fwdConfig, rows: &[SearchRow]) -> String {
         };
         let _ = write!(header, "  {name:>26}");
     }
+    // Multinet rows beside another DUT's: over that DUT's multinet too.
+    let peer = cfg
+        .duts
+        .iter()
+        .find_map(|d| crate::l3fwd::rows::peer_for(&cfg.duts, *d));
+    if let Some(p) = peer {
+        let _ = write!(header, "  {:>26}", format!("/{} multinet paired", p.dut));
+    }
     let _ = write!(header, "  basis");
     let _ = writeln!(s, "\n{header}");
     for &size in &cfg.sizes {
@@ -159,6 +167,26 @@ pub fn table(cfg: &L3fwdConfig, rows: &[SearchRow]) -> String {
                     None => "-".into(),
                 };
                 let _ = write!(line, "  {ratio:>26}");
+            }
+            if peer.is_some() {
+                let cell = match (r.peer_ratio, crate::l3fwd::rows::peer_for(&cfg.duts, r.dut)) {
+                    (Some(p), _) => format!(
+                        "{:.2} ({:.2}-{:.2}) {} x{}",
+                        p.median,
+                        p.min,
+                        p.max,
+                        p.placement.map_or("all".to_string(), |b| b.to_string()),
+                        p.pairs
+                    ),
+                    (None, None)
+                        if r.dut.shape == Some(Shape::Multinet)
+                            && peer.is_some_and(|p| p.dut == r.dut.dut) =>
+                    {
+                        "1".into()
+                    }
+                    _ => "-".into(),
+                };
+                let _ = write!(line, "  {cell:>26}");
             }
             let basis = r.basis.map_or("all".to_string(), |b| b.to_string());
             let mut flags = format!("  {basis} x{}", r.searches);
@@ -254,6 +282,7 @@ pub fn csv(cfg: &L3fwdConfig, rows: &[SearchRow]) -> String {
         "paired_ratio",
         "paired_pairs",
         "paired_placement",
+        "peer_ratio",
         "workers",
         "gen_cpu",
         "dut_cpus",
@@ -303,6 +332,9 @@ pub fn csv(cfg: &L3fwdConfig, rows: &[SearchRow]) -> String {
                     .unwrap_or_default(),
                 r.paired_ratio
                     .map(|p| p.placement.map_or("all".to_string(), |b| b.to_string()))
+                    .unwrap_or_default(),
+                r.peer_ratio
+                    .map(|p| format!("{:.4}", p.median))
                     .unwrap_or_default(),
                 r.dut.workers.to_string(),
                 cfg.gen_cpu.to_string(),

@@ -65,6 +65,11 @@ pub struct SearchRow {
     /// drift that a ratio of medians keeps.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub paired_ratio: Option<PairedRatio>,
+    /// A multinet row (whose `paired_ratio` is over the same DUT in singlenet): its result
+    /// over the last other DUT's in multinet with as many workers, paired the same way
+    /// ([`peer_for`]): veclane multinet over VPP multinet, say.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peer_ratio: Option<PairedRatio>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub node_ns: Vec<(String, f64)>,
 }
@@ -230,6 +235,7 @@ pub fn rows(outcomes: &[Outcome], sizes: &[usize], duts: &[Subject]) -> Vec<Sear
                 paired_ratio: reference_for(duts, dut)
                     .filter(|r| *r != dut)
                     .and_then(|r| paired_ratio(outcomes, size, dut, r)),
+                peer_ratio: peer_for(duts, dut).and_then(|r| paired_ratio(outcomes, size, dut, r)),
                 node_ns,
             });
         }
@@ -298,6 +304,20 @@ pub fn paired_ratio(
             placement: shared,
         }
     })
+}
+
+/// The DUT a multinet row's peer ratio divides by ([`SearchRow::peer_ratio`]): the last DUT
+/// of the run in multinet with as many workers, if that is another DUT (its own rows have
+/// none); none for other rows (their [`reference_for`] already is such a DUT).
+pub fn peer_for(duts: &[Subject], dut: Subject) -> Option<Subject> {
+    if dut.shape != Some(Shape::Multinet) {
+        return None;
+    }
+    duts.iter()
+        .rev()
+        .find(|r| r.workers == dut.workers && r.shape == dut.shape)
+        .filter(|r| r.dut != dut.dut)
+        .copied()
 }
 
 /// The DUT `dut`'s ratio column divides by: for a multinet trial, the same DUT in
