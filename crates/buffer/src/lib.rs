@@ -429,14 +429,7 @@ impl Pool {
         self.mem[base + used..base + used + fits_here].copy_from_slice(&bytes[..fits_here]);
         self.meta[b as usize].len += fits_here as u16;
         self.meta[b as usize].ext.len = 0;
-        let mut prev = b;
-        for chunk in rest.chunks(self.data_size()) {
-            let n = self.alloc().expect("counted above");
-            self.room_mut(n)[..chunk.len()].copy_from_slice(chunk);
-            self.meta[n as usize].len = chunk.len() as u16;
-            self.link(prev, n);
-            prev = n;
-        }
+        self.chain_on(b, rest);
         true
     }
 
@@ -473,15 +466,21 @@ impl Pool {
         m.len = first as u16;
         m.ext = Ext::default();
         m.total_len = bytes.len() as u32;
-        let mut prev = head;
-        for chunk in bytes[first..].chunks(self.data_size()) {
-            let n = self.alloc().expect("counted above");
+        self.chain_on(head, &bytes[first..]);
+        true
+    }
+
+    /// Copies `bytes` into fresh buffers chained after `last`; the caller has counted that
+    /// the pool holds enough.
+    fn chain_on(&mut self, last: u32, bytes: &[u8]) {
+        let mut prev = last;
+        for chunk in bytes.chunks(self.data_size()) {
+            let n = self.alloc().expect("counted by the caller");
             self.room_mut(n)[..chunk.len()].copy_from_slice(chunk);
             self.meta[n as usize].len = chunk.len() as u16;
             self.link(prev, n);
             prev = n;
         }
-        true
     }
 
     /// Links `tail` after `prev` in a chain.

@@ -103,7 +103,7 @@ fn serving<T: Send>(pods: &mut Pods, f: impl FnOnce() -> T + Send) -> (T, Vec<Ve
         let mut got = Vec::new();
         while !job.is_finished() {
             for fr in pods.recv(1, 64, Duration::from_millis(5)) {
-                if let Some(r) = echo_reply(&fr) {
+                if let Some(r) = echo_reply(&fr, POD_MAC) {
                     pods.send(1, &[r]);
                 }
                 got.push(fr);
@@ -111,25 +111,6 @@ fn serving<T: Send>(pods: &mut Pods, f: impl FnOnce() -> T + Send) -> (T, Vec<Ve
         }
         (job.join().unwrap(), got)
     })
-}
-
-fn echo_reply(f: &[u8]) -> Option<Vec<u8>> {
-    let p = etherparse::SlicedPacket::from_ethernet(f).ok()?;
-    let Some(etherparse::NetSlice::Ipv4(ip)) = &p.net else {
-        return None;
-    };
-    let Some(etherparse::TransportSlice::Icmpv4(icmp)) = &p.transport else {
-        return None;
-    };
-    let etherparse::Icmpv4Type::EchoRequest(e) = icmp.icmp_type() else {
-        return None;
-    };
-    let b = etherparse::PacketBuilder::ethernet2(POD_MAC, f[6..12].try_into().ok()?)
-        .ipv4(ip.header().destination(), ip.header().source(), 64)
-        .icmpv4_echo_reply(e.id, e.seq);
-    let mut v = Vec::new();
-    b.write(&mut v, icmp.payload()).ok()?;
-    Some(v)
 }
 
 /// VPP pings `dst` `n` times with `size` bytes of data; (sent, received).

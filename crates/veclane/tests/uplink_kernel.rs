@@ -36,26 +36,6 @@ fn config() -> String {
     c
 }
 
-/// The pod's answer to an ICMP echo request, if `f` is one.
-fn echo_reply(f: &[u8]) -> Option<Vec<u8>> {
-    let p = etherparse::SlicedPacket::from_ethernet(f).ok()?;
-    let Some(etherparse::NetSlice::Ipv4(ip)) = &p.net else {
-        return None;
-    };
-    let Some(etherparse::TransportSlice::Icmpv4(icmp)) = &p.transport else {
-        return None;
-    };
-    let etherparse::Icmpv4Type::EchoRequest(e) = icmp.icmp_type() else {
-        return None;
-    };
-    let b = etherparse::PacketBuilder::ethernet2(mac(POD_MAC), f[6..12].try_into().ok()?)
-        .ipv4(ip.header().destination(), ip.header().source(), 64)
-        .icmpv4_echo_reply(e.id, e.seq);
-    let mut v = Vec::new();
-    b.write(&mut v, icmp.payload()).ok()?;
-    Some(v)
-}
-
 /// Serves the pods (answering echo requests) while `f` runs; returns what each pod got.
 fn serving<T: Send>(pods: &mut Pods, f: impl FnOnce() -> T + Send) -> (T, [Vec<Vec<u8>>; 2]) {
     std::thread::scope(|s| {
@@ -64,7 +44,7 @@ fn serving<T: Send>(pods: &mut Pods, f: impl FnOnce() -> T + Send) -> (T, [Vec<V
         while !job.is_finished() {
             for id in [0u32, 1] {
                 for fr in pods.recv(id, 64, Duration::from_millis(5)) {
-                    if let Some(r) = echo_reply(&fr) {
+                    if let Some(r) = echo_reply(&fr, mac(POD_MAC)) {
                         pods.send(id, &[r]);
                     }
                     got[id as usize].push(fr);

@@ -106,10 +106,7 @@ pub fn table(cfg: &L3fwdConfig, rows: &[SearchRow]) -> String {
         let _ = write!(header, "  {name:>26}");
     }
     // Multinet rows beside another DUT's: over that DUT's multinet too.
-    let peer = cfg
-        .duts
-        .iter()
-        .find_map(|d| crate::l3fwd::rows::peer_for(&cfg.duts, *d));
+    let peer = cfg.duts.iter().find_map(|d| super::peer_for(&cfg.duts, *d));
     if let Some(p) = peer {
         let _ = write!(header, "  {:>26}", format!("/{} multinet paired", p.dut));
     }
@@ -155,29 +152,15 @@ pub fn table(cfg: &L3fwdConfig, rows: &[SearchRow]) -> String {
             }
             if reference.is_some() {
                 let ratio = match r.paired_ratio {
-                    Some(p) => format!(
-                        "{:.2} ({:.2}-{:.2}) {} x{}",
-                        p.median,
-                        p.min,
-                        p.max,
-                        p.placement.map_or("all".to_string(), |b| b.to_string()),
-                        p.pairs
-                    ),
+                    Some(p) => ratio_cell(p),
                     None if Some(r.dut) == reference_for(&cfg.duts, r.dut) => "1".into(),
                     None => "-".into(),
                 };
                 let _ = write!(line, "  {ratio:>26}");
             }
             if peer.is_some() {
-                let cell = match (r.peer_ratio, crate::l3fwd::rows::peer_for(&cfg.duts, r.dut)) {
-                    (Some(p), _) => format!(
-                        "{:.2} ({:.2}-{:.2}) {} x{}",
-                        p.median,
-                        p.min,
-                        p.max,
-                        p.placement.map_or("all".to_string(), |b| b.to_string()),
-                        p.pairs
-                    ),
+                let cell = match (r.peer_ratio, super::peer_for(&cfg.duts, r.dut)) {
+                    (Some(p), _) => ratio_cell(p),
                     (None, None)
                         if r.dut.shape == Some(Shape::Multinet)
                             && peer.is_some_and(|p| p.dut == r.dut.dut) =>
@@ -225,6 +208,18 @@ pub fn table(cfg: &L3fwdConfig, rows: &[SearchRow]) -> String {
         }
     }
     s
+}
+
+/// A paired ratio as a table cell: median (min-max), the placement of its pairs, how many.
+fn ratio_cell(p: super::PairedRatio) -> String {
+    format!(
+        "{:.2} ({:.2}-{:.2}) {} x{}",
+        p.median,
+        p.min,
+        p.max,
+        p.placement.map_or("all".to_string(), |b| b.to_string()),
+        p.pairs
+    )
 }
 
 /// Where each DUT's time goes: nanoseconds per packet per node in the flat-out trial

@@ -273,6 +273,26 @@ pub fn ping(src_mac: [u8; 6], dst_mac: [u8; 6], src: [u8; 4], dst: [u8; 4], seq:
     v
 }
 
+/// A pod's answer (from `pod_mac`) to an ICMP echo request, if `f` is one.
+pub fn echo_reply(f: &[u8], pod_mac: [u8; 6]) -> Option<Vec<u8>> {
+    let p = etherparse::SlicedPacket::from_ethernet(f).ok()?;
+    let Some(etherparse::NetSlice::Ipv4(ip)) = &p.net else {
+        return None;
+    };
+    let Some(etherparse::TransportSlice::Icmpv4(icmp)) = &p.transport else {
+        return None;
+    };
+    let etherparse::Icmpv4Type::EchoRequest(e) = icmp.icmp_type() else {
+        return None;
+    };
+    let b = etherparse::PacketBuilder::ethernet2(pod_mac, f[6..12].try_into().ok()?)
+        .ipv4(ip.header().destination(), ip.header().source(), 64)
+        .icmpv4_echo_reply(e.id, e.seq);
+    let mut v = Vec::new();
+    b.write(&mut v, icmp.payload()).ok()?;
+    Some(v)
+}
+
 /// An ARP packet (op 1 request, 2 reply).
 pub fn arp(
     op: u16,
