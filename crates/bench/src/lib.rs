@@ -23,6 +23,7 @@ pub mod placement;
 pub mod plot;
 pub mod proc;
 pub mod pvp;
+pub mod reflect;
 pub mod report;
 pub mod scenario;
 mod sched;
@@ -42,8 +43,11 @@ pub enum Dut {
     Testpmd,
     /// DPDK's l3fwd example, LPM mode (l3fwd scenario only).
     DpdkL3fwd,
-    /// VPP, when the user has it (l3fwd scenario only).
+    /// VPP, when the user has it (l3fwd, the node scenarios, the pvp pod).
     Vpp,
+    /// No DUT: a memif master that only hands frames from one interface to the other
+    /// ([`reflect`]), the generator's ceiling (l3fwd only).
+    None,
 }
 
 impl core::fmt::Display for Dut {
@@ -53,6 +57,7 @@ impl core::fmt::Display for Dut {
             Dut::Testpmd => "testpmd",
             Dut::DpdkL3fwd => "dpdk-l3fwd",
             Dut::Vpp => "vpp",
+            Dut::None => "none",
         })
     }
 }

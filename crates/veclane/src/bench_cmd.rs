@@ -46,6 +46,9 @@ pub enum DutArg {
     /// VPP (l3fwd, singlenet and multinet; --vpp-bin, else vpp on PATH, else the build
     /// scripts/build-vpp.sh left in its cache).
     Vpp,
+    /// No DUT (l3fwd): a memif master that only hands frames from id 0 to id 1, on the DUT's
+    /// CPU. The generator's ceiling: DUTs within 10% of it are flagged generator-bound.
+    None,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -414,10 +417,13 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
             DutArg::Testpmd => Dut::Testpmd,
             DutArg::DpdkL3fwd => Dut::DpdkL3fwd,
             DutArg::Vpp => Dut::Vpp,
+            DutArg::None => Dut::None,
         })
         .collect();
     if topology.is_none()
-        && let Some(d) = duts.iter().find(|d| matches!(d, Dut::DpdkL3fwd | Dut::Vpp))
+        && let Some(d) = duts
+            .iter()
+            .find(|d| matches!(d, Dut::DpdkL3fwd | Dut::Vpp | Dut::None))
     {
         bail!(
             "--dut {d} runs in searched scenarios (l3fwd) only; {} measures veclane and testpmd",

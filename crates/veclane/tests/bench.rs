@@ -701,3 +701,37 @@ fn vpp_is_the_pvp_pod() {
         }
     }
 }
+
+/// `--dut none`: the generator through a memif master that only hands frames across, in the
+/// same run as veclane; its counters agree with the generator's, and it forwards.
+#[test]
+fn the_generator_s_ceiling_is_measured_beside_the_dut() {
+    let r = bench(&[
+        "l3fwd",
+        "--dut",
+        "veclane,none",
+        "--copy",
+        "single",
+        "--sizes",
+        "64,1500",
+        "--search",
+        "continuous",
+        "--mrr-secs",
+        "0.2",
+        "--latency-at",
+        "",
+    ]);
+    let searches = r["searches"].as_array().unwrap();
+    let duts: Vec<&str> = searches
+        .iter()
+        .map(|o| o["dut"]["dut"].as_str().unwrap())
+        .collect();
+    assert_eq!(duts, ["veclane", "none", "veclane", "none"], "{r}");
+    for o in searches {
+        assert!(o["error"].is_null(), "{o}");
+        assert!(o["mrr_pps"].as_f64().unwrap() > 0.0, "{o}");
+        for t in o["trials"].as_array().unwrap() {
+            assert!(t.get("disagreements").is_none(), "{t}");
+        }
+    }
+}

@@ -190,6 +190,12 @@ pub fn table(cfg: &L3fwdConfig, rows: &[SearchRow]) -> String {
                     r.disagreeing
                 );
             }
+            if r.generator_bound {
+                let _ = write!(
+                    flags,
+                    " ! generator-bound: within 10% of the generator's ceiling (none)"
+                );
+            }
             if r.generator_short > 0 {
                 let _ = write!(
                     flags,

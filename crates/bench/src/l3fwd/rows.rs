@@ -72,6 +72,10 @@ pub struct SearchRow {
     pub peer_ratio: Option<PairedRatio>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub node_ns: Vec<(String, f64)>,
+    /// Within 10% of (or above) the generator's ceiling, `--dut none` at this size with as
+    /// many workers: the generator, not this DUT, set the result.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub generator_bound: bool,
 }
 
 pub(super) fn median(v: &[f64]) -> f64 {
@@ -237,10 +241,32 @@ pub fn rows(outcomes: &[Outcome], sizes: &[usize], duts: &[Subject]) -> Vec<Sear
                     .and_then(|r| paired_ratio(outcomes, size, dut, r)),
                 peer_ratio: peer_for(duts, dut).and_then(|r| paired_ratio(outcomes, size, dut, r)),
                 node_ns,
+                generator_bound: false,
             });
         }
     }
+    mark_generator_bound(&mut out);
     out
+}
+
+/// A DUT is generator-bound at a size when its first goal's result is at least 90% of what
+/// the generator reached with no DUT (`--dut none`, as many workers, same shape).
+fn mark_generator_bound(rows: &mut [SearchRow]) {
+    let first = |r: &SearchRow| r.goals.first().map(|g| g.mpps);
+    let ceilings: Vec<(usize, u16, Option<Shape>, f64)> = rows
+        .iter()
+        .filter(|r| r.dut.dut == crate::Dut::None)
+        .filter_map(|r| Some((r.size, r.dut.workers, r.dut.shape, first(r)?)))
+        .collect();
+    for r in rows.iter_mut().filter(|r| r.dut.dut != crate::Dut::None) {
+        let ceiling = ceilings
+            .iter()
+            .find(|c| (c.0, c.1, c.2) == (r.size, r.dut.workers, r.dut.shape))
+            .map(|c| c.3);
+        if let (Some(c), Some(m)) = (ceiling, first(r)) {
+            r.generator_bound = c > 0.0 && m >= 0.9 * c;
+        }
+    }
 }
 
 /// The first goal's result of a successful search (the receive rate for MRR).

@@ -222,6 +222,30 @@ fn ratios_divide_by_the_reference_with_as_many_workers() {
     assert_eq!(v.with_workers(2).line(), v);
 }
 
+/// A DUT at 90% or more of what the generator reached with no DUT is flagged: it measured the
+/// generator. The ceiling's own row is not.
+#[test]
+fn rows_near_the_generator_s_ceiling_are_generator_bound() {
+    let (v, t, n) = (
+        Subject::plain(Dut::Veclane),
+        Subject::plain(Dut::Testpmd),
+        Subject::plain(Dut::None),
+    );
+    let duts = [v, t, n];
+    let outs = vec![outcome(v, 0, 1e6), outcome(t, 0, 1.9e6), outcome(n, 0, 2e6)];
+    let r = rows(&outs, &[64], &duts);
+    let bound = |d: Subject| r.iter().find(|x| x.dut == d).unwrap().generator_bound;
+    assert!(!bound(v), "half the ceiling");
+    assert!(bound(t), "95% of it");
+    assert!(!bound(n));
+    // Without a ceiling in the run, nothing is flagged.
+    let r = rows(&outs[..2], &[64], &duts[..2]);
+    assert!(r.iter().all(|x| !x.generator_bound));
+    let cfg = test_config(duts.to_vec());
+    let text = super::output::table(&cfg, &rows(&outs, &[64], &duts));
+    assert!(text.contains("generator-bound"), "{text}");
+}
+
 #[test]
 fn dut_cpus_are_checked_against_workers_and_the_generator() {
     let v = Subject::plain(Dut::Veclane);

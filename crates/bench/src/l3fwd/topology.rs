@@ -208,6 +208,15 @@ pub(crate) fn start_dut(
             Daemon::start_under(wrapper, &cfg.veclane_bin, dir, &conf.to_toml(), ready)
                 .map(|d| (Box::new(d) as Running, sock))
         }
+        Dut::None => {
+            let r = crate::reflect::spawn(
+                &sock,
+                cfg.ring_log2,
+                buffer_size_for(cfg, size),
+                cfg.dut_cpu(),
+            )?;
+            Ok((Box::new(r) as Running, sock))
+        }
         Dut::DpdkL3fwd => {
             let bin = cfg.l3fwd_bin.clone().ok_or_else(|| {
                 DutError::Missing(

@@ -1,0 +1,214 @@
+//! `--dut none`: the generator's ceiling. A memif master that does nothing but hand each
+//! frame from interface 0 to interface 1 (and back), on a thread of the harness pinned to the
+//! DUT's CPU: no graph, no lookup, no header touched. From 0 to 1 it copies each frame once,
+//! from the generator's transmit buffer into its receive buffer (the first 64 bytes through a
+//! local buffer, the rest straight across, as veclane's single copy does): the least any memif
+//! master can do, since the two interfaces' buffers are the peer's and distinct. What it reaches is what the generator can offer and take back through memif on
+//! this machine; a DUT within 10% of it measured the generator, not itself, and the table
+//! says so.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use buffer::{Pool, PoolConfig};
+use memif::queue::{PeerTable, Peers};
+use memif::{Event, InterfaceConfig, Listener, PrimaryQueues, SocketPath};
+
+/// Bytes of each frame copied into a local buffer; the rest goes peer to peer.
+const HDR: usize = 64;
+
+use crate::dut::{Counts, DutError, RunningDut};
+
+const DUT: &str = "none";
+
+/// A running reflector, stopped when dropped.
+#[derive(Debug)]
+pub struct Reflector {
+    stop: Arc<AtomicBool>,
+    rx: Arc<AtomicU64>,
+    tx: Arc<AtomicU64>,
+    thread: Option<JoinHandle<Result<(), String>>>,
+    sock: PathBuf,
+}
+
+/// Listens on `sock` for memif ids 0 and 1 (rings of 2^`ring_log2`, buffers of
+/// `buffer_size`) and reflects between them on a thread pinned to `cpu`.
+pub fn spawn(
+    sock: &Path,
+    ring_log2: u8,
+    buffer_size: u32,
+    cpu: usize,
+) -> Result<Reflector, DutError> {
+    let iface = |id: u32| InterfaceConfig {
+        id,
+        name: format!("none{id}"),
+        log2_ring_size: ring_log2,
+        buffer_size,
+        ..Default::default()
+    };
+    let mut l = Listener::bind(
+        &SocketPath::File(sock.to_path_buf()),
+        vec![iface(0), iface(1)],
+    )
+    .map_err(|e| DutError::reply(DUT, format!("cannot listen on {}: {e}", sock.display())))?;
+    let pool = Pool::new(PoolConfig {
+        count: 4 << ring_log2,
+        data_size: u16::try_from(buffer_size).unwrap_or(u16::MAX),
+        ..Default::default()
+    })
+    .map_err(|e| DutError::reply(DUT, format!("buffer pool: {e:?}")))?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let (rx, tx) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let (s, r, t) = (stop.clone(), rx.clone(), tx.clone());
+    let thread = std::thread::Builder::new()
+        .name("reflector".into())
+        .spawn(move || {
+            trafgen::pin_to_cpu(cpu).map_err(|e| format!("pinning to CPU {cpu}: {e}"))?;
+            reflect(&mut l, pool, &s, &r, &t)
+        })
+        .map_err(DutError::io("cannot start the reflector thread"))?;
+    Ok(Reflector {
+        stop,
+        rx,
+        tx,
+        thread: Some(thread),
+        sock: sock.to_path_buf(),
+    })
+}
+
+/// The loop: control events now and then, and every rx queue of each interface drained into
+/// the same queue of the other.
+fn reflect(
+    l: &mut Listener,
+    mut pool: Pool,
+    stop: &AtomicBool,
+    rx: &AtomicU64,
+    tx: &AtomicU64,
+) -> Result<(), String> {
+    let mut q: [Option<PrimaryQueues>; 2] = [None, None];
+    // Interface 0's receive queues as the external sources 0.. of the pool, for the copy
+    // straight into interface 1's buffers.
+    let table = Arc::new(PeerTable::default());
+    let mut peers = Peers::of(&table);
+    let mut bufs = Vec::with_capacity(256);
+    let mut iter = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        iter += 1;
+        if iter.is_multiple_of(1024) || q.iter().any(Option::is_none) {
+            let idle = if q.iter().all(Option::is_some) { 0 } else { 1 };
+            l.poll(Duration::from_millis(idle))
+                .map_err(|e| e.to_string())?;
+            while let Some(e) = l.next_event() {
+                match e {
+                    Event::Connected { id: 0, queues, .. } => {
+                        for (i, r) in queues.rx.iter().enumerate() {
+                            table.attach(&mut pool, i as u32, r.peer_memory());
+                        }
+                        peers.refresh();
+                        q[0] = Some(queues);
+                    }
+                    Event::Connected { id: 1, queues, .. } => q[1] = Some(queues),
+                    Event::Disconnected { id, .. } if id < 2 => q[id as usize] = None,
+                    _ => {}
+                }
+            }
+        }
+        let [Some(a), Some(b)] = &mut q else { continue };
+        let ntx = b.tx.len();
+        for (i, r) in a.rx.iter_mut().enumerate() {
+            bufs.clear();
+            if r.recv_split(&mut pool, &mut bufs, 256, HDR, i as u32)
+                .is_err()
+                || ntx == 0
+            {
+                pool.free_bulk(&bufs);
+                continue;
+            }
+            if bufs.is_empty() {
+                continue;
+            }
+            let sent = b.tx[i % ntx]
+                .send_via(&pool, &bufs, &peers, None)
+                .unwrap_or(0);
+            rx.fetch_add(bufs.len() as u64, Ordering::Relaxed);
+            tx.fetch_add(sent as u64, Ordering::Relaxed);
+            pool.free_bulk(&bufs);
+            r.release();
+        }
+        pass(b, a, &mut pool, &mut bufs);
+    }
+    Ok(())
+}
+
+/// Every rx queue of `from` drained into the same tx queue of `to`; (taken, sent).
+fn pass(
+    from: &mut PrimaryQueues,
+    to: &mut PrimaryQueues,
+    pool: &mut Pool,
+    bufs: &mut Vec<u32>,
+) -> (u64, u64) {
+    let (mut taken, mut sent) = (0, 0);
+    let ntx = to.tx.len();
+    for (i, r) in from.rx.iter_mut().enumerate() {
+        bufs.clear();
+        if r.recv(pool, bufs, 256).is_err() || bufs.is_empty() || ntx == 0 {
+            pool.free_bulk(bufs);
+            continue;
+        }
+        taken += bufs.len() as u64;
+        sent += to.tx[i % ntx].send(pool, bufs).unwrap_or(0) as u64;
+        pool.free_bulk(bufs);
+    }
+    (taken, sent)
+}
+
+impl Reflector {
+    pub fn memif_socket(&self) -> PathBuf {
+        self.sock.clone()
+    }
+
+    fn halt(&mut self) -> Result<(), DutError> {
+        self.stop.store(true, Ordering::Relaxed);
+        match self.thread.take().map(JoinHandle::join) {
+            Some(Ok(Err(e))) => Err(DutError::reply(DUT, e)),
+            Some(Err(_)) => Err(DutError::reply(DUT, "the reflector thread panicked")),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl RunningDut for Reflector {
+    fn pid(&self) -> u32 {
+        std::process::id()
+    }
+
+    /// Frames taken on interface 0 and put on interface 1 (the way l3fwd's generator counts).
+    fn counts(&mut self) -> Result<Option<Counts>, DutError> {
+        Ok(Some(Counts {
+            rx: self.rx.load(Ordering::Relaxed),
+            tx: self.tx.load(Ordering::Relaxed),
+        }))
+    }
+
+    fn drops(&mut self) -> String {
+        String::new()
+    }
+
+    /// A thread of the harness: the process's times say nothing about it.
+    fn thread_times(&self) -> Option<Vec<crate::proc::ThreadTime>> {
+        None
+    }
+
+    fn stop(mut self: Box<Self>, _timeout: Duration) -> Result<(), DutError> {
+        self.halt()
+    }
+}
+
+impl Drop for Reflector {
+    fn drop(&mut self) {
+        let _ = self.halt();
+    }
+}
