@@ -18,7 +18,7 @@ build: setup
 ## loss verification) at 64, 512 and 1500 bytes, veclane (single-copy), dpdk-testpmd io
 ## forwarding and VPP (when scripts/build-vpp.sh has built it; the run says how when not)
 ## side by side, with the generator's own ceiling (none: a memif master that only hands
-## frames across; rows within 10% of it are flagged generator-bound), four interleaved
+## frames across; rows flat out within 10% of it are flagged generator-bound), four interleaved
 ## searches each of 50 ms trials after a 10 ms warm-up (short, so that more searches fit: one
 ## search's pair ratio swings 15% with the host, and only the median of many holds still);
 ## 0.5 s flat-out and 0.25 s latency trials; table, then JSON, CSV and SVG.

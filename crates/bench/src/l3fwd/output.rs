@@ -193,7 +193,7 @@ pub fn table(cfg: &L3fwdConfig, rows: &[SearchRow]) -> String {
             if r.generator_bound {
                 let _ = write!(
                     flags,
-                    " ! generator-bound: within 10% of the generator's ceiling (none)"
+                    " ! generator-bound: MRR within 10% of the generator's ceiling (none)"
                 );
             }
             if r.generator_short > 0 {

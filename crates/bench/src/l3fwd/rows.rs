@@ -72,8 +72,8 @@ pub struct SearchRow {
     pub peer_ratio: Option<PairedRatio>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub node_ns: Vec<(String, f64)>,
-    /// Within 10% of (or above) the generator's ceiling, `--dut none` at this size with as
-    /// many workers: the generator, not this DUT, set the result.
+    /// Flat out, within 10% of (or above) the generator's ceiling, `--dut none`'s flat-out
+    /// rate at this size with as many workers: the generator, not this DUT, set the pace.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub generator_bound: bool,
 }
@@ -249,10 +249,12 @@ pub fn rows(outcomes: &[Outcome], sizes: &[usize], duts: &[Subject]) -> Vec<Sear
     out
 }
 
-/// A DUT is generator-bound at a size when its first goal's result is at least 90% of what
-/// the generator reached with no DUT (`--dut none`, as many workers, same shape).
+/// A DUT is generator-bound at a size when its flat-out rate (MRR) is at least 90% of the
+/// generator's with no DUT (`--dut none`, as many workers, same shape). Flat-out rates, not
+/// zero-loss ones: a ceiling is what the generator can move at all, and a zero-loss search
+/// also measures how a DUT rides out the host's stalls.
 fn mark_generator_bound(rows: &mut [SearchRow]) {
-    let first = |r: &SearchRow| r.goals.first().map(|g| g.mpps);
+    let first = |r: &SearchRow| Some(r.mrr_mpps);
     let ceilings: Vec<(usize, u16, Option<Shape>, f64)> = rows
         .iter()
         .filter(|r| r.dut.dut == crate::Dut::None)

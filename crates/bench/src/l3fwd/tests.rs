@@ -222,8 +222,8 @@ fn ratios_divide_by_the_reference_with_as_many_workers() {
     assert_eq!(v.with_workers(2).line(), v);
 }
 
-/// A DUT at 90% or more of what the generator reached with no DUT is flagged: it measured the
-/// generator. The ceiling's own row is not.
+/// A DUT flat out at 90% or more of the generator's rate with no DUT is flagged: it measured
+/// the generator. The ceiling's own row is not.
 #[test]
 fn rows_near_the_generator_s_ceiling_are_generator_bound() {
     let (v, t, n) = (
@@ -232,7 +232,12 @@ fn rows_near_the_generator_s_ceiling_are_generator_bound() {
         Subject::plain(Dut::None),
     );
     let duts = [v, t, n];
-    let outs = vec![outcome(v, 0, 1e6), outcome(t, 0, 1.9e6), outcome(n, 0, 2e6)];
+    let flat_out = |d, pps| {
+        let mut o = outcome(d, 0, pps);
+        o.mrr_pps = pps;
+        o
+    };
+    let outs = vec![flat_out(v, 1e6), flat_out(t, 1.9e6), flat_out(n, 2e6)];
     let r = rows(&outs, &[64], &duts);
     let bound = |d: Subject| r.iter().find(|x| x.dut == d).unwrap().generator_bound;
     assert!(!bound(v), "half the ceiling");
