@@ -93,7 +93,9 @@ fn veclane_trial(cfg: &P2pConfig, size: usize, rep: usize) -> Result<Trial, Benc
     };
     let mut rx = Command::new(&cfg.veclane_bin);
     common(&mut rx);
-    rx.args(["--role", "primary", "--rx-only", "--duration"])
+    // Pinned to a CPU of its own, the receiver polls: sleeping on the interrupt when its ring
+    // runs empty would add wake-ups to what is measured.
+    rx.args(["--role", "primary", "--rx-only", "--rx-poll", "--duration"])
         .arg(format!("{}", cfg.trial_secs + 30.0))
         .arg("--cpu")
         .arg(cfg.receiver_cpu.to_string());

@@ -15,7 +15,7 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ),
     (
         "show interface [IF]",
-        "interfaces: state, addresses, counters",
+        "interfaces: state, addresses, counters; `queues rx N tx N` are the queues in use (none while a memif is not connected), a memif's `max-queues` its limits (master: the most a peer may open; slave: what it asks for)",
     ),
     (
         "show interface rx-placement",
