@@ -33,8 +33,14 @@ pub fn find() -> Option<PathBuf> {
 pub struct Testpmd {
     child: Child,
     stdin: Option<ChildStdin>,
-    out: Receiver<Vec<u8>>,
+    /// Output as it comes: (from stdout, bytes).
+    out: Receiver<(bool, Vec<u8>)>,
+    /// stdout (command echoes, answers, prompts), kept apart from stderr (DPDK's logs):
+    /// both are written a few bytes at a time, and a log line landing between the `t` and
+    /// the `estpmd> ` of a prompt hid that prompt when the two were one stream.
     log: Vec<u8>,
+    /// The end of stderr, for error reports.
+    err: Vec<u8>,
 }
 
 impl Testpmd {
@@ -79,25 +85,31 @@ impl Testpmd {
             .spawn()
             .map_err(DutError::io(format!("cannot start {}", bin.display())))?;
         let (tx, rx) = channel();
-        for mut s in [
-            Box::new(
-                child
-                    .stdout
-                    .take()
-                    .ok_or(DutError::reply(DUT, "no stdout pipe"))?,
-            ) as Box<dyn Read + Send>,
-            Box::new(
-                child
-                    .stderr
-                    .take()
-                    .ok_or(DutError::reply(DUT, "no stderr pipe"))?,
+        for (is_out, mut s) in [
+            (
+                true,
+                Box::new(
+                    child
+                        .stdout
+                        .take()
+                        .ok_or(DutError::reply(DUT, "no stdout pipe"))?,
+                ) as Box<dyn Read + Send>,
+            ),
+            (
+                false,
+                Box::new(
+                    child
+                        .stderr
+                        .take()
+                        .ok_or(DutError::reply(DUT, "no stderr pipe"))?,
+                ),
             ),
         ] {
             let tx = tx.clone();
             std::thread::spawn(move || {
                 let mut b = [0u8; 4096];
                 while let Ok(n) = s.read(&mut b) {
-                    if n == 0 || tx.send(b[..n].to_vec()).is_err() {
+                    if n == 0 || tx.send((is_out, b[..n].to_vec())).is_err() {
                         break;
                     }
                 }
@@ -109,6 +121,7 @@ impl Testpmd {
             stdin,
             out: rx,
             log: Vec::new(),
+            err: Vec::new(),
         };
         let first = if wrapper.is_empty() { 20 } else { 120 };
         t.until_prompt_after(b"", Duration::from_secs(first))?;
@@ -141,7 +154,12 @@ impl Testpmd {
             }
             let left = deadline.saturating_duration_since(Instant::now());
             match self.out.recv_timeout(left) {
-                Ok(b) => self.log.extend_from_slice(&b),
+                Ok((true, b)) => self.log.extend_from_slice(&b),
+                Ok((false, b)) => {
+                    self.err.extend_from_slice(&b);
+                    let over = self.err.len().saturating_sub(64 << 10);
+                    self.err.drain(..over);
+                }
                 Err(RecvTimeoutError::Timeout) => {
                     return Err(DutError::Timeout {
                         dut: DUT,
@@ -160,10 +178,14 @@ impl Testpmd {
         }
     }
 
+    /// The last lines of stderr, then of stdout.
     fn tail(&self) -> String {
-        let s = String::from_utf8_lossy(&self.log);
-        let v: Vec<&str> = s.lines().rev().take(15).collect();
-        v.into_iter().rev().collect::<Vec<_>>().join("\n")
+        let last = |b: &[u8]| {
+            let s = String::from_utf8_lossy(b);
+            let v: Vec<&str> = s.lines().rev().take(15).collect();
+            v.into_iter().rev().collect::<Vec<_>>().join("\n")
+        };
+        format!("{}\n{}", last(&self.err), last(&self.log))
     }
 
     /// Runs one command and returns its output.

@@ -41,6 +41,36 @@ fn bench(args: &[&str]) -> serde_json::Value {
     serde_json::from_slice(&std::fs::read(json).unwrap()).unwrap()
 }
 
+/// `bench` with one flat-out trial of `mrr_secs` per search (`--search continuous`) and no
+/// latency trials.
+fn flat_out(args: &[&str], mrr_secs: &str) -> serde_json::Value {
+    let mut a = args.to_vec();
+    a.extend([
+        "--search",
+        "continuous",
+        "--mrr-secs",
+        mrr_secs,
+        "--latency-at",
+        "",
+    ]);
+    bench(&a)
+}
+
+/// The report's searches, `n` of them, each without error, forwarding, and every trial's
+/// counts agreeing with the DUT's own counters.
+fn agreeing_searches(r: &serde_json::Value, n: usize) -> Vec<serde_json::Value> {
+    let searches = r["searches"].as_array().unwrap();
+    assert_eq!(searches.len(), n, "{r}");
+    for o in searches {
+        assert!(o["error"].is_null(), "{o}");
+        assert!(o["mrr_pps"].as_f64().unwrap() > 0.0, "{o}");
+        for t in o["trials"].as_array().unwrap() {
+            assert!(t.get("disagreements").is_none(), "{t}");
+        }
+    }
+    searches.clone()
+}
+
 fn testpmd_args() -> Vec<&'static str> {
     if bench::testpmd::find().is_some() {
         vec![]
@@ -580,30 +610,23 @@ fn vpp() -> Option<std::path::PathBuf> {
 #[test]
 fn vpp_is_a_node_switch_in_both_shapes() {
     let Some(bin) = vpp() else { return };
-    let r = bench(&[
-        "multinet",
-        "--dut",
-        "vpp",
-        "--vpp-bin",
-        bin.to_str().unwrap(),
-        "--networks",
-        "2",
-        "--sizes",
-        "256",
-        "--search",
-        "continuous",
-        "--mrr-secs",
+    let bin = bin.to_str().unwrap();
+    let r = flat_out(
+        &[
+            "multinet",
+            "--dut",
+            "vpp",
+            "--vpp-bin",
+            bin,
+            "--networks",
+            "2",
+            "--sizes",
+            "256",
+        ],
         "0.3",
-        "--latency-at",
-        "",
-    ]);
-    let searches = r["searches"].as_array().unwrap();
-    assert_eq!(searches.len(), 2, "{r}");
-    for o in searches {
-        assert!(o["error"].is_null(), "{o}");
-        assert!(o["mrr_pps"].as_f64().unwrap() > 0.0, "{o}");
+    );
+    for o in &agreeing_searches(&r, 2) {
         for t in o["trials"].as_array().unwrap() {
-            assert!(t.get("disagreements").is_none(), "{t}");
             let nets = t["networks"].as_array().unwrap();
             assert_eq!(nets.len(), 2, "{t}");
             for n in nets {
@@ -674,64 +697,43 @@ fn vpp_forwards_l3_beside_veclane_and_its_counters_agree() {
 #[test]
 fn vpp_is_the_pvp_pod() {
     let Some(bin) = vpp() else { return };
-    let r = bench(&[
-        "pvp",
-        "--dut",
-        "vpp",
-        "--vpp-bin",
-        bin.to_str().unwrap(),
-        "--sizes",
-        "256",
-        "--copy",
-        "single",
-        "--search",
-        "continuous",
-        "--mrr-secs",
+    let bin = bin.to_str().unwrap();
+    let r = flat_out(
+        &[
+            "pvp",
+            "--dut",
+            "vpp",
+            "--vpp-bin",
+            bin,
+            "--sizes",
+            "256",
+            "--copy",
+            "single",
+        ],
         "0.5",
-        "--latency-at",
-        "",
-    ]);
-    let searches = r["searches"].as_array().unwrap();
-    assert_eq!(searches.len(), 2, "{r}");
-    for o in searches {
-        assert!(o["error"].is_null(), "{o}");
-        assert!(o["mrr_pps"].as_f64().unwrap() > 0.0, "{o}");
-        for t in o["trials"].as_array().unwrap() {
-            assert!(t.get("disagreements").is_none(), "{t}");
-        }
-    }
+    );
+    agreeing_searches(&r, 2);
 }
 
 /// `--dut none`: the generator through a memif master that only hands frames across, in the
 /// same run as veclane; its counters agree with the generator's, and it forwards.
 #[test]
 fn the_generator_s_ceiling_is_measured_beside_the_dut() {
-    let r = bench(&[
-        "l3fwd",
-        "--dut",
-        "veclane,none",
-        "--copy",
-        "single",
-        "--sizes",
-        "64,1500",
-        "--search",
-        "continuous",
-        "--mrr-secs",
+    let r = flat_out(
+        &[
+            "l3fwd",
+            "--dut",
+            "veclane,none",
+            "--copy",
+            "single",
+            "--sizes",
+            "64,1500",
+        ],
         "0.2",
-        "--latency-at",
-        "",
-    ]);
-    let searches = r["searches"].as_array().unwrap();
-    let duts: Vec<&str> = searches
+    );
+    let duts: Vec<String> = agreeing_searches(&r, 4)
         .iter()
-        .map(|o| o["dut"]["dut"].as_str().unwrap())
+        .map(|o| o["dut"]["dut"].as_str().unwrap().to_string())
         .collect();
     assert_eq!(duts, ["veclane", "none", "veclane", "none"], "{r}");
-    for o in searches {
-        assert!(o["error"].is_null(), "{o}");
-        assert!(o["mrr_pps"].as_f64().unwrap() > 0.0, "{o}");
-        for t in o["trials"].as_array().unwrap() {
-            assert!(t.get("disagreements").is_none(), "{t}");
-        }
-    }
 }
