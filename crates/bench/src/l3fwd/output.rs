@@ -70,7 +70,12 @@ pub fn table(cfg: &L3fwdConfig, rows: &[SearchRow]) -> String {
         .copied()
         .find(|&f| (f - 0.5).abs() < 1e-9)
         .or(cfg.latency_at.first().copied());
-    let reference = cfg.duts.last().copied();
+    let reference = cfg
+        .duts
+        .iter()
+        .rev()
+        .find(|d| d.dut != crate::Dut::None)
+        .copied();
     let shaped = cfg.duts.iter().any(|d| d.shape == Some(Shape::Multinet));
     let w = cfg
         .duts

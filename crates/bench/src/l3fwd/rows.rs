@@ -350,7 +350,8 @@ pub fn peer_for(duts: &[Subject], dut: Subject) -> Option<Subject> {
 
 /// The DUT `dut`'s ratio column divides by: for a multinet trial, the same DUT in
 /// singlenet (the seeds' multinet/singlenet ratio); otherwise the last DUT of the run with as
-/// many workers, in the same shape.
+/// many workers, in the same shape, that is a DUT (`none`, the generator's ceiling, has its
+/// own flag instead: see [`SearchRow::generator_bound`]).
 pub fn reference_for(duts: &[Subject], dut: Subject) -> Option<Subject> {
     if dut.shape == Some(Shape::Multinet) {
         let single = dut.in_shape(Shape::Singlenet);
@@ -358,6 +359,7 @@ pub fn reference_for(duts: &[Subject], dut: Subject) -> Option<Subject> {
     }
     duts.iter()
         .rev()
+        .filter(|r| r.dut != crate::Dut::None)
         .find(|r| r.workers == dut.workers && r.shape == dut.shape)
         .copied()
 }

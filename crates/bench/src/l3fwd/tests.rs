@@ -218,6 +218,10 @@ fn ratios_divide_by_the_reference_with_as_many_workers() {
         Some(t.with_workers(2))
     );
     assert_eq!(reference_for(&duts, v.with_workers(3)), None);
+    // The generator's ceiling is never the reference: the last real DUT is.
+    let n = Subject::plain(Dut::None);
+    assert_eq!(reference_for(&[v, t, n], v), Some(t));
+    assert_eq!(reference_for(&[v, t, n], n), Some(t));
     assert_eq!(v.with_workers(2).to_string(), "veclane x2");
     assert_eq!(v.with_workers(2).line(), v);
 }
