@@ -3,9 +3,9 @@
 //! DUT's CPU: no graph, no lookup, no header touched. From 0 to 1 it copies each frame once,
 //! from the generator's transmit buffer into its receive buffer (the first 64 bytes through a
 //! local buffer, the rest straight across, as veclane's single copy does): the least any memif
-//! master can do, since the two interfaces' buffers are the peer's and distinct. What it reaches is what the generator can offer and take back through memif on
-//! this machine; a DUT within 10% of it measured the generator, not itself, and the table
-//! says so.
+//! master can do, since the two interfaces' buffers are the peer's and distinct. What it
+//! reaches is what the generator can offer and take back through memif on this machine; a
+//! DUT within 10% of it flat out measured the generator, not itself, and the table says so.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -17,12 +17,11 @@ use buffer::{Pool, PoolConfig};
 use memif::queue::{PeerTable, Peers};
 use memif::{Event, InterfaceConfig, Listener, PrimaryQueues, SocketPath};
 
-/// Bytes of each frame copied into a local buffer; the rest goes peer to peer.
-const HDR: usize = 64;
-
 use crate::dut::{Counts, DutError, RunningDut};
 
 const DUT: &str = "none";
+/// Bytes of each frame copied into a local buffer; the rest goes peer to peer.
+const HDR: usize = 64;
 
 /// A running reflector, stopped when dropped.
 #[derive(Debug)]
@@ -119,52 +118,40 @@ fn reflect(
             }
         }
         let [Some(a), Some(b)] = &mut q else { continue };
-        let ntx = b.tx.len();
+        let ntx = b.tx.len().max(1);
         for (i, r) in a.rx.iter_mut().enumerate() {
             bufs.clear();
-            if r.recv_split(&mut pool, &mut bufs, 256, HDR, i as u32)
-                .is_err()
-                || ntx == 0
+            let got = r.recv_split(&mut pool, &mut bufs, 256, HDR, i as u32);
+            if got.is_ok()
+                && !bufs.is_empty()
+                && let Some(t) = b.tx.get_mut(i % ntx)
             {
-                pool.free_bulk(&bufs);
-                continue;
+                let sent = t.send_via(&pool, &bufs, &peers, None).unwrap_or(0);
+                rx.fetch_add(bufs.len() as u64, Ordering::Relaxed);
+                tx.fetch_add(sent as u64, Ordering::Relaxed);
             }
-            if bufs.is_empty() {
-                continue;
-            }
-            let sent = b.tx[i % ntx]
-                .send_via(&pool, &bufs, &peers, None)
-                .unwrap_or(0);
-            rx.fetch_add(bufs.len() as u64, Ordering::Relaxed);
-            tx.fetch_add(sent as u64, Ordering::Relaxed);
             pool.free_bulk(&bufs);
             r.release();
         }
-        pass(b, a, &mut pool, &mut bufs);
+        back(b, a, &mut pool, &mut bufs);
     }
     Ok(())
 }
 
-/// Every rx queue of `from` drained into the same tx queue of `to`; (taken, sent).
-fn pass(
-    from: &mut PrimaryQueues,
-    to: &mut PrimaryQueues,
-    pool: &mut Pool,
-    bufs: &mut Vec<u32>,
-) -> (u64, u64) {
-    let (mut taken, mut sent) = (0, 0);
-    let ntx = to.tx.len();
+/// The other way, uncounted (the generator sends nothing there in l3fwd): every rx queue of
+/// `from` copied into the same tx queue of `to`.
+fn back(from: &mut PrimaryQueues, to: &mut PrimaryQueues, pool: &mut Pool, bufs: &mut Vec<u32>) {
+    let ntx = to.tx.len().max(1);
     for (i, r) in from.rx.iter_mut().enumerate() {
         bufs.clear();
-        if r.recv(pool, bufs, 256).is_err() || bufs.is_empty() || ntx == 0 {
-            pool.free_bulk(bufs);
-            continue;
+        if r.recv(pool, bufs, 256).is_ok()
+            && !bufs.is_empty()
+            && let Some(t) = to.tx.get_mut(i % ntx)
+        {
+            let _ = t.send(pool, bufs);
         }
-        taken += bufs.len() as u64;
-        sent += to.tx[i % ntx].send(pool, bufs).unwrap_or(0) as u64;
         pool.free_bulk(bufs);
     }
-    (taken, sent)
 }
 
 impl Reflector {

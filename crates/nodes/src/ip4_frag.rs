@@ -103,8 +103,13 @@ impl Node for Ip4Frag {
                     ip.set_frag_offset((k * each) as u16);
                     ip.fill_checksum();
                 }
+                // The first fragment goes first, so that when it cannot be made nothing has
+                // been sent.
                 if k == 0 {
-                    ok &= ctx.pool.rewrite(b, &self.fragment);
+                    if !ctx.pool.rewrite(b, &self.fragment) {
+                        ok = false;
+                        break;
+                    }
                     continue;
                 }
                 let Some(f) = ctx.pool.from_bytes(&self.fragment) else {

@@ -64,12 +64,12 @@ pub struct GenConfig {
     /// After sending, keep receiving until nothing arrived for this long.
     pub drain: Duration,
     pub cpu: Option<usize>,
-    /// A receive-only run (a sink) sleeps on its ring's interrupt once nothing has arrived
-    /// for this long; `None`: it polls without a break. A sink that busy-polls a CPU it shares
+    /// A receive-only run (a sink) sleeps on its ring's interrupt whenever its ring is empty;
+    /// `false`: it polls without a break. A sink that busy-polls a CPU it shares
     /// with another busy loop (the sender, on a two-CPU machine) only runs when the
     /// scheduler gives it its turn, milliseconds later, and every latency it measures is
     /// that; one that sleeps is woken when a frame arrives.
-    pub idle_wait: Option<Duration>,
+    pub idle_sleep: bool,
     /// Cumulative counts are sampled this often during a run (`GenReport::samples`), so that
     /// a run cut by a stall shows it.
     pub sample_every: Duration,
@@ -95,7 +95,7 @@ impl Default for GenConfig {
             connect_timeout: Duration::from_secs(10),
             drain: Duration::from_millis(300),
             cpu: None,
-            idle_wait: Some(Duration::ZERO),
+            idle_sleep: true,
             sample_every: Duration::from_secs(1),
         }
     }
@@ -544,7 +544,7 @@ impl Session {
             }
             // An idle sink sleeps on its ring's eventfd (the sender signals once we unmask), so
             // waiting for traffic costs no CPU and a frame wakes it at once.
-            if got == 0 && !cfg.send && cfg.idle_wait.is_some_and(|w| last_rx.elapsed() >= w) {
+            if got == 0 && !cfg.send && cfg.idle_sleep {
                 match peers.last().expect("at least one interface") {
                     Queues::Primary(q) => drop(q.rx.first().map(|r| r.wait(50))),
                     Queues::Secondary(q) => drop(q.rx.first().map(|r| r.wait(50))),

@@ -131,7 +131,7 @@ pub fn run(a: GenArgs) -> anyhow::Result<()> {
         duration: secs("duration", a.duration)?,
         connect_timeout: secs("connect-timeout", a.connect_timeout)?,
         cpu: a.cpu,
-        idle_wait: (!a.rx_poll).then_some(Duration::ZERO),
+        idle_sleep: !a.rx_poll,
         ..Default::default()
     };
     cfg.iface.validate()?;

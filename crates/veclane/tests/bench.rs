@@ -466,27 +466,20 @@ fn singlenet_measures_testpmd_beside_veclane() {
         eprintln!("dpdk-testpmd not installed: skipped");
         return;
     }
-    let r = bench(&[
-        "singlenet",
-        "--dut",
-        "veclane,testpmd",
-        "--sizes",
-        "256",
-        "--copy",
-        "single",
-        "--search",
-        "continuous",
-        "--mrr-secs",
+    let r = flat_out(
+        &[
+            "singlenet",
+            "--dut",
+            "veclane,testpmd",
+            "--sizes",
+            "256",
+            "--copy",
+            "single",
+        ],
         "0.2",
-        "--latency-at",
-        "",
-    ]);
-    let searches = r["searches"].as_array().unwrap();
-    assert_eq!(searches.len(), 2, "{r}");
-    for o in searches {
-        assert!(o["error"].is_null(), "{o}");
+    );
+    for o in &agreeing_searches(&r, 2) {
         for t in o["trials"].as_array().unwrap() {
-            assert!(t.get("disagreements").is_none(), "{t}");
             let n = &t["networks"][0];
             assert!(n["received_in"].as_u64().unwrap() > 0, "{t}");
             assert!(n["received_out"].as_u64().unwrap() > 0, "{t}");
@@ -562,36 +555,25 @@ fn pvp_chains_the_node_and_a_pod_in_both_shapes() {
 /// both forwarding with their counters agreeing.
 #[test]
 fn copy_engines_are_columns_of_their_own() {
-    let r = bench(&[
-        "l3fwd",
-        "--dut",
-        "veclane",
-        "--copy",
-        "single",
-        "--copy-engine",
-        "cpu,thread",
-        "--sizes",
-        "256",
-        "--search",
-        "continuous",
-        "--mrr-secs",
+    let r = flat_out(
+        &[
+            "l3fwd",
+            "--dut",
+            "veclane",
+            "--copy",
+            "single",
+            "--copy-engine",
+            "cpu,thread",
+            "--sizes",
+            "256",
+        ],
         "0.2",
-        "--latency-at",
-        "",
-    ]);
-    let searches = r["searches"].as_array().unwrap();
-    let engines: Vec<&str> = searches
+    );
+    let engines: Vec<String> = agreeing_searches(&r, 2)
         .iter()
-        .map(|o| o["dut"]["engine"].as_str().unwrap())
+        .map(|o| o["dut"]["engine"].as_str().unwrap().to_string())
         .collect();
     assert_eq!(engines, ["cpu", "thread"], "{r}");
-    for o in searches {
-        assert!(o["error"].is_null(), "{o}");
-        assert!(o["mrr_pps"].as_f64().unwrap() > 0.0, "{o}");
-        for t in o["trials"].as_array().unwrap() {
-            assert!(t.get("disagreements").is_none(), "{t}");
-        }
-    }
 }
 
 /// The VPP this machine has (`scripts/build-vpp.sh`'s build, or one on PATH), or why not.
@@ -676,13 +658,7 @@ fn vpp_forwards_l3_beside_veclane_and_its_counters_agree() {
         "--latency-at",
         "",
     ]);
-    let searches = r["searches"].as_array().unwrap();
-    assert_eq!(searches.len(), 4, "{r}");
-    for o in searches {
-        assert!(o["error"].is_null(), "{o}");
-        for t in o["trials"].as_array().unwrap() {
-            assert!(t.get("disagreements").is_none(), "{t}");
-        }
+    for o in &agreeing_searches(&r, 4) {
         let nodes = o["node_ns"].as_array().unwrap();
         assert!(
             nodes.iter().any(|n| n[0] == "ip4-rewrite"),
