@@ -173,7 +173,7 @@ pub fn veclane_config(
     let mut c = api::Config::parse(&t, "the node topology").expect("the node topology is valid");
     c.daemon.workers = cfg.worker_cpus(workers).to_vec();
     c.daemon.main_core = Some(cfg.gen_cpu);
-    c.daemon.mode = api::RxMode::Polling;
+    c.daemon.mode = cfg.veclane_rx_mode();
     c.daemon.copy = copy;
     c.daemon.copy_engine = api::CopyEngine::Cpu;
     c

@@ -205,8 +205,14 @@ impl Pool {
     }
 
     pub fn free_bulk(&mut self, heads: &[u32]) {
+        self.free.reserve(heads.len());
         for &h in heads {
-            self.free(h);
+            // Almost every packet is one buffer: its `next` is already NONE.
+            if self.meta[h as usize].next == NONE {
+                self.free.push(h);
+            } else {
+                self.free(h);
+            }
         }
     }
 

@@ -342,7 +342,6 @@ pub struct MemifOutput {
     /// Indexed by interface index.
     queues: Vec<Option<TxQueue>>,
     commands: Receiver<QueueCommand>,
-    run: Vec<u32>,
     lens: Vec<u32>,
     bounce: Vec<u8>,
     /// Every payload copy into a peer goes through here.
@@ -365,7 +364,6 @@ impl MemifOutput {
         MemifOutput {
             queues: Vec::new(),
             commands,
-            run: Vec::with_capacity(graph::FRAME_SIZE),
             lens: Vec::with_capacity(graph::FRAME_SIZE),
             bounce: Vec::new(),
             engine: Engine::Cpu(copy_engine::CpuEngine::new()),
@@ -379,10 +377,8 @@ impl MemifOutput {
         self
     }
 
-    fn flush(&mut self, ctx: &mut Ctx<'_, Self>, ifindex: u32) {
-        if self.run.is_empty() {
-            return;
-        }
+    /// Sends `run`, a run of packets for interface `ifindex`, and frees them all.
+    fn flush(&mut self, ctx: &mut Ctx<'_, Self>, ifindex: u32, run: &[u32]) {
         let queue = self
             .queues
             .get_mut(ifindex as usize)
@@ -390,7 +386,7 @@ impl MemifOutput {
         match queue.map(|q| {
             q.send(
                 ctx.pool,
-                &self.run,
+                run,
                 &self.peers,
                 &mut self.lens,
                 &mut self.bounce,
@@ -399,22 +395,21 @@ impl MemifOutput {
         }) {
             Some(Ok(sent)) => {
                 if ctx.capturing(Point::Tx) {
-                    for &b in &self.run[..sent] {
+                    for &b in &run[..sent] {
                         ctx.capture(Point::Tx, ifindex, b);
                     }
                 }
-                if sent < self.run.len() {
-                    ctx.count_errors(OutputError::RingFull, (self.run.len() - sent) as u64);
+                if sent < run.len() {
+                    ctx.count_errors(OutputError::RingFull, (run.len() - sent) as u64);
                 }
             }
             Some(Err(_)) => {
                 self.queues[ifindex as usize] = None;
-                ctx.count_errors(OutputError::NoTx, self.run.len() as u64);
+                ctx.count_errors(OutputError::NoTx, run.len() as u64);
             }
-            None => ctx.count_errors(OutputError::NoTx, self.run.len() as u64),
+            None => ctx.count_errors(OutputError::NoTx, run.len() as u64),
         }
-        ctx.pool.free_bulk(&self.run);
-        self.run.clear();
+        ctx.pool.free_bulk(run);
     }
 }
 
@@ -447,19 +442,16 @@ impl Node for MemifOutput {
         }
         self.peers.refresh();
         // Send runs of consecutive buffers for the same interface (a frame is usually one run).
-        let mut current = None;
-        for &b in bufs {
-            let tx = ctx.pool.meta(b).tx_if;
-            if current != Some(tx) {
-                if let Some(c) = current {
-                    self.flush(ctx, c);
-                }
-                current = Some(tx);
-            }
-            self.run.push(b);
-        }
-        if let Some(c) = current {
-            self.flush(ctx, c);
+        let mut rest = bufs;
+        while let Some(&first) = rest.first() {
+            let tx = ctx.pool.meta(first).tx_if;
+            let n = rest
+                .iter()
+                .position(|&b| ctx.pool.meta(b).tx_if != tx)
+                .unwrap_or(rest.len());
+            let (run, after) = rest.split_at(n);
+            self.flush(ctx, tx, run);
+            rest = after;
         }
         next.fill(CONSUMED);
     }

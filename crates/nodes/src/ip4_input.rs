@@ -75,6 +75,52 @@ impl Node for Ip4Input {
     }
 }
 
+/// Whether the IPv4 packet `ip` (no options), received in VRF `vrf`, is VXLAN for one of
+/// `vteps` that `vxlan4-input` can take directly.
+#[inline(always)]
+fn to_vtep(vrf: u32, ip: &[u8], vteps: &[(u32, wire::Ipv4Addr)]) -> bool {
+    ip.first_chunk::<{ MIN_HEADER_LEN + 8 }>().is_some_and(|h| {
+        vxlan_bypass(h)
+            && vteps.contains(&(vrf, wire::Ipv4Addr::from([h[16], h[17], h[18], h[19]])))
+    })
+}
+
+/// Where ip4-input's fast path sends a packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fast {
+    Lookup,
+    Vxlan,
+}
+
+/// ip4-input's fast path, also run by `ethernet-input` for the frames it sees are plain IPv4
+/// to us (the checks of VPP's ip4-input, done in the pass that already holds the packet):
+/// version 4, no options, a valid checksum, TTL above zero and the whole length present.
+/// `ip` is the head buffer's data from the IPv4 header on and `m` its metadata, already
+/// advanced past any link-layer header. Returns where the packet goes and, if link-layer
+/// padding or bytes a peer put past the datagram are to be cut, the datagram's length; `None`
+/// when a check failed, for the full checks (which name the reason). Tracing is the caller's.
+/// With `BYPASS`, VXLAN to one of `vteps` goes to `vxlan4-input`.
+#[inline(always)]
+pub(crate) fn fast<const BYPASS: bool>(
+    m: &buffer::Meta,
+    ip: &[u8],
+    vteps: &[(u32, wire::Ipv4Addr)],
+) -> Option<(Fast, Option<u16>)> {
+    let h = ip.first_chunk::<MIN_HEADER_LEN>()?;
+    let v = Ipv4::new_unchecked(h);
+    if v.version_ihl() != VER_IHL_NO_OPTIONS || v.ttl() == 0 || !wire::checksum::ipv4_header_ok(h) {
+        return None;
+    }
+    let total = v.total_len();
+    let avail = m.total_len;
+    if u32::from(total) > avail || usize::from(total) < MIN_HEADER_LEN {
+        return None;
+    }
+    let bypass = BYPASS && to_vtep(m.vrf, ip, vteps);
+    let to = if bypass { Fast::Vxlan } else { Fast::Lookup };
+    Some((to, (u32::from(total) < avail).then_some(total)))
+}
+
 /// The node's loop; with `BYPASS`, VXLAN to one of `vteps` goes to `vxlan4-input`.
 #[inline(always)]
 fn input<const BYPASS: bool>(
@@ -85,38 +131,24 @@ fn input<const BYPASS: bool>(
 ) {
     for (&b, n) in bufs.iter().zip(next.iter_mut()) {
         let (m, data) = ctx.pool.meta_data_mut(b);
-        // Fast path, almost every packet: version 4, no options, valid checksum, TTL
-        // above zero, and the whole length present. Anything else takes the full checks
-        // below, which name the reason.
-        if let Some(ip) = data
-            .first_chunk::<MIN_HEADER_LEN>()
-            .map(Ipv4::new_unchecked)
-            && ip.version_ihl() == VER_IHL_NO_OPTIONS
-            && ip.ttl() != 0
-            && ip.checksum_ok_no_options()
-        {
-            let total = ip.total_len();
-            let (unchained, avail) = (m.next == buffer::NONE, m.total_len as usize);
-            if usize::from(total) <= avail && usize::from(total) >= MIN_HEADER_LEN {
-                let (ttl, traced) = (ip.ttl(), m.flags & graph::BUFFER_TRACED != 0);
-                let bypass = BYPASS
-                    && data
-                        .first_chunk::<{ MIN_HEADER_LEN + 8 }>()
-                        .is_some_and(vxlan_bypass)
-                    && vteps.contains(&(m.vrf, ip.dst_addr()));
-                if usize::from(total) < avail {
-                    if unchained {
-                        ctx.pool.truncate(b, total);
-                    } else {
-                        ctx.pool.truncate_chain(b, u32::from(total));
-                    }
+        if let Some((to, cut)) = fast::<BYPASS>(m, data, vteps) {
+            let (traced, ttl) = (m.flags & graph::BUFFER_TRACED != 0, data[8]);
+            if let Some(total) = cut {
+                if m.next == buffer::NONE {
+                    ctx.pool.truncate(b, total);
+                } else {
+                    ctx.pool.truncate_chain(b, u32::from(total));
                 }
-                if traced {
-                    ctx.trace(b, Ip4InputTrace { ttl });
-                }
-                *n = if bypass { Next::Vxlan } else { Next::Lookup }.into();
-                continue;
             }
+            if traced {
+                ctx.trace(b, Ip4InputTrace { ttl });
+            }
+            *n = match to {
+                Fast::Lookup => Next::Lookup,
+                Fast::Vxlan => Next::Vxlan,
+            }
+            .into();
+            continue;
         }
         let data = ctx.pool.data(b);
         // The whole packet from here: this buffer, its chain and its external segment.
@@ -137,7 +169,8 @@ fn input<const BYPASS: bool>(
                 if ctx.is_traced(b) {
                     ctx.trace(b, Ip4InputTrace { ttl });
                 }
-                *n = Next::Lookup.into();
+                let bypass = BYPASS && to_vtep(ctx.pool.meta(b).vrf, ctx.pool.data(b), vteps);
+                *n = if bypass { Next::Vxlan } else { Next::Lookup }.into();
             }
             Err(e) => {
                 ctx.count_error(e);

@@ -62,104 +62,204 @@ impl core::fmt::Display for RewriteTrace {
     }
 }
 
+/// What a frame's packets to one adjacency share, worked out once for the first of them: the
+/// fast path's whole state (VPP's rewrite string, cached per frame).
+#[derive(Clone, Copy)]
+struct Fast {
+    /// The adjacency this is for ([`buffer::NONE`]: none yet).
+    adj: u32,
+    /// Whether packets to it take the fast path: a rewrite on an interface that is up.
+    ok: bool,
+    /// The Ethernet header: destination, source, IPv4.
+    hdr: [u8; ETH_HDR],
+    tx_if: u32,
+    mtu: u32,
+    next: u16,
+}
+
+impl Fast {
+    const NONE: Fast = Fast {
+        adj: buffer::NONE,
+        ok: false,
+        hdr: [0; ETH_HDR],
+        tx_if: 0,
+        mtu: 0,
+        next: 0,
+    };
+
+    fn of(adjs: &[Adjacency], ifs: &[crate::IfConfig], adj: u32) -> Fast {
+        let Some(&Adjacency::Rewrite {
+            tx_if,
+            dst,
+            src,
+            mtu,
+            ..
+        }) = adjs.get(adj as usize)
+        else {
+            return Fast { adj, ..Fast::NONE };
+        };
+        let next = match out_for(ifs, tx_if) {
+            Ok(Out::Memif) => Next::Memif,
+            Ok(Out::AfPacket) => Next::AfPacket,
+            Ok(Out::AfXdp) => Next::AfXdp,
+            Ok(Out::Vxlan) => Next::Vxlan,
+            Err(_) => return Fast { adj, ..Fast::NONE },
+        };
+        let mut hdr = [0u8; ETH_HDR];
+        hdr[..6].copy_from_slice(&dst);
+        hdr[6..12].copy_from_slice(&src);
+        hdr[12..].copy_from_slice(&EtherType::Ipv4.to_raw().to_be_bytes());
+        Fast {
+            adj,
+            ok: true,
+            hdr,
+            tx_if,
+            mtu: u32::from(mtu),
+            next: next.into(),
+        }
+    }
+}
+
+/// Byte offsets, from the start of the Ethernet header, of the IPv4 TTL and checksum.
+const TTL_AT: usize = ETH_HDR + wire::ipv4::field::TTL;
+const CHECKSUM_AT: usize = ETH_HDR + wire::ipv4::field::CHECKSUM.start;
+
 impl Node for Ip4Rewrite {
     fn process(&mut self, ctx: &mut Ctx<'_, Self>, bufs: &[u32], next: &mut [u16]) {
         let adjs = self.shared.adjacencies.load();
         let ifs = self.shared.interfaces.load();
-        // The next node (and the error, if it is a drop) of the previous packet's interface: a
-        // frame is usually one interface's.
-        let (mut last_if, mut last_next, mut last_err) = (buffer::NONE, 0u16, None);
+        let mut fast = Fast::NONE;
+        // The slow path's memory of the previous packet's interface (see `rewrite`).
+        let mut last = (buffer::NONE, 0u16, None);
         for (&b, n) in bufs.iter().zip(next.iter_mut()) {
-            let adj = ctx.pool.meta(b).adj;
-            let Some(&Adjacency::Rewrite {
-                tx_if,
-                dst,
-                src,
-                mtu,
-                ..
-            }) = adjs.get(adj as usize)
-            else {
-                ctx.count_error(Error::StaleAdj);
-                *n = Next::Drop.into();
-                continue;
-            };
-            // Expose the room for the Ethernet header first, so that one slice covers both.
-            let Some((m, f)) = ctx.pool.push_front_meta(b, ETH_HDR) else {
-                ctx.count_error(Error::NoHeadroom);
-                *n = Next::Drop.into();
-                continue;
-            };
-            let Some((eth, ip)) = f.split_first_chunk_mut::<ETH_HDR>() else {
-                // `push_front` just made room for the header; unreachable.
-                *n = Next::Drop.into();
-                continue;
-            };
-            let (local, traced) = (
-                m.flags & crate::LOCALLY_ORIGINATED != 0,
-                m.flags & graph::BUFFER_TRACED != 0,
-            );
-            // The TTL and checksum are all this node touches of the IPv4 header (RFC 1812
-            // order: TTL first, then the MTU, then the decrement).
-            let Some(ip) = ip.first_chunk_mut::<{ wire::ipv4::field::CHECKSUM.end }>() else {
-                // ip4-input guaranteed a full header in the head buffer; unreachable.
-                *n = Next::Drop.into();
-                continue;
-            };
-            let mut ip = Ipv4::new_unchecked(ip);
-            if !local && ip.ttl() <= 1 {
-                m.skip(ETH_HDR as u16);
-                m.error = TTL_EXCEEDED;
-                ctx.count_error(Error::TtlExpired);
-                *n = Next::IcmpError.into();
-                continue;
+            let m = ctx.pool.meta(b);
+            if m.adj != fast.adj {
+                fast = Fast::of(&adjs, &ifs, m.adj);
             }
-            if m.total_len - ETH_HDR as u32 > u32::from(mtu) {
-                m.skip(ETH_HDR as u16);
-                // Our own packets get no error (it would be addressed to ourselves): without
-                // DF they are fragmented (an echo reply to a large ping), with it (an
-                // encapsulated one too big for the uplink) dropped.
-                if local && !ip.dont_frag() {
-                    *n = Next::Frag.into();
-                } else if local {
-                    ctx.count_error(Error::MtuOwn);
-                    *n = Next::Drop.into();
-                } else if ip.dont_frag() {
-                    m.tx_if = tx_if;
-                    m.error = FRAG_NEEDED;
-                    ctx.count_error(Error::MtuExceeded);
-                    *n = Next::IcmpError.into();
-                } else {
-                    ctx.count_error(Error::MtuDrop);
-                    *n = Next::Drop.into();
+            // Fast path, almost every packet: a rewrite on an interface that is up, a packet
+            // we forward (not our own, not traced) within the MTU, TTL above one.
+            if fast.ok
+                && m.flags & (crate::LOCALLY_ORIGINATED | graph::BUFFER_TRACED) == 0
+                && m.total_len <= fast.mtu
+                && let Some((m, f)) = ctx.pool.push_front_meta(b, ETH_HDR)
+            {
+                // ip4-input left a whole IPv4 header in the head buffer.
+                if let Some(h) = f.first_chunk_mut::<{ CHECKSUM_AT + 2 }>()
+                    && h[TTL_AT] > 1
+                {
+                    h[..ETH_HDR].copy_from_slice(&fast.hdr);
+                    h[TTL_AT] -= 1;
+                    // RFC 1624 eqn. 3 with m' = m - 0x0100 (the TTL is the high byte of
+                    // its word): ~m + m' is 0xfeff, so HC' = ~(~HC + 0xfeff), one fold.
+                    let c = u16::from_be_bytes([h[CHECKSUM_AT], h[CHECKSUM_AT + 1]]);
+                    let acc = u32::from(!c) + 0xfeff;
+                    let c = !(((acc & 0xffff) + (acc >> 16)) as u16);
+                    h[CHECKSUM_AT..CHECKSUM_AT + 2].copy_from_slice(&c.to_be_bytes());
+                    m.tx_if = fast.tx_if;
+                    *n = fast.next;
+                    continue;
                 }
-                continue;
+                m.skip(ETH_HDR as u16);
             }
-            if !local {
-                ip.decrement_ttl();
-            }
-            let mut eth = Ethernet::new_unchecked(eth);
-            eth.set_dst(MacAddr(dst));
-            eth.set_src(MacAddr(src));
-            eth.set_ethertype(EtherType::Ipv4);
-            m.tx_if = tx_if;
-            if traced {
-                ctx.trace(b, RewriteTrace { tx_if });
-            }
-            if tx_if != last_if {
-                (last_next, last_err) = match out_for(&ifs, tx_if) {
-                    Ok(Out::Memif) => (Next::Memif.into(), None),
-                    Ok(Out::AfPacket) => (Next::AfPacket.into(), None),
-                    Ok(Out::AfXdp) => (Next::AfXdp.into(), None),
-                    Ok(Out::Vxlan) => (Next::Vxlan.into(), None),
-                    Err(NoOut::AdminDown) => (Next::Drop.into(), Some(Error::AdminDown)),
-                    Err(NoOut::Gone) => (Next::Drop.into(), Some(Error::NoInterface)),
-                };
-                last_if = tx_if;
-            }
-            if let Some(e) = last_err {
-                ctx.count_error(e);
-            }
-            *n = last_next;
+            *n = rewrite(ctx, &adjs, &ifs, b, &mut last);
         }
     }
+}
+
+/// The whole rewrite of one packet, every case: what the fast path in `process` leaves.
+/// `last` is the previous packet's interface with its next node and error (a frame is usually
+/// one interface's).
+#[inline(never)]
+fn rewrite(
+    ctx: &mut Ctx<'_, Ip4Rewrite>,
+    adjs: &[Adjacency],
+    ifs: &[crate::IfConfig],
+    b: u32,
+    last: &mut (u32, u16, Option<Error>),
+) -> u16 {
+    let adj = ctx.pool.meta(b).adj;
+    let Some(&Adjacency::Rewrite {
+        tx_if,
+        dst,
+        src,
+        mtu,
+        ..
+    }) = adjs.get(adj as usize)
+    else {
+        ctx.count_error(Error::StaleAdj);
+        return Next::Drop.into();
+    };
+    // Expose the room for the Ethernet header first, so that one slice covers both.
+    let Some((m, f)) = ctx.pool.push_front_meta(b, ETH_HDR) else {
+        ctx.count_error(Error::NoHeadroom);
+        return Next::Drop.into();
+    };
+    let Some((eth, ip)) = f.split_first_chunk_mut::<ETH_HDR>() else {
+        // `push_front` just made room for the header; unreachable.
+        return Next::Drop.into();
+    };
+    let (local, traced) = (
+        m.flags & crate::LOCALLY_ORIGINATED != 0,
+        m.flags & graph::BUFFER_TRACED != 0,
+    );
+    // The TTL and checksum are all this node touches of the IPv4 header (RFC 1812
+    // order: TTL first, then the MTU, then the decrement).
+    let Some(ip) = ip.first_chunk_mut::<{ wire::ipv4::field::CHECKSUM.end }>() else {
+        // ip4-input guaranteed a full header in the head buffer; unreachable.
+        return Next::Drop.into();
+    };
+    let mut ip = Ipv4::new_unchecked(ip);
+    if !local && ip.ttl() <= 1 {
+        m.skip(ETH_HDR as u16);
+        m.error = TTL_EXCEEDED;
+        ctx.count_error(Error::TtlExpired);
+        return Next::IcmpError.into();
+    }
+    if m.total_len - ETH_HDR as u32 > u32::from(mtu) {
+        m.skip(ETH_HDR as u16);
+        // Our own packets get no error (it would be addressed to ourselves): without
+        // DF they are fragmented (an echo reply to a large ping), with it (an
+        // encapsulated one too big for the uplink) dropped.
+        return if local && !ip.dont_frag() {
+            Next::Frag.into()
+        } else if local {
+            ctx.count_error(Error::MtuOwn);
+            Next::Drop.into()
+        } else if ip.dont_frag() {
+            m.tx_if = tx_if;
+            m.error = FRAG_NEEDED;
+            ctx.count_error(Error::MtuExceeded);
+            Next::IcmpError.into()
+        } else {
+            ctx.count_error(Error::MtuDrop);
+            Next::Drop.into()
+        };
+    }
+    if !local {
+        ip.decrement_ttl();
+    }
+    let mut eth = Ethernet::new_unchecked(eth);
+    eth.set_dst(MacAddr(dst));
+    eth.set_src(MacAddr(src));
+    eth.set_ethertype(EtherType::Ipv4);
+    m.tx_if = tx_if;
+    if traced {
+        ctx.trace(b, RewriteTrace { tx_if });
+    }
+    let (last_if, last_next, last_err) = last;
+    if tx_if != *last_if {
+        (*last_next, *last_err) = match out_for(ifs, tx_if) {
+            Ok(Out::Memif) => (Next::Memif.into(), None),
+            Ok(Out::AfPacket) => (Next::AfPacket.into(), None),
+            Ok(Out::AfXdp) => (Next::AfXdp.into(), None),
+            Ok(Out::Vxlan) => (Next::Vxlan.into(), None),
+            Err(NoOut::AdminDown) => (Next::Drop.into(), Some(Error::AdminDown)),
+            Err(NoOut::Gone) => (Next::Drop.into(), Some(Error::NoInterface)),
+        };
+        *last_if = tx_if;
+    }
+    if let Some(e) = *last_err {
+        ctx.count_error(e);
+    }
+    *last_next
 }

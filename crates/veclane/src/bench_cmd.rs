@@ -646,6 +646,7 @@ fn run_l3fwd(
         max_redo: a.max_redo,
         latency_at: a.latency_at.0.clone(),
         latency_secs: a.latency_secs,
+        dut_idle_sleep: a.cost,
         veclane_bin: bench::veclane_bin(),
         testpmd_bin,
         l3fwd_bin,

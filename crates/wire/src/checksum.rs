@@ -32,20 +32,19 @@ pub fn fold(acc: u32) -> u16 {
 
 /// Whether a 20-byte IPv4 header (no options) carries a valid checksum: the fixed-size form of
 /// `checksum(h) == 0` that the forwarding path runs once per packet.
+///
+/// The one's-complement sum does not depend on byte order (RFC 1071 §2(B)): the header is
+/// summed as five native-endian 32-bit words (no byte swaps), and a valid header sums to
+/// 0xffff in either order.
 #[inline]
 pub fn ipv4_header_ok(h: &[u8; 20]) -> bool {
     let mut sum = 0u64;
-    for i in 0..5 {
-        sum += u64::from(u32::from_be_bytes([
-            h[4 * i],
-            h[4 * i + 1],
-            h[4 * i + 2],
-            h[4 * i + 3],
-        ]));
+    for w in h.as_chunks::<4>().0 {
+        sum += u64::from(u32::from_ne_bytes(*w));
     }
     let sum = (sum & 0xffff_ffff) + (sum >> 32);
     let sum = (sum & 0xffff_ffff) + (sum >> 32);
-    !fold(sum as u32) == 0
+    fold(sum as u32) == 0xffff
 }
 
 pub fn checksum(data: &[u8]) -> u16 {

@@ -315,7 +315,7 @@ pub fn veclane_config(cfg: &L3fwdConfig, copy: CopyMode, size: usize, workers: u
     let mut c = api::Config::embedded_default();
     c.daemon.workers = cfg.worker_cpus(workers).to_vec();
     c.daemon.main_core = Some(cfg.gen_cpu);
-    c.daemon.mode = api::RxMode::Polling;
+    c.daemon.mode = cfg.veclane_rx_mode();
     c.daemon.copy = copy;
     c.daemon.copy_engine = api::CopyEngine::Cpu;
     for i in &mut c.interface {

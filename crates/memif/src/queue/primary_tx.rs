@@ -51,7 +51,9 @@ impl PrimaryTx {
     /// As [`send`](Self::send), with every payload copy going through `engine` (the head is
     /// published once the engine retired the batch). External segments (single-copy
     /// forwarding) are copied straight from the rx peer's buffer (found in `peers`) into this
-    /// peer's; one whose source `peers` does not have is dropped and counted.
+    /// peer's; one whose source `peers` does not have is dropped and counted. A synchronous
+    /// engine (the CPU backend) and `None` copy each single-buffer packet inline during the
+    /// ring walk, as the receive side does: the same work without a batch to build and walk.
     pub fn send_via(
         &mut self,
         pool: &Pool,
@@ -75,6 +77,7 @@ impl PrimaryTx {
             return Err(LinkDown);
         }
         self.reqs.clear();
+        let inline = engine.as_ref().is_none_or(|e| !e.caps().asynchronous);
         let mut slot = self.cursor;
         let mut left = posted;
         let (mut sent, mut dropped, mut bytes, mut lost) = (0usize, 0u64, 0u64, 0u64);
@@ -111,13 +114,14 @@ impl PrimaryTx {
                         break;
                     };
                     if !local.is_empty() {
-                        push_copy(&mut self.reqs, local.as_ptr(), dst, local.len());
+                        copy_or_push(inline, &mut self.reqs, local.as_ptr(), dst, local.len());
                     }
                     if let Some(a) = ext_src {
                         // SAFETY: `local.len() + ext.len == total` and `dst` is valid for
                         // `total` bytes (checked by `addr` just above).
                         let d2 = unsafe { dst.add(local.len()) };
-                        push_copy(&mut self.reqs, a.cast_const(), d2, m.ext.len as usize);
+                        let n = m.ext.len as usize;
+                        copy_or_push(inline, &mut self.reqs, a.cast_const(), d2, n);
                     }
                     ring.set_desc_len_flags(slot, total as u32, 0);
                     slot = slot.wrapping_add(1);
@@ -175,6 +179,20 @@ impl PrimaryTx {
             bump(&self.base.counters.drop_bad_desc, lost);
         }
         Ok(sent)
+    }
+}
+
+/// One copy of the fast path: done now (`inline`: the engine is synchronous or absent), or
+/// added to the batch. `src` and `dst` are valid for `len` bytes: a pool slice borrowed for
+/// the call or a bounds-checked peer range, and a bounds-checked posted buffer.
+#[inline(always)]
+fn copy_or_push(inline: bool, reqs: &mut Vec<CopyReq>, src: *const u8, dst: *mut u8, len: usize) {
+    if inline {
+        // SAFETY: both ranges are valid for `len` bytes (see above), and `copy` allows them
+        // to overlap (a peer whose S2M buffer overlaps an M2S buffer it posted).
+        unsafe { std::ptr::copy(src, dst, len) };
+    } else {
+        push_copy(reqs, src, dst, len);
     }
 }
 
