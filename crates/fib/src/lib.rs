@@ -66,7 +66,9 @@ fn depth(e: u32) -> u8 {
 
 #[derive(Debug)]
 struct Tables {
-    tbl24: Box<[AtomicU32]>,
+    /// One entry per /24: its fixed length lets the compiler drop the index check of every
+    /// lookup (the top 24 bits of an address are always in range).
+    tbl24: Box<[AtomicU32; 1 << 24]>,
     tbl8: Box<[AtomicU32]>,
 }
 
@@ -114,7 +116,10 @@ impl Lpm {
     /// A table with room for `groups` second-level groups (each holds the /25../32 routes of
     /// one /24; DPDK's default is 256, a full Internet table needs some tens of thousands).
     pub fn new(groups: u32) -> Lpm {
-        let tbl24 = (0..1u32 << 24).map(|_| AtomicU32::new(0)).collect();
+        let tbl24: Box<[AtomicU32]> = (0..1u32 << 24).map(|_| AtomicU32::new(0)).collect();
+        let Ok(tbl24) = tbl24.try_into() else {
+            unreachable!("2^24 entries were made")
+        };
         let tbl8 = (0..(groups as usize) << 8)
             .map(|_| AtomicU32::new(0))
             .collect();

@@ -52,6 +52,10 @@ impl Node for Ip4Lookup {
     fn process(&mut self, ctx: &mut Ctx<'_, Self>, bufs: &[u32], next: &mut [u16]) {
         let vrfs = self.shared.vrfs.load();
         let adjs = self.shared.adjacencies.load();
+        // The previous packet's VRF and table, and its adjacency and whether that is a
+        // rewrite: a frame is usually one flow's, or a few.
+        let (mut last_vrf, mut table) = (buffer::NONE, None);
+        let (mut last_adj, mut rewrite) = (buffer::NONE, false);
         for (&b, n) in bufs.iter().zip(next.iter_mut()) {
             let (m, d) = ctx.pool.meta_data_mut(b);
             // ip4-input guaranteed a full header; a node that feeds us anything shorter is
@@ -63,7 +67,10 @@ impl Node for Ip4Lookup {
             };
             let dst = ip.dst_addr();
             let vrf = m.vrf;
-            let Some(table) = vrfs.get(vrf as usize) else {
+            if vrf != last_vrf {
+                (last_vrf, table) = (vrf, vrfs.get(vrf as usize));
+            }
+            let Some(table) = table else {
                 ctx.count_error(Error::NoVrf);
                 *n = Next::Drop.into();
                 continue;
@@ -80,9 +87,11 @@ impl Node for Ip4Lookup {
                 };
                 continue;
             };
-            if let Some(Adjacency::Rewrite { .. }) = adjs.get(adj as usize)
-                && m.flags & graph::BUFFER_TRACED == 0
-            {
+            if adj != last_adj {
+                last_adj = adj;
+                rewrite = matches!(adjs.get(adj as usize), Some(Adjacency::Rewrite { .. }));
+            }
+            if rewrite && m.flags & graph::BUFFER_TRACED == 0 {
                 // Fast path: forwarded, not traced.
                 m.adj = adj;
                 *n = Next::Rewrite.into();
