@@ -615,3 +615,48 @@ fn arp_requests_for_one_next_hop_are_throttled() {
     );
     assert_eq!(s.pool.available(), s.pool.capacity());
 }
+
+/// The fast path (`ethernet-input` making ip4-input's checks, `ip4-rewrite`'s one-fold TTL
+/// update) leaves a checksum that verifies for every TTL and header content, cuts Ethernet
+/// padding off the datagram, and keeps a traced packet in its place among untraced ones.
+#[test]
+fn the_fast_path_keeps_checksums_padding_and_order_right() {
+    let mut s = setup();
+    s.rt.trace_add("test-input", 1).unwrap();
+    let mut sent = Vec::new();
+    for ttl in 2..=255u8 {
+        // Vary the identification so the checksum takes many values (0x0000 and 0xffff
+        // neighbourhoods included).
+        let mut f = udp(MAC[0], [192, 0, 2, 5], ttl, &[ttl; 3]);
+        f[18..20].copy_from_slice(&(u16::from(ttl) * 257).to_be_bytes());
+        f[24..26].copy_from_slice(&[0, 0]);
+        let c = wire::checksum::checksum(&f[14..34]);
+        f[24..26].copy_from_slice(&c.to_be_bytes());
+        if ttl % 3 == 0 {
+            // Ethernet padding past the datagram (a short frame padded to 60 bytes).
+            f.resize(60.max(f.len() + 7), 0xee);
+        }
+        sent.push(f);
+    }
+    s.input
+        .lock()
+        .unwrap()
+        .extend(sent.iter().map(|f| (0, f.clone())));
+    s.rt.dispatch(&mut s.pool);
+    let out = s.output.lock().unwrap().clone();
+    assert_eq!(out.len(), sent.len(), "errors: {:?}", s.rt.errors());
+    for ((_, frame), (ttl, _)) in out.iter().zip((2..=255u8).zip(&sent)) {
+        let p = etherparse::SlicedPacket::from_ethernet(frame).unwrap();
+        let Some(etherparse::NetSlice::Ipv4(ip)) = p.net else {
+            panic!("no ipv4")
+        };
+        let h = ip.header().to_header();
+        assert_eq!(h.time_to_live, ttl - 1, "in order, each TTL decremented");
+        assert_eq!(h.header_checksum, h.calc_header_checksum(), "ttl {ttl}");
+        assert_eq!(frame.len(), 14 + 28 + 3, "padding cut (ttl {ttl})");
+    }
+    let t = s.rt.show_trace();
+    assert!(t.contains("ethertype 0x0800, ip4 checked, ttl 2"), "{t}");
+    assert!(s.rt.errors().is_empty(), "{:?}", s.rt.errors());
+    assert_eq!(s.pool.available(), s.pool.capacity());
+}
