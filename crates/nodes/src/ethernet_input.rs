@@ -76,9 +76,15 @@ impl EthernetInput {
         vteps: &[(u32, wire::Ipv4Addr)],
     ) {
         let ifs = self.shared.interfaces.load();
+        // The previous packet's receiving interface (a frame is usually one interface's).
+        let (mut last_rx, mut last_ifc) = (buffer::NONE, None);
         for (&b, n) in bufs.iter().zip(next.iter_mut()) {
             let (m, data) = ctx.pool.meta_data_mut(b);
-            let Some(ifc) = ifs.get(m.rx_if as usize).filter(|i| i.up) else {
+            if m.rx_if != last_rx {
+                last_rx = m.rx_if;
+                last_ifc = ifs.get(last_rx as usize).filter(|i| i.up);
+            }
+            let Some(ifc) = last_ifc else {
                 ctx.count_error(Error::IfDown);
                 *n = Next::Drop.into();
                 continue;
@@ -96,14 +102,7 @@ impl EthernetInput {
                 let unchained = m.next == buffer::NONE;
                 let Some((to, cut)) = ip4_input::fast::<BYPASS>(m, ip, vteps) else {
                     if traced {
-                        let ethertype = EtherType::Ipv4.to_raw();
-                        ctx.trace(
-                            b,
-                            EthernetTrace {
-                                ethertype,
-                                ip4_ttl: 0,
-                            },
-                        );
+                        trace_ip4(ctx, b, 0);
                     }
                     *n = Next::Ip4.into();
                     continue;
@@ -116,8 +115,7 @@ impl EthernetInput {
                     }
                 }
                 if traced {
-                    let (ethertype, ip4_ttl) = (EtherType::Ipv4.to_raw(), u16::from(ttl));
-                    ctx.trace(b, EthernetTrace { ethertype, ip4_ttl });
+                    trace_ip4(ctx, b, ttl);
                 }
                 *n = match to {
                     ip4_input::Fast::Lookup => Next::Lookup,
@@ -167,4 +165,13 @@ impl EthernetInput {
             }
         }
     }
+}
+
+/// The trace record of an IPv4 frame on the fast path (`ttl`: 0 if its header failed a check
+/// and it went on to `ip4-input`). Out of line: tracing is rare, and the loop stays tight.
+#[cold]
+#[inline(never)]
+fn trace_ip4(ctx: &mut Ctx<'_, EthernetInput>, b: u32, ttl: u8) {
+    let (ethertype, ip4_ttl) = (EtherType::Ipv4.to_raw(), u16::from(ttl));
+    ctx.trace(b, EthernetTrace { ethertype, ip4_ttl });
 }

@@ -34,17 +34,17 @@ pub fn fold(acc: u32) -> u16 {
 /// `checksum(h) == 0` that the forwarding path runs once per packet.
 ///
 /// The one's-complement sum does not depend on byte order (RFC 1071 §2(B)): the header is
-/// summed as five native-endian 32-bit words (no byte swaps), and a valid header sums to
-/// 0xffff in either order.
+/// summed as five native-endian 32-bit words (no byte swaps). Folding with end-around carries
+/// computes the sum modulo 0xffff (2^16 = 1 modulo 2^16 - 1), writing a non-zero multiple of
+/// 0xffff as 0xffff, which is what a valid header sums to: so the header is valid when the
+/// plain sum is a non-zero multiple of 0xffff, one multiplication instead of four folds.
 #[inline]
 pub fn ipv4_header_ok(h: &[u8; 20]) -> bool {
     let mut sum = 0u64;
     for w in h.as_chunks::<4>().0 {
         sum += u64::from(u32::from_ne_bytes(*w));
     }
-    let sum = (sum & 0xffff_ffff) + (sum >> 32);
-    let sum = (sum & 0xffff_ffff) + (sum >> 32);
-    fold(sum as u32) == 0xffff
+    sum != 0 && sum % 0xffff == 0
 }
 
 pub fn checksum(data: &[u8]) -> u16 {
