@@ -205,14 +205,18 @@ impl Pool {
     }
 
     pub fn free_bulk(&mut self, heads: &[u32]) {
-        self.free.reserve(heads.len());
+        // Almost every frame is packets of one buffer each, whose `next` is already NONE:
+        // then the whole frame goes back in one copy.
+        let meta = &self.meta;
+        if heads
+            .iter()
+            .all(|&h| meta.get(h as usize).is_some_and(|m| m.next == NONE))
+        {
+            self.free.extend_from_slice(heads);
+            return;
+        }
         for &h in heads {
-            // Almost every packet is one buffer: its `next` is already NONE.
-            if self.meta[h as usize].next == NONE {
-                self.free.push(h);
-            } else {
-                self.free(h);
-            }
+            self.free(h);
         }
     }
 
