@@ -44,7 +44,7 @@ pub fn ipv4_header_ok(h: &[u8; 20]) -> bool {
     for w in h.as_chunks::<4>().0 {
         sum += u64::from(u32::from_ne_bytes(*w));
     }
-    sum != 0 && sum % 0xffff == 0
+    sum != 0 && sum.is_multiple_of(0xffff)
 }
 
 pub fn checksum(data: &[u8]) -> u16 {
