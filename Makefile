@@ -5,6 +5,9 @@ CARGO ?= cargo
 FUZZ_SECS ?= 20
 FUZZ_TARGETS := control_msg primary_handshake ring_walk secondary_rx ip4_graph vxlan_uplink
 GO_PEER := interop/gomemif-peer
+# Go modules: their gofmt, go vet and go test run in `make lint` (the cluster's control plane
+# in cni/ starts a real etcd in its tests).
+GO_MODULES := $(GO_PEER) cni
 
 .PHONY: setup build bench bench-full test lint fuzz fuzz-smoke clean
 
@@ -48,7 +51,9 @@ lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) clippy -p veclane --no-default-features -- -D warnings
-	cd $(GO_PEER) && test -z "$$(gofmt -l .)" && go vet ./... && go test -count=1 ./...
+	for m in $(GO_MODULES); do \
+	  (cd $$m && test -z "$$(gofmt -l .)" && go vet ./... && go test -count=1 ./...) || { echo "go module $$m failed" >&2; exit 1; }; \
+	done
 
 ## Each fuzz target for FUZZ_SECS seconds (make fuzz FUZZ_SECS=600 for the long runs).
 fuzz-smoke fuzz:

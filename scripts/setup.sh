@@ -29,6 +29,8 @@ command -v ping >/dev/null 2>&1 || pkgs+=(iputils-ping)
 command -v python3 >/dev/null 2>&1 || pkgs+=(python3)
 # callgrind: `veclane bench l3fwd --cost` (instructions per packet).
 command -v valgrind >/dev/null 2>&1 || pkgs+=(valgrind)
+# etcd: the cluster's store; the tests of cni/ start their own server on loopback.
+command -v etcd >/dev/null 2>&1 || pkgs+=(etcd-server)
 if [ "${#pkgs[@]}" -gt 0 ]; then
   # wireshark-common asks whether non-root users may capture; the answer does not matter here.
   echo "wireshark-common wireshark-common/install-setuid boolean false" | as_root debconf-set-selections 2>/dev/null || true
@@ -47,6 +49,8 @@ rustup show active-toolchain >/dev/null
 if command -v go >/dev/null 2>&1; then
   mkdir -p target/interop
   (cd interop/gomemif-peer && go build -o ../../target/interop/gomemif-peer .)
+  # The control plane's modules (etcd client, CNI libraries), from the committed go.sum.
+  (cd cni && go mod download)
 else
   echo "setup: go not found; the gomemif interop test will fail" >&2
 fi

@@ -1,0 +1,102 @@
+// Package testetcd starts a real etcd server (Debian's etcd-server) for tests: one process per
+// test, on loopback ports nobody else holds, with a data directory that goes with the test.
+package testetcd
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Server is a running etcd.
+type Server struct {
+	// Endpoint is the client URL, http://127.0.0.1:PORT.
+	Endpoint string
+	cmd      *exec.Cmd
+	log      *strings.Builder
+}
+
+// Start runs etcd for the life of t and waits until it answers. It fails the test when the
+// binary is missing: scripts/setup.sh installs it, and a test that skipped would prove nothing.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	bin, err := exec.LookPath("etcd")
+	if err != nil {
+		t.Fatalf("etcd not found on PATH (scripts/setup.sh installs Debian's etcd-server): %v", err)
+	}
+	dir := t.TempDir()
+	client, peer := freePort(t), freePort(t)
+	s := &Server{Endpoint: fmt.Sprintf("http://127.0.0.1:%d", client), log: &strings.Builder{}}
+	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peer)
+	s.cmd = exec.Command(bin,
+		"--name", "test",
+		"--data-dir", filepath.Join(dir, "data"),
+		"--listen-client-urls", s.Endpoint,
+		"--advertise-client-urls", s.Endpoint,
+		"--listen-peer-urls", peerURL,
+		"--initial-advertise-peer-urls", peerURL,
+		"--initial-cluster", "test="+peerURL,
+		"--log-level", "warn",
+	)
+	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
+	s.cmd.Env = append(os.Environ(), "ETCD_UNSUPPORTED_ARCH=")
+	if err := s.cmd.Start(); err != nil {
+		t.Fatalf("starting etcd: %v", err)
+	}
+	t.Cleanup(s.Stop)
+	c := s.Client(t)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := c.Get(ctx, "health")
+		cancel()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("etcd did not answer within 20 s: %v\n%s", err, s.log.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return s
+}
+
+// Client returns a client of the server, closed with the test.
+func (s *Server) Client(t testing.TB) *clientv3.Client {
+	t.Helper()
+	c, err := clientv3.New(clientv3.Config{
+		Endpoints:   []string{s.Endpoint},
+		DialTimeout: 5 * time.Second,
+	})
+	if err != nil {
+		t.Fatalf("etcd client: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// Stop kills the server (idempotent).
+func (s *Server) Stop() {
+	if s.cmd.Process != nil && s.cmd.ProcessState == nil {
+		_ = s.cmd.Process.Kill()
+		_ = s.cmd.Wait()
+	}
+}
+
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("a free port: %v", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
