@@ -5,11 +5,11 @@ CARGO ?= cargo
 FUZZ_SECS ?= 20
 FUZZ_TARGETS := control_msg primary_handshake ring_walk secondary_rx ip4_graph vxlan_uplink
 GO_PEER := interop/gomemif-peer
-# Go modules: their gofmt, go vet and go test run in `make lint` (the cluster's control plane
-# in cni/ starts a real etcd in its tests).
+# Go modules: gofmt and go vet in `make lint`, go test after the Rust tests in `make test` (the
+# cluster's control plane in cni/ tests against a real etcd and the daemon cargo built).
 GO_MODULES := $(GO_PEER) cni
 
-.PHONY: setup build bench bench-full test lint fuzz fuzz-smoke clean
+.PHONY: setup build bench bench-full test go-test lint fuzz fuzz-smoke clean
 
 setup:
 	scripts/setup.sh
@@ -45,14 +45,22 @@ bench-full: build
 ## Every check CI runs.
 test: setup lint
 	$(CARGO) test --workspace --all-targets
+	$(MAKE) go-test
 	$(MAKE) fuzz-smoke FUZZ_SECS=$(FUZZ_SECS)
+
+## The Go modules' tests; cni/'s start a real etcd and the veclane daemon that `cargo test` built
+## (target/debug/veclane).
+go-test:
+	for m in $(GO_MODULES); do \
+	  (cd $$m && go test -count=1 ./...) || { echo "go module $$m: tests failed" >&2; exit 1; }; \
+	done
 
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) clippy -p veclane --no-default-features -- -D warnings
 	for m in $(GO_MODULES); do \
-	  (cd $$m && test -z "$$(gofmt -l .)" && go vet ./... && go test -count=1 ./...) || { echo "go module $$m failed" >&2; exit 1; }; \
+	  (cd $$m && test -z "$$(gofmt -l .)" && go vet ./...) || { echo "go module $$m: gofmt or go vet failed" >&2; exit 1; }; \
 	done
 
 ## Each fuzz target for FUZZ_SECS seconds (make fuzz FUZZ_SECS=600 for the long runs).

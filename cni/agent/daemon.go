@@ -1,0 +1,186 @@
+package agent
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/netip"
+	"time"
+)
+
+// Daemon is a connection to a veclane daemon's control API: one JSON object per line on its
+// `ctl.sock`, a reply line for every request line.
+type Daemon struct {
+	conn net.Conn
+	r    *bufio.Reader
+	path string
+}
+
+// DialDaemon connects to the control socket at path.
+func DialDaemon(path string) (*Daemon, error) {
+	c, err := net.DialTimeout("unix", path, 5*time.Second)
+	if err != nil {
+		return nil, fmt.Errorf("daemon at %s: %w", path, err)
+	}
+	return &Daemon{conn: c, r: bufio.NewReader(c), path: path}, nil
+}
+
+// Close closes the connection.
+func (d *Daemon) Close() error { return d.conn.Close() }
+
+// DaemonError is a request the daemon refused, with its reason.
+type DaemonError struct{ Message string }
+
+func (e *DaemonError) Error() string { return "daemon: " + e.Message }
+
+// call sends a request and decodes the reply into out (nil: only success matters).
+func (d *Daemon) call(req map[string]any, out any) error {
+	b, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	if err := d.conn.SetDeadline(time.Now().Add(30 * time.Second)); err != nil {
+		return err
+	}
+	if _, err := d.conn.Write(append(b, '\n')); err != nil {
+		return fmt.Errorf("daemon at %s: %w", d.path, err)
+	}
+	line, err := d.r.ReadBytes('\n')
+	if err != nil {
+		return fmt.Errorf("daemon at %s: reading the reply to %s: %w", d.path, req["request"], err)
+	}
+	var head struct {
+		Reply   string `json:"reply"`
+		Message string `json:"message"`
+	}
+	if err := json.Unmarshal(line, &head); err != nil {
+		return fmt.Errorf("daemon at %s: a reply that is not JSON: %w", d.path, err)
+	}
+	if head.Reply == "error" {
+		return &DaemonError{Message: head.Message}
+	}
+	if out != nil {
+		return json.Unmarshal(line, out)
+	}
+	return nil
+}
+
+// DaemonNetwork is a network as `show network` reports it.
+type DaemonNetwork struct {
+	Name       string         `json:"name"`
+	VNI        uint32         `json:"vni"`
+	Ranges     []netip.Prefix `json:"ranges"`
+	Table      uint32         `json:"table"`
+	Interfaces []string       `json:"interfaces"`
+	Uplink     *string        `json:"uplink"`
+}
+
+// Networks returns the daemon's networks.
+func (d *Daemon) Networks() ([]DaemonNetwork, error) {
+	var r struct {
+		Networks []DaemonNetwork `json:"networks"`
+	}
+	err := d.call(map[string]any{"request": "show_network"}, &r)
+	return r.Networks, err
+}
+
+// FibEntry is one entry of a table, as `show ip fib` reports it.
+type FibEntry struct {
+	Table  uint32       `json:"table"`
+	Prefix netip.Prefix `json:"prefix"`
+	Path   string       `json:"path"`
+}
+
+// Fib returns the entries of one table.
+func (d *Daemon) Fib(table uint32) ([]FibEntry, error) {
+	var r struct {
+		Entries []FibEntry `json:"entries"`
+	}
+	err := d.call(map[string]any{"request": "show_ip_fib", "table": table}, &r)
+	return r.Entries, err
+}
+
+// Tunnel is a VXLAN tunnel as `show vxlan tunnel` reports it.
+type Tunnel struct {
+	Name    string     `json:"name"`
+	Network string     `json:"network"`
+	VNI     uint32     `json:"vni"`
+	Src     netip.Addr `json:"src"`
+	Dst     netip.Addr `json:"dst"`
+	Uplink  string     `json:"uplink"`
+	Routes  int        `json:"routes"`
+}
+
+// Tunnels returns the daemon's VXLAN tunnels.
+func (d *Daemon) Tunnels() ([]Tunnel, error) {
+	var r struct {
+		Tunnels []Tunnel `json:"tunnels"`
+	}
+	err := d.call(map[string]any{"request": "show_vxlan_tunnel"}, &r)
+	return r.Tunnels, err
+}
+
+// NetworkAdd creates a network with its VRF.
+func (d *Daemon) NetworkAdd(n *NetworkState) error {
+	req := map[string]any{"request": "network_add", "name": n.Name, "vni": n.VNI, "ranges": n.Ranges}
+	if n.Uplink != "" {
+		req["uplink"] = n.Uplink
+	}
+	return d.call(req, nil)
+}
+
+// NetworkDel deletes a network (the daemon refuses while interfaces are attached to it).
+func (d *Daemon) NetworkDel(name string) error {
+	return d.call(map[string]any{"request": "network_del", "name": name}, nil)
+}
+
+// RouteAdd adds a route in a network's VRF; RouteDel deletes it.
+func (d *Daemon) RouteAdd(r Route) error { return d.route(true, r) }
+
+// RouteDel deletes a route of a network's VRF.
+func (d *Daemon) RouteDel(r Route) error { return d.route(false, r) }
+
+func (d *Daemon) route(add bool, r Route) error {
+	return d.call(map[string]any{"request": "ip_route", "add": add, "route": map[string]any{
+		"prefix": r.Prefix.String(), "via": r.Via.String(), "network": r.Network,
+	}}, nil)
+}
+
+// State reads what the agent manages from the daemon: every network, and in each the routes
+// the agent owns (see OwnedRoutes), their next hop being their tunnel's remote VTEP.
+func (d *Daemon) State() (State, error) {
+	st := State{Networks: map[string]*NetworkState{}, Routes: map[Route]bool{}}
+	nets, err := d.Networks()
+	if err != nil {
+		return st, err
+	}
+	tuns, err := d.Tunnels()
+	if err != nil {
+		return st, err
+	}
+	byNet := map[string]map[string]netip.Addr{}
+	for _, t := range tuns {
+		if byNet[t.Network] == nil {
+			byNet[t.Network] = map[string]netip.Addr{}
+		}
+		byNet[t.Network][t.Name] = t.Dst
+	}
+	for _, n := range nets {
+		ns := &NetworkState{Name: n.Name, VNI: n.VNI, Ranges: n.Ranges, Table: n.Table, Interfaces: n.Interfaces}
+		if n.Uplink != nil {
+			ns.Uplink = *n.Uplink
+		}
+		st.Networks[n.Name] = ns
+		entries, err := d.Fib(n.Table)
+		if err != nil {
+			return st, err
+		}
+		for _, e := range entries {
+			if r, ok := OwnedRoutes(ns, e.Prefix, e.Path, byNet[n.Name]); ok {
+				st.Routes[r] = true
+			}
+		}
+	}
+	return st, nil
+}

@@ -1,0 +1,162 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"veclane.dev/cni/cluster"
+)
+
+// Config is a node agent's configuration.
+type Config struct {
+	Node    cluster.Node
+	Uplinks Uplinks
+	// CtlSocket is the daemon's control socket.
+	CtlSocket string
+	// LeaseTTL is how long the node stays in the cluster after its agent stops renewing.
+	LeaseTTL time.Duration
+	// Resync is how often the agent reconciles without a change in etcd (a restarted
+	// daemon is rebuilt within it).
+	Resync time.Duration
+	// MaxBackoff bounds the wait between attempts while etcd or the daemon is unreachable.
+	MaxBackoff time.Duration
+	Log        *slog.Logger
+}
+
+// Run registers the node and keeps its daemon in step with the cluster until ctx ends:
+// a round on every change in etcd, every Resync, and after every failure once the backoff
+// has passed. While etcd is unreachable nothing is changed in the daemon (its forwarding goes
+// on as it was); when the node's lease is lost, the node registers again.
+func Run(ctx context.Context, s *cluster.Store, cfg Config) error {
+	log := cfg.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	backoff := newBackoff(cfg.MaxBackoff)
+	for ctx.Err() == nil {
+		reg, err := s.Register(ctx, cfg.Node, cfg.LeaseTTL)
+		if err != nil {
+			log.Warn("registering the node", "node", cfg.Node.Name, "error", err, "retry_in", backoff.peek())
+			backoff.wait(ctx)
+			continue
+		}
+		log.Info("registered", "node", cfg.Node.Name, "vtep", cfg.Node.VTEP, "lease_ttl", cfg.LeaseTTL)
+		err = serve(ctx, s, cfg, reg, log, backoff)
+		reg.Abandon()
+		if err != nil && ctx.Err() == nil {
+			log.Warn("the node's lease was lost; registering again", "node", cfg.Node.Name, "error", err)
+		}
+	}
+	return ctx.Err()
+}
+
+var errLeaseLost = errors.New("lease lost")
+
+// serve reconciles while the registration holds.
+func serve(ctx context.Context, s *cluster.Store, cfg Config, reg *cluster.Registration, log *slog.Logger, backoff *backoff) error {
+	var d *Daemon
+	defer func() {
+		if d != nil {
+			_ = d.Close()
+		}
+	}()
+	for {
+		if d == nil {
+			var err error
+			if d, err = DialDaemon(cfg.CtlSocket); err != nil {
+				log.Warn("connecting to the daemon", "socket", cfg.CtlSocket, "error", err, "retry_in", backoff.peek())
+				if !backoff.waitOr(ctx, reg.Lost) {
+					return errLeaseLost
+				}
+				continue
+			}
+		}
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		round, err := Reconcile(rctx, s, d, cfg.Node.Name, cfg.Uplinks)
+		cancel()
+		if err != nil {
+			var refused *DaemonError
+			if !errors.As(err, &refused) {
+				// The daemon went away (or etcd did): start over with a new connection.
+				_ = d.Close()
+				d = nil
+			}
+			log.Warn("reconciling", "error", err, "retry_in", backoff.peek())
+			if !backoff.waitOr(ctx, reg.Lost) {
+				return errLeaseLost
+			}
+			continue
+		}
+		backoff.reset()
+		for _, a := range round.Applied {
+			log.Info("applied", "action", a.String(), "revision", round.Revision)
+		}
+		for _, f := range round.Failed {
+			log.Warn("refused by the daemon", "action", f)
+		}
+		for _, p := range round.Problems {
+			log.Warn("not applied", "reason", p)
+		}
+		wctx, stop := context.WithCancel(ctx)
+		changed := s.Watch(wctx, round.Revision)
+		t := time.NewTimer(cfg.Resync)
+		select {
+		case <-ctx.Done():
+		case <-reg.Lost:
+		case <-changed:
+		case <-t.C:
+		}
+		t.Stop()
+		stop()
+		select {
+		case <-reg.Lost:
+			return errLeaseLost
+		default:
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		// Failed rounds are retried at once on the next change; refused actions every Resync.
+	}
+}
+
+// backoff doubles from 100 ms to a bound.
+type backoff struct {
+	cur, max time.Duration
+}
+
+func newBackoff(max time.Duration) *backoff {
+	if max <= 0 {
+		max = 10 * time.Second
+	}
+	return &backoff{cur: 100 * time.Millisecond, max: max}
+}
+
+func (b *backoff) peek() time.Duration { return b.cur }
+func (b *backoff) reset()              { b.cur = 100 * time.Millisecond }
+
+func (b *backoff) next() time.Duration {
+	d := b.cur
+	b.cur = min(b.cur*2, b.max)
+	return d
+}
+
+func (b *backoff) wait(ctx context.Context) {
+	b.waitOr(ctx, nil)
+}
+
+// waitOr waits the next backoff; false if `lost` closed meanwhile.
+func (b *backoff) waitOr(ctx context.Context, lost <-chan struct{}) bool {
+	t := time.NewTimer(b.next())
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return true
+	case <-lost:
+		return false
+	case <-t.C:
+		return true
+	}
+}

@@ -1,0 +1,121 @@
+package agent
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"veclane.dev/cni/cluster"
+)
+
+func snap() *cluster.Snapshot {
+	p := netip.MustParsePrefix
+	a := netip.MustParseAddr
+	return &cluster.Snapshot{
+		Networks: []cluster.Network{
+			{Name: "blue", VNI: 56, Range: p("10.1.0.0/16")},
+			{Name: "red", VNI: 88, Range: p("10.1.0.0/16")},
+			{Name: "green", VNI: 99, Range: p("10.7.0.0/16"), PhysicalNetwork: "storage"},
+		},
+		Nodes: []cluster.Node{{Name: "n1", VTEP: a("192.168.0.1")}, {Name: "n2", VTEP: a("192.168.0.2")}},
+		Attachments: []cluster.PodAttachment{
+			{Network: "blue", ContainerID: "c1", IfName: "net1", Node: "n1", Address: a("10.1.0.2")},
+			{Network: "blue", ContainerID: "c2", IfName: "net1", Node: "n2", Address: a("10.1.0.3")},
+			{Network: "red", ContainerID: "c3", IfName: "net1", Node: "n2", Address: a("10.1.0.2")},
+			// n3 is not registered (its lease expired): no route to its pods.
+			{Network: "blue", ContainerID: "c4", IfName: "net1", Node: "n3", Address: a("10.1.0.4")},
+			{Network: "red", ContainerID: "c5", IfName: "net1", Node: "n2", Address: a("10.9.0.1")},
+		},
+	}
+}
+
+func TestDesiredRoutesEveryRemotePodOfARegisteredNode(t *testing.T) {
+	st, problems := Desired(snap(), "n1", Uplinks{"": "eth0"})
+	if len(st.Networks) != 2 || st.Networks["blue"].Uplink != "eth0" {
+		t.Fatalf("networks: %v", st.Networks)
+	}
+	var routes []string
+	for r := range st.Routes {
+		routes = append(routes, r.String())
+	}
+	want := map[string]bool{
+		"10.1.0.3/32 via 192.168.0.2 network blue": true,
+		"10.1.0.2/32 via 192.168.0.2 network red":  true,
+	}
+	if len(routes) != len(want) {
+		t.Fatalf("routes %v", routes)
+	}
+	for _, r := range routes {
+		if !want[r] {
+			t.Fatalf("unexpected route %s in %v", r, routes)
+		}
+	}
+	all := strings.Join(problems, "\n")
+	if !strings.Contains(all, `physical network "storage" has no uplink on node n1`) || !strings.Contains(all, "10.9.0.1 is outside network red's range") {
+		t.Fatalf("problems: %v", problems)
+	}
+}
+
+func TestPlanOrdersDeletesBeforeAddsAndReplacesChangedNetworks(t *testing.T) {
+	want, _ := Desired(snap(), "n1", Uplinks{"": "eth0"})
+	p := netip.MustParsePrefix
+	a := netip.MustParseAddr
+	have := State{
+		Networks: map[string]*NetworkState{
+			// blue as wanted; red with another VNI (replaced); old is gone from etcd.
+			"blue": {Name: "blue", VNI: 56, Ranges: []netip.Prefix{p("10.1.0.0/16")}, Uplink: "eth0"},
+			"red":  {Name: "red", VNI: 77, Ranges: []netip.Prefix{p("10.1.0.0/16")}, Uplink: "eth0"},
+			"old":  {Name: "old", VNI: 5, Ranges: []netip.Prefix{p("10.5.0.0/16")}, Uplink: "eth0"},
+		},
+		Routes: map[Route]bool{
+			{Network: "blue", Prefix: p("10.1.0.3/32"), Via: a("192.168.0.2")}: true,
+			{Network: "blue", Prefix: p("10.1.0.4/32"), Via: a("192.168.0.3")}: true,
+			{Network: "red", Prefix: p("10.1.0.2/32"), Via: a("192.168.0.2")}:  true,
+		},
+	}
+	var got []string
+	for _, x := range Plan(want, have) {
+		got = append(got, x.String())
+	}
+	wantPlan := []string{
+		"route-del 10.1.0.2/32 via 192.168.0.2 network red",
+		"route-del 10.1.0.4/32 via 192.168.0.3 network blue",
+		"network-del old vni 5 [10.5.0.0/16] uplink eth0",
+		"network-del red vni 77 [10.1.0.0/16] uplink eth0",
+		"network-add red vni 88 [10.1.0.0/16] uplink eth0",
+		"route-add 10.1.0.2/32 via 192.168.0.2 network red",
+	}
+	if fmt.Sprint(got) != fmt.Sprint(wantPlan) {
+		t.Fatalf("plan:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(wantPlan, "\n"))
+	}
+	// Applied, nothing is left to do.
+	if p := Plan(want, want); len(p) != 0 {
+		t.Fatalf("a converged node plans %v", p)
+	}
+}
+
+func TestOwnedRoutesAreHostRoutesThroughATunnel(t *testing.T) {
+	n := &NetworkState{Name: "blue", Ranges: []netip.Prefix{netip.MustParsePrefix("10.1.0.0/16")}}
+	tunnels := map[string]netip.Addr{"vxlan_tunnel0": netip.MustParseAddr("192.168.0.2")}
+	p := netip.MustParsePrefix
+	for _, c := range []struct {
+		prefix, path string
+		owned        bool
+	}{
+		{"10.1.0.3/32", "glean vxlan_tunnel0", true},
+		{"10.1.0.3/32", "via 10.1.0.3 vxlan_tunnel0 02:00:00:00:00:01", true},
+		{"10.1.0.0/16", "glean vxlan_tunnel0", false},
+		{"10.1.0.3/32", "via 10.1.0.1 memif0/0 02:00:00:00:00:01", false},
+		{"10.1.0.3/32", "receive", false},
+		{"10.1.0.3/32", "glean vxlan_tunnel1", false},
+	} {
+		r, ok := OwnedRoutes(n, p(c.prefix), c.path, tunnels)
+		if ok != c.owned {
+			t.Errorf("%s %q: owned %v, want %v", c.prefix, c.path, ok, c.owned)
+		}
+		if ok && r.Via != netip.MustParseAddr("192.168.0.2") {
+			t.Errorf("%s %q: via %s", c.prefix, c.path, r.Via)
+		}
+	}
+}

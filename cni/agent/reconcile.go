@@ -1,0 +1,59 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+
+	"veclane.dev/cni/cluster"
+)
+
+// Round is what one reconciliation did.
+type Round struct {
+	// Revision is the etcd revision of the state it applied.
+	Revision int64
+	Applied  []Action
+	// Failed pairs an action with the daemon's refusal; the next round tries again.
+	Failed []string
+	// Problems are parts of the cluster state this node cannot apply (see Desired), and
+	// unreadable keys.
+	Problems []string
+}
+
+// Reconcile reads the cluster state, reads the daemon's, and applies the difference. It
+// changes nothing when etcd cannot be read: an unreachable etcd leaves the dataplane as it
+// is. A refused action does not stop the others.
+func Reconcile(ctx context.Context, s *cluster.Store, d *Daemon, self string, uplinks Uplinks) (Round, error) {
+	snap, err := s.Snapshot(ctx)
+	if err != nil {
+		return Round{}, err
+	}
+	want, problems := Desired(snap, self, uplinks)
+	round := Round{Revision: snap.Revision, Problems: append(problems, snap.Invalid...)}
+	have, err := d.State()
+	if err != nil {
+		return round, err
+	}
+	for _, a := range Plan(want, have) {
+		var err error
+		switch a.Kind {
+		case "route-del":
+			err = d.RouteDel(a.Route)
+		case "network-del":
+			err = d.NetworkDel(a.Network.Name)
+		case "network-add":
+			err = d.NetworkAdd(a.Network)
+		case "route-add":
+			err = d.RouteAdd(a.Route)
+		}
+		if err != nil {
+			if _, refused := err.(*DaemonError); !refused {
+				// The connection itself failed: the rest would too.
+				return round, fmt.Errorf("%s: %w", a, err)
+			}
+			round.Failed = append(round.Failed, fmt.Sprintf("%s: %v", a, err))
+			continue
+		}
+		round.Applied = append(round.Applied, a)
+	}
+	return round, nil
+}

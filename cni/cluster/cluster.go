@@ -1,0 +1,306 @@
+// Package cluster is the cluster's shared state in etcd: the networks (Calico VPP's Network
+// resource: name, VNI, range, physical network), the nodes (name and VTEP address, each under
+// a lease of its agent, so a node whose agent stops renewing disappears), and the pod
+// attachments the CNI plugin records (which pod of which node has which address in which
+// network). Every agent reads all three and programs its own daemon from them.
+//
+//	/veclane/v1/networks/<name>                                   Network
+//	/veclane/v1/nodes/<name>                                      Node (under the agent's lease)
+//	/veclane/v1/attachments/<network>/<container id>/<ifname>     PodAttachment
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"sort"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Prefix of every key this package writes.
+const Prefix = "/veclane/v1/"
+
+const (
+	networksPrefix    = Prefix + "networks/"
+	nodesPrefix       = Prefix + "nodes/"
+	attachmentsPrefix = Prefix + "attachments/"
+)
+
+// Network is an isolated network: its own VRF on every node, carried between nodes by VXLAN
+// with its VNI.
+type Network struct {
+	Name string `json:"name"`
+	// VNI is the VXLAN network identifier, 1 to 2^24-1, unique among networks.
+	VNI uint32 `json:"vni"`
+	// Range is the network's pod addresses (CIDR); networks may share a range.
+	Range netip.Prefix `json:"range"`
+	// PhysicalNetwork names the uplink the network's tunnels leave by ("" = the node's
+	// default uplink), as Calico VPP's physicalNetworkName.
+	PhysicalNetwork string `json:"physicalNetworkName,omitempty"`
+}
+
+// Validate says what is wrong with a network, if anything.
+func (n *Network) Validate() error {
+	if err := checkName("network name", n.Name); err != nil {
+		return err
+	}
+	if n.VNI == 0 || n.VNI >= 1<<24 {
+		return fmt.Errorf("network %s: vni %d is not in 1..16777215", n.Name, n.VNI)
+	}
+	if !n.Range.IsValid() || !n.Range.Addr().Is4() {
+		return fmt.Errorf("network %s: range %q is not an IPv4 CIDR", n.Name, n.Range)
+	}
+	if n.Range.Masked() != n.Range {
+		return fmt.Errorf("network %s: range %s has host bits set (did you mean %s?)", n.Name, n.Range, n.Range.Masked())
+	}
+	return nil
+}
+
+// Node is a node of the cluster: where its pods' traffic is tunnelled to.
+type Node struct {
+	Name string `json:"name"`
+	// VTEP is the node's tunnel endpoint: its uplink's address.
+	VTEP netip.Addr `json:"vtep"`
+}
+
+// Validate says what is wrong with a node, if anything.
+func (n *Node) Validate() error {
+	if err := checkName("node name", n.Name); err != nil {
+		return err
+	}
+	if !n.VTEP.Is4() {
+		return fmt.Errorf("node %s: vtep %q is not an IPv4 address", n.Name, n.VTEP)
+	}
+	return nil
+}
+
+// PodAttachment is one pod interface on a network, as the CNI plugin recorded it.
+type PodAttachment struct {
+	Network     string     `json:"network"`
+	ContainerID string     `json:"containerID"`
+	IfName      string     `json:"ifname"`
+	Node        string     `json:"node"`
+	Address     netip.Addr `json:"address"`
+}
+
+// Validate says what is wrong with an attachment, if anything.
+func (p *PodAttachment) Validate() error {
+	for _, f := range []struct{ what, v string }{
+		{"network", p.Network}, {"container id", p.ContainerID}, {"interface", p.IfName}, {"node", p.Node},
+	} {
+		if err := checkName(f.what, f.v); err != nil {
+			return err
+		}
+	}
+	if !p.Address.Is4() {
+		return fmt.Errorf("attachment %s/%s: address %q is not IPv4", p.ContainerID, p.IfName, p.Address)
+	}
+	return nil
+}
+
+func checkName(what, s string) error {
+	if s == "" {
+		return fmt.Errorf("%s is empty", what)
+	}
+	if strings.ContainsAny(s, "/ \t\n") {
+		return fmt.Errorf("%s %q may not contain '/' or spaces", what, s)
+	}
+	return nil
+}
+
+// Store reads and writes the cluster's state.
+type Store struct {
+	kv *clientv3.Client
+}
+
+// NewStore returns a store over an etcd client.
+func NewStore(c *clientv3.Client) *Store { return &Store{kv: c} }
+
+func (s *Store) put(ctx context.Context, key string, v any, opts ...clientv3.OpOption) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if _, err := s.kv.Put(ctx, key, string(b), opts...); err != nil {
+		return fmt.Errorf("etcd: writing %s: %w", key, err)
+	}
+	return nil
+}
+
+// PutNetwork creates or replaces a network; its VNI must be no other network's.
+func (s *Store) PutNetwork(ctx context.Context, n Network) error {
+	if err := n.Validate(); err != nil {
+		return err
+	}
+	snap, err := s.Snapshot(ctx)
+	if err != nil {
+		return err
+	}
+	for _, o := range snap.Networks {
+		if o.Name != n.Name && o.VNI == n.VNI {
+			return fmt.Errorf("network %s: vni %d is network %s's", n.Name, n.VNI, o.Name)
+		}
+	}
+	return s.put(ctx, networksPrefix+n.Name, n)
+}
+
+// DeleteNetwork removes a network (idempotent).
+func (s *Store) DeleteNetwork(ctx context.Context, name string) error {
+	if _, err := s.kv.Delete(ctx, networksPrefix+name); err != nil {
+		return fmt.Errorf("etcd: deleting network %s: %w", name, err)
+	}
+	return nil
+}
+
+// PutAttachment records a pod attachment (the CNI plugin's ADD).
+func (s *Store) PutAttachment(ctx context.Context, p PodAttachment) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	return s.put(ctx, attachmentKey(p.Network, p.ContainerID, p.IfName), p)
+}
+
+// DeleteAttachment removes a pod attachment (DEL; idempotent).
+func (s *Store) DeleteAttachment(ctx context.Context, network, containerID, ifname string) error {
+	if _, err := s.kv.Delete(ctx, attachmentKey(network, containerID, ifname)); err != nil {
+		return fmt.Errorf("etcd: deleting attachment %s/%s: %w", containerID, ifname, err)
+	}
+	return nil
+}
+
+func attachmentKey(network, containerID, ifname string) string {
+	return attachmentsPrefix + network + "/" + containerID + "/" + ifname
+}
+
+// Registration is a node's presence in the cluster, held by its lease.
+type Registration struct {
+	lease  clientv3.LeaseID
+	cancel context.CancelFunc
+	// Lost is closed when the lease can no longer be kept alive (etcd unreachable for longer
+	// than the TTL, or the lease revoked): the node has left the cluster and must register
+	// again.
+	Lost <-chan struct{}
+}
+
+// Register puts the node under a lease of `ttl` and keeps the lease alive until Close or
+// until it is lost. Other nodes remove this node's tunnels and routes once the lease expires.
+func (s *Store) Register(ctx context.Context, n Node, ttl time.Duration) (*Registration, error) {
+	if err := n.Validate(); err != nil {
+		return nil, err
+	}
+	secs := int64(ttl / time.Second)
+	if secs < 1 {
+		secs = 1
+	}
+	g, err := s.kv.Grant(ctx, secs)
+	if err != nil {
+		return nil, fmt.Errorf("etcd: a lease for node %s: %w", n.Name, err)
+	}
+	if err := s.put(ctx, nodesPrefix+n.Name, n, clientv3.WithLease(g.ID)); err != nil {
+		return nil, err
+	}
+	kctx, cancel := context.WithCancel(context.Background())
+	ch, err := s.kv.KeepAlive(kctx, g.ID)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("etcd: keeping node %s's lease: %w", n.Name, err)
+	}
+	lost := make(chan struct{})
+	go func() {
+		for range ch {
+		}
+		close(lost)
+	}()
+	return &Registration{lease: g.ID, cancel: cancel, Lost: lost}, nil
+}
+
+// Close stops renewing the lease and revokes it: the node leaves at once.
+func (r *Registration) Close(ctx context.Context, s *Store) error {
+	r.cancel()
+	if _, err := s.kv.Revoke(ctx, r.lease); err != nil {
+		return fmt.Errorf("etcd: revoking the node's lease: %w", err)
+	}
+	return nil
+}
+
+// Abandon stops renewing the lease without revoking it (a crashed agent): the node leaves
+// when the lease expires.
+func (r *Registration) Abandon() { r.cancel() }
+
+// Snapshot is the whole cluster state at one etcd revision.
+type Snapshot struct {
+	Revision    int64
+	Networks    []Network
+	Nodes       []Node
+	Attachments []PodAttachment
+	// Invalid lists keys whose values could not be read, with why: they are ignored, and
+	// reported so an operator can fix them.
+	Invalid []string
+}
+
+// Snapshot reads every network, node and attachment at one revision, sorted by key.
+func (s *Store) Snapshot(ctx context.Context) (*Snapshot, error) {
+	resp, err := s.kv.Get(ctx, Prefix, clientv3.WithPrefix())
+	if err != nil {
+		return nil, fmt.Errorf("etcd: reading the cluster state: %w", err)
+	}
+	snap := &Snapshot{Revision: resp.Header.Revision}
+	for _, kv := range resp.Kvs {
+		k := string(kv.Key)
+		var err error
+		switch {
+		case strings.HasPrefix(k, networksPrefix):
+			var n Network
+			if err = json.Unmarshal(kv.Value, &n); err == nil {
+				if err = n.Validate(); err == nil {
+					snap.Networks = append(snap.Networks, n)
+				}
+			}
+		case strings.HasPrefix(k, nodesPrefix):
+			var n Node
+			if err = json.Unmarshal(kv.Value, &n); err == nil {
+				if err = n.Validate(); err == nil {
+					snap.Nodes = append(snap.Nodes, n)
+				}
+			}
+		case strings.HasPrefix(k, attachmentsPrefix):
+			var p PodAttachment
+			if err = json.Unmarshal(kv.Value, &p); err == nil {
+				if err = p.Validate(); err == nil {
+					snap.Attachments = append(snap.Attachments, p)
+				}
+			}
+		}
+		if err != nil {
+			snap.Invalid = append(snap.Invalid, fmt.Sprintf("%s: %v", k, err))
+		}
+	}
+	sort.Slice(snap.Networks, func(i, j int) bool { return snap.Networks[i].Name < snap.Networks[j].Name })
+	return snap, nil
+}
+
+// Watch returns a channel that receives a value whenever anything under the prefix changes
+// after `rev` (the snapshot's revision): the agent then takes a new snapshot. The channel is
+// closed when ctx ends or the watch fails (compaction, etcd gone); the caller starts over from
+// a new snapshot.
+func (s *Store) Watch(ctx context.Context, rev int64) <-chan struct{} {
+	out := make(chan struct{}, 1)
+	wch := s.kv.Watch(ctx, Prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+	go func() {
+		defer close(out)
+		for w := range wch {
+			if w.Err() != nil {
+				return
+			}
+			select {
+			case out <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	return out
+}

@@ -1,0 +1,134 @@
+package cluster
+
+import (
+	"context"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"veclane.dev/cni/internal/testetcd"
+)
+
+func TestNetworksAreValidatedAndVNIsUnique(t *testing.T) {
+	srv := testetcd.Start(t)
+	s := NewStore(srv.Client(t))
+	ctx := context.Background()
+	blue := Network{Name: "blue", VNI: 56, Range: netip.MustParsePrefix("10.1.0.0/16")}
+	if err := s.PutNetwork(ctx, blue); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		n    Network
+		want string
+	}{
+		{Network{Name: "red", VNI: 56, Range: blue.Range}, "vni 56 is network blue's"},
+		{Network{Name: "red", VNI: 1 << 24, Range: blue.Range}, "not in 1..16777215"},
+		{Network{Name: "red", VNI: 88, Range: netip.MustParsePrefix("10.1.0.1/16")}, "host bits set"},
+		{Network{Name: "r/d", VNI: 88, Range: blue.Range}, "may not contain"},
+	} {
+		if err := s.PutNetwork(ctx, c.n); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("PutNetwork(%+v) = %v, want %q", c.n, err, c.want)
+		}
+	}
+	// Replacing blue itself keeps its VNI.
+	blue.PhysicalNetwork = "storage"
+	if err := s.PutNetwork(ctx, blue); err != nil {
+		t.Fatal(err)
+	}
+	// A value written by hand that is not a network is reported, not used.
+	if _, err := srv.Client(t).Put(ctx, networksPrefix+"junk", "{"); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := s.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Networks) != 1 || snap.Networks[0].PhysicalNetwork != "storage" {
+		t.Fatalf("networks: %+v", snap.Networks)
+	}
+	if len(snap.Invalid) != 1 || !strings.Contains(snap.Invalid[0], "junk") {
+		t.Fatalf("invalid: %v", snap.Invalid)
+	}
+}
+
+// A node is in the cluster while its agent renews its lease: revoked, it leaves at once;
+// abandoned (a crashed agent), it leaves when the lease expires.
+func TestNodesLeaveWithTheirLease(t *testing.T) {
+	srv := testetcd.Start(t)
+	s := NewStore(srv.Client(t))
+	ctx := context.Background()
+	nodes := func() []string {
+		snap, err := s.Snapshot(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, n := range snap.Nodes {
+			names = append(names, n.Name)
+		}
+		return names
+	}
+	a, err := s.Register(ctx, Node{Name: "a", VTEP: netip.MustParseAddr("192.168.0.1")}, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.Register(ctx, Node{Name: "b", VTEP: netip.MustParseAddr("192.168.0.2")}, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Renewed past several TTLs.
+	time.Sleep(3 * time.Second)
+	if got := strings.Join(nodes(), ","); got != "a,b" {
+		t.Fatalf("nodes %s", got)
+	}
+	if err := a.Close(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(nodes(), ","); got != "b" {
+		t.Fatalf("after a left: %s", got)
+	}
+	b.Abandon()
+	start := time.Now()
+	for len(nodes()) != 0 {
+		if time.Since(start) > 10*time.Second {
+			t.Fatal("an abandoned lease of 2 s did not expire within 10 s")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if _, err := s.Register(ctx, Node{Name: "c", VTEP: netip.MustParseAddr("fd00::1")}, time.Second); err == nil {
+		t.Fatal("an IPv6 VTEP was accepted")
+	}
+}
+
+func TestWatchWakesOnEveryChange(t *testing.T) {
+	srv := testetcd.Start(t)
+	s := NewStore(srv.Client(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	snap, err := s.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := s.Watch(ctx, snap.Revision)
+	p := PodAttachment{Network: "blue", ContainerID: "c1", IfName: "net1", Node: "a", Address: netip.MustParseAddr("10.1.0.2")}
+	if err := s.PutAttachment(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-w:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no wake-up for a new attachment")
+	}
+	if err := s.DeleteAttachment(ctx, "blue", "c1", "net1"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-w:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no wake-up for a deleted attachment")
+	}
+	cancel()
+	for range w {
+	}
+}
