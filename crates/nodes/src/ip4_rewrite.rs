@@ -98,13 +98,10 @@ impl Fast {
         else {
             return Fast { adj, ..Fast::NONE };
         };
-        let next = match out_for(ifs, tx_if) {
-            Ok(Out::Memif) => Next::Memif,
-            Ok(Out::AfPacket) => Next::AfPacket,
-            Ok(Out::AfXdp) => Next::AfXdp,
-            Ok(Out::Vxlan) => Next::Vxlan,
-            Err(_) => return Fast { adj, ..Fast::NONE },
+        let Ok(out) = out_for(ifs, tx_if) else {
+            return Fast { adj, ..Fast::NONE };
         };
+        let next = device_node(out);
         let mut hdr = [0u8; ETH_HDR];
         hdr[..6].copy_from_slice(&dst);
         hdr[6..12].copy_from_slice(&src);
@@ -117,6 +114,16 @@ impl Fast {
             mtu: u32::from(mtu),
             next: next.into(),
         }
+    }
+}
+
+/// The device node that transmits on an interface of kind `out`.
+fn device_node(out: Out) -> Next {
+    match out {
+        Out::Memif => Next::Memif,
+        Out::AfPacket => Next::AfPacket,
+        Out::AfXdp => Next::AfXdp,
+        Out::Vxlan => Next::Vxlan,
     }
 }
 
@@ -249,10 +256,7 @@ fn rewrite(
     let (last_if, last_next, last_err) = last;
     if tx_if != *last_if {
         (*last_next, *last_err) = match out_for(ifs, tx_if) {
-            Ok(Out::Memif) => (Next::Memif.into(), None),
-            Ok(Out::AfPacket) => (Next::AfPacket.into(), None),
-            Ok(Out::AfXdp) => (Next::AfXdp.into(), None),
-            Ok(Out::Vxlan) => (Next::Vxlan.into(), None),
+            Ok(out) => (device_node(out).into(), None),
             Err(NoOut::AdminDown) => (Next::Drop.into(), Some(Error::AdminDown)),
             Err(NoOut::Gone) => (Next::Drop.into(), Some(Error::NoInterface)),
         };
