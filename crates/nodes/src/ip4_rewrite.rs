@@ -143,11 +143,12 @@ impl Node for Ip4Rewrite {
             if m.adj != fast.adj {
                 fast = Fast::of(&adjs, &ifs, m.adj);
             }
+            let (flags, total) = (m.flags, m.total_len);
             // Fast path, almost every packet: a rewrite on an interface that is up, a packet
             // we forward (not our own, not traced) within the MTU, TTL above one.
             if fast.ok
-                && m.flags & (crate::LOCALLY_ORIGINATED | graph::BUFFER_TRACED) == 0
-                && m.total_len <= fast.mtu
+                && flags & (crate::LOCALLY_ORIGINATED | graph::BUFFER_TRACED) == 0
+                && total <= fast.mtu
                 && let Some((m, f)) = ctx.pool.push_front_meta(b, ETH_HDR)
             {
                 // ip4-input left a whole IPv4 header in the head buffer.
@@ -162,6 +163,21 @@ impl Node for Ip4Rewrite {
                     let acc = u32::from(!c) + 0xfeff;
                     let c = !(((acc & 0xffff) + (acc >> 16)) as u16);
                     h[CHECKSUM_AT..CHECKSUM_AT + 2].copy_from_slice(&c.to_be_bytes());
+                    m.tx_if = fast.tx_if;
+                    *n = fast.next;
+                    continue;
+                }
+                m.skip(ETH_HDR as u16);
+            } else if fast.ok
+                && flags & (crate::LOCALLY_ORIGINATED | graph::BUFFER_TRACED)
+                    == crate::LOCALLY_ORIGINATED
+                && total <= fast.mtu
+                && let Some((m, f)) = ctx.pool.push_front_meta(b, ETH_HDR)
+            {
+                // Our own packet within the MTU (an encapsulated one, on its way to the
+                // uplink): the header only, its TTL left alone.
+                if let Some(h) = f.first_chunk_mut::<ETH_HDR>() {
+                    *h = fast.hdr;
                     m.tx_if = fast.tx_if;
                     *n = fast.next;
                     continue;

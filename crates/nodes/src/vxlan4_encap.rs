@@ -172,12 +172,22 @@ impl Node for Vxlan4Encap {
         // of a tunnel has the same outer destination, so one lookup serves the frame and its
         // packets go straight to `ip4-rewrite` (anything else, say a VTEP still being resolved,
         // goes through `ip4-lookup` per packet).
-        let mut last: Option<(u32, Template, Option<u32>)> = None;
+        let mut last: Option<(u32, &crate::VxlanTunnel, Template, Option<u32>)> = None;
         for (&b, n) in bufs.iter().zip(next.iter_mut()) {
             *n = Next::Drop.into();
             let tx_if = ctx.pool.meta(b).tx_if;
-            let Some(t) = ifs.get(tx_if as usize).and_then(|c| c.tunnel()) else {
-                ctx.count_error(Error::NotTunnel);
+            if last.as_ref().is_none_or(|(i, ..)| *i != tx_if) {
+                let Some(t) = ifs.get(tx_if as usize).and_then(|c| c.tunnel()) else {
+                    ctx.count_error(Error::NotTunnel);
+                    continue;
+                };
+                let adj = vrfs
+                    .get(t.underlay as usize)
+                    .and_then(|table| table.lookup(t.dst))
+                    .filter(|&a| matches!(adjs.get(a as usize), Some(Adjacency::Rewrite { .. })));
+                last = Some((tx_if, t, Template::new(t), adj));
+            }
+            let Some(&(_, t, ref template, adj)) = last.as_ref() else {
                 continue;
             };
             let inner = ctx.pool.meta(b).total_len;
@@ -188,17 +198,6 @@ impl Node for Vxlan4Encap {
                 ctx.count_error(Error::TooLong);
                 continue;
             };
-            if last.as_ref().is_none_or(|(i, _, _)| *i != tx_if) {
-                let adj = vrfs
-                    .get(t.underlay as usize)
-                    .and_then(|table| table.lookup(t.dst))
-                    .filter(|&a| matches!(adjs.get(a as usize), Some(Adjacency::Rewrite { .. })));
-                last = Some((tx_if, Template::new(t), adj));
-            }
-            let Some((_, template, adj)) = &last else {
-                continue;
-            };
-            let adj = *adj;
             let src_port = source_port(flow_hash(ctx.pool.data(b)));
             let ident = if t.df {
                 0

@@ -2,9 +2,9 @@
 //! `ip4-input` (VXLAN to one of our VTEPs without a UDP checksum) or `udp4-local` (anything
 //! else to one of our addresses), and hands the inner Ethernet frame on as received on the
 //! tunnel's interface, so that it is looked up in the tunnel's network's VRF and nowhere else:
-//! IPv4 to the tunnel's own MAC straight to `ip4-input` (what `ethernet-input` would do with
-//! it, without the second pass), anything else (ARP, broadcast, another MAC) to
-//! `ethernet-input`.
+//! IPv4 to the tunnel's own MAC gets ip4-input's checks here and goes on to `ip4-lookup` (what
+//! `ethernet-input` would do with it, without the second pass; `ip4-input` takes what fails a
+//! check), anything else (ARP, broadcast, another MAC) goes to `ethernet-input`.
 //!
 //! The tunnel is found by (outer source address, VNI), as VPP's `vxlan4-input` does: a packet
 //! is accepted only from a VTEP we have a tunnel to for that VNI, addressed to the tunnel's own
@@ -48,6 +48,8 @@ graph::node! {
         EthernetInput = "ethernet-input",
         Ip4Input = "ip4-input",
         Drop = "error-drop",
+        Lookup = "ip4-lookup",
+        Vxlan = "vxlan4-input",
     }
     error Error {
         Truncated = "vxlan header or inner ethernet header truncated",
@@ -132,7 +134,27 @@ impl Node for Vxlan4Input {
             if direct {
                 m.vrf = c.vrf;
                 m.skip((OUTER + ETH_HDR) as u16);
-                *n = Next::Ip4Input.into();
+                // ip4-input's checks on the inner header too, as ethernet-input makes them:
+                // a plain inner IPv4 packet goes on to ip4-lookup in the network's VRF.
+                let inner = d.get(OUTER + ETH_HDR..).unwrap_or_default();
+                let unchained = m.next == buffer::NONE;
+                *n = match crate::ip4_input::fast::<true>(m, inner, &map.vteps) {
+                    Some((to, cut)) => {
+                        if let Some(total) = cut {
+                            if unchained {
+                                ctx.pool.truncate(b, total);
+                            } else {
+                                ctx.pool.truncate_chain(b, u32::from(total));
+                            }
+                        }
+                        match to {
+                            crate::ip4_input::Fast::Lookup => Next::Lookup,
+                            crate::ip4_input::Fast::Vxlan => Next::Vxlan,
+                        }
+                    }
+                    None => Next::Ip4Input,
+                }
+                .into();
                 continue;
             }
             m.skip(OUTER as u16);
