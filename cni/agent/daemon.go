@@ -74,7 +74,12 @@ type DaemonNetwork struct {
 	Table      uint32         `json:"table"`
 	Interfaces []string       `json:"interfaces"`
 	Uplink     *string        `json:"uplink"`
+	Owner      *string        `json:"owner"`
 }
+
+// Owner is what the agent marks the networks it creates with (`network add ... owner`): it
+// manages those, and leaves every other network of the daemon alone.
+const Owner = "veclane-agent"
 
 // Networks returns the daemon's networks.
 func (d *Daemon) Networks() ([]DaemonNetwork, error) {
@@ -123,7 +128,7 @@ func (d *Daemon) Tunnels() ([]Tunnel, error) {
 
 // NetworkAdd creates a network with its VRF.
 func (d *Daemon) NetworkAdd(n *NetworkState) error {
-	req := map[string]any{"request": "network_add", "name": n.Name, "vni": n.VNI, "ranges": n.Ranges}
+	req := map[string]any{"request": "network_add", "name": n.Name, "vni": n.VNI, "ranges": n.Ranges, "owner": Owner}
 	if n.Uplink != "" {
 		req["uplink"] = n.Uplink
 	}
@@ -147,10 +152,11 @@ func (d *Daemon) route(add bool, r Route) error {
 	}}, nil)
 }
 
-// State reads what the agent manages from the daemon: every network, and in each the routes
-// the agent owns (see OwnedRoutes), their next hop being their tunnel's remote VTEP.
+// State reads what the agent manages from the daemon: the networks it created (marked with
+// Owner), and in each the routes it owns (see OwnedRoutes), their next hop being their
+// tunnel's remote VTEP. Networks anyone else created are listed in Foreign and not read.
 func (d *Daemon) State() (State, error) {
-	st := State{Networks: map[string]*NetworkState{}, Routes: map[Route]bool{}}
+	st := State{Networks: map[string]*NetworkState{}, Routes: map[Route]bool{}, Foreign: map[string]bool{}}
 	nets, err := d.Networks()
 	if err != nil {
 		return st, err
@@ -167,6 +173,10 @@ func (d *Daemon) State() (State, error) {
 		byNet[t.Network][t.Name] = t.Dst
 	}
 	for _, n := range nets {
+		if n.Owner == nil || *n.Owner != Owner {
+			st.Foreign[n.Name] = true
+			continue
+		}
 		ns := &NetworkState{Name: n.Name, VNI: n.VNI, Ranges: n.Ranges, Table: n.Table, Interfaces: n.Interfaces}
 		if n.Uplink != nil {
 			ns.Uplink = *n.Uplink

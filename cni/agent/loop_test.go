@@ -62,7 +62,7 @@ func TestRunFollowsTheClusterAndSurvivesItsParts(t *testing.T) {
 		snap, err := s.Snapshot(ctx)
 		return err == nil && len(snap.Nodes) == 2
 	})
-	eventually(t, "blue created", 5*time.Second, func() bool { n, _ := held(t, d); return n == "blue/56" })
+	eventually(t, "blue created", 5*time.Second, func() bool { n, _ := held(t, d); return n == "blue/56,local/7" })
 	// A pod appears on n2: a route, hence a tunnel, follows.
 	pod := cluster.PodAttachment{Network: "blue", ContainerID: "c2", IfName: "net1", Node: "n2", Address: a("10.1.0.3")}
 	if err := s.PutAttachment(ctx, pod); err != nil {

@@ -51,6 +51,9 @@ func (n *NetworkState) same(o *NetworkState) bool {
 type State struct {
 	Networks map[string]*NetworkState
 	Routes   map[Route]bool
+	// Foreign names the daemon's networks the agent did not create (actual state only): it
+	// never touches them, nor creates a network of the same name.
+	Foreign map[string]bool
 }
 
 // Desired computes what node `self` must hold: every valid network whose physical network
@@ -115,7 +118,9 @@ func (a Action) String() string {
 // Plan lists the actions that turn `have` into `want`: routes the agent owns that are not
 // wanted are deleted; networks that are not wanted, or differ (VNI, range, uplink: a network
 // is replaced, never edited), are deleted, and wanted ones added; missing routes are added.
-// A route whose network is replaced is deleted and added again with it.
+// A route whose network is replaced is deleted and added again with it. A wanted network
+// whose name a foreign network of the daemon holds is left out, with its routes (Reconcile
+// reports it).
 func Plan(want, have State) []Action {
 	var dels, netDels, netAdds, adds []Action
 	replaced := map[string]bool{}
@@ -127,6 +132,9 @@ func Plan(want, have State) []Action {
 		}
 	}
 	for name, w := range want.Networks {
+		if have.Foreign[name] {
+			continue
+		}
 		if h, ok := have.Networks[name]; !ok || replaced[name] || !w.same(h) {
 			netAdds = append(netAdds, Action{Kind: "network-add", Network: w})
 		}
@@ -137,6 +145,9 @@ func Plan(want, have State) []Action {
 		}
 	}
 	for r := range want.Routes {
+		if have.Foreign[r.Network] {
+			continue
+		}
 		if !have.Routes[r] || replaced[r.Network] {
 			adds = append(adds, Action{Kind: "route-add", Route: r})
 		}

@@ -119,3 +119,19 @@ func TestOwnedRoutesAreHostRoutesThroughATunnel(t *testing.T) {
 		}
 	}
 }
+
+func TestPlanLeavesForeignNetworksAlone(t *testing.T) {
+	want, _ := Desired(snap(), "n1", Uplinks{"": "eth0"})
+	have := State{Networks: map[string]*NetworkState{}, Routes: map[Route]bool{}, Foreign: map[string]bool{"red": true}}
+	var got []string
+	for _, x := range Plan(want, have) {
+		got = append(got, x.String())
+	}
+	wantPlan := []string{
+		"network-add blue vni 56 [10.1.0.0/16] uplink eth0",
+		"route-add 10.1.0.3/32 via 192.168.0.2 network blue",
+	}
+	if fmt.Sprint(got) != fmt.Sprint(wantPlan) {
+		t.Fatalf("plan %v, want %v", got, wantPlan)
+	}
+}

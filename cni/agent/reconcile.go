@@ -33,6 +33,11 @@ func Reconcile(ctx context.Context, s *cluster.Store, d *Daemon, self string, up
 	if err != nil {
 		return round, err
 	}
+	for name := range want.Networks {
+		if have.Foreign[name] {
+			round.Problems = append(round.Problems, fmt.Sprintf("network %s: the daemon has a network of that name the agent did not create (not owned by %s): left alone", name, Owner))
+		}
+	}
 	for _, a := range Plan(want, have) {
 		var err error
 		switch a.Kind {

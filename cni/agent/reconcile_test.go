@@ -42,6 +42,12 @@ socket = "uplink.sock"
 id = 0
 role = "master"
 addresses = ["192.0.2.1/24"]
+
+# The operator's own network (no owner): the agent never touches it.
+[[network]]
+name = "local"
+vni = 7
+ranges = ["10.50.0.0/16"]
 `
 
 // startDaemon runs `veclane run` in dir (its runtime directory) until the test ends, and
@@ -122,6 +128,8 @@ func TestAgentProgramsTheDaemonAndConverges(t *testing.T) {
 	for _, n := range []cluster.Network{
 		{Name: "blue", VNI: 56, Range: p("10.1.0.0/16")},
 		{Name: "red", VNI: 88, Range: p("10.1.0.0/16")},
+		// The name of the daemon's own network: reported, and left alone.
+		{Name: "local", VNI: 70, Range: p("10.60.0.0/16")},
 	} {
 		if err := s.PutNetwork(ctx, n); err != nil {
 			t.Fatal(err)
@@ -153,8 +161,11 @@ func TestAgentProgramsTheDaemonAndConverges(t *testing.T) {
 	if len(r.Applied) != 5 {
 		t.Fatalf("first round applied %v", r.Applied)
 	}
+	if len(r.Problems) != 1 || !strings.Contains(r.Problems[0], "network local: the daemon has a network of that name the agent did not create") {
+		t.Fatalf("problems: %v", r.Problems)
+	}
 	nets, tuns := held(t, d)
-	if nets != "blue/56,red/88" || tuns != "blue 56 192.0.2.2 2,red 88 192.0.2.2 1" {
+	if nets != "blue/56,local/7,red/88" || tuns != "blue 56 192.0.2.2 2,red 88 192.0.2.2 1" {
 		t.Fatalf("held networks %q, tunnels %q", nets, tuns)
 	}
 	if r := reconcile(t, s, d); len(r.Applied) != 0 {
@@ -180,8 +191,16 @@ func TestAgentProgramsTheDaemonAndConverges(t *testing.T) {
 		t.Fatal(err)
 	}
 	reconcile(t, s, d)
-	if nets, _ := held(t, d); nets != "blue/56" {
+	if nets, _ := held(t, d); nets != "blue/56,local/7" {
 		t.Fatalf("after red was deleted: %q", nets)
+	}
+	// etcd forgets local too: the daemon's own network stays.
+	if err := s.DeleteNetwork(ctx, "local"); err != nil {
+		t.Fatal(err)
+	}
+	reconcile(t, s, d)
+	if nets, _ := held(t, d); nets != "blue/56,local/7" {
+		t.Fatalf("the daemon's own network was touched: %q", nets)
 	}
 
 	// n2 comes back, and n1's daemon restarts with nothing: one round rebuilds it all.
@@ -191,12 +210,12 @@ func TestAgentProgramsTheDaemonAndConverges(t *testing.T) {
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
 	_, d = startDaemon(t, dir)
-	if nets, _ := held(t, d); nets != "" {
+	if nets, _ := held(t, d); nets != "local/7" {
 		t.Fatalf("a fresh daemon holds %q", nets)
 	}
 	reconcile(t, s, d)
 	nets, tuns = held(t, d)
-	if nets != "blue/56" || tuns != "blue 56 192.0.2.2 2" {
+	if nets != "blue/56,local/7" || tuns != "blue 56 192.0.2.2 2" {
 		t.Fatalf("after the daemon's restart: networks %q, tunnels %q", nets, tuns)
 	}
 }

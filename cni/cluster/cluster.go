@@ -14,12 +14,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
+
+// networkName is the daemon's rule for network names.
+var networkName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,31}$`)
 
 // Prefix of every key this package writes.
 const Prefix = "/veclane/v1/"
@@ -45,8 +49,8 @@ type Network struct {
 
 // Validate says what is wrong with a network, if anything.
 func (n *Network) Validate() error {
-	if err := checkName("network name", n.Name); err != nil {
-		return err
+	if !networkName.MatchString(n.Name) {
+		return fmt.Errorf("network name %q must be 1 to 31 letters, digits, '-' or '_' (as the daemon's)", n.Name)
 	}
 	if n.VNI == 0 || n.VNI >= 1<<24 {
 		return fmt.Errorf("network %s: vni %d is not in 1..16777215", n.Name, n.VNI)

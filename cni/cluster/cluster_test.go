@@ -25,7 +25,8 @@ func TestNetworksAreValidatedAndVNIsUnique(t *testing.T) {
 		{Network{Name: "red", VNI: 56, Range: blue.Range}, "vni 56 is network blue's"},
 		{Network{Name: "red", VNI: 1 << 24, Range: blue.Range}, "not in 1..16777215"},
 		{Network{Name: "red", VNI: 88, Range: netip.MustParsePrefix("10.1.0.1/16")}, "host bits set"},
-		{Network{Name: "r/d", VNI: 88, Range: blue.Range}, "may not contain"},
+		{Network{Name: "r/d", VNI: 88, Range: blue.Range}, "must be 1 to 31 letters"},
+		{Network{Name: "a-very-long-network-name-of-32-ch", VNI: 88, Range: blue.Range}, "must be 1 to 31 letters"},
 	} {
 		if err := s.PutNetwork(ctx, c.n); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("PutNetwork(%+v) = %v, want %q", c.n, err, c.want)

@@ -302,6 +302,9 @@ pub struct NetworkInfo {
     pub interfaces: Vec<String>,
     /// Where its tunnels leave, if it spans nodes.
     pub uplink: Option<String>,
+    /// The controller that manages it, if any (`network add ... owner NAME`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
 }
 
 /// One VXLAN tunnel, as `show vxlan tunnel` prints it.

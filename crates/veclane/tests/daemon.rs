@@ -640,6 +640,10 @@ fn networks_with_the_same_range_stay_apart() {
             "network add green vni 16777216 range 10.9.0.0/16",
             "over 24 bits",
         ),
+        (
+            "network add green vni 99 range 10.9.0.0/16 owner \u{7f}",
+            "owner \"\\u{7f}\" must be 1 to 31 printable characters",
+        ),
         ("network del purple", "no network named \"purple\""),
         (
             "create interface memif id 9 socket memif.sock master network purple",
@@ -650,9 +654,15 @@ fn networks_with_the_same_range_stay_apart() {
         assert!(!ok, "`{line}` should fail");
         assert!(err.contains(named), "`{line}`: {err}");
     }
-    // A network added and removed at run time, with an interface in it.
-    d.ok("network add green vni 99 range 10.9.0.0/16");
+    // A network added and removed at run time, with an interface in it, and its manager.
+    d.ok("network add green vni 99 range 10.9.0.0/16 owner veclane-agent");
     let green = d.ok("show network");
+    assert!(
+        green
+            .lines()
+            .any(|l| l.starts_with("green") && l.contains("veclane-agent")),
+        "{green}"
+    );
     let table: u32 = green
         .lines()
         .find(|l| l.starts_with("green"))

@@ -48,8 +48,8 @@ pub const COMMANDS: &[(&str, &str)] = &[
         "an uplink on a kernel interface (AF_PACKET, TPACKET_V3 rings, PACKET_FANOUT over N queues)",
     ),
     (
-        "network add NET vni N range A.B.C.D/L [range A.B.C.D/L]... [uplink IF] [no-df]",
-        "an isolated network with a VRF of its own; pod interfaces attach with `network NET`",
+        "network add NET vni N range A.B.C.D/L [range A.B.C.D/L]... [uplink IF] [no-df] [owner NAME]",
+        "an isolated network with a VRF of its own; pod interfaces attach with `network NET`; `owner` names the controller that manages it (the node agent: veclane-agent)",
     ),
     (
         "network del NET",
@@ -323,12 +323,18 @@ pub fn parse(words: &[&str]) -> Result<Request, CliError> {
                         None
                     };
                     let df = !w.eat("no-df");
+                    let owner = if w.eat("owner") {
+                        Some(w.next("owner name")?.to_string())
+                    } else {
+                        None
+                    };
                     Request::NetworkAdd(crate::NetworkSpec {
                         name,
                         vni,
                         ranges,
                         uplink,
                         df,
+                        owner,
                     })
                 }
                 "del" | "delete" => {
@@ -728,18 +734,19 @@ pub fn format(reply: &Reply) -> String {
         }
         Reply::Networks { networks } => {
             s.push_str(&format!(
-                "{:<16} {:>8} {:>6}  {:<36} {:<12} {}\n",
-                "Network", "VNI", "VRF", "Ranges", "Uplink", "Interfaces"
+                "{:<16} {:>8} {:>6}  {:<36} {:<12} {:<14} {}\n",
+                "Network", "VNI", "VRF", "Ranges", "Uplink", "Owner", "Interfaces"
             ));
             for n in networks {
                 let ranges: Vec<String> = n.ranges.iter().map(ToString::to_string).collect();
                 s.push_str(&format!(
-                    "{:<16} {:>8} {:>6}  {:<36} {:<12} {}\n",
+                    "{:<16} {:>8} {:>6}  {:<36} {:<12} {:<14} {}\n",
                     n.name,
                     n.vni,
                     n.table,
                     ranges.join(" "),
                     n.uplink.as_deref().unwrap_or("-"),
+                    n.owner.as_deref().unwrap_or("-"),
                     n.interfaces.join(" ")
                 ));
             }

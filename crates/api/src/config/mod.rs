@@ -418,6 +418,10 @@ pub struct NetworkSpec {
     /// that cannot carry them says so instead of fragmenting).
     #[serde(default = "yes", skip_serializing_if = "is_true")]
     pub df: bool,
+    /// Who manages the network, if anyone but the operator: a controller (the node agent
+    /// says `veclane-agent`) that deletes what it finds of its own and nothing else.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
 }
 
 impl NetworkSpec {
@@ -443,6 +447,13 @@ impl NetworkSpec {
         }
         if self.ranges.is_empty() {
             p.push("ranges is empty: a network needs at least one address range".into());
+        }
+        if let Some(o) = &self.owner
+            && (o.is_empty() || o.len() > 31 || o.bytes().any(|b| !b.is_ascii_graphic()))
+        {
+            p.push(format!(
+                "owner {o:?} must be 1 to 31 printable characters without spaces"
+            ));
         }
         for r in &self.ranges {
             if r.network() != *r {

@@ -31,6 +31,7 @@ fn serializes_to_what_it_parses_from() {
         ranges: vec!["10.1.0.0/16".parse().unwrap()],
         uplink: Some("host-eth0".into()),
         df: false,
+        owner: Some("veclane-agent".into()),
     });
     let mut up = AfPacketSpec::new("eth0");
     up.mtu = Some(9000);

@@ -118,6 +118,7 @@ impl Control {
                 table: n.table,
                 interfaces: self.attached_to(&n.spec.name),
                 uplink: n.spec.uplink.clone(),
+                owner: n.spec.owner.clone(),
             })
             .collect()
     }
