@@ -462,3 +462,32 @@ fn removing_an_interface_disconnects_only_it_in_either_role() {
     assert!(l.is_empty());
     drop((p1, s1));
 }
+
+/// The primary knows when the secondary has taken every frame it placed (a sender that leaves
+/// before then discards frames still in the ring): what it placed is in flight until the
+/// secondary reads it and posts the buffers again.
+#[test]
+fn the_primary_sees_its_frames_taken() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = sock_path(&dir);
+    let mut l = Listener::bind(&path, vec![cfg(0)]).unwrap();
+    let mut c = Client::new(&path, vec![cfg(0)]).unwrap();
+    let (mut p, mut s) = connect(&mut l, &mut c);
+    assert_eq!(p.tx[0].in_flight().unwrap(), 0);
+    let mut pool = pool();
+    let frames: Vec<u32> = (0..5)
+        .map(|i| pool.from_bytes(&frame(i, 100)).unwrap())
+        .collect();
+    assert_eq!(p.tx[0].send(&pool, &frames).unwrap(), 5);
+    assert_eq!(p.tx[0].in_flight().unwrap(), 5);
+    let mut got = 0;
+    s.rx[0].recv_with(3, |_| got += 1).unwrap();
+    assert_eq!(got, 3);
+    assert_eq!(
+        p.tx[0].in_flight().unwrap(),
+        2,
+        "three read and posted again"
+    );
+    s.rx[0].recv_with(8, |_| got += 1).unwrap();
+    assert_eq!((got, p.tx[0].in_flight().unwrap()), (5, 0));
+}

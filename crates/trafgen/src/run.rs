@@ -511,11 +511,14 @@ impl Session {
                     let ended = *send_end.get_or_insert_with(|| {
                         Instant::now().min(start + cfg.warmup + cfg.duration)
                     });
-                    let flushed = senders.iter().all(|s| match &peers[s.peer] {
+                    let flushed = senders.iter().all(|s| match &mut peers[s.peer] {
                         Queues::Secondary(q) => {
                             q.tx.iter().all(|t| t.in_flight().map_or(true, |n| n == 0))
                         }
-                        Queues::Primary(_) => true,
+                        Queues::Primary(q) => {
+                            q.tx.iter_mut()
+                                .all(|t| t.in_flight().map_or(true, |n| n == 0))
+                        }
                     });
                     let waited = ended.elapsed() >= cfg.drain;
                     if (flushed || waited) && (!cfg.receive || last_rx.elapsed() >= cfg.drain) {

@@ -16,6 +16,9 @@ pub struct PrimaryTx {
     base: QueueBase,
     regions: Regions,
     cursor: u16,
+    /// The most buffers the peer has had posted and unfilled at once: its posting depth,
+    /// which it returns to once it has taken every frame we placed (see `in_flight`).
+    posted_max: u16,
     plan: Vec<Desc>,
     pieces: Vec<(*const u8, usize)>,
     reqs: Vec<CopyReq>,
@@ -34,10 +37,28 @@ impl PrimaryTx {
             base,
             regions,
             cursor,
+            posted_max: 0,
             plan: Vec::with_capacity(n),
             pieces: Vec::with_capacity(4),
             reqs: Vec::with_capacity(n * 2),
         }
+    }
+
+    /// Frames placed that the peer has not taken yet, as far as the ring shows: the peer
+    /// re-posts a buffer once it has read the frame in it, so every frame is taken when as
+    /// many buffers are posted again as the most it ever had posted. A peer that posts fewer
+    /// buffers than before keeps this above zero; callers bound their wait. `LinkDown` when
+    /// the link is down or the peer's index is further ahead than a ring can hold.
+    pub fn in_flight(&mut self) -> Result<u16, LinkDown> {
+        if !self.base.link.is_up() {
+            return Err(LinkDown);
+        }
+        let posted = self.base.ring.head().wrapping_sub(self.cursor);
+        if posted > self.base.ring.size() {
+            return Err(LinkDown);
+        }
+        self.posted_max = self.posted_max.max(posted);
+        Ok(self.posted_max - posted)
     }
 
     /// Sends packets (local chains) in order; returns how many were consumed from the front of
@@ -76,6 +97,7 @@ impl PrimaryTx {
             ));
             return Err(LinkDown);
         }
+        self.posted_max = self.posted_max.max(posted);
         self.reqs.clear();
         let inline = engine.as_ref().is_none_or(|e| !e.caps().asynchronous);
         let mut slot = self.cursor;
