@@ -51,7 +51,8 @@ if command -v go >/dev/null 2>&1; then
   (cd interop/gomemif-peer && go build -o ../../target/interop/gomemif-peer .)
   # The control plane (etcd client and the rest, from the committed go.sum): the node agent.
   mkdir -p target/cni
-  (cd cni && go build -o ../target/cni/veclane-agent ./cmd/veclane-agent)
+  (cd cni && go build -o ../target/cni/veclane-agent ./cmd/veclane-agent \
+    && go build -o ../target/cni/veclane-ipam ./cmd/veclane-ipam)
 else
   echo "setup: go not found; the gomemif interop test will fail" >&2
 fi

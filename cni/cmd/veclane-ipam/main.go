@@ -1,0 +1,243 @@
+// Command veclane-ipam is a CNI IPAM plugin (CNI spec 1.1: ADD, DEL, CHECK, GC, STATUS,
+// VERSION) over the allocator of package ipam: addresses of a network's ranges, allocated in
+// etcd so that every node draws from one pool. A main plugin delegates to it with the network's
+// configuration, whose `ipam` object holds the ranges (see docs/cluster.md) and
+// `etcd_endpoints`; the network is `ipam.network_name`, else the configuration's `name`.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/containernetworking/cni/pkg/skel"
+	"github.com/containernetworking/cni/pkg/types"
+	types100 "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/containernetworking/cni/pkg/version"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"veclane.dev/cni/ipam"
+)
+
+// ErrNoFreeAddress is the plugin-specific error code (CNI reserves 0-99) of a full network.
+const ErrNoFreeAddress uint = 100
+
+// timeout bounds every call to etcd: a plugin the runtime waits for must not hang.
+const timeout = 10 * time.Second
+
+type netConf struct {
+	types.PluginConf
+	IPAM struct {
+		types.IPAM
+		NetworkName   string         `json:"network_name"`
+		EtcdEndpoints []string       `json:"etcd_endpoints"`
+		Routes        []*types.Route `json:"routes,omitempty"`
+	} `json:"ipam"`
+}
+
+// load reads the network configuration: the IPAM settings, and the raw `ipam` object for
+// ipam.ParseConfig (with `network_name` defaulted to the network's name).
+func load(stdin []byte) (*netConf, *ipam.Config, error) {
+	var c netConf
+	if err := json.Unmarshal(stdin, &c); err != nil {
+		return nil, nil, types.NewError(types.ErrDecodingFailure, "the network configuration is not JSON", err.Error())
+	}
+	var raw struct {
+		IPAM map[string]json.RawMessage `json:"ipam"`
+	}
+	if err := json.Unmarshal(stdin, &raw); err != nil || raw.IPAM == nil {
+		return nil, nil, types.NewError(types.ErrInvalidNetworkConfig, "the network configuration has no ipam object", "")
+	}
+	if c.IPAM.NetworkName == "" {
+		if c.Name == "" {
+			return nil, nil, types.NewError(types.ErrInvalidNetworkConfig, "neither ipam.network_name nor the network's name is set", "")
+		}
+		b, _ := json.Marshal(c.Name)
+		raw.IPAM["network_name"] = b
+	}
+	if len(c.IPAM.EtcdEndpoints) == 0 {
+		return nil, nil, types.NewError(types.ErrInvalidNetworkConfig, "ipam.etcd_endpoints is missing", "")
+	}
+	ipamJSON, _ := json.Marshal(raw.IPAM)
+	cfg, err := ipam.ParseConfig(ipamJSON)
+	if err != nil {
+		return nil, nil, types.NewError(types.ErrInvalidNetworkConfig, err.Error(), "")
+	}
+	return &c, cfg, nil
+}
+
+func node() string {
+	if n := os.Getenv("VECLANE_NODE"); n != "" {
+		return n
+	}
+	h, _ := os.Hostname()
+	return h
+}
+
+// allocator connects to etcd; the caller closes the client.
+func allocator(c *netConf) (*ipam.Allocator, *clientv3.Client, error) {
+	cl, err := clientv3.New(clientv3.Config{Endpoints: c.IPAM.EtcdEndpoints, DialTimeout: 5 * time.Second})
+	if err != nil {
+		return nil, nil, types.NewError(types.ErrTryAgainLater, "etcd client: "+err.Error(), "")
+	}
+	return ipam.New(cl, node()), cl, nil
+}
+
+// etcdError turns an allocator's error into a CNI error: a full network is the plugin's own
+// code, anything from etcd "try again later".
+func etcdError(err error) error {
+	if errors.Is(err, ipam.ErrExhausted) {
+		return types.NewError(ErrNoFreeAddress, err.Error(), "")
+	}
+	return types.NewError(types.ErrTryAgainLater, err.Error(), "")
+}
+
+func attachment(args *skel.CmdArgs) ipam.Attachment {
+	return ipam.Attachment{ContainerID: args.ContainerID, IfName: args.IfName}
+}
+
+func cmdAdd(args *skel.CmdArgs) error {
+	c, cfg, err := load(args.StdinData)
+	if err != nil {
+		return err
+	}
+	al, cl, err := allocator(c)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	l, err := al.Allocate(ctx, cfg, attachment(args))
+	if err != nil {
+		return etcdError(err)
+	}
+	ip := &types100.IPConfig{Address: ipNet(l.Address)}
+	if l.Gateway.IsValid() {
+		ip.Gateway = net.IP(l.Gateway.AsSlice())
+	}
+	r := &types100.Result{CNIVersion: types100.ImplementedSpecVersion, IPs: []*types100.IPConfig{ip}, Routes: c.IPAM.Routes, DNS: c.DNS}
+	return types.PrintResult(r, c.CNIVersion)
+}
+
+func cmdDel(args *skel.CmdArgs) error {
+	c, cfg, err := load(args.StdinData)
+	if err != nil {
+		return err
+	}
+	al, cl, err := allocator(c)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := al.Release(ctx, cfg.Network, attachment(args)); err != nil {
+		return etcdError(err)
+	}
+	return nil
+}
+
+func cmdCheck(args *skel.CmdArgs) error {
+	c, cfg, err := load(args.StdinData)
+	if err != nil {
+		return err
+	}
+	al, cl, err := allocator(c)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	l, ok, err := al.Lookup(ctx, cfg, attachment(args))
+	if err != nil {
+		return etcdError(err)
+	}
+	if !ok {
+		return types.NewError(types.ErrUnknownContainer, fmt.Sprintf("network %s: no address is allocated to container %s interface %s", cfg.Network, args.ContainerID, args.IfName), "")
+	}
+	if c.RawPrevResult != nil {
+		if err := version.ParsePrevResult(&c.PluginConf); err != nil {
+			return types.NewError(types.ErrDecodingFailure, "prevResult: "+err.Error(), "")
+		}
+		prev, err := types100.NewResultFromResult(c.PrevResult)
+		if err != nil {
+			return types.NewError(types.ErrDecodingFailure, "prevResult: "+err.Error(), "")
+		}
+		found := false
+		for _, ip := range prev.IPs {
+			if ip.Address.String() == l.Address.String() {
+				found = true
+			}
+		}
+		if !found {
+			return types.NewError(types.ErrInvalidNetworkConfig, fmt.Sprintf("network %s: container %s interface %s holds %s, which the previous result does not list", cfg.Network, args.ContainerID, args.IfName, l.Address), "")
+		}
+	}
+	return nil
+}
+
+func cmdGC(args *skel.CmdArgs) error {
+	c, cfg, err := load(args.StdinData)
+	if err != nil {
+		return err
+	}
+	al, cl, err := allocator(c)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	valid := make([]ipam.Attachment, 0, len(c.ValidAttachments))
+	for _, a := range c.ValidAttachments {
+		valid = append(valid, ipam.Attachment{ContainerID: a.ContainerID, IfName: a.IfName})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	freed, err := al.GC(ctx, cfg.Network, valid)
+	for _, f := range freed {
+		fmt.Fprintf(os.Stderr, "veclane-ipam: gc released %s of container %s interface %s in network %s\n", f.Address, f.ContainerID, f.IfName, cfg.Network)
+	}
+	if err != nil {
+		return etcdError(err)
+	}
+	return nil
+}
+
+func cmdStatus(args *skel.CmdArgs) error {
+	c, _, err := load(args.StdinData)
+	if err != nil {
+		return err
+	}
+	_, cl, err := allocator(c)
+	if err != nil {
+		return types.NewError(types.ErrPluginNotAvailable, err.Error(), "")
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if _, err := cl.Get(ctx, ipam.Prefix, clientv3.WithCountOnly(), clientv3.WithPrefix()); err != nil {
+		return types.NewError(types.ErrPluginNotAvailable, "etcd at "+strings.Join(c.IPAM.EtcdEndpoints, ",")+" does not answer: "+err.Error(), "")
+	}
+	return nil
+}
+
+func ipNet(p netip.Prefix) net.IPNet {
+	return net.IPNet{IP: net.IP(p.Addr().AsSlice()), Mask: net.CIDRMask(p.Bits(), 32)}
+}
+
+func main() {
+	skel.PluginMainFuncs(skel.CNIFuncs{
+		Add:    cmdAdd,
+		Del:    cmdDel,
+		Check:  cmdCheck,
+		GC:     cmdGC,
+		Status: cmdStatus,
+	}, version.All, "veclane-ipam: IPv4 addresses of veclane networks, allocated in etcd")
+}
