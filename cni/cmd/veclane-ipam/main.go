@@ -102,19 +102,36 @@ func attachment(args *skel.CmdArgs) ipam.Attachment {
 	return ipam.Attachment{ContainerID: args.ContainerID, IfName: args.IfName}
 }
 
-func cmdAdd(args *skel.CmdArgs) error {
+// session is what every command but STATUS starts with: the configuration, an allocator
+// over etcd and a deadline; done closes them.
+type session struct {
+	conf *netConf
+	cfg  *ipam.Config
+	al   *ipam.Allocator
+	ctx  context.Context
+	done func()
+}
+
+func open(args *skel.CmdArgs) (*session, error) {
 	c, cfg, err := load(args.StdinData)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	al, cl, err := allocator(c)
 	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	return &session{conf: c, cfg: cfg, al: al, ctx: ctx, done: func() { cancel(); _ = cl.Close() }}, nil
+}
+
+func cmdAdd(args *skel.CmdArgs) error {
+	s, err := open(args)
+	if err != nil {
 		return err
 	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	l, err := al.Allocate(ctx, cfg, attachment(args))
+	defer s.done()
+	l, err := s.al.Allocate(s.ctx, s.cfg, attachment(args))
 	if err != nil {
 		return etcdError(err)
 	}
@@ -122,47 +139,36 @@ func cmdAdd(args *skel.CmdArgs) error {
 	if l.Gateway.IsValid() {
 		ip.Gateway = net.IP(l.Gateway.AsSlice())
 	}
-	r := &types100.Result{CNIVersion: types100.ImplementedSpecVersion, IPs: []*types100.IPConfig{ip}, Routes: c.IPAM.Routes, DNS: c.DNS}
-	return types.PrintResult(r, c.CNIVersion)
+	r := &types100.Result{CNIVersion: types100.ImplementedSpecVersion, IPs: []*types100.IPConfig{ip}, Routes: s.conf.IPAM.Routes, DNS: s.conf.DNS}
+	return types.PrintResult(r, s.conf.CNIVersion)
 }
 
 func cmdDel(args *skel.CmdArgs) error {
-	c, cfg, err := load(args.StdinData)
+	s, err := open(args)
 	if err != nil {
 		return err
 	}
-	al, cl, err := allocator(c)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	if err := al.Release(ctx, cfg.Network, attachment(args)); err != nil {
+	defer s.done()
+	if err := s.al.Release(s.ctx, s.cfg.Network, attachment(args)); err != nil {
 		return etcdError(err)
 	}
 	return nil
 }
 
 func cmdCheck(args *skel.CmdArgs) error {
-	c, cfg, err := load(args.StdinData)
+	s, err := open(args)
 	if err != nil {
 		return err
 	}
-	al, cl, err := allocator(c)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	l, ok, err := al.Lookup(ctx, cfg, attachment(args))
+	defer s.done()
+	l, ok, err := s.al.Lookup(s.ctx, s.cfg, attachment(args))
 	if err != nil {
 		return etcdError(err)
 	}
 	if !ok {
-		return types.NewError(types.ErrUnknownContainer, fmt.Sprintf("network %s: no address is allocated to container %s interface %s", cfg.Network, args.ContainerID, args.IfName), "")
+		return types.NewError(types.ErrUnknownContainer, fmt.Sprintf("network %s: no address is allocated to container %s interface %s", s.cfg.Network, args.ContainerID, args.IfName), "")
 	}
+	c := s.conf
 	if c.RawPrevResult != nil {
 		if err := version.ParsePrevResult(&c.PluginConf); err != nil {
 			return types.NewError(types.ErrDecodingFailure, "prevResult: "+err.Error(), "")
@@ -178,31 +184,25 @@ func cmdCheck(args *skel.CmdArgs) error {
 			}
 		}
 		if !found {
-			return types.NewError(types.ErrInvalidNetworkConfig, fmt.Sprintf("network %s: container %s interface %s holds %s, which the previous result does not list", cfg.Network, args.ContainerID, args.IfName, l.Address), "")
+			return types.NewError(types.ErrInvalidNetworkConfig, fmt.Sprintf("network %s: container %s interface %s holds %s, which the previous result does not list", s.cfg.Network, args.ContainerID, args.IfName, l.Address), "")
 		}
 	}
 	return nil
 }
 
 func cmdGC(args *skel.CmdArgs) error {
-	c, cfg, err := load(args.StdinData)
+	s, err := open(args)
 	if err != nil {
 		return err
 	}
-	al, cl, err := allocator(c)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	valid := make([]ipam.Attachment, 0, len(c.ValidAttachments))
-	for _, a := range c.ValidAttachments {
+	defer s.done()
+	valid := make([]ipam.Attachment, 0, len(s.conf.ValidAttachments))
+	for _, a := range s.conf.ValidAttachments {
 		valid = append(valid, ipam.Attachment{ContainerID: a.ContainerID, IfName: a.IfName})
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	freed, err := al.GC(ctx, cfg.Network, valid)
+	freed, err := s.al.GC(s.ctx, s.cfg.Network, valid)
 	for _, f := range freed {
-		fmt.Fprintf(os.Stderr, "veclane-ipam: gc released %s of container %s interface %s in network %s\n", f.Address, f.ContainerID, f.IfName, cfg.Network)
+		fmt.Fprintf(os.Stderr, "veclane-ipam: gc released %s of container %s interface %s in network %s\n", f.Address, f.ContainerID, f.IfName, s.cfg.Network)
 	}
 	if err != nil {
 		return etcdError(err)

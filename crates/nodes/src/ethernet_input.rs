@@ -99,7 +99,6 @@ impl EthernetInput {
                 m.skip(ETH_HDR as u16);
                 let traced = m.flags & graph::BUFFER_TRACED != 0;
                 let ttl = ip.get(8).copied().unwrap_or(0);
-                let unchained = m.next == buffer::NONE;
                 let Some((to, cut)) = ip4_input::fast::<BYPASS>(m, ip, vteps) else {
                     if traced {
                         trace_ip4(ctx, b, 0);
@@ -107,12 +106,8 @@ impl EthernetInput {
                     *n = Next::Ip4.into();
                     continue;
                 };
-                if let Some(total) = cut {
-                    if unchained {
-                        ctx.pool.truncate(b, total);
-                    } else {
-                        ctx.pool.truncate_chain(b, u32::from(total));
-                    }
+                if let Some(t) = cut {
+                    t.apply(ctx.pool, b);
                 }
                 if traced {
                     trace_ip4(ctx, b, ttl);
