@@ -85,26 +85,6 @@ fn to_vtep(vrf: u32, ip: &[u8], vteps: &[(u32, wire::Ipv4Addr)]) -> bool {
     })
 }
 
-/// Link-layer padding, or bytes a peer put past the datagram, to cut: the datagram's length.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Trim {
-    total: u16,
-    /// The packet is one buffer (the cheaper cut).
-    unchained: bool,
-}
-
-impl Trim {
-    /// Cuts buffer `b`'s packet to the datagram.
-    #[inline(always)]
-    pub(crate) fn apply(self, pool: &mut buffer::Pool, b: u32) {
-        if self.unchained {
-            pool.truncate(b, self.total);
-        } else {
-            pool.truncate_chain(b, u32::from(self.total));
-        }
-    }
-}
-
 /// Where ip4-input's fast path sends a packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Fast {
@@ -117,7 +97,7 @@ pub(crate) enum Fast {
 /// version 4, no options, a valid checksum, TTL above zero and the whole length present.
 /// `ip` is the head buffer's data from the IPv4 header on and `m` its metadata, already
 /// advanced past any link-layer header. Returns where the packet goes and, if link-layer
-/// padding or bytes a peer put past the datagram are to be cut, the cut; `None`
+/// padding or bytes a peer put past the datagram are to be cut, the datagram's length; `None`
 /// when a check failed, for the full checks (which name the reason). Tracing is the caller's.
 /// With `BYPASS`, VXLAN to one of `vteps` goes to `vxlan4-input`.
 #[inline(always)]
@@ -125,7 +105,7 @@ pub(crate) fn fast<const BYPASS: bool>(
     m: &buffer::Meta,
     ip: &[u8],
     vteps: &[(u32, wire::Ipv4Addr)],
-) -> Option<(Fast, Option<Trim>)> {
+) -> Option<(Fast, Option<u16>)> {
     let h = ip.first_chunk::<MIN_HEADER_LEN>()?;
     let v = Ipv4::new_unchecked(h);
     if v.version_ihl() != VER_IHL_NO_OPTIONS || v.ttl() == 0 || !wire::checksum::ipv4_header_ok(h) {
@@ -138,11 +118,7 @@ pub(crate) fn fast<const BYPASS: bool>(
     }
     let bypass = BYPASS && to_vtep(m.vrf, ip, vteps);
     let to = if bypass { Fast::Vxlan } else { Fast::Lookup };
-    let unchained = m.next == buffer::NONE;
-    Some((
-        to,
-        (u32::from(total) < avail).then_some(Trim { total, unchained }),
-    ))
+    Some((to, (u32::from(total) < avail).then_some(total)))
 }
 
 /// The node's loop; with `BYPASS`, VXLAN to one of `vteps` goes to `vxlan4-input`.
@@ -157,8 +133,12 @@ fn input<const BYPASS: bool>(
         let (m, data) = ctx.pool.meta_data_mut(b);
         if let Some((to, cut)) = fast::<BYPASS>(m, data, vteps) {
             let (traced, ttl) = (m.flags & graph::BUFFER_TRACED != 0, data[8]);
-            if let Some(t) = cut {
-                t.apply(ctx.pool, b);
+            if let Some(total) = cut {
+                if m.next == buffer::NONE {
+                    ctx.pool.truncate(b, total);
+                } else {
+                    ctx.pool.truncate_chain(b, u32::from(total));
+                }
             }
             if traced {
                 ctx.trace(b, Ip4InputTrace { ttl });

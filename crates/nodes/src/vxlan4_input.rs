@@ -137,10 +137,15 @@ impl Node for Vxlan4Input {
                 // ip4-input's checks on the inner header too, as ethernet-input makes them:
                 // a plain inner IPv4 packet goes on to ip4-lookup in the network's VRF.
                 let inner = d.get(OUTER + ETH_HDR..).unwrap_or_default();
+                let unchained = m.next == buffer::NONE;
                 *n = match crate::ip4_input::fast::<true>(m, inner, &map.vteps) {
                     Some((to, cut)) => {
-                        if let Some(t) = cut {
-                            t.apply(ctx.pool, b);
+                        if let Some(total) = cut {
+                            if unchained {
+                                ctx.pool.truncate(b, total);
+                            } else {
+                                ctx.pool.truncate_chain(b, u32::from(total));
+                            }
                         }
                         match to {
                             crate::ip4_input::Fast::Lookup => Next::Lookup,
