@@ -80,8 +80,7 @@ impl Node for Ip4Input {
 #[inline(always)]
 fn to_vtep(vrf: u32, ip: &[u8], vteps: &[(u32, wire::Ipv4Addr)]) -> bool {
     ip.first_chunk::<{ MIN_HEADER_LEN + 8 }>().is_some_and(|h| {
-        vxlan_bypass(h)
-            && vteps.contains(&(vrf, wire::Ipv4Addr::from([h[16], h[17], h[18], h[19]])))
+        vxlan_bypass(h) && vteps.contains(&(vrf, Ipv4::new_unchecked(&h[..]).dst_addr()))
     })
 }
 
@@ -108,7 +107,7 @@ pub(crate) fn fast<const BYPASS: bool>(
 ) -> Option<(Fast, Option<u16>)> {
     let h = ip.first_chunk::<MIN_HEADER_LEN>()?;
     let v = Ipv4::new_unchecked(h);
-    if v.version_ihl() != VER_IHL_NO_OPTIONS || v.ttl() == 0 || !wire::checksum::ipv4_header_ok(h) {
+    if v.version_ihl() != VER_IHL_NO_OPTIONS || v.ttl() == 0 || !v.checksum_ok_no_options() {
         return None;
     }
     let total = v.total_len();
