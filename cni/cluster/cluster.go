@@ -135,21 +135,46 @@ func (s *Store) put(ctx context.Context, key string, v any, opts ...clientv3.OpO
 	return nil
 }
 
-// PutNetwork creates or replaces a network; its VNI must be no other network's.
+// PutNetwork creates or replaces a network; its VNI must be no other network's. The check
+// reads the networks only, and the write is a transaction that fails if any network changed
+// since that read (then both are done again), so two writers at once cannot give two
+// networks one VNI.
 func (s *Store) PutNetwork(ctx context.Context, n Network) error {
 	if err := n.Validate(); err != nil {
 		return err
 	}
-	snap, err := s.Snapshot(ctx)
+	b, err := json.Marshal(n)
 	if err != nil {
 		return err
 	}
-	for _, o := range snap.Networks {
-		if o.Name != n.Name && o.VNI == n.VNI {
-			return fmt.Errorf("network %s: vni %d is network %s's", n.Name, n.VNI, o.Name)
+	for {
+		resp, err := s.kv.Get(ctx, networksPrefix, clientv3.WithPrefix())
+		if err != nil {
+			return fmt.Errorf("etcd: reading the networks: %w", err)
+		}
+		for _, kv := range resp.Kvs {
+			o, err := decodeNetwork(kv.Value)
+			if err == nil && o.Name != n.Name && o.VNI == n.VNI {
+				return fmt.Errorf("network %s: vni %d is network %s's", n.Name, n.VNI, o.Name)
+			}
+		}
+		unchanged := clientv3.Compare(clientv3.ModRevision(networksPrefix).WithPrefix(), "<", resp.Header.Revision+1)
+		t, err := s.kv.Txn(ctx).If(unchanged).Then(clientv3.OpPut(networksPrefix+n.Name, string(b))).Commit()
+		if err != nil {
+			return fmt.Errorf("etcd: writing network %s: %w", n.Name, err)
+		}
+		if t.Succeeded {
+			return nil
 		}
 	}
-	return s.put(ctx, networksPrefix+n.Name, n)
+}
+
+func decodeNetwork(v []byte) (Network, error) {
+	var n Network
+	if err := json.Unmarshal(v, &n); err != nil {
+		return n, err
+	}
+	return n, n.Validate()
 }
 
 // DeleteNetwork removes a network (idempotent).
@@ -259,10 +284,8 @@ func (s *Store) Snapshot(ctx context.Context) (*Snapshot, error) {
 		switch {
 		case strings.HasPrefix(k, networksPrefix):
 			var n Network
-			if err = json.Unmarshal(kv.Value, &n); err == nil {
-				if err = n.Validate(); err == nil {
-					snap.Networks = append(snap.Networks, n)
-				}
+			if n, err = decodeNetwork(kv.Value); err == nil {
+				snap.Networks = append(snap.Networks, n)
 			}
 		case strings.HasPrefix(k, nodesPrefix):
 			var n Node

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -50,6 +51,34 @@ func TestNetworksAreValidatedAndVNIsUnique(t *testing.T) {
 	}
 	if len(snap.Invalid) != 1 || !strings.Contains(snap.Invalid[0], "junk") {
 		t.Fatalf("invalid: %v", snap.Invalid)
+	}
+}
+
+// Writers racing to give one VNI to different networks: exactly one wins.
+func TestOneVNIOneNetworkUnderConcurrentWriters(t *testing.T) {
+	srv := testetcd.Start(t)
+	ctx := context.Background()
+	errs := make(chan error, 8)
+	for i := range 8 {
+		s := NewStore(srv.Client(t))
+		go func() {
+			errs <- s.PutNetwork(ctx, Network{Name: fmt.Sprintf("net%d", i), VNI: 42, Range: netip.MustParsePrefix("10.1.0.0/16")})
+		}()
+	}
+	won := 0
+	for range 8 {
+		if err := <-errs; err == nil {
+			won++
+		} else if !strings.Contains(err.Error(), "vni 42 is network") {
+			t.Fatal(err)
+		}
+	}
+	snap, err := NewStore(srv.Client(t)).Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if won != 1 || len(snap.Networks) != 1 {
+		t.Fatalf("%d writers won, %d networks hold vni 42", won, len(snap.Networks))
 	}
 }
 
