@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -47,7 +46,6 @@ func Start(t testing.TB) *Server {
 		"--log-level", "warn",
 	)
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
-	s.cmd.Env = append(os.Environ(), "ETCD_UNSUPPORTED_ARCH=")
 	if err := s.cmd.Start(); err != nil {
 		t.Fatalf("starting etcd: %v", err)
 	}
