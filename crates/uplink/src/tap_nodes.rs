@@ -1,0 +1,246 @@
+//! The tap's graph nodes, in the shape of the AF_PACKET ones: `tap-input` reads every queue
+//! placed on this worker, `tap-output` writes each packet to its `tx_if`'s queue. Queues
+//! arrive and leave as [`QueueCommand`]s from the control thread (a `try_recv` per poll or
+//! frame, no lock on the packet path). A tap fd is level-triggered readable, so an idle
+//! worker sleeps on it (interrupt and adaptive modes) with no re-check to make. A queue whose
+//! device vanished (deleted inside the pod; our fds keep the pod's namespace itself alive) is
+//! closed by the node that holds it; one whose device is merely down is kept.
+
+use std::os::fd::BorrowedFd;
+use std::sync::mpsc::Receiver;
+
+use graph::{CONSUMED, Ctx, Node, Point};
+
+use crate::nodes::Closer;
+use crate::tap::{RxQueue, TxQueue};
+
+/// Hands a tap's queues to a worker (or takes them back).
+#[derive(Debug)]
+pub enum QueueCommand {
+    /// Read this queue; its frames get `rx_if = ifindex`.
+    Rx { ifindex: u32, queue: RxQueue },
+    /// Write packets whose `tx_if` is `ifindex` on this queue (replacing any earlier one).
+    Tx { ifindex: u32, queue: TxQueue },
+    /// Drop every queue of `ifindex` (closing its fds).
+    Detach { ifindex: u32 },
+}
+
+/// The worker's tap nodes.
+pub fn device_nodes(
+    rx: Receiver<QueueCommand>,
+    tx: Receiver<QueueCommand>,
+) -> (TapInput, TapOutput) {
+    (TapInput::new(rx), TapOutput::new(tx))
+}
+
+/// A queue on its way to being closed: closing a tun fd waits for an RCU grace period
+/// (`tun_detach`), which a worker must not stall for.
+#[derive(Debug)]
+#[allow(dead_code, reason = "held only to be dropped on the closer thread")]
+enum Closing {
+    Rx(RxQueue),
+    Tx(TxQueue),
+}
+
+/// `tap-input`.
+#[derive(Debug)]
+pub struct TapInput {
+    queues: Vec<(u32, RxQueue)>,
+    turn: graph::RoundRobin,
+    commands: Receiver<QueueCommand>,
+    scratch: Vec<u32>,
+    closer: Closer<Closing>,
+}
+
+impl TapInput {
+    pub fn new(commands: Receiver<QueueCommand>) -> TapInput {
+        TapInput {
+            queues: Vec::new(),
+            turn: graph::RoundRobin::default(),
+            commands,
+            scratch: Vec::with_capacity(graph::FRAME_SIZE),
+            closer: Closer::new("tap-close"),
+        }
+    }
+
+    fn close(&mut self, ifindex: u32) {
+        for (_, q) in self.queues.extract_if(.., |(i, _)| *i == ifindex) {
+            self.closer.close(Closing::Rx(q));
+        }
+    }
+}
+
+graph::node! {
+    TapInput: "tap-input", Input;
+    next InputNext {
+        EthernetInput = "ethernet-input",
+    }
+    error InputError {
+        NoBuffer = "no buffer, frame dropped",
+        Gso = "GSO super-frame dropped (the tap announces no segmentation offload)",
+        BadFrame = "frame shorter than an Ethernet header or bad offload header, dropped",
+        Vanished = "tap device vanished (deleted inside its namespace)",
+    }
+}
+
+impl Node for TapInput {
+    fn wake_fds(&self, f: &mut dyn FnMut(BorrowedFd<'_>)) {
+        for (_, q) in &self.queues {
+            f(q.fd());
+        }
+    }
+
+    fn poll(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        room: usize,
+        out: &mut Vec<u32>,
+        next: &mut Vec<u16>,
+    ) {
+        while let Ok(c) = self.commands.try_recv() {
+            match c {
+                QueueCommand::Rx { ifindex, queue } => self.queues.push((ifindex, queue)),
+                QueueCommand::Detach { ifindex } => self.close(ifindex),
+                QueueCommand::Tx { .. } => {}
+            }
+        }
+        let mut vanished = Vec::new();
+        for k in self.turn.turn(self.queues.len()) {
+            let left = room.saturating_sub(out.len());
+            if left == 0 {
+                break;
+            }
+            let (ifindex, q) = &mut self.queues[k];
+            self.scratch.clear();
+            let st = q.recv(ctx.pool, &mut self.scratch, left);
+            for &b in &self.scratch {
+                ctx.pool.meta_mut(b).rx_if = *ifindex;
+            }
+            out.extend_from_slice(&self.scratch);
+            if st.no_buffer + st.gso + st.bad_frame != 0 {
+                ctx.count_errors(InputError::NoBuffer, u64::from(st.no_buffer));
+                ctx.count_errors(InputError::Gso, u64::from(st.gso));
+                ctx.count_errors(InputError::BadFrame, u64::from(st.bad_frame));
+            }
+            if st.vanished {
+                vanished.push(k);
+            }
+        }
+        if !vanished.is_empty() {
+            ctx.count_errors(InputError::Vanished, vanished.len() as u64);
+            for &k in vanished.iter().rev() {
+                let (_, q) = self.queues.remove(k);
+                self.closer.close(Closing::Rx(q));
+            }
+        }
+        next.resize(out.len(), InputNext::EthernetInput.into());
+    }
+}
+
+/// `tap-output`: writes each buffer on the tap queue of its `tx_if`, then frees it.
+#[derive(Debug)]
+pub struct TapOutput {
+    /// Indexed by interface index.
+    queues: Vec<Option<TxQueue>>,
+    commands: Receiver<QueueCommand>,
+    run: Vec<u32>,
+    closer: Closer<Closing>,
+}
+
+graph::node! {
+    TapOutput: "tap-output", Internal;
+    error OutputError {
+        NoTx = "interface has no tx queue",
+        NoRoom = "tap queue full",
+        Malformed = "frame shorter than an Ethernet header or payload unreadable",
+        LinkDown = "tap device down or vanished",
+    }
+}
+
+impl TapOutput {
+    pub fn new(commands: Receiver<QueueCommand>) -> TapOutput {
+        TapOutput {
+            queues: Vec::new(),
+            commands,
+            run: Vec::with_capacity(graph::FRAME_SIZE),
+            closer: Closer::new("tap-close"),
+        }
+    }
+
+    fn close(&mut self, ifindex: u32) {
+        if let Some(q) = self.queues.get_mut(ifindex as usize).and_then(Option::take) {
+            self.closer.close(Closing::Tx(q));
+        }
+    }
+
+    fn flush(&mut self, ctx: &mut Ctx<'_, Self>, ifindex: u32) {
+        if self.run.is_empty() {
+            return;
+        }
+        let n = self.run.len();
+        let Some(q) = self
+            .queues
+            .get_mut(ifindex as usize)
+            .and_then(Option::as_mut)
+        else {
+            ctx.count_errors(OutputError::NoTx, n as u64);
+            ctx.pool.free_bulk(&self.run);
+            self.run.clear();
+            return;
+        };
+        let st = q.send(ctx.pool, &self.run);
+        if ctx.capturing(Point::Tx) {
+            for &b in &self.run[..st.consumed] {
+                ctx.capture(Point::Tx, ifindex, b);
+            }
+        }
+        let left = (n - st.consumed) as u64;
+        if st.malformed != 0 {
+            ctx.count_errors(OutputError::Malformed, st.malformed as u64);
+        }
+        if st.link_down || st.vanished {
+            ctx.count_errors(OutputError::LinkDown, left);
+        } else if left != 0 {
+            ctx.count_errors(OutputError::NoRoom, left);
+        }
+        if st.vanished {
+            self.close(ifindex);
+        }
+        ctx.pool.free_bulk(&self.run);
+        self.run.clear();
+    }
+}
+
+impl Node for TapOutput {
+    fn process(&mut self, ctx: &mut Ctx<'_, Self>, bufs: &[u32], next: &mut [u16]) {
+        while let Ok(c) = self.commands.try_recv() {
+            match c {
+                QueueCommand::Tx { ifindex, queue } => {
+                    let i = ifindex as usize;
+                    if self.queues.len() <= i {
+                        self.queues.resize_with(i + 1, || None);
+                    }
+                    self.close(ifindex);
+                    self.queues[i] = Some(queue);
+                }
+                QueueCommand::Detach { ifindex } => self.close(ifindex),
+                QueueCommand::Rx { .. } => {}
+            }
+        }
+        let mut current = None;
+        for &b in bufs {
+            let tx = ctx.pool.meta(b).tx_if;
+            if current != Some(tx) {
+                if let Some(c) = current {
+                    self.flush(ctx, c);
+                }
+                current = Some(tx);
+            }
+            self.run.push(b);
+        }
+        if let Some(c) = current {
+            self.flush(ctx, c);
+        }
+        next.fill(CONSUMED);
+    }
+}

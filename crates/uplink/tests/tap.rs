@@ -1,0 +1,271 @@
+//! The tap device against the Linux kernel: created inside a pod namespace of its own, the
+//! pod's stack sends UDP (small and jumbo, checksums left to us) and answers pings we write
+//! (one buffer and chained), its name is refused when taken, and its deletion by the pod is
+//! seen.
+
+mod common;
+
+use std::net::UdpSocket;
+use std::time::{Duration, Instant};
+
+use buffer::{Pool, PoolConfig};
+use common::{Netns, ip};
+use uplink::netns::run_in;
+use uplink::tap::{RxQueue, Tap, TapConfig, TapError};
+
+const WAIT: Duration = Duration::from_secs(5);
+const OUR_MAC: [u8; 6] = [2, 0, 0, 0, 0x77, 2];
+
+fn pool() -> Pool {
+    Pool::new(PoolConfig {
+        count: 2048,
+        ..PoolConfig::default()
+    })
+    .unwrap()
+}
+
+/// A pod namespace beside the test's own, deleted on drop.
+struct Pod(String);
+
+impl Pod {
+    fn new(ns: &Netns) -> Pod {
+        let name = format!("{}-pod", ns.name);
+        ip(&["netns", "add", &name]).unwrap();
+        let pod = Pod(name);
+        run_in(&pod.path(), || {
+            for k in ["all", "default"] {
+                let _ = std::fs::write(format!("/proc/sys/net/ipv6/conf/{k}/disable_ipv6"), "1");
+            }
+        })
+        .unwrap();
+        pod
+    }
+
+    fn path(&self) -> std::path::PathBuf {
+        uplink::netns::netns_path(&self.0)
+    }
+
+    fn ip(&self, args: &[&str]) {
+        let mut all = vec!["-n", self.0.as_str()];
+        all.extend_from_slice(args);
+        ip(&all).unwrap();
+    }
+}
+
+impl Drop for Pod {
+    fn drop(&mut self) {
+        let _ = ip(&["netns", "del", &self.0]);
+    }
+}
+
+/// Reads every queue until `pick` accepts a frame or `WAIT` passes; every buffer goes back.
+fn wait_frame(
+    queues: &mut [RxQueue],
+    pool: &mut Pool,
+    mut pick: impl FnMut(&[u8], usize) -> bool,
+) -> Option<Vec<u8>> {
+    let deadline = Instant::now() + WAIT;
+    let mut out = Vec::new();
+    while Instant::now() < deadline {
+        for q in queues.iter_mut() {
+            out.clear();
+            let st = q.recv(pool, &mut out, 64);
+            assert!(!st.vanished);
+            let mut found = None;
+            for &h in &out {
+                let mut v = Vec::new();
+                pool.read_chain(h, &mut v);
+                assert_eq!(v.len(), pool.meta(h).total_len as usize, "total_len");
+                if found.is_none() && pick(&v, pool.chain_len(h)) {
+                    found = Some(v);
+                }
+            }
+            pool.free_bulk(&out);
+            if found.is_some() {
+                return found;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    None
+}
+
+fn udp_ok(frame: &[u8], port: u16) -> Option<bool> {
+    let p = etherparse::SlicedPacket::from_ethernet(frame).ok()?;
+    let Some(etherparse::NetSlice::Ipv4(ip4)) = &p.net else {
+        return None;
+    };
+    let Some(etherparse::TransportSlice::Udp(u)) = &p.transport else {
+        return None;
+    };
+    if u.destination_port() != port {
+        return None;
+    }
+    let want = u
+        .to_header()
+        .calc_checksum_ipv4(&ip4.header().to_header(), u.payload())
+        .ok()?;
+    Some(u.checksum() == want)
+}
+
+#[test]
+fn tap_carries_the_pods_traffic_both_ways() {
+    let Some(ns) = Netns::enter() else { return };
+    let pod = Pod::new(&ns);
+    let tap = Tap::open(&TapConfig {
+        name: "eth1".into(),
+        netns: Some(pod.path()),
+        queues: 2,
+        mtu: Some(9000),
+        mac: Some([2, 0, 0, 0, 0x55, 1]),
+    })
+    .unwrap();
+    assert_eq!((tap.name(), tap.mtu()), ("eth1", 9000));
+    assert_eq!(tap.mac(), [2, 0, 0, 0, 0x55, 1]);
+    let pod_mac = tap.mac();
+    pod.ip(&["addr", "add", "10.9.0.1/24", "dev", "eth1"]);
+    pod.ip(&[
+        "neigh",
+        "add",
+        "10.9.0.2",
+        "lladdr",
+        "02:00:00:00:77:02",
+        "dev",
+        "eth1",
+        "nud",
+        "permanent",
+    ]);
+    let (mut rx, mut tx): (Vec<_>, Vec<_>) = tap.into_queues().into_iter().unzip();
+    let mut pool = pool();
+
+    // The pod sends UDP: one small datagram and one of 8000 bytes (a chain); the kernel
+    // leaves their checksums to the device, and we complete them.
+    let sock = run_in(&pod.path(), || UdpSocket::bind("10.9.0.1:0"))
+        .unwrap()
+        .unwrap();
+    for (port, len) in [(9001u16, 100usize), (9002, 8000)] {
+        let payload: Vec<u8> = (0..len).map(|i| (i * 7) as u8).collect();
+        sock.send_to(&payload, ("10.9.0.2", port)).unwrap();
+        let mut buffers = 0;
+        let f = wait_frame(&mut rx, &mut pool, |f, n| {
+            buffers = n;
+            udp_ok(f, port).is_some()
+        })
+        .unwrap_or_else(|| panic!("no UDP to port {port} from the pod"));
+        assert_eq!(
+            udp_ok(&f, port),
+            Some(true),
+            "checksum of the {len}-byte datagram"
+        );
+        assert_eq!(&f[..6], &OUR_MAC, "sent to our MAC");
+        assert_eq!(buffers, if len > 2000 { 4 } else { 1 }, "buffers of {len}");
+        assert!(f.ends_with(&payload));
+    }
+    let completed: u64 = rx
+        .iter()
+        .map(|q| q.counters().snapshot().csum_completed)
+        .sum();
+    assert!(completed >= 2, "checksums completed: {completed}");
+
+    // We write pings to the pod (one buffer, then a 3000-byte chain); it answers.
+    for (id, len) in [(1u16, 56usize), (2, 3000)] {
+        let payload: Vec<u8> = (0..len).map(|i| i as u8).collect();
+        let mut v = Vec::new();
+        etherparse::PacketBuilder::ethernet2(OUR_MAC, pod_mac)
+            .ipv4([10, 9, 0, 2], [10, 9, 0, 1], 64)
+            .icmpv4_echo_request(id, 1)
+            .write(&mut v, &payload)
+            .unwrap();
+        let b = pool.from_bytes(&v).unwrap();
+        assert_eq!(pool.chain_len(b), if len > 2000 { 2 } else { 1 });
+        let st = tx[usize::from(id) % 2].send(&pool, &[b]);
+        pool.free(b);
+        assert_eq!((st.consumed, st.malformed, st.link_down), (1, 0, false));
+        let reply = wait_frame(&mut rx, &mut pool, |f, _| {
+            let Ok(p) = etherparse::SlicedPacket::from_ethernet(f) else {
+                return false;
+            };
+            matches!(
+                &p.transport,
+                Some(etherparse::TransportSlice::Icmpv4(i))
+                    if matches!(i.icmp_type(), etherparse::Icmpv4Type::EchoReply(e) if e.id == id)
+            )
+        })
+        .unwrap_or_else(|| panic!("no echo reply {id}"));
+        assert!(reply.ends_with(&payload), "reply {id} carries the payload");
+    }
+    let sent: u64 = tx.iter().map(|q| q.counters().snapshot().packets).sum();
+    assert_eq!(sent, 2);
+    drop((rx, tx));
+    assert_eq!(pool.available(), pool.capacity(), "no buffer kept");
+}
+
+#[test]
+fn tap_name_taken_vanished_namespace_and_fds() {
+    let Some(ns) = Netns::enter() else { return };
+    let pod = Pod::new(&ns);
+    let cfg = TapConfig {
+        name: "eth1".into(),
+        netns: Some(pod.path()),
+        queues: 1,
+        mtu: None,
+        mac: None,
+    };
+    // Created and closed many times: the device goes with its last fd each time (the fds
+    // of the process are shared with the tests beside this one, so they are not counted
+    // here; the daemon's test counts them).
+    let eth1 = || ip(&["-n", &pod.0, "link", "show", "eth1"]).is_ok();
+    for _ in 0..50 {
+        let t = Tap::open(&cfg).unwrap();
+        assert_eq!(t.mtu(), 1500);
+        assert!(eth1());
+        drop(t);
+        assert!(!eth1(), "eth1 outlived its fds");
+    }
+    let t = Tap::open(&cfg).unwrap();
+    match Tap::open(&cfg) {
+        Err(TapError::Exists { name }) => assert_eq!(name, "eth1"),
+        other => panic!("a second eth1: {other:?}"),
+    }
+    // Another name in the same namespace is fine.
+    let other = Tap::open(&TapConfig {
+        name: "eth2".into(),
+        ..cfg.clone()
+    })
+    .unwrap();
+    drop(other);
+    // A namespace that does not exist is named in the error.
+    let e = Tap::open(&TapConfig {
+        netns: Some("/var/run/netns/veclane-no-such-ns".into()),
+        ..cfg.clone()
+    })
+    .unwrap_err();
+    assert!(e.to_string().contains("veclane-no-such-ns"), "{e}");
+
+    // Our fds hold the pod's namespace (a tun fd's socket counts as a reference), so the
+    // device outlives `ip netns del`; but the pod may delete it: reads say so, writes fail
+    // cleanly.
+    let (mut rx, mut tx): (Vec<_>, Vec<_>) = t.into_queues().into_iter().unzip();
+    pod.ip(&["link", "del", "eth1"]);
+    let mut pool = pool();
+    let deadline = Instant::now() + WAIT;
+    let mut out = Vec::new();
+    loop {
+        let st = rx[0].recv(&mut pool, &mut out, 64);
+        pool.free_bulk(&out);
+        out.clear();
+        if st.vanished {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the vanished device was not seen"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let b = pool.from_bytes(&[0u8; 60]).unwrap();
+    let st = tx[0].send(&pool, &[b]);
+    pool.free(b);
+    assert_eq!(st.consumed, 0);
+    assert!(st.vanished || st.link_down, "{st:?}");
+}
