@@ -1,70 +1,28 @@
 package agent
 
 import (
-	"bufio"
-	"encoding/json"
-	"fmt"
-	"net"
 	"net/netip"
-	"time"
+
+	"veclane.dev/cni/ctl"
 )
 
-// Daemon is a connection to a veclane daemon's control API: one JSON object per line on its
-// `ctl.sock`, a reply line for every request line.
-type Daemon struct {
-	conn net.Conn
-	r    *bufio.Reader
-	path string
-}
+// Daemon is a connection to a veclane daemon's control API (see package ctl), with the
+// requests the agent makes.
+type Daemon struct{ *ctl.Client }
 
 // DialDaemon connects to the control socket at path.
 func DialDaemon(path string) (*Daemon, error) {
-	c, err := net.DialTimeout("unix", path, 5*time.Second)
+	c, err := ctl.Dial(path)
 	if err != nil {
-		return nil, fmt.Errorf("daemon at %s: %w", path, err)
+		return nil, err
 	}
-	return &Daemon{conn: c, r: bufio.NewReader(c), path: path}, nil
+	return &Daemon{c}, nil
 }
-
-// Close closes the connection.
-func (d *Daemon) Close() error { return d.conn.Close() }
 
 // DaemonError is a request the daemon refused, with its reason.
-type DaemonError struct{ Message string }
+type DaemonError = ctl.Error
 
-func (e *DaemonError) Error() string { return "daemon: " + e.Message }
-
-// call sends a request and decodes the reply into out (nil: only success matters).
-func (d *Daemon) call(req map[string]any, out any) error {
-	b, err := json.Marshal(req)
-	if err != nil {
-		return err
-	}
-	if err := d.conn.SetDeadline(time.Now().Add(30 * time.Second)); err != nil {
-		return err
-	}
-	if _, err := d.conn.Write(append(b, '\n')); err != nil {
-		return fmt.Errorf("daemon at %s: %w", d.path, err)
-	}
-	line, err := d.r.ReadBytes('\n')
-	if err != nil {
-		return fmt.Errorf("daemon at %s: reading the reply to %s: %w", d.path, req["request"], err)
-	}
-	var head struct {
-		Reply   string `json:"reply"`
-		Message string `json:"message"`
-	}
-	if err := json.Unmarshal(line, &head); err != nil {
-		return fmt.Errorf("daemon at %s: a reply that is not JSON: %w", d.path, err)
-	}
-	if head.Reply == "error" {
-		return &DaemonError{Message: head.Message}
-	}
-	if out != nil {
-		return json.Unmarshal(line, out)
-	}
-	return nil
-}
+func (d *Daemon) call(req map[string]any, out any) error { return d.Call(req, out) }
 
 // DaemonNetwork is a network as `show network` reports it.
 type DaemonNetwork struct {
@@ -91,20 +49,7 @@ func (d *Daemon) Networks() ([]DaemonNetwork, error) {
 }
 
 // FibEntry is one entry of a table, as `show ip fib` reports it.
-type FibEntry struct {
-	Table  uint32       `json:"table"`
-	Prefix netip.Prefix `json:"prefix"`
-	Path   string       `json:"path"`
-}
-
-// Fib returns the entries of one table.
-func (d *Daemon) Fib(table uint32) ([]FibEntry, error) {
-	var r struct {
-		Entries []FibEntry `json:"entries"`
-	}
-	err := d.call(map[string]any{"request": "show_ip_fib", "table": table}, &r)
-	return r.Entries, err
-}
+type FibEntry = ctl.FibEntry
 
 // Tunnel is a VXLAN tunnel as `show vxlan tunnel` reports it.
 type Tunnel struct {

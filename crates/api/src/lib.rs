@@ -17,7 +17,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub use config::{
-    AfPacketSpec, AfXdpSpec, Config, MemifSpec, NeighborSpec, NetworkSpec, RouteSpec, XdpMode,
+    AfPacketSpec, AfXdpSpec, Config, MemifSpec, NeighborSpec, NetworkSpec, RouteSpec, TapSpec,
+    XdpMode,
 };
 pub use types::{
     CopyEngine, CopyMode, Ipv4Prefix, MacAddr, ParseError, Role, RxMode, Via, parse_ipv4,
@@ -66,6 +67,8 @@ pub enum Request {
     },
     ShowRxPlacement,
     ShowRuntime,
+    /// Each worker's buffer pool: its size and how many buffers are free.
+    ShowBuffers,
     ShowErrors,
     ShowTrace,
     TraceAdd {
@@ -120,6 +123,7 @@ pub enum Request {
     },
     CreateAfPacket(AfPacketSpec),
     CreateAfXdp(AfXdpSpec),
+    CreateTap(TapSpec),
     SetIpNeighbor {
         neighbor: NeighborSpec,
         #[serde(default)]
@@ -169,6 +173,9 @@ pub struct InterfaceInfo {
     pub connects: u64,
     pub disconnects: u64,
     pub last_disconnect_reason: Option<String>,
+    /// The pod (container id) it belongs to, if its creator said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod: Option<String>,
 }
 
 /// The part of `show interface` that depends on the kind of interface.
@@ -187,6 +194,9 @@ pub enum DeviceInfo {
         max_rx_queues: u16,
         #[serde(default)]
         max_tx_queues: u16,
+        /// The network namespace the socket listens in (a pod's), if not ours.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        netns: Option<String>,
     },
     AfPacket {
         host_if: String,
@@ -197,6 +207,15 @@ pub enum DeviceInfo {
         mode: String,
         /// Where the XDP program runs: `driver` or `skb`.
         attach: String,
+    },
+    Tap {
+        /// The device's name in its namespace.
+        host_if_name: String,
+        /// Its namespace, if not ours.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        netns: Option<String>,
+        /// The pod side's MAC.
+        host_mac: MacAddr,
     },
     Vxlan {
         vni: u32,
@@ -218,10 +237,28 @@ impl std::fmt::Display for DeviceInfo {
                 buffer_size,
                 max_rx_queues,
                 max_tx_queues,
-            } => write!(
-                f,
-                "memif {role} id {id} socket {socket} ring {ring_size} buffer {buffer_size} max-queues rx {max_rx_queues} tx {max_tx_queues}"
-            ),
+                netns,
+            } => {
+                write!(
+                    f,
+                    "memif {role} id {id} socket {socket} ring {ring_size} buffer {buffer_size} max-queues rx {max_rx_queues} tx {max_tx_queues}"
+                )?;
+                match netns {
+                    Some(n) => write!(f, " netns {n}"),
+                    None => Ok(()),
+                }
+            }
+            DeviceInfo::Tap {
+                host_if_name,
+                netns,
+                host_mac,
+            } => {
+                write!(f, "tap host-if-name {host_if_name} host-mac {host_mac}")?;
+                match netns {
+                    Some(n) => write!(f, " netns {n}"),
+                    None => Ok(()),
+                }
+            }
             DeviceInfo::AfPacket { host_if } => write!(f, "af-packet host-if {host_if}"),
             DeviceInfo::AfXdp {
                 host_if,
@@ -258,6 +295,16 @@ pub struct NodeRuntime {
     pub vectors: u64,
     /// Nanoseconds in the node.
     pub clocks: u64,
+}
+
+/// `show buffers` for one worker: its pool, between two dispatch loops (buffers in flight in
+/// a frame are not free).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerBuffers {
+    pub worker: usize,
+    pub core: Option<usize>,
+    pub total: usize,
+    pub free: usize,
 }
 
 /// `show runtime` for one worker.
@@ -357,6 +404,9 @@ pub enum Reply {
     },
     Runtime {
         workers: Vec<WorkerRuntime>,
+    },
+    Buffers {
+        workers: Vec<WorkerBuffers>,
     },
     Errors {
         errors: Vec<ErrorCount>,

@@ -25,11 +25,15 @@ use api::RxMode;
 const ADAPTIVE_IDLE: Duration = Duration::from_millis(1);
 /// Longest sleep; commands wake the worker at once anyway.
 const SLEEP_MS: i32 = 1000;
+/// A worker that never sleeps does the nodes' housekeeping (queues detached from output
+/// nodes closed) once per this many dispatch loops.
+const HOUSEKEEPING_EVERY: u64 = 4096;
 
 /// A request to a worker.
 #[derive(Debug)]
 pub enum WorkerCmd {
     Runtime(Sender<api::WorkerRuntime>),
+    Buffers(Sender<api::WorkerBuffers>),
     Errors(Sender<Vec<(String, String, u64)>>),
     Trace(Sender<String>),
     TraceAdd {
@@ -69,6 +73,9 @@ pub struct WorkerHandle {
     /// AF_XDP queue hand-overs for `af-xdp-input` and `af-xdp-output`.
     pub xdp_rx: Sender<uplink::xdp_nodes::QueueCommand>,
     pub xdp_tx: Sender<uplink::xdp_nodes::QueueCommand>,
+    /// Tap queue hand-overs for `tap-input` and `tap-output`.
+    pub tap_rx: Sender<uplink::tap_nodes::QueueCommand>,
+    pub tap_tx: Sender<uplink::tap_nodes::QueueCommand>,
     wake: Arc<OwnedFd>,
     pub activity: Arc<Activity>,
     join: Option<JoinHandle<()>>,
@@ -131,11 +138,16 @@ fn graph_nodes(
         Receiver<uplink::xdp_nodes::QueueCommand>,
         Receiver<uplink::xdp_nodes::QueueCommand>,
     ),
+    tap: (
+        Receiver<uplink::tap_nodes::QueueCommand>,
+        Receiver<uplink::tap_nodes::QueueCommand>,
+    ),
 ) -> std::io::Result<Vec<Box<dyn AnyNode>>> {
     let single = s.copy == api::CopyMode::Single;
     let (input, output) = memif::nodes::device_nodes(rxq, txq);
     let (afp_input, afp_output) = uplink::nodes::device_nodes(afp.0, afp.1);
     let (xdp_input, xdp_output) = uplink::xdp_nodes::device_nodes(xdp.0, xdp.1);
+    let (tap_input, tap_output) = uplink::tap_nodes::device_nodes(tap.0, tap.1);
     let mut v: Vec<Box<dyn AnyNode>> = vec![
         Box::new(
             input
@@ -147,6 +159,8 @@ fn graph_nodes(
         Box::new(afp_output),
         Box::new(xdp_input),
         Box::new(xdp_output),
+        Box::new(tap_input),
+        Box::new(tap_output),
     ];
     v.extend(nodes::protocol_nodes(&s.shared, s.learned.clone()));
     Ok(v)
@@ -161,6 +175,8 @@ pub fn spawn(s: WorkerSetup) -> std::io::Result<WorkerHandle> {
     let (afp_tx_tx, afp_tx_rx) = channel();
     let (xdp_rx_tx, xdp_rx_rx) = channel();
     let (xdp_tx_tx, xdp_tx_rx) = channel();
+    let (tap_rx_tx, tap_rx_rx) = channel();
+    let (tap_tx_tx, tap_tx_rx) = channel();
     let wake = Arc::new(rustix::event::eventfd(
         0,
         rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK,
@@ -178,6 +194,7 @@ pub fn spawn(s: WorkerSetup) -> std::io::Result<WorkerHandle> {
             txq_rx,
             (afp_rx_rx, afp_tx_rx),
             (xdp_rx_rx, xdp_tx_rx),
+            (tap_rx_rx, tap_tx_rx),
         )?,
         s.trace_capacity,
     )
@@ -218,6 +235,8 @@ pub fn spawn(s: WorkerSetup) -> std::io::Result<WorkerHandle> {
         afp_tx: afp_tx_tx,
         xdp_rx: xdp_rx_tx,
         xdp_tx: xdp_tx_tx,
+        tap_rx: tap_rx_tx,
+        tap_tx: tap_tx_tx,
         wake,
         activity,
         join: Some(join),
@@ -249,6 +268,9 @@ impl Worker {
             }
             let n = self.rt.dispatch(&mut self.pool);
             self.loops += 1;
+            if self.loops.is_multiple_of(HOUSEKEEPING_EVERY) {
+                self.rt.housekeeping();
+            }
             self.activity.loops.fetch_add(1, Ordering::Release);
             if n > 0 {
                 idle_since = None;
@@ -263,6 +285,7 @@ impl Worker {
                 }
             };
             if sleep {
+                self.rt.housekeeping();
                 self.activity.parked.store(true, Ordering::Release);
                 if self.rt.sleep(self.wake.as_fd(), SLEEP_MS) {
                     self.sleeps += 1;
@@ -302,6 +325,14 @@ impl Worker {
                     loops: self.loops,
                     sleeps: self.sleeps,
                     nodes,
+                });
+            }
+            WorkerCmd::Buffers(reply) => {
+                let _ = reply.send(api::WorkerBuffers {
+                    worker: self.index,
+                    core: self.core,
+                    total: self.pool.capacity(),
+                    free: self.pool.available(),
                 });
             }
             WorkerCmd::Errors(reply) => {

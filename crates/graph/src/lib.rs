@@ -326,6 +326,14 @@ impl Runtime {
         produced
     }
 
+    /// Every node's [`Node::housekeeping`](crate::Node::housekeeping); the worker calls it
+    /// before it sleeps and every few thousand dispatch loops.
+    pub fn housekeeping(&mut self) {
+        for s in &mut self.slots {
+            s.node.housekeeping();
+        }
+    }
+
     /// Sleeps until an input node's device signals work, `wake` becomes readable (the worker's
     /// command fd) or `timeout_ms` passes. Returns false at once, without sleeping, if an
     /// input node already has work. Interrupts are masked again before it returns, so a

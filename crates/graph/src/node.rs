@@ -169,6 +169,12 @@ pub trait Node: Declare + Send + 'static {
     fn wake_fds(&self, f: &mut dyn FnMut(BorrowedFd<'_>)) {
         let _ = f;
     }
+
+    /// Work that must not wait for a packet, done between dispatches (before the worker
+    /// sleeps, and every few thousand loops of a worker that never does): an output node
+    /// takes the control thread's commands here, so that a detached queue is closed (its
+    /// socket, device or peer memory released) even when no packet comes its way again.
+    fn housekeeping(&mut self) {}
 }
 
 /// The worker's state a node may touch while it runs, untyped: what the runtime hands an
@@ -287,6 +293,7 @@ pub trait AnyNode: Send {
     fn arm(&mut self, on: bool) -> bool;
     fn end_dispatch(&mut self);
     fn wake_fds(&self, f: &mut dyn FnMut(BorrowedFd<'_>));
+    fn housekeeping(&mut self);
     /// Turns one of this node's trace records back into text.
     fn format_trace(&self, data: &[u8]) -> String;
 }
@@ -319,6 +326,10 @@ impl<N: Node> AnyNode for N {
 
     fn wake_fds(&self, f: &mut dyn FnMut(BorrowedFd<'_>)) {
         Node::wake_fds(self, f);
+    }
+
+    fn housekeeping(&mut self) {
+        Node::housekeeping(self);
     }
 
     fn format_trace(&self, data: &[u8]) -> String {

@@ -421,8 +421,9 @@ graph::node! {
     }
 }
 
-impl Node for MemifOutput {
-    fn process(&mut self, ctx: &mut Ctx<'_, Self>, bufs: &[u32], next: &mut [u16]) {
+impl MemifOutput {
+    /// Takes the control thread's queue hand-overs and detachments.
+    fn take_commands(&mut self) {
         while let Ok(c) = self.commands.try_recv() {
             match c {
                 QueueCommand::Tx { ifindex, queue } => {
@@ -440,6 +441,16 @@ impl Node for MemifOutput {
                 QueueCommand::Rx { .. } => {}
             }
         }
+    }
+}
+
+impl Node for MemifOutput {
+    fn housekeeping(&mut self) {
+        self.take_commands();
+    }
+
+    fn process(&mut self, ctx: &mut Ctx<'_, Self>, bufs: &[u32], next: &mut [u16]) {
+        self.take_commands();
         self.peers.refresh();
         // Send runs of consecutive buffers for the same interface (a frame is usually one run).
         let mut rest = bufs;

@@ -15,6 +15,7 @@ pub enum Out {
     Memif,
     AfPacket,
     AfXdp,
+    Tap,
     Vxlan,
 }
 
@@ -36,6 +37,7 @@ pub fn out_for(ifs: &[IfConfig], tx: u32) -> Result<Out, NoOut> {
             Device::Memif => Out::Memif,
             Device::AfPacket => Out::AfPacket,
             Device::AfXdp => Out::AfXdp,
+            Device::Tap => Out::Tap,
             Device::Vxlan(_) => Out::Vxlan,
         }),
     }
@@ -58,6 +60,7 @@ graph::node! {
         Memif = "memif-output",
         AfPacket = "af-packet-output",
         AfXdp = "af-xdp-output",
+        Tap = "tap-output",
         Vxlan = "vxlan4-encap",
         Drop = "error-drop",
     }
@@ -80,6 +83,7 @@ impl Node for InterfaceOutput {
                         Ok(Out::Memif) => Ok(Next::Memif),
                         Ok(Out::AfPacket) => Ok(Next::AfPacket),
                         Ok(Out::AfXdp) => Ok(Next::AfXdp),
+                        Ok(Out::Tap) => Ok(Next::Tap),
                         Ok(Out::Vxlan) => Ok(Next::Vxlan),
                         Err(NoOut::Gone) => Err(Error::NoInterface),
                         Err(NoOut::AdminDown) => Err(Error::AdminDown),
@@ -136,13 +140,16 @@ mod tests {
         });
         let mut down = memif.clone();
         down.up = false;
-        let ifs = vec![memif, afp, vx, down, xdp];
+        let mut tap = memif.clone();
+        tap.device = Device::Tap;
+        let ifs = vec![memif, afp, vx, down, xdp, tap];
         for (tx, want, err) in [
             (0, "memif-output", None),
             (1, "af-packet-output", None),
             (2, "vxlan4-encap", None),
             (3, "error-drop", Some("interface admin down")),
             (4, "af-xdp-output", None),
+            (5, "tap-output", None),
             (9, "error-drop", Some("interface deleted")),
         ] {
             let ((next, ..), errors) =

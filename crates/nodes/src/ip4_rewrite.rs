@@ -38,6 +38,7 @@ graph::node! {
         Memif = "memif-output",
         AfPacket = "af-packet-output",
         AfXdp = "af-xdp-output",
+        Tap = "tap-output",
         Vxlan = "vxlan4-encap",
         Drop = "error-drop",
         IcmpError = "ip4-icmp-error",
@@ -123,6 +124,7 @@ fn device_node(out: Out) -> Next {
         Out::Memif => Next::Memif,
         Out::AfPacket => Next::AfPacket,
         Out::AfXdp => Next::AfXdp,
+        Out::Tap => Next::Tap,
         Out::Vxlan => Next::Vxlan,
     }
 }

@@ -144,6 +144,8 @@ pub enum Device {
     AfPacket,
     /// A kernel interface through AF_XDP (an uplink).
     AfXdp,
+    /// A tap device (a pod's kernel interface).
+    Tap,
     /// A VXLAN tunnel: an Ethernet segment inside UDP to one remote VTEP, in one network.
     Vxlan(VxlanTunnel),
 }

@@ -109,6 +109,9 @@ fn routes_between_two_memif_interfaces() {
             v.push(Box::new(uplink::xdp_nodes::AfXdpOutput::new(
                 std::sync::mpsc::channel().1,
             )));
+            v.push(Box::new(uplink::tap_nodes::TapOutput::new(
+                std::sync::mpsc::channel().1,
+            )));
             v.extend(nodes::protocol_nodes(
                 &shared,
                 std::sync::mpsc::sync_channel(16).0,

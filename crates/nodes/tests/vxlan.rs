@@ -109,6 +109,9 @@ fn side(n: u8, uplink_mtu: u16) -> Side {
     v.push(Box::new(uplink::xdp_nodes::AfXdpOutput::new(
         std::sync::mpsc::channel().1,
     )));
+    v.push(Box::new(uplink::tap_nodes::TapOutput::new(
+        std::sync::mpsc::channel().1,
+    )));
     v.extend(nodes::protocol_nodes(
         &shared,
         std::sync::mpsc::sync_channel(64).0,

@@ -303,8 +303,9 @@ impl AfPacketOutput {
     }
 }
 
-impl Node for AfPacketOutput {
-    fn process(&mut self, ctx: &mut Ctx<'_, Self>, bufs: &[u32], next: &mut [u16]) {
+impl AfPacketOutput {
+    /// Takes the control thread's queue hand-overs and detachments.
+    fn take_commands(&mut self) {
         while let Ok(c) = self.commands.try_recv() {
             match c {
                 QueueCommand::Tx { ifindex, queue } => {
@@ -319,6 +320,16 @@ impl Node for AfPacketOutput {
                 QueueCommand::Rx { .. } => {}
             }
         }
+    }
+}
+
+impl Node for AfPacketOutput {
+    fn housekeeping(&mut self) {
+        self.take_commands();
+    }
+
+    fn process(&mut self, ctx: &mut Ctx<'_, Self>, bufs: &[u32], next: &mut [u16]) {
+        self.take_commands();
         // Send runs of consecutive buffers for the same interface: one kick per run.
         let mut current = None;
         for &b in bufs {

@@ -211,8 +211,9 @@ impl TapOutput {
     }
 }
 
-impl Node for TapOutput {
-    fn process(&mut self, ctx: &mut Ctx<'_, Self>, bufs: &[u32], next: &mut [u16]) {
+impl TapOutput {
+    /// Takes the control thread's queue hand-overs and detachments.
+    fn take_commands(&mut self) {
         while let Ok(c) = self.commands.try_recv() {
             match c {
                 QueueCommand::Tx { ifindex, queue } => {
@@ -227,6 +228,16 @@ impl Node for TapOutput {
                 QueueCommand::Rx { .. } => {}
             }
         }
+    }
+}
+
+impl Node for TapOutput {
+    fn housekeeping(&mut self) {
+        self.take_commands();
+    }
+
+    fn process(&mut self, ctx: &mut Ctx<'_, Self>, bufs: &[u32], next: &mut [u16]) {
+        self.take_commands();
         let mut current = None;
         for &b in bufs {
             let tx = ctx.pool.meta(b).tx_if;

@@ -286,8 +286,9 @@ impl AfXdpOutput {
     }
 }
 
-impl Node for AfXdpOutput {
-    fn process(&mut self, ctx: &mut Ctx<'_, Self>, bufs: &[u32], next: &mut [u16]) {
+impl AfXdpOutput {
+    /// Takes the control thread's queue hand-overs and detachments.
+    fn take_commands(&mut self) {
         while let Ok(c) = self.commands.try_recv() {
             match c {
                 QueueCommand::Tx { ifindex, queue } => {
@@ -302,6 +303,16 @@ impl Node for AfXdpOutput {
                 QueueCommand::Rx { .. } => {}
             }
         }
+    }
+}
+
+impl Node for AfXdpOutput {
+    fn housekeeping(&mut self) {
+        self.take_commands();
+    }
+
+    fn process(&mut self, ctx: &mut Ctx<'_, Self>, bufs: &[u32], next: &mut [u16]) {
+        self.take_commands();
         // Send runs of consecutive buffers for the same interface: one kick per run.
         let mut current = None;
         for &b in bufs {

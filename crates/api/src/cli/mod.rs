@@ -4,7 +4,7 @@
 
 use crate::{
     AfPacketSpec, AfXdpSpec, CapturePoint, Clear, Ipv4Prefix, MemifSpec, NeighborSpec, ParseError,
-    Reply, Request, Role, RouteSpec, Via,
+    Reply, Request, Role, RouteSpec, TapSpec, Via,
 };
 
 /// Every command: its usage and one line of help.
@@ -25,6 +25,10 @@ pub const COMMANDS: &[(&str, &str)] = &[
         "show runtime",
         "per worker, per node: calls, vectors, clocks per packet",
     ),
+    (
+        "show buffers",
+        "per worker: buffers in its pool, free and in use (at rest, those held by rings and queues)",
+    ),
     ("show errors", "every non-zero error counter, by node"),
     ("show trace", "packets traced through the graph"),
     (
@@ -36,8 +40,12 @@ pub const COMMANDS: &[(&str, &str)] = &[
         "reset those counters or records",
     ),
     (
-        "create interface memif id N socket PATH master|slave [rx-queues N] [tx-queues N] [ring-size N] [buffer-size N] [secret S] [hw-addr MAC] [name NAME] [network NET]",
-        "a memif interface; PATH relative to the runtime directory, @name for abstract sockets",
+        "create interface memif id N socket PATH master|slave [rx-queues N] [tx-queues N] [ring-size N] [buffer-size N] [secret S] [hw-addr MAC] [name NAME] [network NET] [mtu N] [netns NS] [pod ID]",
+        "a memif interface; PATH relative to the runtime directory, @name for abstract sockets; a master with `netns` listens inside that network namespace (a pod's: `ip netns` name or path); `pod` records the container id",
+    ),
+    (
+        "create interface tap host-if-name NAME [netns NS] [queues N] [mtu N] [host-mac MAC] [hw-addr MAC] [name NAME] [network NET] [pod ID]",
+        "a tap device named NAME inside network namespace NS (a pod's), up, with virtio-net headers and N queues; our side is interface NAME (default tapN)",
     ),
     (
         "create interface af-xdp host-if NAME [queues N] [mode auto|copy|zero-copy] [hw-addr MAC] [name NAME]",
@@ -231,6 +239,11 @@ pub fn parse(words: &[&str]) -> Result<Request, CliError> {
             w.i += 1;
             Request::ShowRuntime
         }
+        ("show", "buffers") => {
+            w.cmd = "show buffers";
+            w.i += 1;
+            Request::ShowBuffers
+        }
         ("show", "errors") | ("show", "error") => {
             w.cmd = "show errors";
             w.i += 1;
@@ -283,8 +296,12 @@ pub fn parse(words: &[&str]) -> Result<Request, CliError> {
         ("create", "interface") => {
             w.cmd = "create interface memif";
             w.i += 1;
-            match w.next("interface type (memif, af-packet or af-xdp)")? {
+            match w.next("interface type (memif, tap, af-packet or af-xdp)")? {
                 "memif" => create_memif(&mut w)?,
+                "tap" => {
+                    w.cmd = "create interface tap";
+                    create_tap(&mut w)?
+                }
                 "af-packet" => {
                     w.cmd = "create interface af-packet";
                     create_af_packet(&mut w)?
@@ -295,7 +312,7 @@ pub fn parse(words: &[&str]) -> Result<Request, CliError> {
                 }
                 x => {
                     return Err(w.err(format!(
-                        "unknown interface type {x:?}: expected memif, af-packet or af-xdp"
+                        "unknown interface type {x:?}: expected memif, tap, af-packet or af-xdp"
                     )));
                 }
             }
@@ -538,6 +555,9 @@ fn create_memif(w: &mut Words<'_>) -> Result<Request, CliError> {
             "secret" => spec.secret = Some(w.next("secret")?.to_string()),
             "name" => spec.name = Some(w.next("name")?.to_string()),
             "network" => spec.network = Some(w.next("network name")?.to_string()),
+            "mtu" => spec.mtu = Some(w.number("mtu")?),
+            "netns" => spec.netns = Some(w.next("network namespace")?.to_string()),
+            "pod" => spec.pod = Some(w.next("container id")?.to_string()),
             "hw-addr" => {
                 let m = w.next("MAC address")?;
                 spec.mac = Some(crate::parse_mac(m).map_err(|e| w.err(format!("hw-addr: {e}")))?);
@@ -549,6 +569,35 @@ fn create_memif(w: &mut Words<'_>) -> Result<Request, CliError> {
     spec.socket = socket.ok_or_else(|| w.err("missing `socket PATH`".into()))?;
     spec.role = role.ok_or_else(|| w.err("missing role: master or slave".into()))?;
     Ok(Request::CreateMemif(spec))
+}
+
+fn create_tap(w: &mut Words<'_>) -> Result<Request, CliError> {
+    let mut spec = TapSpec::new("");
+    let mut host = None;
+    while let Some(k) = w.peek() {
+        w.i += 1;
+        match k {
+            "host-if-name" => host = Some(w.next("interface name in the namespace")?.to_string()),
+            "netns" => spec.netns = Some(w.next("network namespace")?.to_string()),
+            "queues" => spec.queues = Some(w.number("queues")?),
+            "mtu" => spec.mtu = Some(w.number("mtu")?),
+            "name" => spec.name = Some(w.next("name")?.to_string()),
+            "network" => spec.network = Some(w.next("network name")?.to_string()),
+            "pod" => spec.pod = Some(w.next("container id")?.to_string()),
+            "hw-addr" | "host-mac" => {
+                let m = w.next("MAC address")?;
+                let m = Some(crate::parse_mac(m).map_err(|e| w.err(format!("{k}: {e}")))?);
+                if k == "hw-addr" {
+                    spec.mac = m;
+                } else {
+                    spec.host_mac = m;
+                }
+            }
+            x => return Err(w.err(format!("unknown argument {x:?}"))),
+        }
+    }
+    spec.host_if_name = host.ok_or_else(|| w.err("missing `host-if-name NAME`".into()))?;
+    Ok(Request::CreateTap(spec))
 }
 
 fn create_af_packet(w: &mut Words<'_>) -> Result<Request, CliError> {
@@ -646,6 +695,9 @@ pub fn format(reply: &Reply) -> String {
                 if let Some(n) = &i.network {
                     s.push_str(&format!("    network {n}\n"));
                 }
+                if let Some(p) = &i.pod {
+                    s.push_str(&format!("    pod {p}\n"));
+                }
                 if !i.addresses.is_empty() {
                     let a: Vec<String> = i.addresses.iter().map(ToString::to_string).collect();
                     s.push_str(&format!("    addresses {}\n", a.join(" ")));
@@ -671,6 +723,18 @@ pub fn format(reply: &Reply) -> String {
                     p.core.map_or("any".to_string(), |c| c.to_string()),
                     p.mode,
                     if p.connected { "" } else { ", not connected" }
+                ));
+            }
+        }
+        Reply::Buffers { workers } => {
+            for b in workers {
+                s.push_str(&format!(
+                    "worker {} (core {}): {} buffers, {} free, {} in use\n",
+                    b.worker,
+                    b.core.map_or("any".to_string(), |c| c.to_string()),
+                    b.total,
+                    b.free,
+                    b.total.saturating_sub(b.free)
                 ));
             }
         }

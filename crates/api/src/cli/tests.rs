@@ -129,3 +129,60 @@ fn wrong_arguments_are_named() {
         }
     );
 }
+
+#[test]
+fn pod_interfaces() {
+    let Request::CreateTap(t) = p(
+        "create interface tap host-if-name eth1 netns cni-1234 queues 2 mtu 9000 \
+         host-mac 02:00:00:00:00:01 hw-addr 02:fe:00:00:00:09 network blue pod abc-1",
+    )
+    .unwrap() else {
+        panic!()
+    };
+    assert_eq!(
+        (t.host_if_name.as_str(), t.netns.as_deref(), t.queues, t.mtu),
+        ("eth1", Some("cni-1234"), Some(2), Some(9000))
+    );
+    assert_eq!(t.host_mac.unwrap().0, [2, 0, 0, 0, 0, 1]);
+    assert_eq!(t.mac.unwrap().0, [2, 0xfe, 0, 0, 0, 9]);
+    assert_eq!(
+        (t.network.as_deref(), t.pod.as_deref()),
+        (Some("blue"), Some("abc-1"))
+    );
+    assert!(t.problems().is_empty(), "{:?}", t.problems());
+    let e = p("create interface tap netns x").unwrap_err();
+    assert!(e.message.contains("host-if-name"), "{}", e.message);
+    let e = p("create interface tap host-if-name eth1 host-mac nope").unwrap_err();
+    assert!(e.message.contains("host-mac"), "{}", e.message);
+
+    let mut bad = TapSpec::new("a/b");
+    bad.queues = Some(0);
+    bad.pod = Some("../etc".into());
+    bad.host_mac = Some(crate::parse_mac("01:00:5e:00:00:01").unwrap());
+    let problems = bad.problems().join("; ");
+    for want in ["host-if-name", "queues", "pod", "host-mac"] {
+        assert!(problems.contains(want), "{want}: {problems}");
+    }
+
+    let Request::CreateMemif(m) =
+        p("create interface memif id 0 socket @pod master netns /proc/1/ns/net pod c1").unwrap()
+    else {
+        panic!()
+    };
+    assert_eq!(
+        (m.netns.as_deref(), m.pod.as_deref()),
+        (Some("/proc/1/ns/net"), Some("c1"))
+    );
+    assert!(m.problems().is_empty());
+    let Request::CreateMemif(m) =
+        p("create interface memif id 0 socket @pod slave netns x").unwrap()
+    else {
+        panic!()
+    };
+    assert!(
+        m.problems().join(" ").contains("master"),
+        "{:?}",
+        m.problems()
+    );
+    assert_eq!(p("show buffers").unwrap(), Request::ShowBuffers);
+}

@@ -143,6 +143,126 @@ pub struct MemifSpec {
     /// The largest IPv4 packet sent out of it (default 9000: memif carries jumbo frames).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mtu: Option<u16>,
+    /// Master only: listen inside this network namespace (a pod's), by `ip netns` name or by
+    /// path; an abstract socket there is the pod's alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub netns: Option<String>,
+    /// The pod (container id) the interface belongs to, as its CNI plugin says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod: Option<String>,
+}
+
+/// A tap interface for a pod: `create interface tap` of the API (pods come and go with their
+/// CNI calls, so taps have no section in the file). The device is created inside the pod's
+/// network namespace; ordinary programs there use it as their interface.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct TapSpec {
+    /// The device's name in the pod (`eth1`).
+    pub host_if_name: String,
+    /// The pod's network namespace, by `ip netns` name or path (`/proc/PID/ns/net`, a CNI
+    /// runtime's `/var/run/netns/cni-...`); default the daemon's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub netns: Option<String>,
+    /// Our interface's name; default `tap<N>`, the first free.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Queues (device fds, `IFF_MULTI_QUEUE`); default one per worker.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queues: Option<u16>,
+    /// The MTU of both ends (the device in the pod, our interface); default 1500.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mtu: Option<u16>,
+    /// The pod side's MAC; default the kernel's random one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_mac: Option<MacAddr>,
+    /// Our side's MAC; default derived from the interface index (`02:fe:00:00:HI:LO`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mac: Option<MacAddr>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub addresses: Vec<Ipv4Prefix>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub table: u32,
+    /// The network the interface attaches to (excludes `table`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rx_placement: Vec<usize>,
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub up: bool,
+    /// The pod (container id) the interface belongs to, as its CNI plugin says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod: Option<String>,
+}
+
+impl TapSpec {
+    pub fn new(host_if_name: impl Into<String>) -> TapSpec {
+        TapSpec {
+            host_if_name: host_if_name.into(),
+            netns: None,
+            name: None,
+            queues: None,
+            mtu: None,
+            host_mac: None,
+            mac: None,
+            addresses: Vec::new(),
+            table: 0,
+            network: None,
+            rx_placement: Vec::new(),
+            up: true,
+            pod: None,
+        }
+    }
+
+    /// What is wrong with the values themselves.
+    pub fn problems(&self) -> Vec<String> {
+        let mut p = Vec::new();
+        let h = &self.host_if_name;
+        if h.is_empty() || h.len() > 15 || h.contains(['/', ' ', '\0', ':']) {
+            p.push(format!(
+                "host-if-name {h:?} is no Linux interface name (1 to 15 characters, no '/', ':' or space)"
+            ));
+        }
+        if self.queues == Some(0) {
+            p.push("queues must be at least 1".into());
+        }
+        if let Some(q) = self.queues
+            && q > MAX_TAP_QUEUES
+        {
+            p.push(format!("queues {q} is over the kernel's {MAX_TAP_QUEUES}"));
+        }
+        p.extend(mtu_problem(self.mtu));
+        if let Some(m) = self.host_mac
+            && (m.0[0] & 1 != 0 || m.0 == [0; 6])
+        {
+            p.push(format!("host-mac {m} is no unicast address"));
+        }
+        p.extend(duplicate_addresses(&self.addresses));
+        p.extend(pod_problem(self.pod.as_deref()));
+        if let Some(n) = &self.network
+            && self.table != 0
+        {
+            p.push(format!(
+                "table {} and network {n:?} both set: an interface in a network is routed in the network's VRF",
+                self.table
+            ));
+        }
+        p
+    }
+}
+
+/// The most queues a tap device may have (the kernel's `MAX_TAP_QUEUES`).
+pub const MAX_TAP_QUEUES: u16 = 256;
+
+/// What is wrong with a pod (container) id: CNI's own rule, letters, digits and `_.-`, and
+/// not empty.
+fn pod_problem(pod: Option<&str>) -> Option<String> {
+    let p = pod?;
+    let ok = !p.is_empty()
+        && p.len() <= 256
+        && p.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b));
+    (!ok).then(|| format!("pod {p:?} is no container id (letters, digits, '_', '.', '-')"))
 }
 
 /// The smallest MTU an interface may have (RFC 791: every host must take 68-byte packets).
@@ -365,6 +485,8 @@ impl MemifSpec {
             up: true,
             network: None,
             mtu: None,
+            netns: None,
+            pod: None,
         }
     }
 
@@ -385,6 +507,10 @@ impl MemifSpec {
         }
         p.extend(mtu_problem(self.mtu));
         p.extend(duplicate_addresses(&self.addresses));
+        p.extend(pod_problem(self.pod.as_deref()));
+        if self.netns.is_some() && self.role == Role::Slave {
+            p.push("netns is for the master role: a slave connects (and reconnects) from the daemon's own namespace".into());
+        }
         if let Some(n) = &self.network
             && self.table != 0
         {

@@ -64,6 +64,9 @@ impl Control {
             Request::ShowRuntime => Reply::Runtime {
                 workers: self.ask(WorkerCmd::Runtime)?,
             },
+            Request::ShowBuffers => Reply::Buffers {
+                workers: self.ask(WorkerCmd::Buffers)?,
+            },
             Request::ShowErrors => {
                 let mut sum: BTreeMap<(String, String), u64> = BTreeMap::new();
                 for w in self.ask(WorkerCmd::Errors)? {
@@ -149,6 +152,10 @@ impl Control {
             }
             Request::CreateAfXdp(spec) => {
                 let (name, index) = self.create_af_xdp(&spec)?;
+                Reply::Created { name, index }
+            }
+            Request::CreateTap(spec) => {
+                let (name, index) = self.create_tap(&spec)?;
                 Reply::Created { name, index }
             }
             Request::DeleteInterface { name } => {

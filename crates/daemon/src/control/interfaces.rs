@@ -10,6 +10,7 @@ use memif::queue::QueueCounters;
 use nodes::{IfConfig, TunnelCounters};
 
 use super::memif::MemifDev;
+use super::taps::TapDev;
 use super::tunnels::TunnelDev;
 use super::uplinks::{AfPacketDev, AfXdpDev};
 use super::{Control, ControlError};
@@ -23,6 +24,8 @@ pub(super) enum Source {
     AfPacketTx(Arc<uplink::TxCounters>),
     AfXdpRx(Arc<uplink::af_xdp::RxCounters>),
     AfXdpTx(Arc<uplink::af_xdp::TxCounters>),
+    TapRx(Arc<uplink::tap::RxCounters>),
+    TapTx(Arc<uplink::tap::TxCounters>),
 }
 
 /// Counters of one connection's queues (or of a tunnel).
@@ -85,6 +88,18 @@ impl Totals {
                     t.tx_bytes += s.bytes;
                     t.tx_no_room += s.tx_no_room;
                 }
+                Source::TapRx(q) => {
+                    let s = q.snapshot();
+                    t.rx_packets += s.packets;
+                    t.rx_bytes += s.bytes;
+                    t.rx_errors += s.no_buffer + s.gso + s.bad_frame + s.read_errors;
+                }
+                Source::TapTx(q) => {
+                    let s = q.snapshot();
+                    t.tx_packets += s.packets;
+                    t.tx_bytes += s.bytes;
+                    t.tx_no_room += s.tx_no_room;
+                }
                 Source::Tunnel(c) => {
                     let [rp, rb, tp, tb] = c.snapshot();
                     t.rx_packets += rp;
@@ -122,6 +137,8 @@ pub(super) struct Iface {
     pub(super) closed: Totals,
     baseline: Totals,
     pub(super) dev: Dev,
+    /// The pod (container id) it belongs to, as its creator said.
+    pub(super) pod: Option<String>,
 }
 
 /// The part of `show interface` each kind of interface fills in.
@@ -140,6 +157,7 @@ pub(super) enum Dev {
     Memif(MemifDev),
     AfPacket(AfPacketDev),
     AfXdp(AfXdpDev),
+    Tap(TapDev),
     Vxlan(TunnelDev),
 }
 
@@ -154,6 +172,7 @@ impl Iface {
             closed: Totals::default(),
             baseline: Totals::default(),
             dev,
+            pod: None,
         }
     }
 
@@ -261,8 +280,14 @@ impl Control {
         self.retiring.push((i, marks));
         match &f.dev {
             Dev::Memif(m) => self.remove_memif(m),
-            // The workers close its sockets (detached above), the XDP program with the last.
+            // The workers close its sockets (detached above), the XDP program with the last;
+            // a tap device goes with its last fd.
             Dev::AfPacket(_) | Dev::AfXdp(_) => {}
+            Dev::Tap(t) => self.closing_taps.push((
+                t.netns.as_deref().map(uplink::netns::netns_path),
+                t.host_if_name.clone(),
+                std::time::Instant::now(),
+            )),
             Dev::Vxlan(_) => self.unregister_tunnel(i),
         }
         tracing::info!(
@@ -284,6 +309,18 @@ impl Control {
             let _ = w
                 .afp_tx
                 .send(uplink::nodes::QueueCommand::Detach { ifindex });
+            let _ = w
+                .xdp_rx
+                .send(uplink::xdp_nodes::QueueCommand::Detach { ifindex });
+            let _ = w
+                .xdp_tx
+                .send(uplink::xdp_nodes::QueueCommand::Detach { ifindex });
+            let _ = w
+                .tap_rx
+                .send(uplink::tap_nodes::QueueCommand::Detach { ifindex });
+            let _ = w
+                .tap_tx
+                .send(uplink::tap_nodes::QueueCommand::Detach { ifindex });
             w.kick();
         }
     }
@@ -309,6 +346,7 @@ impl Control {
         let host_mtu = match &self.iface(i).dev {
             Dev::AfPacket(d) => Some(d.host_mtu),
             Dev::AfXdp(d) => Some(d.host_mtu),
+            Dev::Tap(d) => Some(d.host_mtu),
             _ => None,
         };
         if let Some(h) = host_mtu
@@ -455,6 +493,7 @@ impl Control {
             Dev::Memif(m) => self.memif_view(f, m),
             Dev::AfPacket(d) => Self::af_packet_view(f, d),
             Dev::AfXdp(d) => Self::af_xdp_view(f, d),
+            Dev::Tap(d) => Self::tap_view(f, d),
             Dev::Vxlan(tun) => DevView {
                 device: DeviceInfo::Vxlan {
                     vni: tun.vni,
@@ -499,6 +538,7 @@ impl Control {
             connects: v.connects,
             disconnects: v.disconnects,
             last_disconnect_reason: v.last_disconnect_reason,
+            pod: f.pod.clone(),
         }
     }
 }

@@ -19,6 +19,9 @@ pub(super) enum SockKind {
 
 pub(super) struct Sock {
     pub(super) shown: String,
+    /// The network namespace a master listens in, as the user named it (an abstract name is
+    /// per namespace, so the same one in two pods is two sockets).
+    pub(super) netns: Option<String>,
     pub(super) kind: SockKind,
 }
 
@@ -92,10 +95,12 @@ impl Control {
         let (path, shown) = self.socket_path(&spec.socket);
         // Slots of deleted interfaces and sockets are reused.
         let index = self.free_iface_slot() as u32;
-        let existing = self
-            .socks
-            .iter()
-            .position(|s| s.as_ref().is_some_and(|s| s.shown == shown));
+        let ns = spec.netns.as_deref().map(uplink::netns::netns_path);
+        let existing = self.socks.iter().position(|s| {
+            s.as_ref().is_some_and(|s| {
+                s.shown == shown && s.netns.as_deref().map(uplink::netns::netns_path) == ns
+            })
+        });
         let sock_id = existing.unwrap_or_else(|| free_slot(&self.socks));
         if let Some(s) = existing
             && self
@@ -176,7 +181,15 @@ impl Control {
                                 ))
                             })?;
                         }
-                        SockKind::Master(Listener::bind(&path, vec![cfg]).map_err(|e| {
+                        let bind = || Listener::bind(&path, vec![cfg]);
+                        let bound = match &ns {
+                            // The listening socket is made inside the pod's namespace; the
+                            // connections it accepts belong there too, wherever we use them.
+                            Some(p) => uplink::netns::run_in(p, bind)
+                                .map_err(|e| ControlError::Interface(e.to_string()))?,
+                            None => bind(),
+                        };
+                        SockKind::Master(bound.map_err(|e| {
                             ControlError::Interface(format!("cannot listen on {shown}: {e}"))
                         })?)
                     }
@@ -190,6 +203,7 @@ impl Control {
                     sock_id,
                     Sock {
                         shown: shown.clone(),
+                        netns: spec.netns.clone(),
                         kind,
                     },
                 );
@@ -210,6 +224,7 @@ impl Control {
             }),
         );
         iface.placement = spec.rx_placement.clone();
+        iface.pod = spec.pod.clone();
         put(&mut self.ifaces, index as usize, iface);
         let mut c = IfConfig::new(mac, self.rib.slot(table).expect("ensured above"));
         c.table = table;
@@ -347,6 +362,7 @@ impl Control {
                 buffer_size: f.buffer_size,
                 max_rx_queues: f.rx_queues,
                 max_tx_queues: f.tx_queues,
+                netns: self.sock(f.sock).netns.clone(),
             },
             peer: f.peer.clone().filter(|_| i.connected),
             rx_queues,

@@ -10,6 +10,7 @@ mod dispatch;
 mod interfaces;
 mod memif;
 mod networks;
+mod taps;
 mod tunnels;
 mod uplinks;
 
@@ -88,6 +89,10 @@ pub struct Control {
     /// Loop counts of the workers when tables last dropped memory, until all moved on.
     quiesce_after: Option<Vec<u64>>,
     pcap: Option<capture::Capture>,
+    /// Taps deleted lately (namespace, device name, when): their fds close on the workers'
+    /// closer threads a moment after the reply, so creating the same device again waits
+    /// for the kernel to let go of the old one.
+    closing_taps: Vec<(Option<PathBuf>, String, std::time::Instant)>,
 }
 
 impl std::fmt::Debug for Control {
@@ -131,6 +136,7 @@ impl Control {
             tunnel_routes: HashMap::new(),
             retiring: Vec::new(),
             learned: learned_rx,
+            closing_taps: Vec::new(),
             learn_wake: learn_wake.clone(),
             quiesce_after: None,
             pcap: None,

@@ -145,6 +145,9 @@ pub fn setup() -> Setup {
             v.push(Box::new(uplink::xdp_nodes::AfXdpOutput::new(
                 std::sync::mpsc::channel().1,
             )));
+            v.push(Box::new(uplink::tap_nodes::TapOutput::new(
+                std::sync::mpsc::channel().1,
+            )));
             v.extend(nodes::protocol_nodes(&shared, learned_tx));
             v
         },

@@ -1,0 +1,320 @@
+//! Pod interfaces through the daemon, against the Linux kernel: tap devices created inside
+//! pods' namespaces carry ping, UDP and TCP between pods of one network and nothing between
+//! networks with the same addresses; memif masters listen inside a pod's namespace; a thousand
+//! pod interfaces come and go and leave no fd, buffer or device behind.
+
+mod daemon_common;
+mod kernel_common;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use daemon_common::{Daemon, fd_count};
+use kernel_common::{Lab, ping_from, unable};
+
+fn skip() -> bool {
+    if let Some(why) = unable() {
+        assert!(std::env::var_os("CI").is_none(), "CI: {why}");
+        eprintln!("SKIPPED: {why}");
+        return true;
+    }
+    false
+}
+
+const CONFIG: &str = "[daemon]\nmode = \"interrupt\"\nbuffers = 4096\n\n\
+     [[network]]\nname = \"blue\"\nvni = 56\nranges = [\"10.1.0.0/16\"]\n\n\
+     [[network]]\nname = \"red\"\nvni = 88\nranges = [\"10.1.0.0/16\"]\n\n";
+
+fn interface(d: &Daemon, name: &str) -> api::InterfaceInfo {
+    let r = d
+        .api()
+        .call(&api::Request::ShowInterface {
+            name: Some(name.into()),
+        })
+        .unwrap();
+    let api::Reply::Interfaces { mut interfaces } = r else {
+        panic!("{r:?}")
+    };
+    interfaces.remove(0)
+}
+
+/// Gives pod `ns` a tap `eth1` on `network` with `addr`, wired as the CNI plugin does: the
+/// pod has `addr/32`, the network's range through gateway 169.254.1.1 (our side's MAC,
+/// permanent), and the daemon a host route and a static neighbour to the pod. Returns our
+/// interface's name.
+fn tap_pod(d: &Daemon, lab: &Lab, pod: &str, network: &str, addr: &str) -> String {
+    let out = d.ok(&format!(
+        "create interface tap host-if-name eth1 netns {} network {network} pod cid-{pod}",
+        lab.ns(pod)
+    ));
+    let name = out.split_whitespace().next().unwrap().to_string();
+    let i = interface(d, &name);
+    let api::DeviceInfo::Tap { host_mac, .. } = i.device else {
+        panic!("{i:?}")
+    };
+    assert_eq!(i.pod.as_deref(), Some(format!("cid-{pod}").as_str()));
+    d.ok(&format!(
+        "ip route add {addr}/32 via {addr} {name} network {network}"
+    ));
+    d.ok(&format!("set ip neighbor {name} {addr} {host_mac}"));
+    let gw_mac = i.mac.to_string();
+    for cmd in [
+        vec!["ip", "addr", "add", &format!("{addr}/32"), "dev", "eth1"],
+        vec![
+            "ip",
+            "route",
+            "add",
+            "169.254.1.1",
+            "dev",
+            "eth1",
+            "scope",
+            "link",
+        ],
+        vec![
+            "ip",
+            "route",
+            "add",
+            "10.1.0.0/16",
+            "via",
+            "169.254.1.1",
+            "dev",
+            "eth1",
+        ],
+        vec![
+            "ip",
+            "neigh",
+            "add",
+            "169.254.1.1",
+            "lladdr",
+            &gw_mac,
+            "dev",
+            "eth1",
+            "nud",
+            "permanent",
+        ],
+    ] {
+        lab.exec(pod, &cmd);
+    }
+    name
+}
+
+/// A Python one-liner in namespace `ns`, its stdout.
+fn python(lab: &Lab, ns: &str, code: &str) -> std::process::Child {
+    Command::new("ip")
+        .args(["netns", "exec", &lab.ns(ns), "python3", "-c", code])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn wait_line(c: &mut std::process::Child) -> String {
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(c.stdout.as_mut().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    line.trim().to_string()
+}
+
+#[test]
+fn tap_pods_reach_their_own_network_only() {
+    if skip() {
+        return;
+    }
+    let lab = Lab::new(&["node", "b1", "b2", "r1"]);
+    let d = Daemon::start_in(Some(&lab.ns("node")), CONFIG);
+    let b1 = tap_pod(&d, &lab, "b1", "blue", "10.1.0.5");
+    let b2 = tap_pod(&d, &lab, "b2", "blue", "10.1.0.6");
+    let r1 = tap_pod(&d, &lab, "r1", "red", "10.1.0.6");
+
+    // Ping within blue, both ways; red's 10.1.0.6 is not blue's.
+    assert_eq!(ping_from(&lab, "b1", "10.1.0.6", 3), 3);
+    assert_eq!(ping_from(&lab, "b2", "10.1.0.5", 3), 3);
+    assert_eq!(ping_from(&lab, "r1", "10.1.0.5", 2), 0, "red reached blue");
+    assert_eq!(
+        interface(&d, &r1).tx_packets,
+        0,
+        "blue's traffic reached red"
+    );
+
+    // TCP within blue: 1 MB through the kernel's own segmentation, its checksums left to
+    // us (the tap's checksum offload) and completed.
+    let mut server = python(
+        &lab,
+        "b2",
+        "import socket\ns=socket.socket()\ns.bind(('10.1.0.6',5001))\ns.listen(1)\n\
+         print('ready',flush=True)\nc,_=s.accept()\nn=0\nwhile True:\n  d=c.recv(65536)\n  \
+         if not d: break\n  n+=len(d)\nprint(n,flush=True)\n",
+    );
+    assert_eq!(wait_line(&mut server), "ready");
+    let mut client = python(
+        &lab,
+        "b1",
+        "import socket\ns=socket.create_connection(('10.1.0.6',5001),timeout=10)\n\
+         s.sendall(bytes(range(256))*4096)\ns.close()\nprint('sent',flush=True)\n",
+    );
+    assert_eq!(wait_line(&mut client), "sent");
+    assert_eq!(wait_line(&mut server), (256 * 4096).to_string());
+    let _ = (client.wait(), server.wait());
+
+    let show = d.ok("show interface");
+    assert!(show.contains("pod cid-b1"), "{show}");
+    assert!(show.contains("tap host-if-name eth1"), "{show}");
+    let (i1, i2) = (interface(&d, &b1), interface(&d, &b2));
+    assert!(i1.rx_packets > 600 && i2.tx_packets > 600, "{i1:?} {i2:?}");
+    assert_eq!((i1.rx_errors, i2.tx_no_room), (0, 0));
+    // Nothing dropped on the way but red's pings (no route in red to 10.1.0.5).
+    let errors = d.ok("show errors");
+    assert!(
+        !errors.lines().any(|l| l.contains("tap-")),
+        "tap errors: {errors}"
+    );
+
+    // Deleting a pod's interface takes its device out of the pod.
+    d.ok(&format!("delete interface {b2}"));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Command::new("ip")
+        .args(["-n", &lab.ns("b2"), "link", "show", "eth1"])
+        .output()
+        .unwrap()
+        .status
+        .success()
+    {
+        assert!(Instant::now() < deadline, "eth1 stayed in b2");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(ping_from(&lab, "b1", "10.1.0.6", 1), 0);
+    // A bad request is refused with its reason, and changes nothing.
+    let (ok, _, err) = d.ctl(&format!(
+        "create interface tap host-if-name eth1 netns {} network blue",
+        lab.ns("b1")
+    ));
+    assert!(!ok && err.contains("eth1"), "{err}");
+    let (ok, _, err) = d.ctl("create interface tap host-if-name eth1 netns no-such-pod-ns");
+    assert!(!ok && err.contains("no-such-pod-ns"), "{err}");
+}
+
+#[test]
+fn memif_master_listens_inside_the_pods_namespace() {
+    if skip() {
+        return;
+    }
+    let lab = Lab::new(&["node", "p1", "p2"]);
+    let d = Daemon::start_in(Some(&lab.ns("node")), CONFIG);
+    // The same abstract name in two pods is two sockets.
+    for (id, pod) in [(0, "p1"), (1, "p2")] {
+        d.ok(&format!(
+            "create interface memif id 0 socket @pod.sock master netns {} network blue \
+             name pod{id} pod cid-{pod}",
+            lab.ns(pod)
+        ));
+    }
+    let show = d.ok("show interface");
+    assert!(show.contains(&format!("netns {}", lab.ns("p1"))), "{show}");
+    // A gen in p1 connects to @pod.sock there; nothing listens on it in the node's namespace.
+    let gen_in = |ns: &str| {
+        Command::new("ip")
+            .args(["netns", "exec", ns, env!("CARGO_BIN_EXE_veclane"), "gen"])
+            .args(["--socket", "@pod.sock", "--id", "0", "--rx-only"])
+            .args(["--duration", "1", "--connect-timeout", "2", "--json"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap()
+    };
+    let out = gen_in(&lab.ns("p1"));
+    assert!(
+        out.status.success(),
+        "gen in p1: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = gen_in(&lab.ns("node"));
+    assert!(
+        !out.status.success(),
+        "a gen in the node's namespace connected"
+    );
+    let i = interface(&d, "pod0");
+    assert!(
+        i.connects >= 1 || i.last_disconnect_reason.is_some(),
+        "{i:?}"
+    );
+}
+
+#[test]
+fn a_thousand_pod_interfaces_come_and_go_leaving_nothing() {
+    if skip() {
+        return;
+    }
+    let lab = Lab::new(&["node", "pod"]);
+    let d = Daemon::start_in(Some(&lab.ns("node")), CONFIG);
+    let pod = lab.ns("pod");
+    let buffers = |d: &Daemon| {
+        let r = d.api().call(&api::Request::ShowBuffers).unwrap();
+        let api::Reply::Buffers { workers } = r else {
+            panic!("{r:?}")
+        };
+        workers.iter().map(|w| w.free).sum::<usize>()
+    };
+    let mut api = d.api();
+    let mut call = |r: api::Request| match api.call(&r).unwrap() {
+        api::Reply::Error { message } => panic!("{r:?}: {message}"),
+        ok => ok,
+    };
+    // One round first, so that lazily made things (closer threads) exist before counting.
+    let round = |call: &mut dyn FnMut(api::Request) -> api::Reply, k: usize| {
+        let mut tap = api::TapSpec::new("eth1");
+        tap.netns = Some(pod.clone());
+        tap.network = Some("blue".into());
+        tap.pod = Some(format!("cid-{k}"));
+        call(api::Request::CreateTap(tap));
+        let mut m = api::MemifSpec::new(0, "@pod.sock", api::Role::Master);
+        m.netns = Some(pod.clone());
+        m.network = Some("red".into());
+        m.name = Some("pod-memif".into());
+        call(api::Request::CreateMemif(m));
+        for name in ["tap0", "pod-memif"] {
+            call(api::Request::DeleteInterface { name: name.into() });
+        }
+    };
+    round(&mut call, 0);
+    std::thread::sleep(Duration::from_millis(300));
+    let (fds, free) = (fd_count(d.pid()), buffers(&d));
+    let t = Instant::now();
+    for k in 1..=1000 {
+        round(&mut call, k);
+    }
+    let took = t.elapsed();
+    eprintln!("1000 tap + memif pod interfaces created and deleted in {took:?}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let now = (fd_count(d.pid()), buffers(&d));
+        if now == (fds, free) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "fds, free buffers: {now:?}, were {:?}",
+            (fds, free)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let left = Command::new("ip")
+        .args(["-n", &pod, "-o", "link", "show"])
+        .output()
+        .unwrap();
+    let left = String::from_utf8_lossy(&left.stdout);
+    assert!(!left.contains("eth1"), "{left}");
+    assert_eq!(interface_count(&d), 0);
+}
+
+fn interface_count(d: &Daemon) -> usize {
+    let r = d
+        .api()
+        .call(&api::Request::ShowInterface { name: None })
+        .unwrap();
+    let api::Reply::Interfaces { interfaces } = r else {
+        panic!("{r:?}")
+    };
+    interfaces.len()
+}
