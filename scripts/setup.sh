@@ -49,10 +49,13 @@ rustup show active-toolchain >/dev/null
 if command -v go >/dev/null 2>&1; then
   mkdir -p target/interop
   (cd interop/gomemif-peer && go build -o ../../target/interop/gomemif-peer .)
-  # The control plane (etcd client and the rest, from the committed go.sum): the node agent.
+  # The control plane (etcd client and the rest, from the committed go.sum): the node agent,
+  # the CNI plugins (target/cni is a CNI_PATH) and cnitool at the version cni/go.mod pins.
   mkdir -p target/cni
   (cd cni && go build -o ../target/cni/veclane-agent ./cmd/veclane-agent \
-    && go build -o ../target/cni/veclane-ipam ./cmd/veclane-ipam)
+    && go build -o ../target/cni/veclane-ipam ./cmd/veclane-ipam \
+    && go build -o ../target/cni/veclane-cni ./cmd/veclane-cni \
+    && go build -o ../target/cni/cnitool github.com/containernetworking/cni/cnitool)
 else
   echo "setup: go not found; the gomemif interop test will fail" >&2
 fi

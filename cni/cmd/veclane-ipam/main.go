@@ -177,9 +177,12 @@ func cmdCheck(args *skel.CmdArgs) error {
 		if err != nil {
 			return types.NewError(types.ErrDecodingFailure, "prevResult: "+err.Error(), "")
 		}
+		// The address, whatever its prefix length there: a main plugin may configure it as
+		// a /32 (veclane-cni does, the pod's link being point to point).
 		found := false
+		want := net.IP(l.Address.Addr().AsSlice())
 		for _, ip := range prev.IPs {
-			if ip.Address.String() == l.Address.String() {
+			if ip.Address.IP.Equal(want) {
 				found = true
 			}
 		}

@@ -1,0 +1,383 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"veclane.dev/cni/cluster"
+	"veclane.dev/cni/ctl"
+	"veclane.dev/cni/internal/testetcd"
+)
+
+// bin holds the plugins (veclane-cni, veclane-ipam) and cnitool, built once: the plugin is
+// tested as a runtime runs it, through cnitool (pinned by go.mod's tool directive) and by
+// hand where cnitool has no say (GC's valid attachments, STATUS).
+var bin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "veclane-cni")
+	if err != nil {
+		panic(err)
+	}
+	bin = dir
+	for out, pkg := range map[string]string{
+		"veclane-cni":  ".",
+		"veclane-ipam": "../veclane-ipam",
+		"cnitool":      "github.com/containernetworking/cni/cnitool",
+	} {
+		if b, err := exec.Command("go", "build", "-o", filepath.Join(dir, out), pkg).CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "go build %s: %v\n%s", pkg, err, b)
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// needRoot skips (outside CI) when namespaces cannot be made here.
+func needRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") != "" {
+			t.Fatal("CI: the CNI plugin tests need root (network namespaces)")
+		}
+		t.Skip("SKIPPED: needs root for network namespaces")
+	}
+}
+
+// veclaneBin finds the daemon: $VECLANE_BIN, else the workspace's debug or release build.
+func veclaneBin(t *testing.T) string {
+	t.Helper()
+	if b := os.Getenv("VECLANE_BIN"); b != "" {
+		return b
+	}
+	for _, p := range []string{"../../../target/debug/veclane", "../../../target/release/veclane"} {
+		if _, err := os.Stat(p); err == nil {
+			abs, _ := filepath.Abs(p)
+			return abs
+		}
+	}
+	t.Fatal("no veclane binary: build it (cargo build -p veclane) or set VECLANE_BIN")
+	return ""
+}
+
+const daemonConfig = `[daemon]
+mode = "interrupt"
+buffers = 4096
+
+[[network]]
+name = "blue"
+vni = 56
+ranges = ["10.1.0.0/16"]
+
+[[network]]
+name = "red"
+vni = 88
+ranges = ["10.1.0.0/16"]
+`
+
+type testDaemon struct {
+	dir string
+	cmd *exec.Cmd
+}
+
+func startDaemon(t *testing.T, dir string) *testDaemon {
+	t.Helper()
+	cfg := filepath.Join(dir, "veclane.toml")
+	if err := os.WriteFile(cfg, []byte(daemonConfig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := &testDaemon{dir: dir, cmd: exec.Command(veclaneBin(t), "run", "--config", cfg, "--runtime-dir", dir)}
+	d.cmd.Stderr = os.Stderr
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.kill)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		c, err := ctl.Dial(d.sock())
+		if err == nil {
+			c.Close()
+			return d
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the daemon did not start: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (d *testDaemon) sock() string { return filepath.Join(d.dir, "ctl.sock") }
+
+func (d *testDaemon) kill() {
+	if d.cmd.Process != nil {
+		_ = d.cmd.Process.Kill()
+		_ = d.cmd.Wait()
+	}
+}
+
+func (d *testDaemon) interfaces(t *testing.T) []ctl.Interface {
+	t.Helper()
+	c, err := ctl.Dial(d.sock())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ifs, err := c.Interfaces()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ifs
+}
+
+// netns makes a namespace for the life of the test; its path.
+func netns(t *testing.T, name string) string {
+	t.Helper()
+	name = fmt.Sprintf("vlcni%d-%s", os.Getpid()%100000, name)
+	run(t, "ip", "netns", "add", name)
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", name).Run() })
+	run(t, "ip", "netns", "exec", name, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1")
+	return "/var/run/netns/" + name
+}
+
+func run(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+// writeConf writes network `name`'s configuration where cnitool looks.
+func writeConf(t *testing.T, dir, file, name, network, endpoint, sock, iface string) string {
+	t.Helper()
+	c := fmt.Sprintf(`{"cniVersion":"1.1.0","name":%q,"type":"veclane-cni","network_name":%q,
+		"interface":%s,"ctl_socket":%q,"etcd_endpoints":[%q],
+		"ipam":{"type":"veclane-ipam","network_name":%q,"range":"10.1.0.0/24","etcd_endpoints":[%q]}}`,
+		name, network, iface, sock, endpoint, network, endpoint)
+	if err := os.WriteFile(filepath.Join(dir, file), []byte(c), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+type cni struct {
+	netDir string
+}
+
+// tool runs cnitool; its stdout, and an error with its stderr.
+func (c *cni) tool(verb, network, ns string) (string, error) {
+	cmd := exec.Command(filepath.Join(bin, "cnitool"), verb, network, ns)
+	cmd.Env = append(os.Environ(), "CNI_PATH="+bin, "NETCONFPATH="+c.netDir, "CNI_IFNAME=eth1", "VECLANE_NODE=n1")
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	if err != nil {
+		err = fmt.Errorf("cnitool %s %s: %v: %s%s", verb, network, err, errb.String(), out.String())
+	}
+	return out.String(), err
+}
+
+// plugin runs veclane-cni itself as a runtime would; stdout and whether it succeeded.
+func plugin(t *testing.T, command, container, ns, conf string) (map[string]any, bool) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(bin, "veclane-cni"))
+	cmd.Env = append(os.Environ(), "CNI_COMMAND="+command, "CNI_CONTAINERID="+container,
+		"CNI_IFNAME=eth1", "CNI_NETNS="+ns, "CNI_PATH="+bin, "VECLANE_NODE=n1")
+	cmd.Stdin = strings.NewReader(conf)
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	err := cmd.Run()
+	var m map[string]any
+	if out.Len() > 0 {
+		if e := json.Unmarshal(out.Bytes(), &m); e != nil {
+			t.Fatalf("%s: stdout is not JSON: %q", command, out.String())
+		}
+	}
+	return m, err == nil
+}
+
+type addResult struct {
+	Interfaces []struct {
+		Name       string `json:"name"`
+		Mac        string `json:"mac"`
+		Sandbox    string `json:"sandbox"`
+		SocketPath string `json:"socketPath"`
+	} `json:"interfaces"`
+	IPs []struct {
+		Address string `json:"address"`
+		Gateway string `json:"gateway"`
+	} `json:"ips"`
+}
+
+func ping(ns, dst string, n int) int {
+	name := filepath.Base(ns)
+	out, _ := exec.Command("ip", "netns", "exec", name, "ping", "-c", fmt.Sprint(n), "-i", "0.2", "-W", "1", dst).Output()
+	var got int
+	for _, part := range strings.Split(string(out), ", ") {
+		if strings.HasSuffix(part, " received") {
+			fmt.Sscan(strings.TrimSuffix(part, " received"), &got)
+		}
+	}
+	return got
+}
+
+func attachments(t *testing.T, c *clientv3.Client) []cluster.PodAttachment {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s, err := cluster.NewStore(c).Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.Attachments
+}
+
+func allocated(t *testing.T, c *clientv3.Client, network string) int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	r, err := c.Get(ctx, "/veclane/ipam/v1/"+network+"/ips/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.Count
+}
+
+func TestPodsGetInterfacesOnTheirNetworks(t *testing.T) {
+	needRoot(t)
+	etcd := testetcd.Start(t)
+	ec := etcd.Client(t)
+	d := startDaemon(t, t.TempDir())
+	c := &cni{netDir: t.TempDir()}
+	tap := `{"kind":"tap","mtu":1500}`
+	writeConf(t, c.netDir, "10-blue.conf", "blue", "blue", etcd.Endpoint, d.sock(), tap)
+	writeConf(t, c.netDir, "20-red.conf", "red", "red", etcd.Endpoint, d.sock(), tap)
+	memifConf := writeConf(t, c.netDir, "30-blue-memif.conf", "blue-memif", "blue", etcd.Endpoint, d.sock(), `{"kind":"memif","ring_size":512}`)
+	b1, b2, r1, m1 := netns(t, "b1"), netns(t, "b2"), netns(t, "r1"), netns(t, "m1")
+
+	add := func(network, ns string) addResult {
+		t.Helper()
+		out, err := c.tool("add", network, ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r addResult
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+		return r
+	}
+	rb1, rb2, rr1 := add("blue", b1), add("blue", b2), add("red", r1)
+	if rb1.IPs[0].Address != "10.1.0.1/32" || rb2.IPs[0].Address != "10.1.0.2/32" || rr1.IPs[0].Address != "10.1.0.1/32" {
+		t.Fatalf("addresses: %+v %+v %+v", rb1.IPs, rb2.IPs, rr1.IPs)
+	}
+	if len(rb1.Interfaces) != 2 || rb1.Interfaces[1].Name != "eth1" || rb1.Interfaces[1].Sandbox != b1 {
+		t.Fatalf("interfaces: %+v", rb1.Interfaces)
+	}
+	if n := ping(b1, "10.1.0.2", 3); n != 3 {
+		t.Fatalf("b1 -> b2 over blue: %d of 3", n)
+	}
+	if n := ping(r1, "10.1.0.2", 2); n != 0 {
+		t.Fatalf("red reached blue's 10.1.0.2: %d", n)
+	}
+	if a := attachments(t, ec); len(a) != 3 {
+		t.Fatalf("attachments: %+v", a)
+	}
+	if _, err := c.tool("check", "blue", b1); err != nil {
+		t.Fatal(err)
+	}
+
+	// memif: the master listens in the pod's namespace; a dummy eth1 there has the address.
+	rm := add("blue-memif", m1)
+	if rm.Interfaces[1].SocketPath != "@veclane-eth1" || rm.IPs[0].Address != "10.1.0.3/32" {
+		t.Fatalf("memif result: %+v", rm)
+	}
+	if out := run(t, "ip", "-n", filepath.Base(m1), "-br", "addr", "show", "eth1"); !strings.Contains(out, "10.1.0.3/32") {
+		t.Fatalf("m1's eth1: %s", out)
+	}
+	var pods []string
+	for _, i := range d.interfaces(t) {
+		if i.Pod != nil {
+			pods = append(pods, i.Device.Kind+":"+i.Name)
+		}
+	}
+	if len(pods) != 4 {
+		t.Fatalf("pod interfaces in the daemon: %v", pods)
+	}
+
+	// DEL twice; the pod's address and attachment go, its interface too.
+	for range 2 {
+		if _, err := c.tool("del", "blue", b2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := ping(b1, "10.1.0.2", 1); n != 0 {
+		t.Fatal("b2 still answers after DEL")
+	}
+	if n := allocated(t, ec, "blue"); n != 2 {
+		t.Fatalf("blue allocations after DEL: %d", n)
+	}
+	if _, err := c.tool("del", "blue-memif", m1); err != nil {
+		t.Fatal(err)
+	}
+	if out := run(t, "ip", "-n", filepath.Base(m1), "-o", "link"); strings.Contains(out, "eth1") {
+		t.Fatalf("m1's dummy stayed: %s", out)
+	}
+
+	// A failed ADD undoes itself: no network "green" in the daemon, so no address is kept.
+	green := strings.Replace(memifConf, `"network_name":"blue"`, `"network_name":"green"`, 2)
+	green = strings.Replace(green, `"kind":"memif","ring_size":512`, `"kind":"tap"`, 1)
+	if r, ok := plugin(t, "ADD", "c-green", b2, green); ok || !strings.Contains(fmt.Sprint(r["msg"]), "green") {
+		t.Fatalf("ADD on a network the daemon lacks: %v", r)
+	}
+	if n := allocated(t, ec, "green"); n != 0 {
+		t.Fatalf("the failed ADD kept %d address(es)", n)
+	}
+	if out := run(t, "ip", "-n", filepath.Base(b2), "-o", "link"); strings.Contains(out, "eth1") {
+		t.Fatalf("the failed ADD left a device: %s", out)
+	}
+
+	// GC with no valid attachment: red's pod goes (its interface, attachment, address).
+	red := strings.Replace(memifConf, `"network_name":"blue"`, `"network_name":"red"`, 2)
+	red = strings.Replace(red, `"kind":"memif","ring_size":512`, `"kind":"tap"`, 1)
+	red = strings.Replace(red, `"type":"veclane-cni"`, `"type":"veclane-cni","cni.dev/valid-attachments":[]`, 1)
+	if r, ok := plugin(t, "GC", "", "", red); !ok {
+		t.Fatalf("GC: %v", r)
+	}
+	if n := allocated(t, ec, "red"); n != 0 {
+		t.Fatalf("red allocations after GC: %d", n)
+	}
+	for _, i := range d.interfaces(t) {
+		if i.Network != nil && *i.Network == "red" {
+			t.Fatalf("GC left %s", i.Name)
+		}
+	}
+
+	// The daemon dies: STATUS says so, DEL still succeeds (and frees the address).
+	d.kill()
+	if r, ok := plugin(t, "STATUS", "", "", memifConf); ok || r["code"] != float64(50) {
+		t.Fatalf("STATUS with the daemon down: %v", r)
+	}
+	if _, err := c.tool("del", "blue", b1); err != nil {
+		t.Fatal(err)
+	}
+	if n := allocated(t, ec, "blue"); n != 0 {
+		t.Fatalf("blue allocations after DEL: %d", n)
+	}
+	if a := attachments(t, ec); len(a) != 0 {
+		t.Fatalf("attachments left: %+v", a)
+	}
+}
