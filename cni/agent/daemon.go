@@ -101,7 +101,7 @@ func (d *Daemon) route(add bool, r Route) error {
 // Owner), and in each the routes it owns (see OwnedRoutes), their next hop being their
 // tunnel's remote VTEP. Networks anyone else created are listed in Foreign and not read.
 func (d *Daemon) State() (State, error) {
-	st := State{Networks: map[string]*NetworkState{}, Routes: map[Route]bool{}, Foreign: map[string]bool{}}
+	st := State{Networks: map[string]*NetworkState{}, Routes: map[Route]bool{}, Foreign: map[string]bool{}, Taken: map[Route]bool{}}
 	nets, err := d.Networks()
 	if err != nil {
 		return st, err
@@ -134,6 +134,8 @@ func (d *Daemon) State() (State, error) {
 		for _, e := range entries {
 			if r, ok := OwnedRoutes(ns, e.Prefix, e.Path, byNet[n.Name]); ok {
 				st.Routes[r] = true
+			} else if e.Prefix.Bits() == 32 {
+				st.Taken[taken(n.Name, e.Prefix)] = true
 			}
 		}
 	}

@@ -54,7 +54,14 @@ type State struct {
 	// Foreign names the daemon's networks the agent did not create (actual state only): it
 	// never touches them, nor creates a network of the same name.
 	Foreign map[string]bool
+	// Taken holds the host routes of the agent's networks that are not the agent's (actual
+	// state only): a local pod's address, an operator's route. The agent never routes such
+	// an address to another node: a remote pod claiming it is a conflict, reported.
+	Taken map[Route]bool
 }
+
+// taken is the key of State.Taken for a network's host route.
+func taken(network string, p netip.Prefix) Route { return Route{Network: network, Prefix: p} }
 
 // Desired computes what node `self` must hold: every valid network whose physical network
 // has an uplink here, and a /32 route to every pod of those networks on another registered
@@ -101,13 +108,17 @@ func Desired(snap *cluster.Snapshot, self string, uplinks Uplinks) (State, []str
 type Action struct {
 	// Kind: "route-del", "network-del", "network-add" or "route-add", in the order a plan
 	// applies them (routes go before the networks they are in, networks come before routes).
+	// "pod-add" (after a plan, see Reconcile) makes a local pod's interface again.
 	Kind    string
 	Network *NetworkState
 	Route   Route
+	Pod     *cluster.PodAttachment
 }
 
 func (a Action) String() string {
 	switch a.Kind {
+	case "pod-add":
+		return fmt.Sprintf("pod-add %s (container %s interface %s, %s) network %s", a.Pod.Interface.Name, a.Pod.ContainerID, a.Pod.IfName, a.Pod.Address, a.Pod.Network)
 	case "network-add", "network-del":
 		return fmt.Sprintf("%s %s vni %d %v uplink %s", a.Kind, a.Network.Name, a.Network.VNI, a.Network.Ranges, a.Network.Uplink)
 	default:
@@ -146,6 +157,9 @@ func Plan(want, have State) []Action {
 	}
 	for r := range want.Routes {
 		if have.Foreign[r.Network] {
+			continue
+		}
+		if have.Taken[taken(r.Network, r.Prefix)] {
 			continue
 		}
 		if !have.Routes[r] || replaced[r.Network] {

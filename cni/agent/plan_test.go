@@ -135,3 +135,20 @@ func TestPlanLeavesForeignNetworksAlone(t *testing.T) {
 		t.Fatalf("plan %v, want %v", got, wantPlan)
 	}
 }
+
+// A remote pod claiming an address a local pod of this node holds (in the same network) is
+// not routed away from the local one.
+func TestPlanNeverRoutesALocalAddressAway(t *testing.T) {
+	want, _ := Desired(snap(), "n1", Uplinks{"": "eth0"})
+	have := State{
+		Networks: map[string]*NetworkState{}, Routes: map[Route]bool{}, Foreign: map[string]bool{"red": true},
+		Taken: map[Route]bool{taken("blue", netip.MustParsePrefix("10.1.0.3/32")): true},
+	}
+	var got []string
+	for _, x := range Plan(want, have) {
+		got = append(got, x.String())
+	}
+	if fmt.Sprint(got) != "[network-add blue vni 56 [10.1.0.0/16] uplink eth0]" {
+		t.Fatalf("plan %v", got)
+	}
+}

@@ -2,9 +2,12 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 
 	"veclane.dev/cni/cluster"
+	"veclane.dev/cni/pod"
 )
 
 // Round is what one reconciliation did.
@@ -38,6 +41,11 @@ func Reconcile(ctx context.Context, s *cluster.Store, d *Daemon, self string, up
 			round.Problems = append(round.Problems, fmt.Sprintf("network %s: the daemon has a network of that name the agent did not create (not owned by %s): left alone", name, Owner))
 		}
 	}
+	for r := range want.Routes {
+		if have.Taken[taken(r.Network, r.Prefix)] {
+			round.Problems = append(round.Problems, fmt.Sprintf("network %s: %s is a local address here (a pod of this node, or an operator's route), yet a pod behind %s claims it: not routed there", r.Network, r.Prefix.Addr(), r.Via))
+		}
+	}
 	for _, a := range Plan(want, have) {
 		var err error
 		switch a.Kind {
@@ -60,5 +68,55 @@ func Reconcile(ctx context.Context, s *cluster.Store, d *Daemon, self string, up
 		}
 		round.Applied = append(round.Applied, a)
 	}
-	return round, nil
+	return round, restorePods(d, snap, self, &round)
+}
+
+// restorePods makes again the pod interfaces the cluster records on this node and the
+// daemon lacks (it restarted, and its state went with it): the daemon's side and, for a tap
+// (whose device went with the daemon's fds), the pod's side. A pod whose namespace is gone
+// is left for CNI DEL or GC; one whose network the daemon does not have waits for it.
+func restorePods(d *Daemon, snap *cluster.Snapshot, self string, round *Round) error {
+	ifs, err := d.Interfaces()
+	if err != nil {
+		return err
+	}
+	have := map[string]bool{}
+	for _, i := range ifs {
+		have[i.Name] = true
+	}
+	nets, err := d.Networks()
+	if err != nil {
+		return err
+	}
+	netHave := map[string]bool{}
+	for _, n := range nets {
+		netHave[n.Name] = true
+	}
+	for k := range snap.Attachments {
+		a := &snap.Attachments[k]
+		if a.Node != self || a.Interface == nil || have[a.Interface.Name] || !netHave[a.Network] {
+			continue
+		}
+		if _, err := os.Stat(a.Interface.Netns); err != nil {
+			round.Problems = append(round.Problems, fmt.Sprintf("pod %s interface %s: its namespace %s is gone: left for CNI DEL or GC", a.ContainerID, a.IfName, a.Interface.Netns))
+			continue
+		}
+		act := Action{Kind: "pod-add", Pod: a}
+		if err := pod.Attach(d.Client, a); err != nil {
+			var refused *DaemonError
+			if !errors.As(err, &refused) {
+				return fmt.Errorf("%s: %w", act, err)
+			}
+			round.Failed = append(round.Failed, fmt.Sprintf("%s: %v", act, err))
+			continue
+		}
+		if a.Interface.Kind == "tap" {
+			if err := pod.Configure(a); err != nil {
+				round.Failed = append(round.Failed, fmt.Sprintf("%s: the pod's side: %v", act, err))
+				continue
+			}
+		}
+		round.Applied = append(round.Applied, act)
+	}
+	return nil
 }

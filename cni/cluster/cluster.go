@@ -89,6 +89,31 @@ type PodAttachment struct {
 	IfName      string     `json:"ifname"`
 	Node        string     `json:"node"`
 	Address     netip.Addr `json:"address"`
+	// Interface is how the pod's interface was made, for its node's agent to make it again
+	// after the daemon restarts (absent in records written by hand).
+	Interface *PodInterface `json:"interface,omitempty"`
+}
+
+// PodInterface is a pod interface as the CNI plugin asked the daemon for it.
+type PodInterface struct {
+	// Kind is "tap" or "memif".
+	Kind string `json:"kind"`
+	// Netns is the pod's network namespace (a path).
+	Netns string `json:"netns"`
+	// Name is the interface's name in the daemon.
+	Name string `json:"name"`
+	// MAC is the daemon's side (the pod's gateway), HostMAC the pod's.
+	MAC     string `json:"mac"`
+	HostMAC string `json:"hostMac"`
+	MTU     uint16 `json:"mtu,omitempty"`
+	Queues  uint16 `json:"queues,omitempty"`
+	// memif only.
+	Socket     string `json:"socket,omitempty"`
+	RingSize   uint32 `json:"ringSize,omitempty"`
+	BufferSize uint32 `json:"bufferSize,omitempty"`
+	// Gateway is the pod's next hop; Routes what the pod routes through it.
+	Gateway netip.Addr     `json:"gateway"`
+	Routes  []netip.Prefix `json:"routes,omitempty"`
 }
 
 // Validate says what is wrong with an attachment, if anything.
@@ -102,6 +127,14 @@ func (p *PodAttachment) Validate() error {
 	}
 	if !p.Address.Is4() {
 		return fmt.Errorf("attachment %s/%s: address %q is not IPv4", p.ContainerID, p.IfName, p.Address)
+	}
+	if i := p.Interface; i != nil {
+		if i.Kind != "tap" && i.Kind != "memif" {
+			return fmt.Errorf("attachment %s/%s: interface kind %q is neither tap nor memif", p.ContainerID, p.IfName, i.Kind)
+		}
+		if !strings.HasPrefix(i.Netns, "/") || i.Name == "" || !i.Gateway.Is4() {
+			return fmt.Errorf("attachment %s/%s: interface needs a namespace path, a name and an IPv4 gateway", p.ContainerID, p.IfName)
+		}
 	}
 	return nil
 }

@@ -143,6 +143,7 @@ type TapSpec struct {
 	Queues     uint16
 	MTU        uint16
 	HostMAC    string
+	MAC        string
 }
 
 // CreateTap creates a tap in a pod's namespace; the name the daemon gave it.
@@ -152,6 +153,7 @@ func (c *Client) CreateTap(s TapSpec) (string, error) {
 	opt(req, "network", s.Network)
 	opt(req, "pod", s.Pod)
 	opt(req, "host-mac", s.HostMAC)
+	opt(req, "mac", s.MAC)
 	if s.Queues != 0 {
 		req["queues"] = s.Queues
 	}

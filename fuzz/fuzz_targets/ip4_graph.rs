@@ -79,7 +79,10 @@ impl Node for Inject {
     ) {
         let n = self.0.len().min(room);
         for (rx_if, bytes) in self.0.drain(..n) {
-            let b = ctx.pool.from_bytes(&bytes).expect("the pool holds every frame");
+            let b = ctx
+                .pool
+                .from_bytes(&bytes)
+                .expect("the pool holds every frame");
             ctx.pool.meta_mut(b).rx_if = rx_if;
             out.push(b);
             next.push(InjectNext::EthernetInput.into());
@@ -165,6 +168,7 @@ fuzz_target!(|frames: Vec<Frame>| {
         Box::new(Output("memif-output")),
         Box::new(Output("af-packet-output")),
         Box::new(Output("af-xdp-output")),
+        Box::new(Output("tap-output")),
     ];
     nodes.extend(nodes::protocol_nodes(&shared, learned_tx));
     let mut rt = Runtime::new(nodes, 64).unwrap();
@@ -189,7 +193,10 @@ fuzz_target!(|frames: Vec<Frame>| {
             .map_or(0, |(_, _, s)| s.vectors)
     };
     let (out, dropped) = (
-        vectors("memif-output") + vectors("af-packet-output") + vectors("af-xdp-output"),
+        vectors("memif-output")
+            + vectors("af-packet-output")
+            + vectors("af-xdp-output")
+            + vectors("tap-output"),
         vectors("error-drop"),
     );
     assert_eq!(out + dropped, sent, "every frame is sent or dropped, once");

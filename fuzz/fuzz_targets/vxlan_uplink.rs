@@ -114,7 +114,10 @@ impl Node for Inject {
     ) {
         let n = self.0.len().min(room);
         for bytes in self.0.drain(..n) {
-            let b = ctx.pool.from_bytes(&bytes).expect("the pool holds every frame");
+            let b = ctx
+                .pool
+                .from_bytes(&bytes)
+                .expect("the pool holds every frame");
             ctx.pool.meta_mut(b).rx_if = UPLINK;
             out.push(b);
             next.push(InjectNext::EthernetInput.into());
@@ -235,6 +238,7 @@ fn run(pool: &mut Pool, frames: Vec<Vec<u8>>) -> Vec<u32> {
         Box::new(Output("memif-output", out.clone())),
         Box::new(Output("af-packet-output", out.clone())),
         Box::new(Output("af-xdp-output", out.clone())),
+        Box::new(Output("tap-output", out.clone())),
     ];
     nodes.extend(nodes::protocol_nodes(&shared, learned_tx));
     let mut rt = Runtime::new(nodes, 64).unwrap();

@@ -16,7 +16,6 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,7 +23,6 @@ import (
 	"net/netip"
 	"os"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/containernetworking/cni/pkg/invoke"
@@ -33,12 +31,11 @@ import (
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/cni/pkg/version"
 	"github.com/containernetworking/plugins/pkg/ipam"
-	"github.com/containernetworking/plugins/pkg/ns"
-	"github.com/vishvananda/netlink"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"veclane.dev/cni/cluster"
 	"veclane.dev/cni/ctl"
+	"veclane.dev/cni/pod"
 )
 
 // timeout bounds every call to etcd: a plugin the runtime waits for must not hang.
@@ -125,20 +122,6 @@ func node() string {
 	return h
 }
 
-// daemonName is the pod interface's name in the daemon: the same for the same (container,
-// interface), so DEL and CHECK find it without state of their own.
-func daemonName(containerID, ifName string) string {
-	h := sha256.Sum256([]byte(containerID))
-	return fmt.Sprintf("pod-%x-%s", h[:5], ifName)
-}
-
-// podMAC is the MAC a memif pod is told to use: locally administered, derived from the
-// container and interface so that a repeated ADD gives the same.
-func podMAC(containerID, ifName string) net.HardwareAddr {
-	h := sha256.Sum256([]byte(containerID + "/" + ifName))
-	return net.HardwareAddr{0x02, h[0], h[1], h[2], h[3], h[4]}
-}
-
 func memifSocket(c *netConf, ifName string) string {
 	if c.Interface.Socket != "" {
 		return c.Interface.Socket
@@ -218,60 +201,41 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 		return err
 	}
 	defer d.Close()
-	name := daemonName(args.ContainerID, args.IfName)
-	// A previous ADD of this attachment that died half-way left its interface: replace it.
-	if old, e := d.Interface(name); e == nil && old.Pod != nil && *old.Pod == args.ContainerID {
-		_ = d.DeleteInterface(name)
+	hostMAC, ourMAC := pod.MACs(args.ContainerID, args.IfName)
+	routes := append([]*types.Route{{Dst: prefixNet(subnet)}}, res.Routes...)
+	att := cluster.PodAttachment{
+		Network: c.NetworkName, ContainerID: args.ContainerID, IfName: args.IfName, Node: node(), Address: addr,
+		Interface: &cluster.PodInterface{
+			Kind: c.Interface.Kind, Netns: args.Netns, Name: pod.DaemonName(args.ContainerID, args.IfName),
+			MAC: ourMAC.String(), HostMAC: hostMAC.String(), MTU: c.Interface.MTU, Queues: c.Interface.Queues,
+			Gateway: gw,
+		},
 	}
-	var hostMAC net.HardwareAddr
-	var socketPath string
-	switch c.Interface.Kind {
-	case "tap":
-		_, err = d.CreateTap(ctl.TapSpec{
-			Name: name, HostIfName: args.IfName, Netns: args.Netns, Network: c.NetworkName,
-			Pod: args.ContainerID, Queues: c.Interface.Queues, MTU: c.Interface.MTU,
-		})
-	case "memif":
-		hostMAC = podMAC(args.ContainerID, args.IfName)
-		socketPath = memifSocket(c, args.IfName)
-		_, err = d.CreateMemif(ctl.MemifSpec{
-			Name: name, Socket: socketPath, Netns: args.Netns, Network: c.NetworkName,
-			Pod: args.ContainerID, RingSize: c.Interface.RingSize, BufferSize: c.Interface.BufferSize,
-			Queues: c.Interface.Queues, MTU: c.Interface.MTU,
-		})
+	pi := att.Interface
+	if pi.Kind == "memif" {
+		pi.Socket, pi.RingSize, pi.BufferSize = memifSocket(c, args.IfName), c.Interface.RingSize, c.Interface.BufferSize
 	}
-	if err != nil {
-		return daemonError("creating the pod's interface", err)
+	for _, r := range routes {
+		p, ok := netip.AddrFromSlice(r.Dst.IP.To4())
+		if !ok {
+			continue
+		}
+		ones, _ := r.Dst.Mask.Size()
+		pi.Routes = append(pi.Routes, netip.PrefixFrom(p, ones))
 	}
-	u.push(func() { _ = d.DeleteInterface(name) })
-	info, err := d.Interface(name)
+	if err := pod.Attach(d, &att); err != nil {
+		return daemonError("attaching the pod", err)
+	}
+	u.push(func() { _ = d.DeleteInterface(pi.Name) })
+	info, err := d.Interface(pi.Name)
 	if err != nil {
 		return daemonError("reading the pod's interface", err)
 	}
-	ourMAC, err := net.ParseMAC(info.MAC)
-	if err != nil {
-		return types.NewError(types.ErrInternal, "the daemon's MAC "+info.MAC+": "+err.Error(), "")
-	}
-	if c.Interface.Kind == "tap" {
-		if hostMAC, err = net.ParseMAC(info.Device.HostMAC); err != nil {
-			return types.NewError(types.ErrInternal, "the tap's MAC "+info.Device.HostMAC+": "+err.Error(), "")
-		}
-	}
-	if err := d.HostRoute(true, addr, name, c.NetworkName); err != nil {
-		return daemonError("routing "+addr.String()+" to the pod", err)
-	}
-	if err := d.Neighbor(true, name, addr, hostMAC.String()); err != nil {
-		return daemonError("adding the pod's neighbour entry", err)
-	}
-
-	// The pod's side: its address, the network's range (and the IPAM's routes) through the
-	// gateway, which it reaches without ARP.
-	routes := append([]*types.Route{{Dst: prefixNet(subnet)}}, res.Routes...)
-	if err := configurePod(args.Netns, args.IfName, c, addr, gw, ourMAC, routes); err != nil {
+	if err := pod.Configure(&att); err != nil {
 		return types.NewError(types.ErrInternal, "configuring "+args.IfName+" in "+args.Netns+": "+err.Error(), "")
 	}
-	if c.Interface.Kind == "memif" {
-		u.push(func() { _ = deleteDummy(args.Netns, args.IfName) })
+	if pi.Kind == "memif" {
+		u.push(func() { _ = pod.DeleteStandIn(args.Netns, args.IfName) })
 	}
 
 	st, closeEtcd, err := etcd(c)
@@ -281,11 +245,15 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 	defer closeEtcd()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	att := cluster.PodAttachment{Network: c.NetworkName, ContainerID: args.ContainerID, IfName: args.IfName, Node: node(), Address: addr}
 	if err := st.PutAttachment(ctx, att); err != nil {
 		return types.NewError(types.ErrTryAgainLater, "recording the attachment in etcd: "+err.Error(), "")
 	}
 
+	var socketPath string
+	if pi.Kind == "memif" {
+		socketPath = pi.Socket
+	}
+	name := pi.Name
 	mtu := int(info.MTU)
 	result := &types100.Result{
 		CNIVersion: types100.ImplementedSpecVersion,
@@ -320,100 +288,6 @@ func daemonError(what string, err error) error {
 	return types.NewError(types.ErrTryAgainLater, what+": "+err.Error(), "")
 }
 
-// configurePod sets up the pod's side: for a tap, the device the daemon made; for memif, a
-// dummy interface (see addDummy) that carries the address and routes for the kernel's view.
-func configurePod(netns, ifName string, c *netConf, addr, gw netip.Addr, ourMAC net.HardwareAddr, routes []*types.Route) error {
-	return ns.WithNetNSPath(netns, func(ns.NetNS) error {
-		var link netlink.Link
-		var err error
-		if c.Interface.Kind == "memif" {
-			if err := addDummy(ifName, int(c.Interface.MTU)); err != nil {
-				return err
-			}
-		}
-		if link, err = netlink.LinkByName(ifName); err != nil {
-			return err
-		}
-		if err := netlink.LinkSetUp(link); err != nil {
-			return err
-		}
-		a := &netlink.Addr{IPNet: &net.IPNet{IP: net.IP(addr.AsSlice()), Mask: net.CIDRMask(32, 32)}}
-		if err := netlink.AddrReplace(link, a); err != nil {
-			return fmt.Errorf("address %s: %w", addr, err)
-		}
-		idx := link.Attrs().Index
-		gwIP := net.IP(gw.AsSlice())
-		if c.Interface.Kind == "memif" {
-			// The kernel sends nothing through a dummy; the routes only say where the
-			// network is.
-			for _, r := range routes {
-				dst := r.Dst
-				if err := netlink.RouteReplace(&netlink.Route{LinkIndex: idx, Dst: &dst, Scope: netlink.SCOPE_LINK}); err != nil {
-					return fmt.Errorf("route %s: %w", dst.String(), err)
-				}
-			}
-			return nil
-		}
-		gwNet := &net.IPNet{IP: gwIP, Mask: net.CIDRMask(32, 32)}
-		if err := netlink.RouteReplace(&netlink.Route{LinkIndex: idx, Dst: gwNet, Scope: netlink.SCOPE_LINK}); err != nil {
-			return fmt.Errorf("route to the gateway %s: %w", gw, err)
-		}
-		for _, r := range routes {
-			dst := r.Dst
-			via := gwIP
-			if r.GW != nil {
-				via = r.GW
-			}
-			if err := netlink.RouteReplace(&netlink.Route{LinkIndex: idx, Dst: &dst, Gw: via}); err != nil {
-				return fmt.Errorf("route %s via %s: %w", dst.String(), via, err)
-			}
-		}
-		return netlink.NeighSet(&netlink.Neigh{
-			LinkIndex: idx, Family: netlink.FAMILY_V4, State: netlink.NUD_PERMANENT,
-			IP: gwIP, HardwareAddr: ourMAC,
-		})
-	})
-}
-
-// addDummy makes the memif pod's stand-in interface: a dummy device, or where the kernel
-// has no dummy driver (a kernel built without it) a persistent TUN device nobody reads, which
-// carries addresses and routes just as well.
-func addDummy(ifName string, mtu int) error {
-	attrs := netlink.LinkAttrs{Name: ifName, MTU: mtu}
-	err := netlink.LinkAdd(&netlink.Dummy{LinkAttrs: attrs})
-	if errors.Is(err, syscall.EOPNOTSUPP) {
-		err = netlink.LinkAdd(&netlink.Tuntap{LinkAttrs: attrs, Mode: netlink.TUNTAP_MODE_TUN, Flags: netlink.TUNTAP_DEFAULTS | netlink.TUNTAP_NO_PI})
-	}
-	if err != nil && !errors.Is(err, os.ErrExist) {
-		return fmt.Errorf("dummy %s: %w", ifName, err)
-	}
-	return nil
-}
-
-// deleteDummy removes a memif pod's dummy interface; a namespace or link that is gone is
-// nothing to delete.
-func deleteDummy(netns, ifName string) error {
-	err := ns.WithNetNSPath(netns, func(ns.NetNS) error {
-		l, err := netlink.LinkByName(ifName)
-		if err != nil {
-			var nf netlink.LinkNotFoundError
-			if errors.As(err, &nf) {
-				return nil
-			}
-			return err
-		}
-		if t := l.Type(); t != "dummy" && t != "tuntap" {
-			return nil
-		}
-		return netlink.LinkDel(l)
-	})
-	var gone ns.NSPathNotExistErr
-	if errors.As(err, &gone) {
-		return nil
-	}
-	return err
-}
-
 func cmdDel(args *skel.CmdArgs) error {
 	c, err := load(args.StdinData)
 	if err != nil {
@@ -431,7 +305,7 @@ func cmdDel(args *skel.CmdArgs) error {
 		return types.NewError(types.ErrTryAgainLater, "deleting the attachment in etcd: "+err.Error(), "")
 	}
 	if d, err := ctl.Dial(c.CtlSocket); err == nil {
-		err := d.DeleteInterface(daemonName(args.ContainerID, args.IfName))
+		err := d.DeleteInterface(pod.DaemonName(args.ContainerID, args.IfName))
 		d.Close()
 		if err != nil && !ctl.NoInterface(err) {
 			return daemonError("deleting the pod's interface", err)
@@ -440,7 +314,7 @@ func cmdDel(args *skel.CmdArgs) error {
 		return types.NewError(types.ErrTryAgainLater, err.Error(), "")
 	}
 	if c.Interface.Kind == "memif" && args.Netns != "" {
-		if err := deleteDummy(args.Netns, args.IfName); err != nil {
+		if err := pod.DeleteStandIn(args.Netns, args.IfName); err != nil {
 			return types.NewError(types.ErrInternal, "deleting "+args.IfName+" in "+args.Netns+": "+err.Error(), "")
 		}
 	}
@@ -460,7 +334,7 @@ func cmdCheck(args *skel.CmdArgs) error {
 		return err
 	}
 	defer d.Close()
-	name := daemonName(args.ContainerID, args.IfName)
+	name := pod.DaemonName(args.ContainerID, args.IfName)
 	fail := func(msg string) error { return types.NewError(types.ErrInternal, msg, "") }
 	info, err := d.Interface(name)
 	if err != nil {

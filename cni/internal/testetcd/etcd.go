@@ -50,6 +50,25 @@ func Start(t testing.TB) *Server {
 		t.Fatalf("starting etcd: %v", err)
 	}
 	t.Cleanup(s.Stop)
+	s.waitReady(t)
+	return s
+}
+
+// Restart starts the server again after Stop, on the same ports and data (an etcd that was
+// killed and came back), and waits until it answers.
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	s.Stop()
+	s.cmd = exec.Command(s.cmd.Path, s.cmd.Args[1:]...)
+	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
+	if err := s.cmd.Start(); err != nil {
+		t.Fatalf("restarting etcd: %v", err)
+	}
+	s.waitReady(t)
+}
+
+func (s *Server) waitReady(t testing.TB) {
+	t.Helper()
 	c := s.Client(t)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -64,7 +83,6 @@ func Start(t testing.TB) *Server {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return s
 }
 
 // Client returns a client of the server, closed with the test.
@@ -81,7 +99,7 @@ func (s *Server) Client(t testing.TB) *clientv3.Client {
 	return c
 }
 
-// Stop kills the server (idempotent).
+// Stop kills the server with SIGKILL (idempotent).
 func (s *Server) Stop() {
 	if s.cmd.Process != nil && s.cmd.ProcessState == nil {
 		_ = s.cmd.Process.Kill()

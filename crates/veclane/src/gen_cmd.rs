@@ -56,6 +56,18 @@ pub struct GenArgs {
     /// --flows, frames cycle through every (port, address) pair.
     #[arg(long, default_value_t = 1)]
     dst_ips: u16,
+    /// Source MAC of the frames sent (default 02:00:00:00:00:01).
+    #[arg(long, value_parser = parse_mac)]
+    src_mac: Option<api::MacAddr>,
+    /// Destination MAC (default 02:00:00:00:00:02): the switch's interface.
+    #[arg(long, value_parser = parse_mac)]
+    dst_mac: Option<api::MacAddr>,
+    /// Source IPv4 address (default 10.10.1.2).
+    #[arg(long)]
+    src_ip: Option<std::net::Ipv4Addr>,
+    /// First destination IPv4 address (default 10.10.2.2).
+    #[arg(long)]
+    dst_ip: Option<std::net::Ipv4Addr>,
     /// Frames per burst, 1..256.
     #[arg(long, default_value_t = 64)]
     burst: usize,
@@ -90,6 +102,10 @@ pub struct GenArgs {
     json: bool,
 }
 
+fn parse_mac(s: &str) -> Result<api::MacAddr, String> {
+    api::parse_mac(s).map_err(|e| e.to_string())
+}
+
 fn secs(name: &str, v: f64) -> anyhow::Result<Duration> {
     if !(v.is_finite() && v >= 0.0) {
         bail!("--{name} {v} must be a non-negative number of seconds");
@@ -116,11 +132,18 @@ pub fn run(a: GenArgs) -> anyhow::Result<()> {
         socket: SocketPath::parse(&a.socket),
         iface: iface(a.id),
         rx_iface: a.rx_id.map(iface),
-        spec: FrameSpec {
-            size: a.size,
-            flows: a.flows,
-            dst_ips: a.dst_ips,
-            ..Default::default()
+        spec: {
+            let d = FrameSpec::default();
+            FrameSpec {
+                size: a.size,
+                flows: a.flows,
+                dst_ips: a.dst_ips,
+                src_mac: a.src_mac.unwrap_or(d.src_mac),
+                dst_mac: a.dst_mac.unwrap_or(d.dst_mac),
+                src_ip: a.src_ip.unwrap_or(d.src_ip),
+                dst_ip: a.dst_ip.unwrap_or(d.dst_ip),
+                ..d
+            }
         },
         send: !a.rx_only,
         receive: !a.tx_only,

@@ -72,11 +72,20 @@ impl Control {
             return Ok(());
         };
         let t = self.tunnel_to(k, nh)?;
+        // A prefix through a tunnel is resolved host by host inside it (glean); a host route
+        // (a node agent's route to one remote pod) has that host for next hop, so the
+        // neighbour learned in the tunnel resolves the route itself (a learned neighbour's
+        // own host route would not be installed over a configured /32).
+        let inner = if r.prefix.len == 32 {
+            r.prefix.addr
+        } else {
+            Ipv4Addr::UNSPECIFIED
+        };
         let added = self.rib.add_route(
             &self.ifconfigs,
             table,
             r.prefix,
-            Via::Address(Ipv4Addr::UNSPECIFIED),
+            Via::Address(inner),
             Some(t),
         );
         if let Err(e) = added {
