@@ -4,6 +4,9 @@
 //
 //	veclane-agent --etcd http://127.0.0.1:2379 --node n1 --vtep 192.0.2.1 \
 //	    --uplink uplink [--physical-network storage=uplink2] [--ctl-socket /run/veclane/ctl.sock]
+//
+// `veclane-agent network add NAME --vni N --range CIDR [--physical-network P]`, `network del
+// NAME` and `network list` write and read the cluster's networks in etcd (--etcd).
 package main
 
 import (
@@ -37,6 +40,13 @@ func (p pairs) Set(v string) error {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "network" {
+		if err := networkCmd(os.Args[2:], os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "veclane-agent:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	var (
 		endpoints = flag.String("etcd", "http://127.0.0.1:2379", "etcd endpoints, comma-separated")
 		node      = flag.String("node", "", "this node's name (default: the host name)")

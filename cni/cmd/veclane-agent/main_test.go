@@ -1,11 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"io"
 	"log/slog"
 	"strings"
 	"testing"
 	"time"
+
+	"veclane.dev/cni/internal/testetcd"
 )
 
 func TestBadArgumentsAreRefusedWithTheirFlag(t *testing.T) {
@@ -29,5 +32,43 @@ func TestBadArgumentsAreRefusedWithTheirFlag(t *testing.T) {
 	}
 	if err := p.Set("storage"); err == nil {
 		t.Fatal("NAME without =INTERFACE accepted")
+	}
+}
+
+func TestNetworkCommandWritesCheckedNetworks(t *testing.T) {
+	etcd := testetcd.Start(t)
+	var out bytes.Buffer
+	ep := []string{"--etcd", etcd.Endpoint}
+	must := func(args ...string) {
+		t.Helper()
+		out.Reset()
+		if err := networkCmd(append(args, ep...), &out); err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+	}
+	must("add", "blue", "--vni", "56", "--range", "10.1.0.0/16")
+	must("add", "red", "--vni", "88", "--range", "10.1.0.0/16", "--physical-network", "storage")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"add", "green", "--vni", "56", "--range", "10.2.0.0/16"}, "56"},
+		{[]string{"add", "green", "--vni", "57", "--range", "10.2.0.1/16"}, "10.2.0.1/16"},
+		{[]string{"add", "green", "--vni", "0", "--range", "10.2.0.0/16"}, "vni"},
+		{[]string{"add", "--vni", "9"}, "network name"},
+		{[]string{"frob", "x"}, "frob"},
+	} {
+		if err := networkCmd(append(c.args, ep...), io.Discard); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want %q", c.args, err, c.want)
+		}
+	}
+	must("list")
+	if got := out.String(); !strings.Contains(got, "blue") || !strings.Contains(got, "storage") || strings.Contains(got, "green") {
+		t.Fatalf("list:\n%s", got)
+	}
+	must("del", "blue")
+	must("list")
+	if strings.Contains(out.String(), "blue") {
+		t.Fatalf("blue after del:\n%s", out.String())
 	}
 }

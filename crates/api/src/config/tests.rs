@@ -297,3 +297,27 @@ fn uplinks_and_network_routes_are_checked() {
     ];
     assert_eq!(p, want);
 }
+
+/// The example Kubernetes deployment's configuration (docs/k8s/daemonset.yaml) is one the
+/// daemon takes.
+#[test]
+fn the_kubernetes_example_configuration_parses() {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/k8s/daemonset.yaml");
+    let yaml = std::fs::read_to_string(&path).unwrap();
+    let mut lines = yaml
+        .lines()
+        .skip_while(|l| l.trim() != "veclane.toml: |")
+        .skip(1);
+    let first = lines.next().unwrap();
+    let indent = first.len() - first.trim_start().len();
+    let toml: String = std::iter::once(first)
+        .chain(
+            lines.take_while(|l| l.trim().is_empty() || l.len() - l.trim_start().len() >= indent),
+        )
+        .map(|l| format!("{}\n", l.get(indent..).unwrap_or("")))
+        .collect();
+    let c = Config::parse(&toml, "docs/k8s/daemonset.yaml").unwrap();
+    assert_eq!(c.daemon.workers, [1]);
+    assert_eq!(c.af_packet[0].name(), "uplink");
+}
