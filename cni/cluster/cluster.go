@@ -107,7 +107,8 @@ type PodInterface struct {
 	HostMAC string `json:"hostMac"`
 	MTU     uint16 `json:"mtu,omitempty"`
 	Queues  uint16 `json:"queues,omitempty"`
-	// memif only.
+	// memif only; Mode "ip" for bare IPv4 packets.
+	Mode       string `json:"mode,omitempty"`
 	Socket     string `json:"socket,omitempty"`
 	RingSize   uint32 `json:"ringSize,omitempty"`
 	BufferSize uint32 `json:"bufferSize,omitempty"`

@@ -91,6 +91,7 @@ type Device struct {
 	Netns      *string `json:"netns"`
 	Socket     string  `json:"socket"`
 	ID         uint32  `json:"id"`
+	Mode       string  `json:"mode"`
 }
 
 // Interface is one interface as `show interface` reports it.
@@ -176,6 +177,8 @@ type MemifSpec struct {
 	Queues     uint16
 	MTU        uint16
 	MAC        string
+	// Mode is "ethernet" (default) or "ip" (bare IPv4 packets).
+	Mode string
 }
 
 // CreateMemif creates a memif master listening in a pod's namespace; the name it got.
@@ -185,6 +188,7 @@ func (c *Client) CreateMemif(s MemifSpec) (string, error) {
 	opt(req, "network", s.Network)
 	opt(req, "pod", s.Pod)
 	opt(req, "mac", s.MAC)
+	opt(req, "mode", s.Mode)
 	if s.RingSize != 0 {
 		req["ring-size"] = s.RingSize
 	}

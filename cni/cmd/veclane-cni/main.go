@@ -51,7 +51,7 @@ type ifaceConf struct {
 	Queues uint16 `json:"queues,omitempty"`
 	MTU    uint16 `json:"mtu,omitempty"`
 	// memif: the socket in the pod's namespace (default "@veclane-<ifname>", abstract),
-	// its rings, and the mode the pod speaks ("ethernet", the only one the daemon serves).
+	// its rings, and the mode the pod speaks ("ethernet", the default, or "ip": bare IPv4).
 	Socket     string `json:"socket,omitempty"`
 	RingSize   uint32 `json:"ring_size,omitempty"`
 	BufferSize uint32 `json:"buffer_size,omitempty"`
@@ -105,11 +105,11 @@ func load(stdin []byte) (*netConf, error) {
 	default:
 		return nil, configError(fmt.Sprintf("interface.kind %q: expected tap or memif", c.Interface.Kind))
 	}
-	if c.Interface.Mode != "" && c.Interface.Mode != "ethernet" {
-		return nil, configError(fmt.Sprintf("interface.mode %q: the daemon serves memif in ethernet mode only", c.Interface.Mode))
+	if c.Interface.Mode != "" && c.Interface.Mode != "ethernet" && c.Interface.Mode != "ip" {
+		return nil, configError(fmt.Sprintf("interface.mode %q: expected ethernet or ip", c.Interface.Mode))
 	}
-	if c.Interface.Kind == "tap" && (c.Interface.Socket != "" || c.Interface.RingSize != 0 || c.Interface.BufferSize != 0) {
-		return nil, configError("interface.socket, ring_size and buffer_size are memif settings; kind is tap")
+	if c.Interface.Kind == "tap" && (c.Interface.Socket != "" || c.Interface.RingSize != 0 || c.Interface.BufferSize != 0 || c.Interface.Mode != "") {
+		return nil, configError("interface.socket, ring_size, buffer_size and mode are memif settings; kind is tap")
 	}
 	return &c, nil
 }
@@ -214,6 +214,9 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 	pi := att.Interface
 	if pi.Kind == "memif" {
 		pi.Socket, pi.RingSize, pi.BufferSize = memifSocket(c, args.IfName), c.Interface.RingSize, c.Interface.BufferSize
+		if c.Interface.Mode == "ip" {
+			pi.Mode = "ip"
+		}
 	}
 	for _, r := range routes {
 		p, ok := netip.AddrFromSlice(r.Dst.IP.To4())

@@ -333,6 +333,27 @@ func TestPodsGetInterfacesOnTheirNetworks(t *testing.T) {
 	if _, err := c.tool("del", "blue-memif", m1); err != nil {
 		t.Fatal(err)
 	}
+	// memif in ip mode (bare IPv4): the daemon's interface says so.
+	ipConf := strings.Replace(memifConf, `"kind":"memif"`, `"kind":"memif","mode":"ip"`, 1)
+	m2 := netns(t, "m2")
+	if r, ok := plugin(t, "ADD", "c-ip", m2, ipConf); !ok {
+		t.Fatalf("ADD in ip mode: %v", r)
+	}
+	found := false
+	for _, i := range d.interfaces(t) {
+		if i.Pod != nil && *i.Pod == "c-ip" {
+			found = i.Device.Mode == "ip"
+		}
+	}
+	if !found {
+		t.Fatalf("no memif in ip mode for c-ip: %+v", d.interfaces(t))
+	}
+	if r, ok := plugin(t, "DEL", "c-ip", m2, ipConf); !ok {
+		t.Fatalf("DEL in ip mode: %v", r)
+	}
+	if r, ok := plugin(t, "ADD", "c-bad", m2, strings.Replace(memifConf, `"kind":"memif"`, `"kind":"memif","mode":"punt"`, 1)); ok || r["code"] != float64(7) {
+		t.Fatalf("ADD with mode punt: %v", r)
+	}
 	if out := run(t, "ip", "-n", filepath.Base(m1), "-o", "link"); strings.Contains(out, "eth1") {
 		t.Fatalf("m1's dummy stayed: %s", out)
 	}

@@ -17,8 +17,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub use config::{
-    AfPacketSpec, AfXdpSpec, Config, MemifSpec, NeighborSpec, NetworkSpec, RouteSpec, TapSpec,
-    XdpMode,
+    AfPacketSpec, AfXdpSpec, Config, MemifMode, MemifSpec, NeighborSpec, NetworkSpec, RouteSpec,
+    TapSpec, XdpMode,
 };
 pub use types::{
     CopyEngine, CopyMode, Ipv4Prefix, MacAddr, ParseError, Role, RxMode, Via, parse_ipv4,
@@ -197,6 +197,8 @@ pub enum DeviceInfo {
         /// The network namespace the socket listens in (a pod's), if not ours.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         netns: Option<String>,
+        #[serde(default)]
+        mode: MemifMode,
     },
     AfPacket {
         host_if: String,
@@ -238,11 +240,15 @@ impl std::fmt::Display for DeviceInfo {
                 max_rx_queues,
                 max_tx_queues,
                 netns,
+                mode,
             } => {
                 write!(
                     f,
                     "memif {role} id {id} socket {socket} ring {ring_size} buffer {buffer_size} max-queues rx {max_rx_queues} tx {max_tx_queues}"
                 )?;
+                if *mode == MemifMode::Ip {
+                    write!(f, " mode ip")?;
+                }
                 match netns {
                     Some(n) => write!(f, " netns {n}"),
                     None => Ok(()),

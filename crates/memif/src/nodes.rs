@@ -16,6 +16,9 @@ use copy_engine::Engine;
 use graph::{CONSUMED, Ctx, Node, Point};
 
 use crate::queue::{PeerTable, Peers};
+
+/// An Ethernet header's length: what an interface in ip mode strips.
+const ETH_HDR: usize = 14;
 use crate::{LinkDown, PrimaryRx, PrimaryTx, SecondaryRx, SecondaryTx};
 
 /// A memif receive queue in either role: as primary (master) we copy out of the peer's
@@ -175,9 +178,23 @@ impl TxQueue {
 /// Hands a connected interface's queues to a worker (or takes them back).
 #[derive(Debug)]
 pub enum QueueCommand {
-    Rx { ifindex: u32, queue: RxQueue },
-    Tx { ifindex: u32, queue: TxQueue },
-    Detach { ifindex: u32 },
+    Rx {
+        ifindex: u32,
+        queue: RxQueue,
+    },
+    Tx {
+        ifindex: u32,
+        queue: TxQueue,
+    },
+    /// `memif-output`: interface `ifindex` is in ip mode (its peer takes bare IPv4 packets):
+    /// the Ethernet header `ip4-rewrite` wrote is stripped, and what is not IPv4 dropped.
+    /// Until its `Detach`.
+    IpMode {
+        ifindex: u32,
+    },
+    Detach {
+        ifindex: u32,
+    },
 }
 
 /// `memif-input`: polls every rx queue placed on this worker.
@@ -296,7 +313,7 @@ impl Node for MemifInput {
                     self.peers.detach(ctx.pool, ifindex);
                     self.queues.retain(|(i, _)| *i != ifindex);
                 }
-                QueueCommand::Tx { .. } => {}
+                QueueCommand::Tx { .. } | QueueCommand::IpMode { .. } => {}
             }
         }
         let mut down = false;
@@ -348,6 +365,10 @@ pub struct MemifOutput {
     engine: Engine,
     /// The peer memory single-copy payloads stay in, as this worker's `memif-input` attached it.
     peers: Peers,
+    /// Interfaces in ip mode, by index.
+    ip_mode: Vec<bool>,
+    /// The packets of a run to an interface in ip mode that are IPv4.
+    kept: Vec<u32>,
 }
 
 impl core::fmt::Debug for MemifOutput {
@@ -368,6 +389,8 @@ impl MemifOutput {
             bounce: Vec::new(),
             engine: Engine::Cpu(copy_engine::CpuEngine::new()),
             peers: Peers::default(),
+            ip_mode: Vec::new(),
+            kept: Vec::new(),
         }
     }
 
@@ -379,6 +402,32 @@ impl MemifOutput {
 
     /// Sends `run`, a run of packets for interface `ifindex`, and frees them all.
     fn flush(&mut self, ctx: &mut Ctx<'_, Self>, ifindex: u32, run: &[u32]) {
+        if self.ip_mode.get(ifindex as usize) == Some(&true) {
+            return self.flush_ip(ctx, ifindex, run);
+        }
+        self.send_run(ctx, ifindex, run);
+    }
+
+    /// `flush` for an interface in ip mode: IPv4 packets lose their Ethernet header, the rest
+    /// (ARP, say, which a peer in ip mode has no use for) is dropped.
+    #[cold]
+    fn flush_ip(&mut self, ctx: &mut Ctx<'_, Self>, ifindex: u32, run: &[u32]) {
+        let mut kept = std::mem::take(&mut self.kept);
+        kept.clear();
+        for &b in run {
+            let ip4 = ctx.pool.data(b).get(12..14) == Some(&[0x08, 0x00]);
+            if ip4 && ctx.pool.advance(b, ETH_HDR as isize) {
+                kept.push(b);
+            } else {
+                ctx.count_error(OutputError::NotIp4);
+                ctx.pool.free(b);
+            }
+        }
+        self.send_run(ctx, ifindex, &kept);
+        self.kept = kept;
+    }
+
+    fn send_run(&mut self, ctx: &mut Ctx<'_, Self>, ifindex: u32, run: &[u32]) {
         let queue = self
             .queues
             .get_mut(ifindex as usize)
@@ -418,6 +467,7 @@ graph::node! {
     error OutputError {
         NoTx = "interface not connected",
         RingFull = "tx ring full (no free slots)",
+        NotIp4 = "not IPv4 to an interface in ip mode",
     }
 }
 
@@ -433,9 +483,19 @@ impl MemifOutput {
                     }
                     self.queues[i] = Some(queue);
                 }
+                QueueCommand::IpMode { ifindex } => {
+                    let i = ifindex as usize;
+                    if self.ip_mode.len() <= i {
+                        self.ip_mode.resize(i + 1, false);
+                    }
+                    self.ip_mode[i] = true;
+                }
                 QueueCommand::Detach { ifindex } => {
                     if let Some(q) = self.queues.get_mut(ifindex as usize) {
                         *q = None;
+                    }
+                    if let Some(m) = self.ip_mode.get_mut(ifindex as usize) {
+                        *m = false;
                     }
                 }
                 QueueCommand::Rx { .. } => {}

@@ -35,6 +35,15 @@ impl LearnSink {
     pub fn new(tx: SyncSender<Learned>, wake: Option<Arc<dyn Fn() + Send + Sync>>) -> LearnSink {
         LearnSink { tx, wake }
     }
+
+    /// Reports one neighbour and wakes the control thread; false if the queue is full.
+    pub(crate) fn report(&self, l: Learned) -> bool {
+        let ok = self.tx.try_send(l).is_ok();
+        if ok && let Some(w) = &self.wake {
+            w();
+        }
+        ok
+    }
 }
 
 impl From<SyncSender<Learned>> for LearnSink {

@@ -39,6 +39,7 @@ graph::node! {
         NotForUs = "l3 mac mismatch",
         UnknownType = "unknown ethertype",
         IfDown = "interface down",
+        NotIp4 = "not IPv4 on an interface in ip mode",
     }
     trace EthernetTrace { ethertype: u16, ip4_ttl: u16 }
 }
@@ -77,18 +78,23 @@ impl EthernetInput {
     ) {
         let ifs = self.shared.interfaces.load();
         // The previous packet's receiving interface (a frame is usually one interface's).
-        let (mut last_rx, mut last_ifc) = (buffer::NONE, None);
+        let (mut last_rx, mut last_ifc, mut last_l3) = (buffer::NONE, None, false);
         for (&b, n) in bufs.iter().zip(next.iter_mut()) {
             let (m, data) = ctx.pool.meta_data_mut(b);
             if m.rx_if != last_rx {
                 last_rx = m.rx_if;
                 last_ifc = ifs.get(last_rx as usize).filter(|i| i.up);
+                last_l3 = last_ifc.is_some_and(|i| i.l3);
             }
             let Some(ifc) = last_ifc else {
                 ctx.count_error(Error::IfDown);
                 *n = Next::Drop.into();
                 continue;
             };
+            if last_l3 {
+                *n = l3_input::<BYPASS>(ctx, b, ifc.vrf, vteps).into();
+                continue;
+            }
             // Fast path: IPv4 unicast to this interface's MAC.
             if let Some((eth, ip)) = data.split_first_chunk::<ETH_HDR>()
                 && let e = Ethernet::new_unchecked(eth)
@@ -169,6 +175,47 @@ impl EthernetInput {
     }
 }
 
+/// A packet of an interface without Ethernet (a memif in ip mode): IPv4 from its first
+/// byte, given ip4-input's checks as on the fast path; anything else is dropped.
+#[cold]
+#[inline(never)]
+fn l3_input<const BYPASS: bool>(
+    ctx: &mut Ctx<'_, EthernetInput>,
+    b: u32,
+    vrf: u32,
+    vteps: &[(u32, wire::Ipv4Addr)],
+) -> Next {
+    let (m, data) = ctx.pool.meta_data_mut(b);
+    m.vrf = vrf;
+    let traced = m.flags & graph::BUFFER_TRACED != 0;
+    let unchained = m.next == buffer::NONE;
+    if data.first().map(|v| v >> 4) != Some(4) {
+        ctx.count_error(Error::NotIp4);
+        return Next::Drop;
+    }
+    let ttl = data.get(8).copied().unwrap_or(0);
+    let Some((to, cut)) = ip4_input::fast::<BYPASS>(m, data, vteps) else {
+        if traced {
+            trace_ip4(ctx, b, 0);
+        }
+        return Next::Ip4;
+    };
+    if let Some(total) = cut {
+        if unchained {
+            ctx.pool.truncate(b, total);
+        } else {
+            ctx.pool.truncate_chain(b, u32::from(total));
+        }
+    }
+    if traced {
+        trace_ip4(ctx, b, ttl);
+    }
+    match to {
+        ip4_input::Fast::Lookup => Next::Lookup,
+        ip4_input::Fast::Vxlan => Next::Vxlan,
+    }
+}
+
 /// The trace record of an IPv4 frame on the fast path (`ttl`: 0 if its header failed a check
 /// and it went on to `ip4-input`). Out of line: tracing is rare, and the loop stays tight.
 #[cold]
@@ -176,4 +223,52 @@ impl EthernetInput {
 fn trace_ip4(ctx: &mut Ctx<'_, EthernetInput>, b: u32, ttl: u8) {
     let (ethertype, ip4_ttl) = (EtherType::Ipv4.to_raw(), u16::from(ttl));
     ctx.trace(b, EthernetTrace { ethertype, ip4_ttl });
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arc_swap::ArcSwap;
+
+    use super::*;
+    use crate::IfConfig;
+    use crate::testing::run_one;
+
+    fn node(l3: bool) -> EthernetInput {
+        let mut c = IfConfig::new([2, 0, 0, 0, 0, 1], 3);
+        c.l3 = l3;
+        EthernetInput::new(Shared::new(
+            Arc::new(ArcSwap::from_pointee(vec![c])),
+            Arc::new(ArcSwap::from_pointee(Vec::new())),
+            fib::adj::AdjTable::new().reader(),
+        ))
+    }
+
+    fn ipv4() -> Vec<u8> {
+        let mut v = Vec::new();
+        etherparse::PacketBuilder::ipv4([10, 0, 0, 2], [10, 0, 0, 1], 64)
+            .udp(1, 2)
+            .write(&mut v, &[0; 18])
+            .unwrap();
+        v
+    }
+
+    /// On an interface in ip mode a packet is IPv4 from its first byte: checked and looked up
+    /// in the interface's VRF, its bytes untouched; anything else is dropped and counted.
+    #[test]
+    fn ip_mode_takes_bare_ipv4() {
+        let p = ipv4();
+        let ((next, data, _, meta), errors) = run_one(node(true), &p, &[], |m| m.rx_if = 0);
+        assert_eq!((next, errors.len()), ("ip4-lookup", 0));
+        assert_eq!((data, meta.vrf), (p.clone(), 3));
+        let ((next, ..), errors) = run_one(node(true), &[0x60; 40], &[], |m| m.rx_if = 0);
+        assert_eq!(
+            (next, errors),
+            ("error-drop", vec!["not IPv4 on an interface in ip mode"])
+        );
+        // The same bytes on an Ethernet interface are no frame for us.
+        let ((next, ..), _) = run_one(node(false), &p, &[], |m| m.rx_if = 0);
+        assert_eq!(next, "error-drop");
+    }
 }

@@ -47,6 +47,8 @@ pub struct Ip4Glean {
     shared: Shared,
     interval: u64,
     sent: Box<[Sent; SLOTS]>,
+    /// Where a next hop on an interface without Ethernet is reported resolved.
+    learned: Option<crate::LearnSink>,
 }
 
 impl Ip4Glean {
@@ -60,7 +62,15 @@ impl Ip4Glean {
             shared,
             interval: u64::try_from(interval.as_nanos()).unwrap_or(u64::MAX),
             sent: Box::new([NEVER; SLOTS]),
+            learned: None,
         }
+    }
+
+    /// Next hops on an interface in ip mode (no Ethernet, a point-to-point link) need no ARP:
+    /// they are reported to `learned` as resolved (the MAC is never written out there).
+    pub fn with_learn_sink(mut self, learned: crate::LearnSink) -> Ip4Glean {
+        self.learned = Some(learned);
+        self
     }
 
     /// Whether a request for `(tx_if, next_hop)` may go out `now`; if so, remembers it.
@@ -96,6 +106,7 @@ graph::node! {
         OffNetwork = "tunnel: sender outside its network, no arp request on its behalf",
         StaleAdj = "adjacency changed",
         NoRoom = "no room for the arp request",
+        PointToPoint = "next hop on an interface in ip mode resolved without arp, packet dropped",
     }
     trace GleanTrace { tx_if: u32, next_hop: [u8; 4] }
 }
@@ -131,6 +142,17 @@ impl Node for Ip4Glean {
             } else {
                 next_hop
             };
+            if ifc.l3 {
+                if let Some(l) = &self.learned {
+                    l.report(crate::Learned {
+                        ifindex: tx_if,
+                        ip: next_hop,
+                        mac: [0; 6],
+                    });
+                }
+                ctx.count_error(Error::PointToPoint);
+                continue;
+            }
             // A tunnel has no address of its own: it asks on behalf of the packet's sender,
             // which the other side then reaches through us (see `arp-input`'s proxy).
             let me = match ifc.tunnel() {

@@ -77,9 +77,10 @@ pub fn protocol_nodes(
     shared: &Shared,
     learned: impl Into<LearnSink>,
 ) -> Vec<Box<dyn graph::AnyNode>> {
+    let learned: LearnSink = learned.into();
     vec![
         Box::new(EthernetInput::new(shared.clone())),
-        Box::new(ArpInput::new(shared.clone(), learned)),
+        Box::new(ArpInput::new(shared.clone(), learned.clone())),
         Box::new(Ip4Input::new(shared.clone())),
         Box::new(Ip4Lookup::new(shared.clone())),
         Box::new(Ip4Local::default()),
@@ -90,7 +91,7 @@ pub fn protocol_nodes(
         Box::new(Ip4Rewrite::new(shared.clone())),
         Box::new(Ip4Frag::new(shared.clone())),
         Box::new(Ip4IcmpError::new(shared.clone())),
-        Box::new(Ip4Glean::new(shared.clone())),
+        Box::new(Ip4Glean::new(shared.clone()).with_learn_sink(learned.clone())),
         Box::new(InterfaceOutput::new(shared.clone())),
         Box::new(ErrorDrop),
     ]
@@ -134,6 +135,10 @@ pub struct IfConfig {
     pub mtu: u16,
     /// Which device node transmits for it (`interface-output` dispatches on this).
     pub device: Device,
+    /// It carries bare IPv4 packets, no Ethernet header (a memif in ip mode):
+    /// `ethernet-input` takes what it receives as IPv4, its device node strips the header
+    /// `ip4-rewrite` wrote.
+    pub l3: bool,
 }
 
 /// The kind of device behind an interface.
@@ -253,6 +258,7 @@ impl IfConfig {
             addresses: Vec::new(),
             mtu: DEFAULT_MTU,
             device: Device::Memif,
+            l3: false,
         }
     }
 

@@ -185,3 +185,73 @@ fn veclane_slave_talks_to_a_vpp_master() {
     wait_vpp_connected(&d);
     check(&d, &vpp, &mut pods);
 }
+
+/// A memif in ip mode (bare IPv4, no Ethernet, no ARP) between a VPP slave (`mode ip`) and a
+/// veclane master: VPP pings veclane's address on it (one buffer and chained), and the pod
+/// behind veclane's Ethernet memif, forwarded between the two modes both ways.
+#[test]
+fn vpp_in_ip_mode_talks_to_a_veclane_master_in_ip_mode() {
+    let Some(bin) = vpp_bin() else { return };
+    let d = Daemon::start(&format!(
+        r#"
+[daemon]
+mode = "adaptive"
+buffers = 8192
+
+[[interface]]
+name = "to-vpp"
+socket = "memif.sock"
+id = 0
+role = "master"
+mode = "ip"
+addresses = ["10.10.5.1/24"]
+
+[[interface]]
+name = "pod"
+socket = "pods.sock"
+id = 1
+role = "master"
+mac = "{POD_GW_MAC}"
+addresses = ["10.10.2.1/24"]
+
+[[neighbor]]
+interface = "pod"
+ip = "10.10.2.2"
+mac = "02:00:00:00:b1:00"
+"#
+    ));
+    assert!(d.ok("show interface to-vpp").contains("mode ip"));
+    let mut pods = Pods::connect(&d.path("pods.sock"), &[1]);
+    let m = memif_name(0);
+    let cfg = VppConfig {
+        workers: vec![],
+        topology: VppTopology {
+            memifs: vec![],
+            slave_of: Some(d.path("memif.sock")),
+            commands: vec![
+                "create interface memif id 0 socket-id 1 slave mode ip".into(),
+                format!("set interface ip address {m} 10.10.5.2/24"),
+                format!("ip route add 10.10.2.0/24 via 10.10.5.1 {m}"),
+                format!("set interface state {m} up"),
+            ],
+            plugins: vec!["ping"],
+            rx_from: vec![m.clone()],
+            tx_to: vec![m],
+        },
+        ..VppConfig::new(0, 1)
+    };
+    let vpp = bench::vpp::spawn(&bin, None, &cfg).unwrap();
+    wait_vpp_connected(&d);
+    // The first reply may be lost: veclane's next hop on a link without ARP is taken as
+    // resolved by the first packet to it.
+    let (sent, got) = vpp_ping(&vpp, "10.10.5.1", 5, 56);
+    assert!(got >= 4, "{got} of {sent}\n{}", d.ok("show errors"));
+    let (sent, got) = vpp_ping(&vpp, "10.10.5.1", 5, 8000);
+    assert_eq!(got, sent, "jumbo pings in ip mode\n{}", d.ok("show errors"));
+    let ((sent, got), seen) = serving(&mut pods, || vpp_ping(&vpp, "10.10.2.2", 5, 56));
+    assert_eq!(got, sent, "through veclane\n{}", d.ok("show errors"));
+    // The pod saw Ethernet frames from veclane's MAC.
+    assert!(seen.iter().all(|f| f[6..12] == mac(POD_GW_MAC)));
+    let errors = d.ok("show errors");
+    assert!(!errors.contains("not IPv4"), "{errors}");
+}

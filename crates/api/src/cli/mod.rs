@@ -40,8 +40,8 @@ pub const COMMANDS: &[(&str, &str)] = &[
         "reset those counters or records",
     ),
     (
-        "create interface memif id N socket PATH master|slave [rx-queues N] [tx-queues N] [ring-size N] [buffer-size N] [secret S] [hw-addr MAC] [name NAME] [network NET] [mtu N] [netns NS] [pod ID]",
-        "a memif interface; PATH relative to the runtime directory, @name for abstract sockets; a master with `netns` listens inside that network namespace (a pod's: `ip netns` name or path); `pod` records the container id",
+        "create interface memif id N socket PATH master|slave [rx-queues N] [tx-queues N] [ring-size N] [buffer-size N] [secret S] [hw-addr MAC] [name NAME] [network NET] [mtu N] [mode ethernet|ip] [netns NS] [pod ID]",
+        "a memif interface; PATH relative to the runtime directory, @name for abstract sockets; a master with `netns` listens inside that network namespace (a pod's: `ip netns` name or path); `pod` records the container id; `mode ip` carries bare IPv4 packets",
     ),
     (
         "create interface tap host-if-name NAME [netns NS] [queues N] [mtu N] [host-mac MAC] [hw-addr MAC] [name NAME] [network NET] [pod ID]",
@@ -558,6 +558,12 @@ fn create_memif(w: &mut Words<'_>) -> Result<Request, CliError> {
             "mtu" => spec.mtu = Some(w.number("mtu")?),
             "netns" => spec.netns = Some(w.next("network namespace")?.to_string()),
             "pod" => spec.pod = Some(w.next("container id")?.to_string()),
+            "mode" => {
+                spec.mode = w
+                    .next("ethernet or ip")?
+                    .parse()
+                    .map_err(|e: String| w.err(e))?
+            }
             "hw-addr" => {
                 let m = w.next("MAC address")?;
                 spec.mac = Some(crate::parse_mac(m).map_err(|e| w.err(format!("hw-addr: {e}")))?);

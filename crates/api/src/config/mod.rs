@@ -150,6 +150,9 @@ pub struct MemifSpec {
     /// The pod (container id) the interface belongs to, as its CNI plugin says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod: Option<String>,
+    /// Ethernet frames (default) or bare IPv4 packets.
+    #[serde(default, skip_serializing_if = "is_ethernet")]
+    pub mode: MemifMode,
 }
 
 /// A tap interface for a pod: `create interface tap` of the API (pods come and go with their
@@ -371,6 +374,41 @@ fn duplicate_addresses(addresses: &[Ipv4Prefix]) -> Vec<String> {
         .collect()
 }
 
+/// What a memif interface carries (the memif protocol's interface mode).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MemifMode {
+    /// Ethernet frames.
+    #[default]
+    Ethernet,
+    /// Bare IPv4 packets (VPP's `mode ip`): no Ethernet header, no ARP.
+    Ip,
+}
+
+impl std::str::FromStr for MemifMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<MemifMode, String> {
+        match s {
+            "ethernet" => Ok(MemifMode::Ethernet),
+            "ip" => Ok(MemifMode::Ip),
+            x => Err(format!("mode {x:?}: expected ethernet or ip")),
+        }
+    }
+}
+
+impl std::fmt::Display for MemifMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            MemifMode::Ethernet => "ethernet",
+            MemifMode::Ip => "ip",
+        })
+    }
+}
+
+fn is_ethernet(m: &MemifMode) -> bool {
+    *m == MemifMode::Ethernet
+}
+
 /// How an AF_XDP socket shares frames with the driver.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -487,6 +525,7 @@ impl MemifSpec {
             mtu: None,
             netns: None,
             pod: None,
+            mode: MemifMode::Ethernet,
         }
     }
 

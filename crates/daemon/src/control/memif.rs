@@ -41,6 +41,7 @@ pub(super) struct MemifDev {
     ring_size: u32,
     buffer_size: u32,
     peer: Option<String>,
+    mode: api::MemifMode,
 }
 
 fn rx_counters(q: &RxQueue) -> Source {
@@ -149,6 +150,10 @@ impl Control {
             m2s_rings: if spec.role == Role::Master { txq } else { rxq },
             log2_ring_size: ring_size.trailing_zeros() as u8,
             buffer_size,
+            mode: match spec.mode {
+                api::MemifMode::Ethernet => memif::Mode::Ethernet,
+                api::MemifMode::Ip => memif::Mode::Ip,
+            },
             ..InterfaceConfig::default()
         };
         match existing {
@@ -221,6 +226,7 @@ impl Control {
                 ring_size,
                 buffer_size,
                 peer: None,
+                mode: spec.mode,
             }),
         );
         iface.placement = spec.rx_placement.clone();
@@ -230,6 +236,7 @@ impl Control {
         c.table = table;
         c.up = spec.up;
         c.mtu = spec.mtu.unwrap_or(nodes::DEFAULT_MTU);
+        c.l3 = spec.mode == api::MemifMode::Ip;
         self.install_ifconfig(index, c);
         for &a in &spec.addresses {
             self.address(index, a, false)?;
@@ -302,9 +309,16 @@ impl Control {
                 // Transmit queues first: a packet received on a fresh queue may need an
                 // answer (ARP) on the same interface at once.
                 // Worker w transmits on queue w: a queue has one producer.
+                let ip_mode = self
+                    .iface(ifindex)
+                    .memif()
+                    .is_some_and(|m| m.mode == api::MemifMode::Ip);
                 for (q, t) in tx.into_iter().enumerate() {
                     counters.sources.push(tx_counters(&t));
                     if let Some(w) = self.workers.get(q) {
+                        if ip_mode {
+                            let _ = w.tx_queues.send(QueueCommand::IpMode { ifindex });
+                        }
                         let _ = w.tx_queues.send(QueueCommand::Tx { ifindex, queue: t });
                         w.kick();
                     }
@@ -363,6 +377,7 @@ impl Control {
                 max_rx_queues: f.rx_queues,
                 max_tx_queues: f.tx_queues,
                 netns: self.sock(f.sock).netns.clone(),
+                mode: f.mode,
             },
             peer: f.peer.clone().filter(|_| i.connected),
             rx_queues,
