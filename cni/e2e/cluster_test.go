@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"syscall"
 	"testing"
@@ -551,10 +552,24 @@ func TestThreeNodesBlueAndRed(t *testing.T) {
 		t.Fatalf("pings while n2's agent was killed: %d of %d", got, sent)
 	}
 
-	// kill -9 the daemon: its agent rebuilds it (networks, routes, and b2's tap).
+	// kill -9 the daemon: its agent rebuilds it (networks, routes, and b2's tap), with the
+	// same tunnels as before and nothing stale.
+	beforeKill, err := tunnels(n2)
+	if err != nil || len(beforeKill) == 0 {
+		t.Fatal(err)
+	}
+	sort.Strings(beforeKill)
 	kill(n2.daemon)
 	l.startDaemon(n2)
 	eventually(t, 30*time.Second, "b1 reaches b2 after n2's daemon restarted", reaches(b1, "10.1.0.2"))
+	eventually(t, 10*time.Second, "n2's tunnels are as before its daemon died", func() error {
+		now, err := tunnels(n2)
+		sort.Strings(now)
+		if err == nil && fmt.Sprint(now) != fmt.Sprint(beforeKill) {
+			err = fmt.Errorf("%v, were %v", now, beforeKill)
+		}
+		return err
+	})
 
 	// kill -9 etcd: forwarding goes on; STATUS says etcd is down; after etcd's restart a new
 	// pod gets an address nobody has.
