@@ -78,28 +78,31 @@ impl EthernetInput {
     ) {
         let ifs = self.shared.interfaces.load();
         // The previous packet's receiving interface (a frame is usually one interface's).
-        let (mut last_rx, mut last_ifc, mut last_l3) = (buffer::NONE, None, false);
+        // The MAC the fast path compares with: the interface's, or for one without Ethernet
+        // (ip mode) the broadcast address, which no IPv4 packet's first bytes can equal (its
+        // first byte is 0x4N), so that its packets leave the fast path for `l3_input`
+        // without a test of their own on the way.
+        let (mut last_rx, mut last_ifc, mut fast_mac) = (buffer::NONE, None, [0xff; 6]);
         for (&b, n) in bufs.iter().zip(next.iter_mut()) {
             let (m, data) = ctx.pool.meta_data_mut(b);
             if m.rx_if != last_rx {
                 last_rx = m.rx_if;
                 last_ifc = ifs.get(last_rx as usize).filter(|i| i.up);
-                last_l3 = last_ifc.is_some_and(|i| i.l3);
+                fast_mac = match last_ifc {
+                    Some(i) if !i.l3 => i.mac,
+                    _ => [0xff; 6],
+                };
             }
             let Some(ifc) = last_ifc else {
                 ctx.count_error(Error::IfDown);
                 *n = Next::Drop.into();
                 continue;
             };
-            if last_l3 {
-                *n = l3_input::<BYPASS>(ctx, b, ifc.vrf, vteps).into();
-                continue;
-            }
             // Fast path: IPv4 unicast to this interface's MAC.
             if let Some((eth, ip)) = data.split_first_chunk::<ETH_HDR>()
                 && let e = Ethernet::new_unchecked(eth)
                 && e.ethertype_raw() == EtherType::Ipv4.to_raw()
-                && e.dst_bytes() == ifc.mac
+                && e.dst_bytes() == fast_mac
             {
                 m.vrf = ifc.vrf;
                 m.skip(ETH_HDR as u16);
@@ -130,6 +133,10 @@ impl EthernetInput {
                     ip4_input::Fast::Vxlan => Next::Vxlan,
                 }
                 .into();
+                continue;
+            }
+            if ifc.l3 {
+                *n = l3_input::<BYPASS>(ctx, b, ifc.vrf, vteps).into();
                 continue;
             }
             let data = ctx.pool.data(b);
