@@ -109,6 +109,7 @@ type PodInterface struct {
 	Queues  uint16 `json:"queues,omitempty"`
 	// memif only; Mode "ip" for bare IPv4 packets.
 	Mode       string `json:"mode,omitempty"`
+	RxMode     string `json:"rxMode,omitempty"`
 	Socket     string `json:"socket,omitempty"`
 	RingSize   uint32 `json:"ringSize,omitempty"`
 	BufferSize uint32 `json:"bufferSize,omitempty"`

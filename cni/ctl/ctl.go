@@ -179,6 +179,8 @@ type MemifSpec struct {
 	MAC        string
 	// Mode is "ethernet" (default) or "ip" (bare IPv4 packets).
 	Mode string
+	// RxMode "polling" keeps the workers holding its queues polling; "" the daemon's mode.
+	RxMode string
 }
 
 // CreateMemif creates a memif master listening in a pod's namespace; the name it got.
@@ -189,6 +191,7 @@ func (c *Client) CreateMemif(s MemifSpec) (string, error) {
 	opt(req, "pod", s.Pod)
 	opt(req, "mac", s.MAC)
 	opt(req, "mode", s.Mode)
+	opt(req, "rx-mode", s.RxMode)
 	if s.RingSize != 0 {
 		req["ring-size"] = s.RingSize
 	}

@@ -55,7 +55,7 @@ func Attach(d *ctl.Client, a *cluster.PodAttachment) (err error) {
 		_, err = d.CreateMemif(ctl.MemifSpec{
 			Name: i.Name, Socket: i.Socket, Netns: i.Netns, Network: a.Network,
 			Pod: a.ContainerID, RingSize: i.RingSize, BufferSize: i.BufferSize,
-			Queues: i.Queues, MTU: i.MTU, MAC: i.MAC, Mode: i.Mode,
+			Queues: i.Queues, MTU: i.MTU, MAC: i.MAC, Mode: i.Mode, RxMode: i.RxMode,
 		})
 	default:
 		return fmt.Errorf("interface kind %q", i.Kind)

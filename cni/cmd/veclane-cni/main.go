@@ -56,6 +56,9 @@ type ifaceConf struct {
 	RingSize   uint32 `json:"ring_size,omitempty"`
 	BufferSize uint32 `json:"buffer_size,omitempty"`
 	Mode       string `json:"mode,omitempty"`
+	// RxMode "polling" keeps the daemon's workers polling its queues; "interrupt" or
+	// "adaptive" (or nothing) leave them to the daemon's own mode.
+	RxMode string `json:"rx_mode,omitempty"`
 }
 
 type netConf struct {
@@ -108,8 +111,13 @@ func load(stdin []byte) (*netConf, error) {
 	if c.Interface.Mode != "" && c.Interface.Mode != "ethernet" && c.Interface.Mode != "ip" {
 		return nil, configError(fmt.Sprintf("interface.mode %q: expected ethernet or ip", c.Interface.Mode))
 	}
-	if c.Interface.Kind == "tap" && (c.Interface.Socket != "" || c.Interface.RingSize != 0 || c.Interface.BufferSize != 0 || c.Interface.Mode != "") {
-		return nil, configError("interface.socket, ring_size, buffer_size and mode are memif settings; kind is tap")
+	switch c.Interface.RxMode {
+	case "", "polling", "interrupt", "adaptive":
+	default:
+		return nil, configError(fmt.Sprintf("interface.rx_mode %q: expected polling, interrupt or adaptive", c.Interface.RxMode))
+	}
+	if c.Interface.Kind == "tap" && (c.Interface.Socket != "" || c.Interface.RingSize != 0 || c.Interface.BufferSize != 0 || c.Interface.Mode != "" || c.Interface.RxMode != "") {
+		return nil, configError("interface.socket, ring_size, buffer_size, mode and rx_mode are memif settings; kind is tap")
 	}
 	return &c, nil
 }
@@ -217,6 +225,7 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 		if c.Interface.Mode == "ip" {
 			pi.Mode = "ip"
 		}
+		pi.RxMode = c.Interface.RxMode
 	}
 	for _, r := range routes {
 		p, ok := netip.AddrFromSlice(r.Dst.IP.To4())

@@ -334,7 +334,7 @@ func TestPodsGetInterfacesOnTheirNetworks(t *testing.T) {
 		t.Fatal(err)
 	}
 	// memif in ip mode (bare IPv4): the daemon's interface says so.
-	ipConf := strings.Replace(memifConf, `"kind":"memif"`, `"kind":"memif","mode":"ip"`, 1)
+	ipConf := strings.Replace(memifConf, `"kind":"memif"`, `"kind":"memif","mode":"ip","rx_mode":"polling"`, 1)
 	m2 := netns(t, "m2")
 	if r, ok := plugin(t, "ADD", "c-ip", m2, ipConf); !ok {
 		t.Fatalf("ADD in ip mode: %v", r)
@@ -347,6 +347,27 @@ func TestPodsGetInterfacesOnTheirNetworks(t *testing.T) {
 	}
 	if !found {
 		t.Fatalf("no memif in ip mode for c-ip: %+v", d.interfaces(t))
+	}
+	cl, err := ctl.Dial(d.sock())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pl struct {
+		Placement []struct {
+			Interface string `json:"interface"`
+			Mode      string `json:"mode"`
+		} `json:"placement"`
+	}
+	if err := cl.Call(map[string]any{"request": "show_rx_placement"}, &pl); err != nil {
+		t.Fatal(err)
+	}
+	cl.Close()
+	polled := false
+	for _, p := range pl.Placement {
+		polled = polled || (strings.HasPrefix(p.Interface, "pod-") && p.Mode == "polling")
+	}
+	if !polled {
+		t.Fatalf("rx_mode polling not passed on: %+v", pl)
 	}
 	if r, ok := plugin(t, "DEL", "c-ip", m2, ipConf); !ok {
 		t.Fatalf("DEL in ip mode: %v", r)

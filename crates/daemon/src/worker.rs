@@ -278,10 +278,10 @@ impl Worker {
             }
             let sleep = match self.mode {
                 RxMode::Polling => false,
-                RxMode::Interrupt => true,
+                RxMode::Interrupt => !self.rt.keeps_awake(),
                 RxMode::Adaptive => {
                     let t = *idle_since.get_or_insert_with(Instant::now);
-                    t.elapsed() >= ADAPTIVE_IDLE
+                    t.elapsed() >= ADAPTIVE_IDLE && !self.rt.keeps_awake()
                 }
             };
             if sleep {

@@ -334,6 +334,14 @@ impl Runtime {
         }
     }
 
+    /// Whether an input node holds a queue that must be polled (see
+    /// [`Node::keeps_awake`](crate::Node::keeps_awake)): then the worker does not sleep.
+    pub fn keeps_awake(&self) -> bool {
+        self.inputs
+            .iter()
+            .any(|&k| self.slots[usize::from(k)].node.keeps_awake())
+    }
+
     /// Sleeps until an input node's device signals work, `wake` becomes readable (the worker's
     /// command fd) or `timeout_ms` passes. Returns false at once, without sleeping, if an
     /// input node already has work. Interrupts are masked again before it returns, so a

@@ -175,6 +175,12 @@ pub trait Node: Declare + Send + 'static {
     /// takes the control thread's commands here, so that a detached queue is closed (its
     /// socket, device or peer memory released) even when no packet comes its way again.
     fn housekeeping(&mut self) {}
+
+    /// Input nodes: whether a queue placed here asked to be polled (an interface's `rx-mode
+    /// polling`), which keeps the worker from sleeping whatever its own mode.
+    fn keeps_awake(&self) -> bool {
+        false
+    }
 }
 
 /// The worker's state a node may touch while it runs, untyped: what the runtime hands an
@@ -294,6 +300,7 @@ pub trait AnyNode: Send {
     fn end_dispatch(&mut self);
     fn wake_fds(&self, f: &mut dyn FnMut(BorrowedFd<'_>));
     fn housekeeping(&mut self);
+    fn keeps_awake(&self) -> bool;
     /// Turns one of this node's trace records back into text.
     fn format_trace(&self, data: &[u8]) -> String;
 }
@@ -330,6 +337,10 @@ impl<N: Node> AnyNode for N {
 
     fn housekeeping(&mut self) {
         Node::housekeeping(self);
+    }
+
+    fn keeps_awake(&self) -> bool {
+        Node::keeps_awake(self)
     }
 
     fn format_trace(&self, data: &[u8]) -> String {

@@ -186,6 +186,11 @@ pub enum QueueCommand {
         ifindex: u32,
         queue: TxQueue,
     },
+    /// `memif-input`: interface `ifindex`'s queues are polled (`rx-mode polling`): the
+    /// worker holding one never sleeps. Until its `Detach`.
+    Polling {
+        ifindex: u32,
+    },
     /// `memif-output`: interface `ifindex` is in ip mode (its peer takes bare IPv4 packets):
     /// the Ethernet header `ip4-rewrite` wrote is stripped, and what is not IPv4 dropped.
     /// Until its `Detach`.
@@ -211,6 +216,8 @@ pub struct MemifInput {
     engine: Engine,
     /// Where single-copy payloads stay: shared with this worker's `memif-output`.
     peers: Arc<PeerTable>,
+    /// Interfaces whose queues are polled (`rx-mode polling`), by index.
+    polling: Vec<bool>,
 }
 
 /// A worker's memif nodes, `memif-input` and `memif-output`, sharing the table of peer
@@ -239,6 +246,7 @@ impl MemifInput {
             hdr: 0,
             engine: Engine::Cpu(copy_engine::CpuEngine::new()),
             peers: Arc::default(),
+            polling: Vec::new(),
         }
     }
 
@@ -271,6 +279,12 @@ graph::node! {
 }
 
 impl Node for MemifInput {
+    fn keeps_awake(&self) -> bool {
+        self.queues
+            .iter()
+            .any(|&(i, _)| self.polling.get(i as usize) == Some(&true))
+    }
+
     fn arm(&mut self, on: bool) -> bool {
         let mut pending = false;
         for (_, q) in &self.queues {
@@ -312,6 +326,16 @@ impl Node for MemifInput {
                     // Every buffer of earlier dispatches is gone: nothing points there now.
                     self.peers.detach(ctx.pool, ifindex);
                     self.queues.retain(|(i, _)| *i != ifindex);
+                    if let Some(p) = self.polling.get_mut(ifindex as usize) {
+                        *p = false;
+                    }
+                }
+                QueueCommand::Polling { ifindex } => {
+                    let i = ifindex as usize;
+                    if self.polling.len() <= i {
+                        self.polling.resize(i + 1, false);
+                    }
+                    self.polling[i] = true;
                 }
                 QueueCommand::Tx { .. } | QueueCommand::IpMode { .. } => {}
             }
@@ -498,7 +522,7 @@ impl MemifOutput {
                         *m = false;
                     }
                 }
-                QueueCommand::Rx { .. } => {}
+                QueueCommand::Rx { .. } | QueueCommand::Polling { .. } => {}
             }
         }
     }

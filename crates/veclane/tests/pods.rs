@@ -318,3 +318,48 @@ fn interface_count(d: &Daemon) -> usize {
     };
     interfaces.len()
 }
+
+/// (dispatch loops, sleeps) of worker 0.
+fn loops_and_sleeps(d: &Daemon) -> (u64, u64) {
+    let r = d.api().call(&api::Request::ShowRuntime).unwrap();
+    let api::Reply::Runtime { workers } = r else {
+        panic!("{r:?}")
+    };
+    (workers[0].loops, workers[0].sleeps)
+}
+
+/// A pod that asks for `rx-mode polling` keeps the worker holding its queue polling in a
+/// daemon whose workers otherwise sleep when idle; once it goes, the worker sleeps again.
+#[test]
+fn a_memif_in_polling_mode_keeps_its_worker_polling() {
+    if skip() {
+        return;
+    }
+    let d = Daemon::start(CONFIG);
+    d.ok(
+        "create interface memif id 0 socket poll.sock master rx-mode polling network blue name p0",
+    );
+    let _pod = daemon_common::Pods::connect(&d.path("poll.sock"), &[0]);
+    d.wait_connected(1);
+    assert!(
+        d.ok("show interface rx-placement").contains("polling"),
+        "{}",
+        d.ok("show interface rx-placement")
+    );
+    std::thread::sleep(Duration::from_millis(100));
+    let (l0, s0) = loops_and_sleeps(&d);
+    std::thread::sleep(Duration::from_millis(500));
+    let (l1, s1) = loops_and_sleeps(&d);
+    assert!(
+        l1 - l0 > 10_000 && s1 - s0 <= 1,
+        "polling: {} loops, {} sleeps in 0.5 s",
+        l1 - l0,
+        s1 - s0
+    );
+    d.ok("delete interface p0");
+    std::thread::sleep(Duration::from_millis(100));
+    let (l0, _) = loops_and_sleeps(&d);
+    std::thread::sleep(Duration::from_millis(500));
+    let (l1, _) = loops_and_sleeps(&d);
+    assert!(l1 - l0 < 1_000, "asleep again: {} loops in 0.5 s", l1 - l0);
+}

@@ -40,8 +40,8 @@ pub const COMMANDS: &[(&str, &str)] = &[
         "reset those counters or records",
     ),
     (
-        "create interface memif id N socket PATH master|slave [rx-queues N] [tx-queues N] [ring-size N] [buffer-size N] [secret S] [hw-addr MAC] [name NAME] [network NET] [mtu N] [mode ethernet|ip] [netns NS] [pod ID]",
-        "a memif interface; PATH relative to the runtime directory, @name for abstract sockets; a master with `netns` listens inside that network namespace (a pod's: `ip netns` name or path); `pod` records the container id; `mode ip` carries bare IPv4 packets",
+        "create interface memif id N socket PATH master|slave [rx-queues N] [tx-queues N] [ring-size N] [buffer-size N] [secret S] [hw-addr MAC] [name NAME] [network NET] [mtu N] [mode ethernet|ip] [rx-mode polling|interrupt|adaptive] [netns NS] [pod ID]",
+        "a memif interface; PATH relative to the runtime directory, @name for abstract sockets; a master with `netns` listens inside that network namespace (a pod's: `ip netns` name or path); `pod` records the container id; `mode ip` carries bare IPv4 packets; `rx-mode polling` keeps the workers holding its queues polling",
     ),
     (
         "create interface tap host-if-name NAME [netns NS] [queues N] [mtu N] [host-mac MAC] [hw-addr MAC] [name NAME] [network NET] [pod ID]",
@@ -563,6 +563,13 @@ fn create_memif(w: &mut Words<'_>) -> Result<Request, CliError> {
                     .next("ethernet or ip")?
                     .parse()
                     .map_err(|e: String| w.err(e))?
+            }
+            "rx-mode" => {
+                spec.rx_mode = Some(
+                    w.next("polling, interrupt or adaptive")?
+                        .parse()
+                        .map_err(|e| w.err(format!("rx-mode: {e}")))?,
+                )
             }
             "hw-addr" => {
                 let m = w.next("MAC address")?;

@@ -153,6 +153,10 @@ pub struct MemifSpec {
     /// Ethernet frames (default) or bare IPv4 packets.
     #[serde(default, skip_serializing_if = "is_ethernet")]
     pub mode: MemifMode,
+    /// `polling`: the workers holding its receive queues poll even when the daemon's mode
+    /// would let them sleep. Default (or `interrupt`, `adaptive`): the daemon's mode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rx_mode: Option<RxMode>,
 }
 
 /// A tap interface for a pod: `create interface tap` of the API (pods come and go with their
@@ -526,6 +530,7 @@ impl MemifSpec {
             netns: None,
             pod: None,
             mode: MemifMode::Ethernet,
+            rx_mode: None,
         }
     }
 

@@ -235,7 +235,11 @@ impl Control {
                     queue: q as u16,
                     worker: w,
                     core: self.workers[w].core,
-                    mode: self.mode,
+                    mode: i
+                        .memif()
+                        .and_then(|m| m.rx_mode)
+                        .filter(|&m| m == api::RxMode::Polling)
+                        .unwrap_or(self.mode),
                     connected: i.connected,
                 });
             }

@@ -42,6 +42,7 @@ pub(super) struct MemifDev {
     buffer_size: u32,
     peer: Option<String>,
     mode: api::MemifMode,
+    pub(super) rx_mode: Option<api::RxMode>,
 }
 
 fn rx_counters(q: &RxQueue) -> Source {
@@ -227,6 +228,7 @@ impl Control {
                 buffer_size,
                 peer: None,
                 mode: spec.mode,
+                rx_mode: spec.rx_mode,
             }),
         );
         iface.placement = spec.rx_placement.clone();
@@ -323,9 +325,18 @@ impl Control {
                         w.kick();
                     }
                 }
+                let polling = self
+                    .iface(ifindex)
+                    .memif()
+                    .is_some_and(|m| m.rx_mode == Some(api::RxMode::Polling));
                 for (q, r) in rx.into_iter().enumerate() {
                     counters.sources.push(rx_counters(&r));
                     let w = self.worker_for(self.iface(ifindex), q);
+                    if polling {
+                        let _ = self.workers[w]
+                            .rx_queues
+                            .send(QueueCommand::Polling { ifindex });
+                    }
                     let _ = self.workers[w]
                         .rx_queues
                         .send(QueueCommand::Rx { ifindex, queue: r });
