@@ -63,8 +63,9 @@ impl TapInput {
         }
     }
 
-    fn close(&mut self, ifindex: u32) {
-        for (_, q) in self.queues.extract_if(.., |(i, _)| *i == ifindex) {
+    fn close(&mut self, pool: &mut buffer::Pool, ifindex: u32) {
+        for (_, mut q) in self.queues.extract_if(.., |(i, _)| *i == ifindex) {
+            q.release(pool);
             self.closer.close(Closing::Rx(q));
         }
     }
@@ -77,13 +78,20 @@ graph::node! {
     }
     error InputError {
         NoBuffer = "no buffer, frame dropped",
-        Gso = "GSO super-frame dropped (the tap announces no segmentation offload)",
+        Gso = "GSO super-frame dropped (not TCP/IPv4, or segments under 536 bytes)",
+        Segmented = "TCP super-frame cut into segments (not an error)",
         BadFrame = "frame shorter than an Ethernet header or bad offload header, dropped",
         Vanished = "tap device vanished (deleted inside its namespace)",
     }
 }
 
 impl Node for TapInput {
+    /// The fds are level-triggered, so only segments already cut and not yet handed out
+    /// keep the worker awake.
+    fn arm(&mut self, on: bool) -> bool {
+        on && self.queues.iter().any(|(_, q)| q.pending())
+    }
+
     fn wake_fds(&self, f: &mut dyn FnMut(BorrowedFd<'_>)) {
         for (_, q) in &self.queues {
             f(q.fd());
@@ -100,7 +108,7 @@ impl Node for TapInput {
         while let Ok(c) = self.commands.try_recv() {
             match c {
                 QueueCommand::Rx { ifindex, queue } => self.queues.push((ifindex, queue)),
-                QueueCommand::Detach { ifindex } => self.close(ifindex),
+                QueueCommand::Detach { ifindex } => self.close(ctx.pool, ifindex),
                 QueueCommand::Tx { .. } => {}
             }
         }
@@ -117,7 +125,8 @@ impl Node for TapInput {
                 ctx.pool.meta_mut(b).rx_if = *ifindex;
             }
             out.extend_from_slice(&self.scratch);
-            if st.no_buffer + st.gso + st.bad_frame != 0 {
+            if st.no_buffer + st.gso + st.bad_frame + st.segmented != 0 {
+                ctx.count_errors(InputError::Segmented, u64::from(st.segmented));
                 ctx.count_errors(InputError::NoBuffer, u64::from(st.no_buffer));
                 ctx.count_errors(InputError::Gso, u64::from(st.gso));
                 ctx.count_errors(InputError::BadFrame, u64::from(st.bad_frame));
@@ -129,7 +138,8 @@ impl Node for TapInput {
         if !vanished.is_empty() {
             ctx.count_errors(InputError::Vanished, vanished.len() as u64);
             for &k in vanished.iter().rev() {
-                let (_, q) = self.queues.remove(k);
+                let (_, mut q) = self.queues.remove(k);
+                q.release(ctx.pool);
                 self.closer.close(Closing::Rx(q));
             }
         }

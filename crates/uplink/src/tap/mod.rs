@@ -15,10 +15,14 @@
 //! Offloads: the device announces checksum offload (`TUN_F_CSUM`), so the pod's stack may
 //! leave a TCP or UDP checksum for us to complete (`VIRTIO_NET_HDR_F_NEEDS_CSUM`), which
 //! receive does before the frame enters the graph, as every path out of it (memif, VXLAN,
-//! another tap) needs a finished checksum; it is counted. It announces no segmentation
-//! offload (no `TUN_F_TSO*`/`TUN_F_USO*`), so the pod's kernel segments TCP to the MTU
-//! itself and no super-frame reaches us; one that did anyway would be dropped and counted
-//! (`gso`). What we write carries an all-zero header: a plain frame, checksums as they are.
+//! another tap) needs a finished checksum; it is counted. It announces TCP segmentation
+//! offload for IPv4 (`TUN_F_TSO4`, with ECN), so the pod's stack hands us TCP in super-frames
+//! of up to 64 KiB, one system call for dozens of segments; receive cuts each into segments of
+//! the size the header gives, as the kernel's software segmentation would (lengths, IDs,
+//! sequence numbers, flags and checksums per segment), since no path out of the graph takes
+//! a super-frame. Anything else marked for segmentation (UDP, IPv6: not announced) would be
+//! dropped and counted (`gso`). What we write carries an all-zero header: a plain frame,
+//! checksums as they are.
 //!
 //! Reading and writing are one system call per frame (`readv`/`writev`, fd non-blocking):
 //! the kernel's tap has no rings to share. A frame lands in one pool buffer when it fits
@@ -44,6 +48,12 @@ use crate::netns::{NetnsError, run_in};
 pub const VNET_HDR_LEN: usize = 12;
 const VIRTIO_NET_HDR_F_NEEDS_CSUM: u8 = 1;
 const VIRTIO_NET_HDR_GSO_NONE: u8 = 0;
+const VIRTIO_NET_HDR_GSO_TCPV4: u8 = 1;
+/// With a GSO type: the super-frame carries ECN (its first segment keeps CWR).
+const VIRTIO_NET_HDR_GSO_ECN: u8 = 0x80;
+/// The smallest segment size a super-frame is cut into (IPv4's minimum MSS); a smaller one
+/// would multiply one read into thousands of packets.
+const MIN_MSS: usize = 536;
 /// The most a tap hands us in one read: a 64 KiB super-frame and its header.
 const OVERFLOW: usize = 65536 + VNET_HDR_LEN;
 const ETH_HDR: usize = 14;
@@ -161,7 +171,11 @@ impl Tap {
             }
             sys::tun_set_vnet_hdr_size(fd.as_fd(), VNET_HDR_LEN as libc::c_int)
                 .map_err(os("TUNSETVNETHDRSZ"))?;
-            sys::tun_set_offload(fd.as_fd(), libc::TUN_F_CSUM).map_err(os("TUNSETOFFLOAD"))?;
+            sys::tun_set_offload(
+                fd.as_fd(),
+                libc::TUN_F_CSUM | libc::TUN_F_TSO4 | libc::TUN_F_TSO_ECN,
+            )
+            .map_err(os("TUNSETOFFLOAD"))?;
             fds.push(Arc::new(fd));
         }
         if let Some(mac) = cfg.mac {
@@ -180,6 +194,8 @@ impl Tap {
                 let rx = RxQueue {
                     fd: fd.clone(),
                     overflow: Vec::new(),
+                    linear: Vec::new(),
+                    pending: std::collections::VecDeque::new(),
                     counters: Arc::default(),
                 };
                 let tx = TxQueue {
@@ -207,14 +223,16 @@ pub struct RxCounters {
     pub bytes: AtomicU64,
     /// Frames read and dropped because the pool had too few buffers.
     pub no_buffer: AtomicU64,
-    /// Segmentation-offload super-frames, dropped (the device announces no TSO, so never
-    /// expected).
+    /// Segmentation-offload super-frames that are not TCP/IPv4, or cut into segments under
+    /// 536 bytes, dropped (never expected: only TCP/IPv4 segmentation is announced).
     pub gso: AtomicU64,
     /// Frames shorter than an Ethernet header or with an offload header pointing outside
     /// them, dropped.
     pub bad_frame: AtomicU64,
     /// Checksums the pod's stack left to offload, completed here.
     pub csum_completed: AtomicU64,
+    /// TCP segmentation-offload super-frames cut into segments here.
+    pub segmented: AtomicU64,
     /// Reads that failed for another reason than an empty queue.
     pub read_errors: AtomicU64,
 }
@@ -228,6 +246,7 @@ pub struct RxStats {
     pub gso: u64,
     pub bad_frame: u64,
     pub csum_completed: u64,
+    pub segmented: u64,
     pub read_errors: u64,
 }
 
@@ -241,6 +260,7 @@ impl RxCounters {
             gso: l(&self.gso),
             bad_frame: l(&self.bad_frame),
             csum_completed: l(&self.csum_completed),
+            segmented: l(&self.segmented),
             read_errors: l(&self.read_errors),
         }
     }
@@ -293,6 +313,8 @@ pub struct RecvStats {
     pub no_buffer: u32,
     pub gso: u32,
     pub bad_frame: u32,
+    /// Super-frames cut into segments (each segment is one of `packets`).
+    pub segmented: u32,
     /// The device is gone (deleted inside its namespace): the queue will never read again.
     pub vanished: bool,
 }
@@ -304,6 +326,11 @@ pub struct RxQueue {
     /// Where a frame larger than one buffer goes on, before it is copied into a chain;
     /// allocated at the first such frame.
     overflow: Vec<u8>,
+    /// A super-frame made contiguous, and one segment being built.
+    linear: Vec<u8>,
+    /// Segments of a super-frame that did not fit the caller's frame: handed out first at
+    /// the next call. At most one super-frame's.
+    pending: std::collections::VecDeque<(u32, u32)>,
     counters: Arc<RxCounters>,
 }
 
@@ -319,6 +346,18 @@ impl RxQueue {
         self.fd.as_fd()
     }
 
+    /// Whether segments of a super-frame wait to be handed out (the worker must not sleep).
+    pub fn pending(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
+    /// Gives segments not handed out back to `pool`: before the queue is closed.
+    pub fn release(&mut self, pool: &mut Pool) {
+        for (b, _) in self.pending.drain(..) {
+            pool.free(b);
+        }
+    }
+
     pub fn counters(&self) -> &Arc<RxCounters> {
         &self.counters
     }
@@ -332,7 +371,17 @@ impl RxQueue {
         if self.overflow.is_empty() {
             self.overflow = vec![0; OVERFLOW];
         }
-        while st.packets < max {
+        loop {
+            while st.packets < max
+                && let Some((b, len)) = self.pending.pop_front()
+            {
+                out.push(b);
+                st.packets += 1;
+                bytes += u64::from(len);
+            }
+            if st.packets >= max || !self.pending.is_empty() {
+                break;
+            }
             let Some(b) = pool.alloc() else {
                 // Read the frame anyway: left in the device it would keep the worker awake.
                 match rustix::io::read(&*self.fd, &mut self.overflow) {
@@ -365,6 +414,17 @@ impl RxQueue {
                     break;
                 }
             };
+            if hdr[1] & !VIRTIO_NET_HDR_GSO_ECN == VIRTIO_NET_HDR_GSO_TCPV4 {
+                match self.segment(pool, b, &hdr, n, first) {
+                    Ok(()) => st.segmented += 1,
+                    Err(lost) => match lost {
+                        Lost::NoBuffer => st.no_buffer += 1,
+                        Lost::Gso => st.gso += 1,
+                        Lost::Bad => st.bad_frame += 1,
+                    },
+                }
+                continue;
+            }
             match self.take(pool, b, &hdr, n, first, &mut csum) {
                 Ok(len) => {
                     out.push(b);
@@ -386,7 +446,8 @@ impl RxQueue {
             bump(&c.packets, st.packets as u64);
             bump(&c.bytes, bytes);
         }
-        if st.no_buffer + st.gso + st.bad_frame != 0 || csum != 0 {
+        if st.no_buffer + st.gso + st.bad_frame + st.segmented != 0 || csum != 0 {
+            bump(&c.segmented, u64::from(st.segmented));
             bump(&c.no_buffer, u64::from(st.no_buffer));
             bump(&c.gso, u64::from(st.gso));
             bump(&c.bad_frame, u64::from(st.bad_frame));
@@ -472,6 +533,89 @@ impl RxQueue {
             }
         }
         Ok(len)
+    }
+}
+
+impl RxQueue {
+    /// Cuts a TCP/IPv4 super-frame (its first `first` bytes in `b`, the rest in the overflow
+    /// area; `n` read with the header) into segments of the size the header gives, as the
+    /// kernel's own software segmentation would: each with the headers, its IPv4 length, ID
+    /// and checksum, its sequence number, FIN and PSH on the last only, CWR on the first only,
+    /// and a full TCP checksum. They go to `pending`; `b` goes back to the pool.
+    fn segment(
+        &mut self,
+        pool: &mut Pool,
+        b: u32,
+        hdr: &[u8; VNET_HDR_LEN],
+        n: usize,
+        first: usize,
+    ) -> Result<(), Lost> {
+        let len = n.saturating_sub(VNET_HDR_LEN);
+        self.linear.clear();
+        let head = len.min(first);
+        self.linear.extend_from_slice(&pool.room_mut(b)[..head]);
+        self.linear.extend_from_slice(&self.overflow[..len - head]);
+        pool.free(b);
+        let f = &self.linear;
+        let mss = usize::from(u16::from_ne_bytes([hdr[4], hdr[5]]));
+        // Ethernet, IPv4 (no fragment), TCP; the lengths from the headers, checked.
+        if f.len() < ETH_HDR + 20 || f[12..14] != [0x08, 0x00] || f[ETH_HDR] >> 4 != 4 {
+            return Err(Lost::Bad);
+        }
+        let ihl = usize::from(f[ETH_HDR] & 0x0f) * 4;
+        let tcp = ETH_HDR + ihl;
+        if ihl < 20 || f.len() < tcp + 20 || f[ETH_HDR + 9] != 6 {
+            return Err(Lost::Bad);
+        }
+        let hdrs = tcp + usize::from(f[tcp + 12] >> 4) * 4;
+        if hdrs < tcp + 20 || hdrs > f.len() {
+            return Err(Lost::Bad);
+        }
+        let payload = f.len() - hdrs;
+        if mss < MIN_MSS || payload == 0 {
+            return Err(Lost::Gso);
+        }
+        let id0 = u16::from_be_bytes([f[ETH_HDR + 4], f[ETH_HDR + 5]]);
+        let seq0 = u32::from_be_bytes([f[tcp + 4], f[tcp + 5], f[tcp + 6], f[tcp + 7]]);
+        let count = payload.div_ceil(mss);
+        let mut seg = Vec::with_capacity(hdrs + mss);
+        for k in 0..count {
+            let at = hdrs + k * mss;
+            let chunk = &f[at..(at + mss).min(f.len())];
+            seg.clear();
+            seg.extend_from_slice(&f[..hdrs]);
+            seg.extend_from_slice(chunk);
+            let ip_len = (hdrs - ETH_HDR + chunk.len()) as u16;
+            seg[ETH_HDR + 2..ETH_HDR + 4].copy_from_slice(&ip_len.to_be_bytes());
+            seg[ETH_HDR + 4..ETH_HDR + 6]
+                .copy_from_slice(&id0.wrapping_add(k as u16).to_be_bytes());
+            seg[ETH_HDR + 10..ETH_HDR + 12].copy_from_slice(&[0, 0]);
+            let c = wire::checksum::checksum(&seg[ETH_HDR..tcp]);
+            seg[ETH_HDR + 10..ETH_HDR + 12].copy_from_slice(&c.to_be_bytes());
+            let seq = seq0.wrapping_add((k * mss) as u32);
+            seg[tcp + 4..tcp + 8].copy_from_slice(&seq.to_be_bytes());
+            if k + 1 < count {
+                seg[tcp + 13] &= !(0x01 | 0x08); // FIN, PSH: the last segment's
+            }
+            if k > 0 {
+                seg[tcp + 13] &= !0x80; // CWR: the first segment's
+            }
+            seg[tcp + 16..tcp + 18].copy_from_slice(&[0, 0]);
+            let tcp_len = (seg.len() - tcp) as u16;
+            let mut pseudo = [0u8; 12];
+            pseudo[..8].copy_from_slice(&seg[ETH_HDR + 12..ETH_HDR + 20]);
+            pseudo[9] = 6;
+            pseudo[10..].copy_from_slice(&tcp_len.to_be_bytes());
+            let sum =
+                wire::checksum::accumulate(wire::checksum::accumulate(0, &pseudo), &seg[tcp..]);
+            let c = !wire::checksum::fold(sum);
+            seg[tcp + 16..tcp + 18].copy_from_slice(&c.to_be_bytes());
+            let Some(nb) = pool.from_bytes(&seg) else {
+                return Err(Lost::NoBuffer);
+            };
+            self.pending.push_back((nb, seg.len() as u32));
+        }
+        Ok(())
     }
 }
 
@@ -597,6 +741,98 @@ impl TxQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A TCP super-frame (FIN, PSH, CWR set; 5000 bytes) cut at 1448: segments that
+    /// etherparse finds valid, in sequence, flags where the kernel puts them, the payload
+    /// whole; a segment size under 536 and a frame that is not TCP are refused.
+    #[test]
+    fn a_super_frame_is_cut_as_the_kernel_would() {
+        let payload: Vec<u8> = (0..5000u32).map(|i| (i * 7) as u8).collect();
+        let mut frame = Vec::new();
+        etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
+            .ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
+            .tcp(1000, 2000, 0xffff_f000, 512)
+            .fin()
+            .psh()
+            .cwr()
+            .ack(7)
+            .write(&mut frame, &payload)
+            .unwrap();
+        let mut pool = Pool::new(buffer::PoolConfig {
+            count: 64,
+            ..buffer::PoolConfig::default()
+        })
+        .unwrap();
+        let fd = rustix::fs::open("/dev/null", OFlags::RDONLY, Mode::empty()).unwrap();
+        let mut q = RxQueue {
+            fd: Arc::new(fd),
+            overflow: vec![0; OVERFLOW],
+            linear: Vec::new(),
+            pending: std::collections::VecDeque::new(),
+            counters: Arc::default(),
+        };
+        let mut hdr = [0u8; VNET_HDR_LEN];
+        hdr[1] = VIRTIO_NET_HDR_GSO_TCPV4;
+        let cut = |q: &mut RxQueue, pool: &mut Pool, hdr: &[u8; VNET_HDR_LEN], f: &[u8]| {
+            let b = pool.alloc().unwrap();
+            let first = 100;
+            pool.room_mut(b)[..first].copy_from_slice(&f[..first]);
+            q.overflow[..f.len() - first].copy_from_slice(&f[first..]);
+            q.segment(pool, b, hdr, f.len() + VNET_HDR_LEN, first)
+        };
+        hdr[4..6].copy_from_slice(&1448u16.to_ne_bytes());
+        assert!(cut(&mut q, &mut pool, &hdr, &frame).is_ok());
+        let segs: Vec<(u32, u32)> = q.pending.drain(..).collect();
+        assert_eq!(segs.len(), 4);
+        let mut got = Vec::new();
+        for (k, &(b, len)) in segs.iter().enumerate() {
+            let mut v = Vec::new();
+            pool.read_chain(b, &mut v);
+            assert_eq!(v.len(), len as usize);
+            let p = etherparse::SlicedPacket::from_ethernet(&v).unwrap();
+            let Some(etherparse::NetSlice::Ipv4(ip)) = &p.net else {
+                panic!()
+            };
+            let Some(etherparse::TransportSlice::Tcp(t)) = &p.transport else {
+                panic!()
+            };
+            let ih = ip.header().to_header();
+            assert_eq!(ih.header_checksum, ih.calc_header_checksum(), "segment {k}");
+            assert_eq!(ih.identification, ip.header().identification());
+            assert_eq!(
+                t.checksum(),
+                t.to_header().calc_checksum_ipv4(&ih, t.payload()).unwrap(),
+                "segment {k}"
+            );
+            assert_eq!(
+                t.sequence_number(),
+                0xffff_f000u32.wrapping_add(1448 * k as u32)
+            );
+            let last = k == 3;
+            assert_eq!(
+                (t.fin(), t.psh(), t.cwr(), t.ack()),
+                (last, last, k == 0, true)
+            );
+            got.extend_from_slice(t.payload());
+            pool.free(b);
+        }
+        assert_eq!(got, payload);
+        hdr[4..6].copy_from_slice(&100u16.to_ne_bytes());
+        assert!(matches!(
+            cut(&mut q, &mut pool, &hdr, &frame),
+            Err(Lost::Gso)
+        ));
+        hdr[4..6].copy_from_slice(&1448u16.to_ne_bytes());
+        let mut udp = Vec::new();
+        etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
+            .ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
+            .udp(1, 2)
+            .write(&mut udp, &payload)
+            .unwrap();
+        assert!(matches!(cut(&mut q, &mut pool, &hdr, &udp), Err(Lost::Bad)));
+        assert!(q.pending.is_empty());
+        assert_eq!(pool.available(), pool.capacity());
+    }
 
     #[test]
     fn a_sum_split_anywhere_is_the_sum_of_the_whole() {
