@@ -13,24 +13,11 @@ import (
 	"time"
 
 	"veclane.dev/cni/cluster"
+	"veclane.dev/cni/internal/testbin"
 	"veclane.dev/cni/internal/testetcd"
 )
 
-// veclaneBin finds the daemon: $VECLANE_BIN, else the workspace's debug or release build.
-func veclaneBin(t *testing.T) string {
-	t.Helper()
-	if b := os.Getenv("VECLANE_BIN"); b != "" {
-		return b
-	}
-	for _, p := range []string{"../../target/debug/veclane", "../../target/release/veclane"} {
-		if _, err := os.Stat(p); err == nil {
-			abs, _ := filepath.Abs(p)
-			return abs
-		}
-	}
-	t.Fatal("no veclane binary: build it (cargo build -p veclane) or set VECLANE_BIN")
-	return ""
-}
+func veclaneBin(t *testing.T) string { return testbin.Veclane(t, "../..") }
 
 const nodeConfig = `[daemon]
 mode = "interrupt"

@@ -22,6 +22,7 @@ import (
 
 	"veclane.dev/cni/cluster"
 	"veclane.dev/cni/ctl"
+	"veclane.dev/cni/internal/testbin"
 	"veclane.dev/cni/internal/testetcd"
 )
 
@@ -34,36 +35,21 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	bin = dir
-	for out, pkg := range map[string]string{
+	if err := testbin.Build(dir, map[string]string{
 		"veclane-agent": "../cmd/veclane-agent",
 		"veclane-cni":   "../cmd/veclane-cni",
 		"veclane-ipam":  "../cmd/veclane-ipam",
 		"cnitool":       "github.com/containernetworking/cni/cnitool",
-	} {
-		if b, err := exec.Command("go", "build", "-o", filepath.Join(dir, out), pkg).CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "go build %s: %v\n%s", pkg, err, b)
-			os.Exit(1)
-		}
+	}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
 	}
 	code := m.Run()
 	_ = os.RemoveAll(dir)
 	os.Exit(code)
 }
 
-func veclaneBin(t *testing.T) string {
-	t.Helper()
-	if b := os.Getenv("VECLANE_BIN"); b != "" {
-		return b
-	}
-	for _, p := range []string{"../../target/debug/veclane", "../../target/release/veclane"} {
-		if _, err := os.Stat(p); err == nil {
-			abs, _ := filepath.Abs(p)
-			return abs
-		}
-	}
-	t.Fatal("no veclane binary: build it (cargo build -p veclane) or set VECLANE_BIN")
-	return ""
-}
+func veclaneBin(t *testing.T) string { return testbin.Veclane(t, "../..") }
 
 func sh(t *testing.T, args ...string) string {
 	t.Helper()

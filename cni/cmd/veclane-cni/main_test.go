@@ -16,6 +16,7 @@ import (
 
 	"veclane.dev/cni/cluster"
 	"veclane.dev/cni/ctl"
+	"veclane.dev/cni/internal/testbin"
 	"veclane.dev/cni/internal/testetcd"
 )
 
@@ -30,15 +31,13 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	bin = dir
-	for out, pkg := range map[string]string{
+	if err := testbin.Build(dir, map[string]string{
 		"veclane-cni":  ".",
 		"veclane-ipam": "../veclane-ipam",
 		"cnitool":      "github.com/containernetworking/cni/cnitool",
-	} {
-		if b, err := exec.Command("go", "build", "-o", filepath.Join(dir, out), pkg).CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "go build %s: %v\n%s", pkg, err, b)
-			os.Exit(1)
-		}
+	}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
 	}
 	code := m.Run()
 	_ = os.RemoveAll(dir)
@@ -56,21 +55,7 @@ func needRoot(t *testing.T) {
 	}
 }
 
-// veclaneBin finds the daemon: $VECLANE_BIN, else the workspace's debug or release build.
-func veclaneBin(t *testing.T) string {
-	t.Helper()
-	if b := os.Getenv("VECLANE_BIN"); b != "" {
-		return b
-	}
-	for _, p := range []string{"../../../target/debug/veclane", "../../../target/release/veclane"} {
-		if _, err := os.Stat(p); err == nil {
-			abs, _ := filepath.Abs(p)
-			return abs
-		}
-	}
-	t.Fatal("no veclane binary: build it (cargo build -p veclane) or set VECLANE_BIN")
-	return ""
-}
+func veclaneBin(t *testing.T) string { return testbin.Veclane(t, "../../..") }
 
 const daemonConfig = `[daemon]
 mode = "interrupt"

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"veclane.dev/cni/internal/testbin"
 	"veclane.dev/cni/internal/testetcd"
 )
 
@@ -23,8 +24,8 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	plugin = filepath.Join(dir, "veclane-ipam")
-	if out, err := exec.Command("go", "build", "-o", plugin, ".").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
+	if err := testbin.Build(dir, map[string]string{"veclane-ipam": "."}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	code := m.Run()

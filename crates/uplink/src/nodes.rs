@@ -34,17 +34,9 @@ pub fn device_nodes(
     (AfPacketInput::new(rx), AfPacketOutput::new(tx))
 }
 
-/// A queue on its way to being closed.
-#[derive(Debug)]
-#[allow(dead_code, reason = "held only to be dropped on the closer thread")]
-enum Closing {
-    Rx(RxQueue),
-    Tx(TxQueue),
-}
-
 /// Closes queues away from the worker. Closing a packet socket waits for an RCU grace period
 /// (`synchronize_net()` in the kernel's `packet_release`), and so does closing an AF_XDP
-/// socket (`xsk_unbind_dev`) or the link that holds an XDP program: milliseconds to tens of
+/// socket (`xsk_unbind_dev`), a tun fd (`tun_detach`) or the link that holds an XDP program: milliseconds to tens of
 /// milliseconds, which a worker must not stall for when an interface vanishes or is
 /// detached. The thread is made with the node, on the control thread, and ends with it.
 #[derive(Debug)]
@@ -70,6 +62,46 @@ impl<T: Send + 'static> Closer<T> {
     }
 }
 
+/// An output node's transmit queues, by interface index: a queue handed over replaces (and
+/// closes) the interface's previous one; a detached one is closed off the worker.
+#[derive(Debug)]
+pub(crate) struct TxTable<T: Send + 'static> {
+    queues: Vec<Option<T>>,
+    closer: Closer<T>,
+}
+
+impl<T: Send + 'static> TxTable<T> {
+    pub(crate) fn new(thread: &str) -> TxTable<T> {
+        TxTable {
+            queues: Vec::new(),
+            closer: Closer::new(thread),
+        }
+    }
+
+    /// Interface `ifindex` transmits on `q` from now on.
+    pub(crate) fn install(&mut self, ifindex: u32, q: T) {
+        let i = ifindex as usize;
+        if self.queues.len() <= i {
+            self.queues.resize_with(i + 1, || None);
+        }
+        self.close(ifindex);
+        self.queues[i] = Some(q);
+    }
+
+    /// Closes interface `ifindex`'s queue, if it has one.
+    pub(crate) fn close(&mut self, ifindex: u32) {
+        if let Some(q) = self.queues.get_mut(ifindex as usize).and_then(Option::take) {
+            self.closer.close(q);
+        }
+    }
+
+    pub(crate) fn get_mut(&mut self, ifindex: u32) -> Option<&mut T> {
+        self.queues
+            .get_mut(ifindex as usize)
+            .and_then(Option::as_mut)
+    }
+}
+
 /// Check every queue's link this often when the worker never sleeps (a busy poller does
 /// not get `arm`, which checks before each sleep).
 const LINK_CHECK_EVERY: u32 = 1 << 16;
@@ -85,7 +117,7 @@ pub struct AfPacketInput {
     polls: u32,
     /// Link events seen while arming (no counters there), counted at the next poll.
     link_events: u64,
-    closer: Closer<Closing>,
+    closer: Closer<RxQueue>,
 }
 
 #[derive(Debug)]
@@ -111,7 +143,7 @@ impl AfPacketInput {
     /// Hands the queues `gone` picks to the closer thread.
     fn close_where(&mut self, gone: impl Fn(&InputQueue) -> bool) {
         for q in self.queues.extract_if(.., |q| gone(q)) {
-            self.closer.close(Closing::Rx(q.queue));
+            self.closer.close(q.queue);
         }
     }
 
@@ -225,11 +257,9 @@ impl Node for AfPacketInput {
 /// then frees it.
 #[derive(Debug)]
 pub struct AfPacketOutput {
-    /// Indexed by interface index.
-    queues: Vec<Option<TxQueue>>,
+    queues: TxTable<TxQueue>,
     commands: Receiver<QueueCommand>,
     run: Vec<u32>,
-    closer: Closer<Closing>,
 }
 
 graph::node! {
@@ -246,16 +276,9 @@ graph::node! {
 impl AfPacketOutput {
     pub fn new(commands: Receiver<QueueCommand>) -> AfPacketOutput {
         AfPacketOutput {
-            queues: Vec::new(),
+            queues: TxTable::new("af-packet-close"),
             commands,
             run: Vec::with_capacity(graph::FRAME_SIZE),
-            closer: Closer::new("af-packet-close"),
-        }
-    }
-
-    fn close(&mut self, ifindex: u32) {
-        if let Some(q) = self.queues.get_mut(ifindex as usize).and_then(Option::take) {
-            self.closer.close(Closing::Tx(q));
         }
     }
 
@@ -264,11 +287,7 @@ impl AfPacketOutput {
             return;
         }
         let n = self.run.len() as u64;
-        let Some(q) = self
-            .queues
-            .get_mut(ifindex as usize)
-            .and_then(Option::as_mut)
-        else {
+        let Some(q) = self.queues.get_mut(ifindex) else {
             ctx.count_errors(OutputError::NoTx, n);
             ctx.pool.free_bulk(&self.run);
             self.run.clear();
@@ -293,7 +312,7 @@ impl AfPacketOutput {
             }
             Err(e) => {
                 if e == LinkError::Vanished {
-                    self.close(ifindex);
+                    self.queues.close(ifindex);
                 }
                 ctx.count_errors(OutputError::LinkDown, n);
             }
@@ -308,15 +327,8 @@ impl AfPacketOutput {
     fn take_commands(&mut self) {
         while let Ok(c) = self.commands.try_recv() {
             match c {
-                QueueCommand::Tx { ifindex, queue } => {
-                    let i = ifindex as usize;
-                    if self.queues.len() <= i {
-                        self.queues.resize_with(i + 1, || None);
-                    }
-                    self.close(ifindex);
-                    self.queues[i] = Some(queue);
-                }
-                QueueCommand::Detach { ifindex } => self.close(ifindex),
+                QueueCommand::Tx { ifindex, queue } => self.queues.install(ifindex, queue),
+                QueueCommand::Detach { ifindex } => self.queues.close(ifindex),
                 QueueCommand::Rx { .. } => {}
             }
         }

@@ -11,7 +11,7 @@ use std::sync::mpsc::Receiver;
 
 use graph::{CONSUMED, Ctx, Node, Point};
 
-use crate::nodes::Closer;
+use crate::nodes::{Closer, TxTable};
 use crate::tap::{RxQueue, TxQueue};
 
 /// Hands a tap's queues to a worker (or takes them back).
@@ -33,15 +33,6 @@ pub fn device_nodes(
     (TapInput::new(rx), TapOutput::new(tx))
 }
 
-/// A queue on its way to being closed: closing a tun fd waits for an RCU grace period
-/// (`tun_detach`), which a worker must not stall for.
-#[derive(Debug)]
-#[allow(dead_code, reason = "held only to be dropped on the closer thread")]
-enum Closing {
-    Rx(RxQueue),
-    Tx(TxQueue),
-}
-
 /// `tap-input`.
 #[derive(Debug)]
 pub struct TapInput {
@@ -49,7 +40,7 @@ pub struct TapInput {
     turn: graph::RoundRobin,
     commands: Receiver<QueueCommand>,
     scratch: Vec<u32>,
-    closer: Closer<Closing>,
+    closer: Closer<RxQueue>,
 }
 
 impl TapInput {
@@ -66,7 +57,7 @@ impl TapInput {
     fn close(&mut self, pool: &mut buffer::Pool, ifindex: u32) {
         for (_, mut q) in self.queues.extract_if(.., |(i, _)| *i == ifindex) {
             q.release(pool);
-            self.closer.close(Closing::Rx(q));
+            self.closer.close(q);
         }
     }
 }
@@ -140,7 +131,7 @@ impl Node for TapInput {
             for &k in vanished.iter().rev() {
                 let (_, mut q) = self.queues.remove(k);
                 q.release(ctx.pool);
-                self.closer.close(Closing::Rx(q));
+                self.closer.close(q);
             }
         }
         next.resize(out.len(), InputNext::EthernetInput.into());
@@ -150,11 +141,9 @@ impl Node for TapInput {
 /// `tap-output`: writes each buffer on the tap queue of its `tx_if`, then frees it.
 #[derive(Debug)]
 pub struct TapOutput {
-    /// Indexed by interface index.
-    queues: Vec<Option<TxQueue>>,
+    queues: TxTable<TxQueue>,
     commands: Receiver<QueueCommand>,
     run: Vec<u32>,
-    closer: Closer<Closing>,
 }
 
 graph::node! {
@@ -170,16 +159,9 @@ graph::node! {
 impl TapOutput {
     pub fn new(commands: Receiver<QueueCommand>) -> TapOutput {
         TapOutput {
-            queues: Vec::new(),
+            queues: TxTable::new("tap-close"),
             commands,
             run: Vec::with_capacity(graph::FRAME_SIZE),
-            closer: Closer::new("tap-close"),
-        }
-    }
-
-    fn close(&mut self, ifindex: u32) {
-        if let Some(q) = self.queues.get_mut(ifindex as usize).and_then(Option::take) {
-            self.closer.close(Closing::Tx(q));
         }
     }
 
@@ -188,11 +170,7 @@ impl TapOutput {
             return;
         }
         let n = self.run.len();
-        let Some(q) = self
-            .queues
-            .get_mut(ifindex as usize)
-            .and_then(Option::as_mut)
-        else {
+        let Some(q) = self.queues.get_mut(ifindex) else {
             ctx.count_errors(OutputError::NoTx, n as u64);
             ctx.pool.free_bulk(&self.run);
             self.run.clear();
@@ -214,7 +192,7 @@ impl TapOutput {
             ctx.count_errors(OutputError::NoRoom, left);
         }
         if st.vanished {
-            self.close(ifindex);
+            self.queues.close(ifindex);
         }
         ctx.pool.free_bulk(&self.run);
         self.run.clear();
@@ -226,15 +204,8 @@ impl TapOutput {
     fn take_commands(&mut self) {
         while let Ok(c) = self.commands.try_recv() {
             match c {
-                QueueCommand::Tx { ifindex, queue } => {
-                    let i = ifindex as usize;
-                    if self.queues.len() <= i {
-                        self.queues.resize_with(i + 1, || None);
-                    }
-                    self.close(ifindex);
-                    self.queues[i] = Some(queue);
-                }
-                QueueCommand::Detach { ifindex } => self.close(ifindex),
+                QueueCommand::Tx { ifindex, queue } => self.queues.install(ifindex, queue),
+                QueueCommand::Detach { ifindex } => self.queues.close(ifindex),
                 QueueCommand::Rx { .. } => {}
             }
         }

@@ -19,7 +19,7 @@ use graph::{CONSUMED, Ctx, Node, Point};
 
 use crate::af_packet::LinkError;
 use crate::af_xdp::{RxQueue, TxQueue};
-use crate::nodes::Closer;
+use crate::nodes::{Closer, TxTable};
 
 /// Hands an AF_XDP uplink's queues to a worker (or takes them back).
 #[derive(Debug)]
@@ -41,14 +41,6 @@ pub fn device_nodes(
     (AfXdpInput::new(rx), AfXdpOutput::new(tx))
 }
 
-/// A queue on its way to being closed.
-#[derive(Debug)]
-#[allow(dead_code, reason = "held only to be dropped on the closer thread")]
-enum Closing {
-    Rx(RxQueue),
-    Tx(TxQueue),
-}
-
 /// Check every queue's link this often when the worker never sleeps (a busy poller does
 /// not get `arm`, which checks before each sleep).
 const LINK_CHECK_EVERY: u32 = 1 << 16;
@@ -64,7 +56,7 @@ pub struct AfXdpInput {
     polls: u32,
     /// Link changes seen while arming (no counters there), counted at the next poll.
     link_events: u64,
-    closer: Closer<Closing>,
+    closer: Closer<RxQueue>,
 }
 
 #[derive(Debug)]
@@ -92,7 +84,7 @@ impl AfXdpInput {
     /// Hands the queues `gone` picks to the closer thread.
     fn close_where(&mut self, gone: impl Fn(&InputQueue) -> bool) {
         for q in self.queues.extract_if(.., |q| gone(q)) {
-            self.closer.close(Closing::Rx(q.queue));
+            self.closer.close(q.queue);
         }
     }
 
@@ -208,11 +200,9 @@ impl Node for AfXdpInput {
 /// frees it.
 #[derive(Debug)]
 pub struct AfXdpOutput {
-    /// Indexed by interface index.
-    queues: Vec<Option<TxQueue>>,
+    queues: TxTable<TxQueue>,
     commands: Receiver<QueueCommand>,
     run: Vec<u32>,
-    closer: Closer<Closing>,
 }
 
 graph::node! {
@@ -229,16 +219,9 @@ graph::node! {
 impl AfXdpOutput {
     pub fn new(commands: Receiver<QueueCommand>) -> AfXdpOutput {
         AfXdpOutput {
-            queues: Vec::new(),
+            queues: TxTable::new("af-xdp-close"),
             commands,
             run: Vec::with_capacity(graph::FRAME_SIZE),
-            closer: Closer::new("af-xdp-close"),
-        }
-    }
-
-    fn close(&mut self, ifindex: u32) {
-        if let Some(q) = self.queues.get_mut(ifindex as usize).and_then(Option::take) {
-            self.closer.close(Closing::Tx(q));
         }
     }
 
@@ -247,11 +230,7 @@ impl AfXdpOutput {
             return;
         }
         let n = self.run.len() as u64;
-        let Some(q) = self
-            .queues
-            .get_mut(ifindex as usize)
-            .and_then(Option::as_mut)
-        else {
+        let Some(q) = self.queues.get_mut(ifindex) else {
             ctx.count_errors(OutputError::NoTx, n);
             ctx.pool.free_bulk(&self.run);
             self.run.clear();
@@ -276,7 +255,7 @@ impl AfXdpOutput {
             }
             Err(e) => {
                 if e == LinkError::Vanished {
-                    self.close(ifindex);
+                    self.queues.close(ifindex);
                 }
                 ctx.count_errors(OutputError::LinkDown, n);
             }
@@ -291,15 +270,8 @@ impl AfXdpOutput {
     fn take_commands(&mut self) {
         while let Ok(c) = self.commands.try_recv() {
             match c {
-                QueueCommand::Tx { ifindex, queue } => {
-                    let i = ifindex as usize;
-                    if self.queues.len() <= i {
-                        self.queues.resize_with(i + 1, || None);
-                    }
-                    self.close(ifindex);
-                    self.queues[i] = Some(queue);
-                }
-                QueueCommand::Detach { ifindex } => self.close(ifindex),
+                QueueCommand::Tx { ifindex, queue } => self.queues.install(ifindex, queue),
+                QueueCommand::Detach { ifindex } => self.queues.close(ifindex),
                 QueueCommand::Rx { .. } => {}
             }
         }
