@@ -30,23 +30,12 @@ import (
 var bin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "veclane-e2e")
-	if err != nil {
-		panic(err)
-	}
-	bin = dir
-	if err := testbin.Build(dir, map[string]string{
+	testbin.Main(m, &bin, map[string]string{
 		"veclane-agent": "../cmd/veclane-agent",
 		"veclane-cni":   "../cmd/veclane-cni",
 		"veclane-ipam":  "../cmd/veclane-ipam",
 		"cnitool":       "github.com/containernetworking/cni/cnitool",
-	}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
+	})
 }
 
 func veclaneBin(t *testing.T) string { return testbin.Veclane(t, "../..") }

@@ -26,22 +26,11 @@ import (
 var bin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "veclane-cni")
-	if err != nil {
-		panic(err)
-	}
-	bin = dir
-	if err := testbin.Build(dir, map[string]string{
+	testbin.Main(m, &bin, map[string]string{
 		"veclane-cni":  ".",
 		"veclane-ipam": "../veclane-ipam",
 		"cnitool":      "github.com/containernetworking/cni/cnitool",
-	}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
+	})
 }
 
 // needRoot skips (outside CI) when namespaces cannot be made here.

@@ -14,23 +14,13 @@ import (
 	"veclane.dev/cni/internal/testetcd"
 )
 
-var plugin string
+// bin holds the plugin, built once.
+var bin string
 
 // The plugin is tested as a runtime runs it: the binary, with CNI_* variables and the network
 // configuration on stdin.
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "veclane-ipam")
-	if err != nil {
-		panic(err)
-	}
-	plugin = filepath.Join(dir, "veclane-ipam")
-	if err := testbin.Build(dir, map[string]string{"veclane-ipam": "."}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
+	testbin.Main(m, &bin, map[string]string{"veclane-ipam": "."})
 }
 
 type result struct {
@@ -41,7 +31,7 @@ type result struct {
 
 func call(t *testing.T, cmd, container, ifname, conf string) result {
 	t.Helper()
-	c := exec.Command(plugin)
+	c := exec.Command(filepath.Join(bin, "veclane-ipam"))
 	c.Env = append(os.Environ(),
 		"CNI_COMMAND="+cmd, "CNI_CONTAINERID="+container, "CNI_IFNAME="+ifname,
 		"CNI_NETNS=/var/run/netns/test", "CNI_PATH=/opt/cni/bin", "VECLANE_NODE=test-node")

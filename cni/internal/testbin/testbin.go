@@ -38,3 +38,22 @@ func Build(dir string, programs map[string]string) error {
 	}
 	return nil
 }
+
+// Main is a TestMain that builds `programs` into a temporary directory, puts its path in
+// *dir, runs the tests and removes it.
+func Main(m *testing.M, dir *string, programs map[string]string) {
+	d, err := os.MkdirTemp("", "veclane-test-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	*dir = d
+	if err := Build(d, programs); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		_ = os.RemoveAll(d)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = os.RemoveAll(d)
+	os.Exit(code)
+}

@@ -102,6 +102,34 @@ impl<T: Send + 'static> TxTable<T> {
     }
 }
 
+/// An output node that sends each interface's packets in runs (a frame is usually one run):
+/// one kick of the device per run.
+pub(crate) trait RunOutput: Node + Sized {
+    /// The run being gathered.
+    fn run(&mut self) -> &mut Vec<u32>;
+
+    /// Sends the gathered run on interface `ifindex`, frees its buffers and empties it.
+    fn flush_run(&mut self, ctx: &mut Ctx<'_, Self>, ifindex: u32);
+
+    /// Splits `bufs` into runs of consecutive buffers for one interface, each flushed.
+    fn send_runs(&mut self, ctx: &mut Ctx<'_, Self>, bufs: &[u32]) {
+        let mut current = None;
+        for &b in bufs {
+            let tx = ctx.pool.meta(b).tx_if;
+            if current != Some(tx) {
+                if let Some(c) = current {
+                    self.flush_run(ctx, c);
+                }
+                current = Some(tx);
+            }
+            self.run().push(b);
+        }
+        if let Some(c) = current {
+            self.flush_run(ctx, c);
+        }
+    }
+}
+
 /// Check every queue's link this often when the worker never sleeps (a busy poller does
 /// not get `arm`, which checks before each sleep).
 const LINK_CHECK_EVERY: u32 = 1 << 16;
@@ -282,7 +310,24 @@ impl AfPacketOutput {
         }
     }
 
-    fn flush(&mut self, ctx: &mut Ctx<'_, Self>, ifindex: u32) {
+    /// Takes the control thread's queue hand-overs and detachments.
+    fn take_commands(&mut self) {
+        while let Ok(c) = self.commands.try_recv() {
+            match c {
+                QueueCommand::Tx { ifindex, queue } => self.queues.install(ifindex, queue),
+                QueueCommand::Detach { ifindex } => self.queues.close(ifindex),
+                QueueCommand::Rx { .. } => {}
+            }
+        }
+    }
+}
+
+impl RunOutput for AfPacketOutput {
+    fn run(&mut self) -> &mut Vec<u32> {
+        &mut self.run
+    }
+
+    fn flush_run(&mut self, ctx: &mut Ctx<'_, Self>, ifindex: u32) {
         if self.run.is_empty() {
             return;
         }
@@ -322,19 +367,6 @@ impl AfPacketOutput {
     }
 }
 
-impl AfPacketOutput {
-    /// Takes the control thread's queue hand-overs and detachments.
-    fn take_commands(&mut self) {
-        while let Ok(c) = self.commands.try_recv() {
-            match c {
-                QueueCommand::Tx { ifindex, queue } => self.queues.install(ifindex, queue),
-                QueueCommand::Detach { ifindex } => self.queues.close(ifindex),
-                QueueCommand::Rx { .. } => {}
-            }
-        }
-    }
-}
-
 impl Node for AfPacketOutput {
     fn housekeeping(&mut self) {
         self.take_commands();
@@ -342,21 +374,7 @@ impl Node for AfPacketOutput {
 
     fn process(&mut self, ctx: &mut Ctx<'_, Self>, bufs: &[u32], next: &mut [u16]) {
         self.take_commands();
-        // Send runs of consecutive buffers for the same interface: one kick per run.
-        let mut current = None;
-        for &b in bufs {
-            let tx = ctx.pool.meta(b).tx_if;
-            if current != Some(tx) {
-                if let Some(c) = current {
-                    self.flush(ctx, c);
-                }
-                current = Some(tx);
-            }
-            self.run.push(b);
-        }
-        if let Some(c) = current {
-            self.flush(ctx, c);
-        }
+        self.send_runs(ctx, bufs);
         next.fill(CONSUMED);
     }
 }

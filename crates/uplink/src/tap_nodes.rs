@@ -11,7 +11,7 @@ use std::sync::mpsc::Receiver;
 
 use graph::{CONSUMED, Ctx, Node, Point};
 
-use crate::nodes::{Closer, TxTable};
+use crate::nodes::{Closer, RunOutput, TxTable};
 use crate::tap::{RxQueue, TxQueue};
 
 /// Hands a tap's queues to a worker (or takes them back).
@@ -165,7 +165,24 @@ impl TapOutput {
         }
     }
 
-    fn flush(&mut self, ctx: &mut Ctx<'_, Self>, ifindex: u32) {
+    /// Takes the control thread's queue hand-overs and detachments.
+    fn take_commands(&mut self) {
+        while let Ok(c) = self.commands.try_recv() {
+            match c {
+                QueueCommand::Tx { ifindex, queue } => self.queues.install(ifindex, queue),
+                QueueCommand::Detach { ifindex } => self.queues.close(ifindex),
+                QueueCommand::Rx { .. } => {}
+            }
+        }
+    }
+}
+
+impl RunOutput for TapOutput {
+    fn run(&mut self) -> &mut Vec<u32> {
+        &mut self.run
+    }
+
+    fn flush_run(&mut self, ctx: &mut Ctx<'_, Self>, ifindex: u32) {
         if self.run.is_empty() {
             return;
         }
@@ -199,19 +216,6 @@ impl TapOutput {
     }
 }
 
-impl TapOutput {
-    /// Takes the control thread's queue hand-overs and detachments.
-    fn take_commands(&mut self) {
-        while let Ok(c) = self.commands.try_recv() {
-            match c {
-                QueueCommand::Tx { ifindex, queue } => self.queues.install(ifindex, queue),
-                QueueCommand::Detach { ifindex } => self.queues.close(ifindex),
-                QueueCommand::Rx { .. } => {}
-            }
-        }
-    }
-}
-
 impl Node for TapOutput {
     fn housekeeping(&mut self) {
         self.take_commands();
@@ -219,20 +223,7 @@ impl Node for TapOutput {
 
     fn process(&mut self, ctx: &mut Ctx<'_, Self>, bufs: &[u32], next: &mut [u16]) {
         self.take_commands();
-        let mut current = None;
-        for &b in bufs {
-            let tx = ctx.pool.meta(b).tx_if;
-            if current != Some(tx) {
-                if let Some(c) = current {
-                    self.flush(ctx, c);
-                }
-                current = Some(tx);
-            }
-            self.run.push(b);
-        }
-        if let Some(c) = current {
-            self.flush(ctx, c);
-        }
+        self.send_runs(ctx, bufs);
         next.fill(CONSUMED);
     }
 }

@@ -19,7 +19,7 @@ use graph::{CONSUMED, Ctx, Node, Point};
 
 use crate::af_packet::LinkError;
 use crate::af_xdp::{RxQueue, TxQueue};
-use crate::nodes::{Closer, TxTable};
+use crate::nodes::{Closer, RunOutput, TxTable};
 
 /// Hands an AF_XDP uplink's queues to a worker (or takes them back).
 #[derive(Debug)]
@@ -225,7 +225,24 @@ impl AfXdpOutput {
         }
     }
 
-    fn flush(&mut self, ctx: &mut Ctx<'_, Self>, ifindex: u32) {
+    /// Takes the control thread's queue hand-overs and detachments.
+    fn take_commands(&mut self) {
+        while let Ok(c) = self.commands.try_recv() {
+            match c {
+                QueueCommand::Tx { ifindex, queue } => self.queues.install(ifindex, queue),
+                QueueCommand::Detach { ifindex } => self.queues.close(ifindex),
+                QueueCommand::Rx { .. } => {}
+            }
+        }
+    }
+}
+
+impl RunOutput for AfXdpOutput {
+    fn run(&mut self) -> &mut Vec<u32> {
+        &mut self.run
+    }
+
+    fn flush_run(&mut self, ctx: &mut Ctx<'_, Self>, ifindex: u32) {
         if self.run.is_empty() {
             return;
         }
@@ -265,19 +282,6 @@ impl AfXdpOutput {
     }
 }
 
-impl AfXdpOutput {
-    /// Takes the control thread's queue hand-overs and detachments.
-    fn take_commands(&mut self) {
-        while let Ok(c) = self.commands.try_recv() {
-            match c {
-                QueueCommand::Tx { ifindex, queue } => self.queues.install(ifindex, queue),
-                QueueCommand::Detach { ifindex } => self.queues.close(ifindex),
-                QueueCommand::Rx { .. } => {}
-            }
-        }
-    }
-}
-
 impl Node for AfXdpOutput {
     fn housekeeping(&mut self) {
         self.take_commands();
@@ -285,21 +289,7 @@ impl Node for AfXdpOutput {
 
     fn process(&mut self, ctx: &mut Ctx<'_, Self>, bufs: &[u32], next: &mut [u16]) {
         self.take_commands();
-        // Send runs of consecutive buffers for the same interface: one kick per run.
-        let mut current = None;
-        for &b in bufs {
-            let tx = ctx.pool.meta(b).tx_if;
-            if current != Some(tx) {
-                if let Some(c) = current {
-                    self.flush(ctx, c);
-                }
-                current = Some(tx);
-            }
-            self.run.push(b);
-        }
-        if let Some(c) = current {
-            self.flush(ctx, c);
-        }
+        self.send_runs(ctx, bufs);
         next.fill(CONSUMED);
     }
 }
