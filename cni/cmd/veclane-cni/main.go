@@ -146,12 +146,30 @@ func daemon(c *netConf) (*ctl.Client, error) {
 	return d, nil
 }
 
-func etcd(c *netConf) (*cluster.Store, func(), error) {
+// session is a connection to etcd with the deadline every call of one command shares; done
+// releases both.
+type session struct {
+	st   *cluster.Store
+	ctx  context.Context
+	done func()
+}
+
+func etcd(c *netConf) (*session, error) {
 	cl, err := clientv3.New(clientv3.Config{Endpoints: c.EtcdEndpoints, DialTimeout: 5 * time.Second})
 	if err != nil {
-		return nil, nil, types.NewError(types.ErrTryAgainLater, "etcd client: "+err.Error(), "")
+		return nil, types.NewError(types.ErrTryAgainLater, "etcd client: "+err.Error(), "")
 	}
-	return cluster.NewStore(cl), func() { _ = cl.Close() }, nil
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	return &session{st: cluster.NewStore(cl), ctx: ctx, done: func() { cancel(); _ = cl.Close() }}, nil
+}
+
+// snapshot reads the whole cluster.
+func (e *session) snapshot() (*cluster.Snapshot, error) {
+	snap, err := e.st.Snapshot(e.ctx)
+	if err != nil {
+		return nil, types.NewError(types.ErrTryAgainLater, "reading the cluster from etcd: "+err.Error(), "")
+	}
+	return snap, nil
 }
 
 // undo runs the steps of a failed ADD backwards.
@@ -250,14 +268,12 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 		u.push(func() { _ = pod.DeleteStandIn(args.Netns, args.IfName) })
 	}
 
-	st, closeEtcd, err := etcd(c)
+	e, err := etcd(c)
 	if err != nil {
 		return err
 	}
-	defer closeEtcd()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	if err := st.PutAttachment(ctx, att); err != nil {
+	defer e.done()
+	if err := e.st.PutAttachment(e.ctx, att); err != nil {
 		return types.NewError(types.ErrTryAgainLater, "recording the attachment in etcd: "+err.Error(), "")
 	}
 
@@ -305,15 +321,13 @@ func cmdDel(args *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	st, closeEtcd, err := etcd(c)
+	e, err := etcd(c)
 	if err != nil {
 		return err
 	}
-	defer closeEtcd()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
+	defer e.done()
 	// The attachment first: the other nodes stop routing to the pod.
-	if err := st.DeleteAttachment(ctx, c.NetworkName, args.ContainerID, args.IfName); err != nil {
+	if err := e.st.DeleteAttachment(e.ctx, c.NetworkName, args.ContainerID, args.IfName); err != nil {
 		return types.NewError(types.ErrTryAgainLater, "deleting the attachment in etcd: "+err.Error(), "")
 	}
 	if d, err := ctl.Dial(c.CtlSocket); err == nil {
@@ -355,16 +369,14 @@ func cmdCheck(args *skel.CmdArgs) error {
 	if info.Pod == nil || *info.Pod != args.ContainerID || info.Network == nil || *info.Network != c.NetworkName {
 		return fail(fmt.Sprintf("interface %s belongs to another pod or network", name))
 	}
-	st, closeEtcd, err := etcd(c)
+	e, err := etcd(c)
 	if err != nil {
 		return err
 	}
-	defer closeEtcd()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	snap, err := st.Snapshot(ctx)
+	defer e.done()
+	snap, err := e.snapshot()
 	if err != nil {
-		return types.NewError(types.ErrTryAgainLater, "reading the cluster from etcd: "+err.Error(), "")
+		return err
 	}
 	var mine *cluster.PodAttachment
 	for i := range snap.Attachments {
@@ -413,21 +425,19 @@ func cmdGC(args *skel.CmdArgs) error {
 	for _, a := range c.ValidAttachments {
 		valid[a.ContainerID+"/"+a.IfName] = true
 	}
-	st, closeEtcd, err := etcd(c)
+	e, err := etcd(c)
 	if err != nil {
 		return err
 	}
-	defer closeEtcd()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	snap, err := st.Snapshot(ctx)
+	defer e.done()
+	snap, err := e.snapshot()
 	if err != nil {
-		return types.NewError(types.ErrTryAgainLater, "reading the cluster from etcd: "+err.Error(), "")
+		return err
 	}
 	self := node()
 	for _, a := range snap.Attachments {
 		if a.Network == c.NetworkName && a.Node == self && !valid[a.ContainerID+"/"+a.IfName] {
-			if err := st.DeleteAttachment(ctx, a.Network, a.ContainerID, a.IfName); err != nil {
+			if err := e.st.DeleteAttachment(e.ctx, a.Network, a.ContainerID, a.IfName); err != nil {
 				return types.NewError(types.ErrTryAgainLater, "deleting a stale attachment: "+err.Error(), "")
 			}
 			fmt.Fprintf(os.Stderr, "veclane-cni: gc deleted the attachment of container %s interface %s\n", a.ContainerID, a.IfName)
