@@ -143,7 +143,11 @@ impl Node for Ip4Glean {
                 next_hop
             };
             if ifc.l3 {
-                if let Some(l) = &self.learned {
+                // Throttled like requests: one report per next hop per interval.
+                if self.learned.is_some()
+                    && self.may_send(tx_if, u32::from(next_hop), now)
+                    && let Some(l) = &self.learned
+                {
                     l.report(crate::Learned {
                         ifindex: tx_if,
                         ip: next_hop,

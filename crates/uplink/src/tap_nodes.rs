@@ -128,6 +128,8 @@ impl Node for TapInput {
         }
         if !vanished.is_empty() {
             ctx.count_errors(InputError::Vanished, vanished.len() as u64);
+            // The turn visits queues in a rotated order: remove from the highest index down.
+            vanished.sort_unstable();
             for &k in vanished.iter().rev() {
                 let (_, mut q) = self.queues.remove(k);
                 q.release(ctx.pool);

@@ -371,6 +371,9 @@ impl RxQueue {
         if self.overflow.is_empty() {
             self.overflow = vec![0; OVERFLOW];
         }
+        // Every read counts, dropped or not: a pod writing frames that are all refused must
+        // not hold the worker here.
+        let mut reads = 0;
         loop {
             while st.packets < max
                 && let Some((b, len)) = self.pending.pop_front()
@@ -379,9 +382,10 @@ impl RxQueue {
                 st.packets += 1;
                 bytes += u64::from(len);
             }
-            if st.packets >= max || !self.pending.is_empty() {
+            if st.packets >= max || !self.pending.is_empty() || reads >= max {
                 break;
             }
+            reads += 1;
             let Some(b) = pool.alloc() else {
                 // Read the frame anyway: left in the device it would keep the worker awake.
                 match rustix::io::read(&*self.fd, &mut self.overflow) {
@@ -407,6 +411,14 @@ impl RxQueue {
                 rustix::io::readv(&*self.fd, &mut iov)
             };
             let n = match n {
+                // The kernel returns the frame's whole length even when it cut the copy short
+                // (a frame larger than the room given): such a frame is refused, and nothing
+                // past what was read is ever looked at.
+                Ok(n) if n > VNET_HDR_LEN + first + self.overflow.len() => {
+                    pool.free(b);
+                    st.bad_frame += 1;
+                    continue;
+                }
                 Ok(n) => n,
                 Err(e) => {
                     pool.free(b);
