@@ -68,14 +68,16 @@ func Reconcile(ctx context.Context, s *cluster.Store, d *Daemon, self string, up
 		}
 		round.Applied = append(round.Applied, a)
 	}
-	return round, restorePods(d, snap, self, &round)
+	return round, restorePods(ctx, s, d, snap, self, &round)
 }
 
 // restorePods makes again the pod interfaces the cluster records on this node and the
 // daemon lacks (it restarted, and its state went with it): the daemon's side and, for a tap
 // (whose device went with the daemon's fds), the pod's side. A pod whose namespace is gone
-// is left for CNI DEL or GC; one whose network the daemon does not have waits for it.
-func restorePods(d *Daemon, snap *cluster.Snapshot, self string, round *Round) error {
+// is left for CNI DEL or GC; one whose network the daemon does not have waits for it. The
+// attachment is read again just before and just after: a DEL that deleted it (and the
+// interface) since the round's snapshot must not find the interface made again.
+func restorePods(ctx context.Context, s *cluster.Store, d *Daemon, snap *cluster.Snapshot, self string, round *Round) error {
 	ifs, err := d.Interfaces()
 	if err != nil {
 		return err
@@ -102,6 +104,12 @@ func restorePods(d *Daemon, snap *cluster.Snapshot, self string, round *Round) e
 			continue
 		}
 		act := Action{Kind: "pod-add", Pod: a}
+		if there, err := s.HasAttachment(ctx, a.Network, a.ContainerID, a.IfName); err != nil || !there {
+			if err != nil {
+				return err
+			}
+			continue
+		}
 		if err := pod.Attach(d.Client, a); err != nil {
 			var refused *DaemonError
 			if !errors.As(err, &refused) {
@@ -112,9 +120,19 @@ func restorePods(d *Daemon, snap *cluster.Snapshot, self string, round *Round) e
 		}
 		if a.Interface.Kind == "tap" {
 			if err := pod.Configure(a); err != nil {
+				// Deleted, so that the next round tries the whole again.
+				_ = d.DeleteInterface(a.Interface.Name)
 				round.Failed = append(round.Failed, fmt.Sprintf("%s: the pod's side: %v", act, err))
 				continue
 			}
+		}
+		if there, err := s.HasAttachment(ctx, a.Network, a.ContainerID, a.IfName); err != nil || !there {
+			// DEL came in between: what was just made is not the pod's any more.
+			_ = d.DeleteInterface(a.Interface.Name)
+			if err != nil {
+				return err
+			}
+			continue
 		}
 		round.Applied = append(round.Applied, act)
 	}

@@ -236,6 +236,16 @@ func (s *Store) DeleteAttachment(ctx context.Context, network, containerID, ifna
 	return nil
 }
 
+// HasAttachment says whether a pod attachment is recorded now (a fresh read, for a decision
+// that must not rest on an older snapshot).
+func (s *Store) HasAttachment(ctx context.Context, network, containerID, ifname string) (bool, error) {
+	r, err := s.kv.Get(ctx, attachmentKey(network, containerID, ifname), clientv3.WithCountOnly())
+	if err != nil {
+		return false, fmt.Errorf("etcd: reading attachment %s/%s: %w", containerID, ifname, err)
+	}
+	return r.Count > 0, nil
+}
+
 func attachmentKey(network, containerID, ifname string) string {
 	return attachmentsPrefix + network + "/" + containerID + "/" + ifname
 }

@@ -191,10 +191,16 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 	if args.Netns == "" {
 		return configError("CNI_NETNS is empty: a pod interface needs the pod's namespace")
 	}
+	// What a failed ADD undoes, then the connections it used (closed after the undo, which
+	// needs them).
 	var u undo
+	var closers []func()
 	defer func() {
 		if err != nil {
 			u.run()
+		}
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
 		}
 	}()
 	// The address first: nothing else is worth doing without one.
@@ -226,7 +232,7 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 	if err != nil {
 		return err
 	}
-	defer d.Close()
+	closers = append(closers, func() { _ = d.Close() })
 	hostMAC, ourMAC := pod.MACs(args.ContainerID, args.IfName)
 	routes := append([]*types.Route{{Dst: prefixNet(subnet)}}, res.Routes...)
 	att := cluster.PodAttachment{
@@ -261,18 +267,21 @@ func cmdAdd(args *skel.CmdArgs) (err error) {
 	if err != nil {
 		return daemonError("reading the pod's interface", err)
 	}
+	if pi.Kind == "memif" {
+		// Before Configure, which may fail after making the stand-in.
+		u.push(func() { _ = pod.DeleteStandIn(args.Netns, args.IfName) })
+	}
 	if err := pod.Configure(&att); err != nil {
 		return types.NewError(types.ErrInternal, "configuring "+args.IfName+" in "+args.Netns+": "+err.Error(), "")
-	}
-	if pi.Kind == "memif" {
-		u.push(func() { _ = pod.DeleteStandIn(args.Netns, args.IfName) })
 	}
 
 	e, err := etcd(c)
 	if err != nil {
 		return err
 	}
-	defer e.done()
+	closers = append(closers, e.done)
+	// Undone even when the put fails: a put that timed out may have committed.
+	u.push(func() { _ = e.st.DeleteAttachment(e.ctx, att.Network, att.ContainerID, att.IfName) })
 	if err := e.st.PutAttachment(e.ctx, att); err != nil {
 		return types.NewError(types.ErrTryAgainLater, "recording the attachment in etcd: "+err.Error(), "")
 	}
@@ -449,15 +458,14 @@ func cmdGC(args *skel.CmdArgs) error {
 		if err != nil {
 			return daemonError("listing interfaces", err)
 		}
+		keep := map[string]bool{}
+		for _, a := range c.ValidAttachments {
+			keep[pod.DaemonName(a.ContainerID, a.IfName)] = true
+		}
 		for _, i := range ifs {
-			if i.Pod == nil || i.Network == nil || *i.Network != c.NetworkName || !strings.HasPrefix(i.Name, "pod-") {
-				continue
-			}
-			ifName := i.Device.HostIfName
-			if ifName == "" {
-				ifName = i.Name[strings.LastIndexByte(i.Name, '-')+1:]
-			}
-			if valid[*i.Pod+"/"+ifName] {
+			// The plugin's own interfaces only (named as DaemonName names them), of this
+			// network, not among the valid attachments'.
+			if i.Pod == nil || i.Network == nil || *i.Network != c.NetworkName || !strings.HasPrefix(i.Name, "pod-") || keep[i.Name] {
 				continue
 			}
 			if err := d.DeleteInterface(i.Name); err != nil && !ctl.NoInterface(err) {

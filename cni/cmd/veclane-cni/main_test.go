@@ -366,6 +366,28 @@ func TestPodsGetInterfacesOnTheirNetworks(t *testing.T) {
 		t.Fatalf("the failed ADD left a device: %s", out)
 	}
 
+	// A failure after the interface was made (etcd for attachments unreachable, IPAM's
+	// fine) undoes the interface and the address too.
+	noEtcd := strings.Replace(memifConf, `"etcd_endpoints":["`+etcd.Endpoint+`"],`+"\n\t\t"+`"ipam"`, `"etcd_endpoints":["http://127.0.0.1:1"],"ipam"`, 1)
+	if noEtcd == memifConf {
+		t.Fatal("could not point the attachments at a dead etcd")
+	}
+	blueBefore := allocated(t, ec, "blue")
+	if r, ok := plugin(t, "ADD", "c-noetcd", m2, noEtcd); ok || r["code"] != float64(11) {
+		t.Fatalf("ADD with the attachments' etcd down: %v", r)
+	}
+	for _, i := range d.interfaces(t) {
+		if i.Pod != nil && *i.Pod == "c-noetcd" {
+			t.Fatalf("the failed ADD left %s", i.Name)
+		}
+	}
+	if n := allocated(t, ec, "blue"); n != blueBefore {
+		t.Fatalf("the failed ADD kept its address: %d allocations, were %d", n, blueBefore)
+	}
+	if out := run(t, "ip", "-n", filepath.Base(m2), "-o", "link"); strings.Contains(out, "eth1") {
+		t.Fatalf("the failed ADD left the stand-in: %s", out)
+	}
+
 	// GC with no valid attachment: red's pod goes (its interface, attachment, address).
 	red := strings.Replace(memifConf, `"network_name":"blue"`, `"network_name":"red"`, 2)
 	red = strings.Replace(red, `"kind":"memif","ring_size":512`, `"kind":"tap"`, 1)
