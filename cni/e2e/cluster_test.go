@@ -566,11 +566,12 @@ func TestThreeNodesBlueAndRed(t *testing.T) {
 	}
 
 	// n3's agent dies for good: its lease (3 s) expires, and n1 and n2 drop their tunnels to
-	// n3 right after (etcd checks leases every half second; the agents watch).
+	// n3 right after (etcd checks leases every half second; the agents watch): 3.0 to 4.2 s
+	// measured here, bounded at 6 s for a loaded machine.
 	kill(n3.agent)
 	died := time.Now()
 	for _, n := range []*node{n1, n2} {
-		eventually(t, 5*time.Second-time.Since(died), n.name+" drops its tunnels to n3 within the lease and 2 s", func() error {
+		eventually(t, 6*time.Second-time.Since(died), n.name+" drops its tunnels to n3 within the lease and 3 s", func() error {
 			v, err := tunnels(n)
 			if err != nil {
 				return err
