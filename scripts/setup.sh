@@ -29,6 +29,8 @@ command -v ping >/dev/null 2>&1 || pkgs+=(iputils-ping)
 command -v python3 >/dev/null 2>&1 || pkgs+=(python3)
 # callgrind: `veclane bench l3fwd --cost` (instructions per packet).
 command -v valgrind >/dev/null 2>&1 || pkgs+=(valgrind)
+# <linux/idxd.h>: the DSA formats are checked against the kernel's header, compiled by cc.
+[ -f /usr/include/linux/idxd.h ] || pkgs+=(linux-libc-dev)
 # etcd: the cluster's store; the tests of cni/ start their own server on loopback.
 command -v etcd >/dev/null 2>&1 || pkgs+=(etcd-server)
 if [ "${#pkgs[@]}" -gt 0 ]; then

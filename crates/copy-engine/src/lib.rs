@@ -48,10 +48,12 @@
 //!
 //! # Where the DSA backend goes
 //!
-//! Intel DSA (`reference/dsa.md` §6.5) is not implemented: no host here has one, and an
-//! untestable backend would only pretend. Adding it means a `Kind::Dsa` variant (parsed as
-//! `"dsa"`), an `Engine::Dsa(DsaEngine)` arm in every `match` in this file, and a `dsa`
-//! module holding the descriptor arena, the portal or `write()` submission, the batch
+//! Intel DSA (`reference/dsa.md` §6.5) is not an engine yet. What exists is in [`dsa`]: the
+//! descriptor and completion-record formats (checked against the kernel's `<linux/idxd.h>`),
+//! sysfs discovery of usable work queues with the reason for every unusable one, and the CPU
+//! feature checks. The engine means a `Kind::Dsa` variant (parsed as `"dsa"`), an
+//! `Engine::Dsa(DsaEngine)` arm in every `match` in this file, and in [`dsa`] the descriptor
+//! arena, the portal or `write()` submission, the batch
 //! metadata ring, the watchdog and the circuit breaker. It brings what only a device needs:
 //! `register_region` (prefault, mlock, bounds for fault validation), splitting requests
 //! longer than `max_transfer_size`, inline CPU copies of small items (counted in
@@ -59,6 +61,7 @@
 //! a logged reason) belongs with it. Nothing in the contract above changes.
 
 mod cpu;
+pub mod dsa;
 mod thread;
 
 #[cfg(test)]
