@@ -1,10 +1,13 @@
 //! Intel DSA (Data Streaming Accelerator), the copy device of Sapphire Rapids and later
-//! Xeons: its formats ([`hw`]), finding the work queues a process may use ([`sysfs`]), and
-//! the CPU instructions that submit to them ([`cpu_features`]). `reference/dsa.md` is the
-//! design brief; the engine backend that submits through these is still to come (the
-//! crate's doc says where it goes).
+//! Xeons: its formats ([`hw`]), finding the work queues a process may use ([`sysfs`]), the
+//! CPU instructions that submit to them ([`cpu_features`]), and a software work queue that
+//! executes descriptors as the specification says, behind the same [`model::Portal`] a
+//! device's portal will have ([`model`]). `reference/dsa.md` is the design brief; the engine
+//! backend that submits through a portal is still to come (the crate's doc says where it
+//! goes).
 
 pub mod hw;
+pub mod model;
 pub mod sysfs;
 
 /// The submission instructions this CPU has.
