@@ -48,17 +48,16 @@
 //!
 //! # Where the DSA backend goes
 //!
-//! Intel DSA (`reference/dsa.md` §6.5) is not an engine yet. What exists is in [`dsa`]: the
+//! Intel DSA (`reference/dsa.md` §6.5) is not selectable yet. What exists is in [`dsa`]: the
 //! descriptor and completion-record formats (checked against the kernel's `<linux/idxd.h>`),
-//! sysfs discovery of usable work queues with the reason for every unusable one, and the CPU
-//! feature checks. The engine means a `Kind::Dsa` variant (parsed as `"dsa"`), an
-//! `Engine::Dsa(DsaEngine)` arm in every `match` in this file, and in [`dsa`] the descriptor
-//! arena, the portal or `write()` submission, the batch
-//! metadata ring, the watchdog and the circuit breaker. It brings what only a device needs:
-//! `register_region` (prefault, mlock, bounds for fault validation), splitting requests
-//! longer than `max_transfer_size`, inline CPU copies of small items (counted in
-//! [`Retired::cpu_copies`]), and a `Policy::FallbackOnFull`. Startup selection (`auto`, with
-//! a logged reason) belongs with it. Nothing in the contract above changes.
+//! sysfs discovery of usable work queues with the reason for every unusable one, the CPU
+//! feature checks, a software model of a work queue, and [`dsa::engine::DsaEngine`] verified
+//! against it (batches, in-order retirement, faults finished on the CPU, the watchdog and
+//! the breaker). Still to come: a `Kind::Dsa` variant (parsed as `"dsa"`), an
+//! `Engine::Dsa(DsaEngine)` arm in every `match` in this file, the real portal (MOVDIR64B,
+//! ENQCMD or `write()` on the work queue's character device), `register_region` (prefault,
+//! mlock, bounds for fault validation), a `Policy::FallbackOnFull`, and startup selection
+//! (`auto`, with a logged reason). Nothing in the contract above changes.
 
 mod cpu;
 pub mod dsa;

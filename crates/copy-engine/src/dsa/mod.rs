@@ -1,11 +1,14 @@
 //! Intel DSA (Data Streaming Accelerator), the copy device of Sapphire Rapids and later
 //! Xeons: its formats ([`hw`]), finding the work queues a process may use ([`sysfs`]), the
-//! CPU instructions that submit to them ([`cpu_features`]), and a software work queue that
-//! executes descriptors as the specification says, behind the same [`model::Portal`] a
-//! device's portal will have ([`model`]). `reference/dsa.md` is the design brief; the engine
-//! backend that submits through a portal is still to come (the crate's doc says where it
-//! goes).
+//! CPU instructions that submit to them ([`cpu_features`]), a software work queue that
+//! executes descriptors as the specification says behind the [`model::Portal`] a device's
+//! portal will have ([`model`]), and the engine that turns batches of copies into
+//! descriptors and retires them in order, finishing faults on the CPU ([`engine`]). It is
+//! verified against the model only; the real portal (MOVDIR64B, ENQCMD, `write()`) and the
+//! engine's place among [`crate::Kind`]s are still to come. `reference/dsa.md` is the design
+//! brief.
 
+pub mod engine;
 pub mod hw;
 pub mod model;
 pub mod sysfs;

@@ -12,7 +12,7 @@
 //! as good as this reading of the specification: on real hardware `veclane copy-engine
 //! check` is the proof.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU8, Ordering};
 
 use super::hw::{CompletionRecord, Descriptor, flag, opcode, status};
@@ -37,6 +37,10 @@ pub trait Portal {
     /// completion record says it is done (or, for a record the descriptor does not ask for,
     /// until a later descriptor's record says the queue has moved past it).
     unsafe fn submit(&mut self, d: &Descriptor) -> Result<(), Refused>;
+
+    /// Lets the work queue make progress: nothing for a device, which runs on its own; the
+    /// model executes what it holds.
+    fn progress(&mut self) {}
 }
 
 /// A fault the model applies to the next descriptor it executes (top-level; a batch's fault
@@ -83,7 +87,8 @@ impl Default for ModelConfig {
 pub struct Model {
     cfg: ModelConfig,
     queue: VecDeque<Descriptor>,
-    faults: VecDeque<Fault>,
+    /// Faults by the index (counting from 0) of the top-level descriptor they hit.
+    faults: BTreeMap<u64, Fault>,
     /// Descriptors a dedicated queue had no room for: dropped, as the device would.
     pub overflowed: u64,
     /// Descriptors executed (a batch counts one).
@@ -98,16 +103,21 @@ impl Model {
         Model {
             cfg,
             queue: VecDeque::new(),
-            faults: VecDeque::new(),
+            faults: BTreeMap::new(),
             overflowed: 0,
             executed: 0,
             records_lost: 0,
         }
     }
 
-    /// The next executed descriptors get these faults, in order.
+    /// The next descriptor executed gets fault `f`.
     pub fn inject(&mut self, f: Fault) {
-        self.faults.push_back(f);
+        self.faults.insert(self.executed, f);
+    }
+
+    /// The `n`th descriptor executed (counting from 0, batches as one) gets fault `f`.
+    pub fn inject_at(&mut self, n: u64, f: Fault) {
+        self.faults.insert(n, f);
     }
 
     /// Descriptors queued and not executed.
@@ -126,7 +136,7 @@ impl Model {
         while done < n
             && let Some(d) = self.queue.pop_front()
         {
-            let fault = self.faults.pop_front();
+            let fault = self.faults.remove(&self.executed);
             // SAFETY: the caller's contract, passed on.
             unsafe { self.execute_top(&d, fault) };
             self.executed += 1;
@@ -313,6 +323,14 @@ impl Model {
 }
 
 impl Portal for Model {
+    fn progress(&mut self) {
+        let n = self.queue.len();
+        // SAFETY: every queued descriptor was submitted through `Portal::submit`, whose
+        // caller promised its memory until its record is written: executing it now is
+        // what that promise covers.
+        unsafe { self.step(n) };
+    }
+
     unsafe fn submit(&mut self, d: &Descriptor) -> Result<(), Refused> {
         if self.queue.len() >= self.cfg.depth {
             if self.cfg.dedicated {
