@@ -97,7 +97,8 @@ struct Pending {
 /// The DSA engine over a work queue's portal.
 pub struct DsaEngine {
     cfg: DsaConfig,
-    portal: Box<dyn Portal + Send>,
+    /// `None` only while dropping (it goes first: closing a device's fd drains its queue).
+    portal: Option<Box<dyn Portal + Send>>,
     /// `2 * ring` descriptors, 64-byte aligned.
     descs: *mut Descriptor,
     /// A record per descriptor slot (failures of batch members).
@@ -168,7 +169,7 @@ impl DsaEngine {
             records: alloc(cfg.credits),
             tops: vec![Descriptor::default(); cfg.credits],
             cfg,
-            portal,
+            portal: Some(portal),
             head: 0,
             used: 0,
             next_record: 0,
@@ -222,30 +223,36 @@ impl DsaEngine {
                 hw_copies += 1;
             }
         }
-        let top = match pieces {
+        let mut top = match pieces {
             0 => 0,
             1 => 1,
             n => n.div_ceil(self.cfg.max_batch_size as usize),
         };
+        // A batch that could never fit (more descriptors than credits, more pieces than the
+        // ring) is not back-pressure: it is copied on the CPU, whatever is in flight.
+        let oversize = top > self.cfg.credits || pieces > self.cfg.ring;
+        if oversize {
+            (pieces, hw_copies, top) = (0, 0, 0);
+        }
         let slots = if pieces > 1 { pieces } else { 0 };
         if self.pending.len() >= self.cfg.credits
             || self.credits_used + top > self.cfg.credits
             || self.used + slots > self.cfg.ring
-            || (pieces > 1 && pieces > self.cfg.ring)
         {
             self.stats.full += 1;
             return Err(SubmitError::Full);
         }
         let cpu_copies = reqs.len() as u32 - hw_copies;
         // The short ones (or all, once tripped) now, on the CPU.
+        let all_cpu = self.tripped.is_some() || oversize;
         for r in reqs
             .iter()
-            .filter(|r| self.tripped.is_some() || r.len < self.cfg.inline_max.max(1))
+            .filter(|r| all_cpu || r.len < self.cfg.inline_max.max(1))
         {
             // SAFETY: the caller's contract for every request.
             unsafe { copy_now(std::slice::from_ref(r)) };
         }
-        if self.tripped.is_some() {
+        if all_cpu {
             self.dsa.fallback += 1;
         } else {
             self.dsa.inline += u64::from(cpu_copies);
@@ -321,12 +328,8 @@ impl DsaEngine {
             ticket: self.issued,
             hw,
             slots,
-            hw_copies: if self.tripped.is_some() { 0 } else { hw_copies },
-            cpu_copies: if self.tripped.is_some() {
-                reqs.len() as u32
-            } else {
-                cpu_copies
-            },
+            hw_copies,
+            cpu_copies,
             at: Instant::now(),
         });
         Ok(Ticket(self.issued))
@@ -355,10 +358,23 @@ impl DsaEngine {
         } else {
             1
         });
-        // SAFETY: the caller's contract. A dedicated queue never refuses (credits are
-        // counted); a shared one that does is treated as a lost descriptor, which the
-        // watchdog finishes.
-        let _ = unsafe { self.portal.submit(d) };
+        let accepted = match self.portal.as_mut() {
+            // SAFETY: the caller's contract. A dedicated queue never refuses (credits are
+            // counted).
+            Some(p) => unsafe { p.submit(d) }.is_ok(),
+            None => false,
+        };
+        if !accepted {
+            // A shared queue that was full (or no portal): the device never saw it, so the
+            // CPU does it now and the record says so at once.
+            // SAFETY: the caller's contract covers the descriptor's memory (for a batch, the
+            // list in our arena and its members' memory).
+            unsafe { self.redo_descriptor(d) };
+            let rec = d.completion_addr as *mut CompletionRecord;
+            // SAFETY: one of this engine's records, which the device never received.
+            unsafe { AtomicU8::from_ptr(rec.cast::<u8>()) }
+                .store(status::SUCCESS, Ordering::Release);
+        }
     }
 
     /// The status byte of a record, with Acquire ordering.
@@ -370,7 +386,9 @@ impl DsaEngine {
 
     /// Reports finished batches, oldest first; never blocks.
     pub fn poll(&mut self, mut f: impl FnMut(Retired)) -> usize {
-        self.portal.progress();
+        if let Some(p) = self.portal.as_mut() {
+            p.progress();
+        }
         let mut n = 0;
         while let Some(p) = self.pending.front() {
             let done = p.hw.iter().all(|&(_, _, r)| {
@@ -379,17 +397,24 @@ impl DsaEngine {
             });
             if !done {
                 let waited = p.at.elapsed();
+                if waited < self.cfg.timeout {
+                    break;
+                }
                 if waited < self.cfg.timeout + self.cfg.redo_after {
+                    // Suspect: nothing more goes to the device, but nothing of this batch
+                    // is redone while the device might still write it.
+                    self.trip(format!(
+                        "a completion record was not written within {:?}",
+                        self.cfg.timeout
+                    ));
                     break;
                 }
                 // The device has had more than long enough: redo everything of the batch
                 // on the CPU (see the module doc), and stop using it.
                 self.dsa.watchdog += 1;
-                self.trip(format!(
-                    "a completion record was not written within {:?}",
-                    self.cfg.timeout + self.cfg.redo_after
-                ));
-                let p = self.pending.pop_front().expect("front");
+                let mut p = self.pending.pop_front().expect("front");
+                // Every copy of it was the CPU's in the end.
+                (p.cpu_copies, p.hw_copies) = (p.cpu_copies + p.hw_copies, 0);
                 // SAFETY: the pieces' memory is still lent (the ticket has not retired).
                 unsafe { self.redo_all(&p) };
                 self.finish(p, &mut f);
@@ -497,10 +522,14 @@ impl DsaEngine {
             status::PAGE_FAULT_NOBOF | status::PAGE_FAULT_IR => {
                 // Ascending (memif copies never overlap): the first bytes are there.
                 let done = rec.bytes_completed.min(d.xfer_size);
+                // Copied descending (`result` 1, overlapping buffers): the done bytes are at
+                // the end, and the rest starts where the copy did (reference/dsa.md §3.8).
+                // TODO(register_region): check `fault_addr` against the lent regions first.
+                let skip = if rec.result == 1 { 0 } else { done };
                 self.dsa.recovered += 1;
                 let rest = CopyReq {
-                    src: (d.src_addr as *const u8).wrapping_add(done as usize),
-                    dst: (d.dst_addr as *mut u8).wrapping_add(done as usize),
+                    src: (d.src_addr as *const u8).wrapping_add(skip as usize),
+                    dst: (d.dst_addr as *mut u8).wrapping_add(skip as usize),
                     len: d.xfer_size - done,
                 };
                 // SAFETY: within the lent request.
@@ -530,6 +559,24 @@ impl DsaEngine {
         };
         // SAFETY: the caller's contract.
         unsafe { copy_now(&[all]) };
+    }
+
+    /// A top-level descriptor's copies, on the CPU (one the portal refused).
+    ///
+    /// # Safety
+    ///
+    /// As [`DsaEngine::redo`]; a batch's list is in this engine's arena.
+    unsafe fn redo_descriptor(&mut self, d: &Descriptor) {
+        if d.opcode() == super::hw::opcode::BATCH {
+            let list = d.src_addr as *const Descriptor;
+            for k in 0..d.xfer_size as usize {
+                // SAFETY: the list is `xfer_size` descriptors of our arena.
+                unsafe { self.redo(&list.add(k).read()) };
+            }
+        } else {
+            // SAFETY: the caller's contract.
+            unsafe { self.redo(d) };
+        }
     }
 
     /// Everything of `p` again on the CPU (the watchdog's case).
@@ -569,6 +616,13 @@ impl Drop for DsaEngine {
     fn drop(&mut self) {
         // No device write may land after this returns (the contract's teardown).
         self.drain(|_| {});
+        // The portal first: closing a device's fd makes the kernel drain its queue.
+        drop(self.portal.take());
+        if self.dsa.watchdog > 0 {
+            // A descriptor given up on might still be written by the device: its records
+            // and list stay allocated (leaked), never reused by anyone.
+            return;
+        }
         // SAFETY: the three allocations of `new`, not used again.
         unsafe {
             free(self.descs, 2 * self.cfg.ring);
@@ -729,6 +783,46 @@ mod tests {
         m.inject_at(2, Fault::HwError);
         let e = rounds(m, small(), 17, 16);
         assert!(e.tripped().unwrap().contains("0x20"), "{:?}", e.tripped());
+    }
+
+    #[test]
+    fn a_batch_too_big_for_the_queue_is_copied_on_the_cpu() {
+        let mut e = DsaEngine::new(Box::new(model()), small());
+        let src = vec![9u8; 40 * 512];
+        let mut dst = vec![0u8; 40 * 512];
+        let reqs: Vec<CopyReq> = (0..40)
+            .map(|k| CopyReq {
+                src: src.as_ptr().wrapping_add(k * 512),
+                dst: dst.as_mut_ptr().wrapping_add(k * 512),
+                len: 512,
+            })
+            .collect();
+        // 40 pieces need 5 batches of 8: more than the 4 credits there will ever be.
+        // SAFETY: both buffers outlive the engine's use of them (drained below).
+        let t = unsafe { e.submit(&reqs) }.expect("never Full for a batch that cannot fit");
+        let mut got = Vec::new();
+        e.drain(|r| got.push(r));
+        assert_eq!(
+            (got[0].ticket, got[0].hw_copies, got[0].cpu_copies),
+            (t, 0, 40)
+        );
+        assert_eq!(dst, src);
+        assert_eq!(e.dsa_stats().fallback, 1);
+        assert!(e.tripped().is_none());
+    }
+
+    #[test]
+    fn a_full_shared_queue_sends_its_copies_to_the_cpu() {
+        let m = Model::new(ModelConfig {
+            depth: 1,
+            dedicated: false,
+            max_batch_size: 8,
+            max_transfer_size: 1024,
+            ..ModelConfig::default()
+        });
+        let e = rounds(m, small(), 23, 32);
+        assert!(e.dsa_stats().recovered > 0, "{:?}", e.dsa_stats());
+        assert!(e.tripped().is_none(), "{:?}", e.tripped());
     }
 
     #[test]
