@@ -48,16 +48,16 @@
 //!
 //! # Where the DSA backend goes
 //!
-//! Intel DSA (`reference/dsa.md` §6.5) is not selectable yet. What exists is in [`dsa`]: the
-//! descriptor and completion-record formats (checked against the kernel's `<linux/idxd.h>`),
-//! sysfs discovery of usable work queues with the reason for every unusable one, the CPU
-//! feature checks, a software model of a work queue, and [`dsa::engine::DsaEngine`] verified
-//! against it (batches, in-order retirement, faults finished on the CPU, the watchdog and
-//! the breaker). Still to come: a `Kind::Dsa` variant (parsed as `"dsa"`), an
-//! `Engine::Dsa(DsaEngine)` arm in every `match` in this file, the real portal (MOVDIR64B,
-//! ENQCMD or `write()` on the work queue's character device), `register_region` (prefault,
-//! mlock, bounds for fault validation), a `Policy::FallbackOnFull`, and startup selection
-//! (`auto`, with a logged reason). Nothing in the contract above changes.
+//! Intel DSA (`reference/dsa.md` §6.5) lives in [`dsa`]: the descriptor and completion-record
+//! formats (checked against the kernel's `<linux/idxd.h>`), sysfs discovery of usable work
+//! queues with the reason for every unusable one, the CPU feature checks, a software model of
+//! a work queue, and [`dsa::engine::DsaEngine`] (batches, in-order retirement, faults finished
+//! on the CPU, the watchdog and the breaker). [`Engine::dsa_over`] runs it over a portal (the
+//! model); [`Kind::Dsa`] on a real device is refused by [`Engine::new`] with the reason.
+//! Still to come: the real portal (MOVDIR64B, ENQCMD or `write()` on the work queue's
+//! character device), `register_region` (prefault, mlock, bounds for fault validation), a
+//! `Policy::FallbackOnFull`, and startup selection (`auto`, with a logged reason). Nothing in
+//! the contract above changes.
 
 mod cpu;
 pub mod dsa;
@@ -123,17 +123,20 @@ pub enum Kind {
     Cpu,
     /// Copies on a dedicated copy thread.
     Thread,
+    /// Copies offloaded to an Intel DSA work queue.
+    Dsa,
 }
 
 impl Kind {
     /// Every kind, in the order error messages list them.
-    pub const ALL: [Kind; 2] = [Kind::Cpu, Kind::Thread];
+    pub const ALL: [Kind; 3] = [Kind::Cpu, Kind::Thread, Kind::Dsa];
 
     /// The configuration name: `"cpu"` or `"thread"`.
     pub fn name(self) -> &'static str {
         match self {
             Kind::Cpu => "cpu",
             Kind::Thread => "thread",
+            Kind::Dsa => "dsa",
         }
     }
 }
@@ -259,6 +262,7 @@ unsafe fn copy_one(req: CopyReq) {
 pub enum Engine {
     Cpu(CpuEngine),
     Thread(ThreadEngine),
+    Dsa(Box<dsa::engine::DsaEngine>),
 }
 
 impl Engine {
@@ -272,6 +276,7 @@ impl Engine {
         Ok(match kind {
             Kind::Cpu => Engine::Cpu(CpuEngine::new()),
             Kind::Thread => Engine::Thread(ThreadEngine::new()?),
+            Kind::Dsa => return Engine::dsa_device(),
         })
     }
 
@@ -288,13 +293,39 @@ impl Engine {
         Ok(match kind {
             Kind::Cpu => Engine::Cpu(CpuEngine::with_max_inflight(max_inflight)),
             Kind::Thread => Engine::Thread(ThreadEngine::with_max_inflight(max_inflight)?),
+            Kind::Dsa => return Engine::dsa_device(),
         })
+    }
+
+    /// A DSA engine on this host's device: what discovery found, and why it cannot be used.
+    /// Submission to a real work queue (its portal or `write()`) is not built yet, so even a
+    /// usable work queue is refused, saying so.
+    fn dsa_device() -> std::io::Result<Engine> {
+        let found = dsa::sysfs::discover_default();
+        let why = match found.usable.first() {
+            None => format!("no usable DSA work queue: {}", found.why_none()),
+            Some(wq) => format!(
+                "DSA work queue {} ({}) found, but submitting to a real device is not built yet",
+                wq.id,
+                wq.dev_path.display()
+            ),
+        };
+        Err(std::io::Error::new(std::io::ErrorKind::Unsupported, why))
+    }
+
+    /// A DSA engine over `portal` (the software model, until a device's portal exists).
+    pub fn dsa_over(
+        portal: Box<dyn dsa::model::Portal + Send>,
+        cfg: dsa::engine::DsaConfig,
+    ) -> Engine {
+        Engine::Dsa(Box::new(dsa::engine::DsaEngine::new(portal, cfg)))
     }
 
     pub fn caps(&self) -> Caps {
         match self {
             Engine::Cpu(e) => e.caps(),
             Engine::Thread(e) => e.caps(),
+            Engine::Dsa(e) => e.caps(),
         }
     }
 
@@ -317,6 +348,8 @@ impl Engine {
             Engine::Cpu(e) => unsafe { e.submit(reqs) },
             // SAFETY: the caller upholds `submit`'s contract, which is the backend's.
             Engine::Thread(e) => unsafe { e.submit(reqs) },
+            // SAFETY: the caller upholds `submit`'s contract, which is the backend's.
+            Engine::Dsa(e) => unsafe { e.submit(reqs) },
         }
     }
 
@@ -326,6 +359,7 @@ impl Engine {
         match self {
             Engine::Cpu(e) => e.poll(f),
             Engine::Thread(e) => e.poll(f),
+            Engine::Dsa(e) => e.poll(f),
         }
     }
 
@@ -335,6 +369,7 @@ impl Engine {
         match self {
             Engine::Cpu(e) => e.drain(f),
             Engine::Thread(e) => e.drain(f),
+            Engine::Dsa(e) => e.drain(f),
         }
     }
 
@@ -350,6 +385,7 @@ impl Engine {
         match self {
             Engine::Cpu(e) => e.inflight(),
             Engine::Thread(e) => e.inflight(),
+            Engine::Dsa(e) => e.inflight(),
         }
     }
 
@@ -359,6 +395,7 @@ impl Engine {
         match self {
             Engine::Cpu(e) => e.retired_through(),
             Engine::Thread(e) => e.retired_through(),
+            Engine::Dsa(e) => e.retired_through(),
         }
     }
 
@@ -371,6 +408,7 @@ impl Engine {
         match self {
             Engine::Cpu(e) => e.stats(),
             Engine::Thread(e) => e.stats(),
+            Engine::Dsa(e) => e.stats(),
         }
     }
 }

@@ -150,6 +150,52 @@ fn check_random_rounds(mut engine: Engine, seed: u64, rounds: usize) -> Stats {
     stats
 }
 
+/// Every backend this host can run: the CPU, the copy thread, and DSA over the software
+/// model (every copy to the hardware: `inline_max` 1).
+fn engines() -> Vec<(Kind, Engine)> {
+    vec![
+        (Kind::Cpu, Engine::new(Kind::Cpu).unwrap()),
+        (Kind::Thread, Engine::new(Kind::Thread).unwrap()),
+        (Kind::Dsa, dsa_model(16)),
+    ]
+}
+
+fn dsa_model(credits: usize) -> Engine {
+    use crate::dsa::engine::DsaConfig;
+    use crate::dsa::model::{Model, ModelConfig};
+    let model = Model::new(ModelConfig {
+        depth: credits,
+        ..ModelConfig::default()
+    });
+    Engine::dsa_over(
+        Box::new(model),
+        DsaConfig {
+            inline_max: 1,
+            credits,
+            ..DsaConfig::default()
+        },
+    )
+}
+
+#[test]
+fn random_batches_match_reference_dsa_on_the_model() {
+    let stats = check_random_rounds(dsa_model(16), 5, 100);
+    assert!(stats.batches > 100);
+}
+
+#[test]
+fn random_batches_match_reference_dsa_on_the_model_few_credits() {
+    let stats = check_random_rounds(dsa_model(3), 6, 100);
+    assert!(stats.batches > 100);
+}
+
+#[test]
+fn dsa_on_this_host_says_why_not() {
+    let e = Engine::new(Kind::Dsa).unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::Unsupported);
+    assert!(e.to_string().contains("DSA"), "{e}");
+}
+
 #[test]
 fn random_batches_match_reference_cpu() {
     let stats = check_random_rounds(Engine::new(Kind::Cpu).unwrap(), 1, 100);
@@ -179,8 +225,7 @@ fn random_batches_match_reference_thread_small_ring() {
 fn cpu_reports_cpu_copies_and_thread_reports_offloaded_copies() {
     let src = [1u8, 2, 3];
     let mut dst = [0u8; 3];
-    for kind in Kind::ALL {
-        let mut engine = Engine::new(kind).unwrap();
+    for (kind, mut engine) in engines() {
         let (s, d) = (src.as_ptr(), dst.as_mut_ptr());
         let reqs = [
             CopyReq {
@@ -216,8 +261,7 @@ fn cpu_reports_cpu_copies_and_thread_reports_offloaded_copies() {
 fn empty_submit_gets_a_ticket_that_retires_in_order() {
     let src = [0xabu8; 100];
     let mut dst = [0u8; 100];
-    for kind in Kind::ALL {
-        let mut engine = Engine::new(kind).unwrap();
+    for (kind, mut engine) in engines() {
         let copy = [CopyReq {
             src: src.as_ptr(),
             dst: dst.as_mut_ptr(),
@@ -252,8 +296,7 @@ fn zero_length_requests_touch_nothing() {
         dst: ptr::null_mut(),
         len: 0,
     };
-    for kind in Kind::ALL {
-        let mut engine = Engine::new(kind).unwrap();
+    for (_, mut engine) in engines() {
         // SAFETY: zero-length requests are never dereferenced.
         unsafe { engine.submit(&[nothing, nothing]) }.unwrap();
         assert_eq!(engine.drain(|_| {}), 1);
@@ -427,11 +470,12 @@ fn kind_parses_its_names_and_rejects_others() {
     }
     assert_eq!("cpu".parse::<Kind>(), Ok(Kind::Cpu));
     assert_eq!("thread".parse::<Kind>(), Ok(Kind::Thread));
-    for wrong in ["dsa", "CPU", "", " cpu", "auto"] {
+    assert_eq!("dsa".parse::<Kind>(), Ok(Kind::Dsa));
+    for wrong in ["DSA", "CPU", "", " cpu", "auto"] {
         let message = wrong.parse::<Kind>().unwrap_err().to_string();
         assert_eq!(
             message,
-            format!("unknown copy engine {wrong:?}: expected one of \"cpu\", \"thread\"")
+            format!("unknown copy engine {wrong:?}: expected one of \"cpu\", \"thread\", \"dsa\"")
         );
     }
 }

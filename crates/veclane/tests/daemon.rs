@@ -755,3 +755,24 @@ fn separate_sink_and_paced_sender_sleep_between_frames() {
     assert_eq!(got["rx_packets"], sent["tx_packets"], "{got}\n{sent}");
     assert!(got["latency"]["p50_ns"].as_u64().unwrap() > 0, "{got}");
 }
+
+/// `copy-engine = "dsa"` on a host without a usable work queue: the daemon refuses to start,
+/// saying why (no device here), rather than running without the offload it was asked for.
+#[test]
+fn dsa_without_a_device_is_refused_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("veclane.toml");
+    std::fs::write(&cfg, "[daemon]\ncopy-engine = \"dsa\"\n").unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_veclane"))
+        .args(["run", "--config"])
+        .arg(&cfg)
+        .arg("--runtime-dir")
+        .arg(dir.path())
+        .env("VECLANE_DSA_SYSFS", dir.path().join("no-sysfs"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("no usable DSA work queue"), "{err}");
+    assert!(err.contains("no-sysfs"), "{err}");
+}

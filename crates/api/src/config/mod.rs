@@ -36,7 +36,7 @@ buffers = 32768
 # (headers go through local buffers); "two" copies into local buffers and out again (VPP).
 copy = "single"
 # What executes payload copies: "cpu" (inline) or "thread" (a copy thread, for tests and
-# hosts with spare cores; Intel DSA plugs in here).
+# hosts with spare cores); "dsa" (Intel DSA) is refused at start with the reason.
 copy-engine = "cpu"
 
 [[interface]]

@@ -30,7 +30,7 @@ use super::hw::{
     BATCH_FLAGS, BATCH_MEMMOVE_FLAGS, CompletionRecord, Descriptor, MEMMOVE_FLAGS, status,
 };
 use super::model::Portal;
-use crate::{CopyReq, Retired, Stats, SubmitError, Ticket, copy_now};
+use crate::{Caps, CopyReq, Kind, Retired, Stats, SubmitError, Ticket, copy_now};
 
 /// How the engine uses its work queue.
 #[derive(Debug, Clone, Copy)]
@@ -180,6 +180,15 @@ impl DsaEngine {
             stats: Stats::default(),
             dsa: DsaStats::default(),
             tripped: None,
+        }
+    }
+
+    pub fn caps(&self) -> Caps {
+        Caps {
+            kind: Kind::Dsa,
+            asynchronous: true,
+            max_batch: usize::MAX,
+            max_inflight: self.cfg.credits,
         }
     }
 

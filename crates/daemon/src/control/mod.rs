@@ -40,11 +40,9 @@ pub enum ControlError {
     /// An interface that cannot be created or changed as asked.
     #[error("{0}")]
     Interface(String),
-    #[error("cannot start worker {index}: {source}")]
-    Worker {
-        index: usize,
-        source: std::io::Error,
-    },
+    /// The error is in the message, not a `source`: printed once.
+    #[error("cannot start worker {index}: {error}")]
+    Worker { index: usize, error: std::io::Error },
     #[error("cannot make the control thread's eventfd: {0}")]
     Eventfd(std::io::Error),
     #[error("worker {0} does not answer")]
@@ -193,7 +191,7 @@ impl Control {
                 copy: d.copy,
                 engine: d.copy_engine,
             })
-            .map_err(|source| ControlError::Worker { index, source })?;
+            .map_err(|error| ControlError::Worker { index, error })?;
             self.workers.push(h);
         }
         Ok(())
