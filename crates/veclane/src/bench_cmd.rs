@@ -37,6 +37,28 @@ fn copy_engines() -> impl clap::builder::TypedValueParser<Value = api::CopyEngin
     )
 }
 
+/// The copy engines of `asked` this host can run, in order; one it cannot (DSA without a
+/// usable work queue) is left out, with the reason printed, so that its column is skipped
+/// rather than the run failing.
+fn usable_engines(asked: &[api::CopyEngine]) -> Vec<api::CopyEngine> {
+    asked
+        .iter()
+        .copied()
+        .filter(|&e| {
+            if e != api::CopyEngine::Dsa {
+                return true;
+            }
+            match copy_engine::Engine::new(e) {
+                Ok(_) => true,
+                Err(why) => {
+                    println!("skipped: copy engine dsa: {why}");
+                    false
+                }
+            }
+        })
+        .collect()
+}
+
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
 pub enum DutArg {
     Veclane,
@@ -554,7 +576,7 @@ fn run_l3fwd(
         }
         if *d == Dut::Veclane {
             for c in &a.copy {
-                for e in &a.copy_engine {
+                for e in &usable_engines(&a.copy_engine) {
                     base.push(Subject {
                         copy: Some(*c),
                         engine: Some(*e),
@@ -800,4 +822,20 @@ fn run_p2p(
     let rows = bench::trial::rows(&trials, &cfg.sizes, &subjects);
     print!("\n{}", report::table(&cfg, &rows));
     finish(&a.out, "p2p", &cfg, rows, &trials)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_engine_this_host_cannot_run_is_skipped() {
+        // No DSA device here (or, on a DSA host, no submission to one yet): skipped.
+        let got = usable_engines(&[
+            api::CopyEngine::Cpu,
+            api::CopyEngine::Dsa,
+            api::CopyEngine::Thread,
+        ]);
+        assert_eq!(got, [api::CopyEngine::Cpu, api::CopyEngine::Thread]);
+    }
 }
