@@ -269,3 +269,100 @@ fn tap_name_taken_vanished_namespace_and_fds() {
     assert_eq!(st.consumed, 0);
     assert!(st.vanished || st.link_down, "{st:?}");
 }
+
+/// What a hostile pod can write into its tap, fed to the receive path through a
+/// `SOCK_SEQPACKET` pair (one message per read, as a tap gives): runts, a checksum offset
+/// outside the frame, segmentation of a frame that is not TCP, a tiny segment size, header
+/// lengths that lie. Each is dropped and counted; the worker's read budget holds; no buffer
+/// is kept. (A frame larger than a read can take is refused by the length a tap's read
+/// returns, the whole frame's; a socket returns what it copied, so that case needs a tap.)
+#[test]
+fn hostile_frames_from_a_pod_are_counted_and_dropped() {
+    use rustix::net::{AddressFamily, SocketFlags, SocketType, socketpair};
+    let (ours, pods) = socketpair(
+        AddressFamily::UNIX,
+        SocketType::SEQPACKET,
+        SocketFlags::NONBLOCK | SocketFlags::CLOEXEC,
+        None,
+    )
+    .unwrap();
+    rustix::net::sockopt::set_socket_send_buffer_size(&pods, 1 << 20).unwrap();
+    let mut q = RxQueue::from_fd(ours);
+    let mut pool = pool();
+    let hdr = |flags: u8, gso: u8, gso_size: u16, start: u16, off: u16| {
+        let mut h = vec![flags, gso, 0, 0];
+        h.extend_from_slice(&gso_size.to_ne_bytes());
+        h.extend_from_slice(&start.to_ne_bytes());
+        h.extend_from_slice(&off.to_ne_bytes());
+        h.extend_from_slice(&[0, 0]);
+        h
+    };
+    let mut udp = Vec::new();
+    etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], OUR_MAC)
+        .ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
+        .udp(1, 2)
+        .write(&mut udp, &[7; 100])
+        .unwrap();
+    let mut tcp = Vec::new();
+    etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], OUR_MAC)
+        .ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
+        .tcp(1, 2, 0, 100)
+        .write(&mut tcp, &[7; 3000])
+        .unwrap();
+    let mut lying = tcp.clone();
+    lying[14 + 20 + 12] = 0xf0; // TCP header length 60, past a 54-byte frame's end below
+    lying.truncate(60);
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        (
+            "runt",
+            hdr(0, 0, 0, 0, 0).into_iter().chain([1, 2, 3]).collect(),
+        ),
+        ("no header at all", vec![1, 2, 3]),
+        (
+            "checksum offset past the frame",
+            [hdr(1, 0, 0, 40, 200), udp.clone()].concat(),
+        ),
+        (
+            "checksum start past the frame",
+            [hdr(1, 0, 0, 4000, 6), udp.clone()].concat(),
+        ),
+        (
+            "segmentation of UDP",
+            [hdr(0, 1, 1400, 0, 0), udp.clone()].concat(),
+        ),
+        (
+            "a 100-byte segment size",
+            [hdr(0, 1, 100, 0, 0), tcp.clone()].concat(),
+        ),
+        (
+            "a TCP header longer than the frame",
+            [hdr(0, 1, 1400, 0, 0), lying].concat(),
+        ),
+        (
+            "a GSO type we never announced",
+            [hdr(0, 4, 1400, 0, 0), udp.clone()].concat(),
+        ),
+    ];
+    for (what, m) in &cases {
+        rustix::net::send(&pods, m, rustix::net::SendFlags::empty())
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+    }
+    let mut out = Vec::new();
+    let mut reads = 0;
+    loop {
+        let st = q.recv(&mut pool, &mut out, 4);
+        assert!(out.len() <= 4, "over the budget");
+        pool.free_bulk(&out);
+        out.clear();
+        reads += 1;
+        if st.no_buffer + st.gso + st.bad_frame == 0 && !q.pending() {
+            break;
+        }
+        assert!(reads < 100);
+    }
+    let c = q.counters().snapshot();
+    assert_eq!(c.packets, 0, "{c:?}");
+    assert_eq!(c.bad_frame + c.gso, cases.len() as u64, "{c:?}");
+    q.release(&mut pool);
+    assert_eq!(pool.available(), pool.capacity(), "no buffer kept");
+}

@@ -191,13 +191,7 @@ impl Tap {
         let queues = fds
             .into_iter()
             .map(|fd| {
-                let rx = RxQueue {
-                    fd: fd.clone(),
-                    overflow: Vec::new(),
-                    linear: Vec::new(),
-                    pending: std::collections::VecDeque::new(),
-                    counters: Arc::default(),
-                };
+                let rx = RxQueue::shared(fd.clone());
                 let tx = TxQueue {
                     fd,
                     scratch: Vec::new(),
@@ -344,6 +338,23 @@ enum Lost {
 impl RxQueue {
     pub fn fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
+    }
+
+    /// A receive queue over `fd`: any fd that gives one frame, behind its virtio-net header,
+    /// per read (a tap's; a `SOCK_SEQPACKET` socket standing in for one, in the hostile-input
+    /// tests and the fuzz target, which write what a pod could).
+    pub fn from_fd(fd: OwnedFd) -> RxQueue {
+        RxQueue::shared(Arc::new(fd))
+    }
+
+    fn shared(fd: Arc<OwnedFd>) -> RxQueue {
+        RxQueue {
+            fd,
+            overflow: Vec::new(),
+            linear: Vec::new(),
+            pending: std::collections::VecDeque::new(),
+            counters: Arc::default(),
+        }
     }
 
     /// Whether segments of a super-frame wait to be handed out (the worker must not sleep).
@@ -776,13 +787,8 @@ mod tests {
         })
         .unwrap();
         let fd = rustix::fs::open("/dev/null", OFlags::RDONLY, Mode::empty()).unwrap();
-        let mut q = RxQueue {
-            fd: Arc::new(fd),
-            overflow: vec![0; OVERFLOW],
-            linear: Vec::new(),
-            pending: std::collections::VecDeque::new(),
-            counters: Arc::default(),
-        };
+        let mut q = RxQueue::from_fd(fd);
+        q.overflow = vec![0; OVERFLOW];
         let mut hdr = [0u8; VNET_HDR_LEN];
         hdr[1] = VIRTIO_NET_HDR_GSO_TCPV4;
         let cut = |q: &mut RxQueue, pool: &mut Pool, hdr: &[u8; VNET_HDR_LEN], f: &[u8]| {
