@@ -538,22 +538,12 @@ impl RxQueue {
         m.len = head as u16;
         m.total_len = len as u32;
         if rest != 0 {
-            let mut prev = b;
-            let mut at = 0;
-            while at < rest {
-                let Some(nb) = pool.alloc() else {
-                    // `b`'s chain (linked so far) is freed by the caller.
-                    return Err(Lost::NoBuffer);
-                };
-                let room = pool.room_mut(nb);
-                let k = room.len().min(rest - at);
-                room[..k].copy_from_slice(&self.overflow[at..at + k]);
-                pool.meta_mut(nb).len = k as u16;
-                pool.meta_mut(nb).next = NONE;
-                pool.link(prev, nb);
-                prev = nb;
-                at += k;
-            }
+            // The rest as a chain of its own behind `b` (nothing is left behind if the pool
+            // runs out: `from_bytes` frees what it took).
+            let tail = pool
+                .from_bytes(&self.overflow[..rest])
+                .ok_or(Lost::NoBuffer)?;
+            pool.link(b, tail);
         }
         Ok(len)
     }
