@@ -48,16 +48,15 @@
 //!
 //! # Where the DSA backend goes
 //!
-//! Intel DSA (`reference/dsa.md` §6.5) lives in [`dsa`]: the descriptor and completion-record
-//! formats (checked against the kernel's `<linux/idxd.h>`), sysfs discovery of usable work
-//! queues with the reason for every unusable one, the CPU feature checks, a software model of
-//! a work queue, and [`dsa::engine::DsaEngine`] (batches, in-order retirement, faults finished
-//! on the CPU, the watchdog and the breaker). [`Engine::dsa_over`] runs it over a portal (the
-//! model); [`Kind::Dsa`] on a real device is refused by [`Engine::new`] with the reason.
-//! Still to come: the real portal (MOVDIR64B, ENQCMD or `write()` on the work queue's
-//! character device), `register_region` (prefault, mlock, bounds for fault validation), a
-//! `Policy::FallbackOnFull`, and startup selection (`auto`, with a logged reason). Nothing in
-//! the contract above changes.
+//! - [`Kind::Dsa`] (`reference/dsa.md` §6.5) lives in [`dsa`]: the descriptor and
+//!   completion-record formats (checked against the kernel's `<linux/idxd.h>`), sysfs
+//!   discovery of usable work queues with the reason for every unusable one, the CPU feature
+//!   checks, opening a queue (MOVDIR64B, ENQCMD or `write()`), a software model of a work
+//!   queue, and [`dsa::engine::DsaEngine`] (batches, in-order retirement, faults finished on
+//!   the CPU, the watchdog and the breaker). [`Engine::new`] opens the first usable queue or
+//!   says why there is none; [`dsa::DsaPool`] gives several engines a queue each.
+//! - [`Kind::Auto`] is not a backend but a request: DSA where a queue is usable, else the
+//!   CPU, with the reason ([`Engine::select`]).
 
 mod cpu;
 pub mod dsa;
@@ -125,18 +124,22 @@ pub enum Kind {
     Thread,
     /// Copies offloaded to an Intel DSA work queue.
     Dsa,
+    /// DSA where a work queue is usable, the CPU otherwise: a choice made when the engine is
+    /// built ([`Engine::select`]); no engine reports it as its kind.
+    Auto,
 }
 
 impl Kind {
     /// Every kind, in the order error messages list them.
-    pub const ALL: [Kind; 3] = [Kind::Cpu, Kind::Thread, Kind::Dsa];
+    pub const ALL: [Kind; 4] = [Kind::Cpu, Kind::Thread, Kind::Dsa, Kind::Auto];
 
-    /// The configuration name: `"cpu"` or `"thread"`.
+    /// The configuration name: `"cpu"`, `"thread"`, `"dsa"` or `"auto"`.
     pub fn name(self) -> &'static str {
         match self {
             Kind::Cpu => "cpu",
             Kind::Thread => "thread",
             Kind::Dsa => "dsa",
+            Kind::Auto => "auto",
         }
     }
 }
@@ -257,6 +260,16 @@ unsafe fn copy_one(req: CopyReq) {
     }
 }
 
+/// What [`Engine::select`] chose.
+#[derive(Debug)]
+pub struct Selected {
+    pub engine: Engine,
+    /// The work queue a DSA engine was given.
+    pub dsa: Option<dsa::Assigned>,
+    /// Why `auto` is not DSA.
+    pub why_not_dsa: Option<String>,
+}
+
 /// A copy engine of any kind, dispatched statically.
 #[derive(Debug)]
 pub enum Engine {
@@ -272,11 +285,56 @@ impl Engine {
     /// # Errors
     ///
     /// The thread backend fails if the copy thread cannot be spawned.
+    ///
+    /// DSA (and `auto`) open the first usable work queue discovery finds; without one, `dsa`
+    /// fails saying why and `auto` is the CPU engine (use [`Engine::select`] to learn why).
     pub fn new(kind: Kind) -> std::io::Result<Engine> {
         Ok(match kind {
             Kind::Cpu => Engine::Cpu(CpuEngine::new()),
             Kind::Thread => Engine::Thread(ThreadEngine::new()?),
-            Kind::Dsa => return Engine::dsa_device(),
+            Kind::Dsa | Kind::Auto => {
+                Engine::select(kind, &mut dsa::DsaPool::new(dsa::Source::Discover))?.engine
+            }
+        })
+    }
+
+    /// An engine of `kind`, its DSA work queue (if any) taken from `pool`: what was chosen,
+    /// and why, for logs and `show copy-engine`.
+    ///
+    /// # Errors
+    ///
+    /// `thread`: the copy thread cannot be spawned. `dsa`: no work queue of the pool can be
+    /// opened (the error says why for each). `auto` never fails for want of a device: it
+    /// falls back to the CPU and says why.
+    pub fn select(kind: Kind, pool: &mut dsa::DsaPool) -> std::io::Result<Selected> {
+        let cpu = || Engine::Cpu(CpuEngine::new());
+        Ok(match kind {
+            Kind::Cpu | Kind::Thread => Selected {
+                engine: Engine::with_max_inflight(
+                    kind,
+                    match kind {
+                        Kind::Cpu => CpuEngine::DEFAULT_MAX_INFLIGHT,
+                        _ => ThreadEngine::DEFAULT_MAX_INFLIGHT,
+                    },
+                )?,
+                dsa: None,
+                why_not_dsa: None,
+            },
+            Kind::Dsa | Kind::Auto => match pool.open() {
+                Ok((e, a)) => Selected {
+                    engine: Engine::Dsa(Box::new(e)),
+                    dsa: Some(a),
+                    why_not_dsa: None,
+                },
+                Err(why) if kind == Kind::Auto => Selected {
+                    engine: cpu(),
+                    dsa: None,
+                    why_not_dsa: Some(why),
+                },
+                Err(why) => {
+                    return Err(std::io::Error::new(std::io::ErrorKind::Unsupported, why));
+                }
+            },
         })
     }
 
@@ -293,27 +351,12 @@ impl Engine {
         Ok(match kind {
             Kind::Cpu => Engine::Cpu(CpuEngine::with_max_inflight(max_inflight)),
             Kind::Thread => Engine::Thread(ThreadEngine::with_max_inflight(max_inflight)?),
-            Kind::Dsa => return Engine::dsa_device(),
+            // A device's depth is its own.
+            Kind::Dsa | Kind::Auto => return Engine::new(kind),
         })
     }
 
-    /// A DSA engine on this host's device: what discovery found, and why it cannot be used.
-    /// Submission to a real work queue (its portal or `write()`) is not built yet, so even a
-    /// usable work queue is refused, saying so.
-    fn dsa_device() -> std::io::Result<Engine> {
-        let found = dsa::sysfs::discover_default();
-        let why = match found.usable.first() {
-            None => format!("no usable DSA work queue: {}", found.why_none()),
-            Some(wq) => format!(
-                "DSA work queue {} ({}) found, but submitting to a real device is not built yet",
-                wq.id,
-                wq.dev_path.display()
-            ),
-        };
-        Err(std::io::Error::new(std::io::ErrorKind::Unsupported, why))
-    }
-
-    /// A DSA engine over `portal` (the software model, until a device's portal exists).
+    /// A DSA engine over `portal` (the software model in tests).
     pub fn dsa_over(
         portal: Box<dyn dsa::model::Portal + Send>,
         cfg: dsa::engine::DsaConfig,

@@ -191,9 +191,37 @@ fn random_batches_match_reference_dsa_on_the_model_few_credits() {
 
 #[test]
 fn dsa_on_this_host_says_why_not() {
+    if !crate::dsa::sysfs::discover_default().usable.is_empty() {
+        eprintln!("skipped: this host has a usable DSA work queue");
+        return;
+    }
     let e = Engine::new(Kind::Dsa).unwrap_err();
     assert_eq!(e.kind(), std::io::ErrorKind::Unsupported);
     assert!(e.to_string().contains("DSA"), "{e}");
+}
+
+#[test]
+fn auto_is_the_cpu_without_a_queue_and_says_why() {
+    use crate::dsa::{CpuFeatures, DsaPool, Source, sysfs::Discovery};
+    let none = Discovery {
+        none: Some("no DSA device: /sys/bus/dsa/devices does not exist".into()),
+        ..Discovery::default()
+    };
+    let mut pool = DsaPool::with(Source::Discover, none, CpuFeatures::default());
+    let s = Engine::select(Kind::Auto, &mut pool).unwrap();
+    assert_eq!(s.engine.caps().kind, Kind::Cpu);
+    assert!(s.dsa.is_none());
+    let why = s.why_not_dsa.unwrap();
+    assert!(why.contains("does not exist"), "{why}");
+    let e = Engine::select(Kind::Dsa, &mut pool).unwrap_err();
+    assert!(e.to_string().contains("does not exist"), "{e}");
+    // The model, asked for by name, is always there, and says what it is.
+    let mut model = DsaPool::new(Source::Model { fault_every: 0 });
+    let s = Engine::select(Kind::Auto, &mut model).unwrap();
+    assert_eq!(s.engine.caps().kind, Kind::Dsa);
+    let a = s.dsa.unwrap();
+    assert_eq!(a.how, "model");
+    assert!(a.notes[0].contains("not a device"));
 }
 
 #[test]
@@ -471,11 +499,14 @@ fn kind_parses_its_names_and_rejects_others() {
     assert_eq!("cpu".parse::<Kind>(), Ok(Kind::Cpu));
     assert_eq!("thread".parse::<Kind>(), Ok(Kind::Thread));
     assert_eq!("dsa".parse::<Kind>(), Ok(Kind::Dsa));
-    for wrong in ["DSA", "CPU", "", " cpu", "auto"] {
+    assert_eq!("auto".parse::<Kind>(), Ok(Kind::Auto));
+    for wrong in ["DSA", "CPU", "", " cpu", "automatic"] {
         let message = wrong.parse::<Kind>().unwrap_err().to_string();
         assert_eq!(
             message,
-            format!("unknown copy engine {wrong:?}: expected one of \"cpu\", \"thread\", \"dsa\"")
+            format!(
+                "unknown copy engine {wrong:?}: expected one of \"cpu\", \"thread\", \"dsa\", \"auto\""
+            )
         );
     }
 }

@@ -29,11 +29,11 @@ use std::time::{Duration, Instant};
 use super::hw::{
     BATCH_FLAGS, BATCH_MEMMOVE_FLAGS, CompletionRecord, Descriptor, MEMMOVE_FLAGS, status,
 };
-use super::model::Portal;
+use super::model::{Portal, Refused};
 use crate::{Caps, CopyReq, Kind, Retired, Stats, SubmitError, Ticket, copy_now};
 
 /// How the engine uses its work queue.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DsaConfig {
     /// Copies shorter than this are made on the CPU at submit time.
     pub inline_max: u32,
@@ -41,6 +41,8 @@ pub struct DsaConfig {
     pub ring: usize,
     /// The work queue's depth (`size`): top-level descriptors in flight at most.
     pub credits: usize,
+    /// Descriptors in one batch descriptor; 1 sends every copy as its own descriptor (the
+    /// `write()` path, which takes no batches).
     pub max_batch_size: u32,
     pub max_transfer_size: u32,
     /// A record not written after this makes the batch suspect.
@@ -159,7 +161,7 @@ impl DsaEngine {
         assert!(
             cfg.ring.is_power_of_two()
                 && cfg.credits > 0
-                && cfg.max_batch_size >= 2
+                && cfg.max_batch_size >= 1
                 && cfg.max_transfer_size > 0,
             "DSA engine limits: {cfg:?}"
         );
@@ -370,7 +372,14 @@ impl DsaEngine {
         let accepted = match self.portal.as_mut() {
             // SAFETY: the caller's contract. A dedicated queue never refuses (credits are
             // counted).
-            Some(p) => unsafe { p.submit(d) }.is_ok(),
+            Some(p) => match unsafe { p.submit(d) } {
+                Ok(()) => true,
+                Err(Refused::Full) => false,
+                Err(Refused::Failed(why)) => {
+                    self.trip(format!("the work queue refused a descriptor: {why}"));
+                    false
+                }
+            },
             None => false,
         };
         if !accepted {

@@ -18,10 +18,12 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use super::hw::{CompletionRecord, Descriptor, flag, opcode, status};
 
 /// Why a portal did not take a descriptor.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Refused {
     /// A shared queue was full (ENQCMD's retry); a dedicated one would have dropped it.
     Full,
+    /// The kernel refused the descriptor (`write()`'s error): the queue cannot be used.
+    Failed(Box<str>),
 }
 
 /// Where descriptors go: a device's portal (MOVDIR64B, ENQCMD), `write()` on its character
