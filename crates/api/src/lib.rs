@@ -69,6 +69,9 @@ pub enum Request {
     ShowRuntime,
     /// Each worker's buffer pool: its size and how many buffers are free.
     ShowBuffers,
+    /// The copy engines: what was configured and chosen, DSA work queues found (and why
+    /// others are not usable), each worker's engines and their counters.
+    ShowCopyEngine,
     ShowErrors,
     ShowTrace,
     TraceAdd {
@@ -199,6 +202,10 @@ pub enum DeviceInfo {
         netns: Option<String>,
         #[serde(default)]
         mode: MemifMode,
+        /// What its payload copies go through: `cpu`, `thread`, `dsa wq0.0`, or with
+        /// `use-dma` and no usable queue `cpu (use-dma: why)`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        copy: Option<String>,
     },
     AfPacket {
         host_if: String,
@@ -241,6 +248,7 @@ impl std::fmt::Display for DeviceInfo {
                 max_tx_queues,
                 netns,
                 mode,
+                copy,
             } => {
                 write!(
                     f,
@@ -248,6 +256,9 @@ impl std::fmt::Display for DeviceInfo {
                 )?;
                 if *mode == MemifMode::Ip {
                     write!(f, " mode ip")?;
+                }
+                if let Some(c) = copy {
+                    write!(f, " copy {c}")?;
                 }
                 match netns {
                     Some(n) => write!(f, " netns {n}"),
@@ -311,6 +322,59 @@ pub struct WorkerBuffers {
     pub core: Option<usize>,
     pub total: usize,
     pub free: usize,
+}
+
+/// `show copy-engine`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CopyEngineInfo {
+    /// `copy-engine` of the configuration.
+    pub configured: CopyEngine,
+    /// Where DSA work queues come from: `discover`, a queue's name or path, or `model` (the
+    /// software model: tests only).
+    pub dsa_source: String,
+    /// Usable DSA work queues discovery found (`wq0.0 dedicated /dev/dsa/wq0.0`).
+    pub dsa_queues: Vec<String>,
+    /// Those it found and cannot use, each with the reason.
+    pub dsa_unusable: Vec<String>,
+    /// Why DSA is not in use where it was asked for (`auto`, `use-dma`), if it is not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why_not_dsa: Option<String>,
+    pub engines: Vec<EngineInfo>,
+}
+
+/// One engine of one worker's node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EngineInfo {
+    pub worker: usize,
+    /// `memif-input` or `memif-output`.
+    pub node: String,
+    /// `default` (every memif interface's copies) or `use-dma` (those of interfaces with
+    /// `use-dma`).
+    pub role: String,
+    pub kind: CopyEngine,
+    /// A DSA engine's work queue, and how descriptors reach it (`wq0.0 write`, `model0 model`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<String>,
+    /// Why the queue is used this way, when not the fastest way.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+    pub batches: u64,
+    pub copies: u64,
+    pub bytes: u64,
+    /// Submissions refused for want of room (retried).
+    pub full: u64,
+    pub descriptors: u64,
+    /// Copies made on the CPU for being short.
+    pub inline: u64,
+    /// Copies finished on the CPU after a fault.
+    pub recovered: u64,
+    /// Batches redone on the CPU after the watchdog.
+    pub watchdog: u64,
+    /// Batches copied on the CPU after the breaker tripped.
+    pub fallback: u64,
+    /// Why the engine went over to the CPU for good.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tripped: Option<String>,
 }
 
 /// `show runtime` for one worker.
@@ -413,6 +477,9 @@ pub enum Reply {
     },
     Buffers {
         workers: Vec<WorkerBuffers>,
+    },
+    CopyEngine {
+        info: CopyEngineInfo,
     },
     Errors {
         errors: Vec<ErrorCount>,

@@ -111,7 +111,7 @@ impl Drop for WorkerHandle {
 }
 
 /// Everything a worker needs to build its graph.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct WorkerSetup {
     pub index: usize,
     pub core: Option<usize>,
@@ -122,12 +122,13 @@ pub struct WorkerSetup {
     /// Where `arp-input` reports neighbours (and wakes the control thread).
     pub learned: nodes::LearnSink,
     pub copy: api::CopyMode,
-    pub engine: copy_engine::Kind,
+    /// The memif nodes' engines (taken by `spawn`; `None`: the CPU).
+    pub engines: Option<crate::control::NodeEngines>,
 }
 
 /// The graph every worker runs.
 fn graph_nodes(
-    s: &WorkerSetup,
+    s: &mut WorkerSetup,
     rxq: Receiver<QueueCommand>,
     txq: Receiver<QueueCommand>,
     afp: (
@@ -148,13 +149,16 @@ fn graph_nodes(
     let (afp_input, afp_output) = uplink::nodes::device_nodes(afp.0, afp.1);
     let (xdp_input, xdp_output) = uplink::xdp_nodes::device_nodes(xdp.0, xdp.1);
     let (tap_input, tap_output) = uplink::tap_nodes::device_nodes(tap.0, tap.1);
-    let mut v: Vec<Box<dyn AnyNode>> = vec![
-        Box::new(
-            input
-                .single_copy(single)
-                .with_engine(copy_engine::Engine::new(s.engine)?),
+    let (input, output) = match s.engines.take() {
+        Some(e) => (
+            input.with_engine(e.input.0, e.input.1),
+            output.with_engine(e.output.0, e.output.1),
         ),
-        Box::new(output.with_engine(copy_engine::Engine::new(s.engine)?)),
+        None => (input, output),
+    };
+    let mut v: Vec<Box<dyn AnyNode>> = vec![
+        Box::new(input.single_copy(single)),
+        Box::new(output),
         Box::new(afp_input),
         Box::new(afp_output),
         Box::new(xdp_input),
@@ -167,7 +171,7 @@ fn graph_nodes(
 }
 
 /// Starts a worker thread.
-pub fn spawn(s: WorkerSetup) -> std::io::Result<WorkerHandle> {
+pub fn spawn(mut s: WorkerSetup) -> std::io::Result<WorkerHandle> {
     let (cmd_tx, cmd_rx) = channel();
     let (rxq_tx, rxq_rx) = channel();
     let (txq_tx, txq_rx) = channel();
@@ -189,7 +193,7 @@ pub fn spawn(s: WorkerSetup) -> std::io::Result<WorkerHandle> {
     .map_err(|e| std::io::Error::other(e.to_string()))?;
     let rt = Runtime::new(
         graph_nodes(
-            &s,
+            &mut s,
             rxq_rx,
             txq_rx,
             (afp_rx_rx, afp_tx_rx),

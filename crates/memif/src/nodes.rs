@@ -8,8 +8,9 @@
 //! went down is dropped by the node that holds it.
 
 use std::os::fd::BorrowedFd;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::Receiver;
+use std::sync::{Arc, Mutex};
 
 use buffer::Pool;
 use copy_engine::Engine;
@@ -94,36 +95,7 @@ impl RxQueue {
             RxQueue::Primary(q) => q
                 .recv_split_via(pool, out, max, hdr, source, Some(engine))
                 .map(|_| 0),
-            RxQueue::Secondary(q) => {
-                let size = pool.data_size();
-                let mut lost = 0u64;
-                q.recv_with(max, |p| {
-                    let need = p.len().div_ceil(size).max(1);
-                    if pool.available() < need {
-                        lost += 1;
-                        return;
-                    }
-                    let mut head = buffer::NONE;
-                    let mut prev = buffer::NONE;
-                    let mut at = 0usize;
-                    for _ in 0..need {
-                        let Some(b) = pool.alloc() else { break };
-                        let n = (p.len() - at).min(size);
-                        p.read(at, &mut pool.room_mut(b)[..n]);
-                        pool.meta_mut(b).len = n as u16;
-                        if head == buffer::NONE {
-                            head = b;
-                        } else {
-                            pool.link(prev, b);
-                        }
-                        prev = b;
-                        at += n;
-                    }
-                    pool.meta_mut(head).total_len = p.len() as u32;
-                    out.push(head);
-                })?;
-                Ok(lost)
-            }
+            RxQueue::Secondary(q) => q.recv_pool(pool, out, max, engine),
         }
     }
 }
@@ -197,9 +169,114 @@ pub enum QueueCommand {
     IpMode {
         ifindex: u32,
     },
+    /// Interface `ifindex`'s copies go through the node's DMA engine (`use-dma`), when it
+    /// has one. Until its `Detach`.
+    UseDma {
+        ifindex: u32,
+    },
+    /// The node's DMA engine, for `use-dma` interfaces (a second one is dropped).
+    DmaEngine {
+        engine: Box<Engine>,
+        counters: Arc<EngineCounters>,
+    },
     Detach {
         ifindex: u32,
     },
+}
+
+/// A node's copy engine's counters, for `show copy-engine`: written by the node (when the
+/// worker does its housekeeping: before it sleeps and every few thousand loops, so up to a
+/// few milliseconds behind), read by anyone.
+#[derive(Debug, Default)]
+pub struct EngineCounters {
+    pub batches: AtomicU64,
+    pub copies: AtomicU64,
+    pub bytes: AtomicU64,
+    pub full: AtomicU64,
+    /// DSA only: descriptors sent, copies made inline for being short, copies finished on
+    /// the CPU after a fault, batches redone after the watchdog, batches copied on the CPU
+    /// after the breaker tripped.
+    pub descriptors: AtomicU64,
+    pub inline: AtomicU64,
+    pub recovered: AtomicU64,
+    pub watchdog: AtomicU64,
+    pub fallback: AtomicU64,
+    /// Why a DSA engine went over to the CPU for good.
+    pub tripped: Mutex<Option<String>>,
+}
+
+impl EngineCounters {
+    /// Copies `e`'s counters here.
+    pub fn publish(&self, e: &Engine) {
+        let set = |c: &AtomicU64, v: u64| c.store(v, Ordering::Relaxed);
+        let s = e.stats();
+        set(&self.batches, s.batches);
+        set(&self.copies, s.copies);
+        set(&self.bytes, s.bytes);
+        set(&self.full, s.full);
+        if let Engine::Dsa(d) = e {
+            let x = d.dsa_stats();
+            set(&self.descriptors, x.descriptors);
+            set(&self.inline, x.inline);
+            set(&self.recovered, x.recovered);
+            set(&self.watchdog, x.watchdog);
+            set(&self.fallback, x.fallback);
+            if let Some(why) = d.tripped() {
+                let mut t = self.tripped.lock().unwrap_or_else(|p| p.into_inner());
+                if t.is_none() {
+                    *t = Some(why.to_string());
+                }
+            }
+        }
+    }
+}
+
+/// A node's engines: the one for every interface, and the DMA one for `use-dma` interfaces.
+#[derive(Debug)]
+struct Engines {
+    default: Engine,
+    counters: Arc<EngineCounters>,
+    dma: Option<(Engine, Arc<EngineCounters>)>,
+    /// Interfaces with `use-dma`, by index.
+    use_dma: Vec<bool>,
+}
+
+impl Engines {
+    fn new() -> Engines {
+        Engines {
+            default: Engine::Cpu(copy_engine::CpuEngine::new()),
+            counters: Arc::default(),
+            dma: None,
+            use_dma: Vec::new(),
+        }
+    }
+
+    /// The engine interface `ifindex`'s copies go through.
+    #[inline]
+    fn of(&mut self, ifindex: u32) -> &mut Engine {
+        match &mut self.dma {
+            Some((e, _)) if self.use_dma.get(ifindex as usize) == Some(&true) => e,
+            _ => &mut self.default,
+        }
+    }
+
+    fn set_use_dma(&mut self, ifindex: u32, on: bool) {
+        let i = ifindex as usize;
+        if self.use_dma.len() <= i {
+            if !on {
+                return;
+            }
+            self.use_dma.resize(i + 1, false);
+        }
+        self.use_dma[i] = on;
+    }
+
+    fn publish(&self) {
+        self.counters.publish(&self.default);
+        if let Some((e, c)) = &self.dma {
+            c.publish(e);
+        }
+    }
 }
 
 /// `memif-input`: polls every rx queue placed on this worker.
@@ -212,8 +289,9 @@ pub struct MemifInput {
     scratch: Vec<u32>,
     /// Single-copy: bytes of each packet copied into the local buffer (0: whole packets).
     hdr: usize,
-    /// Every copy out of a peer's memory (primary role) goes through it.
-    engine: Engine,
+    /// Every copy out of a peer's memory (primary role) or out of our slots (secondary) goes
+    /// through one of them.
+    engines: Engines,
     /// Where single-copy payloads stay: shared with this worker's `memif-output`.
     peers: Arc<PeerTable>,
     /// Interfaces whose queues are polled (`rx-mode polling`), by index.
@@ -244,15 +322,16 @@ impl MemifInput {
             commands,
             scratch: Vec::with_capacity(graph::FRAME_SIZE),
             hdr: 0,
-            engine: Engine::Cpu(copy_engine::CpuEngine::new()),
+            engines: Engines::new(),
             peers: Arc::default(),
             polling: Vec::new(),
         }
     }
 
-    /// Copies through `engine` instead of inline on the CPU.
-    pub fn with_engine(mut self, engine: Engine) -> MemifInput {
-        self.engine = engine;
+    /// Copies through `engine` instead of inline on the CPU; its counters go to `counters`.
+    pub fn with_engine(mut self, engine: Engine, counters: Arc<EngineCounters>) -> MemifInput {
+        self.engines.default = engine;
+        self.engines.counters = counters;
         self
     }
 
@@ -279,6 +358,10 @@ graph::node! {
 }
 
 impl Node for MemifInput {
+    fn housekeeping(&mut self) {
+        self.engines.publish();
+    }
+
     fn keeps_awake(&self) -> bool {
         self.queues
             .iter()
@@ -329,6 +412,13 @@ impl Node for MemifInput {
                     if let Some(p) = self.polling.get_mut(ifindex as usize) {
                         *p = false;
                     }
+                    self.engines.set_use_dma(ifindex, false);
+                }
+                QueueCommand::UseDma { ifindex } => self.engines.set_use_dma(ifindex, true),
+                QueueCommand::DmaEngine { engine, counters } => {
+                    if self.engines.dma.is_none() {
+                        self.engines.dma = Some((*engine, counters));
+                    }
                 }
                 QueueCommand::Polling { ifindex } => {
                     let i = ifindex as usize;
@@ -355,7 +445,7 @@ impl Node for MemifInput {
                 left,
                 self.hdr,
                 ifindex,
-                &mut self.engine,
+                self.engines.of(ifindex),
             ) {
                 Ok(lost) => {
                     if lost != 0 {
@@ -385,8 +475,8 @@ pub struct MemifOutput {
     commands: Receiver<QueueCommand>,
     lens: Vec<u32>,
     bounce: Vec<u8>,
-    /// Every payload copy into a peer goes through here.
-    engine: Engine,
+    /// Every payload copy into a peer goes through one of them.
+    engines: Engines,
     /// The peer memory single-copy payloads stay in, as this worker's `memif-input` attached it.
     peers: Peers,
     /// Interfaces in ip mode, by index.
@@ -399,7 +489,7 @@ impl core::fmt::Debug for MemifOutput {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("MemifOutput")
             .field("queues", &self.queues)
-            .field("engine", &self.engine)
+            .field("engines", &self.engines)
             .finish_non_exhaustive()
     }
 }
@@ -411,16 +501,17 @@ impl MemifOutput {
             commands,
             lens: Vec::with_capacity(graph::FRAME_SIZE),
             bounce: Vec::new(),
-            engine: Engine::Cpu(copy_engine::CpuEngine::new()),
+            engines: Engines::new(),
             peers: Peers::default(),
             ip_mode: Vec::new(),
             kept: Vec::new(),
         }
     }
 
-    /// Copies through `engine` instead of inline on the CPU.
-    pub fn with_engine(mut self, engine: Engine) -> MemifOutput {
-        self.engine = engine;
+    /// Copies through `engine` instead of inline on the CPU; its counters go to `counters`.
+    pub fn with_engine(mut self, engine: Engine, counters: Arc<EngineCounters>) -> MemifOutput {
+        self.engines.default = engine;
+        self.engines.counters = counters;
         self
     }
 
@@ -463,7 +554,7 @@ impl MemifOutput {
                 &self.peers,
                 &mut self.lens,
                 &mut self.bounce,
-                &mut self.engine,
+                self.engines.of(ifindex),
             )
         }) {
             Some(Ok(sent)) => {
@@ -521,6 +612,13 @@ impl MemifOutput {
                     if let Some(m) = self.ip_mode.get_mut(ifindex as usize) {
                         *m = false;
                     }
+                    self.engines.set_use_dma(ifindex, false);
+                }
+                QueueCommand::UseDma { ifindex } => self.engines.set_use_dma(ifindex, true),
+                QueueCommand::DmaEngine { engine, counters } => {
+                    if self.engines.dma.is_none() {
+                        self.engines.dma = Some((*engine, counters));
+                    }
                 }
                 QueueCommand::Rx { .. } | QueueCommand::Polling { .. } => {}
             }
@@ -531,6 +629,7 @@ impl MemifOutput {
 impl Node for MemifOutput {
     fn housekeeping(&mut self) {
         self.take_commands();
+        self.engines.publish();
     }
 
     fn process(&mut self, ctx: &mut Ctx<'_, Self>, bufs: &[u32], next: &mut [u16]) {

@@ -776,3 +776,112 @@ fn dsa_without_a_device_is_refused_with_the_reason() {
     assert!(err.contains("no usable DSA work queue"), "{err}");
     assert!(err.contains("no-sysfs"), "{err}");
 }
+
+/// `use-dma` on both interfaces, on the software model of a DSA work queue (no device here):
+/// every receive and transmit copy of at least 256 bytes goes to the model as descriptors,
+/// one in five of which stops part way with a page fault the engine finishes on the CPU.
+/// The frames arrive byte for byte, and `show copy-engine` counts the descriptors and the
+/// recoveries.
+#[test]
+fn use_dma_on_the_model_forwards_byte_for_byte_through_faults() {
+    let cfg = two_port_config_copy("polling", "two", "cpu").replace(
+        "copy-engine = \"cpu\"",
+        "copy-engine = \"cpu\"\ndsa-queue = \"model\"\ndsa-model-fault-every = 5",
+    );
+    let cfg = cfg.replace("role = \"master\"", "role = \"master\"\nuse-dma = true");
+    let d = Daemon::start(&cfg);
+    let mut pods = Pods::connect(&d.path("memif.sock"), &[0, 1]);
+    d.wait_connected(2);
+    let (m0, m1) = (mac(MAC0), mac(MAC1));
+    d.ok("set ip neighbor memif0/1 10.0.1.2 02:00:00:00:b1:00");
+    let text = d.ok("show interface memif0/0");
+    assert!(text.contains("copy dsa model"), "{text}");
+
+    let big = |i: usize| -> Vec<u8> {
+        let len = 300 + (i * 53) % 1100;
+        (0..len)
+            .map(|k| (k as u8).wrapping_mul(7) ^ (i as u8))
+            .collect()
+    };
+    let mut got = Vec::new();
+    let mut sent = Vec::new();
+    for round in 0..4 {
+        let batch: Vec<Vec<u8>> = (0..50)
+            .map(|k| {
+                let i = round * 50 + k;
+                udp(POD0, m0, [10, 0, 0, 2], [10, 0, 1, 2], 64, &big(i))
+            })
+            .collect();
+        pods.send(0, &batch);
+        sent.extend(batch);
+        got.extend(pods.recv(1, 50, Duration::from_secs(10)));
+    }
+    assert_eq!(got.len(), sent.len(), "{}", d.ok("show errors"));
+    for (i, f) in got.iter().enumerate() {
+        let p = etherparse::SlicedPacket::from_ethernet(f).unwrap();
+        let Some(etherparse::LinkSlice::Ethernet2(e)) = &p.link else {
+            panic!()
+        };
+        assert_eq!((e.source(), e.destination()), (m1, POD1));
+        let Some(etherparse::TransportSlice::Udp(u)) = &p.transport else {
+            panic!("frame {i} is not UDP")
+        };
+        assert_eq!(u.payload(), &big(i)[..], "frame {i}");
+    }
+
+    // The counters reach the control thread when the worker does its housekeeping.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let info = loop {
+        let r = d.api().call(&api::Request::ShowCopyEngine).unwrap();
+        let api::Reply::CopyEngine { info } = r else {
+            panic!("{r:?}")
+        };
+        let done: u64 = info
+            .engines
+            .iter()
+            .filter(|e| e.role == "use-dma")
+            .map(|e| e.copies)
+            .sum();
+        if done >= 400 || std::time::Instant::now() > deadline {
+            break info;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let dma: Vec<&api::EngineInfo> = info
+        .engines
+        .iter()
+        .filter(|e| e.role == "use-dma")
+        .collect();
+    assert_eq!(dma.len(), 2, "one per node of the worker: {info:?}");
+    let sum = |f: fn(&api::EngineInfo) -> u64| dma.iter().map(|e| f(e)).sum::<u64>();
+    assert!(
+        sum(|e| e.copies) >= 400,
+        "rx and tx of 200 frames: {info:?}"
+    );
+    assert!(sum(|e| e.descriptors) > 0, "{info:?}");
+    assert!(sum(|e| e.recovered) > 0, "the injected faults: {info:?}");
+    assert!(dma.iter().all(|e| e.tripped.is_none()), "{info:?}");
+    assert!(
+        dma.iter().all(|e| e.kind == api::CopyEngine::Dsa),
+        "{info:?}"
+    );
+    assert!(info.dsa_source.contains("model"), "{info:?}");
+    let text = d.ok("show copy-engine");
+    eprintln!("{text}");
+    assert!(text.contains("recovered on the CPU"), "{text}");
+    assert!(text.contains("software model"), "{text}");
+}
+
+/// `copy-engine = "auto"` without a device: the CPU copies, and `show copy-engine` says why.
+#[test]
+fn auto_without_a_device_is_the_cpu_and_says_why() {
+    let cfg = two_port_config_copy("adaptive", "single", "auto");
+    let d = Daemon::start_env(&cfg, &[("VECLANE_DSA_SYSFS", "/nonexistent-dsa")]);
+    let text = d.ok("show copy-engine");
+    assert!(text.contains("copy-engine auto"), "{text}");
+    assert!(
+        text.contains("DSA not in use") && text.contains("/nonexistent-dsa"),
+        "{text}"
+    );
+    assert!(text.contains("memif-input default: cpu"), "{text}");
+}

@@ -365,3 +365,51 @@ fn daemon_plays_the_l3fwd_pod_as_memif_slave() {
         i["memif0/1"].tx_packets == 520
     });
 }
+
+/// As the slave, with `use-dma` on the software DSA model (faults injected): the receive
+/// copies out of our own slots go to the engine as batches, and the frames still arrive byte
+/// for byte and in order.
+#[test]
+fn slave_receive_goes_through_the_dma_engine() {
+    let sock_dir = tempfile::tempdir().unwrap();
+    let socket = sock_dir.path().join("l3fwd.sock");
+    let cfg = slave_config(&socket)
+        .replace(
+            "buffers = 4096",
+            "buffers = 4096\ndsa-queue = \"model\"\ndsa-model-fault-every = 3",
+        )
+        .replace("role = \"slave\"", "role = \"slave\"\nuse-dma = true");
+    let d = Daemon::start(&cfg);
+    let mut m = Master::bind(&socket);
+    m.wait_connected(&d);
+    wait_for(&d, "both interfaces connected", |i| {
+        i.values().all(|i| i.connected)
+    });
+    let frames: Vec<Vec<u8>> = (0..300).map(frame).collect();
+    for chunk in frames.chunks(30) {
+        m.send(0, chunk);
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let got = m.recv(1, frames.len(), Duration::from_secs(10));
+    assert_eq!(got.len(), frames.len(), "{}", d.ok("show errors"));
+    check_forwarded(&got, 0);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let r = d.api().call(&api::Request::ShowCopyEngine).unwrap();
+        let api::Reply::CopyEngine { info } = r else {
+            panic!("{r:?}")
+        };
+        let rx = info
+            .engines
+            .iter()
+            .find(|e| e.node == "memif-input" && e.role == "use-dma")
+            .unwrap_or_else(|| panic!("no use-dma engine on memif-input: {info:?}"));
+        if rx.copies >= 300 {
+            assert!(rx.descriptors > 0 && rx.recovered > 0, "{rx:?}");
+            assert!(rx.tripped.is_none(), "{rx:?}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "{rx:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

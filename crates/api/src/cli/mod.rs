@@ -29,6 +29,10 @@ pub const COMMANDS: &[(&str, &str)] = &[
         "show buffers",
         "per worker: buffers in its pool, free and in use (at rest, those held by rings and queues)",
     ),
+    (
+        "show copy-engine",
+        "the copy engines: configured and chosen, DSA work queues found, per worker counters",
+    ),
     ("show errors", "every non-zero error counter, by node"),
     ("show trace", "packets traced through the graph"),
     (
@@ -243,6 +247,11 @@ pub fn parse(words: &[&str]) -> Result<Request, CliError> {
             w.cmd = "show buffers";
             w.i += 1;
             Request::ShowBuffers
+        }
+        ("show", "copy-engine") => {
+            w.cmd = "show copy-engine";
+            w.i += 1;
+            Request::ShowCopyEngine
         }
         ("show", "errors") | ("show", "error") => {
             w.cmd = "show errors";
@@ -564,6 +573,7 @@ fn create_memif(w: &mut Words<'_>) -> Result<Request, CliError> {
                     .parse()
                     .map_err(|e: String| w.err(e))?
             }
+            "use-dma" => spec.use_dma = true,
             "rx-mode" => {
                 spec.rx_mode = Some(
                     w.next("polling, interrupt or adaptive")?
@@ -737,6 +747,48 @@ pub fn format(reply: &Reply) -> String {
                     p.mode,
                     if p.connected { "" } else { ", not connected" }
                 ));
+            }
+        }
+        Reply::CopyEngine { info } => {
+            s.push_str(&format!("copy-engine {}", info.configured));
+            s.push_str(&format!(", DSA work queues from {}\n", info.dsa_source));
+            for q in &info.dsa_queues {
+                s.push_str(&format!("  usable: {q}\n"));
+            }
+            for q in &info.dsa_unusable {
+                s.push_str(&format!("  not usable: {q}\n"));
+            }
+            if let Some(w) = &info.why_not_dsa {
+                s.push_str(&format!("  DSA not in use: {w}\n"));
+            }
+            for e in &info.engines {
+                s.push_str(&format!(
+                    "worker {} {} {}: {}{}\n",
+                    e.worker,
+                    e.node,
+                    e.role,
+                    e.kind,
+                    e.queue
+                        .as_deref()
+                        .map(|q| format!(" {q}"))
+                        .unwrap_or_default()
+                ));
+                s.push_str(&format!(
+                    "  {} batches, {} copies, {} bytes, {} full\n",
+                    e.batches, e.copies, e.bytes, e.full
+                ));
+                if e.kind == crate::CopyEngine::Dsa {
+                    s.push_str(&format!(
+                        "  {} descriptors, {} inline, {} recovered on the CPU, {} watchdog, {} fallback\n",
+                        e.descriptors, e.inline, e.recovered, e.watchdog, e.fallback
+                    ));
+                }
+                for n in &e.notes {
+                    s.push_str(&format!("  note: {n}\n"));
+                }
+                if let Some(t) = &e.tripped {
+                    s.push_str(&format!("  tripped, on the CPU from now on: {t}\n"));
+                }
             }
         }
         Reply::Buffers { workers } => {

@@ -35,8 +35,10 @@ buffers = 32768
 # Forwarding between memif interfaces: "single" copies each payload once, peer to peer
 # (headers go through local buffers); "two" copies into local buffers and out again (VPP).
 copy = "single"
-# What executes payload copies: "cpu" (inline) or "thread" (a copy thread, for tests and
-# hosts with spare cores); "dsa" (Intel DSA) is refused at start with the reason.
+# What executes memif payload copies: "cpu" (inline), "thread" (a copy thread, for tests and
+# hosts with spare cores), "dsa" (an Intel DSA work queue; refused at start without one) or
+# "auto" (DSA when a work queue is usable, else the CPU, saying why). An interface created
+# with `use-dma` uses DSA whatever this says.
 copy-engine = "cpu"
 
 [[interface]]
@@ -82,6 +84,15 @@ pub struct DaemonSection {
     pub runtime_dir: Option<PathBuf>,
     pub copy: CopyMode,
     pub copy_engine: CopyEngine,
+    /// The DSA work queue(s) engines use: default every usable one discovery finds
+    /// (`/sys/bus/dsa/devices`); a queue's name (`wq0.0`) or path (`/dev/dsa/wq0.0`) for only
+    /// that one; `model` for the software model (tests only: no device is touched).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dsa_queue: Option<String>,
+    /// With `dsa-queue = "model"`: every that many descriptors, one stops part way with a
+    /// page fault, which the engine finishes on the CPU (tests of the recovery path).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub dsa_model_fault_every: u32,
 }
 
 impl Default for DaemonSection {
@@ -95,6 +106,8 @@ impl Default for DaemonSection {
             runtime_dir: None,
             copy: CopyMode::Single,
             copy_engine: CopyEngine::Cpu,
+            dsa_queue: None,
+            dsa_model_fault_every: 0,
         }
     }
 }
@@ -157,6 +170,10 @@ pub struct MemifSpec {
     /// would let them sleep. Default (or `interrupt`, `adaptive`): the daemon's mode.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rx_mode: Option<RxMode>,
+    /// Its payload copies go through a DSA work queue (VPP's `use-dma`), whatever the
+    /// daemon's `copy-engine`; without a usable queue, through that engine, saying why.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub use_dma: bool,
 }
 
 /// A tap interface for a pod: `create interface tap` of the API (pods come and go with their
@@ -500,6 +517,10 @@ impl AfXdpSpec {
 fn is_zero(v: &u32) -> bool {
     *v == 0
 }
+fn is_false(v: &bool) -> bool {
+    !*v
+}
+
 fn is_true(v: &bool) -> bool {
     *v
 }
@@ -531,6 +552,7 @@ impl MemifSpec {
             pod: None,
             mode: MemifMode::Ethernet,
             rx_mode: None,
+            use_dma: false,
         }
     }
 
@@ -986,6 +1008,14 @@ impl Config {
                     "[daemon] buffers = {} is too few: at least {MIN_BUFFERS} per worker",
                     d.buffers
                 ),
+            ));
+        }
+        if d.dsa_model_fault_every != 0 && d.dsa_queue.as_deref() != Some("model") {
+            p.push((
+                Item::Daemon,
+                "[daemon] dsa-model-fault-every is for the software model only: it needs \
+                 dsa-queue = \"model\""
+                    .into(),
             ));
         }
         for (k, n) in self.network.iter().enumerate() {

@@ -64,6 +64,9 @@ impl Control {
             Request::ShowRuntime => Reply::Runtime {
                 workers: self.ask(WorkerCmd::Runtime)?,
             },
+            Request::ShowCopyEngine => Reply::CopyEngine {
+                info: self.show_copy_engine(),
+            },
             Request::ShowBuffers => Reply::Buffers {
                 workers: self.ask(WorkerCmd::Buffers)?,
             },

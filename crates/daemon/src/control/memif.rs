@@ -43,6 +43,9 @@ pub(super) struct MemifDev {
     peer: Option<String>,
     mode: api::MemifMode,
     pub(super) rx_mode: Option<api::RxMode>,
+    use_dma: bool,
+    /// What its copies go through, as decided when its queues were last handed out.
+    copy: Option<String>,
 }
 
 fn rx_counters(q: &RxQueue) -> Source {
@@ -229,6 +232,8 @@ impl Control {
                 peer: None,
                 mode: spec.mode,
                 rx_mode: spec.rx_mode,
+                use_dma: spec.use_dma,
+                copy: None,
             }),
         );
         iface.placement = spec.rx_placement.clone();
@@ -315,9 +320,18 @@ impl Control {
                     .iface(ifindex)
                     .memif()
                     .is_some_and(|m| m.mode == api::MemifMode::Ip);
+                let use_dma = self.iface(ifindex).memif().is_some_and(|m| m.use_dma);
+                // What the copies go through, per worker: the first answer is shown.
+                let mut copy: Option<String> = None;
                 for (q, t) in tx.into_iter().enumerate() {
                     counters.sources.push(tx_counters(&t));
                     if let Some(w) = self.workers.get(q) {
+                        let how = if use_dma {
+                            self.copy.use_dma(w, super::copy::Side::Output, ifindex)
+                        } else {
+                            self.copy.default_kind(w.index)
+                        };
+                        copy.get_or_insert(how);
                         if ip_mode {
                             let _ = w.tx_queues.send(QueueCommand::IpMode { ifindex });
                         }
@@ -332,6 +346,13 @@ impl Control {
                 for (q, r) in rx.into_iter().enumerate() {
                     counters.sources.push(rx_counters(&r));
                     let w = self.worker_for(self.iface(ifindex), q);
+                    let how = if use_dma {
+                        self.copy
+                            .use_dma(&self.workers[w], super::copy::Side::Input, ifindex)
+                    } else {
+                        self.copy.default_kind(w)
+                    };
+                    copy.get_or_insert(how);
                     if polling {
                         let _ = self.workers[w]
                             .rx_queues
@@ -348,6 +369,7 @@ impl Control {
                 let Dev::Memif(m) = &mut i.dev else {
                     return;
                 };
+                m.copy = copy;
                 m.peer = Some(format!(
                     "{} ({}), {} s2m / {} m2s rings of {}",
                     peer.app_name,
@@ -389,6 +411,7 @@ impl Control {
                 max_tx_queues: f.tx_queues,
                 netns: self.sock(f.sock).netns.clone(),
                 mode: f.mode,
+                copy: f.copy.clone().filter(|_| i.connected),
             },
             peer: f.peer.clone().filter(|_| i.connected),
             rx_queues,

@@ -6,6 +6,8 @@
 //! publishes tables they read without locks.
 
 mod capture;
+mod copy;
+pub use copy::NodeEngines;
 mod dispatch;
 mod interfaces;
 mod memif;
@@ -91,6 +93,8 @@ pub struct Control {
     /// closer threads a moment after the reply, so creating the same device again waits
     /// for the kernel to let go of the old one.
     closing_taps: Vec<(Option<PathBuf>, String, std::time::Instant)>,
+    /// The copy engines and the DSA work queues they come from.
+    copy: copy::Copy,
 }
 
 impl std::fmt::Debug for Control {
@@ -138,6 +142,7 @@ impl Control {
             learn_wake: learn_wake.clone(),
             quiesce_after: None,
             pcap: None,
+            copy: copy::Copy::new(&cfg.daemon),
         };
         let wake = learn_wake.clone();
         let sink = nodes::LearnSink::new(
@@ -180,6 +185,7 @@ impl Control {
             d.workers.iter().map(|&c| Some(c)).collect()
         };
         for (index, core) in cores.into_iter().enumerate() {
+            let engines = self.copy.for_worker(index)?;
             let h = worker::spawn(WorkerSetup {
                 index,
                 core,
@@ -189,7 +195,7 @@ impl Control {
                 shared: self.shared.clone(),
                 learned: learned.clone(),
                 copy: d.copy,
-                engine: d.copy_engine,
+                engines: Some(engines),
             })
             .map_err(|error| ControlError::Worker { index, error })?;
             self.workers.push(h);

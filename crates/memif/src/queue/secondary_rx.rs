@@ -1,5 +1,9 @@
 //! Secondary, M2S: packets read in place from its own buffers, then reposted.
 
+use buffer::Pool;
+use copy_engine::{CopyReq, Engine};
+
+use super::copy::copy_and_wait;
 use super::counters::bump;
 use super::secondary_tx::SlotBuffers;
 use super::{LinkDown, QueueBase};
@@ -51,6 +55,34 @@ impl RxPacket<'_> {
         done
     }
 
+    /// The copies [`read`](Self::read) would make of packet bytes `at..at + n`, one per
+    /// segment touched, handed to `f` as (source address, offset in the destination,
+    /// length), for a copy engine; how many bytes they cover. The sources stay readable until
+    /// the `finish` of [`SecondaryRx::recv_then`] has returned.
+    pub fn copies(&self, at: usize, n: usize, mut f: impl FnMut(*const u8, usize, usize)) -> usize {
+        let mut pos = 0usize;
+        let mut done = 0usize;
+        for (i, &seg) in self.segs.iter().enumerate() {
+            let seg = seg as usize;
+            let want = at + done;
+            if want < pos + seg && done < n {
+                let within = want - pos;
+                let k = (seg - within).min(n - done);
+                let off = self
+                    .bufs
+                    .offset(self.first_slot.wrapping_add(i as u16), self.mask)
+                    + within as u64;
+                let Ok(src) = self.bufs.region.addr(off, k as u64) else {
+                    break;
+                };
+                f(src, done, k);
+                done += k;
+            }
+            pos += seg;
+        }
+        done
+    }
+
     pub fn to_vec(&self) -> Vec<u8> {
         let mut v = vec![0; self.len];
         self.read(0, &mut v);
@@ -65,6 +97,23 @@ pub struct SecondaryRx {
     bufs: SlotBuffers,
     cursor: u16,
     lens: Vec<u32>,
+    /// Copies of one `recv_pool` call waiting for the engine, and their requests.
+    later: Vec<SlotCopy>,
+    reqs: Vec<CopyReq>,
+}
+
+// SAFETY: `later` and `reqs` are scratch space that only hold addresses during one
+// `recv_pool` call (cleared at its start, never read across calls); everything else is `Send`.
+unsafe impl Send for SecondaryRx {}
+
+/// A copy out of one of our slots, recorded during the ring walk and made by the engine
+/// after it.
+#[derive(Debug, Clone, Copy)]
+struct SlotCopy {
+    src: *const u8,
+    buf: u32,
+    at: u32,
+    len: u32,
 }
 queue_common!(SecondaryRx);
 rx_common!(SecondaryRx);
@@ -95,6 +144,8 @@ impl SecondaryRx {
             bufs,
             cursor,
             lens: Vec::with_capacity(usize::from(mask) + 1),
+            later: Vec::new(),
+            reqs: Vec::new(),
         }
     }
 
@@ -113,11 +164,114 @@ impl SecondaryRx {
         Ok(n)
     }
 
+    /// Receives up to `max` packets into fresh buffers of `pool` (chains when longer than a
+    /// buffer), pushed onto `out`, then reposts the slots; returns how many packets were lost
+    /// for want of buffers. With an asynchronous engine, every copy of the call goes to it as
+    /// one batch, waited for before any slot is reposted; otherwise each is made at once.
+    pub fn recv_pool(
+        &mut self,
+        pool: &mut Pool,
+        out: &mut Vec<u32>,
+        max: usize,
+        engine: &mut Engine,
+    ) -> Result<u64, LinkDown> {
+        let size = pool.data_size();
+        let offload = engine.caps().asynchronous;
+        let mut later = std::mem::take(&mut self.later);
+        let mut reqs = std::mem::take(&mut self.reqs);
+        later.clear();
+        let mut st = (pool, out, 0u64, later);
+        let r = self.recv_then(
+            max,
+            &mut st,
+            |(pool, out, lost, later), p| {
+                let need = p.len().div_ceil(size).max(1);
+                if pool.available() < need {
+                    *lost += 1;
+                    return;
+                }
+                let mut head = buffer::NONE;
+                let mut prev = buffer::NONE;
+                let mut at = 0usize;
+                for _ in 0..need {
+                    let Some(b) = pool.alloc() else { break };
+                    let n = (p.len() - at).min(size);
+                    if offload {
+                        p.copies(at, n, |src, off, len| {
+                            later.push(SlotCopy {
+                                src,
+                                buf: b,
+                                at: off as u32,
+                                len: len as u32,
+                            });
+                        });
+                    } else {
+                        p.read(at, &mut pool.room_mut(b)[..n]);
+                    }
+                    pool.meta_mut(b).len = n as u16;
+                    if head == buffer::NONE {
+                        head = b;
+                    } else {
+                        pool.link(prev, b);
+                    }
+                    prev = b;
+                    at += n;
+                }
+                pool.meta_mut(head).total_len = p.len() as u32;
+                out.push(head);
+            },
+            |(pool, _, _, later)| {
+                if later.is_empty() {
+                    return;
+                }
+                reqs.clear();
+                let rooms = pool.room_ptrs();
+                for c in later.iter() {
+                    // Sized for this buffer when recorded: a miss is impossible, and would
+                    // leave stale bytes in our own buffer.
+                    if let Some(dst) = rooms.ptr(c.buf, c.at as usize, c.len as usize) {
+                        reqs.push(CopyReq {
+                            src: c.src,
+                            dst,
+                            len: c.len,
+                        });
+                    }
+                }
+                // SAFETY: each source is a bounds-checked range of one of our own slots
+                // (`RxPacket::copies`), not reposted until this closure returns; each
+                // destination a bounds-checked range of a buffer just allocated, derived
+                // from one exclusive borrow of the pool (`rooms`) that lasts until the batch
+                // has retired; no two ranges overlap (distinct slots, distinct buffers, and
+                // our region is not the pool).
+                unsafe { copy_and_wait(engine, &reqs) };
+                #[allow(clippy::drop_non_drop)]
+                drop(rooms);
+            },
+        );
+        let (_, _, lost, later) = st;
+        self.later = later;
+        self.reqs = reqs;
+        r.map(|_| lost)
+    }
+
     /// Hands up to `max` packets to `f` in order, then reposts their buffers.
     pub fn recv_with(
         &mut self,
         max: usize,
         mut f: impl FnMut(&RxPacket<'_>),
+    ) -> Result<usize, LinkDown> {
+        self.recv_then(max, &mut (), |_, p| f(p), |_| {})
+    }
+
+    /// As [`recv_with`](Self::recv_with), with `state` for both closures, running `finish`
+    /// after the last packet and before any buffer is reposted: copies `f` left to a copy
+    /// engine are waited for there.
+    pub fn recv_then<S>(
+        &mut self,
+        max: usize,
+        state: &mut S,
+        mut f: impl FnMut(&mut S, &RxPacket<'_>),
+        finish: impl FnOnce(&mut S),
     ) -> Result<usize, LinkDown> {
         if !self.base.link.is_up() {
             return Err(LinkDown);
@@ -162,16 +316,20 @@ impl SecondaryRx {
                 continue;
             }
             let len = self.lens.iter().map(|&l| l as usize).sum();
-            f(&RxPacket {
-                bufs: &self.bufs,
-                segs: &self.lens,
-                first_slot: start,
-                mask,
-                len,
-            });
+            f(
+                state,
+                &RxPacket {
+                    bufs: &self.bufs,
+                    segs: &self.lens,
+                    first_slot: start,
+                    mask,
+                    len,
+                },
+            );
             packets += 1;
             bytes += len as u64;
         }
+        finish(state);
         // Repost the consumed buffers: region, offset and capacity rewritten from our records.
         let mut s = self.cursor;
         while s != slot {

@@ -27,6 +27,15 @@ impl Daemon {
     /// Starts the daemon inside network namespace `netns` (`ip netns exec`), if given. Its
     /// runtime directory is on the shared file system, so the test reaches its sockets.
     pub fn start_in(netns: Option<&str>, config: &str) -> Daemon {
+        Daemon::start_with(netns, config, &[])
+    }
+
+    /// Starts the daemon with `env` added to its environment.
+    pub fn start_env(config: &str, env: &[(&str, &str)]) -> Daemon {
+        Daemon::start_with(None, config, env)
+    }
+
+    fn start_with(netns: Option<&str>, config: &str, env: &[(&str, &str)]) -> Daemon {
         let dir = tempfile::tempdir().unwrap();
         let cfg = dir.path().join("veclane.toml");
         std::fs::write(&cfg, config).unwrap();
@@ -44,6 +53,7 @@ impl Daemon {
             .arg("--runtime-dir")
             .arg(dir.path())
             .env("VECLANE_LOG", "info")
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()
