@@ -58,6 +58,7 @@
 //! - [`Kind::Auto`] is not a backend but a request: DSA where a queue is usable, else the
 //!   CPU, with the reason ([`Engine::select`]).
 
+pub mod check;
 mod cpu;
 pub mod dsa;
 mod thread;

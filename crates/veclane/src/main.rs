@@ -6,6 +6,7 @@
 
 #[cfg(feature = "harness")]
 mod bench_cmd;
+mod copy_engine_cmd;
 mod ctl_cmd;
 #[cfg(feature = "harness")]
 mod gen_cmd;
@@ -30,6 +31,9 @@ enum Cmd {
     Run(run_cmd::RunArgs),
     /// Talk to the running daemon: `veclane ctl show interface`, `veclane ctl help`.
     Ctl(ctl_cmd::CtlArgs),
+    /// The copy engines: `veclane copy-engine check` tests each backend (DSA included, where a
+    /// work queue is usable) and measures it beside the CPU.
+    CopyEngine(copy_engine_cmd::CopyEngineArgs),
     /// Generate and/or sink UDP traffic over a memif interface.
     #[cfg(feature = "harness")]
     Gen(gen_cmd::GenArgs),
@@ -50,6 +54,7 @@ fn main() -> std::process::ExitCode {
     let r = match cli.cmd {
         Cmd::Run(a) => run_cmd::run(a),
         Cmd::Ctl(a) => ctl_cmd::run(a),
+        Cmd::CopyEngine(a) => copy_engine_cmd::run(a),
         #[cfg(feature = "harness")]
         Cmd::Gen(a) => gen_cmd::run(a),
         #[cfg(feature = "harness")]

@@ -885,3 +885,48 @@ fn auto_without_a_device_is_the_cpu_and_says_why() {
     );
     assert!(text.contains("memif-input default: cpu"), "{text}");
 }
+
+/// `veclane copy-engine check`: every backend verified byte for byte (DSA on the model, as
+/// no device is here), with the figures as JSON; without a queue, DSA is reported as not
+/// tested with the reason, and the check still passes for the rest.
+#[test]
+fn copy_engine_check_verifies_every_backend_and_says_why_dsa_is_missing() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_veclane"))
+        .args(["copy-engine", "check", "--model", "--ms", "5"])
+        .args(["--sizes", "64,1500,65536", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let kinds: Vec<&str> = j
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["cpu", "thread", "dsa"], "{j}");
+    for b in j.as_array().unwrap() {
+        let sizes = b["sizes"].as_array().unwrap();
+        assert_eq!(sizes.len(), 3, "{b}");
+        assert!(sizes.iter().all(|s| s["mismatched"] == 0), "{b}");
+    }
+    assert!(j[2]["device"].as_str().unwrap().contains("model"), "{j}");
+
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_veclane"))
+        .args(["copy-engine", "check", "--ms", "5", "--sizes", "1500"])
+        .env("VECLANE_DSA_SYSFS", "/nonexistent-dsa")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("dsa: not tested: no usable DSA work queue")
+            && text.contains("/nonexistent-dsa"),
+        "{text}"
+    );
+    assert!(text.contains("thread: every byte verified"), "{text}");
+}
