@@ -51,14 +51,24 @@ pub struct Cost {
     /// dropped some (a chain whose pod shares a CPU, say), whose work then stops part way and
     /// the per-frame figures undercount a whole frame's.
     pub returned: u64,
-    /// Every instruction of the daemon while collecting, per frame.
+    /// Every instruction of the daemon while collecting, per frame, less the software DSA
+    /// model's (below).
     pub total: f64,
+    /// With `--copy-engine dsa --dsa-queue model`: the model's own instructions per frame
+    /// (the device's work: executing descriptors, the copies themselves), left out of
+    /// `total`, which is then the worker's share as on a real device.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub device_model: f64,
     /// Inclusive instructions per frame of each graph node's `process` (`poll` for input
     /// nodes, empty polls included), by node type.
     pub nodes: Vec<(String, f64)>,
     /// Where the callgrind profile was kept (`--cost-profiles`), for `callgrind_annotate`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub profile: Option<std::path::PathBuf>,
+}
+
+fn is_zero(v: &f64) -> bool {
+    *v == 0.0
 }
 
 /// Why instructions per packet could not be counted.
@@ -210,7 +220,7 @@ pub fn measure(
             "the DUT received nothing while collecting".into(),
         ));
     }
-    let (total, nodes) = annotate(&out)?;
+    let (total, nodes, model) = annotate(&out)?;
     let profile = match keep {
         Some(dir) => {
             let label = dut.to_string().replace('/', "-");
@@ -234,7 +244,8 @@ pub fn measure(
         size,
         frames: received,
         returned,
-        total: total as f64 / received as f64,
+        total: total.saturating_sub(model) as f64 / received as f64,
+        device_model: model as f64 / received as f64,
         nodes: nodes
             .into_iter()
             .map(|(n, c)| (n, c as f64 / received as f64))
@@ -259,9 +270,9 @@ fn control(pid: u32, on_off: &str) -> Result<(), CostError> {
     Ok(())
 }
 
-/// The profile's total instructions, and the inclusive instructions of each graph node's
-/// `process` (by the node's type name).
-fn annotate(out: &Path) -> Result<(u64, Vec<(String, u64)>), CostError> {
+/// The profile's total instructions, the inclusive instructions of each graph node's
+/// `process` (by the node's type name), and the software DSA model's.
+fn annotate(out: &Path) -> Result<Annotated, CostError> {
     let o = Command::new("callgrind_annotate")
         .args(["--inclusive=yes", "--threshold=100", "--auto=no"])
         .arg(out)
@@ -284,11 +295,18 @@ const NODE_ENTRY_POINTS: [&str; 2] = [
     " as graph::node::Node>::poll",
 ];
 
+/// The software DSA model's work: executing what the engine submitted (a device's job).
+const DEVICE_MODEL: &str = "copy_engine::dsa::model::Model::step";
+
+/// What [`parse_annotate`] reads: the total, each node's inclusive count, the DSA model's.
+pub type Annotated = (u64, Vec<(String, u64)>, u64);
+
 /// Parses `callgrind_annotate --inclusive=yes` output.
-pub fn parse_annotate(text: &str) -> Result<(u64, Vec<(String, u64)>), CostError> {
+pub fn parse_annotate(text: &str) -> Result<Annotated, CostError> {
     let count = |s: &str| s.trim().replace(',', "").parse::<u64>().ok();
     let mut total = None;
     let mut nodes: Vec<(String, u64)> = Vec::new();
+    let mut model = 0u64;
     for line in text.lines() {
         let l = line.trim();
         let Some((num, rest)) = l.split_once(' ') else {
@@ -297,6 +315,12 @@ pub fn parse_annotate(text: &str) -> Result<(u64, Vec<(String, u64)>), CostError
         let Some(n) = count(num) else { continue };
         if rest.contains("PROGRAM TOTALS") {
             total = Some(n);
+            continue;
+        }
+        if let Some(i) = rest.find(DEVICE_MODEL)
+            && !rest[i + DEVICE_MODEL.len()..].starts_with('\'')
+        {
+            model = model.max(n);
             continue;
         }
         // "123 (4.5%)  file.rs:<nodes::ip4::Ip4Lookup as graph::node::Node>::process [/path]"
@@ -324,7 +348,7 @@ pub fn parse_annotate(text: &str) -> Result<(u64, Vec<(String, u64)>), CostError
     let total = total.ok_or_else(|| {
         CostError::Callgrind("callgrind_annotate printed no PROGRAM TOTALS".into())
     })?;
-    Ok((total, nodes))
+    Ok((total, nodes, model))
 }
 
 /// The cost table.
@@ -364,6 +388,15 @@ pub fn table(cfg: &L3fwdConfig, costs: &[Cost]) -> String {
             c.frames
         );
     }
+    for c in costs.iter().filter(|c| c.device_model > 0.0) {
+        let _ = writeln!(
+            s,
+            "{} at {} B: the software DSA model's own work ({:.1} per packet: executing the descriptors, the copies themselves) is left out of its total",
+            c.dut,
+            crate::trial::size_label(c.size),
+            c.device_model
+        );
+    }
     for p in costs.iter().filter_map(|c| c.profile.as_ref()) {
         let _ = writeln!(s, "profile: callgrind_annotate {}", p.display());
     }
@@ -391,9 +424,12 @@ Ir                    file:function
  80,000,000 ( 8.89%)  crates/nodes/src/ip4_rewrite.rs:<nodes::ip4_rewrite::Ip4Rewrite as graph::node::Node>::process [/x/veclane]
  70,000,000 ( 7.78%)  crates/graph/src/node.rs:<nodes::ip4_rewrite::Ip4Rewrite as graph::node::Node>::process [/x/veclane]
 600,000,000 (66.67%)  /work/main/crates/graph/src/node.rs:<N as graph::node::AnyNode>::process [/x/veclane]
+ 30,000,000 ( 3.33%)  crates/copy-engine/src/dsa/model.rs:copy_engine::dsa::model::Model::step [/x/veclane]
+  2,000,000 ( 0.22%)  /rustc/x/library/core/src/ptr/mod.rs:copy_engine::dsa::model::Model::step
 ";
-        let (total, nodes) = super::parse_annotate(text).unwrap();
+        let (total, nodes, model) = super::parse_annotate(text).unwrap();
         assert_eq!(total, 900_000_000);
+        assert_eq!(model, 30_000_000);
         assert_eq!(
             nodes,
             vec![

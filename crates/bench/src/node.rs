@@ -466,6 +466,7 @@ impl Topology for NodeTopology {
             dut.workers,
         );
         conf.daemon.copy_engine = dut.engine.unwrap_or(api::CopyEngine::Cpu);
+        conf.daemon.dsa_queue = cfg.dsa_queue.clone();
         let d = Daemon::start_under(wrapper, &cfg.veclane_bin, dir, &conf.to_toml(), ready)?;
         if shape == Shape::Multinet {
             remote_pods_on_tunnels(&d)?;

@@ -369,6 +369,7 @@ impl Topology for PvpTopology {
             dut.workers,
         );
         conf.daemon.copy_engine = dut.engine.unwrap_or(api::CopyEngine::Cpu);
+        conf.daemon.dsa_queue = cfg.dsa_queue.clone();
         let node_dir = dir.join("node");
         let pod_dir = dir.join("pod");
         for d in [&node_dir, &pod_dir] {

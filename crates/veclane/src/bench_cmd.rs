@@ -39,8 +39,10 @@ fn copy_engines() -> impl clap::builder::TypedValueParser<Value = api::CopyEngin
 
 /// The copy engines of `asked` this host can run, in order; one it cannot (DSA without a
 /// usable work queue) is left out, with the reason printed, so that its column is skipped
-/// rather than the run failing.
-fn usable_engines(asked: &[api::CopyEngine]) -> Vec<api::CopyEngine> {
+/// rather than the run failing. `dsa_queue` is the daemons' `dsa-queue` (`model`: always
+/// usable).
+fn usable_engines(asked: &[api::CopyEngine], dsa_queue: Option<&str>) -> Vec<api::CopyEngine> {
+    use copy_engine::dsa::{DsaPool, Source};
     asked
         .iter()
         .copied()
@@ -48,9 +50,14 @@ fn usable_engines(asked: &[api::CopyEngine]) -> Vec<api::CopyEngine> {
             if e != api::CopyEngine::Dsa {
                 return true;
             }
-            match copy_engine::Engine::new(e) {
-                Ok(_) => true,
-                Err(why) => {
+            let source = match dsa_queue {
+                None => Source::Discover,
+                Some("model") => Source::Model { fault_every: 0 },
+                Some(q) => Source::Queue(q.into()),
+            };
+            match DsaPool::new(source).unusable() {
+                None => true,
+                Some(why) => {
                     println!("skipped: copy engine dsa: {why}");
                     false
                 }
@@ -171,9 +178,14 @@ pub struct BenchArgs {
     #[arg(long, value_parser = copy_modes(), value_delimiter = ',', default_values_t = [CopyMode::Single, CopyMode::Two])]
     copy: Vec<CopyMode>,
     /// What executes veclane's payload copies, each a column of its own (searched scenarios):
-    /// cpu (inline) or thread (a copy thread).
+    /// cpu (inline), thread (a copy thread), dsa (an Intel DSA work queue: skipped, saying
+    /// why, on a host without one) or auto.
     #[arg(long, value_parser = copy_engines(), value_delimiter = ',', default_values_t = [api::CopyEngine::Cpu])]
     copy_engine: Vec<api::CopyEngine>,
+    /// The daemons' `dsa-queue`: a work queue (`wq0.0`, `/dev/dsa/wq0.0`), or `model` for the
+    /// software model (for --cost of the engine's own work; its rates mean nothing).
+    #[arg(long)]
+    dsa_queue: Option<String>,
     /// CPU of the sender (p2p) or the generator (l3fwd).
     #[arg(long, visible_alias = "gen-cpu", default_value_t = 0)]
     sender_cpu: usize,
@@ -576,7 +588,7 @@ fn run_l3fwd(
         }
         if *d == Dut::Veclane {
             for c in &a.copy {
-                for e in &usable_engines(&a.copy_engine) {
+                for e in &usable_engines(&a.copy_engine, a.dsa_queue.as_deref()) {
                     base.push(Subject {
                         copy: Some(*c),
                         engine: Some(*e),
@@ -669,6 +681,7 @@ fn run_l3fwd(
         latency_at: a.latency_at.0.clone(),
         latency_secs: a.latency_secs,
         dut_idle_sleep: a.cost,
+        dsa_queue: a.dsa_queue.clone(),
         veclane_bin: bench::veclane_bin(),
         testpmd_bin,
         l3fwd_bin,
@@ -830,12 +843,20 @@ mod tests {
 
     #[test]
     fn an_engine_this_host_cannot_run_is_skipped() {
-        // No DSA device here (or, on a DSA host, no submission to one yet): skipped.
-        let got = usable_engines(&[
+        // No DSA device here: skipped.
+        let all = [
             api::CopyEngine::Cpu,
             api::CopyEngine::Dsa,
             api::CopyEngine::Thread,
-        ]);
-        assert_eq!(got, [api::CopyEngine::Cpu, api::CopyEngine::Thread]);
+        ];
+        if copy_engine::dsa::sysfs::discover_default()
+            .usable
+            .is_empty()
+        {
+            let got = usable_engines(&all, None);
+            assert_eq!(got, [api::CopyEngine::Cpu, api::CopyEngine::Thread]);
+        }
+        // The model is there on every host.
+        assert_eq!(usable_engines(&all, Some("model")), all);
     }
 }

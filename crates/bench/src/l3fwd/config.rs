@@ -64,6 +64,9 @@ pub struct L3fwdConfig {
     /// the last frame, while the harness switches callgrind off, then stay out of the count.
     #[serde(skip)]
     pub dut_idle_sleep: bool,
+    /// veclane's `dsa-queue` (`model`: the software model of a work queue).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dsa_queue: Option<String>,
     #[serde(skip)]
     pub veclane_bin: PathBuf,
     #[serde(skip)]
@@ -273,5 +276,6 @@ pub(crate) fn test_config(duts: Vec<Subject>) -> L3fwdConfig {
         testpmd_bin: None,
         l3fwd_bin: None,
         vpp_bin: None,
+        dsa_queue: None,
     }
 }

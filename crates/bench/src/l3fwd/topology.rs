@@ -205,6 +205,7 @@ pub(crate) fn start_dut(
             let mut conf =
                 veclane_config(cfg, dut.copy.unwrap_or(CopyMode::Single), size, dut.workers);
             conf.daemon.copy_engine = dut.engine.unwrap_or(api::CopyEngine::Cpu);
+            conf.daemon.dsa_queue = cfg.dsa_queue.clone();
             Daemon::start_under(wrapper, &cfg.veclane_bin, dir, &conf.to_toml(), ready)
                 .map(|d| (Box::new(d) as Running, sock))
         }
