@@ -53,6 +53,7 @@ impl CpuEngine {
             kind: Kind::Cpu,
             asynchronous: false,
             max_batch: usize::MAX,
+            inline_below: u32::MAX,
             max_inflight: self.max_inflight,
         }
     }

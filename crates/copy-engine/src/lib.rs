@@ -206,6 +206,10 @@ pub struct Caps {
     pub asynchronous: bool,
     /// The most requests one `submit` accepts; `usize::MAX` when there is no limit.
     pub max_batch: usize,
+    /// Copies shorter than this the engine would make on the CPU at once anyway: a caller
+    /// may make them itself and spare the batch (0: the engine takes every copy; `u32::MAX`:
+    /// it makes them all on the CPU, as the DSA engine after its breaker tripped).
+    pub inline_below: u32,
     /// The most batches submitted and not yet reported before `submit` returns `Full`.
     pub max_inflight: usize,
 }

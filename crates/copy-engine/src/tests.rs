@@ -520,6 +520,7 @@ fn caps_describe_the_backend() {
             kind: Kind::Cpu,
             asynchronous: false,
             max_batch: usize::MAX,
+            inline_below: u32::MAX,
             max_inflight: CpuEngine::DEFAULT_MAX_INFLIGHT
         }
     );
@@ -530,6 +531,7 @@ fn caps_describe_the_backend() {
             kind: Kind::Thread,
             asynchronous: true,
             max_batch: usize::MAX,
+            inline_below: 0,
             max_inflight: 7
         }
     );

@@ -166,6 +166,7 @@ impl ThreadEngine {
             kind: Kind::Thread,
             asynchronous: true,
             max_batch: usize::MAX,
+            inline_below: 0,
             max_inflight: self.copies.len(),
         }
     }

@@ -190,6 +190,11 @@ impl DsaEngine {
             kind: Kind::Dsa,
             asynchronous: true,
             max_batch: usize::MAX,
+            inline_below: if self.tripped.is_some() {
+                u32::MAX
+            } else {
+                self.cfg.inline_max
+            },
             max_inflight: self.cfg.credits,
         }
     }

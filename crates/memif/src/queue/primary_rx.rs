@@ -46,7 +46,8 @@ struct RxCopy {
 /// Where receive copies go: done at once, or recorded for the engine.
 enum Copier<'a> {
     Now,
-    Later(&'a mut Vec<RxCopy>),
+    /// Those of at least this many bytes; shorter ones now.
+    Later(&'a mut Vec<RxCopy>, usize),
 }
 
 impl Copier<'_> {
@@ -63,13 +64,16 @@ impl Copier<'_> {
         len: usize,
     ) {
         match self {
+            Copier::Later(_, below) if len < *below => {
+                Copier::Now.copy(pool, regions, (region, offset), buf, at, len)
+            }
             Copier::Now => {
                 // Validated by `Regions::valid` before; a failure here is impossible, and
                 // would only leave zeros in our own buffer.
                 let _ = regions.0[usize::from(region)]
                     .read(offset, &mut pool.room_mut(buf)[at..at + len]);
             }
-            Copier::Later(v) => v.push(RxCopy {
+            Copier::Later(v, _) => v.push(RxCopy {
                 region,
                 offset,
                 buf,
@@ -183,8 +187,8 @@ impl PrimaryRx {
         let data_size = pool.data_size();
         self.copies.clear();
         let engine = engine.filter(|e| e.caps().asynchronous);
-        let mut copier = if engine.is_some() {
-            Copier::Later(&mut self.copies)
+        let mut copier = if let Some(e) = &engine {
+            Copier::Later(&mut self.copies, e.caps().inline_below as usize)
         } else {
             Copier::Now
         };

@@ -99,7 +99,12 @@ impl PrimaryTx {
         }
         self.posted_max = self.posted_max.max(posted);
         self.reqs.clear();
-        let inline = engine.as_ref().is_none_or(|e| !e.caps().asynchronous);
+        // Copies shorter than this are made at once: all of them without an asynchronous
+        // engine, the short ones with one that would make them on the CPU anyway.
+        let below = match &engine {
+            Some(e) if e.caps().asynchronous => e.caps().inline_below as usize,
+            _ => usize::MAX,
+        };
         let mut slot = self.cursor;
         let mut left = posted;
         let (mut sent, mut dropped, mut bytes, mut lost) = (0usize, 0u64, 0u64, 0u64);
@@ -136,14 +141,20 @@ impl PrimaryTx {
                         break;
                     };
                     if !local.is_empty() {
-                        copy_or_push(inline, &mut self.reqs, local.as_ptr(), dst, local.len());
+                        copy_or_push(
+                            local.len() < below,
+                            &mut self.reqs,
+                            local.as_ptr(),
+                            dst,
+                            local.len(),
+                        );
                     }
                     if let Some(a) = ext_src {
                         // SAFETY: `local.len() + ext.len == total` and `dst` is valid for
                         // `total` bytes (checked by `addr` just above).
                         let d2 = unsafe { dst.add(local.len()) };
                         let n = m.ext.len as usize;
-                        copy_or_push(inline, &mut self.reqs, a.cast_const(), d2, n);
+                        copy_or_push(n < below, &mut self.reqs, a.cast_const(), d2, n);
                     }
                     ring.set_desc_len_flags(slot, total as u32, 0);
                     slot = slot.wrapping_add(1);
@@ -204,8 +215,8 @@ impl PrimaryTx {
     }
 }
 
-/// One copy of the fast path: done now (`inline`: the engine is synchronous or absent), or
-/// added to the batch. `src` and `dst` are valid for `len` bytes: a pool slice borrowed for
+/// One copy of the fast path: done now (`inline`: the engine is synchronous or absent, or the
+/// copy is shorter than the engine would take), or added to the batch. `src` and `dst` are valid for `len` bytes: a pool slice borrowed for
 /// the call or a bounds-checked peer range, and a bounds-checked posted buffer.
 #[inline(always)]
 fn copy_or_push(inline: bool, reqs: &mut Vec<CopyReq>, src: *const u8, dst: *mut u8, len: usize) {

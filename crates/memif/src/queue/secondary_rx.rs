@@ -166,8 +166,9 @@ impl SecondaryRx {
 
     /// Receives up to `max` packets into fresh buffers of `pool` (chains when longer than a
     /// buffer), pushed onto `out`, then reposts the slots; returns how many packets were lost
-    /// for want of buffers. With an asynchronous engine, every copy of the call goes to it as
-    /// one batch, waited for before any slot is reposted; otherwise each is made at once.
+    /// for want of buffers. With an asynchronous engine, every copy of the call it would not
+    /// make on the CPU anyway goes to it as one batch, waited for before any slot is
+    /// reposted; the rest are made at once.
     pub fn recv_pool(
         &mut self,
         pool: &mut Pool,
@@ -176,7 +177,10 @@ impl SecondaryRx {
         engine: &mut Engine,
     ) -> Result<u64, LinkDown> {
         let size = pool.data_size();
-        let offload = engine.caps().asynchronous;
+        let below = match engine.caps() {
+            c if c.asynchronous => c.inline_below as usize,
+            _ => usize::MAX,
+        };
         let mut later = std::mem::take(&mut self.later);
         let mut reqs = std::mem::take(&mut self.reqs);
         later.clear();
@@ -196,7 +200,7 @@ impl SecondaryRx {
                 for _ in 0..need {
                     let Some(b) = pool.alloc() else { break };
                     let n = (p.len() - at).min(size);
-                    if offload {
+                    if n >= below {
                         p.copies(at, n, |src, off, len| {
                             later.push(SlotCopy {
                                 src,
