@@ -55,9 +55,10 @@ impl Default for DsaConfig {
     fn default() -> Self {
         DsaConfig {
             inline_max: 256,
-            ring: 1024,
-            credits: 16,
-            max_batch_size: 32,
+            // A burst of 256 jumbo frames is 1280 pieces of 2 KiB buffers: it must fit.
+            ring: 4096,
+            credits: 32,
+            max_batch_size: 128,
             max_transfer_size: 2 << 20,
             timeout: Duration::from_millis(10),
             redo_after: Duration::from_secs(1),

@@ -63,17 +63,18 @@ impl Copier<'_> {
         at: usize,
         len: usize,
     ) {
-        match self {
-            Copier::Later(_, below) if len < *below => {
-                Copier::Now.copy(pool, regions, (region, offset), buf, at, len)
-            }
-            Copier::Now => {
-                // Validated by `Regions::valid` before; a failure here is impossible, and
-                // would only leave zeros in our own buffer.
+        let later = match self {
+            Copier::Later(v, below) if len >= *below => Some(v),
+            _ => None,
+        };
+        match later {
+            // Validated by `Regions::valid` before; a failure here is impossible, and would
+            // only leave zeros in our own buffer.
+            None => {
                 let _ = regions.0[usize::from(region)]
                     .read(offset, &mut pool.room_mut(buf)[at..at + len]);
             }
-            Copier::Later(v, _) => v.push(RxCopy {
+            Some(v) => v.push(RxCopy {
                 region,
                 offset,
                 buf,
