@@ -170,10 +170,16 @@ fn pod_interfaces() {
         panic!()
     };
     assert_eq!(
-        (m.netns.as_deref(), m.pod.as_deref()),
-        (Some("/proc/1/ns/net"), Some("c1"))
+        (m.netns.as_deref(), m.pod.as_deref(), m.use_dma),
+        (Some("/proc/1/ns/net"), Some("c1"), false)
     );
     assert!(m.problems().is_empty());
+    let Request::CreateMemif(m) =
+        p("create interface memif id 0 socket @pod master use-dma").unwrap()
+    else {
+        panic!()
+    };
+    assert!(m.use_dma);
     let Request::CreateMemif(m) =
         p("create interface memif id 0 socket @pod slave netns x").unwrap()
     else {
@@ -184,5 +190,6 @@ fn pod_interfaces() {
         "{:?}",
         m.problems()
     );
+    assert_eq!(p("show copy-engine").unwrap(), Request::ShowCopyEngine);
     assert_eq!(p("show buffers").unwrap(), Request::ShowBuffers);
 }
