@@ -779,14 +779,14 @@ fn dsa_without_a_device_is_refused_with_the_reason() {
 
 /// `use-dma` on both interfaces, on the software model of a DSA work queue (no device here):
 /// every receive and transmit copy of at least 256 bytes goes to the model as descriptors,
-/// one in five of which stops part way with a page fault the engine finishes on the CPU.
+/// one in two of which stops part way with a page fault the engine finishes on the CPU.
 /// The frames arrive byte for byte, and `show copy-engine` counts the descriptors and the
 /// recoveries.
 #[test]
 fn use_dma_on_the_model_forwards_byte_for_byte_through_faults() {
     let cfg = two_port_config_copy("polling", "two", "cpu").replace(
         "copy-engine = \"cpu\"",
-        "copy-engine = \"cpu\"\ndsa-queue = \"model\"\ndsa-model-fault-every = 5",
+        "copy-engine = \"cpu\"\ndsa-queue = \"model\"\ndsa-model-fault-every = 2",
     );
     let cfg = cfg.replace("role = \"master\"", "role = \"master\"\nuse-dma = true");
     let d = Daemon::start(&cfg);
