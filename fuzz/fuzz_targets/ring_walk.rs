@@ -28,32 +28,14 @@ struct Input {
 
 fuzz_target!(|inp: Input| {
     let log2 = inp.log2 % 9;
-    let layout = if inp.wide {
-        RingLayout::CacheLine128
-    } else {
-        RingLayout::CacheLine64
-    };
+    let layout = if inp.wide { RingLayout::CacheLine128 } else { RingLayout::CacheLine64 };
     let r0 = Arc::new(SharedMemory::anonymous(65536).unwrap());
-    let r1 =
-        Arc::new(SharedMemory::anonymous(4096 * (1 + usize::from(inp.region1_pages % 8))).unwrap());
+    let r1 = Arc::new(SharedMemory::anonymous(4096 * (1 + usize::from(inp.region1_pages % 8))).unwrap());
     let regions = [r0.clone(), r1];
     let rb = layout.ring_bytes(log2);
-    let Ok((mut rx, rx_link)) =
-        memif::testing::primary_rx(&regions, 0, log2, layout, u32::from(inp.max_frame).max(64))
-    else {
-        return;
-    };
-    let Ok((mut tx, tx_link)) =
-        memif::testing::primary_tx(&regions, rb.next_multiple_of(8), log2, layout)
-    else {
-        return;
-    };
-    let mut pool = Pool::new(PoolConfig {
-        count: 512,
-        data_size: 2048,
-        headroom: 0,
-    })
-    .unwrap();
+    let Ok((mut rx, rx_link)) = memif::testing::primary_rx(&regions, 0, log2, layout, u32::from(inp.max_frame).max(64)) else { return };
+    let Ok((mut tx, tx_link)) = memif::testing::primary_tx(&regions, rb.next_multiple_of(8), log2, layout) else { return };
+    let mut pool = Pool::new(PoolConfig { count: 512, data_size: 2048, headroom: 0 }).unwrap();
     let frame = pool.from_bytes(&[0xab; 3000]).unwrap();
     let small = pool.from_bytes(&[0xcd; 60]).unwrap();
     let hdr = if inp.split { 128 } else { 0 };
@@ -71,14 +53,7 @@ fuzz_target!(|inp: Input| {
         for (off, bytes) in writes.iter().take(16) {
             let _ = r0.write(u64::from(*off), &bytes[..bytes.len().min(64)]);
         }
-        match rx.recv_split_via(
-            &mut pool,
-            &mut out,
-            usize::from(*n),
-            hdr,
-            0,
-            engine.as_mut(),
-        ) {
+        match rx.recv_split_via(&mut pool, &mut out, usize::from(*n), hdr, 0, engine.as_mut()) {
             Ok(_) => assert!(rx_link.is_up()),
             Err(_) => assert!(!rx.is_up()),
         }

@@ -21,10 +21,7 @@ fuzz_target!(|inp: Input| {
     let ring_bytes = 128 + 16 * (1usize << log2);
     let rings = Arc::new(SharedMemory::anonymous(ring_bytes).unwrap());
     let bufs = Arc::new(SharedMemory::anonymous((size as usize) << log2).unwrap());
-    let Ok((mut rx, link)) = memif::testing::secondary_rx(rings.clone(), 0, log2, bufs, size)
-    else {
-        return;
-    };
+    let Ok((mut rx, link)) = memif::testing::secondary_rx(rings.clone(), 0, log2, bufs, size) else { return };
     let ring = memif::ring::Ring::new(rings, 0, log2, memif::RingLayout::CacheLine64).unwrap();
     for (tail, descs) in inp.rounds.iter().take(16) {
         for (i, (flags, _, len)) in descs.iter().take(64).enumerate() {

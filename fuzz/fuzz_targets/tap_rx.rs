@@ -81,10 +81,7 @@ fuzz_target!(|messages: Vec<Message>| {
             assert!(v.len() >= 14);
         }
         pool.free_bulk(&out);
-        if st.packets == 0
-            && st.no_buffer + st.gso + st.bad_frame + st.segmented == 0
-            && !q.pending()
-        {
+        if st.packets == 0 && st.no_buffer + st.gso + st.bad_frame + st.segmented == 0 && !q.pending() {
             break;
         }
     }
