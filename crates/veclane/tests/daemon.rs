@@ -42,6 +42,29 @@ addresses = ["10.0.1.1/24"]
     )
 }
 
+/// Checks that `f` is frame `i` routed: the MACs `(src, dst)`, TTL 63, a valid IPv4
+/// checksum, UDP carrying `want`.
+fn assert_routed_udp(f: &[u8], macs: ([u8; 6], [u8; 6]), want: &[u8], i: usize) {
+    let p = etherparse::SlicedPacket::from_ethernet(f).unwrap();
+    let Some(etherparse::LinkSlice::Ethernet2(e)) = &p.link else {
+        panic!("frame {i}: not Ethernet II")
+    };
+    assert_eq!((e.source(), e.destination()), macs, "frame {i}: MACs");
+    let Some(etherparse::NetSlice::Ipv4(ip)) = &p.net else {
+        panic!("frame {i}: not IPv4")
+    };
+    assert_eq!(ip.header().ttl(), 63, "frame {i}: TTL");
+    assert_eq!(
+        ip.header().to_header().calc_header_checksum(),
+        ip.header().header_checksum(),
+        "frame {i}: IPv4 checksum"
+    );
+    let Some(etherparse::TransportSlice::Udp(u)) = &p.transport else {
+        panic!("frame {i}: not UDP")
+    };
+    assert_eq!(u.payload(), want, "frame {i}: payload");
+}
+
 fn payload(i: usize) -> Vec<u8> {
     let len = 22 + (i * 37) % 1450;
     (0..len).map(|k| (k as u8) ^ (i as u8)).collect()
@@ -150,23 +173,7 @@ fn forwards_answers_and_resolves(copy: &str) {
     let got = pods.recv(1, sent.len(), Duration::from_secs(10));
     assert_eq!(got.len(), sent.len(), "{}", d.ok("show errors"));
     for (i, f) in got.iter().enumerate() {
-        let p = etherparse::SlicedPacket::from_ethernet(f).unwrap();
-        let Some(etherparse::LinkSlice::Ethernet2(e)) = &p.link else {
-            panic!()
-        };
-        assert_eq!((e.source(), e.destination()), (m1, POD1));
-        let Some(etherparse::NetSlice::Ipv4(ip)) = &p.net else {
-            panic!()
-        };
-        assert_eq!(ip.header().ttl(), 63);
-        assert_eq!(
-            ip.header().to_header().calc_header_checksum(),
-            ip.header().header_checksum()
-        );
-        let Some(etherparse::TransportSlice::Udp(u)) = &p.transport else {
-            panic!()
-        };
-        assert_eq!(u.payload(), &payload(i)[..], "frame {i}");
+        assert_routed_udp(f, (m1, POD1), &payload(i), i);
     }
 
     // ICMP echo to our address, and TTL expiry answered with Time Exceeded.
@@ -818,15 +825,7 @@ fn use_dma_on_the_model_forwards_byte_for_byte_through_faults() {
     }
     assert_eq!(got.len(), sent.len(), "{}", d.ok("show errors"));
     for (i, f) in got.iter().enumerate() {
-        let p = etherparse::SlicedPacket::from_ethernet(f).unwrap();
-        let Some(etherparse::LinkSlice::Ethernet2(e)) = &p.link else {
-            panic!()
-        };
-        assert_eq!((e.source(), e.destination()), (m1, POD1));
-        let Some(etherparse::TransportSlice::Udp(u)) = &p.transport else {
-            panic!("frame {i} is not UDP")
-        };
-        assert_eq!(u.payload(), &big(i)[..], "frame {i}");
+        assert_routed_udp(f, (m1, POD1), &big(i), i);
     }
 
     // The counters reach the control thread when the worker does its housekeeping.
