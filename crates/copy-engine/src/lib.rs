@@ -312,16 +312,9 @@ impl Engine {
     /// opened (the error says why for each). `auto` never fails for want of a device: it
     /// falls back to the CPU and says why.
     pub fn select(kind: Kind, pool: &mut dsa::DsaPool) -> std::io::Result<Selected> {
-        let cpu = || Engine::Cpu(CpuEngine::new());
         Ok(match kind {
             Kind::Cpu | Kind::Thread => Selected {
-                engine: Engine::with_max_inflight(
-                    kind,
-                    match kind {
-                        Kind::Cpu => CpuEngine::DEFAULT_MAX_INFLIGHT,
-                        _ => ThreadEngine::DEFAULT_MAX_INFLIGHT,
-                    },
-                )?,
+                engine: Engine::new(kind)?,
                 dsa: None,
                 why_not_dsa: None,
             },
@@ -332,7 +325,7 @@ impl Engine {
                     why_not_dsa: None,
                 },
                 Err(why) if kind == Kind::Auto => Selected {
-                    engine: cpu(),
+                    engine: Engine::Cpu(CpuEngine::new()),
                     dsa: None,
                     why_not_dsa: Some(why),
                 },

@@ -8,7 +8,6 @@
 //! went down is dropped by the node that holds it.
 
 use std::os::fd::BorrowedFd;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::Receiver;
 use std::sync::{Arc, Mutex};
 
@@ -188,47 +187,47 @@ pub enum QueueCommand {
 /// worker does its housekeeping: before it sleeps and every few thousand loops, so up to a
 /// few milliseconds behind), read by anyone.
 #[derive(Debug, Default)]
-pub struct EngineCounters {
-    pub batches: AtomicU64,
-    pub copies: AtomicU64,
-    pub bytes: AtomicU64,
-    pub full: AtomicU64,
-    /// DSA only: descriptors sent, copies made inline for being short, copies finished on
-    /// the CPU after a fault, batches redone after the watchdog, batches copied on the CPU
-    /// after the breaker tripped.
-    pub descriptors: AtomicU64,
-    pub inline: AtomicU64,
-    pub recovered: AtomicU64,
-    pub watchdog: AtomicU64,
-    pub fallback: AtomicU64,
+pub struct EngineCounters(Mutex<EngineSnapshot>);
+
+/// What [`EngineCounters`] hold.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EngineSnapshot {
+    pub stats: copy_engine::Stats,
+    /// DSA only (zero for the other engines).
+    pub dsa: copy_engine::dsa::engine::DsaStats,
     /// Why a DSA engine went over to the CPU for good.
-    pub tripped: Mutex<Option<String>>,
+    pub tripped: Option<String>,
 }
 
 impl EngineCounters {
     /// Copies `e`'s counters here.
     pub fn publish(&self, e: &Engine) {
-        let set = |c: &AtomicU64, v: u64| c.store(v, Ordering::Relaxed);
-        let s = e.stats();
-        set(&self.batches, s.batches);
-        set(&self.copies, s.copies);
-        set(&self.bytes, s.bytes);
-        set(&self.full, s.full);
+        let mut s = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        s.stats = e.stats();
         if let Engine::Dsa(d) = e {
-            let x = d.dsa_stats();
-            set(&self.descriptors, x.descriptors);
-            set(&self.inline, x.inline);
-            set(&self.recovered, x.recovered);
-            set(&self.watchdog, x.watchdog);
-            set(&self.fallback, x.fallback);
-            if let Some(why) = d.tripped() {
-                let mut t = self.tripped.lock().unwrap_or_else(|p| p.into_inner());
-                if t.is_none() {
-                    *t = Some(why.to_string());
-                }
+            s.dsa = d.dsa_stats();
+            if s.tripped.is_none() {
+                s.tripped = d.tripped().map(str::to_string);
             }
         }
     }
+
+    pub fn snapshot(&self) -> EngineSnapshot {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+/// Sets interface `ifindex`'s entry of a per-interface flag (`rx-mode polling`, ip mode,
+/// `use-dma`), growing the table only to set one.
+fn set_flag(flags: &mut Vec<bool>, ifindex: u32, on: bool) {
+    let i = ifindex as usize;
+    if flags.len() <= i {
+        if !on {
+            return;
+        }
+        flags.resize(i + 1, false);
+    }
+    flags[i] = on;
 }
 
 /// A node's engines: the one for every interface, and the DMA one for `use-dma` interfaces.
@@ -260,15 +259,11 @@ impl Engines {
         }
     }
 
-    fn set_use_dma(&mut self, ifindex: u32, on: bool) {
-        let i = ifindex as usize;
-        if self.use_dma.len() <= i {
-            if !on {
-                return;
-            }
-            self.use_dma.resize(i + 1, false);
+    /// Takes the node's DMA engine, unless it has one already (then `engine` is dropped).
+    fn install_dma(&mut self, engine: Engine, counters: Arc<EngineCounters>) {
+        if self.dma.is_none() {
+            self.dma = Some((engine, counters));
         }
-        self.use_dma[i] = on;
     }
 
     fn publish(&self) {
@@ -409,24 +404,16 @@ impl Node for MemifInput {
                     // Every buffer of earlier dispatches is gone: nothing points there now.
                     self.peers.detach(ctx.pool, ifindex);
                     self.queues.retain(|(i, _)| *i != ifindex);
-                    if let Some(p) = self.polling.get_mut(ifindex as usize) {
-                        *p = false;
-                    }
-                    self.engines.set_use_dma(ifindex, false);
+                    set_flag(&mut self.polling, ifindex, false);
+                    set_flag(&mut self.engines.use_dma, ifindex, false);
                 }
-                QueueCommand::UseDma { ifindex } => self.engines.set_use_dma(ifindex, true),
+                QueueCommand::UseDma { ifindex } => {
+                    set_flag(&mut self.engines.use_dma, ifindex, true);
+                }
                 QueueCommand::DmaEngine { engine, counters } => {
-                    if self.engines.dma.is_none() {
-                        self.engines.dma = Some((*engine, counters));
-                    }
+                    self.engines.install_dma(*engine, counters);
                 }
-                QueueCommand::Polling { ifindex } => {
-                    let i = ifindex as usize;
-                    if self.polling.len() <= i {
-                        self.polling.resize(i + 1, false);
-                    }
-                    self.polling[i] = true;
-                }
+                QueueCommand::Polling { ifindex } => set_flag(&mut self.polling, ifindex, true),
                 QueueCommand::Tx { .. } | QueueCommand::IpMode { .. } => {}
             }
         }
@@ -598,27 +585,19 @@ impl MemifOutput {
                     }
                     self.queues[i] = Some(queue);
                 }
-                QueueCommand::IpMode { ifindex } => {
-                    let i = ifindex as usize;
-                    if self.ip_mode.len() <= i {
-                        self.ip_mode.resize(i + 1, false);
-                    }
-                    self.ip_mode[i] = true;
-                }
+                QueueCommand::IpMode { ifindex } => set_flag(&mut self.ip_mode, ifindex, true),
                 QueueCommand::Detach { ifindex } => {
                     if let Some(q) = self.queues.get_mut(ifindex as usize) {
                         *q = None;
                     }
-                    if let Some(m) = self.ip_mode.get_mut(ifindex as usize) {
-                        *m = false;
-                    }
-                    self.engines.set_use_dma(ifindex, false);
+                    set_flag(&mut self.ip_mode, ifindex, false);
+                    set_flag(&mut self.engines.use_dma, ifindex, false);
                 }
-                QueueCommand::UseDma { ifindex } => self.engines.set_use_dma(ifindex, true),
+                QueueCommand::UseDma { ifindex } => {
+                    set_flag(&mut self.engines.use_dma, ifindex, true);
+                }
                 QueueCommand::DmaEngine { engine, counters } => {
-                    if self.engines.dma.is_none() {
-                        self.engines.dma = Some((*engine, counters));
-                    }
+                    self.engines.install_dma(*engine, counters);
                 }
                 QueueCommand::Rx { .. } | QueueCommand::Polling { .. } => {}
             }

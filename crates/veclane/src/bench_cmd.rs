@@ -50,12 +50,7 @@ fn usable_engines(asked: &[api::CopyEngine], dsa_queue: Option<&str>) -> Vec<api
             if e != api::CopyEngine::Dsa {
                 return true;
             }
-            let source = match dsa_queue {
-                None => Source::Discover,
-                Some("model") => Source::Model { fault_every: 0 },
-                Some(q) => Source::Queue(q.into()),
-            };
-            match DsaPool::new(source).unusable() {
+            match DsaPool::new(Source::from_setting(dsa_queue, 0)).unusable() {
                 None => true,
                 Some(why) => {
                     println!("skipped: copy engine dsa: {why}");

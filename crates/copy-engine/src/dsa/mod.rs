@@ -38,6 +38,18 @@ pub enum Source {
     Model { fault_every: u32 },
 }
 
+impl Source {
+    /// The source a `dsa-queue` setting names: none or `discover` for discovery, `model`
+    /// for the model (with `fault_every`), anything else a queue's name or path.
+    pub fn from_setting(queue: Option<&str>, fault_every: u32) -> Source {
+        match queue {
+            None | Some("discover") => Source::Discover,
+            Some("model") => Source::Model { fault_every },
+            Some(q) => Source::Queue(q.into()),
+        }
+    }
+}
+
 /// A queue an engine was given.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Assigned {

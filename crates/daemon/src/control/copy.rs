@@ -59,26 +59,13 @@ pub struct NodeEngines {
 
 impl Copy {
     pub(super) fn new(d: &api::config::DaemonSection) -> Copy {
-        let source = match d.dsa_queue.as_deref() {
-            None | Some("discover") => Source::Discover,
-            Some("model") => Source::Model {
-                fault_every: d.dsa_model_fault_every,
-            },
-            Some(q) => Source::Queue(q.into()),
-        };
-        let pool = DsaPool::new(source);
-        let why_not_dsa = if d.copy_engine == Kind::Auto {
-            pool.unusable()
-        } else {
-            None
-        };
-        if let Some(why) = &why_not_dsa {
-            tracing::info!(reason = %why, "copy-engine auto: the CPU copies");
-        }
         Copy {
             configured: d.copy_engine,
-            pool,
-            why_not_dsa,
+            pool: DsaPool::new(Source::from_setting(
+                d.dsa_queue.as_deref(),
+                d.dsa_model_fault_every,
+            )),
+            why_not_dsa: None,
             entries: Vec::new(),
         }
     }
@@ -92,8 +79,11 @@ impl Copy {
                     error,
                 }
             })?;
-            if let Some(why) = s.why_not_dsa {
-                self.why_not_dsa.get_or_insert(why);
+            if let Some(why) = s.why_not_dsa
+                && self.why_not_dsa.is_none()
+            {
+                tracing::info!(reason = %why, "copy-engine auto: the CPU copies");
+                self.why_not_dsa = Some(why);
             }
             let counters = Arc::new(EngineCounters::default());
             if let Some(a) = &s.dsa {
@@ -235,10 +225,7 @@ impl Copy {
                 .entries
                 .iter()
                 .map(|e| {
-                    let c = &e.counters;
-                    let l = |a: &std::sync::atomic::AtomicU64| {
-                        a.load(std::sync::atomic::Ordering::Relaxed)
-                    };
+                    let c = e.counters.snapshot();
                     EngineInfo {
                         worker: e.worker,
                         node: e.side.node().into(),
@@ -246,16 +233,16 @@ impl Copy {
                         kind: e.kind,
                         queue: e.queue.clone(),
                         notes: e.notes.clone(),
-                        batches: l(&c.batches),
-                        copies: l(&c.copies),
-                        bytes: l(&c.bytes),
-                        full: l(&c.full),
-                        descriptors: l(&c.descriptors),
-                        inline: l(&c.inline),
-                        recovered: l(&c.recovered),
-                        watchdog: l(&c.watchdog),
-                        fallback: l(&c.fallback),
-                        tripped: c.tripped.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+                        batches: c.stats.batches,
+                        copies: c.stats.copies,
+                        bytes: c.stats.bytes,
+                        full: c.stats.full,
+                        descriptors: c.dsa.descriptors,
+                        inline: c.dsa.inline,
+                        recovered: c.dsa.recovered,
+                        watchdog: c.dsa.watchdog,
+                        fallback: c.dsa.fallback,
+                        tripped: c.tripped,
                     }
                 })
                 .collect(),

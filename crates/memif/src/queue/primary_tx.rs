@@ -216,8 +216,9 @@ impl PrimaryTx {
 }
 
 /// One copy of the fast path: done now (`inline`: the engine is synchronous or absent, or the
-/// copy is shorter than the engine would take), or added to the batch. `src` and `dst` are valid for `len` bytes: a pool slice borrowed for
-/// the call or a bounds-checked peer range, and a bounds-checked posted buffer.
+/// copy is shorter than the engine would take), or added to the batch. `src` and `dst` are
+/// valid for `len` bytes: a pool slice borrowed for the call or a bounds-checked peer range,
+/// and a bounds-checked posted buffer.
 #[inline(always)]
 fn copy_or_push(inline: bool, reqs: &mut Vec<CopyReq>, src: *const u8, dst: *mut u8, len: usize) {
     if inline {

@@ -33,34 +33,11 @@ impl RxPacket<'_> {
         self.segs.len()
     }
 
-    /// Copies packet bytes from offset `at` into `dst`; returns how many were copied.
-    pub fn read(&self, at: usize, dst: &mut [u8]) -> usize {
+    /// Walks the segments holding packet bytes `at..at + n`, handing `f` each piece as
+    /// (offset in our region, offset from `at`, length); stops early when `f` says `false`
+    /// (that piece not counted). How many bytes the pieces covered.
+    fn pieces(&self, at: usize, n: usize, mut f: impl FnMut(u64, usize, usize) -> bool) -> usize {
         let mut pos = 0usize; // packet offset of the current segment
-        let mut done = 0usize;
-        for (i, &seg) in self.segs.iter().enumerate() {
-            let seg = seg as usize;
-            let want = at + done;
-            if want < pos + seg && done < dst.len() {
-                let within = want - pos;
-                let n = (seg - within).min(dst.len() - done);
-                let off = self
-                    .bufs
-                    .offset(self.first_slot.wrapping_add(i as u16), self.mask)
-                    + within as u64;
-                let _ = self.bufs.region.read(off, &mut dst[done..done + n]);
-                done += n;
-            }
-            pos += seg;
-        }
-        done
-    }
-
-    /// The copies [`read`](Self::read) would make of packet bytes `at..at + n`, one per
-    /// segment touched, handed to `f` as (source address, offset in the destination,
-    /// length), for a copy engine; how many bytes they cover. The sources stay readable until
-    /// the `finish` of [`SecondaryRx::recv_then`] has returned.
-    pub fn copies(&self, at: usize, n: usize, mut f: impl FnMut(*const u8, usize, usize)) -> usize {
-        let mut pos = 0usize;
         let mut done = 0usize;
         for (i, &seg) in self.segs.iter().enumerate() {
             let seg = seg as usize;
@@ -72,15 +49,38 @@ impl RxPacket<'_> {
                     .bufs
                     .offset(self.first_slot.wrapping_add(i as u16), self.mask)
                     + within as u64;
-                let Ok(src) = self.bufs.region.addr(off, k as u64) else {
+                if !f(off, done, k) {
                     break;
-                };
-                f(src, done, k);
+                }
                 done += k;
             }
             pos += seg;
         }
         done
+    }
+
+    /// Copies packet bytes from offset `at` into `dst`; returns how many were copied.
+    pub fn read(&self, at: usize, dst: &mut [u8]) -> usize {
+        let region = &self.bufs.region;
+        self.pieces(at, dst.len(), |off, d, k| {
+            let _ = region.read(off, &mut dst[d..d + k]);
+            true
+        })
+    }
+
+    /// The copies [`read`](Self::read) would make of packet bytes `at..at + n`, one per
+    /// segment touched, handed to `f` as (source address, offset in the destination,
+    /// length), for a copy engine; how many bytes they cover. The sources stay readable until
+    /// the `finish` of [`SecondaryRx::recv_then`] has returned.
+    pub fn copies(&self, at: usize, n: usize, mut f: impl FnMut(*const u8, usize, usize)) -> usize {
+        let region = &self.bufs.region;
+        self.pieces(at, n, |off, d, k| match region.addr(off, k as u64) {
+            Ok(src) => {
+                f(src, d, k);
+                true
+            }
+            Err(_) => false,
+        })
     }
 
     pub fn to_vec(&self) -> Vec<u8> {
