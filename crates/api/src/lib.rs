@@ -339,6 +339,9 @@ pub struct CopyEngineInfo {
     /// Why DSA is not in use where it was asked for (`auto`, `use-dma`), if it is not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub why_not_dsa: Option<String>,
+    /// Memory registered (faulted in) for DSA engines: `worker 0 buffers: 37.7 MB, populated`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub registered: Vec<String>,
     pub engines: Vec<EngineInfo>,
 }
 
@@ -364,7 +367,11 @@ pub struct EngineInfo {
     /// Submissions refused for want of room (retried).
     pub full: u64,
     pub descriptors: u64,
-    /// Copies made on the CPU for being short.
+    /// Copies memif made on the CPU at once for being shorter than the engine takes
+    /// (`dsa-inline-below`).
+    #[serde(default)]
+    pub short: u64,
+    /// Copies the engine itself made on the CPU for being short.
     pub inline: u64,
     /// Copies finished on the CPU after a fault.
     pub recovered: u64,

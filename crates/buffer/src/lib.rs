@@ -150,6 +150,12 @@ impl Pool {
         })
     }
 
+    /// Every buffer's bytes, headroom included, as one slice: for registering the pool with
+    /// a copy device (`copy_engine::register_slice`), which must fault its pages in first.
+    pub fn memory(&self) -> &[u8] {
+        &self.mem
+    }
+
     /// Data bytes a fresh buffer can hold.
     pub fn data_size(&self) -> usize {
         usize::from(self.data_size)

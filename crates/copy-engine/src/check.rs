@@ -21,6 +21,8 @@ pub struct CheckConfig {
     pub batch: usize,
     /// Time spent measuring each size on each backend.
     pub time: Duration,
+    /// DSA: copies shorter than this are made on the CPU (the daemon's `dsa-inline-below`).
+    pub inline_below: u32,
 }
 
 impl Default for CheckConfig {
@@ -31,6 +33,7 @@ impl Default for CheckConfig {
             sizes: vec![64, 256, 512, 1500, 4096, 9000, 65536],
             batch: 32,
             time: Duration::from_millis(200),
+            inline_below: crate::dsa::engine::DsaConfig::default().inline_max,
         }
     }
 }
@@ -87,6 +90,7 @@ pub fn run(cfg: &CheckConfig) -> Vec<BackendResult> {
         }
     }
     let mut pool = DsaPool::new(cfg.dsa.clone());
+    pool.set_inline_below(cfg.inline_below);
     kinds
         .into_iter()
         .map(|kind| {
@@ -283,7 +287,27 @@ mod tests {
             sizes: vec![64, 1500, 9000],
             batch: 8,
             time: Duration::from_millis(5),
+            ..CheckConfig::default()
         })
+    }
+
+    #[test]
+    fn an_inline_threshold_of_zero_sends_every_copy_to_the_device() {
+        let r = run(&CheckConfig {
+            kinds: vec![Kind::Dsa],
+            dsa: Source::Model { fault_every: 0 },
+            sizes: vec![64],
+            batch: 8,
+            time: Duration::from_millis(5),
+            inline_below: 0,
+        });
+        assert!(r[1].passed() && r[1].inline == 0, "{:?}", r[1]);
+        let r = quick(vec![Kind::Dsa], Source::Model { fault_every: 0 });
+        assert!(
+            r[1].inline > 0,
+            "64 B copies under the default 256: {:?}",
+            r[1]
+        );
     }
 
     #[test]

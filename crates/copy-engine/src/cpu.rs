@@ -117,4 +117,9 @@ impl CpuEngine {
     pub fn stats(&self) -> Stats {
         self.stats
     }
+
+    /// See [`crate::Engine::note_short`].
+    pub fn note_short(&mut self, n: u64) {
+        self.stats.short += n;
+    }
 }

@@ -61,6 +61,7 @@
 pub mod check;
 mod cpu;
 pub mod dsa;
+mod register;
 mod thread;
 
 #[cfg(test)]
@@ -70,6 +71,7 @@ use std::fmt;
 use std::str::FromStr;
 
 pub use cpu::CpuEngine;
+pub use register::{Registered, describe as describe_registration, register, register_slice};
 pub use thread::ThreadEngine;
 
 /// One copy of `len` bytes from `src` to `dst`.
@@ -225,6 +227,9 @@ pub struct Stats {
     pub bytes: u64,
     /// `submit` calls refused with [`SubmitError::Full`].
     pub full: u64,
+    /// Copies shorter than [`Caps::inline_below`] the caller made itself instead of
+    /// submitting them, as it reported with [`Engine::note_short`].
+    pub short: u64,
 }
 
 impl Stats {
@@ -450,6 +455,16 @@ impl Engine {
             Engine::Cpu(e) => e.stats(),
             Engine::Thread(e) => e.stats(),
             Engine::Dsa(e) => e.stats(),
+        }
+    }
+
+    /// Counts `n` copies shorter than [`Caps::inline_below`] that the caller made itself
+    /// rather than submit them ([`Stats::short`]), so that they show beside the engine's own.
+    pub fn note_short(&mut self, n: u64) {
+        match self {
+            Engine::Cpu(e) => e.note_short(n),
+            Engine::Thread(e) => e.note_short(n),
+            Engine::Dsa(e) => e.note_short(n),
         }
     }
 }

@@ -272,6 +272,11 @@ impl ThreadEngine {
         self.stats
     }
 
+    /// See [`crate::Engine::note_short`].
+    pub fn note_short(&mut self, n: u64) {
+        self.stats.short += n;
+    }
+
     fn unpark_worker(&self) {
         if let Some(worker) = &self.worker {
             worker.thread().unpark();

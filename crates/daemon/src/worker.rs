@@ -78,6 +78,8 @@ pub struct WorkerHandle {
     pub tap_tx: Sender<uplink::tap_nodes::QueueCommand>,
     wake: Arc<OwnedFd>,
     pub activity: Arc<Activity>,
+    /// How the buffer pool was registered for a copy device, if it was.
+    pub pool_registration: Option<String>,
     join: Option<JoinHandle<()>>,
 }
 
@@ -124,6 +126,9 @@ pub struct WorkerSetup {
     pub copy: api::CopyMode,
     /// The memif nodes' engines (taken by `spawn`; `None`: the CPU).
     pub engines: Option<crate::control::NodeEngines>,
+    /// Register the buffer pool with a copy device before the worker starts (a DSA engine
+    /// may copy into it).
+    pub register_pool: bool,
 }
 
 /// The graph every worker runs.
@@ -191,6 +196,12 @@ pub fn spawn(mut s: WorkerSetup) -> std::io::Result<WorkerHandle> {
         ..PoolConfig::default()
     })
     .map_err(|e| std::io::Error::other(e.to_string()))?;
+    // Here, on the control thread, before the worker exists: registering faults in every
+    // page, which no worker should wait for.
+    let pool_registration = s.register_pool.then(|| {
+        let r = copy_engine::register_slice(pool.memory());
+        copy_engine::describe_registration(pool.memory().len(), &r)
+    });
     let rt = Runtime::new(
         graph_nodes(
             &mut s,
@@ -243,6 +254,7 @@ pub fn spawn(mut s: WorkerSetup) -> std::io::Result<WorkerHandle> {
         tap_tx: tap_tx_tx,
         wake,
         activity,
+        pool_registration,
         join: Some(join),
     })
 }

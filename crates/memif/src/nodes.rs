@@ -58,6 +58,14 @@ impl From<SecondaryTx> for TxQueue {
 }
 
 impl RxQueue {
+    /// The shared memory this queue's copies read or write.
+    pub fn memory(&self) -> Vec<Arc<crate::shm::SharedMemory>> {
+        match self {
+            RxQueue::Primary(q) => q.memory(),
+            RxQueue::Secondary(q) => q.memory(),
+        }
+    }
+
     pub fn is_up(&self) -> bool {
         match self {
             RxQueue::Primary(q) => q.is_up(),
@@ -100,6 +108,14 @@ impl RxQueue {
 }
 
 impl TxQueue {
+    /// The shared memory this queue's copies read or write.
+    pub fn memory(&self) -> Vec<Arc<crate::shm::SharedMemory>> {
+        match self {
+            TxQueue::Primary(q) => q.memory(),
+            TxQueue::Secondary(q) => q.memory(),
+        }
+    }
+
     pub fn is_up(&self) -> bool {
         match self {
             TxQueue::Primary(q) => q.is_up(),
@@ -200,14 +216,22 @@ pub struct EngineSnapshot {
 }
 
 impl EngineCounters {
-    /// Copies `e`'s counters here.
-    pub fn publish(&self, e: &Engine) {
+    /// Copies `e`'s counters here; the first time its breaker is seen tripped, logs why
+    /// (once: the engine copies on the CPU for good after that).
+    pub fn publish(&self, e: &Engine, node: &str) {
         let mut s = self.0.lock().unwrap_or_else(|p| p.into_inner());
         s.stats = e.stats();
         if let Engine::Dsa(d) = e {
             s.dsa = d.dsa_stats();
-            if s.tripped.is_none() {
-                s.tripped = d.tripped().map(str::to_string);
+            if s.tripped.is_none()
+                && let Some(why) = d.tripped()
+            {
+                tracing::warn!(
+                    node,
+                    reason = why,
+                    "DSA engine tripped: its copies are made on the CPU from now on"
+                );
+                s.tripped = Some(why.to_string());
             }
         }
     }
@@ -266,10 +290,10 @@ impl Engines {
         }
     }
 
-    fn publish(&self) {
-        self.counters.publish(&self.default);
+    fn publish(&self, node: &str) {
+        self.counters.publish(&self.default, node);
         if let Some((e, c)) = &self.dma {
-            c.publish(e);
+            c.publish(e, node);
         }
     }
 }
@@ -354,7 +378,7 @@ graph::node! {
 
 impl Node for MemifInput {
     fn housekeeping(&mut self) {
-        self.engines.publish();
+        self.engines.publish("memif-input");
     }
 
     fn keeps_awake(&self) -> bool {
@@ -608,7 +632,7 @@ impl MemifOutput {
 impl Node for MemifOutput {
     fn housekeeping(&mut self) {
         self.take_commands();
-        self.engines.publish();
+        self.engines.publish("memif-output");
     }
 
     fn process(&mut self, ctx: &mut Ctx<'_, Self>, bufs: &[u32], next: &mut [u16]) {

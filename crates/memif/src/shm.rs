@@ -178,6 +178,15 @@ impl SharedMemory {
         self.fd.as_ref().map(|f| f.as_fd())
     }
 
+    /// Faults in the whole mapping for a copy device, without changing a byte
+    /// ([`copy_engine::register`]): what a DSA engine's queue needs before it copies to or
+    /// from it.
+    pub fn register_for_dma(&self) -> std::io::Result<copy_engine::Registered> {
+        // SAFETY: our own mapping of `len` bytes, readable and writable, kept mapped by
+        // `&self` for the call.
+        unsafe { copy_engine::register(self.ptr.as_ptr(), self.len) }
+    }
+
     /// Checks that `[offset, offset + len)` lies inside the mapping, in u64 arithmetic.
     #[inline]
     pub fn check(&self, offset: u64, len: u64) -> Result<usize, OutOfBounds> {

@@ -44,6 +44,10 @@ struct CheckArgs {
     /// Milliseconds measured per size and backend.
     #[arg(long, default_value_t = 200)]
     ms: u64,
+    /// DSA: copies shorter than this many bytes are made on the CPU, as the daemon's
+    /// `dsa-inline-below` (0 sends every copy to the device).
+    #[arg(long, default_value_t = 256)]
+    inline_below: u32,
     /// Print the results as JSON.
     #[arg(long)]
     json: bool,
@@ -66,6 +70,7 @@ pub fn run(a: CopyEngineArgs) -> anyhow::Result<()> {
         sizes: c.sizes,
         batch: c.batch,
         time: Duration::from_millis(c.ms),
+        inline_below: c.inline_below,
     };
     let results = check::run(&cfg);
     if c.json {

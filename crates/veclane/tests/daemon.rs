@@ -793,7 +793,8 @@ fn dsa_without_a_device_is_refused_with_the_reason() {
 fn use_dma_on_the_model_forwards_byte_for_byte_through_faults() {
     let cfg = two_port_config_copy("polling", "two", "cpu").replace(
         "copy-engine = \"cpu\"",
-        "copy-engine = \"cpu\"\ndsa-queue = \"model\"\ndsa-model-fault-every = 2",
+        "copy-engine = \"cpu\"\ndsa-queue = \"model\"\ndsa-model-fault-every = 2\n\
+         dsa-inline-below = 400",
     );
     let cfg = cfg.replace("role = \"master\"", "role = \"master\"\nuse-dma = true");
     let d = Daemon::start(&cfg);
@@ -827,6 +828,10 @@ fn use_dma_on_the_model_forwards_byte_for_byte_through_faults() {
     for (i, f) in got.iter().enumerate() {
         assert_routed_udp(f, (m1, POD1), &big(i), i);
     }
+    // Frames under dsa-inline-below (400 B: a UDP payload under 358 B) are copied by memif
+    // at once, on receive and on transmit, and counted.
+    let short = (0..200).filter(|&i| big(i).len() + 42 < 400).count() as u64;
+    assert!(short > 0);
 
     // The counters reach the control thread when the worker does its housekeeping.
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
@@ -839,7 +844,7 @@ fn use_dma_on_the_model_forwards_byte_for_byte_through_faults() {
             .engines
             .iter()
             .filter(|e| e.role == "use-dma")
-            .map(|e| e.copies)
+            .map(|e| e.copies + e.short)
             .sum();
         if done >= 400 || std::time::Instant::now() > deadline {
             break info;
@@ -854,7 +859,7 @@ fn use_dma_on_the_model_forwards_byte_for_byte_through_faults() {
     assert_eq!(dma.len(), 2, "one per node of the worker: {info:?}");
     let sum = |f: fn(&api::EngineInfo) -> u64| dma.iter().map(|e| f(e)).sum::<u64>();
     assert!(
-        sum(|e| e.copies) >= 400,
+        sum(|e| e.copies + e.short) >= 400,
         "rx and tx of 200 frames: {info:?}"
     );
     assert!(sum(|e| e.descriptors) > 0, "{info:?}");
@@ -865,6 +870,23 @@ fn use_dma_on_the_model_forwards_byte_for_byte_through_faults() {
         "{info:?}"
     );
     assert!(info.dsa_source.contains("model"), "{info:?}");
+    assert!(
+        sum(|e| e.short) >= 2 * short,
+        "{short} frames under 400 B, each way: {info:?}"
+    );
+    // The memory the device copies to and from was faulted in before it did.
+    for what in [
+        "worker 0 buffers: ",
+        "memif0/0 regions: ",
+        "memif0/1 regions: ",
+    ] {
+        assert!(
+            info.registered
+                .iter()
+                .any(|r| r.starts_with(what) && r.ends_with("MB, populated")),
+            "{what}: {info:?}"
+        );
+    }
     let text = d.ok("show copy-engine");
     eprintln!("{text}");
     assert!(text.contains("recovered on the CPU"), "{text}");

@@ -409,6 +409,17 @@ fn slave_receive_goes_through_the_dma_engine() {
         if rx.copies >= long {
             assert!(rx.descriptors > 0 && rx.recovered > 0, "{rx:?}");
             assert!(rx.tripped.is_none(), "{rx:?}");
+            assert!(
+                rx.short >= frames.len() as u64 - long,
+                "the short ones, counted: {rx:?}"
+            );
+            // Our own regions, which the device reads from, were faulted in for it.
+            assert!(
+                info.registered
+                    .iter()
+                    .any(|r| r.contains(" regions: ") && r.ends_with("populated")),
+                "{info:?}"
+            );
             break;
         }
         assert!(Instant::now() < deadline, "{rx:?}");

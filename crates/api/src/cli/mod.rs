@@ -761,6 +761,9 @@ pub fn format(reply: &Reply) -> String {
             if let Some(w) = &info.why_not_dsa {
                 s.push_str(&format!("  DSA not in use: {w}\n"));
             }
+            for r in &info.registered {
+                s.push_str(&format!("  registered: {r}\n"));
+            }
             for e in &info.engines {
                 s.push_str(&format!(
                     "worker {} {} {}: {}{}\n",
@@ -779,8 +782,8 @@ pub fn format(reply: &Reply) -> String {
                 ));
                 if e.kind == crate::CopyEngine::Dsa {
                     s.push_str(&format!(
-                        "  {} descriptors, {} inline, {} recovered on the CPU, {} watchdog, {} fallback\n",
-                        e.descriptors, e.inline, e.recovered, e.watchdog, e.fallback
+                        "  {} descriptors, {} short (made at once), {} inline, {} recovered on the CPU, {} watchdog, {} fallback\n",
+                        e.descriptors, e.short, e.inline, e.recovered, e.watchdog, e.fallback
                     ));
                 }
                 for n in &e.notes {

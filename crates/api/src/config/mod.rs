@@ -93,7 +93,18 @@ pub struct DaemonSection {
     /// page fault, which the engine finishes on the CPU (tests of the recovery path).
     #[serde(skip_serializing_if = "is_zero")]
     pub dsa_model_fault_every: u32,
+    /// Copies shorter than this many bytes are made by the core at once, not offloaded to
+    /// DSA (a descriptor costs the core more than a short copy); counted as `short`.
+    #[serde(skip_serializing_if = "is_default_inline_below")]
+    pub dsa_inline_below: u32,
 }
+
+fn is_default_inline_below(n: &u32) -> bool {
+    *n == 256
+}
+
+/// The largest `dsa-inline-below`: a jumbo frame's buffer.
+pub const MAX_DSA_INLINE_BELOW: u32 = 65536;
 
 impl Default for DaemonSection {
     fn default() -> Self {
@@ -108,6 +119,7 @@ impl Default for DaemonSection {
             copy_engine: CopyEngine::Cpu,
             dsa_queue: None,
             dsa_model_fault_every: 0,
+            dsa_inline_below: 256,
         }
     }
 }
@@ -1007,6 +1019,16 @@ impl Config {
                 format!(
                     "[daemon] buffers = {} is too few: at least {MIN_BUFFERS} per worker",
                     d.buffers
+                ),
+            ));
+        }
+        if d.dsa_inline_below > MAX_DSA_INLINE_BELOW {
+            p.push((
+                Item::Daemon,
+                format!(
+                    "[daemon] dsa-inline-below = {} is out of range: 0 to {MAX_DSA_INLINE_BELOW} \
+                     bytes (to keep every copy on the CPU, use copy-engine = \"cpu\")",
+                    d.dsa_inline_below
                 ),
             ));
         }

@@ -133,6 +133,7 @@ fn semantic_problems_all_reported_at_their_items() {
 workers = [0, 0]
 buffers = 10
 dsa-model-fault-every = 3
+dsa-inline-below = 100000
 
 [[interface]]
 socket = \"a\"
@@ -157,18 +158,19 @@ mac = \"02:00:00:00:00:01\"
         "1:1: [daemon] workers lists core 0 twice",
         "1:1: [daemon] buffers = 10 is too few",
         "1:1: [daemon] dsa-model-fault-every is for the software model only",
-        "6:1: [[interface]] memif0/0 (socket \"a\" id 0): ring-size 1000 must be a power of two",
+        "1:1: [daemon] dsa-inline-below = 100000 is out of range: 0 to 65536 bytes",
+        "7:1: [[interface]] memif0/0 (socket \"a\" id 0): ring-size 1000 must be a power of two",
         "rx-placement core 1 has no worker",
-        "13:1: [[interface]] memif0/0 (socket \"a\" id 0): socket and id are used twice",
+        "14:1: [[interface]] memif0/0 (socket \"a\" id 0): socket and id are used twice",
         "the name \"memif0/0\" is used twice",
         "used as both",
-        "18:1: [[neighbor]] 10.0.0.1: no interface named \"memif9/9\"",
+        "19:1: [[neighbor]] 10.0.0.1: no interface named \"memif9/9\"",
     ] {
         assert!(joined.contains(want), "missing {want:?} in\n{joined}");
     }
     let shown = Config::parse(text, "x.toml").unwrap_err().to_string();
     assert!(shown.starts_with("x.toml: "), "{shown}");
-    assert!(shown.contains("\n  x.toml:18:1: [[neighbor]]"), "{shown}");
+    assert!(shown.contains("\n  x.toml:19:1: [[neighbor]]"), "{shown}");
 }
 
 #[test]

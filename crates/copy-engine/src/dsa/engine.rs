@@ -204,6 +204,11 @@ impl DsaEngine {
         self.stats
     }
 
+    /// See [`crate::Engine::note_short`].
+    pub fn note_short(&mut self, n: u64) {
+        self.stats.short += n;
+    }
+
     pub fn dsa_stats(&self) -> DsaStats {
         self.dsa
     }
@@ -544,11 +549,25 @@ impl DsaEngine {
     unsafe fn finish_piece(&mut self, d: &Descriptor, rec: &CompletionRecord) {
         match rec.code() {
             status::PAGE_FAULT_NOBOF | status::PAGE_FAULT_IR => {
+                // A record that does not describe this copy (progress past its end, a
+                // fault outside both buffers) comes from a device that cannot be trusted:
+                // the whole copy again, and no more descriptors for it.
+                let inside = |base: u64| rec.fault_addr.wrapping_sub(base) < u64::from(d.xfer_size);
+                if rec.bytes_completed >= d.xfer_size || !(inside(d.src_addr) || inside(d.dst_addr))
+                {
+                    self.trip(format!(
+                        "the device reported a page fault at {:#x} after {} of {} bytes, \
+                         outside the copy",
+                        rec.fault_addr, rec.bytes_completed, d.xfer_size
+                    ));
+                    // SAFETY: the caller's contract.
+                    unsafe { self.redo(d) };
+                    return;
+                }
                 // Ascending (memif copies never overlap): the first bytes are there.
-                let done = rec.bytes_completed.min(d.xfer_size);
+                let done = rec.bytes_completed;
                 // Copied descending (`result` 1, overlapping buffers): the done bytes are at
                 // the end, and the rest starts where the copy did (reference/dsa.md §3.8).
-                // TODO(register_region): check `fault_addr` against the lent regions first.
                 let skip = if rec.result == 1 { 0 } else { done };
                 self.dsa.recovered += 1;
                 let rest = CopyReq {
@@ -799,6 +818,16 @@ mod tests {
             "{:?}",
             e.tripped()
         );
+    }
+
+    #[test]
+    fn a_fault_outside_the_copy_is_redone_and_trips_the_breaker() {
+        let mut m = model();
+        m.inject_at(2, Fault::Stray { at: 10 });
+        let e = rounds(m, small(), 19, 16);
+        let why = e.tripped().expect("tripped");
+        assert!(why.contains("0x1000") && why.contains("outside"), "{why}");
+        assert!(e.dsa_stats().recovered >= 1);
     }
 
     #[test]

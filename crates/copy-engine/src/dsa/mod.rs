@@ -74,6 +74,8 @@ pub struct DsaPool {
     /// Dedicated queues already given out.
     taken: HashSet<String>,
     models: u32,
+    /// Copies shorter than this are made on the CPU (`DsaConfig::inline_max`).
+    inline_below: u32,
 }
 
 impl DsaPool {
@@ -93,7 +95,14 @@ impl DsaPool {
             cpu,
             taken: HashSet::new(),
             models: 0,
+            inline_below: DsaConfig::default().inline_max,
         }
+    }
+
+    /// Engines opened from now on make copies shorter than `bytes` on the CPU (default 256:
+    /// below that, a descriptor costs the core more than the copy).
+    pub fn set_inline_below(&mut self, bytes: u32) {
+        self.inline_below = bytes;
     }
 
     pub fn discovery(&self) -> &Discovery {
@@ -146,7 +155,10 @@ impl DsaPool {
     pub fn open(&mut self) -> Result<(DsaEngine, Assigned), String> {
         if let Source::Model { fault_every } = self.source {
             self.models += 1;
-            let cfg = DsaConfig::default();
+            let cfg = DsaConfig {
+                inline_max: self.inline_below,
+                ..DsaConfig::default()
+            };
             let mcfg = ModelConfig {
                 depth: cfg.credits,
                 max_batch_size: cfg.max_batch_size,
@@ -190,7 +202,10 @@ impl DsaPool {
                     if wq.mode == WqMode::Dedicated {
                         self.taken.insert(wq.id.clone());
                     }
-                    let cfg = config_for(&wq, o.batches);
+                    let cfg = DsaConfig {
+                        inline_max: self.inline_below,
+                        ..config_for(&wq, o.batches)
+                    };
                     let a = Assigned {
                         wq: wq.id.clone(),
                         path: wq.dev_path.display().to_string(),

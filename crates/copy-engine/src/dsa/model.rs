@@ -58,6 +58,16 @@ pub enum Fault {
     Lost,
     /// The device reports a hardware error (status 0x20) and copies nothing.
     HwError,
+    /// A memmove stops after `at` bytes with a page fault whose `fault_addr` lies outside
+    /// both of its buffers: a record no correct device writes.
+    Stray { at: u32 },
+}
+
+/// A [`Fault::Stray`] page fault's record: its address moved outside the copy.
+fn stray(fault: Option<Fault>, r: &mut CompletionRecord) {
+    if matches!(fault, Some(Fault::Stray { .. })) && r.code() != status::SUCCESS {
+        r.fault_addr = 0x1000;
+    }
 }
 
 /// The work queue's limits, as its sysfs attributes give them.
@@ -167,10 +177,12 @@ impl Model {
                 opcode::MEMMOVE => {
                     let partial = match fault {
                         Some(Fault::Partial { at, write, .. }) => Some((at, write)),
+                        Some(Fault::Stray { at }) => Some((at, false)),
                         _ => None,
                     };
                     // SAFETY: the caller's contract.
                     unsafe { self.memmove(d, partial, &mut r) };
+                    stray(fault, &mut r);
                 }
                 opcode::BATCH => {
                     // SAFETY: the caller's contract.
@@ -267,10 +279,14 @@ impl Model {
                             Some(Fault::Partial { index, at, write }) if index == k => {
                                 Some((at, write))
                             }
+                            Some(Fault::Stray { at }) if k == 0 => Some((at, false)),
                             _ => None,
                         };
                         // SAFETY: the caller's contract for each listed descriptor.
                         unsafe { self.memmove(&sub, partial, &mut sr) };
+                        if k == 0 {
+                            stray(fault, &mut sr);
+                        }
                     }
                     opcode::NOOP | opcode::DRAIN => sr.status = status::SUCCESS,
                     // A batch inside a batch, or anything else.

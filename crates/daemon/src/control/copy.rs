@@ -48,6 +48,9 @@ pub(super) struct Copy {
     /// Why DSA is not in use where it was asked for (`auto`, `use-dma`).
     why_not_dsa: Option<String>,
     entries: Vec<Entry>,
+    /// Memory registered for the device: what (`worker 0 buffers`, `memif1 regions`) and
+    /// how (`37.7 MB, populated`).
+    registered: std::collections::BTreeMap<String, String>,
 }
 
 /// A worker's two default engines, for [`crate::worker::spawn`].
@@ -61,13 +64,43 @@ impl Copy {
     pub(super) fn new(d: &api::config::DaemonSection) -> Copy {
         Copy {
             configured: d.copy_engine,
-            pool: DsaPool::new(Source::from_setting(
-                d.dsa_queue.as_deref(),
-                d.dsa_model_fault_every,
-            )),
+            pool: {
+                let mut p = DsaPool::new(Source::from_setting(
+                    d.dsa_queue.as_deref(),
+                    d.dsa_model_fault_every,
+                ));
+                p.set_inline_below(d.dsa_inline_below);
+                p
+            },
             why_not_dsa: None,
             entries: Vec::new(),
+            registered: Default::default(),
         }
+    }
+
+    /// Whether any DSA engine may copy here: a work queue (or the model) is usable. Memory
+    /// a DSA engine may copy to or from is then registered.
+    pub(super) fn may_use_dsa(&self) -> bool {
+        self.pool.unusable().is_none()
+    }
+
+    /// Whether an interface's copies on `worker`'s `side` node go to DSA: those of a
+    /// `use-dma` interface if the node was given a DSA engine, the others if its default
+    /// engine is DSA.
+    pub(super) fn on_dsa(&self, worker: usize, side: Side, use_dma: bool) -> bool {
+        self.entries.iter().any(|e| {
+            e.worker == worker && e.side == side && e.kind == Kind::Dsa && (use_dma || !e.use_dma)
+        })
+    }
+
+    /// Records memory registered for the device (logged when it failed).
+    pub(super) fn registered(&mut self, what: String, how: String) {
+        if how.contains("not registered") {
+            tracing::warn!(memory = %what, "{how}: the device will fault on its first copies");
+        } else {
+            tracing::debug!(memory = %what, "registered for DSA: {how}");
+        }
+        self.registered.insert(what, how);
     }
 
     /// Worker `worker`'s default engines.
@@ -221,6 +254,11 @@ impl Copy {
                 .chain(found.none.clone())
                 .collect(),
             why_not_dsa: self.why_not_dsa.clone(),
+            registered: self
+                .registered
+                .iter()
+                .map(|(what, how)| format!("{what}: {how}"))
+                .collect(),
             engines: self
                 .entries
                 .iter()
@@ -238,6 +276,7 @@ impl Copy {
                         bytes: c.stats.bytes,
                         full: c.stats.full,
                         descriptors: c.dsa.descriptors,
+                        short: c.stats.short,
                         inline: c.dsa.inline,
                         recovered: c.dsa.recovered,
                         watchdog: c.dsa.watchdog,

@@ -323,6 +323,19 @@ impl Control {
                 let use_dma = self.iface(ifindex).memif().is_some_and(|m| m.use_dma);
                 // What the copies go through, per worker: the first answer is shown.
                 let mut copy: Option<String> = None;
+                // The connection's shared memory, once each, registered below if any of its
+                // queues copies on DSA.
+                let mut memory: Vec<std::sync::Arc<memif::shm::SharedMemory>> = Vec::new();
+                for m in rx
+                    .iter()
+                    .flat_map(RxQueue::memory)
+                    .chain(tx.iter().flat_map(TxQueue::memory))
+                {
+                    if !memory.iter().any(|k| std::sync::Arc::ptr_eq(k, &m)) {
+                        memory.push(m);
+                    }
+                }
+                let mut on_dsa = false;
                 for (q, t) in tx.into_iter().enumerate() {
                     counters.sources.push(tx_counters(&t));
                     if let Some(w) = self.workers.get(q) {
@@ -332,6 +345,9 @@ impl Control {
                             self.copy.default_kind(w.index)
                         };
                         copy.get_or_insert(how);
+                        on_dsa |= self
+                            .copy
+                            .on_dsa(w.index, super::copy::Side::Output, use_dma);
                         if ip_mode {
                             let _ = w.tx_queues.send(QueueCommand::IpMode { ifindex });
                         }
@@ -353,6 +369,7 @@ impl Control {
                         self.copy.default_kind(w)
                     };
                     copy.get_or_insert(how);
+                    on_dsa |= self.copy.on_dsa(w, super::copy::Side::Input, use_dma);
                     if polling {
                         let _ = self.workers[w]
                             .rx_queues
@@ -362,6 +379,22 @@ impl Control {
                         .rx_queues
                         .send(QueueCommand::Rx { ifindex, queue: r });
                     self.workers[w].kick();
+                }
+                if on_dsa {
+                    let mut bytes = 0;
+                    let mut how = None;
+                    for m in &memory {
+                        bytes += m.len();
+                        let r = m.register_for_dma();
+                        if r.is_err() || how.is_none() {
+                            how = Some(r);
+                        }
+                    }
+                    if let Some(r) = how {
+                        let what = format!("{} regions", self.iface(ifindex).name);
+                        self.copy
+                            .registered(what, copy_engine::describe_registration(bytes, &r));
+                    }
                 }
                 let i = self.ifaces[ix].as_mut().expect("found above");
                 i.counters = counters;

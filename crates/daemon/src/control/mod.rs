@@ -196,8 +196,13 @@ impl Control {
                 learned: learned.clone(),
                 copy: d.copy,
                 engines: Some(engines),
+                register_pool: self.copy.may_use_dsa(),
             })
             .map_err(|error| ControlError::Worker { index, error })?;
+            if let Some(how) = &h.pool_registration {
+                self.copy
+                    .registered(format!("worker {index} buffers"), how.clone());
+            }
             self.workers.push(h);
         }
         Ok(())

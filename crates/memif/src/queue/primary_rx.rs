@@ -46,8 +46,8 @@ struct RxCopy {
 /// Where receive copies go: done at once, or recorded for the engine.
 enum Copier<'a> {
     Now,
-    /// Those of at least this many bytes; shorter ones now.
-    Later(&'a mut Vec<RxCopy>, usize),
+    /// Those of at least this many bytes; shorter ones now, counted.
+    Later(&'a mut Vec<RxCopy>, usize, u64),
 }
 
 impl Copier<'_> {
@@ -64,8 +64,12 @@ impl Copier<'_> {
         len: usize,
     ) {
         let later = match self {
-            Copier::Later(v, below) if len >= *below => Some(v),
-            _ => None,
+            Copier::Later(v, below, _) if len >= *below => Some(v),
+            Copier::Later(_, _, short) => {
+                *short += 1;
+                None
+            }
+            Copier::Now => None,
         };
         match later {
             // Validated by `Regions::valid` before; a failure here is impossible, and would
@@ -85,6 +89,13 @@ impl Copier<'_> {
     }
 }
 rx_common!(PrimaryRx);
+
+impl PrimaryRx {
+    /// The peer's regions this queue copies to or from (all of the connection's).
+    pub fn memory(&self) -> Vec<std::sync::Arc<crate::shm::SharedMemory>> {
+        self.regions.0.to_vec()
+    }
+}
 
 impl PrimaryRx {
     pub(crate) fn new(base: QueueBase, regions: Regions, max_frame: u32) -> PrimaryRx {
@@ -189,7 +200,7 @@ impl PrimaryRx {
         self.copies.clear();
         let engine = engine.filter(|e| e.caps().asynchronous);
         let mut copier = if let Some(e) = &engine {
-            Copier::Later(&mut self.copies, e.caps().inline_below as usize)
+            Copier::Later(&mut self.copies, e.caps().inline_below as usize, 0)
         } else {
             Copier::Now
         };
@@ -295,10 +306,17 @@ impl PrimaryRx {
                 }
             }
         }
-        if let Some(e) = engine
-            && !self.copies.is_empty()
-        {
-            self.copy_batch(pool, e);
+        let short = match copier {
+            Copier::Later(_, _, n) => n,
+            Copier::Now => 0,
+        };
+        if let Some(e) = engine {
+            if short != 0 {
+                e.note_short(short);
+            }
+            if !self.copies.is_empty() {
+                self.copy_batch(pool, e);
+            }
         }
         if slot != self.cursor {
             self.cursor = slot;

@@ -30,6 +30,13 @@ queue_common!(PrimaryTx);
 unsafe impl Send for PrimaryTx {}
 
 impl PrimaryTx {
+    /// The peer's regions this queue copies to or from (all of the connection's).
+    pub fn memory(&self) -> Vec<std::sync::Arc<crate::shm::SharedMemory>> {
+        self.regions.0.to_vec()
+    }
+}
+
+impl PrimaryTx {
     pub(crate) fn new(base: QueueBase, regions: Regions) -> PrimaryTx {
         let cursor = base.ring.tail();
         let n = usize::from(base.ring.size());
@@ -108,6 +115,9 @@ impl PrimaryTx {
         let mut slot = self.cursor;
         let mut left = posted;
         let (mut sent, mut dropped, mut bytes, mut lost) = (0usize, 0u64, 0u64, 0u64);
+        // Copies made at once; counted as short when an asynchronous engine would have
+        // taken the longer ones.
+        let mut short = 0u64;
         let mut peer_of = |id: u32| peers.get(id);
         for &p in pkts {
             // Fast path, almost every packet: one local buffer (and at most one external
@@ -143,6 +153,7 @@ impl PrimaryTx {
                     if !local.is_empty() {
                         copy_or_push(
                             local.len() < below,
+                            &mut short,
                             &mut self.reqs,
                             local.as_ptr(),
                             dst,
@@ -154,7 +165,7 @@ impl PrimaryTx {
                         // `total` bytes (checked by `addr` just above).
                         let d2 = unsafe { dst.add(local.len()) };
                         let n = m.ext.len as usize;
-                        copy_or_push(n < below, &mut self.reqs, a.cast_const(), d2, n);
+                        copy_or_push(n < below, &mut short, &mut self.reqs, a.cast_const(), d2, n);
                     }
                     ring.set_desc_len_flags(slot, total as u32, 0);
                     slot = slot.wrapping_add(1);
@@ -200,6 +211,13 @@ impl PrimaryTx {
                 }
             }
         }
+        let mut engine = engine;
+        if short != 0
+            && below != usize::MAX
+            && let Some(e) = engine.as_deref_mut()
+        {
+            e.note_short(short);
+        }
         run_copies(&self.reqs, engine);
         if slot != self.cursor {
             self.cursor = slot;
@@ -220,8 +238,16 @@ impl PrimaryTx {
 /// valid for `len` bytes: a pool slice borrowed for the call or a bounds-checked peer range,
 /// and a bounds-checked posted buffer.
 #[inline(always)]
-fn copy_or_push(inline: bool, reqs: &mut Vec<CopyReq>, src: *const u8, dst: *mut u8, len: usize) {
+fn copy_or_push(
+    inline: bool,
+    short: &mut u64,
+    reqs: &mut Vec<CopyReq>,
+    src: *const u8,
+    dst: *mut u8,
+    len: usize,
+) {
     if inline {
+        *short += 1;
         // SAFETY: both ranges are valid for `len` bytes (see above), and `copy` allows them
         // to overlap (a peer whose S2M buffer overlaps an M2S buffer it posted).
         unsafe { std::ptr::copy(src, dst, len) };

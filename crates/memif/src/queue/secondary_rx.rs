@@ -119,6 +119,13 @@ queue_common!(SecondaryRx);
 rx_common!(SecondaryRx);
 
 impl SecondaryRx {
+    /// Our region holding this queue's slot buffers.
+    pub fn memory(&self) -> Vec<std::sync::Arc<crate::shm::SharedMemory>> {
+        vec![self.bufs.region.clone()]
+    }
+}
+
+impl SecondaryRx {
     /// Posts every slot's buffer to the primary (head = tail + ring size).
     pub(crate) fn new(base: QueueBase, bufs: SlotBuffers) -> SecondaryRx {
         let cursor = base.ring.tail();
@@ -184,11 +191,11 @@ impl SecondaryRx {
         let mut later = std::mem::take(&mut self.later);
         let mut reqs = std::mem::take(&mut self.reqs);
         later.clear();
-        let mut st = (pool, out, 0u64, later);
+        let mut st = (pool, out, 0u64, later, 0u64);
         let r = self.recv_then(
             max,
             &mut st,
-            |(pool, out, lost, later), p| {
+            |(pool, out, lost, later, short), p| {
                 let need = p.len().div_ceil(size).max(1);
                 if pool.available() < need {
                     *lost += 1;
@@ -210,6 +217,7 @@ impl SecondaryRx {
                             });
                         });
                     } else {
+                        *short += 1;
                         p.read(at, &mut pool.room_mut(b)[..n]);
                     }
                     pool.meta_mut(b).len = n as u16;
@@ -224,7 +232,7 @@ impl SecondaryRx {
                 pool.meta_mut(head).total_len = p.len() as u32;
                 out.push(head);
             },
-            |(pool, _, _, later)| {
+            |(pool, _, _, later, _)| {
                 if later.is_empty() {
                     return;
                 }
@@ -252,7 +260,10 @@ impl SecondaryRx {
                 drop(rooms);
             },
         );
-        let (_, _, lost, later) = st;
+        let (_, _, lost, later, short) = st;
+        if short != 0 && below != usize::MAX {
+            engine.note_short(short);
+        }
         self.later = later;
         self.reqs = reqs;
         r.map(|_| lost)

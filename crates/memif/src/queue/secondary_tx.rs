@@ -85,6 +85,13 @@ pub struct SecondaryTx {
 queue_common!(SecondaryTx);
 
 impl SecondaryTx {
+    /// Our region holding this queue's slot buffers.
+    pub fn memory(&self) -> Vec<std::sync::Arc<crate::shm::SharedMemory>> {
+        vec![self.bufs.region.clone()]
+    }
+}
+
+impl SecondaryTx {
     pub(crate) fn new(base: QueueBase, bufs: SlotBuffers) -> SecondaryTx {
         let head = base.ring.head();
         SecondaryTx { base, bufs, head }
