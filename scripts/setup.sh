@@ -33,6 +33,10 @@ command -v valgrind >/dev/null 2>&1 || pkgs+=(valgrind)
 [ -f /usr/include/linux/idxd.h ] || pkgs+=(linux-libc-dev)
 # etcd: the cluster's store; the tests of cni/ start their own server on loopback.
 command -v etcd >/dev/null 2>&1 || pkgs+=(etcd-server)
+# curl scrapes the metrics endpoint and tmux is the terminal `veclane ctl monitor` is
+# checked on, in the operations tests.
+command -v curl >/dev/null 2>&1 || pkgs+=(curl)
+command -v tmux >/dev/null 2>&1 || pkgs+=(tmux)
 if [ "${#pkgs[@]}" -gt 0 ]; then
   # wireshark-common asks whether non-root users may capture; the answer does not matter here.
   echo "wireshark-common wireshark-common/install-setuid boolean false" | as_root debconf-set-selections 2>/dev/null || true

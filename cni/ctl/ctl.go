@@ -51,9 +51,17 @@ func NoInterface(err error) bool {
 	return errors.As(err, &e) && strings.HasPrefix(e.Message, "no interface")
 }
 
+// APIVersion is the control API version this client speaks (the daemon's api::API_VERSION).
+const APIVersion = 1
+
 // Call sends a request and decodes the reply into out (nil: only success matters).
 func (c *Client) Call(req map[string]any, out any) error {
-	b, err := json.Marshal(req)
+	withVersion := make(map[string]any, len(req)+1)
+	for k, v := range req {
+		withVersion[k] = v
+	}
+	withVersion["api"] = APIVersion
+	b, err := json.Marshal(withVersion)
 	if err != nil {
 		return err
 	}
@@ -70,12 +78,20 @@ func (c *Client) Call(req map[string]any, out any) error {
 	var head struct {
 		Reply   string `json:"reply"`
 		Message string `json:"message"`
+		API     *int   `json:"api"`
 	}
 	if err := json.Unmarshal(line, &head); err != nil {
 		return fmt.Errorf("daemon at %s: a reply that is not JSON: %w", c.path, err)
 	}
 	if head.Reply == "error" {
 		return &Error{Message: head.Message}
+	}
+	if head.API == nil || *head.API != APIVersion {
+		got := "none"
+		if head.API != nil {
+			got = fmt.Sprint(*head.API)
+		}
+		return fmt.Errorf("daemon at %s speaks control API %s and this agent speaks %d: use matching builds", c.path, got, APIVersion)
 	}
 	if out != nil {
 		return json.Unmarshal(line, out)

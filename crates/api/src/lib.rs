@@ -28,6 +28,32 @@ pub use types::{
 /// File name of the control socket inside the runtime directory.
 pub const CONTROL_SOCKET: &str = "ctl.sock";
 
+/// The control API's version: in every request a client of this build sends and every reply
+/// the daemon sends (`"api": 1`), so that a `veclane ctl` and a daemon of builds that do not
+/// speak the same API say so instead of misreading each other. It changes when a request or
+/// reply changes in a way an older peer would misread.
+pub const API_VERSION: u32 = 1;
+
+/// Adds `"api": API_VERSION` to a request's or reply's JSON object.
+pub fn with_version<T: Serialize>(v: &T) -> Result<String, serde_json::Error> {
+    let mut j = serde_json::to_value(v)?;
+    if let Some(o) = j.as_object_mut() {
+        o.insert("api".into(), API_VERSION.into());
+    }
+    serde_json::to_string(&j)
+}
+
+/// Splits the `"api"` field off a request's or reply's JSON: the version it names (`None`:
+/// it names none, as a client older than versions does) and the rest.
+pub fn split_version(line: &[u8]) -> Result<(Option<u64>, serde_json::Value), serde_json::Error> {
+    let mut j: serde_json::Value = serde_json::from_slice(line)?;
+    let v = j
+        .as_object_mut()
+        .and_then(|o| o.remove("api"))
+        .and_then(|v| v.as_u64());
+    Ok((v, j))
+}
+
 /// The daemon's runtime directory: `$XDG_RUNTIME_DIR/veclane` when that variable is set,
 /// else `/run/veclane`.
 pub fn runtime_dir() -> PathBuf {
@@ -109,6 +135,8 @@ pub enum Request {
         #[serde(default)]
         table: Option<u32>,
     },
+    /// How many routes each table holds (what a metrics scrape asks for).
+    ShowIpFibSummary,
     ShowIpNeighbors,
     /// Adds a network (and allocates its VRF).
     NetworkAdd(NetworkSpec),
@@ -143,6 +171,42 @@ pub enum Request {
     PcapOff,
 }
 
+impl Request {
+    /// Whether it changes the daemon's configuration (interfaces, addresses, routes,
+    /// neighbours, networks, MTUs), as opposed to reading state, clearing counters, tracing
+    /// or capturing. Changes are logged.
+    pub fn is_change(&self) -> bool {
+        !matches!(
+            self,
+            Request::ShowVersion
+                | Request::ShowInterface { .. }
+                | Request::ShowRxPlacement
+                | Request::ShowRuntime
+                | Request::ShowBuffers
+                | Request::ShowCopyEngine
+                | Request::ShowErrors
+                | Request::ShowTrace
+                | Request::TraceAdd { .. }
+                | Request::Clear { .. }
+                | Request::ShowIpFib { .. }
+                | Request::ShowIpFibSummary
+                | Request::ShowIpNeighbors
+                | Request::ShowNetwork
+                | Request::ShowVxlanTunnel
+                | Request::PcapOn { .. }
+                | Request::PcapOff
+        )
+    }
+
+    /// Its name on the wire (`create_memif`, `show_interface`).
+    pub fn name(&self) -> String {
+        serde_json::to_value(self)
+            .ok()
+            .and_then(|v| v.get("request")?.as_str().map(str::to_string))
+            .unwrap_or_default()
+    }
+}
+
 /// One interface, as `show interface` prints it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InterfaceInfo {
@@ -173,6 +237,16 @@ pub struct InterfaceInfo {
     pub rx_errors: u64,
     /// Packets the peer (or the kernel's ring) gave us no room for.
     pub tx_no_room: u64,
+    /// Received packets left waiting (memif: in the peer's ring) or lost for want of a
+    /// local buffer (also in `rx_errors` where they are lost).
+    #[serde(default)]
+    pub rx_no_buffer: u64,
+    /// Sends that found the transmit ring full.
+    #[serde(default)]
+    pub tx_ring_full: u64,
+    /// memif interrupts (eventfd signals) sent and received.
+    #[serde(default)]
+    pub interrupts: u64,
     pub connects: u64,
     pub disconnects: u64,
     pub last_disconnect_reason: Option<String>,
@@ -391,6 +465,9 @@ pub struct WorkerRuntime {
     pub core: Option<usize>,
     /// Seconds since the counters were cleared.
     pub seconds: f64,
+    /// Of those, seconds in dispatch loops that moved at least one packet.
+    #[serde(default)]
+    pub busy_seconds: f64,
     /// Dispatch loops run and the loops that went to sleep.
     pub loops: u64,
     pub sleeps: u64,
@@ -412,6 +489,13 @@ pub struct FibEntry {
     pub prefix: Ipv4Prefix,
     /// `receive`, `drop`, `glean memif0/1`, `via 10.0.0.2 memif0/1 02:..` and so on.
     pub path: String,
+}
+
+/// One table's size.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FibTableSize {
+    pub table: u32,
+    pub routes: usize,
 }
 
 /// One network, as `show network` prints it.
@@ -501,6 +585,9 @@ pub enum Reply {
     Fib {
         entries: Vec<FibEntry>,
     },
+    FibSummary {
+        tables: Vec<FibTableSize>,
+    },
     Networks {
         networks: Vec<NetworkInfo>,
     },
@@ -533,6 +620,11 @@ pub enum ClientError {
     Parse(#[from] serde_json::Error),
     #[error("daemon closed the connection without a reply")]
     Closed,
+    #[error(
+        "the daemon speaks control API {daemon} and this veclane speaks {ours}: use the veclane \
+         binary of the daemon's build (`veclane --version` on both)"
+    )]
+    Version { daemon: String, ours: u32 },
     #[error("{0}")]
     Daemon(String),
 }
@@ -559,14 +651,27 @@ impl Client {
 
     /// Sends one request and waits for its reply; `Reply::Error` becomes `ClientError::Daemon`.
     pub fn call(&mut self, req: &Request) -> Result<Reply, ClientError> {
-        let mut line = serde_json::to_string(req)?;
+        let mut line = with_version(req)?;
         line.push('\n');
         self.writer.write_all(line.as_bytes())?;
         let mut buf = String::new();
         if self.reader.read_line(&mut buf)? == 0 {
             return Err(ClientError::Closed);
         }
-        match serde_json::from_str(&buf)? {
+        let (version, j) = split_version(buf.as_bytes())?;
+        if version != Some(u64::from(API_VERSION)) {
+            // The daemon's error about our version says it best, if that is what it sent.
+            if let Ok(Reply::Error { message }) = serde_json::from_value::<Reply>(j.clone())
+                && message.contains("control API")
+            {
+                return Err(ClientError::Daemon(message));
+            }
+            return Err(ClientError::Version {
+                daemon: version.map_or("(none: older than versions)".into(), |v| v.to_string()),
+                ours: API_VERSION,
+            });
+        }
+        match serde_json::from_value(j)? {
             Reply::Error { message } => Err(ClientError::Daemon(message)),
             r => Ok(r),
         }

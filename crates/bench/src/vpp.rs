@@ -444,6 +444,7 @@ pub fn parse_show_runtime(out: &str, tsc_per_ns: f64) -> Vec<api::WorkerRuntime>
         worker: 0,
         core,
         seconds: 0.0,
+        busy_seconds: 0.0,
         loops: 0,
         sleeps: 0,
         nodes: Vec::new(),

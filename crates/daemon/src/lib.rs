@@ -10,8 +10,10 @@
 #![forbid(unsafe_code)]
 
 pub mod control;
+pub mod metrics;
 pub mod rib;
 pub mod server;
+pub mod service;
 pub mod worker;
 
 use std::path::PathBuf;
@@ -34,6 +36,8 @@ pub enum DaemonError {
     Server(#[from] server::ServerError),
     #[error(transparent)]
     Control(#[from] control::ControlError),
+    #[error("{0}")]
+    Metrics(String),
 }
 
 /// The runtime directory the configuration asks for, or the default.
@@ -44,11 +48,28 @@ pub fn runtime_dir(cfg: &Config) -> PathBuf {
         .unwrap_or_else(api::runtime_dir)
 }
 
-/// Runs the daemon until `stop` is set. `ready` is called once the control socket accepts
-/// connections, with its path.
+/// What the front end's signal handlers set.
+#[derive(Debug, Clone, Default)]
+pub struct Signals {
+    /// SIGTERM, SIGINT: stop.
+    pub stop: Arc<AtomicBool>,
+    /// SIGHUP: read the configuration file again and apply the differences.
+    pub reload: Arc<AtomicBool>,
+}
+
+/// How a reload reads the configuration again: the file, with the command line's overrides
+/// applied as they were at start (`None`: the daemon runs the embedded default).
+pub type Reread<'a> = Option<&'a dyn Fn() -> Result<Config, ConfigError>>;
+
+/// Runs the daemon until `signals.stop` is set. `reread` gives the configuration again on
+/// `signals.reload`. `ready` is called
+/// once the control socket accepts connections and every worker is pinned, with the
+/// socket's path. Under systemd (`NOTIFY_SOCKET`) readiness, reloads and stopping are told
+/// to it, and its watchdog (`WATCHDOG_USEC`) is fed from the control loop.
 pub fn run(
     cfg: &Config,
-    stop: Arc<AtomicBool>,
+    reread: Reread<'_>,
+    signals: Signals,
     ready: impl FnOnce(&std::path::Path),
 ) -> Result<(), DaemonError> {
     let dir = runtime_dir(cfg);
@@ -64,21 +85,77 @@ pub fn run(
         }
     }
     let ctl_path = dir.join(api::CONTROL_SOCKET);
-    let mut server = server::Server::bind(&ctl_path)?;
+    let mut server = server::Server::bind(&ctl_path, &cfg.daemon.control_socket)?;
     let mut control = control::Control::new(cfg, dir.clone())?;
+    let metrics = match &cfg.daemon.metrics {
+        Some(addr) => {
+            Some(metrics::Exporter::start(addr, ctl_path.clone()).map_err(DaemonError::Metrics)?)
+        }
+        None => None,
+    };
     tracing::info!(
         dir = %dir.display(),
         workers = control.workers(),
         "veclane running"
     );
     ready(&ctl_path);
-    while !stop.load(Ordering::Relaxed) {
+    let mut service = service::Service::new();
+    service.ready(&format!(
+        "{} worker(s), control socket {}",
+        control.workers(),
+        ctl_path.display()
+    ));
+    let mut running = cfg.clone();
+    while !signals.stop.load(Ordering::Relaxed) {
+        if signals.reload.swap(false, Ordering::Relaxed) {
+            service.reloading();
+            running = reload(&mut control, running, reread);
+            service.ready("configuration reloaded");
+        }
         control.tick();
         server.serve(&mut control, 20);
+        service.feed_watchdog();
     }
+    service.stopping();
+    drop(metrics);
     control.shutdown();
     drop(server);
     let _ = std::fs::remove_file(&ctl_path);
     tracing::info!("veclane stopped");
     Ok(())
+}
+
+/// Reads the configuration again and applies what changed; returns the configuration now
+/// running.
+fn reload(control: &mut control::Control, running: Config, reread: Reread<'_>) -> Config {
+    let Some(reread) = reread else {
+        tracing::warn!(
+            "reload: the daemon runs the embedded default configuration; nothing to read"
+        );
+        return running;
+    };
+    let new = match reread() {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!(reason = %e, "reload refused: the file is not valid; nothing changed");
+            return running;
+        }
+    };
+    match control.reload(&running, &new) {
+        control::reload::Reloaded::Applied(done) => {
+            tracing::info!(changes = ?done, "configuration reloaded");
+            new
+        }
+        control::reload::Reloaded::Partly { applied, failed } => {
+            tracing::error!(changes = ?applied, failed = ?failed, "configuration reloaded in part");
+            new
+        }
+        control::reload::Reloaded::Refused(why) => {
+            tracing::error!(
+                cannot_apply_live = ?why,
+                "reload refused: these changes need a restart; nothing changed"
+            );
+            running
+        }
+    }
 }

@@ -30,6 +30,27 @@ pub enum ServerError {
         path: String,
         source: std::io::Error,
     },
+    #[error("control socket {path}: {why}")]
+    Access { path: String, why: String },
+}
+
+/// A group's id: a number, or a name looked up in /etc/group.
+fn group_id(g: &str) -> Result<u32, String> {
+    if let Ok(n) = g.parse() {
+        return Ok(n);
+    }
+    let text = std::fs::read_to_string("/etc/group")
+        .map_err(|e| format!("cannot read /etc/group to find group {g}: {e}"))?;
+    text.lines()
+        .filter_map(|l| {
+            let mut f = l.split(':');
+            let name = f.next()?;
+            let gid = f.nth(1)?.parse().ok()?;
+            Some((name, gid))
+        })
+        .find(|(name, _)| *name == g)
+        .map(|(_, gid)| gid)
+        .ok_or_else(|| format!("no group named {g} in /etc/group"))
 }
 
 /// The API server.
@@ -41,8 +62,9 @@ pub struct Server {
 }
 
 impl Server {
-    /// Binds the control socket, replacing a stale one (a socket nobody answers on).
-    pub fn bind(path: &Path) -> Result<Server, ServerError> {
+    /// Binds the control socket, replacing a stale one (a socket nobody answers on), and
+    /// gives it the configured group and mode.
+    pub fn bind(path: &Path, access: &api::config::ControlSocket) -> Result<Server, ServerError> {
         if path.exists() {
             if UnixStream::connect(path).is_ok() {
                 return Err(ServerError::InUse(path.display().to_string()));
@@ -55,6 +77,20 @@ impl Server {
         };
         let listener = UnixListener::bind(path).map_err(listen)?;
         listener.set_nonblocking(true).map_err(listen)?;
+        let refuse = |why: String| ServerError::Access {
+            path: path.display().to_string(),
+            why,
+        };
+        if let Some(g) = &access.group {
+            let gid = group_id(g).map_err(refuse)?;
+            rustix::fs::chown(path, None, Some(rustix::fs::Gid::from_raw(gid)))
+                .map_err(|e| refuse(format!("cannot give it to group {g}: {e}")))?;
+        }
+        if let Some(bits) = access.mode_bits() {
+            let bits = bits.map_err(refuse)?;
+            rustix::fs::chmod(path, rustix::fs::Mode::from_raw_mode(bits))
+                .map_err(|e| refuse(format!("cannot set mode {bits:o}: {e}")))?;
+        }
         Ok(Server {
             listener,
             path: path.to_path_buf(),
@@ -124,8 +160,22 @@ fn serve_conn(c: &mut Conn, control: &mut Control) -> bool {
     }
     while let Some(nl) = c.buf.iter().position(|&b| b == b'\n') {
         let line: Vec<u8> = c.buf.drain(..=nl).collect();
-        let reply = match serde_json::from_slice::<Request>(&line[..line.len() - 1]) {
-            Ok(req) => control.handle(req),
+        let reply = match api::split_version(&line[..line.len() - 1]) {
+            // A client that names no version predates them (and the Go agent names none):
+            // served, as the request's own shape is checked below anyway.
+            Ok((Some(v), _)) if v != u64::from(api::API_VERSION) => Reply::Error {
+                message: format!(
+                    "this daemon speaks control API {} and the client speaks {v}: use the \
+                     veclane binary of the daemon's build",
+                    api::API_VERSION
+                ),
+            },
+            Ok((_, j)) => match serde_json::from_value::<Request>(j) {
+                Ok(req) => control.handle(req),
+                Err(e) => Reply::Error {
+                    message: format!("malformed request: {e}"),
+                },
+            },
             Err(e) => Reply::Error {
                 message: format!("malformed request: {e}"),
             },
@@ -147,8 +197,8 @@ fn serve_conn(c: &mut Conn, control: &mut Control) -> bool {
 }
 
 fn send(s: &UnixStream, r: &Reply) -> bool {
-    let mut line = match serde_json::to_vec(r) {
-        Ok(l) => l,
+    let mut line = match api::with_version(r) {
+        Ok(l) => l.into_bytes(),
         Err(_) => return false,
     };
     line.push(b'\n');

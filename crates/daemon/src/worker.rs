@@ -215,6 +215,8 @@ pub fn spawn(mut s: WorkerSetup) -> std::io::Result<WorkerHandle> {
     )
     .map_err(|e| std::io::Error::other(e.to_string()))?;
     let (w, a, core, mode, index) = (wake.clone(), activity.clone(), s.core, s.mode, s.index);
+    // The worker says when it is pinned: the daemon is ready only once every worker is.
+    let (pinned_tx, pinned) = std::sync::mpsc::sync_channel(1);
     let join = std::thread::Builder::new()
         .name(format!("vl_wk_{index}"))
         .spawn(move || {
@@ -225,6 +227,7 @@ pub fn spawn(mut s: WorkerSetup) -> std::io::Result<WorkerHandle> {
                     tracing::warn!(worker = index, core = c, "cannot pin worker: {e}");
                 }
             }
+            let _ = pinned_tx.send(());
             Worker {
                 index,
                 core,
@@ -240,6 +243,14 @@ pub fn spawn(mut s: WorkerSetup) -> std::io::Result<WorkerHandle> {
             }
             .run();
         })?;
+    if pinned
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .is_err()
+    {
+        return Err(std::io::Error::other(format!(
+            "worker {index} did not start within 10 s"
+        )));
+    }
     Ok(WorkerHandle {
         index,
         core,
@@ -338,6 +349,7 @@ impl Worker {
                     worker: self.index,
                     core: self.core,
                     seconds: self.since.elapsed().as_secs_f64(),
+                    busy_seconds: self.rt.busy_ns() as f64 / 1e9,
                     loops: self.loops,
                     sleeps: self.sleeps,
                     nodes,

@@ -123,6 +123,8 @@ pub struct Runtime {
     tracing: bool,
     /// Buffers a node sent to a next index it never declared (a node bug): freed, counted.
     undeclared_next: u64,
+    /// Nanoseconds of dispatch loops that moved at least one buffer.
+    busy_ns: u64,
     capture: Capture,
     /// The set a sleeping worker waits in; filled for each sleep and emptied after it.
     epoll: OwnedFd,
@@ -191,6 +193,7 @@ impl Runtime {
             capture: Capture::default(),
             tracing: false,
             undeclared_next: 0,
+            busy_ns: 0,
             trace_quota: vec![0; slots.len()],
             slots,
             inputs,
@@ -228,6 +231,7 @@ impl Runtime {
         // One clock read per node call, as VPP does: a node is charged from the end of the
         // previous call (its frame's enqueue and trace marking included) to its own end.
         let mut t = clock::ticks();
+        let start = t;
         for k in 0..self.inputs.len() {
             let i = usize::from(self.inputs[k]);
             let mut out = std::mem::take(&mut self.buf_scratch);
@@ -323,7 +327,18 @@ impl Runtime {
         for k in 0..self.inputs.len() {
             self.slots[usize::from(self.inputs[k])].node.end_dispatch();
         }
+        if produced > 0 {
+            // `t` is the last node's end: no clock read of its own.
+            self.busy_ns += t.wrapping_sub(start);
+        }
         produced
+    }
+
+    /// Nanoseconds spent in dispatch loops that moved at least one buffer, since the
+    /// runtime counters were cleared: with the time elapsed, how busy the worker is (a
+    /// polling worker takes its whole core whatever this says).
+    pub fn busy_ns(&self) -> u64 {
+        self.busy_ns
     }
 
     /// Every node's [`Node::housekeeping`](crate::Node::housekeeping); the worker calls it
@@ -500,6 +515,7 @@ impl Runtime {
         for s in &mut self.slots {
             s.stats = NodeStats::default();
         }
+        self.busy_ns = 0;
     }
 
     pub fn clear_errors(&mut self) {

@@ -194,6 +194,8 @@ pub struct PeerInfo {
     pub m2s_rings: u16,
     pub log2_ring_size: u8,
     pub regions: usize,
+    /// The peer process, as the kernel gave it (SO_PEERCRED); `None` where it gave none.
+    pub pid: Option<i32>,
 }
 
 /// Something that happened to an interface, returned by `poll`.

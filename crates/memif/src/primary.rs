@@ -553,6 +553,7 @@ impl Listener {
             m2s_rings: c.m2s.len() as u16,
             log2_ring_size: c.s2m[0].0.log2(),
             regions: c.regions.len(),
+            pid: c.peer_pid,
         };
         let rx = c
             .s2m

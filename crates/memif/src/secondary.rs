@@ -386,6 +386,9 @@ impl Client {
                     m2s_rings: queues.rx.len() as u16,
                     log2_ring_size: mem.log2,
                     regions: mem.regions.len(),
+                    pid: rustix::net::sockopt::socket_peercred(chan.fd())
+                        .ok()
+                        .map(|c| c.pid.as_raw_nonzero().get()),
                 };
                 self.ifaces[ii].status.record_connect(&self.path, &peer);
                 self.events.push_back(Event::Connected {

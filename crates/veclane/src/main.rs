@@ -21,8 +21,20 @@ use clap::{Parser, Subcommand};
     about = "Userspace vector packet dataplane for container networks"
 )]
 struct Cli {
+    /// How log lines are written to stderr: `text` for people, `json` (one object per line,
+    /// fields `timestamp`, `level`, `target`, `message` and the event's own, such as
+    /// `interface`, `peer_pid`, `reason`) for log collectors. The level is VECLANE_LOG's
+    /// (tracing's env-filter syntax; default `info` for `run`, `warn` otherwise).
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
     #[command(subcommand)]
     cmd: Cmd,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Subcommand, Debug)]
@@ -43,14 +55,25 @@ enum Cmd {
 }
 
 fn main() -> std::process::ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("VECLANE_LOG")
-                .unwrap_or_else(|_| "warn".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
     let cli = Cli::parse();
+    let level = if matches!(cli.cmd, Cmd::Run(_)) {
+        "info"
+    } else {
+        "warn"
+    };
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_env("VECLANE_LOG").unwrap_or_else(|_| level.into());
+    let log = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match cli.log_format {
+        LogFormat::Text => log.init(),
+        LogFormat::Json => log
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .init(),
+    }
     let r = match cli.cmd {
         Cmd::Run(a) => run_cmd::run(a),
         Cmd::Ctl(a) => ctl_cmd::run(a),

@@ -1,8 +1,6 @@
 //! `veclane run`: the daemon in the foreground until SIGTERM or SIGINT.
 
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 
 use anyhow::Context;
 use clap::Args;
@@ -48,15 +46,31 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         Some(p) => daemon::Config::load(p)?,
         None => daemon::Config::embedded_default(),
     };
-    if let Some(d) = a.runtime_dir {
-        cfg.daemon.runtime_dir = Some(d);
+    if let Some(d) = &a.runtime_dir {
+        cfg.daemon.runtime_dir = Some(d.clone());
     }
-    let stop = Arc::new(AtomicBool::new(false));
+    // SIGHUP reads the file again, with the same override.
+    let reread = |p: &std::path::Path| {
+        let mut c = daemon::Config::load(p)?;
+        if let Some(d) = &a.runtime_dir {
+            c.daemon.runtime_dir = Some(d.clone());
+        }
+        Ok(c)
+    };
+    let file = a.config.clone();
+    let reread_file = file.as_deref().map(|p| move || reread(p));
+    let signals = daemon::Signals::default();
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
-        signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
+        signal_hook::flag::register(sig, signals.stop.clone())
+            .context("installing signal handlers")?;
     }
-    daemon::run(&cfg, stop, |ctl| {
-        eprintln!("veclane: running; control socket {}", ctl.display());
+    signal_hook::flag::register(signal_hook::consts::SIGHUP, signals.reload.clone())
+        .context("installing signal handlers")?;
+    let reread_dyn: daemon::Reread<'_> = reread_file
+        .as_ref()
+        .map(|f| f as &dyn Fn() -> Result<daemon::Config, daemon::ConfigError>);
+    daemon::run(&cfg, reread_dyn, signals, |ctl| {
+        tracing::info!(control_socket = %ctl.display(), "ready");
     })?;
     Ok(())
 }

@@ -94,6 +94,14 @@ pub const COMMANDS: &[(&str, &str)] = &[
         "VXLAN tunnels: network, VNI, VTEPs, uplink, MTU, routes, counters",
     ),
     ("show ip fib [table VRF]", "routes and what they resolve to"),
+    (
+        "show ip fib summary",
+        "how many routes each table (VRF) holds",
+    ),
+    (
+        "monitor [interval SECS] [count N]",
+        "live rates: per interface packets and Mbit/s (L2) each way, errors and ring-full drops; per worker and node packets/s, vectors per call and ns per packet; redrawn every interval (default 1 s) on a terminal, one line per interface and busy node otherwise; until ctrl-c or N intervals",
+    ),
     ("show ip neighbors", "ARP neighbours, learned and static"),
     (
         "set ip neighbor [del] IF A.B.C.D MAC",
@@ -269,6 +277,9 @@ pub fn parse(words: &[&str]) -> Result<Request, CliError> {
             match w.next("fib or neighbors")? {
                 "fib" => {
                     w.cmd = "show ip fib";
+                    if w.eat("summary") {
+                        return Ok(Request::ShowIpFibSummary);
+                    }
                     let table = if w.eat("table") {
                         Some(w.number("table")?)
                     } else {
@@ -864,6 +875,12 @@ pub fn format(reply: &Reply) -> String {
                 s.push_str(&format!("  {:<20} {}\n", e.prefix.to_string(), e.path));
             }
         }
+        Reply::FibSummary { tables } => {
+            s.push_str(&format!("{:<10} {:>10}\n", "VRF", "Routes"));
+            for t in tables {
+                s.push_str(&format!("{:<10} {:>10}\n", t.table, t.routes));
+            }
+        }
         Reply::Networks { networks } => {
             s.push_str(&format!(
                 "{:<16} {:>8} {:>6}  {:<36} {:<12} {:<14} {}\n",
@@ -943,6 +960,8 @@ pub fn format(reply: &Reply) -> String {
     }
     s
 }
+
+pub mod monitor;
 
 #[cfg(test)]
 mod tests;

@@ -97,6 +97,44 @@ pub struct DaemonSection {
     /// DSA (a descriptor costs the core more than a short copy); counted as `short`.
     #[serde(skip_serializing_if = "is_default_inline_below")]
     pub dsa_inline_below: u32,
+    /// Where Prometheus / OpenMetrics metrics are served (`"127.0.0.1:9400"`); off when
+    /// absent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<String>,
+    /// Who may use the control socket (`ctl.sock`).
+    #[serde(skip_serializing_if = "ControlSocket::is_default")]
+    pub control_socket: ControlSocket,
+}
+
+/// `[daemon] control-socket`: the control socket's group and mode, so that operators in a
+/// group can run `veclane ctl` without root.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ControlSocket {
+    /// Group name or number that owns the socket; default: the daemon's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    /// Permission bits, in octal (`"0660"`); default: as created under the daemon's umask.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+}
+
+impl ControlSocket {
+    fn is_default(&self) -> bool {
+        *self == ControlSocket::default()
+    }
+
+    /// The mode as a number, if it is one (octal, at most 0o777).
+    pub fn mode_bits(&self) -> Option<Result<u32, String>> {
+        self.mode.as_ref().map(|m| {
+            u32::from_str_radix(m.trim_start_matches("0o"), 8)
+                .ok()
+                .filter(|&b| b <= 0o777)
+                .ok_or_else(|| {
+                    format!("control-socket mode {m:?} is not octal permission bits like \"0660\"")
+                })
+        })
+    }
 }
 
 fn is_default_inline_below(n: &u32) -> bool {
@@ -120,6 +158,8 @@ impl Default for DaemonSection {
             dsa_queue: None,
             dsa_model_fault_every: 0,
             dsa_inline_below: 256,
+            metrics: None,
+            control_socket: ControlSocket::default(),
         }
     }
 }
@@ -970,7 +1010,8 @@ impl Config {
         v
     }
 
-    fn memif_names(&self) -> Vec<String> {
+    /// The names of the `[[interface]]` (memif) entries, in order.
+    pub fn memif_names(&self) -> Vec<String> {
         let mut sockets: Vec<&str> = Vec::new();
         self.interface
             .iter()
@@ -993,7 +1034,11 @@ impl Config {
     fn semantic_problems(&self) -> Vec<(Item, String)> {
         let mut p = Vec::new();
         let d = &self.daemon;
-        let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
+        // The CPUs this process may use, as first seen: a daemon reloading its file runs on
+        // a control thread pinned to one of them by then.
+        static NCPU: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+        let ncpu =
+            *NCPU.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
         for &c in d.workers.iter().chain(d.main_core.iter()) {
             if c >= ncpu {
                 p.push((
@@ -1021,6 +1066,20 @@ impl Config {
                     d.buffers
                 ),
             ));
+        }
+        if let Some(m) = &d.metrics
+            && m.parse::<std::net::SocketAddr>().is_err()
+        {
+            p.push((
+                Item::Daemon,
+                format!(
+                    "[daemon] metrics = {m:?} is not an address and port \
+                     (\"127.0.0.1:9400\", \"[::1]:9400\")"
+                ),
+            ));
+        }
+        if let Some(Err(e)) = d.control_socket.mode_bits() {
+            p.push((Item::Daemon, format!("[daemon] {e}")));
         }
         if d.dsa_inline_below > MAX_DSA_INLINE_BELOW {
             p.push((

@@ -14,13 +14,32 @@ use crate::worker::WorkerCmd;
 impl Control {
     /// Serves one API request.
     pub fn handle(&mut self, req: Request) -> Reply {
+        let change = req.is_change();
+        // The request as it came, for the log: its name and fields.
+        let what = change.then(|| serde_json::to_string(&req).unwrap_or_default());
+        let name = req.name();
         let r = self.handle_inner(req);
         self.after_rib_change();
         match r {
-            Ok(r) => r,
-            Err(e) => Reply::Error {
-                message: e.to_string(),
-            },
+            Ok(r) => {
+                if let Some(what) = what {
+                    tracing::info!(request = %name, detail = %what, "configuration changed over the API");
+                }
+                r
+            }
+            Err(e) => {
+                let message = e.to_string();
+                let key = format!("{name}: {message}");
+                if let Some(held) = self.repeats.admit(&key) {
+                    tracing::warn!(
+                        request = %name,
+                        reason = %message,
+                        repeats = held,
+                        "request refused"
+                    );
+                }
+                Reply::Error { message }
+            }
         }
     }
 
@@ -191,6 +210,19 @@ impl Control {
             Request::ShowIpFib { table } => Reply::Fib {
                 entries: self.fib_entries(table)?,
             },
+            Request::ShowIpFibSummary => {
+                let mut tables: Vec<api::FibTableSize> = Vec::new();
+                for e in self.rib.entries(None)? {
+                    match tables.last_mut() {
+                        Some(t) if t.table == e.table => t.routes += 1,
+                        _ => tables.push(api::FibTableSize {
+                            table: e.table,
+                            routes: 1,
+                        }),
+                    }
+                }
+                Reply::FibSummary { tables }
+            }
             Request::ShowIpNeighbors => Reply::Neighbors {
                 neighbors: self
                     .rib

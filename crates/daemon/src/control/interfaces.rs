@@ -44,6 +44,9 @@ pub(super) struct Totals {
     tx_bytes: u64,
     rx_errors: u64,
     tx_no_room: u64,
+    rx_no_buffer: u64,
+    tx_ring_full: u64,
+    interrupts: u64,
 }
 
 impl Totals {
@@ -56,24 +59,30 @@ impl Totals {
                     t.rx_packets += s.packets;
                     t.rx_bytes += s.bytes;
                     t.rx_errors += s.drop_bad_desc + s.drop_oversize;
+                    t.rx_no_buffer += s.no_buffer;
+                    t.interrupts += s.interrupts_received + s.interrupts_sent;
                 }
                 Source::MemifTx(q) => {
                     let s = q.snapshot();
                     t.tx_packets += s.packets;
                     t.tx_bytes += s.bytes;
                     t.tx_no_room += s.tx_no_room;
+                    t.tx_ring_full += s.ring_full;
+                    t.interrupts += s.interrupts_received + s.interrupts_sent;
                 }
                 Source::AfPacketRx(q) => {
                     let s = q.snapshot();
                     t.rx_packets += s.packets;
                     t.rx_bytes += s.bytes;
                     t.rx_errors += s.no_buffer + s.truncated + s.bad_frame + s.kernel_drops;
+                    t.rx_no_buffer += s.no_buffer;
                 }
                 Source::AfPacketTx(q) => {
                     let s = q.snapshot();
                     t.tx_packets += s.packets;
                     t.tx_bytes += s.bytes;
                     t.tx_no_room += s.tx_no_room;
+                    t.tx_ring_full += s.ring_full;
                 }
                 Source::AfXdpRx(q) => {
                     let s = q.snapshot();
@@ -81,18 +90,21 @@ impl Totals {
                     t.rx_bytes += s.bytes;
                     t.rx_errors +=
                         s.no_buffer + s.bad_desc + s.kernel_drops + s.rx_ring_full + s.fill_empty;
+                    t.rx_no_buffer += s.no_buffer;
                 }
                 Source::AfXdpTx(q) => {
                     let s = q.snapshot();
                     t.tx_packets += s.packets;
                     t.tx_bytes += s.bytes;
                     t.tx_no_room += s.tx_no_room;
+                    t.tx_ring_full += s.ring_full;
                 }
                 Source::TapRx(q) => {
                     let s = q.snapshot();
                     t.rx_packets += s.packets;
                     t.rx_bytes += s.bytes;
                     t.rx_errors += s.no_buffer + s.gso + s.bad_frame + s.read_errors;
+                    t.rx_no_buffer += s.no_buffer;
                 }
                 Source::TapTx(q) => {
                     let s = q.snapshot();
@@ -120,6 +132,9 @@ impl Totals {
             tx_bytes: self.tx_bytes + b.tx_bytes,
             rx_errors: self.rx_errors + b.rx_errors,
             tx_no_room: self.tx_no_room + b.tx_no_room,
+            rx_no_buffer: self.rx_no_buffer + b.rx_no_buffer,
+            tx_ring_full: self.tx_ring_full + b.tx_ring_full,
+            interrupts: self.interrupts + b.interrupts,
         }
     }
 }
@@ -535,6 +550,9 @@ impl Control {
             tx_bytes: t.tx_bytes - b.tx_bytes,
             rx_errors: t.rx_errors - b.rx_errors,
             tx_no_room: t.tx_no_room - b.tx_no_room,
+            rx_no_buffer: t.rx_no_buffer - b.rx_no_buffer,
+            tx_ring_full: t.tx_ring_full - b.tx_ring_full,
+            interrupts: t.interrupts - b.interrupts,
             connects: v.connects,
             disconnects: v.disconnects,
             last_disconnect_reason: v.last_disconnect_reason,

@@ -263,7 +263,10 @@ impl Control {
             match &mut sock.kind {
                 SockKind::Master(l) => {
                     if let Err(e) = l.poll(Duration::ZERO) {
-                        tracing::warn!(socket = %sock.shown, "memif socket: {e}");
+                        let key = format!("{}: {e}", sock.shown);
+                        if let Some(held) = self.repeats.admit(&key) {
+                            tracing::warn!(socket = %sock.shown, reason = %e, repeats = held, "memif socket");
+                        }
                     }
                     while let Some(e) = l.next_event() {
                         events.push((s, e.map(Queues::Master)));
@@ -271,7 +274,10 @@ impl Control {
                 }
                 SockKind::Slave(c) => {
                     if let Err(e) = c.poll(Duration::ZERO) {
-                        tracing::warn!(socket = %sock.shown, "memif socket: {e}");
+                        let key = format!("{}: {e}", sock.shown);
+                        if let Some(held) = self.repeats.admit(&key) {
+                            tracing::warn!(socket = %sock.shown, reason = %e, repeats = held, "memif socket");
+                        }
                     }
                     while let Some(e) = c.next_event() {
                         events.push((s, e.map(Queues::Slave)));
@@ -411,14 +417,19 @@ impl Control {
                     peer.m2s_rings,
                     1u32 << peer.log2_ring_size
                 ));
-                tracing::info!(interface = %i.name, "connected");
+                tracing::info!(
+                    interface = %i.name,
+                    peer_pid = peer.pid,
+                    peer_app = %peer.app_name,
+                    "memif connected"
+                );
             }
             Event::Disconnected { reason, .. } => {
                 self.detach_queues(ifindex);
                 let i = self.ifaces[ix].as_mut().expect("found above");
                 i.close_counters();
                 i.connected = false;
-                tracing::info!(interface = %i.name, "disconnected: {reason}");
+                tracing::info!(interface = %i.name, reason = %reason, "memif disconnected");
             }
         }
     }

@@ -12,6 +12,8 @@ mod dispatch;
 mod interfaces;
 mod memif;
 mod networks;
+pub mod reload;
+mod repeats;
 mod taps;
 mod tunnels;
 mod uplinks;
@@ -95,6 +97,8 @@ pub struct Control {
     closing_taps: Vec<(Option<PathBuf>, String, std::time::Instant)>,
     /// The copy engines and the DSA work queues they come from.
     copy: copy::Copy,
+    /// Log lines that may repeat, held back.
+    repeats: repeats::Repeats,
 }
 
 impl std::fmt::Debug for Control {
@@ -143,6 +147,7 @@ impl Control {
             quiesce_after: None,
             pcap: None,
             copy: copy::Copy::new(&cfg.daemon),
+            repeats: repeats::Repeats::default(),
         };
         let wake = learn_wake.clone();
         let sink = nodes::LearnSink::new(

@@ -36,6 +36,19 @@ impl Daemon {
     }
 
     fn start_with(netns: Option<&str>, config: &str, env: &[(&str, &str)]) -> Daemon {
+        Daemon::start_opts(netns, config, &[], env, None)
+    }
+
+    /// Starts the daemon with `args` after `run` and `env` added, its stderr written to
+    /// `log` (else inherited). Its configuration file is `veclane.toml` in its runtime
+    /// directory.
+    pub fn start_opts(
+        netns: Option<&str>,
+        config: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+        log: Option<&Path>,
+    ) -> Daemon {
         let dir = tempfile::tempdir().unwrap();
         let cfg = dir.path().join("veclane.toml");
         std::fs::write(&cfg, config).unwrap();
@@ -47,15 +60,20 @@ impl Daemon {
             }
             None => Command::new(BIN),
         };
+        let stderr = match log {
+            Some(p) => Stdio::from(std::fs::File::create(p).unwrap()),
+            None => Stdio::inherit(),
+        };
         let child = cmd
             .args(["run", "--config"])
             .arg(&cfg)
             .arg("--runtime-dir")
             .arg(dir.path())
+            .args(args)
             .env("VECLANE_LOG", "info")
             .envs(env.iter().copied())
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .spawn()
             .unwrap();
         let d = Daemon {
