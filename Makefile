@@ -9,7 +9,7 @@ GO_PEER := interop/gomemif-peer
 # cluster's control plane in cni/ tests against a real etcd and the daemon cargo built).
 GO_MODULES := $(GO_PEER) cni
 
-.PHONY: setup build bench bench-full test go-test lint fuzz fuzz-smoke clean
+.PHONY: setup build bench bench-full test go-test lint fuzz fuzz-smoke clean package package-check
 
 setup:
 	scripts/setup.sh
@@ -46,6 +46,7 @@ bench-full: build
 test: setup lint
 	$(CARGO) test --workspace --all-targets
 	$(MAKE) go-test
+	$(MAKE) package-check
 	$(MAKE) fuzz-smoke FUZZ_SECS=$(FUZZ_SECS)
 
 ## The Go modules' tests; cni/'s start a real etcd and the veclane daemon that `cargo test` built
@@ -54,6 +55,14 @@ go-test:
 	for m in $(GO_MODULES); do \
 	  (cd $$m && go test -count=1 ./...) || { echo "go module $$m: tests failed" >&2; exit 1; }; \
 	done
+
+## The Debian package of the production daemon (docs/operations.md): target/debian/*.deb.
+package: setup
+	scripts/package.sh
+
+## Builds the package, checks its contents and unit, unpacks it and starts the packaged daemon.
+package-check: setup
+	scripts/package-check.sh
 
 lint:
 	$(CARGO) fmt --all -- --check

@@ -66,6 +66,9 @@ else
   echo "setup: go not found; the gomemif interop test will fail" >&2
 fi
 
+# cargo-deb: `make package` and the package check in `make test`.
+command -v cargo-deb >/dev/null 2>&1 || cargo install --locked cargo-deb
+
 # Fuzzing (make fuzz, and the short fuzz smoke in make test): nightly + cargo-fuzz.
 if [ "${VECLANE_SETUP_FUZZ:-1}" = 1 ]; then
   rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal

@@ -52,6 +52,14 @@ enum Cmd {
     /// Run a benchmark scenario (default: p2p over all frame sizes, veclane and testpmd).
     #[cfg(feature = "harness")]
     Bench(Box<bench_cmd::BenchArgs>),
+    /// Write the man pages and shell completions generated from these definitions (for
+    /// packaging: scripts/package.sh).
+    #[command(hide = true)]
+    GenerateAssets {
+        /// Directory to write `man/` and `completions/` under.
+        #[arg(long)]
+        out: std::path::PathBuf,
+    },
 }
 
 fn main() -> std::process::ExitCode {
@@ -82,6 +90,7 @@ fn main() -> std::process::ExitCode {
         Cmd::Gen(a) => gen_cmd::run(a),
         #[cfg(feature = "harness")]
         Cmd::Bench(a) => bench_cmd::run(*a),
+        Cmd::GenerateAssets { out } => generate_assets(&out),
     };
     match r {
         Ok(()) => std::process::ExitCode::SUCCESS,
@@ -90,4 +99,26 @@ fn main() -> std::process::ExitCode {
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// Man pages (`veclane.1`, `veclane-run.1`, ...) and completions for bash, zsh and fish,
+/// from the clap definitions of this build.
+fn generate_assets(out: &std::path::Path) -> anyhow::Result<()> {
+    use anyhow::Context;
+    use clap::CommandFactory;
+    let man = out.join("man");
+    let comp = out.join("completions");
+    std::fs::create_dir_all(&man).with_context(|| format!("creating {}", man.display()))?;
+    std::fs::create_dir_all(&comp).with_context(|| format!("creating {}", comp.display()))?;
+    let cmd = Cli::command();
+    clap_mangen::generate_to(cmd.clone(), &man).context("writing the man pages")?;
+    for shell in [
+        clap_complete::Shell::Bash,
+        clap_complete::Shell::Zsh,
+        clap_complete::Shell::Fish,
+    ] {
+        clap_complete::generate_to(shell, &mut cmd.clone(), "veclane", &comp)
+            .with_context(|| format!("writing the {shell} completion"))?;
+    }
+    Ok(())
 }

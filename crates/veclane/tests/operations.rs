@@ -195,6 +195,37 @@ fn metrics_scraped_during_traffic_agree_with_show_interface() {
     assert!(metric(&body, "veclane_fib_entries", &[("table", "0")]) >= 4.0);
     assert_eq!(metric(&body, "veclane_build_info", &[]), 1.0);
 
+    // The dashboard in docs/ is built on names this scrape has.
+    let dash = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/grafana-dashboard.json"
+    ))
+    .unwrap();
+    let _: serde_json::Value = serde_json::from_str(&dash).unwrap();
+    let mut names: Vec<&str> = dash
+        .match_indices("veclane_")
+        .map(|(i, _)| {
+            let rest = &dash[i..];
+            let end = rest
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(rest.len());
+            &rest[..end]
+        })
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    assert!(names.len() >= 10, "{names:?}");
+    for n in names {
+        // A family with no series yet (no error counted) still has its TYPE line.
+        let family = format!("# TYPE {} ", n.trim_end_matches("_total"));
+        assert!(
+            body.lines().any(|l| l.starts_with(&format!("{n}{{"))
+                || l.starts_with(&format!("{n} "))
+                || l.starts_with(&family)),
+            "the dashboard uses {n}, which the scrape lacks"
+        );
+    }
+
     // Anything but GET /metrics is a clear 404.
     let (code, _, body) = curl(&format!("http://127.0.0.1:{port}/nope"));
     assert_eq!(code, 404);
