@@ -180,6 +180,14 @@ pub struct Snapshot {
 
 type Labels = Vec<(&'static str, String)>;
 
+/// A per-interface family: its type, name, help and the `show interface` field it reads.
+type InterfaceFamily = (
+    MetricType,
+    &'static str,
+    &'static str,
+    fn(&api::InterfaceInfo) -> u64,
+);
+
 /// One metric family: its series, each with its labels.
 struct Family<'a> {
     name: &'a str,
@@ -259,79 +267,89 @@ impl Snapshot {
                 .collect()
         };
         let worker = |w: usize| ("worker", w.to_string());
-        let mut v = vec![
-            gauge(
-                "build_info",
-                "The daemon's version (always 1).",
-                vec![(vec![("version", self.version.clone())], 1.0)],
-            ),
-            counter(
-                "interface_rx_packets",
-                "Packets received.",
-                per_if(|i| i.rx_packets),
-            ),
-            counter(
+        let mut v = vec![gauge(
+            "build_info",
+            "The daemon's version (always 1).",
+            vec![(vec![("version", self.version.clone())], 1.0)],
+        )];
+        const C: MetricType = MetricType::Counter;
+        const G: MetricType = MetricType::Gauge;
+        let interface_families: [InterfaceFamily; 13] = [
+            (C, "interface_rx_packets", "Packets received.", |i| {
+                i.rx_packets
+            }),
+            (
+                C,
                 "interface_rx_bytes",
                 "Bytes received (L2 frames).",
-                per_if(|i| i.rx_bytes),
+                |i| i.rx_bytes,
             ),
-            counter(
-                "interface_tx_packets",
-                "Packets sent.",
-                per_if(|i| i.tx_packets),
-            ),
-            counter(
-                "interface_tx_bytes",
-                "Bytes sent (L2 frames).",
-                per_if(|i| i.tx_bytes),
-            ),
-            counter(
+            (C, "interface_tx_packets", "Packets sent.", |i| i.tx_packets),
+            (C, "interface_tx_bytes", "Bytes sent (L2 frames).", |i| {
+                i.tx_bytes
+            }),
+            (
+                C,
                 "interface_rx_errors",
                 "Received packets dropped: descriptors the peer got wrong, oversize frames, \
                  kernel drops.",
-                per_if(|i| i.rx_errors),
+                |i| i.rx_errors,
             ),
-            counter(
+            (
+                C,
                 "interface_rx_no_buffer",
                 "Received packets that found no local buffer.",
-                per_if(|i| i.rx_no_buffer),
+                |i| i.rx_no_buffer,
             ),
-            counter(
+            (
+                C,
                 "interface_tx_no_room",
                 "Packets dropped because the peer's ring had no room.",
-                per_if(|i| i.tx_no_room),
+                |i| i.tx_no_room,
             ),
-            counter(
+            (
+                C,
                 "interface_tx_ring_full",
                 "Sends that found the transmit ring full.",
-                per_if(|i| i.tx_ring_full),
+                |i| i.tx_ring_full,
             ),
-            counter(
+            (
+                C,
                 "interface_interrupts",
                 "memif interrupts (eventfd signals) sent and received.",
-                per_if(|i| i.interrupts),
+                |i| i.interrupts,
             ),
-            counter(
-                "interface_connects",
-                "Times a peer connected.",
-                per_if(|i| i.connects),
-            ),
-            counter(
+            (C, "interface_connects", "Times a peer connected.", |i| {
+                i.connects
+            }),
+            (
+                C,
                 "interface_disconnects",
                 "Times a peer disconnected.",
-                per_if(|i| i.disconnects),
+                |i| i.disconnects,
             ),
-            gauge(
+            (
+                G,
                 "interface_admin_up",
                 "1 when the interface is administratively up.",
-                per_if(|i| u64::from(i.admin_up)),
+                |i| u64::from(i.admin_up),
             ),
-            gauge(
+            (
+                G,
                 "interface_link_up",
                 "1 when the link is up (memif: a peer is connected).",
-                per_if(|i| u64::from(i.connected)),
+                |i| u64::from(i.connected),
             ),
         ];
+        for (kind, name, help, f) in interface_families {
+            v.push(Family {
+                name,
+                help,
+                unit: None,
+                kind,
+                series: per_if(f),
+            });
+        }
         let node_series = |f: fn(&api::NodeRuntime) -> f64| -> Vec<(Labels, f64)> {
             self.runtime
                 .iter()

@@ -109,13 +109,7 @@ fn metrics_scraped_during_traffic_agree_with_show_interface() {
     let deadline = Instant::now() + Duration::from_secs(5);
     let (body, shown) = loop {
         let (_, _, body) = curl(&url);
-        let r = d
-            .api()
-            .call(&api::Request::ShowInterface { name: None })
-            .unwrap();
-        let api::Reply::Interfaces { interfaces } = r else {
-            panic!("{r:?}")
-        };
+        let interfaces = d.interfaces();
         let rx = metric(
             &body,
             "veclane_interface_rx_packets_total",

@@ -123,6 +123,18 @@ impl Daemon {
         out
     }
 
+    /// `show interface` over the API.
+    pub fn interfaces(&self) -> Vec<api::InterfaceInfo> {
+        let r = self
+            .api()
+            .call(&api::Request::ShowInterface { name: None })
+            .unwrap();
+        let api::Reply::Interfaces { interfaces } = r else {
+            panic!("{r:?}")
+        };
+        interfaces
+    }
+
     pub fn pid(&self) -> u32 {
         self.child.as_ref().unwrap().id()
     }
@@ -134,13 +146,7 @@ impl Daemon {
     pub fn wait_connected(&self, n: usize) {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            let r = self
-                .api()
-                .call(&api::Request::ShowInterface { name: None })
-                .unwrap();
-            let api::Reply::Interfaces { interfaces } = r else {
-                panic!("{r:?}")
-            };
+            let interfaces = self.interfaces();
             if interfaces.iter().filter(|i| i.connected).count() >= n {
                 return;
             }
