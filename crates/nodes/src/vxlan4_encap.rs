@@ -1,8 +1,13 @@
 //! `vxlan4-encap`: wraps a frame sent on a VXLAN tunnel interface in the tunnel's outer IPv4,
 //! UDP and VXLAN headers (RFC 7348 §5) and routes the result in the uplink's VRF: the remote
-//! VTEP is looked up once per frame of packets, and when its route has a resolved next hop the
-//! packets go straight to `ip4-rewrite` with it; otherwise each goes through `ip4-lookup`, which
-//! finds the next hop on the uplink (resolved by ARP like any other).
+//! VTEP is looked up once per run of a tunnel's packets. When its route has a resolved next
+//! hop on an interface that is up, the packets get the outer Ethernet header too, from one
+//! 64-byte template (Ethernet, IPv4, UDP, VXLAN), and go straight to the uplink's device node:
+//! what `ip4-rewrite` would do with our own packet (header only, TTL untouched), without the
+//! second node. A packet over the uplink's MTU, or a traced one, goes to `ip4-rewrite` with the
+//! adjacency instead (which says why it cannot go out); one whose VTEP is not resolved yet goes
+//! through `ip4-lookup`, which finds the next hop on the uplink (resolved by ARP like any
+//! other).
 //!
 //! The outer header: our VTEP address to the remote one, TTL 64, Don't Fragment as the tunnel
 //! says, UDP checksum zero (RFC 7348 §5: "SHOULD be transmitted as zero"), and a UDP source
@@ -19,6 +24,7 @@ use graph::{Ctx, Node};
 use wire::ipv4::MIN_HEADER_LEN;
 use wire::{EtherType, IpProtocol, Ipv4, Ipv4Repr, Udp, Vxlan, VxlanRepr};
 
+use crate::interface_output::{Out, out_for};
 use crate::{CounterRun, ETH_HDR, LOCALLY_ORIGINATED, Shared};
 
 /// Outer IPv4, UDP and VXLAN headers.
@@ -53,6 +59,10 @@ graph::node! {
         Lookup = "ip4-lookup",
         Rewrite = "ip4-rewrite",
         Drop = "error-drop",
+        Memif = "memif-output",
+        AfPacket = "af-packet-output",
+        AfXdp = "af-xdp-output",
+        Tap = "tap-output",
     }
     error Error {
         NotTunnel = "tx interface is not a vxlan tunnel",
@@ -108,20 +118,40 @@ pub fn source_port(h: u64) -> u16 {
     PORT_BASE | (h as u16 & (u16::MAX - PORT_BASE))
 }
 
-/// A tunnel's outer headers with the per-packet fields zero (IPv4 total length and
-/// identification, UDP length and source port), and the one's-complement sum of the IPv4
-/// header as it stands: a packet's headers are a copy with those fields written and the
-/// checksum completed from the sum, instead of built field by field.
+/// Outer Ethernet, IPv4, UDP and VXLAN headers: one cache line.
+const FULL: usize = ETH_HDR + PUSH;
+
+/// A tunnel's outer headers (Ethernet first, when the run goes straight to a device) with the
+/// per-packet fields zero (IPv4 total length and identification, UDP length and source port),
+/// and the one's-complement sum of the IPv4 header as it stands: a packet's headers are a copy
+/// with those fields written and the checksum completed from the sum, instead of built field
+/// by field.
 #[derive(Debug)]
 struct Template {
-    bytes: [u8; PUSH],
+    bytes: [u8; FULL],
     ip_sum: u32,
 }
 
+/// Where a run's packets go when the VTEP's route has a resolved next hop on an interface
+/// that is up: straight to the device, with the outer Ethernet header written here.
+#[derive(Debug, Clone, Copy)]
+struct Direct {
+    adj: u32,
+    tx_if: u32,
+    /// The uplink's MTU: the largest outer IPv4 packet.
+    mtu: u32,
+    next: u16,
+}
+
 impl Template {
-    fn new(t: &crate::VxlanTunnel) -> Template {
-        let mut bytes = [0u8; PUSH];
-        let (ip, rest) = bytes.split_at_mut(MIN_HEADER_LEN);
+    fn new(t: &crate::VxlanTunnel, eth: Option<([u8; 6], [u8; 6])>) -> Template {
+        let mut bytes = [0u8; FULL];
+        if let Some((dst, src)) = eth {
+            bytes[..6].copy_from_slice(&dst);
+            bytes[6..12].copy_from_slice(&src);
+            bytes[12..ETH_HDR].copy_from_slice(&EtherType::Ipv4.to_raw().to_be_bytes());
+        }
+        let (ip, rest) = bytes[ETH_HDR..].split_at_mut(MIN_HEADER_LEN);
         let outer = Ipv4Repr {
             src_addr: t.src,
             dst_addr: t.dst,
@@ -143,22 +173,47 @@ impl Template {
         let mut u = Udp::new_unchecked(udp);
         u.set_dst_port(wire::vxlan::UDP_PORT);
         let _ = VxlanRepr { vni: t.vni }.emit(&mut Vxlan::new_unchecked(vx));
-        let ip_sum = wire::checksum::accumulate(0, &bytes[..MIN_HEADER_LEN]);
+        let ip_sum = wire::checksum::accumulate(0, &bytes[ETH_HDR..ETH_HDR + MIN_HEADER_LEN]);
         Template { bytes, ip_sum }
     }
 
     /// Writes the headers of a packet with `udp_len` bytes of UDP (the inner frame plus 16)
-    /// into `h`.
+    /// into `h`: the outer Ethernet header too when `h` has room for it (`N` is [`FULL`]),
+    /// from the IPv4 header on otherwise (`N` is [`PUSH`]).
     #[inline]
-    fn write(&self, h: &mut [u8; PUSH], udp_len: u16, ident: u16, src_port: u16) {
-        *h = self.bytes;
+    fn write<const N: usize>(&self, h: &mut [u8; N], udp_len: u16, ident: u16, src_port: u16) {
+        *h = *self.bytes.last_chunk::<N>().expect("N is PUSH or FULL");
+        let ip = N - PUSH;
         let total = udp_len + MIN_HEADER_LEN as u16;
-        h[2..4].copy_from_slice(&total.to_be_bytes());
-        h[4..6].copy_from_slice(&ident.to_be_bytes());
+        h[ip + 2..ip + 4].copy_from_slice(&total.to_be_bytes());
+        h[ip + 4..ip + 6].copy_from_slice(&ident.to_be_bytes());
         let sum = self.ip_sum + u32::from(total) + u32::from(ident);
-        h[10..12].copy_from_slice(&(!wire::checksum::fold(sum)).to_be_bytes());
-        h[20..22].copy_from_slice(&src_port.to_be_bytes());
-        h[24..26].copy_from_slice(&udp_len.to_be_bytes());
+        h[ip + 10..ip + 12].copy_from_slice(&(!wire::checksum::fold(sum)).to_be_bytes());
+        h[ip + 20..ip + 22].copy_from_slice(&src_port.to_be_bytes());
+        h[ip + 24..ip + 26].copy_from_slice(&udp_len.to_be_bytes());
+    }
+}
+
+/// What a run of one tunnel's packets shares: the tunnel interface, the tunnel, its headers,
+/// the rewrite adjacency of its remote VTEP (when the route to it has one), and the direct
+/// path to the uplink's device (when that adjacency's interface is up).
+type Run<'a> = (
+    u32,
+    &'a crate::VxlanTunnel,
+    Template,
+    Option<u32>,
+    Option<Direct>,
+);
+
+/// The device node that transmits on an interface of kind `out`; none for a tunnel (VXLAN in
+/// VXLAN takes the general path).
+fn device_node(out: Out) -> Option<Next> {
+    match out {
+        Out::Memif => Some(Next::Memif),
+        Out::AfPacket => Some(Next::AfPacket),
+        Out::AfXdp => Some(Next::AfXdp),
+        Out::Tap => Some(Next::Tap),
+        Out::Vxlan => None,
     }
 }
 
@@ -172,7 +227,7 @@ impl Node for Vxlan4Encap {
         // of a tunnel has the same outer destination, so one lookup serves the frame and its
         // packets go straight to `ip4-rewrite` (anything else, say a VTEP still being resolved,
         // goes through `ip4-lookup` per packet).
-        let mut last: Option<(u32, &crate::VxlanTunnel, Template, Option<u32>)> = None;
+        let mut last: Option<Run<'_>> = None;
         for (&b, n) in bufs.iter().zip(next.iter_mut()) {
             *n = Next::Drop.into();
             let tx_if = ctx.pool.meta(b).tx_if;
@@ -185,9 +240,31 @@ impl Node for Vxlan4Encap {
                     .get(t.underlay as usize)
                     .and_then(|table| table.lookup(t.dst))
                     .filter(|&a| matches!(adjs.get(a as usize), Some(Adjacency::Rewrite { .. })));
-                last = Some((tx_if, t, Template::new(t), adj));
+                let direct = adj.and_then(|a| match adjs.get(a as usize) {
+                    Some(&Adjacency::Rewrite {
+                        tx_if,
+                        dst,
+                        src,
+                        mtu,
+                        ..
+                    }) => {
+                        let next = device_node(out_for(&ifs, tx_if).ok()?)?;
+                        Some((
+                            Direct {
+                                adj: a,
+                                tx_if,
+                                mtu: u32::from(mtu),
+                                next: next.into(),
+                            },
+                            (dst, src),
+                        ))
+                    }
+                    _ => None,
+                });
+                let template = Template::new(t, direct.map(|(_, eth)| eth));
+                last = Some((tx_if, t, template, adj, direct.map(|(d, _)| d)));
             }
-            let Some(&(_, t, ref template, adj)) = last.as_ref() else {
+            let Some(&(_, t, ref template, adj, direct)) = last.as_ref() else {
                 continue;
             };
             let inner = ctx.pool.meta(b).total_len;
@@ -205,6 +282,25 @@ impl Node for Vxlan4Encap {
                 self.ident = self.ident.wrapping_add(1);
                 self.ident
             };
+            self.tx.add(&t.counters, inner, false);
+            let m = ctx.pool.meta(b);
+            let traced = m.flags & graph::BUFFER_TRACED != 0;
+            // Fast path, almost every packet: straight to the uplink's device.
+            if let Some(d) = direct
+                && !traced
+                && inner + PUSH as u32 <= d.mtu
+                && let Some((m, f)) = ctx.pool.push_front_meta(b, FULL)
+            {
+                if let Some(h) = f.first_chunk_mut::<FULL>() {
+                    template.write(h, udp_len, ident, src_port);
+                }
+                m.vrf = t.underlay;
+                m.flags |= LOCALLY_ORIGINATED;
+                m.adj = d.adj;
+                m.tx_if = d.tx_if;
+                *n = d.next;
+                continue;
+            }
             let Some((m, f)) = ctx.pool.push_front_meta(b, PUSH) else {
                 ctx.count_error(Error::NoHeadroom);
                 continue;
@@ -214,8 +310,6 @@ impl Node for Vxlan4Encap {
             }
             m.vrf = t.underlay;
             m.flags |= LOCALLY_ORIGINATED;
-            let traced = m.flags & graph::BUFFER_TRACED != 0;
-            self.tx.add(&t.counters, inner, false);
             if traced {
                 let dst = t.dst.octets();
                 let vni = t.vni;
@@ -228,12 +322,14 @@ impl Node for Vxlan4Encap {
                     },
                 );
             }
+            // Traced (ip4-rewrite writes its record too), over the uplink's MTU (ip4-rewrite
+            // says so), or on a path the fast one does not take; unresolved: ip4-lookup.
             *n = match adj {
-                Some(a) if !traced => {
+                Some(a) => {
                     ctx.pool.meta_mut(b).adj = a;
                     Next::Rewrite.into()
                 }
-                _ => Next::Lookup.into(),
+                None => Next::Lookup.into(),
             };
         }
         self.tx.flush(false);
@@ -258,7 +354,7 @@ mod tests {
                 ranges: Vec::new(),
                 counters: Default::default(),
             };
-            let tpl = Template::new(&t);
+            let tpl = Template::new(&t, None);
             for (udp_len, ident, port) in [
                 (16 + 60, 0, 49152),
                 (16 + 9000, 0xffff, 65535),

@@ -45,6 +45,12 @@ fn ip(a: [u8; 4]) -> Ipv4Addr {
 }
 
 fn side(n: u8, uplink_mtu: u16) -> Side {
+    side_mtus(n, uplink_mtu, uplink_mtu - 50)
+}
+
+/// A node whose tunnel MTU is `tunnel_mtu` whatever its uplink's (a misconfiguration when it
+/// is more than the uplink's minus 50).
+fn side_mtus(n: u8, uplink_mtu: u16, tunnel_mtu: u16) -> Side {
     let other = 3 - n;
     let counters = Arc::new(TunnelCounters::default());
     let mut pod = IfConfig::new(mac(n, POD), 1);
@@ -53,7 +59,7 @@ fn side(n: u8, uplink_mtu: u16) -> Side {
     up.addresses.push((ip([192, 0, 2, n]), 24));
     up.mtu = uplink_mtu;
     let mut tun = IfConfig::new(mac(n, TUNNEL), 1);
-    tun.mtu = uplink_mtu - 50;
+    tun.mtu = tunnel_mtu;
     tun.device = Device::Vxlan(VxlanTunnel {
         vni: BLUE,
         src: ip([192, 0, 2, n]),
@@ -178,10 +184,11 @@ fn a_pod_packet_crosses_the_tunnel_with_rfc_7348_headers() {
     let (lookups, rewrites) = (a.vectors("ip4-lookup"), a.vectors("ip4-rewrite"));
     let out = a.run(vec![a.pod_packet([10, 1, 2, 2], &payload, true)]);
     assert_eq!(out.len(), 1, "{:?}", a.errors());
-    // The inner packet is looked up; the outer one goes from vxlan4-encap straight to its
-    // resolved VTEP's rewrite: one lookup, two rewrites.
+    // The inner packet is looked up and rewritten; the outer one gets its Ethernet header from
+    // the resolved VTEP's adjacency in vxlan4-encap and goes straight to the uplink: one
+    // lookup, one rewrite.
     assert_eq!(a.vectors("ip4-lookup"), lookups + 1);
-    assert_eq!(a.vectors("ip4-rewrite"), rewrites + 2);
+    assert_eq!(a.vectors("ip4-rewrite"), rewrites + 1);
     let (tx, outer) = &out[0];
     assert_eq!(*tx, UPLINK);
     let p = etherparse::SlicedPacket::from_ethernet(outer).unwrap();
@@ -363,6 +370,33 @@ fn the_tunnel_mtu_is_the_uplinks_minus_50() {
     let out = j.run(vec![j.pod_packet([10, 1, 2, 2], &[7; 1500 - 28], true)]);
     assert_eq!(out.len(), 1);
     assert_eq!(out[0].1.len(), 14 + 1500 + 50);
+}
+
+/// What the direct path does not take goes through ip4-rewrite with the VTEP's adjacency and
+/// comes out the same: a traced packet (with ip4-rewrite's record), and an outer packet over
+/// the uplink's MTU (a tunnel MTU configured too large), which ip4-rewrite refuses and counts.
+#[test]
+fn traced_and_oversize_outer_packets_take_ip4_rewrite() {
+    let mut a = side(1, 1500);
+    let direct = a.run(vec![a.pod_packet([10, 1, 2, 2], &[5; 300], true)]);
+    a.rt.trace_add("test-input", 1).unwrap();
+    let rewrites = a.vectors("ip4-rewrite");
+    let traced = a.run(vec![a.pod_packet([10, 1, 2, 2], &[5; 300], true)]);
+    assert_eq!(a.vectors("ip4-rewrite"), rewrites + 2, "inner and outer");
+    assert_eq!(traced, direct, "the same frame either way");
+    let t = a.rt.show_trace();
+    assert!(t.contains("vxlan4-encap") && t.contains("vni"), "{t}");
+
+    let mut m = side_mtus(1, 1500, 1480);
+    m.errors();
+    let out = m.run(vec![m.pod_packet([10, 1, 2, 2], &[0; 1470 - 28], true)]);
+    assert!(out.is_empty(), "{out:?}");
+    assert!(
+        m.errors()
+            .iter()
+            .any(|e| e.0 == "ip4-rewrite" && e.1.contains("an encapsulated one")),
+        "counted by ip4-rewrite"
+    );
 }
 
 #[test]
