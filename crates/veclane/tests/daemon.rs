@@ -536,13 +536,7 @@ fn deleting_an_interface_removes_everything_of_it_and_nothing_else() {
     assert!(!ok && err.contains("no interface named \"extra\""), "{err}");
     // The others did not blink: still connected on their first connection, still forwarding.
     through(&mut pods, 200);
-    let r = d
-        .api()
-        .call(&api::Request::ShowInterface { name: None })
-        .unwrap();
-    let api::Reply::Interfaces { interfaces } = r else {
-        panic!("{r:?}")
-    };
+    let interfaces = d.interfaces();
     assert_eq!(interfaces.len(), 2);
     for i in &interfaces {
         assert!(

@@ -147,17 +147,10 @@ impl Master {
 
 /// `show interface`, typed.
 fn interfaces(d: &Daemon) -> HashMap<String, api::InterfaceInfo> {
-    match d
-        .api()
-        .call(&api::Request::ShowInterface { name: None })
-        .unwrap()
-    {
-        api::Reply::Interfaces { interfaces } => interfaces
-            .into_iter()
-            .map(|i| (i.name.clone(), i))
-            .collect(),
-        r => panic!("show interface: {r:?}"),
-    }
+    d.interfaces()
+        .into_iter()
+        .map(|i| (i.name.clone(), i))
+        .collect()
 }
 
 /// Waits until `f` holds for `show interface`.
