@@ -143,16 +143,20 @@ fn reload(control: &mut control::Control, running: Config, reread: Reread<'_>) -
     };
     match control.reload(&running, &new) {
         control::reload::Reloaded::Applied(done) => {
-            tracing::info!(changes = ?done, "configuration reloaded");
+            tracing::info!(changes = %done.join("; "), "configuration reloaded");
             new
         }
         control::reload::Reloaded::Partly { applied, failed } => {
-            tracing::error!(changes = ?applied, failed = ?failed, "configuration reloaded in part");
+            tracing::error!(
+                changes = %applied.join("; "),
+                failed = %failed.join("; "),
+                "configuration reloaded in part"
+            );
             new
         }
         control::reload::Reloaded::Refused(why) => {
             tracing::error!(
-                cannot_apply_live = ?why,
+                cannot_apply_live = %why.join("; "),
                 "reload refused: these changes need a restart; nothing changed"
             );
             running
