@@ -7,7 +7,9 @@
 
 use graph::{Ctx, Node};
 
-use crate::{Device, IfConfig, Shared};
+use fib::adj::Adjacency;
+
+use crate::{Device, ETH_HDR, IfConfig, Shared};
 
 /// Which device node transmits for an interface.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,6 +26,43 @@ pub enum Out {
 pub enum NoOut {
     AdminDown,
     Gone,
+}
+
+/// What every packet sent through rewrite adjacency `adj` shares, for the nodes that write
+/// the Ethernet header themselves on their fast path (`ip4-rewrite`, `vxlan4-encap`): the
+/// header (destination, source, IPv4), the interface, its MTU and the kind of device node that
+/// sends on it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Rewrite {
+    pub hdr: [u8; ETH_HDR],
+    pub tx_if: u32,
+    pub mtu: u32,
+    pub out: Out,
+}
+
+/// `adj`'s [`Rewrite`]; `None` when it is not a rewrite, or its interface is down or gone.
+pub(crate) fn rewrite_for(adjs: &[Adjacency], ifs: &[IfConfig], adj: u32) -> Option<Rewrite> {
+    let Some(&Adjacency::Rewrite {
+        tx_if,
+        dst,
+        src,
+        mtu,
+        ..
+    }) = adjs.get(adj as usize)
+    else {
+        return None;
+    };
+    let out = out_for(ifs, tx_if).ok()?;
+    let mut hdr = [0u8; ETH_HDR];
+    hdr[..6].copy_from_slice(&dst);
+    hdr[6..12].copy_from_slice(&src);
+    hdr[12..].copy_from_slice(&wire::EtherType::Ipv4.to_raw().to_be_bytes());
+    Some(Rewrite {
+        hdr,
+        tx_if,
+        mtu: u32::from(mtu),
+        out,
+    })
 }
 
 /// Where a packet for interface `tx` goes: what `interface-output` decides, and what

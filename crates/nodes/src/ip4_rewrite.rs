@@ -17,7 +17,7 @@ use fib::adj::Adjacency;
 use graph::{Ctx, Node};
 use wire::{EtherType, Ethernet, Ipv4, MacAddr};
 
-use crate::interface_output::{NoOut, Out, out_for};
+use crate::interface_output::{NoOut, Out, out_for, rewrite_for};
 use crate::ip4_icmp_error::{FRAG_NEEDED, TTL_EXCEEDED};
 use crate::{ETH_HDR, Shared};
 
@@ -89,31 +89,16 @@ impl Fast {
     };
 
     fn of(adjs: &[Adjacency], ifs: &[crate::IfConfig], adj: u32) -> Fast {
-        let Some(&Adjacency::Rewrite {
-            tx_if,
-            dst,
-            src,
-            mtu,
-            ..
-        }) = adjs.get(adj as usize)
-        else {
-            return Fast { adj, ..Fast::NONE };
-        };
-        let Ok(out) = out_for(ifs, tx_if) else {
-            return Fast { adj, ..Fast::NONE };
-        };
-        let next = device_node(out);
-        let mut hdr = [0u8; ETH_HDR];
-        hdr[..6].copy_from_slice(&dst);
-        hdr[6..12].copy_from_slice(&src);
-        hdr[12..].copy_from_slice(&EtherType::Ipv4.to_raw().to_be_bytes());
-        Fast {
-            adj,
-            ok: true,
-            hdr,
-            tx_if,
-            mtu: u32::from(mtu),
-            next: next.into(),
+        match rewrite_for(adjs, ifs, adj) {
+            Some(r) => Fast {
+                adj,
+                ok: true,
+                hdr: r.hdr,
+                tx_if: r.tx_if,
+                mtu: r.mtu,
+                next: device_node(r.out).into(),
+            },
+            None => Fast { adj, ..Fast::NONE },
         }
     }
 }

@@ -24,7 +24,7 @@ use graph::{Ctx, Node};
 use wire::ipv4::MIN_HEADER_LEN;
 use wire::{EtherType, IpProtocol, Ipv4, Ipv4Repr, Udp, Vxlan, VxlanRepr};
 
-use crate::interface_output::{Out, out_for};
+use crate::interface_output::{Out, rewrite_for};
 use crate::{CounterRun, ETH_HDR, LOCALLY_ORIGINATED, Shared};
 
 /// Outer IPv4, UDP and VXLAN headers.
@@ -144,12 +144,10 @@ struct Direct {
 }
 
 impl Template {
-    fn new(t: &crate::VxlanTunnel, eth: Option<([u8; 6], [u8; 6])>) -> Template {
+    fn new(t: &crate::VxlanTunnel, eth: Option<[u8; ETH_HDR]>) -> Template {
         let mut bytes = [0u8; FULL];
-        if let Some((dst, src)) = eth {
-            bytes[..6].copy_from_slice(&dst);
-            bytes[6..12].copy_from_slice(&src);
-            bytes[12..ETH_HDR].copy_from_slice(&EtherType::Ipv4.to_raw().to_be_bytes());
+        if let Some(hdr) = eth {
+            bytes[..ETH_HDR].copy_from_slice(&hdr);
         }
         let (ip, rest) = bytes[ETH_HDR..].split_at_mut(MIN_HEADER_LEN);
         let outer = Ipv4Repr {
@@ -224,9 +222,9 @@ impl Node for Vxlan4Encap {
         let adjs = self.shared.adjacencies.load();
         // The previous packet's tunnel, its headers, and the rewrite adjacency of its remote
         // VTEP when the route to it has one: a frame is usually one tunnel's, and every packet
-        // of a tunnel has the same outer destination, so one lookup serves the frame and its
-        // packets go straight to `ip4-rewrite` (anything else, say a VTEP still being resolved,
-        // goes through `ip4-lookup` per packet).
+        // of a tunnel has the same outer destination, so one lookup serves the run and its
+        // packets go straight to the uplink's device (anything else, say a VTEP still being
+        // resolved, goes through `ip4-lookup` per packet).
         let mut last: Option<Run<'_>> = None;
         for (&b, n) in bufs.iter().zip(next.iter_mut()) {
             *n = Next::Drop.into();
@@ -240,28 +238,17 @@ impl Node for Vxlan4Encap {
                     .get(t.underlay as usize)
                     .and_then(|table| table.lookup(t.dst))
                     .filter(|&a| matches!(adjs.get(a as usize), Some(Adjacency::Rewrite { .. })));
-                let direct = adj.and_then(|a| match adjs.get(a as usize) {
-                    Some(&Adjacency::Rewrite {
-                        tx_if,
-                        dst,
-                        src,
-                        mtu,
-                        ..
-                    }) => {
-                        let next = device_node(out_for(&ifs, tx_if).ok()?)?;
-                        Some((
-                            Direct {
-                                adj: a,
-                                tx_if,
-                                mtu: u32::from(mtu),
-                                next: next.into(),
-                            },
-                            (dst, src),
-                        ))
-                    }
-                    _ => None,
+                let direct = adj.and_then(|a| {
+                    let r = rewrite_for(&adjs, &ifs, a)?;
+                    let d = Direct {
+                        adj: a,
+                        tx_if: r.tx_if,
+                        mtu: r.mtu,
+                        next: device_node(r.out)?.into(),
+                    };
+                    Some((d, r.hdr))
                 });
-                let template = Template::new(t, direct.map(|(_, eth)| eth));
+                let template = Template::new(t, direct.map(|(_, hdr)| hdr));
                 last = Some((tx_if, t, template, adj, direct.map(|(d, _)| d)));
             }
             let Some(&(_, t, ref template, adj, direct)) = last.as_ref() else {
