@@ -78,8 +78,8 @@ pub struct WorkerHandle {
     pub tap_tx: Sender<uplink::tap_nodes::QueueCommand>,
     wake: Arc<OwnedFd>,
     pub activity: Arc<Activity>,
-    /// How the buffer pool was registered for a copy device, if it was.
-    pub pool_registration: Option<String>,
+    /// The buffer pool's size and how it was registered for a copy device, if it was.
+    pub pool_registration: Option<(usize, std::io::Result<copy_engine::Registered>)>,
     join: Option<JoinHandle<()>>,
 }
 
@@ -199,8 +199,10 @@ pub fn spawn(mut s: WorkerSetup) -> std::io::Result<WorkerHandle> {
     // Here, on the control thread, before the worker exists: registering faults in every
     // page, which no worker should wait for.
     let pool_registration = s.register_pool.then(|| {
-        let r = copy_engine::register_slice(pool.memory());
-        copy_engine::describe_registration(pool.memory().len(), &r)
+        (
+            pool.memory().len(),
+            copy_engine::register_slice(pool.memory()),
+        )
     });
     let rt = Runtime::new(
         graph_nodes(

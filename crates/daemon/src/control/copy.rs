@@ -94,8 +94,14 @@ impl Copy {
     }
 
     /// Records memory registered for the device (logged when it failed).
-    pub(super) fn registered(&mut self, what: String, how: String) {
-        if how.contains("not registered") {
+    pub(super) fn registered(
+        &mut self,
+        what: String,
+        bytes: usize,
+        r: &std::io::Result<copy_engine::Registered>,
+    ) {
+        let how = copy_engine::describe_registration(bytes, r);
+        if r.is_err() {
             tracing::warn!(memory = %what, "{how}: the device will fault on its first copies");
         } else {
             tracing::debug!(memory = %what, "registered for DSA: {how}");

@@ -398,8 +398,7 @@ impl Control {
                     }
                     if let Some(r) = how {
                         let what = format!("{} regions", self.iface(ifindex).name);
-                        self.copy
-                            .registered(what, copy_engine::describe_registration(bytes, &r));
+                        self.copy.registered(what, bytes, &r);
                     }
                 }
                 let i = self.ifaces[ix].as_mut().expect("found above");

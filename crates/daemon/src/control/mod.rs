@@ -204,9 +204,9 @@ impl Control {
                 register_pool: self.copy.may_use_dsa(),
             })
             .map_err(|error| ControlError::Worker { index, error })?;
-            if let Some(how) = &h.pool_registration {
+            if let Some((bytes, r)) = &h.pool_registration {
                 self.copy
-                    .registered(format!("worker {index} buffers"), how.clone());
+                    .registered(format!("worker {index} buffers"), *bytes, r);
             }
             self.workers.push(h);
         }
