@@ -8,6 +8,8 @@
 //! version and checksum) so that the fuzzer reaches the nodes behind the header checks.
 #![no_main]
 
+mod graph_common;
+
 use std::sync::{Arc, Mutex, OnceLock};
 
 use arbitrary::Arbitrary;
@@ -199,14 +201,7 @@ fuzz_target!(|frames: Vec<Frame>| {
             + vectors("tap-output"),
         vectors("error-drop"),
     );
-    // A fragment for us held for reassembly is copied into the reassembly store and its
-    // buffer freed there: accounted for, neither sent nor dropped.
-    let held: u64 = rt
-        .errors()
-        .iter()
-        .filter(|(n, r, _)| *n == "ip4-reassembly" && r.starts_with("fragment held"))
-        .map(|(_, _, c)| c)
-        .sum();
+    let held = graph_common::held_for_reassembly(&rt);
     assert_eq!(
         out + dropped + held,
         sent,

@@ -9,6 +9,8 @@
 //! frame, which it may ask to be made plausible (the tunnel's MAC, IPv4, a header checksum).
 #![no_main]
 
+mod graph_common;
+
 use std::sync::{Arc, Mutex, OnceLock};
 
 use arbitrary::Arbitrary;
@@ -251,15 +253,7 @@ fn run(pool: &mut Pool, frames: Vec<Vec<u8>>) -> Vec<u32> {
         .iter()
         .find(|(n, _, _)| *n == "error-drop")
         .map_or(0, |(_, _, s)| s.vectors);
-    // A fragment held for reassembly is copied into the reassembly store and its buffer freed
-    // there: it is accounted for, neither sent nor dropped (the datagram, once complete,
-    // continues in the last fragment's place).
-    let held: u64 = rt
-        .errors()
-        .iter()
-        .filter(|(n, r, _)| *n == "ip4-reassembly" && r.starts_with("fragment held"))
-        .map(|(_, _, c)| c)
-        .sum();
+    let held = graph_common::held_for_reassembly(&rt);
     assert_eq!(left.len() as u64 + dropped + held, sent, "each frame once");
     let counted: u64 = rt.errors().iter().map(|(_, _, n)| n).sum();
     assert!(counted >= dropped, "{:?}", rt.errors());
