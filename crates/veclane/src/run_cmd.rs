@@ -42,23 +42,21 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         );
         return Ok(());
     }
-    let mut cfg = match &a.config {
-        Some(p) => daemon::Config::load(p)?,
-        None => daemon::Config::embedded_default(),
-    };
-    if let Some(d) = &a.runtime_dir {
-        cfg.daemon.runtime_dir = Some(d.clone());
-    }
-    // SIGHUP reads the file again, with the same override.
-    let reread = |p: &std::path::Path| {
-        let mut c = daemon::Config::load(p)?;
+    // The command line's override wins over the file, at start and on every reload (SIGHUP).
+    let overridden = |mut c: daemon::Config| {
         if let Some(d) = &a.runtime_dir {
             c.daemon.runtime_dir = Some(d.clone());
         }
-        Ok(c)
+        c
     };
-    let file = a.config.clone();
-    let reread_file = file.as_deref().map(|p| move || reread(p));
+    let cfg = overridden(match &a.config {
+        Some(p) => daemon::Config::load(p)?,
+        None => daemon::Config::embedded_default(),
+    });
+    let reread = a
+        .config
+        .as_deref()
+        .map(|p| move || daemon::Config::load(p).map(overridden));
     let signals = daemon::Signals::default();
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(sig, signals.stop.clone())
@@ -66,7 +64,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     }
     signal_hook::flag::register(signal_hook::consts::SIGHUP, signals.reload.clone())
         .context("installing signal handlers")?;
-    let reread_dyn: daemon::Reread<'_> = reread_file
+    let reread_dyn: daemon::Reread<'_> = reread
         .as_ref()
         .map(|f| f as &dyn Fn() -> Result<daemon::Config, daemon::ConfigError>);
     daemon::run(&cfg, reread_dyn, signals, |ctl| {
