@@ -197,14 +197,6 @@ impl Request {
                 | Request::PcapOff
         )
     }
-
-    /// Its name on the wire (`create_memif`, `show_interface`).
-    pub fn name(&self) -> String {
-        serde_json::to_value(self)
-            .ok()
-            .and_then(|v| v.get("request")?.as_str().map(str::to_string))
-            .unwrap_or_default()
-    }
 }
 
 /// One interface, as `show interface` prints it.

@@ -15,14 +15,18 @@ impl Control {
     /// Serves one API request.
     pub fn handle(&mut self, req: Request) -> Reply {
         let change = req.is_change();
-        // The request as it came, for the log: its name and fields.
-        let what = change.then(|| serde_json::to_string(&req).unwrap_or_default());
-        let name = req.name();
+        // The request as it came, for the log: its name (the wire's tag) and fields.
+        let what = serde_json::to_value(&req).unwrap_or_default();
+        let name = what
+            .get("request")
+            .and_then(|n| n.as_str())
+            .unwrap_or_default()
+            .to_string();
         let r = self.handle_inner(req);
         self.after_rib_change();
         match r {
             Ok(r) => {
-                if let Some(what) = what {
+                if change {
                     tracing::info!(request = %name, detail = %what, "configuration changed over the API");
                 }
                 r
