@@ -18,6 +18,9 @@ const DUT: &str = "veclane";
 pub struct Daemon {
     child: Child,
     dir: PathBuf,
+    /// The namespace it runs in, when the harness made one for it: deleted after the daemon
+    /// stopped (fields drop after `Drop::drop`).
+    netns: Option<crate::underlay::VethNetns>,
 }
 
 impl Daemon {
@@ -75,6 +78,7 @@ impl Daemon {
         let mut d = Daemon {
             child,
             dir: dir.to_path_buf(),
+            netns: None,
         };
         let deadline = Instant::now() + timeout;
         while !(dir.join("ctl.sock").exists() && (!memif_socket || dir.join("memif.sock").exists()))
@@ -106,6 +110,12 @@ impl Daemon {
         config: &str,
     ) -> Result<Daemon, DutError> {
         Daemon::start_waiting(&[], bin, dir, config, Duration::from_secs(10), false)
+    }
+
+    /// The daemon, keeping `ns` (the namespace it runs in) until it has stopped.
+    pub fn holding(mut self, ns: crate::underlay::VethNetns) -> Daemon {
+        self.netns = Some(ns);
+        self
     }
 
     /// The process id (valgrind's, when run under it).
@@ -156,15 +166,43 @@ impl RunningDut for Daemon {
             other => return Err(DutError::reply(DUT, format!("show interface: {other:?}"))),
         };
         // Every memif interface faces the generator (in l3fwd it sends on one and receives
-        // on the other; in the node scenarios it is the remote node and every pod at once).
+        // on the other; in the node scenarios it is the remote node and every pod at once),
+        // and so does a kernel uplink (the node scenarios' kernel underlay).
         let memifs = || {
-            ifs.iter()
-                .filter(|i| matches!(i.device, api::DeviceInfo::Memif { .. }))
+            ifs.iter().filter(|i| {
+                matches!(
+                    i.device,
+                    api::DeviceInfo::Memif { .. }
+                        | api::DeviceInfo::AfPacket { .. }
+                        | api::DeviceInfo::AfXdp { .. }
+                )
+            })
         };
-        Ok(Some(Counts {
+        let mut c = Counts {
             rx: memifs().map(|i| i.rx_packets).sum(),
             tx: memifs().map(|i| i.tx_packets).sum(),
-        }))
+        };
+        if let Some(ns) = &self.netns {
+            // Over a veth, frames the kernel lost between the generator and the daemon are
+            // the underlay's: those on the way in reached the uplink as far as the check is
+            // concerned (the veth's drops, and the daemon's ring drops in its rx errors);
+            // those on the way out left the daemon and never reached the generator's socket.
+            // With XDP in veth's driver, a frame the socket could not take (ring full, no
+            // fill buffer) is also a drop in veth's own counters: count it once.
+            let l = ns.losses()?;
+            let kernel_rx_errors: u64 = ifs
+                .iter()
+                .map(|i| match &i.device {
+                    api::DeviceInfo::AfPacket { .. } => i.rx_errors,
+                    api::DeviceInfo::AfXdp { attach, .. } if attach == "driver" => i.rx_no_buffer,
+                    api::DeviceInfo::AfXdp { .. } => i.rx_errors,
+                    _ => 0,
+                })
+                .sum();
+            c.rx += kernel_rx_errors + l.into_dut;
+            c.tx = c.tx.saturating_sub(l.out_of_dut);
+        }
+        Ok(Some(c))
     }
 
     fn drops(&mut self) -> String {

@@ -31,6 +31,7 @@ pub mod search;
 pub mod seed;
 pub mod testpmd;
 pub mod trial;
+pub mod underlay;
 pub mod vpp;
 
 use std::path::PathBuf;

@@ -24,6 +24,7 @@ use serde::Serialize;
 use crate::daemon::Daemon;
 use crate::dut::{DutError, Running};
 use crate::l3fwd::{L3fwdConfig, NetworkCount, Topology};
+use crate::underlay::{self, Underlay, VethNetns};
 use crate::{CopyMode, Dut, Shape, Subject};
 use trafgen::{FrameSpec, GenReport, MacAddr, StreamInfo, VxlanSpec};
 
@@ -131,10 +132,18 @@ pub fn veclane_config(
     let ring = 1u32 << cfg.ring_log2;
     let bsize = buffer_size(cfg, size);
     let mut t = String::new();
+    // The uplink: a memif, or the DUT's end of the harness's veth pair (its MTU the veth's).
+    let uplink = match cfg.underlay {
+        Underlay::Memif => format!(
+            "[[interface]]\nsocket = \"memif.sock\"\nid = 0\nrole = \"master\"\n\
+             ring-size = {ring}\nbuffer-size = {bsize}\nmtu = 9216\n"
+        ),
+        Underlay::AfPacket => format!("[[af-packet]]\nhost-if = \"{}\"\n", underlay::DUT_IF),
+        Underlay::AfXdp => format!("[[af-xdp]]\nhost-if = \"{}\"\n", underlay::DUT_IF),
+    };
     let _ = write!(
         t,
-        "[[interface]]\nname = \"uplink\"\nsocket = \"memif.sock\"\nid = 0\nrole = \"master\"\n\
-         mac = \"{}\"\naddresses = [\"{}/24\"]\nring-size = {ring}\nbuffer-size = {bsize}\nmtu = 9216\n\n\
+        "{uplink}name = \"uplink\"\nmac = \"{}\"\naddresses = [\"{}/24\"]\n\n\
          [[neighbor]]\ninterface = \"uplink\"\nip = \"{}\"\nmac = \"{}\"\n\n",
         mac_str(UPLINK_MAC),
         ip(NODE_VTEP),
@@ -407,6 +416,25 @@ impl Topology for NodeTopology {
         self.shapes
     }
 
+    fn notes(&self, cfg: &L3fwdConfig) -> Vec<String> {
+        if !cfg.underlay.is_kernel() {
+            return Vec::new();
+        }
+        vec![format!(
+            "! underlay {}: the remote node is the generator's AF_PACKET socket (qdisc bypassed) on one end of a veth pair ({} and {}, MTU {}) in a namespace of the harness's, the DUT's uplink the other end ({}); the kernel's veth delivers each frame in the sender's context (the generator's frames are put in the DUT's ring on CPU {}, the DUT's in the generator's on CPU {}), so the rates measure the kernel's path as much as the switch; frames the veth or a full socket ring dropped are loss, and count as the underlay's in the counter check",
+            cfg.underlay,
+            underlay::GEN_IF,
+            underlay::DUT_IF,
+            cfg.underlay.mtu(),
+            match cfg.underlay {
+                Underlay::AfXdp => "AF_XDP, XDP in the driver where veth allows",
+                _ => "AF_PACKET",
+            },
+            cfg.gen_cpu,
+            cfg.dut_cpu(),
+        )]
+    }
+
     fn heading(&self) -> &'static str {
         match self.shapes {
             [Shape::Singlenet] => "Node switch, singlenet",
@@ -467,7 +495,23 @@ impl Topology for NodeTopology {
         );
         conf.daemon.copy_engine = dut.engine.unwrap_or(api::CopyEngine::Cpu);
         conf.daemon.dsa_queue = cfg.dsa_queue.clone();
-        let d = Daemon::start_under(wrapper, &cfg.veclane_bin, dir, &conf.to_toml(), ready)?;
+        let d = if cfg.underlay.is_kernel() {
+            // The daemon runs in the veth pair's namespace; the pair goes with it.
+            let ns = VethNetns::create(
+                &underlay::netns_name(dir),
+                cfg.underlay.mtu(),
+                cfg.dut_cpus.len(),
+            )?;
+            let wrapped: Vec<String> = ns
+                .exec_prefix()
+                .into_iter()
+                .chain(wrapper.iter().cloned())
+                .collect();
+            Daemon::start_under(&wrapped, &cfg.veclane_bin, dir, &conf.to_toml(), ready)?
+                .holding(ns)
+        } else {
+            Daemon::start_under(wrapper, &cfg.veclane_bin, dir, &conf.to_toml(), ready)?
+        };
         if shape == Shape::Multinet {
             remote_pods_on_tunnels(&d)?;
         }
@@ -499,6 +543,36 @@ impl Topology for NodeTopology {
                 })
                 .collect()
         };
+        if cfg.underlay.is_kernel() {
+            // The pods on memif as ever, the remote node on the veth's other end.
+            let dir = sock.parent().unwrap_or(Path::new("."));
+            let remote = |sending: bool| trafgen::KernelPort {
+                id: 0,
+                host_if: underlay::GEN_IF.into(),
+                netns: Some(underlay::netns_name(dir)),
+                spec: sending.then(|| uplink_spec(shape, size, cfg.networks)),
+            };
+            let into_pods = cfg.direction != Direction::Out;
+            let from_pods = cfg.direction != Direction::In;
+            return trafgen::GenConfig {
+                role: trafgen::Role::Secondary,
+                socket: memif::SocketPath::File(sock.to_path_buf()),
+                iface: iface(pod_id(0)),
+                iface_sends: from_pods,
+                ports: pods(1, from_pods),
+                kernel_ports: vec![remote(into_pods)],
+                spec: if from_pods {
+                    pod_spec(size, 0)
+                } else {
+                    uplink_spec(shape, size, cfg.networks)
+                },
+                burst: cfg.burst,
+                drain: Duration::from_millis(50),
+                warmup: Duration::from_secs_f64(cfg.warmup_secs),
+                cpu: Some(cfg.gen_cpu),
+                ..Default::default()
+            };
+        }
         let (iface0, spec, rx_iface, ports) = match cfg.direction {
             Direction::In => (
                 iface(0),
@@ -653,6 +727,81 @@ mod tests {
         for c in [m, s] {
             assert_eq!(api::Config::parse(&c.to_toml(), "test").unwrap(), c);
         }
+    }
+
+    #[test]
+    fn a_kernel_underlay_makes_the_uplink_a_veth_end_and_the_remote_node_a_kernel_port() {
+        for (underlay, kind) in [
+            (Underlay::AfPacket, "af-packet"),
+            (Underlay::AfXdp, "af-xdp"),
+        ] {
+            let mut c = cfg(2, Direction::Both);
+            c.underlay = underlay;
+            let m = veclane_config(&c, Shape::Multinet, CopyMode::Single, 1500, 1);
+            // The pods stay on memif; the uplink is the veth's DUT end, addressed as before.
+            assert_eq!(m.interface.len(), 2);
+            assert!(
+                m.interface
+                    .iter()
+                    .all(|i| i.name.as_deref().is_some_and(|n| n.starts_with("pod")))
+            );
+            let toml = m.to_toml();
+            assert!(toml.contains(&format!("[[{kind}]]")), "{toml}");
+            assert!(toml.contains("host-if = \"vl-dut\""), "{toml}");
+            assert_eq!(api::Config::parse(&toml, "test").unwrap(), m);
+            assert!(
+                m.network
+                    .iter()
+                    .all(|n| n.uplink.as_deref() == Some("uplink"))
+            );
+            let dir = Path::new("/tmp/some-trial");
+            let subject = subject(Shape::Multinet);
+            for (direction, sends_in, sends_out) in [
+                (Direction::Both, true, true),
+                (Direction::In, true, false),
+                (Direction::Out, false, true),
+            ] {
+                c.direction = direction;
+                let g = MULTINET.gen_config(&c, subject, &dir.join("memif.sock"), 1500);
+                let [k] = g.kernel_ports.as_slice() else {
+                    panic!("{:?}", g.kernel_ports)
+                };
+                assert_eq!((k.id, k.host_if.as_str()), (0, underlay::GEN_IF));
+                assert_eq!(k.netns.as_deref(), Some(underlay::netns_name(dir).as_str()));
+                assert_eq!(k.spec.is_some(), sends_in, "{direction}");
+                // The remote node's frames carry VXLAN to the node's VTEP.
+                if let Some(spec) = &k.spec {
+                    assert_eq!(spec.vxlan.as_ref().unwrap().dst_ip, ip(NODE_VTEP));
+                }
+                assert_eq!(g.iface.id, pod_id(0));
+                assert_eq!(g.iface_sends, sends_out, "{direction}");
+                assert!(g.ports.iter().all(|p| p.spec.is_some() == sends_out));
+                assert!(g.rx_iface.is_none());
+            }
+        }
+    }
+
+    #[test]
+    fn a_kernel_underlay_is_refused_where_it_cannot_run() {
+        use crate::l3fwd::ConfigError;
+        let mut c = cfg(1, Direction::Both);
+        c.underlay = Underlay::AfXdp;
+        c.sizes = vec![64, 1500, crate::trial::IMIX];
+        assert_eq!(c.check(), Ok(()));
+        c.sizes = vec![64, 4000];
+        assert!(matches!(
+            c.check(),
+            Err(ConfigError::UnderlaySize { size: 4000, .. })
+        ));
+        c.underlay = Underlay::AfPacket;
+        c.sizes = vec![9000];
+        assert_eq!(c.check(), Ok(()));
+        c.duts
+            .push(Subject::plain(Dut::Vpp).in_shape(Shape::Multinet));
+        assert_eq!(c.check(), Err(ConfigError::UnderlayDut(Dut::Vpp)));
+        c.duts.pop();
+        c.topology = &crate::l3fwd::TOPOLOGY;
+        assert_eq!(c.check(), Err(ConfigError::UnderlayScenario("l3fwd")));
     }
 
     #[test]

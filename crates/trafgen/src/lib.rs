@@ -1,4 +1,4 @@
-//! Traffic generation and measurement over memif.
+//! Traffic generation and measurement over memif (and AF_PACKET on Linux interfaces).
 //!
 //! `trafgen` owns the generator's frames (UDP/IPv4 with a probe: stream, sequence number and
 //! send timestamp in the payload), rate control, and the sink's accounting: packets, bytes,
@@ -14,7 +14,7 @@ pub mod run;
 pub mod stats;
 
 pub use frame::{FrameSpec, Probe, VxlanSpec};
-pub use run::{GenConfig, Port, Role, Session, run};
+pub use run::{GenConfig, KernelPort, Port, Role, Session, run};
 pub use stats::{GenReport, RxStats, Sample, StreamInfo};
 pub use wire::MacAddr;
 

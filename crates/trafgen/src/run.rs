@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use buffer::{Pool, PoolConfig};
 use memif::{Client, Event, InterfaceConfig, Listener, PrimaryQueues, SecondaryQueues, SocketPath};
+use uplink::af_packet;
 
 use crate::frame::{FrameSpec, MAX_HEAD, PROBE_LEN, PROBE_OFFSET, Probe};
 use crate::now_ns;
@@ -33,9 +34,16 @@ pub struct GenConfig {
     /// receives, as a two-port traffic generator does.
     pub rx_iface: Option<InterfaceConfig>,
     /// More interfaces on the same socket, after `iface` and `rx_iface`: every one is
-    /// received from, and one with a frame spec sends too. Every sending interface (`iface`
-    /// and these) takes an equal share of the rate and the count, on streams of its own.
+    /// received from, and one with a frame spec sends too. Every sending interface (`iface`,
+    /// these and `kernel_ports`) takes an equal share of the rate and the count, on streams of
+    /// its own.
     pub ports: Vec<Port>,
+    /// Ports on Linux interfaces (AF_PACKET), after every memif interface: received from, and
+    /// sending when they have a frame spec, as `ports` do.
+    pub kernel_ports: Vec<KernelPort>,
+    /// Whether `iface` sends `spec` (with `send`); `false` leaves the sending to the other
+    /// ports (a kernel port in its place), `spec` still giving the run's frame size.
+    pub iface_sends: bool,
     pub spec: FrameSpec,
     pub send: bool,
     pub receive: bool,
@@ -83,6 +91,8 @@ impl Default for GenConfig {
             iface: InterfaceConfig::default(),
             rx_iface: None,
             ports: Vec::new(),
+            kernel_ports: Vec::new(),
+            iface_sends: true,
             spec: FrameSpec::default(),
             send: true,
             receive: true,
@@ -109,12 +119,30 @@ pub struct Port {
     pub spec: Option<FrameSpec>,
 }
 
+/// A generator port on a Linux interface (one end of a veth pair, the other a DUT's uplink),
+/// through AF_PACKET: PACKET_MMAP rings, the transmit one bypassing the qdisc, as veclane's
+/// own AF_PACKET uplink opens them. Frames are copied into the kernel's ring and out of it,
+/// as on a primary memif.
+#[derive(Debug, Clone)]
+pub struct KernelPort {
+    /// The id it has in streams and reports; must differ from every memif interface's.
+    pub id: u32,
+    /// The Linux interface.
+    pub host_if: String,
+    /// The network namespace it lives in: an `ip netns` name or a path; `None`: the caller's.
+    pub netns: Option<String>,
+    /// What it sends, if it sends.
+    pub spec: Option<FrameSpec>,
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum GenError {
     #[error("{0}")]
     Config(String),
     #[error("memif: {0}")]
     Memif(String),
+    #[error("kernel port {host_if}: {reason}")]
+    Kernel { host_if: String, reason: String },
     #[error("no peer connected to {socket} within {secs} s{detail}")]
     NoPeer {
         socket: String,
@@ -131,6 +159,66 @@ enum Endpoint {
 enum Queues {
     Primary(PrimaryQueues),
     Secondary(SecondaryQueues),
+    Kernel(KernelQueues),
+}
+
+/// A kernel port's queue pairs.
+struct KernelQueues {
+    rx: Vec<af_packet::RxQueue>,
+    tx: Vec<af_packet::TxQueue>,
+}
+
+impl KernelQueues {
+    /// Opens `port`'s interface with one queue pair (in its namespace, if it names one).
+    fn open(port: &KernelPort) -> Result<KernelQueues, GenError> {
+        let err = |reason: String| GenError::Kernel {
+            host_if: port.host_if.clone(),
+            reason,
+        };
+        let open =
+            || af_packet::AfPacket::open(&port.host_if, af_packet::AfPacketConfig::default());
+        let opened = match &port.netns {
+            Some(ns) => uplink::netns::run_in(&uplink::netns::netns_path(ns), open)
+                .map_err(|e| err(e.to_string()))?,
+            None => open(),
+        }
+        .map_err(|e| err(e.to_string()))?;
+        let (rx, tx) = opened.into_queues().into_iter().unzip();
+        Ok(KernelQueues { rx, tx })
+    }
+}
+
+/// A transmit queue frames are copied into from the session's own buffers: a primary memif's,
+/// or a kernel port's.
+trait CopyTx {
+    fn queue_index(&self) -> u16;
+    /// Sends the front of `pkts` (copies; the buffers stay ours); how many went. An error is
+    /// a link that went down.
+    fn send_copies(&mut self, pool: &Pool, pkts: &[u32]) -> Result<usize, memif::LinkDown>;
+}
+
+impl CopyTx for memif::PrimaryTx {
+    fn queue_index(&self) -> u16 {
+        self.index()
+    }
+
+    fn send_copies(&mut self, pool: &Pool, pkts: &[u32]) -> Result<usize, memif::LinkDown> {
+        self.send(pool, pkts)
+    }
+}
+
+impl CopyTx for af_packet::TxQueue {
+    fn queue_index(&self) -> u16 {
+        self.queue()
+    }
+
+    /// Frames the kernel refused as malformed or oversize count as sent and lost on the way
+    /// (the sink counts them missing), as a wire would lose them.
+    fn send_copies(&mut self, pool: &Pool, pkts: &[u32]) -> Result<usize, memif::LinkDown> {
+        self.send(pool, pkts)
+            .map(|st| st.consumed)
+            .map_err(|_| memif::LinkDown)
+    }
 }
 
 impl Endpoint {
@@ -191,6 +279,8 @@ struct SendPort {
     /// has held the template, a frame needs only its headers written. The buffers belong to
     /// the session, so this survives from one run to the next.
     primed: u64,
+    /// A kernel port: frames are copied from the session's buffers whatever the role.
+    kernel: bool,
 }
 
 impl core::fmt::Debug for Session {
@@ -235,7 +325,7 @@ impl Session {
             ifaces.push(r.clone());
         }
         let mut sends = Vec::new();
-        if cfg.send {
+        if cfg.send && cfg.iface_sends {
             sends.push((0, cfg.spec.clone()));
         }
         for p in &cfg.ports {
@@ -246,19 +336,37 @@ impl Session {
             }
             ifaces.push(p.iface.clone());
         }
+        // Kernel ports come after every memif interface in `peers`.
+        for (j, p) in cfg.kernel_ports.iter().enumerate() {
+            if let Some(spec) = &p.spec
+                && cfg.send
+            {
+                sends.push((ifaces.len() + j, spec.clone()));
+            }
+        }
+        let id_of = |peer: usize| {
+            ifaces
+                .get(peer)
+                .map_or_else(|| cfg.kernel_ports[peer - ifaces.len()].id, |f| f.id)
+        };
         let sends = sends
             .into_iter()
             .map(|(peer, spec)| {
                 Ok(SendPort {
                     peer,
-                    id: ifaces[peer].id,
+                    id: id_of(peer),
                     template: template(&spec)?,
                     spec,
                     primed: 0,
+                    kernel: peer >= ifaces.len(),
                 })
             })
             .collect::<Result<Vec<_>, GenError>>()?;
-        let mut ids: Vec<u32> = ifaces.iter().map(|f| f.id).collect();
+        let mut ids: Vec<u32> = ifaces
+            .iter()
+            .map(|f| f.id)
+            .chain(cfg.kernel_ports.iter().map(|p| p.id))
+            .collect();
         ids.sort_unstable();
         if let Some(w) = ids.windows(2).find(|w| w[0] == w[1]) {
             return Err(GenError::Config(format!(
@@ -312,7 +420,10 @@ impl Session {
                 None => {}
             }
         }
-        let peers: Vec<Queues> = slots.into_iter().flatten().collect();
+        let mut peers: Vec<Queues> = slots.into_iter().flatten().collect();
+        for p in &cfg.kernel_ports {
+            peers.push(Queues::Kernel(KernelQueues::open(p)?));
+        }
         // Local buffers hold a whole frame, as testpmd's mbufs do when it is given --mbuf-size for
         // jumbo frames: one copy per frame on receive instead of a chain of 2 KiB pieces.
         let largest = sends.iter().map(|p| p.spec.wire_len()).max();
@@ -347,6 +458,7 @@ impl Session {
             sends,
         } = self;
         let (ring_full0, bad0) = tx_rx_counts(peers, sends);
+        let kernel_drops0 = kernel_drops(peers);
         let mut report = GenReport {
             role: match cfg.role {
                 Role::Primary => "primary".into(),
@@ -364,6 +476,7 @@ impl Session {
             let nq = match &peers[sp.peer] {
                 Queues::Secondary(q) => q.tx.len(),
                 Queues::Primary(q) => q.tx.len(),
+                Queues::Kernel(q) => q.tx.len(),
             };
             let s = Sender::new(cfg, sp, pool, (i, sends.len()), stream_base, nq);
             stream_base += s.seqs.len();
@@ -427,7 +540,8 @@ impl Session {
                 sending = true;
                 let r = match &mut peers[s.peer] {
                     Queues::Secondary(q) => s.send_secondary(q, start),
-                    Queues::Primary(q) => s.send_primary(q, pool, start),
+                    Queues::Primary(q) => s.send_copies(&mut q.tx, pool, start),
+                    Queues::Kernel(q) => s.send_copies(&mut q.tx, pool, start),
                 };
                 down |= r.is_err();
             }
@@ -462,6 +576,19 @@ impl Session {
                         pool.free_bulk(&out);
                         Ok(())
                     }),
+                    Queues::Kernel(q) => {
+                        for r in q.rx.iter_mut() {
+                            out.clear();
+                            r.recv(pool, &mut out, rx_burst);
+                            for &h in &out {
+                                let d = pool.data(h);
+                                rx.record(pool.meta(h).total_len as usize, Probe::parse(d), now);
+                            }
+                            got += out.len();
+                            pool.free_bulk(&out);
+                        }
+                        Ok(())
+                    }
                     Queues::Secondary(q) => q.rx.iter_mut().try_for_each(|r| {
                         got += r.recv_with(rx_burst, |pkt| {
                             // A plain frame's probe ends within 62 bytes; read VXLAN's 50 more
@@ -519,6 +646,8 @@ impl Session {
                             q.tx.iter_mut()
                                 .all(|t| t.in_flight().map_or(true, |n| n == 0))
                         }
+                        // A qdisc-bypass send hands every frame to the driver within the call.
+                        Queues::Kernel(_) => true,
                     });
                     let waited = ended.elapsed() >= cfg.drain;
                     if (flushed || waited) && (!cfg.receive || last_rx.elapsed() >= cfg.drain) {
@@ -551,6 +680,8 @@ impl Session {
                 match peers.last().expect("at least one interface") {
                     Queues::Primary(q) => drop(q.rx.first().map(|r| r.wait(50))),
                     Queues::Secondary(q) => drop(q.rx.first().map(|r| r.wait(50))),
+                    // No interrupt to sleep on: a sink on a kernel port polls.
+                    Queues::Kernel(_) => {}
                 }
             }
             // Control traffic (peer leaving) is checked every few thousand bursts, or at once when idle.
@@ -606,6 +737,7 @@ impl Session {
         let (ring_full, bad) = tx_rx_counts(peers, sends);
         report.tx_ring_full = ring_full - ring_full0;
         report.rx_bad_desc = bad - bad0;
+        report.rx_kernel_drops = kernel_drops(peers) - kernel_drops0;
         report.fill_rx(&rx.window);
         Ok(report)
     }
@@ -620,12 +752,36 @@ impl Session {
 
 /// Frames the sending interfaces' rings had no room for, and bad descriptors on every rx
 /// ring.
+/// Frames the kernel ports' sockets dropped for a full ring so far (the kernel's count, read
+/// now).
+fn kernel_drops(peers: &mut [Queues]) -> u64 {
+    peers
+        .iter_mut()
+        .map(|q| match q {
+            Queues::Kernel(q) => {
+                q.rx.iter_mut()
+                    .map(|r| {
+                        r.refresh_kernel_stats();
+                        r.counters().snapshot().kernel_drops
+                    })
+                    .sum()
+            }
+            Queues::Primary(_) | Queues::Secondary(_) => 0,
+        })
+        .sum()
+}
+
 fn tx_rx_counts(peers: &[Queues], sends: &[SendPort]) -> (u64, u64) {
     let ring_full = sends
         .iter()
         .map(|sp| match &peers[sp.peer] {
             Queues::Secondary(q) => q.tx.iter().map(|t| t.stats().tx_no_room).sum::<u64>(),
             Queues::Primary(q) => q.tx.iter().map(|t| t.stats().tx_no_room).sum(),
+            Queues::Kernel(q) => {
+                q.tx.iter()
+                    .map(|t| t.counters().snapshot().tx_no_room)
+                    .sum()
+            }
         })
         .sum();
     let bad = peers
@@ -633,6 +789,7 @@ fn tx_rx_counts(peers: &[Queues], sends: &[SendPort]) -> (u64, u64) {
         .map(|q| match q {
             Queues::Secondary(q) => q.rx.iter().map(|r| r.stats().drop_bad_desc).sum::<u64>(),
             Queues::Primary(q) => q.rx.iter().map(|r| r.stats().drop_bad_desc).sum(),
+            Queues::Kernel(_) => 0,
         })
         .sum();
     (ring_full, bad)
@@ -751,7 +908,7 @@ impl Sender {
         nq: usize,
     ) -> Sender {
         let template = &port.template;
-        let chains = if cfg.role == Role::Primary {
+        let chains = if cfg.role == Role::Primary || port.kernel {
             (0..cfg.burst)
                 .filter_map(|_| pool.from_bytes(template))
                 .collect()
@@ -953,20 +1110,22 @@ impl Sender {
         Ok(())
     }
 
-    fn send_primary(
+    /// Sends from the session's own buffers into queues that copy them (a primary memif's, a
+    /// kernel port's).
+    fn send_copies<T: CopyTx>(
         &mut self,
-        q: &mut PrimaryQueues,
+        txs: &mut [T],
         pool: &mut Pool,
         start: Instant,
     ) -> Result<(), memif::LinkDown> {
         let probe = self.spec.probe_offset();
-        for t in q.tx.iter_mut() {
+        for t in txs.iter_mut() {
             let n = self.budget(start).min(self.chains.len());
             if n == 0 {
                 return Ok(());
             }
             let ts = now_ns();
-            let queue = usize::from(t.index());
+            let queue = usize::from(t.queue_index());
             let mut streams = [0usize; 256];
             // The chains are ours: patch probe, addresses and port in place, then copy into
             // the peer.
@@ -997,7 +1156,7 @@ impl Sender {
                 d[probe..probe + PROBE_LEN].copy_from_slice(&p.encode());
                 self.spec.patch(d, flow, net);
             }
-            let sent = t.send(pool, &self.chains[..n])?;
+            let sent = t.send_copies(pool, &self.chains[..n])?;
             // Frames the ring did not take give their sequence numbers back (they are the
             // last of each of their streams).
             for &s in &streams[sent..n] {
@@ -1038,6 +1197,7 @@ mod tests {
                 template: cfg.spec.template().unwrap(),
                 spec: cfg.spec.clone(),
                 primed: 0,
+                kernel: false,
             };
             let s = Sender::new(&cfg, &port, &mut pool, (0, 1), 0, 1);
             Wire { s }

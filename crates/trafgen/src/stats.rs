@@ -192,6 +192,10 @@ pub struct GenReport {
     pub rx_stream_packets: Vec<u64>,
     pub streams: Vec<StreamInfo>,
     pub rx_bad_desc: u64,
+    /// Frames a kernel port's socket lost because its ring was full (the kernel's count,
+    /// over the whole run, warm-up included): sent to us, never received.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub rx_kernel_drops: u64,
     pub latency: Latency,
     pub connects: u64,
     pub last_disconnect_reason: Option<String>,
@@ -305,6 +309,10 @@ impl GenReport {
             self.rx_gbps_l1 = pps * (avg + 20.0) * 8.0 / 1e9;
         }
     }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 #[cfg(test)]

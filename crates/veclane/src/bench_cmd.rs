@@ -99,6 +99,16 @@ pub enum DirectionArg {
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum UnderlayArg {
+    /// A memif the DUT treats as an uplink: the two CPUs measure the switch.
+    Memif,
+    /// A veth pair in a namespace of the harness's, the DUT's end an AF_PACKET uplink.
+    AfPacket,
+    /// A veth pair, the DUT's end an AF_XDP uplink (veth MTU 3000: frames up to 2950 B).
+    AfXdp,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
 pub enum TestpmdFwdArg {
     Io,
     Mac,
@@ -124,6 +134,11 @@ pub struct BenchArgs {
     /// out of them (out: multinet encapsulates), or both at once.
     #[arg(long, value_enum, default_value = "both")]
     direction: DirectionArg,
+    /// singlenet and multinet (veclane): how the remote node reaches the DUT's uplink; over a
+    /// veth the generator's end is AF_PACKET and the rates include the kernel's path (needs
+    /// root).
+    #[arg(long, value_enum, default_value = "memif")]
+    underlay: UnderlayArg,
     /// pvp: the pod's CPU [default: the generator's: on two CPUs a third busy loop shares one].
     #[arg(long)]
     pod_cpu: Option<usize>,
@@ -658,6 +673,11 @@ fn run_l3fwd(
         burst: a.burst,
         networks: a.networks,
         pod_cpu: a.pod_cpu,
+        underlay: match a.underlay {
+            UnderlayArg::Memif => bench::underlay::Underlay::Memif,
+            UnderlayArg::AfPacket => bench::underlay::Underlay::AfPacket,
+            UnderlayArg::AfXdp => bench::underlay::Underlay::AfXdp,
+        },
         direction: match a.direction {
             DirectionArg::In => bench::node::Direction::In,
             DirectionArg::Out => bench::node::Direction::Out,

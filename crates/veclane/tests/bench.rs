@@ -8,6 +8,8 @@
 use std::process::Command;
 use std::sync::Mutex;
 
+mod kernel_common;
+
 /// Every run busy-polls both CPUs of this machine: runs take them in turn, or one run's
 /// generator would lose its CPU for a second to another's DUT (and its trials would
 /// measure that).
@@ -456,6 +458,64 @@ fn node_directions_take_the_path_they_say() {
             assert_eq!(t["networks"].as_array().unwrap().len(), 3, "{t}");
         }
     }
+}
+
+/// The node switch over a kernel underlay (`--underlay af-packet|af-xdp`): the remote node on
+/// one end of a veth pair, the DUT's uplink (AF_PACKET or AF_XDP) on the other, two networks,
+/// both ways at once, flat out (so the veth and the sockets lose frames): every frame is
+/// accounted for (the DUT's counters, the veth's and the sockets' drops agree with the
+/// generator's counts), both directions carry each network, multinet goes through VXLAN on the
+/// kernel uplink's nodes, and the harness's namespace is gone afterwards.
+#[test]
+fn kernel_underlays_carry_both_shapes_and_account_for_every_frame() {
+    if let Some(why) = kernel_common::unable() {
+        eprintln!("a kernel underlay {why}: skipped");
+        return;
+    }
+    for (underlay, input) in [("af-packet", "af-packet-input"), ("af-xdp", "af-xdp-input")] {
+        let r = flat_out(
+            &[
+                "multinet",
+                "--underlay",
+                underlay,
+                "--sizes",
+                "64,1500",
+                "--networks",
+                "2",
+                "--copy",
+                "single",
+            ],
+            "0.3",
+        );
+        assert_eq!(r["config"]["underlay"], underlay, "{}", r["config"]);
+        let searches = r["searches"].as_array().unwrap();
+        assert_eq!(searches.len(), 4, "two sizes, two shapes");
+        for o in searches {
+            assert!(o["error"].is_null(), "{underlay}: {o}");
+            let nodes: Vec<&str> = o["node_ns"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|n| n[0].as_str().unwrap())
+                .collect();
+            assert!(nodes.contains(&input), "{underlay}: {nodes:?}");
+            let multinet = o["dut"]["shape"] == "multinet";
+            assert_eq!(nodes.contains(&"vxlan4-input"), multinet, "{nodes:?}");
+            for t in o["trials"].as_array().unwrap() {
+                assert!(t.get("disagreements").is_none(), "{underlay}: {t}");
+                let nets = t["networks"].as_array().unwrap();
+                assert_eq!(nets.len(), 2, "{t}");
+                for n in nets {
+                    for k in ["sent_in", "sent_out", "received_in", "received_out"] {
+                        assert!(n[k].as_u64().unwrap() > 0, "{underlay} {k}: {t}");
+                    }
+                }
+            }
+        }
+    }
+    let netns = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    let left = String::from_utf8_lossy(&netns.stdout);
+    assert!(!left.contains("vlbench-"), "namespaces left: {left}");
 }
 
 /// testpmd's io forwarding between the uplink and one pod, both ways: the no-lookup ceiling

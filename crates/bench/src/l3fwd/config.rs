@@ -36,6 +36,9 @@ pub struct L3fwdConfig {
     /// own, the frames spread over them; and which way the frames go.
     pub networks: u16,
     pub direction: crate::node::Direction,
+    /// Node scenarios: how the remote node reaches the DUT's uplink (memif, or a veth pair
+    /// through the kernel: see [`crate::underlay`]).
+    pub underlay: crate::underlay::Underlay,
     /// `pvp`: the pod's CPU (default: the generator's, on a machine with two).
     pub pod_cpu: Option<usize>,
     /// Before each search, wait up to this long for the CPUs to be near (0: do not wait);
@@ -147,6 +150,9 @@ impl L3fwdConfig {
         if let Some(&f) = self.latency_at.iter().find(|f| !(**f > 0.0 && **f <= 1.0)) {
             return Err(E::LatencyFraction(f));
         }
+        if self.underlay.is_kernel() {
+            self.check_underlay()?;
+        }
         if self.dut_cpus.is_empty() {
             return Err(E::NoDutCpu);
         }
@@ -180,6 +186,31 @@ impl L3fwdConfig {
         }
         Ok(())
     }
+
+    /// A kernel underlay: node scenarios, veclane only, frames (with VXLAN) the veth carries.
+    fn check_underlay(&self) -> Result<(), ConfigError> {
+        use ConfigError as E;
+        let scenario = self.topology.name();
+        if !matches!(scenario, "singlenet" | "multinet") {
+            return Err(E::UnderlayScenario(scenario));
+        }
+        if let Some(d) = self.duts.iter().find(|d| d.dut != crate::Dut::Veclane) {
+            return Err(E::UnderlayDut(d.dut));
+        }
+        let largest = |s: usize| if s == crate::trial::IMIX { 1518 } else { s };
+        if let Some(&size) = self
+            .sizes
+            .iter()
+            .find(|&&s| largest(s) + trafgen::frame::VXLAN_OVERHEAD > self.underlay.max_frame())
+        {
+            return Err(E::UnderlaySize {
+                size: largest(size),
+                underlay: self.underlay,
+                mtu: self.underlay.mtu(),
+            });
+        }
+        Ok(())
+    }
 }
 
 /// Frame sizes the generator and every DUT handle.
@@ -202,6 +233,20 @@ pub enum ConfigError {
     Warmup(f64),
     #[error("--latency-at {0}: fractions must be in (0, 1]")]
     LatencyFraction(f64),
+    #[error("--underlay: only the singlenet and multinet scenarios have an uplink, not {0}")]
+    UnderlayScenario(&'static str),
+    #[error(
+        "--underlay: the harness configures veclane on a kernel underlay, not {0} (leave it out of --dut)"
+    )]
+    UnderlayDut(crate::Dut),
+    #[error(
+        "--sizes: {size} B with VXLAN's 50 is more than the {underlay} underlay's veth carries (MTU {mtu})"
+    )]
+    UnderlaySize {
+        size: usize,
+        underlay: crate::underlay::Underlay,
+        mtu: u32,
+    },
     #[error("no DUT CPU given")]
     NoDutCpu,
     #[error(
@@ -259,6 +304,7 @@ pub(crate) fn test_config(duts: Vec<Subject>) -> L3fwdConfig {
         ring_log2: 12,
         networks: 1,
         direction: crate::node::Direction::In,
+        underlay: crate::underlay::Underlay::Memif,
         pod_cpu: None,
         buffer_size: 2048,
         burst: 64,

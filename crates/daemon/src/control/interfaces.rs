@@ -88,8 +88,9 @@ impl Totals {
                     let s = q.snapshot();
                     t.rx_packets += s.packets;
                     t.rx_bytes += s.bytes;
-                    t.rx_errors +=
-                        s.no_buffer + s.bad_desc + s.kernel_drops + s.rx_ring_full + s.fill_empty;
+                    // `fill_empty` is not added: the frames it stands for are in
+                    // `kernel_drops` already.
+                    t.rx_errors += s.no_buffer + s.bad_desc + s.kernel_drops + s.rx_ring_full;
                     t.rx_no_buffer += s.no_buffer;
                 }
                 Source::AfXdpTx(q) => {
