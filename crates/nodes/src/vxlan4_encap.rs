@@ -83,12 +83,43 @@ impl core::fmt::Display for VxlanEncapTrace {
     }
 }
 
+/// Ethernet, an IPv4 header without options and four bytes of ports: the common inner frame.
+const PLAIN: usize = ETH_HDR + MIN_HEADER_LEN + 4;
+
 /// A hash of the inner flow: IPv4 addresses, protocol and, for TCP and UDP first fragments,
 /// the ports; the Ethernet addresses for anything else (ARP).
+#[inline]
 pub fn flow_hash(frame: &[u8]) -> u64 {
+    let [k0, k1] = flow_key(frame);
+    // Two multiply-xorshift rounds (splitmix64's finaliser, shortened): every input bit
+    // reaches the high bits, which `source_port` takes.
+    let h = (k0 ^ k1.wrapping_mul(0x9e37_79b9_7f4a_7c15)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    (h ^ (h >> 29)).wrapping_mul(0x94d0_49bb_1331_11eb)
+}
+
+/// The flow's key as two words: for IPv4, the addresses in one and protocol and ports in the
+/// other; otherwise the Ethernet addresses.
+#[inline]
+fn flow_key(frame: &[u8]) -> [u64; 2] {
+    let ip4 = EtherType::Ipv4.to_raw().to_be_bytes();
+    // The common case at fixed offsets: IPv4 without options, ports in the frame.
+    if let Some(f) = frame.first_chunk::<PLAIN>()
+        && f[12..14] == ip4
+        && f[ETH_HDR] == 0x45
+    {
+        let v = Ipv4::new_unchecked(&f[ETH_HDR..ETH_HDR + MIN_HEADER_LEN]);
+        let addrs = (u64::from(u32::from(v.src_addr())) << 32) | u64::from(u32::from(v.dst_addr()));
+        let proto = v.protocol();
+        let mut k1 = u64::from(proto.to_raw());
+        if matches!(proto, IpProtocol::Udp | IpProtocol::Tcp) && v.frag_offset() == 0 {
+            let p = &f[ETH_HDR + MIN_HEADER_LEN..];
+            k1 |= u64::from(u32::from_be_bytes([p[0], p[1], p[2], p[3]])) << 8;
+        }
+        return [addrs, k1];
+    }
     let mut key = [0u64; 2];
     let ip = frame.get(ETH_HDR..).unwrap_or_default();
-    let is_ip4 = frame.get(12..14) == Some(&EtherType::Ipv4.to_raw().to_be_bytes()[..]);
+    let is_ip4 = frame.get(12..14) == Some(&ip4[..]);
     if is_ip4 && let Some(h) = ip.first_chunk::<MIN_HEADER_LEN>() {
         let v = Ipv4::new_unchecked(&h[..]);
         key[0] = (u64::from(u32::from(v.src_addr())) << 32) | u64::from(u32::from(v.dst_addr()));
@@ -106,16 +137,13 @@ pub fn flow_hash(frame: &[u8]) -> u64 {
             u64::from_le_bytes(k[8..].try_into().unwrap_or_default()),
         ];
     }
-    // splitmix64's finaliser over the two words: every input bit reaches the low bits.
-    let mut h = key[0] ^ key[1].wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    h = (h ^ (h >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    h = (h ^ (h >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    h ^ (h >> 31)
+    key
 }
 
-/// The UDP source port of a flow with hash `h`.
+/// The UDP source port of a flow with hash `h`: its top 14 bits in the dynamic range.
+#[inline]
 pub fn source_port(h: u64) -> u16 {
-    PORT_BASE | (h as u16 & (u16::MAX - PORT_BASE))
+    PORT_BASE | (h >> 50) as u16
 }
 
 /// Outer Ethernet, IPv4, UDP and VXLAN headers: one cache line.
@@ -228,7 +256,9 @@ impl Node for Vxlan4Encap {
         let mut last: Option<Run<'_>> = None;
         for (&b, n) in bufs.iter().zip(next.iter_mut()) {
             *n = Next::Drop.into();
-            let tx_if = ctx.pool.meta(b).tx_if;
+            let m = ctx.pool.meta(b);
+            let (tx_if, inner, traced) =
+                (m.tx_if, m.total_len, m.flags & graph::BUFFER_TRACED != 0);
             if last.as_ref().is_none_or(|(i, ..)| *i != tx_if) {
                 let Some(t) = ifs.get(tx_if as usize).and_then(|c| c.tunnel()) else {
                     ctx.count_error(Error::NotTunnel);
@@ -254,7 +284,6 @@ impl Node for Vxlan4Encap {
             let Some(&(_, t, ref template, adj, direct)) = last.as_ref() else {
                 continue;
             };
-            let inner = ctx.pool.meta(b).total_len;
             let Some(udp_len) = u16::try_from(inner as usize + 16)
                 .ok()
                 .filter(|_| inner as usize + PUSH <= usize::from(u16::MAX))
@@ -270,8 +299,6 @@ impl Node for Vxlan4Encap {
                 self.ident
             };
             self.tx.add(&t.counters, inner, false);
-            let m = ctx.pool.meta(b);
-            let traced = m.flags & graph::BUFFER_TRACED != 0;
             // Fast path, almost every packet: straight to the uplink's device.
             if let Some(d) = direct
                 && !traced
@@ -326,6 +353,60 @@ impl Node for Vxlan4Encap {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The flow key at fixed offsets (plain IPv4) and through the general path (options, short
+    /// frames, ARP) says the same of the same flow; fragments and protocols without ports key
+    /// on addresses and protocol; the ports spread over the dynamic range.
+    #[test]
+    fn the_plain_frame_key_is_the_general_key() {
+        let mut f = vec![0u8; 60];
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        f[14] = 0x45;
+        f[23] = 17;
+        f[26..30].copy_from_slice(&[10, 0, 0, 1]);
+        f[30..34].copy_from_slice(&[10, 0, 0, 2]);
+        f[34..38].copy_from_slice(&[0x12, 0x34, 0x56, 0x78]);
+        let k = flow_key(&f);
+        assert_eq!(k[0], 0x0a00_0001_0a00_0002);
+        assert_eq!(k[1], 17 | (0x1234_5678 << 8));
+        // A fragment keeps only addresses and protocol, TCP keeps ports, ICMP does not.
+        f[20] = 0x00;
+        f[21] = 0x10;
+        assert_eq!(flow_key(&f)[1], 17);
+        f[20..22].fill(0);
+        f[23] = 6;
+        assert_eq!(flow_key(&f)[1], 6 | (0x1234_5678 << 8));
+        f[23] = 1;
+        assert_eq!(flow_key(&f)[1], 1);
+        // Options: the ports follow them (general path).
+        let mut o = f.clone();
+        o[14] = 0x46;
+        o[23] = 17;
+        o.splice(34..34, [0u8; 4]);
+        assert_eq!(
+            flow_key(&o),
+            [0x0a00_0001_0a00_0002, 17 | (0x1234_5678 << 8)]
+        );
+        // Too short for the ports at a fixed offset: addresses and protocol only.
+        assert_eq!(flow_key(&f[..36])[1], 1);
+        // Not IPv4: the MACs.
+        let mut arp = f.clone();
+        arp[12..14].copy_from_slice(&[0x08, 0x06]);
+        assert_eq!(flow_key(&arp), [0, 0]);
+        arp[0] = 0xff;
+        assert_eq!(flow_key(&arp)[0], 0xff);
+        // Ports spread over the whole dynamic range.
+        let ports: std::collections::BTreeSet<u16> = (0..4096u32)
+            .map(|i| {
+                f[23] = 17;
+                f[34..38].copy_from_slice(&i.to_be_bytes());
+                source_port(flow_hash(&f))
+            })
+            .collect();
+        assert!(ports.iter().all(|&p| p >= PORT_BASE));
+        assert!(ports.len() > 3000, "{}", ports.len());
+        assert!(ports.iter().any(|&p| p > 65000) && ports.iter().any(|&p| p < 50000));
+    }
 
     /// The template's headers are the ones built field by field, checksum included, for any
     /// length, identification, port and DF.

@@ -71,50 +71,53 @@ impl Node for Vxlan4Input {
     fn process(&mut self, ctx: &mut Ctx<'_, Self>, bufs: &[u32], next: &mut [u16]) {
         let map = self.shared.vxlan.load();
         let ifs = self.shared.interfaces.load();
-        // (source, VNI) -> tunnel of the previous packet: a frame is usually one tunnel's.
-        let mut last: Option<((fib::Ipv4Addr, u32), u32)> = None;
+        // (source, VNI) -> tunnel (its interface id, interface and tunnel) of the previous
+        // packet: a frame is usually one tunnel's.
+        let mut last = None;
         for (&b, n) in bufs.iter().zip(next.iter_mut()) {
             *n = Next::Drop.into();
             let (m, d) = ctx.pool.meta_data_mut(b);
-            let Some(outer) = d.first_chunk::<OUTER>() else {
-                ctx.count_error(Error::Truncated);
+            // Outer headers and the inner Ethernet header, in one check.
+            let Some(frame) = d.first_chunk::<{ OUTER + ETH_HDR }>() else {
+                let flags_bad = d.first_chunk::<OUTER>().is_some_and(|o| {
+                    !Vxlan::new_unchecked(&o[OUTER - wire::vxlan::HEADER_LEN..]).vni_valid()
+                });
+                ctx.count_error(if flags_bad {
+                    Error::BadFlags
+                } else {
+                    Error::Truncated
+                });
                 continue;
             };
-            let ip = wire::Ipv4::new_unchecked(&outer[..]);
+            let ip = wire::Ipv4::new_unchecked(&frame[..MIN_HEADER_LEN]);
             let (src, dst) = (ip.src_addr(), ip.dst_addr());
-            let v = Vxlan::new_unchecked(&outer[OUTER - wire::vxlan::HEADER_LEN..]);
+            let v = Vxlan::new_unchecked(&frame[OUTER - wire::vxlan::HEADER_LEN..OUTER]);
             if !v.vni_valid() {
                 ctx.count_error(Error::BadFlags);
                 continue;
             }
-            let Some(frame) = d.first_chunk::<{ OUTER + ETH_HDR }>() else {
-                ctx.count_error(Error::Truncated);
-                continue;
-            };
             let vni = v.vni();
-            let tunnel = match last {
-                Some((k, t)) if k == (src, vni) => t,
-                _ => match map.tunnels.get(&(src, vni)) {
-                    Some(&t) => {
-                        last = Some(((src, vni), t));
-                        t
-                    }
-                    None => {
+            let (tunnel, c, t) = match last {
+                Some((k, tunnel, c, t)) if k == (src, vni) => (tunnel, c, t),
+                _ => {
+                    let Some(&tunnel) = map.tunnels.get(&(src, vni)) else {
                         ctx.count_error(if map.vnis.contains(&vni) {
                             Error::NoTunnel
                         } else {
                             Error::UnknownVni
                         });
                         continue;
-                    }
-                },
-            };
-            let Some((c, t)) = ifs
-                .get(tunnel as usize)
-                .and_then(|c| Some((c, c.tunnel()?)))
-            else {
-                ctx.count_error(Error::NoTunnel);
-                continue;
+                    };
+                    let Some((c, t)) = ifs
+                        .get(tunnel as usize)
+                        .and_then(|c| Some((c, c.tunnel()?)))
+                    else {
+                        ctx.count_error(Error::NoTunnel);
+                        continue;
+                    };
+                    last = Some(((src, vni), tunnel, c, t));
+                    (tunnel, c, t)
+                }
             };
             if m.vrf != t.underlay || dst != t.src {
                 ctx.count_error(Error::WrongUnderlay);
