@@ -3,14 +3,22 @@
 //! A packet with no route goes to `ip4-icmp-error` (destination unreachable, net unreachable)
 //! unless we originated it; one whose next hop is not resolved yet goes to `ip4-glean`. Both
 //! are still counted here, so `show errors` tells why a packet did not go on.
+//!
+//! A packet we forward (not our own, not traced) whose adjacency is a rewrite on an interface
+//! that is up, within its MTU and with a TTL above one, is rewritten here as `ip4-rewrite`
+//! would (Ethernet header, TTL, checksum) and handed straight to the interface's device node:
+//! one node less per forwarded packet. Everything else goes to `ip4-rewrite` with its
+//! adjacency, which knows every other case.
 
 use fib::adj::Adjacency;
 use graph::{Ctx, Node};
 use wire::Ipv4;
 use wire::ipv4::MIN_HEADER_LEN;
 
-use crate::Shared;
+use crate::interface_output::Out;
 use crate::ip4_icmp_error::NET_UNREACHABLE;
+use crate::ip4_rewrite::Fast;
+use crate::{ETH_HDR, Shared};
 
 #[derive(Debug)]
 pub struct Ip4Lookup {
@@ -31,6 +39,11 @@ graph::node! {
         Local = "ip4-local",
         IcmpError = "ip4-icmp-error",
         Glean = "ip4-glean",
+        Memif = "memif-output",
+        AfPacket = "af-packet-output",
+        AfXdp = "af-xdp-output",
+        Tap = "tap-output",
+        Vxlan = "vxlan4-encap",
     }
     error Error {
         NoRoute = "no route",
@@ -39,12 +52,27 @@ graph::node! {
         DropRoute = "drop route",
         Short = "ip4 header truncated",
     }
-    trace LookupTrace { vrf: u32, adj: u32 }
+    trace LookupTrace { vrf: u32, adj: u32, tx_if: u32 }
 }
 
 impl core::fmt::Display for LookupTrace {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        write!(f, "fib {} adj {}", self.vrf, self.adj)
+        write!(f, "fib {} adj {}", self.vrf, self.adj)?;
+        if self.tx_if != buffer::NONE {
+            write!(f, ", rewritten for tx interface {}", self.tx_if)?;
+        }
+        Ok(())
+    }
+}
+
+/// The device node that transmits on an interface of kind `out`.
+fn device_node(out: Out) -> Next {
+    match out {
+        Out::Memif => Next::Memif,
+        Out::AfPacket => Next::AfPacket,
+        Out::AfXdp => Next::AfXdp,
+        Out::Tap => Next::Tap,
+        Out::Vxlan => Next::Vxlan,
     }
 }
 
@@ -52,6 +80,9 @@ impl Node for Ip4Lookup {
     fn process(&mut self, ctx: &mut Ctx<'_, Self>, bufs: &[u32], next: &mut [u16]) {
         let vrfs = self.shared.vrfs.load();
         let adjs = self.shared.adjacencies.load();
+        let ifs = self.shared.interfaces.load();
+        // The previous rewrite adjacency's header, interface and device node.
+        let (mut fast, mut fast_next) = (Fast::NONE, 0u16);
         // The previous packet's VRF and table, and its adjacency and whether that is a
         // rewrite: a frame is usually one flow's, or a few.
         let (mut last_vrf, mut table) = (buffer::NONE, None);
@@ -91,14 +122,48 @@ impl Node for Ip4Lookup {
                 last_adj = adj;
                 rewrite = matches!(adjs.get(adj as usize), Some(Adjacency::Rewrite { .. }));
             }
-            if rewrite && m.flags & graph::BUFFER_TRACED == 0 {
-                // Fast path: forwarded, not traced.
+            let flags = m.flags;
+            if rewrite && flags & crate::LOCALLY_ORIGINATED == 0 {
+                // Fast path: forwarded, rewritten here when it can be. A traced packet takes
+                // it too (with a record saying so), so that tracing moves no packet out of
+                // its place among the others.
+                m.adj = adj;
+                if adj != fast.adj {
+                    fast = Fast::of(&adjs, &ifs, adj);
+                    fast_next = device_node(fast.out).into();
+                }
+                let mut to = Next::Rewrite.into();
+                if fast.ok
+                    && m.total_len <= fast.mtu
+                    && let Some((m, f)) = ctx.pool.push_front_meta(b, ETH_HDR)
+                {
+                    if fast.forward(f) {
+                        m.tx_if = fast.tx_if;
+                        to = fast_next;
+                    } else {
+                        m.skip(ETH_HDR as u16);
+                    }
+                }
+                if flags & graph::BUFFER_TRACED != 0 {
+                    let tx_if = if to == fast_next && fast.ok {
+                        fast.tx_if
+                    } else {
+                        buffer::NONE
+                    };
+                    ctx.trace(b, LookupTrace { vrf, adj, tx_if });
+                }
+                *n = to;
+                continue;
+            }
+            if rewrite && flags & graph::BUFFER_TRACED == 0 {
+                // Our own packet (an encapsulated one, an answer): ip4-rewrite leaves its TTL.
                 m.adj = adj;
                 *n = Next::Rewrite.into();
                 continue;
             }
             if ctx.is_traced(b) {
-                ctx.trace(b, LookupTrace { vrf, adj });
+                let tx_if = buffer::NONE;
+                ctx.trace(b, LookupTrace { vrf, adj, tx_if });
             }
             *n = match adjs.get(adj as usize).unwrap_or(&Adjacency::Drop) {
                 Adjacency::Rewrite { .. } => {

@@ -65,30 +65,30 @@ impl core::fmt::Display for RewriteTrace {
 
 /// What a frame's packets to one adjacency share, worked out once for the first of them: the
 /// fast path's whole state (VPP's rewrite string, cached per frame).
+/// What the fast path needs of an adjacency: its rewrite on an interface that is up (`ok`),
+/// as [`rewrite_for`] gives it. `ip4-lookup` keeps one too, to rewrite forwarded packets
+/// itself.
 #[derive(Clone, Copy)]
-struct Fast {
-    /// The adjacency this is for ([`buffer::NONE`]: none yet).
-    adj: u32,
-    /// Whether packets to it take the fast path: a rewrite on an interface that is up.
-    ok: bool,
-    /// The Ethernet header: destination, source, IPv4.
+pub(crate) struct Fast {
+    pub adj: u32,
+    pub ok: bool,
     hdr: [u8; ETH_HDR],
-    tx_if: u32,
-    mtu: u32,
-    next: u16,
+    pub tx_if: u32,
+    pub mtu: u32,
+    pub out: Out,
 }
 
 impl Fast {
-    const NONE: Fast = Fast {
+    pub const NONE: Fast = Fast {
         adj: buffer::NONE,
         ok: false,
         hdr: [0; ETH_HDR],
         tx_if: 0,
         mtu: 0,
-        next: 0,
+        out: Out::Memif,
     };
 
-    fn of(adjs: &[Adjacency], ifs: &[crate::IfConfig], adj: u32) -> Fast {
+    pub fn of(adjs: &[Adjacency], ifs: &[crate::IfConfig], adj: u32) -> Fast {
         match rewrite_for(adjs, ifs, adj) {
             Some(r) => Fast {
                 adj,
@@ -96,14 +96,36 @@ impl Fast {
                 hdr: r.hdr,
                 tx_if: r.tx_if,
                 mtu: r.mtu,
-                next: device_node(r.out).into(),
+                out: r.out,
             },
             None => Fast { adj, ..Fast::NONE },
         }
     }
+
+    /// Rewrites a forwarded packet whose head buffer `f` starts at the room just exposed for
+    /// the Ethernet header and holds its whole IPv4 header: the header written, the TTL
+    /// decremented and the checksum updated. `false` (nothing written) when the TTL would
+    /// expire or the header is not there.
+    #[inline(always)]
+    pub fn forward(&self, f: &mut [u8]) -> bool {
+        let Some(h) = f.first_chunk_mut::<{ CHECKSUM_AT + 2 }>() else {
+            return false;
+        };
+        if h[TTL_AT] <= 1 {
+            return false;
+        }
+        h[..ETH_HDR].copy_from_slice(&self.hdr);
+        h[TTL_AT] -= 1;
+        // RFC 1624 eqn. 3 with m' = m - 0x0100 (the TTL is the high byte of its word):
+        // ~m + m' is 0xfeff, so HC' = ~(~HC + 0xfeff), one fold.
+        let c = u16::from_be_bytes([h[CHECKSUM_AT], h[CHECKSUM_AT + 1]]);
+        let acc = u32::from(!c) + 0xfeff;
+        let c = !(((acc & 0xffff) + (acc >> 16)) as u16);
+        h[CHECKSUM_AT..CHECKSUM_AT + 2].copy_from_slice(&c.to_be_bytes());
+        true
+    }
 }
 
-/// The device node that transmits on an interface of kind `out`.
 fn device_node(out: Out) -> Next {
     match out {
         Out::Memif => Next::Memif,
@@ -122,13 +144,14 @@ impl Node for Ip4Rewrite {
     fn process(&mut self, ctx: &mut Ctx<'_, Self>, bufs: &[u32], next: &mut [u16]) {
         let adjs = self.shared.adjacencies.load();
         let ifs = self.shared.interfaces.load();
-        let mut fast = Fast::NONE;
+        let (mut fast, mut fast_next) = (Fast::NONE, 0u16);
         // The slow path's memory of the previous packet's interface (see `rewrite`).
         let mut last = (buffer::NONE, 0u16, None);
         for (&b, n) in bufs.iter().zip(next.iter_mut()) {
             let m = ctx.pool.meta(b);
             if m.adj != fast.adj {
                 fast = Fast::of(&adjs, &ifs, m.adj);
+                fast_next = device_node(fast.out).into();
             }
             let (flags, total) = (m.flags, m.total_len);
             // Fast path, almost every packet: a rewrite on an interface that is up, a packet
@@ -139,19 +162,9 @@ impl Node for Ip4Rewrite {
                 && let Some((m, f)) = ctx.pool.push_front_meta(b, ETH_HDR)
             {
                 // ip4-input left a whole IPv4 header in the head buffer.
-                if let Some(h) = f.first_chunk_mut::<{ CHECKSUM_AT + 2 }>()
-                    && h[TTL_AT] > 1
-                {
-                    h[..ETH_HDR].copy_from_slice(&fast.hdr);
-                    h[TTL_AT] -= 1;
-                    // RFC 1624 eqn. 3 with m' = m - 0x0100 (the TTL is the high byte of
-                    // its word): ~m + m' is 0xfeff, so HC' = ~(~HC + 0xfeff), one fold.
-                    let c = u16::from_be_bytes([h[CHECKSUM_AT], h[CHECKSUM_AT + 1]]);
-                    let acc = u32::from(!c) + 0xfeff;
-                    let c = !(((acc & 0xffff) + (acc >> 16)) as u16);
-                    h[CHECKSUM_AT..CHECKSUM_AT + 2].copy_from_slice(&c.to_be_bytes());
+                if fast.forward(f) {
                     m.tx_if = fast.tx_if;
-                    *n = fast.next;
+                    *n = fast_next;
                     continue;
                 }
                 m.skip(ETH_HDR as u16);
@@ -166,7 +179,7 @@ impl Node for Ip4Rewrite {
                 if let Some(h) = f.first_chunk_mut::<ETH_HDR>() {
                     *h = fast.hdr;
                     m.tx_if = fast.tx_if;
-                    *n = fast.next;
+                    *n = fast_next;
                     continue;
                 }
                 m.skip(ETH_HDR as u16);

@@ -616,8 +616,8 @@ fn arp_requests_for_one_next_hop_are_throttled() {
     assert_eq!(s.pool.available(), s.pool.capacity());
 }
 
-/// The fast path (`ethernet-input` making ip4-input's checks, `ip4-rewrite`'s one-fold TTL
-/// update) leaves a checksum that verifies for every TTL and header content, cuts Ethernet
+/// The fast path (`ethernet-input` making ip4-input's checks, `ip4-lookup` making
+/// `ip4-rewrite`'s one-fold TTL update) leaves a checksum that verifies for every TTL and header content, cuts Ethernet
 /// padding off the datagram, and keeps a traced packet in its place among untraced ones.
 #[test]
 fn the_fast_path_keeps_checksums_padding_and_order_right() {
