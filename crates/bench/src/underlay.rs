@@ -109,30 +109,13 @@ impl VethNetns {
         ip(&["netns", "add", name])?;
         let ns = VethNetns { name: name.into() };
         let (mtu, q) = (mtu.to_string(), queues.max(1).to_string());
-        ip(&[
-            "-n",
-            name,
-            "link",
-            "add",
-            DUT_IF,
-            "mtu",
-            &mtu,
-            "numtxqueues",
-            &q,
-            "numrxqueues",
-            &q,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            GEN_IF,
-            "mtu",
-            &mtu,
-            "numtxqueues",
-            &q,
-            "numrxqueues",
-            &q,
-        ])?;
+        // Each end's MTU and queue counts, the same.
+        let each = ["mtu", &mtu, "numtxqueues", &q, "numrxqueues", &q];
+        let mut add = vec!["-n", name, "link", "add", DUT_IF];
+        add.extend(each);
+        add.extend(["type", "veth", "peer", "name", GEN_IF]);
+        add.extend(each);
+        ip(&add)?;
         run(Command::new("ip").args([
             "netns",
             "exec",

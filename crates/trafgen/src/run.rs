@@ -568,24 +568,14 @@ impl Session {
                     Queues::Primary(q) => q.rx.iter_mut().try_for_each(|r| {
                         out.clear();
                         r.recv(pool, &mut out, rx_burst)?;
-                        for &h in &out {
-                            let d = pool.data(h);
-                            rx.record(pool.meta(h).total_len as usize, Probe::parse(d), now);
-                        }
-                        got += out.len();
-                        pool.free_bulk(&out);
+                        got += record_copied(pool, &out, &mut rx, now);
                         Ok(())
                     }),
                     Queues::Kernel(q) => {
                         for r in q.rx.iter_mut() {
                             out.clear();
                             r.recv(pool, &mut out, rx_burst);
-                            for &h in &out {
-                                let d = pool.data(h);
-                                rx.record(pool.meta(h).total_len as usize, Probe::parse(d), now);
-                            }
-                            got += out.len();
-                            pool.free_bulk(&out);
+                            got += record_copied(pool, &out, &mut rx, now);
                         }
                         Ok(())
                     }
@@ -752,6 +742,20 @@ impl Session {
 
 /// Frames the sending interfaces' rings had no room for, and bad descriptors on every rx
 /// ring.
+/// Records frames received into the session's own buffers (a primary memif's, a kernel
+/// port's) and frees them; returns how many.
+fn record_copied(pool: &mut Pool, bufs: &[u32], rx: &mut WindowedRx, now: u64) -> usize {
+    for &h in bufs {
+        rx.record(
+            pool.meta(h).total_len as usize,
+            Probe::parse(pool.data(h)),
+            now,
+        );
+    }
+    pool.free_bulk(bufs);
+    bufs.len()
+}
+
 /// Frames the kernel ports' sockets dropped for a full ring so far (the kernel's count, read
 /// now).
 fn kernel_drops(peers: &mut [Queues]) -> u64 {

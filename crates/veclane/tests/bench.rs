@@ -43,6 +43,16 @@ fn bench(args: &[&str]) -> serde_json::Value {
     serde_json::from_slice(&std::fs::read(json).unwrap()).unwrap()
 }
 
+/// The nodes a search's `show runtime` table lists.
+fn node_names(o: &serde_json::Value) -> Vec<&str> {
+    o["node_ns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n[0].as_str().unwrap())
+        .collect()
+}
+
 /// `bench` with one flat-out trial of `mrr_secs` per search (`--search continuous`) and no
 /// latency trials.
 fn flat_out(args: &[&str], mrr_secs: &str) -> serde_json::Value {
@@ -165,12 +175,7 @@ fn l3fwd_searches_every_dut_and_the_counters_agree() {
         );
         assert_eq!(o["latency"].as_array().unwrap().len(), 1, "{o}");
         if o["dut"]["dut"] == "veclane" {
-            let nodes: Vec<&str> = o["node_ns"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|n| n[0].as_str().unwrap())
-                .collect();
+            let nodes = node_names(o);
             // ip4-lookup rewrites forwarded packets itself: no ip4-rewrite on this path.
             for want in ["memif-input", "ip4-lookup", "memif-output"] {
                 assert!(nodes.contains(&want), "{want} missing from {nodes:?}");
@@ -383,12 +388,7 @@ fn multinet_measures_both_shapes_per_network_and_the_counters_agree() {
                 }
             }
         }
-        let nodes: Vec<&str> = o["node_ns"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|n| n[0].as_str().unwrap())
-            .collect();
+        let nodes = node_names(o);
         let vxlan = ["vxlan4-input", "vxlan4-encap"];
         match shape {
             "multinet" => assert!(vxlan.iter().all(|v| nodes.contains(v)), "{nodes:?}"),
@@ -446,12 +446,7 @@ fn node_directions_take_the_path_they_say() {
         assert_eq!(searches.len(), shapes, "{r}");
         let o = searches.last().unwrap();
         assert!(o["error"].is_null(), "{o}");
-        let nodes: Vec<&str> = o["node_ns"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|n| n[0].as_str().unwrap())
-            .collect();
+        let nodes = node_names(o);
         assert!(nodes.contains(&want), "{scenario} {direction}: {nodes:?}");
         assert!(!nodes.contains(&not), "{scenario} {direction}: {nodes:?}");
         for t in o["trials"].as_array().unwrap() {
@@ -493,12 +488,7 @@ fn kernel_underlays_carry_both_shapes_and_account_for_every_frame() {
         assert_eq!(searches.len(), 4, "two sizes, two shapes");
         for o in searches {
             assert!(o["error"].is_null(), "{underlay}: {o}");
-            let nodes: Vec<&str> = o["node_ns"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|n| n[0].as_str().unwrap())
-                .collect();
+            let nodes = node_names(o);
             assert!(nodes.contains(&input), "{underlay}: {nodes:?}");
             let multinet = o["dut"]["shape"] == "multinet";
             assert_eq!(nodes.contains(&"vxlan4-input"), multinet, "{nodes:?}");
@@ -599,12 +589,7 @@ fn pvp_chains_the_node_and_a_pod_in_both_shapes() {
         for t in o["trials"].as_array().unwrap() {
             assert!(t.get("disagreements").is_none(), "{t}");
         }
-        let nodes: Vec<&str> = o["node_ns"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|n| n[0].as_str().unwrap())
-            .collect();
+        let nodes = node_names(o);
         let multinet = o["dut"]["shape"] == "multinet";
         for v in ["vxlan4-input", "vxlan4-encap"] {
             assert_eq!(nodes.contains(&v), multinet, "{v} in {nodes:?}");
@@ -678,12 +663,7 @@ fn vpp_is_a_node_switch_in_both_shapes() {
                 }
             }
         }
-        let nodes: Vec<&str> = o["node_ns"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|n| n[0].as_str().unwrap())
-            .collect();
+        let nodes = node_names(o);
         for want in ["memif-input", "ethernet-input", "ip4-lookup", "memif-tx"] {
             assert!(nodes.contains(&want), "{want} missing from {nodes:?}");
         }
