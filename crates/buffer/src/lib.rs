@@ -69,6 +69,16 @@ impl Meta {
         self.total_len = self.total_len.saturating_sub(u32::from(n));
         true
     }
+
+    /// Takes `n` bytes of headroom into the data (a header about to be written there), the
+    /// inverse of [`Meta::skip`]. Only for `n` no larger than the headroom that
+    /// [`Pool::meta_data_front_mut`] found: the offset would otherwise wrap.
+    #[inline]
+    pub fn expose(&mut self, n: u16) {
+        self.offset -= n;
+        self.len += n;
+        self.total_len += u32::from(n);
+    }
 }
 
 /// Pool geometry.
@@ -256,6 +266,20 @@ impl Pool {
         let start = i as usize * self.stride + usize::from(m.offset);
         let len = usize::from(m.len);
         (m, &mut self.mem[start..start + len])
+    }
+
+    /// This buffer's metadata, and its data with the `n` bytes of headroom before it: a node
+    /// that may prepend an `n`-byte header reads the packet at `n` and writes the header through
+    /// the same slice, then takes the room with [`Meta::expose`] (one look-up instead of
+    /// [`Pool::meta_data_mut`] then [`Pool::push_front_meta`]). `None` when the headroom is
+    /// shorter than `n`.
+    #[inline]
+    pub fn meta_data_front_mut(&mut self, i: u32, n: usize) -> Option<(&mut Meta, &mut [u8])> {
+        let m = &mut self.meta[i as usize];
+        let off = usize::from(m.offset).checked_sub(n)?;
+        let start = i as usize * self.stride + off;
+        let len = usize::from(m.len) + n;
+        Some((m, &mut self.mem[start..start + len]))
     }
 
     /// Addresses in the rooms of many buffers at once, for a copy engine that writes them
@@ -561,6 +585,32 @@ impl Pool {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_front_room_is_read_with_the_data_and_taken_as_push_front_takes_it() {
+        let mut pool = Pool::new(PoolConfig {
+            count: 2,
+            data_size: 64,
+            headroom: 16,
+        })
+        .unwrap();
+        let b = pool.from_bytes(&[7u8; 20]).unwrap();
+        let (m, f) = pool.meta_data_front_mut(b, 14).unwrap();
+        assert_eq!((f.len(), &f[14..]), (34, &[7u8; 20][..]));
+        f[..14].fill(1);
+        m.expose(14);
+        let (len, total) = (pool.meta(b).len, pool.meta(b).total_len);
+        assert_eq!((len, total), (34, 34));
+        assert_eq!(&pool.data(b)[..14], &[1u8; 14]);
+        // The same as push_front on a twin packet.
+        let c = pool.from_bytes(&[7u8; 20]).unwrap();
+        pool.push_front(c, 14).unwrap()[..14].fill(1);
+        assert_eq!(pool.data(c), pool.data(b));
+        assert_eq!(pool.meta(c).offset, pool.meta(b).offset);
+        // Past the headroom: refused, nothing changed.
+        assert!(pool.meta_data_front_mut(b, 3).is_none());
+        assert_eq!(pool.meta(b).len, 34);
+    }
 
     #[test]
     fn rewrite_replaces_a_chain_and_its_external_segment() {

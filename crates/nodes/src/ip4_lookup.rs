@@ -88,10 +88,23 @@ impl Node for Ip4Lookup {
         let (mut last_vrf, mut table) = (buffer::NONE, None);
         let (mut last_adj, mut rewrite) = (buffer::NONE, false);
         for (&b, n) in bufs.iter().zip(next.iter_mut()) {
-            let (m, d) = ctx.pool.meta_data_mut(b);
+            // The packet with the room for its Ethernet header before it (`front`), so that a
+            // forwarded one is rewritten through the same slice; without that room, the
+            // packet alone (ip4-rewrite says why it cannot go out).
+            let (m, f, front) = match ctx.pool.meta_data_front_mut(b, ETH_HDR) {
+                Some((m, f)) => (m, f, ETH_HDR),
+                None => {
+                    let (m, d) = ctx.pool.meta_data_mut(b);
+                    (m, d, 0)
+                }
+            };
             // ip4-input guaranteed a full header; a node that feeds us anything shorter is
             // counted, never trusted.
-            let Some(ip) = d.first_chunk::<MIN_HEADER_LEN>().map(Ipv4::new_unchecked) else {
+            let Some(ip) = f
+                .get(front..)
+                .and_then(|d| d.first_chunk::<MIN_HEADER_LEN>())
+                .map(Ipv4::new_unchecked)
+            else {
                 ctx.count_error(Error::Short);
                 *n = Next::Drop.into();
                 continue;
@@ -133,16 +146,10 @@ impl Node for Ip4Lookup {
                     fast_next = device_node(fast.out).into();
                 }
                 let mut to = Next::Rewrite.into();
-                if fast.ok
-                    && m.total_len <= fast.mtu
-                    && let Some((m, f)) = ctx.pool.push_front_meta(b, ETH_HDR)
-                {
-                    if fast.forward(f) {
-                        m.tx_if = fast.tx_if;
-                        to = fast_next;
-                    } else {
-                        m.skip(ETH_HDR as u16);
-                    }
+                if fast.ok && m.total_len <= fast.mtu && front == ETH_HDR && fast.forward(f) {
+                    m.expose(ETH_HDR as u16);
+                    m.tx_if = fast.tx_if;
+                    to = fast_next;
                 }
                 if flags & graph::BUFFER_TRACED != 0 {
                     let tx_if = if to == fast_next && fast.ok {
