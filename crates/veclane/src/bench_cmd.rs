@@ -104,7 +104,8 @@ pub enum UnderlayArg {
     Memif,
     /// A veth pair in a namespace of the harness's, the DUT's end an AF_PACKET uplink.
     AfPacket,
-    /// A veth pair, the DUT's end an AF_XDP uplink (veth MTU 3000: frames up to 2950 B).
+    /// A veth pair, the DUT's end an AF_XDP uplink (veth MTU 3000: pod frames up to 2964 B,
+    /// 3014 with VXLAN).
     AfXdp,
 }
 
