@@ -168,7 +168,7 @@ impl RunningDut for Daemon {
         // Every memif interface faces the generator (in l3fwd it sends on one and receives
         // on the other; in the node scenarios it is the remote node and every pod at once),
         // and so does a kernel uplink (the node scenarios' kernel underlay).
-        let memifs = || {
+        let facing = || {
             ifs.iter().filter(|i| {
                 matches!(
                     i.device,
@@ -179,8 +179,8 @@ impl RunningDut for Daemon {
             })
         };
         let mut c = Counts {
-            rx: memifs().map(|i| i.rx_packets).sum(),
-            tx: memifs().map(|i| i.tx_packets).sum(),
+            rx: facing().map(|i| i.rx_packets).sum(),
+            tx: facing().map(|i| i.tx_packets).sum(),
         };
         if let Some(ns) = &self.netns {
             // Over a veth, frames the kernel lost between the generator and the daemon are

@@ -543,34 +543,39 @@ impl Topology for NodeTopology {
                 })
                 .collect()
         };
+        let common = |iface: memif::InterfaceConfig, spec: FrameSpec| trafgen::GenConfig {
+            role: trafgen::Role::Secondary,
+            socket: memif::SocketPath::File(sock.to_path_buf()),
+            iface,
+            spec,
+            burst: cfg.burst,
+            drain: Duration::from_millis(50),
+            warmup: Duration::from_secs_f64(cfg.warmup_secs),
+            cpu: Some(cfg.gen_cpu),
+            ..Default::default()
+        };
         if cfg.underlay.is_kernel() {
             // The pods on memif as ever, the remote node on the veth's other end.
             let dir = sock.parent().unwrap_or(Path::new("."));
-            let remote = |sending: bool| trafgen::KernelPort {
+            let into_pods = cfg.direction != Direction::Out;
+            let from_pods = cfg.direction != Direction::In;
+            let remote = trafgen::KernelPort {
                 id: 0,
                 host_if: underlay::GEN_IF.into(),
                 netns: Some(underlay::netns_name(dir)),
-                spec: sending.then(|| uplink_spec(shape, size, cfg.networks)),
+                spec: into_pods.then(|| uplink_spec(shape, size, cfg.networks)),
             };
-            let into_pods = cfg.direction != Direction::Out;
-            let from_pods = cfg.direction != Direction::In;
+            // `spec` gives the run's frame size even when the pod interface does not send.
+            let spec = if from_pods {
+                pod_spec(size, 0)
+            } else {
+                uplink_spec(shape, size, cfg.networks)
+            };
             return trafgen::GenConfig {
-                role: trafgen::Role::Secondary,
-                socket: memif::SocketPath::File(sock.to_path_buf()),
-                iface: iface(pod_id(0)),
                 iface_sends: from_pods,
                 ports: pods(1, from_pods),
-                kernel_ports: vec![remote(into_pods)],
-                spec: if from_pods {
-                    pod_spec(size, 0)
-                } else {
-                    uplink_spec(shape, size, cfg.networks)
-                },
-                burst: cfg.burst,
-                drain: Duration::from_millis(50),
-                warmup: Duration::from_secs_f64(cfg.warmup_secs),
-                cpu: Some(cfg.gen_cpu),
-                ..Default::default()
+                kernel_ports: vec![remote],
+                ..common(iface(pod_id(0)), spec)
             };
         }
         let (iface0, spec, rx_iface, ports) = match cfg.direction {
@@ -596,17 +601,9 @@ impl Topology for NodeTopology {
             ),
         };
         trafgen::GenConfig {
-            role: trafgen::Role::Secondary,
-            socket: memif::SocketPath::File(sock.to_path_buf()),
-            iface: iface0,
             rx_iface,
             ports,
-            spec,
-            burst: cfg.burst,
-            drain: Duration::from_millis(50),
-            warmup: Duration::from_secs_f64(cfg.warmup_secs),
-            cpu: Some(cfg.gen_cpu),
-            ..Default::default()
+            ..common(iface0, spec)
         }
     }
 

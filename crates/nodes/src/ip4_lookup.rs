@@ -17,7 +17,7 @@ use wire::ipv4::MIN_HEADER_LEN;
 
 use crate::interface_output::Out;
 use crate::ip4_icmp_error::NET_UNREACHABLE;
-use crate::ip4_rewrite::Fast;
+use crate::ip4_rewrite::{Fast, forward};
 use crate::{ETH_HDR, Shared};
 
 #[derive(Debug)]
@@ -82,7 +82,7 @@ impl Node for Ip4Lookup {
         let adjs = self.shared.adjacencies.load();
         let ifs = self.shared.interfaces.load();
         // The previous rewrite adjacency's header, interface and device node.
-        let (mut fast, mut fast_next) = (Fast::NONE, 0u16);
+        let mut fast = Fast::NONE;
         // The previous packet's VRF and table, and its adjacency and whether that is a
         // rewrite: a frame is usually one flow's, or a few.
         let (mut last_vrf, mut table) = (buffer::NONE, None);
@@ -142,20 +142,24 @@ impl Node for Ip4Lookup {
                 // its place among the others.
                 m.adj = adj;
                 if adj != fast.adj {
-                    fast = Fast::of(&adjs, &ifs, adj);
-                    fast_next = device_node(fast.out).into();
+                    fast = Fast::of(&adjs, &ifs, adj, |out| device_node(out).into());
                 }
                 let mut to = Next::Rewrite.into();
-                if fast.ok && m.total_len <= fast.mtu && front == ETH_HDR && fast.forward(f) {
+                if let Some(r) = &fast.rw
+                    && m.total_len <= r.mtu
+                    && front == ETH_HDR
+                    && forward(&r.hdr, f)
+                {
                     m.expose(ETH_HDR as u16);
-                    m.tx_if = fast.tx_if;
-                    to = fast_next;
+                    m.tx_if = r.tx_if;
+                    to = fast.next;
                 }
                 if flags & graph::BUFFER_TRACED != 0 {
-                    let tx_if = if to == fast_next && fast.ok {
-                        fast.tx_if
-                    } else {
-                        buffer::NONE
+                    // The interface it was rewritten for; none when ip4-rewrite takes it (a
+                    // device node's index is never ip4-rewrite's).
+                    let tx_if = match &fast.rw {
+                        Some(r) if to == fast.next => r.tx_if,
+                        _ => buffer::NONE,
                     };
                     ctx.trace(b, LookupTrace { vrf, adj, tx_if });
                 }

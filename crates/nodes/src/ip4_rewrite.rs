@@ -17,7 +17,7 @@ use fib::adj::Adjacency;
 use graph::{Ctx, Node};
 use wire::{EtherType, Ethernet, Ipv4, MacAddr};
 
-use crate::interface_output::{NoOut, Out, out_for, rewrite_for};
+use crate::interface_output::{NoOut, Out, Rewrite, out_for, rewrite_for};
 use crate::ip4_icmp_error::{FRAG_NEEDED, TTL_EXCEEDED};
 use crate::{ETH_HDR, Shared};
 
@@ -64,68 +64,66 @@ impl core::fmt::Display for RewriteTrace {
 }
 
 /// What a frame's packets to one adjacency share, worked out once for the first of them: the
-/// fast path's whole state (VPP's rewrite string, cached per frame).
-/// What the fast path needs of an adjacency: its rewrite on an interface that is up (`ok`),
-/// as [`rewrite_for`] gives it. `ip4-lookup` keeps one too, to rewrite forwarded packets
-/// itself.
+/// fast path's whole state (VPP's rewrite string, cached per frame). `ip4-lookup` keeps one
+/// too, to rewrite the packets it forwards itself.
 #[derive(Clone, Copy)]
 pub(crate) struct Fast {
+    /// The adjacency this is for ([`buffer::NONE`]: none yet).
     pub adj: u32,
-    pub ok: bool,
-    hdr: [u8; ETH_HDR],
-    pub tx_if: u32,
-    pub mtu: u32,
-    pub out: Out,
+    /// Its rewrite, when packets to it take the fast path: a rewrite on an interface that is
+    /// up.
+    pub rw: Option<Rewrite>,
+    /// The node that sends on the rewrite's interface, as the caller's next index.
+    pub next: u16,
 }
 
 impl Fast {
     pub const NONE: Fast = Fast {
         adj: buffer::NONE,
-        ok: false,
-        hdr: [0; ETH_HDR],
-        tx_if: 0,
-        mtu: 0,
-        out: Out::Memif,
+        rw: None,
+        next: 0,
     };
 
-    pub fn of(adjs: &[Adjacency], ifs: &[crate::IfConfig], adj: u32) -> Fast {
-        match rewrite_for(adjs, ifs, adj) {
-            Some(r) => Fast {
-                adj,
-                ok: true,
-                hdr: r.hdr,
-                tx_if: r.tx_if,
-                mtu: r.mtu,
-                out: r.out,
-            },
-            None => Fast { adj, ..Fast::NONE },
+    /// `adj`'s fast-path state, `next` naming the caller's next node for a kind of device.
+    pub fn of(
+        adjs: &[Adjacency],
+        ifs: &[crate::IfConfig],
+        adj: u32,
+        next: impl Fn(Out) -> u16,
+    ) -> Fast {
+        let rw = rewrite_for(adjs, ifs, adj);
+        Fast {
+            adj,
+            rw,
+            next: rw.map_or(0, |r| next(r.out)),
         }
-    }
-
-    /// Rewrites a forwarded packet whose head buffer `f` starts at the room just exposed for
-    /// the Ethernet header and holds its whole IPv4 header: the header written, the TTL
-    /// decremented and the checksum updated. `false` (nothing written) when the TTL would
-    /// expire or the header is not there.
-    #[inline(always)]
-    pub fn forward(&self, f: &mut [u8]) -> bool {
-        let Some(h) = f.first_chunk_mut::<{ CHECKSUM_AT + 2 }>() else {
-            return false;
-        };
-        if h[TTL_AT] <= 1 {
-            return false;
-        }
-        h[..ETH_HDR].copy_from_slice(&self.hdr);
-        h[TTL_AT] -= 1;
-        // RFC 1624 eqn. 3 with m' = m - 0x0100 (the TTL is the high byte of its word):
-        // ~m + m' is 0xfeff, so HC' = ~(~HC + 0xfeff), one fold.
-        let c = u16::from_be_bytes([h[CHECKSUM_AT], h[CHECKSUM_AT + 1]]);
-        let acc = u32::from(!c) + 0xfeff;
-        let c = !(((acc & 0xffff) + (acc >> 16)) as u16);
-        h[CHECKSUM_AT..CHECKSUM_AT + 2].copy_from_slice(&c.to_be_bytes());
-        true
     }
 }
 
+/// Rewrites a forwarded packet whose head buffer `f` starts at the room just exposed for the
+/// Ethernet header and holds its whole IPv4 header: `hdr` written, the TTL decremented and the
+/// checksum updated. `false` (nothing written) when the TTL would expire or the header is not
+/// there.
+#[inline(always)]
+pub(crate) fn forward(hdr: &[u8; ETH_HDR], f: &mut [u8]) -> bool {
+    let Some(h) = f.first_chunk_mut::<{ CHECKSUM_AT + 2 }>() else {
+        return false;
+    };
+    if h[TTL_AT] <= 1 {
+        return false;
+    }
+    h[..ETH_HDR].copy_from_slice(hdr);
+    h[TTL_AT] -= 1;
+    // RFC 1624 eqn. 3 with m' = m - 0x0100 (the TTL is the high byte of its word):
+    // ~m + m' is 0xfeff, so HC' = ~(~HC + 0xfeff), one fold.
+    let c = u16::from_be_bytes([h[CHECKSUM_AT], h[CHECKSUM_AT + 1]]);
+    let acc = u32::from(!c) + 0xfeff;
+    let c = !(((acc & 0xffff) + (acc >> 16)) as u16);
+    h[CHECKSUM_AT..CHECKSUM_AT + 2].copy_from_slice(&c.to_be_bytes());
+    true
+}
+
+/// The device node that transmits on an interface of kind `out`.
 fn device_node(out: Out) -> Next {
     match out {
         Out::Memif => Next::Memif,
@@ -144,42 +142,41 @@ impl Node for Ip4Rewrite {
     fn process(&mut self, ctx: &mut Ctx<'_, Self>, bufs: &[u32], next: &mut [u16]) {
         let adjs = self.shared.adjacencies.load();
         let ifs = self.shared.interfaces.load();
-        let (mut fast, mut fast_next) = (Fast::NONE, 0u16);
+        let mut fast = Fast::NONE;
         // The slow path's memory of the previous packet's interface (see `rewrite`).
         let mut last = (buffer::NONE, 0u16, None);
         for (&b, n) in bufs.iter().zip(next.iter_mut()) {
             let m = ctx.pool.meta(b);
             if m.adj != fast.adj {
-                fast = Fast::of(&adjs, &ifs, m.adj);
-                fast_next = device_node(fast.out).into();
+                fast = Fast::of(&adjs, &ifs, m.adj, |out| device_node(out).into());
             }
             let (flags, total) = (m.flags, m.total_len);
             // Fast path, almost every packet: a rewrite on an interface that is up, a packet
             // we forward (not our own, not traced) within the MTU, TTL above one.
-            if fast.ok
+            if let Some(r) = &fast.rw
                 && flags & (crate::LOCALLY_ORIGINATED | graph::BUFFER_TRACED) == 0
-                && total <= fast.mtu
+                && total <= r.mtu
                 && let Some((m, f)) = ctx.pool.push_front_meta(b, ETH_HDR)
             {
                 // ip4-input left a whole IPv4 header in the head buffer.
-                if fast.forward(f) {
-                    m.tx_if = fast.tx_if;
-                    *n = fast_next;
+                if forward(&r.hdr, f) {
+                    m.tx_if = r.tx_if;
+                    *n = fast.next;
                     continue;
                 }
                 m.skip(ETH_HDR as u16);
-            } else if fast.ok
+            } else if let Some(r) = &fast.rw
                 && flags & (crate::LOCALLY_ORIGINATED | graph::BUFFER_TRACED)
                     == crate::LOCALLY_ORIGINATED
-                && total <= fast.mtu
+                && total <= r.mtu
                 && let Some((m, f)) = ctx.pool.push_front_meta(b, ETH_HDR)
             {
                 // Our own packet within the MTU (an encapsulated one, on its way to the
                 // uplink): the header only, its TTL left alone.
                 if let Some(h) = f.first_chunk_mut::<ETH_HDR>() {
-                    *h = fast.hdr;
-                    m.tx_if = fast.tx_if;
-                    *n = fast_next;
+                    *h = r.hdr;
+                    m.tx_if = r.tx_if;
+                    *n = fast.next;
                     continue;
                 }
                 m.skip(ETH_HDR as u16);

@@ -107,37 +107,41 @@ fn flow_key(frame: &[u8]) -> [u64; 2] {
         && f[12..14] == ip4
         && f[ETH_HDR] == 0x45
     {
-        let v = Ipv4::new_unchecked(&f[ETH_HDR..ETH_HDR + MIN_HEADER_LEN]);
-        let addrs = (u64::from(u32::from(v.src_addr())) << 32) | u64::from(u32::from(v.dst_addr()));
-        let proto = v.protocol();
-        let mut k1 = u64::from(proto.to_raw());
-        if matches!(proto, IpProtocol::Udp | IpProtocol::Tcp) && v.frag_offset() == 0 {
-            let p = &f[ETH_HDR + MIN_HEADER_LEN..];
-            k1 |= u64::from(u32::from_be_bytes([p[0], p[1], p[2], p[3]])) << 8;
-        }
-        return [addrs, k1];
+        let (h, ports) = f[ETH_HDR..].split_at(MIN_HEADER_LEN);
+        return ip4_key(h, Some(ports));
     }
-    let mut key = [0u64; 2];
     let ip = frame.get(ETH_HDR..).unwrap_or_default();
-    let is_ip4 = frame.get(12..14) == Some(&ip4[..]);
-    if is_ip4 && let Some(h) = ip.first_chunk::<MIN_HEADER_LEN>() {
-        let v = Ipv4::new_unchecked(&h[..]);
-        key[0] = (u64::from(u32::from(v.src_addr())) << 32) | u64::from(u32::from(v.dst_addr()));
-        let proto = v.protocol();
-        key[1] = u64::from(proto.to_raw());
-        let l4 = matches!(proto, IpProtocol::Udp | IpProtocol::Tcp) && v.frag_offset() == 0;
-        if l4 && let Some(p) = ip.get(v.header_len()..v.header_len() + 4) {
-            key[1] |= u64::from(u32::from_be_bytes([p[0], p[1], p[2], p[3]])) << 8;
-        }
-    } else if let Some(macs) = frame.first_chunk::<12>() {
-        let mut k = [0u8; 16];
-        k[..12].copy_from_slice(macs);
-        key = [
-            u64::from_le_bytes(k[..8].try_into().unwrap_or_default()),
-            u64::from_le_bytes(k[8..].try_into().unwrap_or_default()),
-        ];
+    if frame.get(12..14) == Some(&ip4[..])
+        && let Some(h) = ip.first_chunk::<MIN_HEADER_LEN>()
+    {
+        let hl = Ipv4::new_unchecked(&h[..]).header_len();
+        return ip4_key(h, ip.get(hl..hl + 4));
     }
-    key
+    let mut k = [0u8; 16];
+    if let Some(macs) = frame.first_chunk::<12>() {
+        k[..12].copy_from_slice(macs);
+    }
+    [
+        u64::from_le_bytes(k[..8].try_into().unwrap_or_default()),
+        u64::from_le_bytes(k[8..].try_into().unwrap_or_default()),
+    ]
+}
+
+/// The key of an IPv4 flow from its header `h` and the four bytes after the header, if the
+/// frame has them: addresses, protocol and, for TCP and UDP first fragments, the ports.
+#[inline(always)]
+fn ip4_key(h: &[u8], ports: Option<&[u8]>) -> [u64; 2] {
+    let v = Ipv4::new_unchecked(h);
+    let addrs = (u64::from(u32::from(v.src_addr())) << 32) | u64::from(u32::from(v.dst_addr()));
+    let proto = v.protocol();
+    let mut k1 = u64::from(proto.to_raw());
+    if matches!(proto, IpProtocol::Udp | IpProtocol::Tcp)
+        && v.frag_offset() == 0
+        && let Some(&[a, b, c, d]) = ports
+    {
+        k1 |= u64::from(u32::from_be_bytes([a, b, c, d])) << 8;
+    }
+    [addrs, k1]
 }
 
 /// The UDP source port of a flow with hash `h`: its top 14 bits in the dynamic range.

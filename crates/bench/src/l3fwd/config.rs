@@ -197,7 +197,8 @@ impl L3fwdConfig {
         if let Some(d) = self.duts.iter().find(|d| d.dut != crate::Dut::Veclane) {
             return Err(E::UnderlayDut(d.dut));
         }
-        let largest = |s: usize| if s == crate::trial::IMIX { 1518 } else { s };
+        // The largest frame the generator sends at each size (the IMIX's largest for it).
+        let largest = |s: usize| crate::trial::frame_spec_size(s).0;
         if let Some(&size) = self
             .sizes
             .iter()
