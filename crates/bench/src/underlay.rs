@@ -105,7 +105,7 @@ impl VethNetns {
         }
         remove_stale();
         // One of ours by this name that an earlier start could not delete.
-        let _ = Command::new("ip").args(["netns", "del", name]).output();
+        delete(name);
         ip(&["netns", "add", name])?;
         let ns = VethNetns { name: name.into() };
         let (mtu, q) = (mtu.to_string(), queues.max(1).to_string());
@@ -116,22 +116,18 @@ impl VethNetns {
         add.extend(["type", "veth", "peer", "name", GEN_IF]);
         add.extend(each);
         ip(&add)?;
-        run(Command::new("ip").args([
+        ip(&[
             "netns",
             "exec",
             name,
             "sysctl",
             "-qw",
             "net.ipv6.conf.all.disable_ipv6=1",
-        ]))?;
+        ])?;
         for dev in [DUT_IF, GEN_IF] {
             ip(&["-n", name, "link", "set", dev, "up"])?;
         }
         Ok(ns)
-    }
-
-    pub fn name(&self) -> &str {
-        &self.name
     }
 
     /// Frames the veth pair dropped so far, each way: its ends' own counters (a full
@@ -181,10 +177,13 @@ pub struct VethLosses {
 
 impl Drop for VethNetns {
     fn drop(&mut self) {
-        let _ = Command::new("ip")
-            .args(["netns", "del", &self.name])
-            .output();
+        delete(&self.name);
     }
+}
+
+/// Deletes namespace `name` (and the veth ends in it), if it is there.
+fn delete(name: &str) {
+    let _ = Command::new("ip").args(["netns", "del", name]).output();
 }
 
 /// Deletes the namespaces of harnesses that are gone (killed before they could): those whose
@@ -206,18 +205,16 @@ fn remove_stale() {
             && pid != me
             && !Path::new(&format!("/proc/{pid}")).exists()
         {
-            let _ = Command::new("ip").args(["netns", "del", name]).output();
+            delete(name);
         }
     }
 }
 
+/// Runs `ip ARGS`; an error carries the command and what it printed.
 fn ip(args: &[&str]) -> Result<(), DutError> {
-    run(Command::new("ip").args(args))
-}
-
-fn run(cmd: &mut Command) -> Result<(), DutError> {
-    let shown = format!("{cmd:?}").replace('"', "");
-    let out = cmd
+    let shown = format!("ip {}", args.join(" "));
+    let out = Command::new("ip")
+        .args(args)
         .output()
         .map_err(DutError::io(format!("cannot run {shown}")))?;
     if out.status.success() {

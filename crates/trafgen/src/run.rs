@@ -740,8 +740,6 @@ impl Session {
     }
 }
 
-/// Frames the sending interfaces' rings had no room for, and bad descriptors on every rx
-/// ring.
 /// Records frames received into the session's own buffers (a primary memif's, a kernel
 /// port's) and frees them; returns how many.
 fn record_copied(pool: &mut Pool, bufs: &[u32], rx: &mut WindowedRx, now: u64) -> usize {
@@ -775,6 +773,8 @@ fn kernel_drops(peers: &mut [Queues]) -> u64 {
         .sum()
 }
 
+/// Frames the sending interfaces' rings had no room for, and bad descriptors on every rx
+/// ring.
 fn tx_rx_counts(peers: &[Queues], sends: &[SendPort]) -> (u64, u64) {
     let ring_full = sends
         .iter()
