@@ -190,6 +190,40 @@ impl Pool {
         m.ext = Ext::default();
     }
 
+    /// Takes a free buffer for a received packet whose first `len` bytes it holds, in one
+    /// step: its whole metadata written at once (no field of an earlier packet survives:
+    /// `total_len`, `rx_if` and `ext` as given, the rest as a fresh buffer's, `tx_if` none,
+    /// VRF and adjacency 0) and its data, `len` bytes after the headroom, handed back for the
+    /// caller to fill. `None` when no buffer is free or `len` exceeds the data size.
+    #[inline]
+    pub fn alloc_packet(
+        &mut self,
+        len: u16,
+        total_len: u32,
+        rx_if: u32,
+        ext: Ext,
+    ) -> Option<(u32, &mut [u8])> {
+        if len > self.data_size {
+            return None;
+        }
+        let i = self.free.pop()?;
+        self.meta[i as usize] = Meta {
+            offset: self.headroom,
+            len,
+            next: NONE,
+            total_len,
+            rx_if,
+            tx_if: NONE,
+            vrf: 0,
+            adj: 0,
+            error: 0,
+            flags: 0,
+            ext,
+        };
+        let start = i as usize * self.stride + usize::from(self.headroom);
+        Some((i, &mut self.mem[start..start + usize::from(len)]))
+    }
+
     pub fn alloc(&mut self) -> Option<u32> {
         let i = self.free.pop()?;
         self.reset(i);
@@ -675,6 +709,46 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn alloc_packet_writes_the_whole_metadata() {
+        let mut p = Pool::new(PoolConfig {
+            count: 4,
+            data_size: 256,
+            headroom: 64,
+        })
+        .unwrap();
+        // Leave stale metadata behind in every buffer.
+        for _ in 0..4 {
+            let b = p.alloc().unwrap();
+            let m = p.meta_mut(b);
+            (m.tx_if, m.vrf, m.adj, m.error, m.flags, m.offset) = (7, 8, 9, 10, 11, 3);
+            p.free(b);
+        }
+        let ext = Ext {
+            source: 2,
+            region: 1,
+            offset: 1000,
+            len: 500,
+        };
+        let (b, data) = p.alloc_packet(100, 600, 5, ext).unwrap();
+        assert_eq!(data.len(), 100);
+        data.fill(0xab);
+        let m = *p.meta(b);
+        assert_eq!((m.offset, m.len, m.next, m.total_len), (64, 100, NONE, 600));
+        assert_eq!(
+            (m.rx_if, m.tx_if, m.vrf, m.adj, m.error, m.flags),
+            (5, NONE, 0, 0, 0, 0)
+        );
+        assert_eq!(m.ext, ext);
+        assert_eq!(p.data(b), &[0xab; 100]);
+        assert!(p.alloc_packet(257, 257, 0, Ext::default()).is_none());
+        assert_eq!(p.available(), 3, "a refused length takes no buffer");
+        for _ in 0..3 {
+            p.alloc_packet(1, 1, 0, Ext::default()).unwrap();
+        }
+        assert!(p.alloc_packet(1, 1, 0, Ext::default()).is_none());
+    }
 
     #[test]
     fn room_pointers_stay_inside_each_room() {

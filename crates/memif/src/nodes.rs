@@ -87,22 +87,30 @@ impl RxQueue {
         }
     }
 
-    /// Receives up to `max` packets into `pool`; returns how many and how many were lost
-    /// for want of local buffers (secondary role only: the primary leaves them in the ring).
+    /// Receives up to `max` packets of interface `ifindex` into `pool`, appending them to
+    /// `out` with their `rx_if` set; returns how many were lost for want of local buffers
+    /// (secondary role only: the primary leaves them in the ring).
     fn recv(
         &mut self,
         pool: &mut Pool,
         out: &mut Vec<u32>,
         max: usize,
         hdr: usize,
-        source: u32,
+        ifindex: u32,
         engine: &mut Engine,
     ) -> Result<u64, LinkDown> {
         match self {
             RxQueue::Primary(q) => q
-                .recv_split_via(pool, out, max, hdr, source, Some(engine))
+                .recv_split_via(pool, out, max, hdr, ifindex, Some(engine))
                 .map(|_| 0),
-            RxQueue::Secondary(q) => q.recv_pool(pool, out, max, engine),
+            RxQueue::Secondary(q) => {
+                let from = out.len();
+                let lost = q.recv_pool(pool, out, max, engine)?;
+                for &b in &out[from..] {
+                    pool.meta_mut(b).rx_if = ifindex;
+                }
+                Ok(lost)
+            }
         }
     }
 }
@@ -305,7 +313,6 @@ pub struct MemifInput {
     /// Which queue is polled first: each in turn (a flooded one must not starve the rest).
     turn: graph::RoundRobin,
     commands: Receiver<QueueCommand>,
-    scratch: Vec<u32>,
     /// Single-copy: bytes of each packet copied into the local buffer (0: whole packets).
     hdr: usize,
     /// Every copy out of a peer's memory (primary role) or out of our slots (secondary) goes
@@ -339,7 +346,6 @@ impl MemifInput {
             queues: Vec::new(),
             turn: graph::RoundRobin::default(),
             commands,
-            scratch: Vec::with_capacity(graph::FRAME_SIZE),
             hdr: 0,
             engines: Engines::new(),
             peers: Arc::default(),
@@ -449,10 +455,9 @@ impl Node for MemifInput {
             if left == 0 {
                 break;
             }
-            self.scratch.clear();
             match q.recv(
                 ctx.pool,
-                &mut self.scratch,
+                out,
                 left,
                 self.hdr,
                 ifindex,
@@ -462,15 +467,11 @@ impl Node for MemifInput {
                     if lost != 0 {
                         ctx.count_errors(InputError::NoBuffer, lost);
                     }
-                    for &b in &self.scratch {
-                        ctx.pool.meta_mut(b).rx_if = ifindex;
-                    }
-                    out.extend_from_slice(&self.scratch);
-                    next.resize(out.len(), InputNext::EthernetInput.into());
                 }
                 Err(_) => down = true,
             }
         }
+        next.resize(out.len(), InputNext::EthernetInput.into());
         if down {
             let before = self.queues.len();
             self.queues.retain(|(_, q)| q.is_up());

@@ -1,7 +1,7 @@
 //! Primary, S2M: validates each descriptor the peer published and copies the packet (or, in
 //! single copy, its header) into local buffers.
 
-use buffer::Pool;
+use buffer::{Ext, Pool};
 use copy_engine::{CopyReq, Engine};
 
 use super::copy::{copy_and_wait, push_copy};
@@ -157,8 +157,9 @@ impl PrimaryRx {
     /// Single-copy receive: copies only the first `hdr` bytes of each packet into a local
     /// buffer and leaves the rest in the peer's buffer as the buffer's external segment
     /// (`source` is the id under which the caller registered [`peer_memory`](Self::peer_memory)
-    /// with the pool). The slots stay held until [`release`](Self::release). Chained packets
-    /// are copied whole. `hdr == 0` is the classic receive.
+    /// with the pool: the interface's index, which every buffer received also gets as its
+    /// `rx_if`). The slots stay held until [`release`](Self::release). Chained packets are
+    /// copied whole. `hdr == 0` is the classic receive.
     pub fn recv_split(
         &mut self,
         pool: &mut Pool,
@@ -192,13 +193,17 @@ impl PrimaryRx {
         if n == 0 {
             return Ok(0);
         }
-        let ring = &self.base.ring;
         let end = self.cursor.wrapping_add(n);
-        let mut slot = self.cursor;
-        let (mut packets, mut bytes, mut bad, mut oversize) = (0usize, 0u64, 0u64, 0u64);
         let data_size = pool.data_size();
         self.copies.clear();
         let engine = engine.filter(|e| e.caps().asynchronous);
+        let (mut slot, mut packets, mut bytes) = if engine.is_none() {
+            self.recv_direct(pool, out, max, hdr, source, end)
+        } else {
+            (self.cursor, 0, 0)
+        };
+        let ring = &self.base.ring;
+        let (mut bad, mut oversize) = (0u64, 0u64);
         let mut copier = if let Some(e) = &engine {
             Copier::Later(&mut self.copies, e.caps().inline_below as usize, 0)
         } else {
@@ -269,6 +274,7 @@ impl PrimaryRx {
                 let m = pool.meta_mut(b);
                 m.len = hdr as u16;
                 m.total_len = total as u32;
+                m.rx_if = source;
                 m.ext = buffer::Ext {
                     source,
                     region: first.region,
@@ -295,6 +301,7 @@ impl PrimaryRx {
                 &mut copier,
             ) {
                 Some(h) => {
+                    pool.meta_mut(h).rx_if = source;
                     out.push(h);
                     packets += 1;
                     bytes += total;
@@ -334,6 +341,77 @@ impl PrimaryRx {
             bump(&c.drop_oversize, oversize);
         }
         Ok(packets)
+    }
+
+    /// The receive loop of almost every packet: one descriptor, copied on the CPU (whole, or
+    /// in single copy its first `hdr` bytes, the rest left in the peer's buffer), with one
+    /// bounds check of the descriptor against its region and the buffer's metadata written in
+    /// one go. Stops at the first descriptor it does not take (a chain, an empty, invalid or
+    /// oversized one, no free buffer) and leaves it, and all after it, to the general loop of
+    /// [`recv_split_via`](Self::recv_split_via), which handles and counts it. Returns the slot
+    /// it stopped at, and the packets and bytes it received.
+    #[inline]
+    fn recv_direct(
+        &mut self,
+        pool: &mut Pool,
+        out: &mut Vec<u32>,
+        max: usize,
+        hdr: usize,
+        source: u32,
+        end: u16,
+    ) -> (u16, usize, u64) {
+        let ring = &self.base.ring;
+        let regions = &*self.regions.0;
+        let data_size = pool.data_size() as u32;
+        // Copied whole up to this; longer single-descriptor packets are split (single copy).
+        let whole = match hdr {
+            0 => self.max_frame.min(data_size),
+            h => self.max_frame.min(data_size).min(h as u32),
+        };
+        let split = hdr != 0 && hdr as u32 <= data_size;
+        let (mut slot, mut packets, mut bytes, mut held) = (self.cursor, 0usize, 0u64, false);
+        while slot != end && packets < max {
+            let d = ring.desc(slot);
+            if d.flags & DESC_FLAG_NEXT != 0 || d.length == 0 {
+                break;
+            }
+            let Some(src) = regions
+                .get(usize::from(d.region))
+                .and_then(|r| r.range(u64::from(d.offset), u64::from(d.length)).ok())
+            else {
+                break;
+            };
+            let len = d.length;
+            let b = if len <= whole {
+                let Some((b, data)) = pool.alloc_packet(len as u16, len, source, Ext::default())
+                else {
+                    break;
+                };
+                src.read_into(data);
+                b
+            } else if split && len <= self.max_frame {
+                let ext = Ext {
+                    source,
+                    region: d.region,
+                    offset: u64::from(d.offset) + hdr as u64,
+                    len: len - hdr as u32,
+                };
+                let Some((b, data)) = pool.alloc_packet(hdr as u16, len, source, ext) else {
+                    break;
+                };
+                src.read_into(data);
+                held = true;
+                b
+            } else {
+                break;
+            };
+            out.push(b);
+            slot = slot.wrapping_add(1);
+            packets += 1;
+            bytes += u64::from(len);
+        }
+        self.held |= held;
+        (slot, packets, bytes)
     }
 
     /// Runs the copies recorded during the ring walk as one batch on `e`, and waits until the
