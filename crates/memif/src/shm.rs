@@ -389,8 +389,8 @@ impl Range<'_> {
 unsafe fn move_bytes(src: *const u8, dst: *mut u8, n: usize) {
     use std::ptr::{read_unaligned as rd, write_unaligned as wr};
     type V = [u8; 16];
-    // SAFETY (every access below): each offset plus its width is at most `n`, the length the
-    // caller vouches for; unaligned accesses need no alignment.
+    // SAFETY: every access below is at an offset whose sum with its width is at most `n`,
+    // the length the caller vouches for; unaligned accesses need no alignment.
     unsafe {
         if n > 128 {
             std::ptr::copy(src, dst, n);
