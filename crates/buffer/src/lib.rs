@@ -190,38 +190,62 @@ impl Pool {
         m.ext = Ext::default();
     }
 
-    /// Takes a free buffer for a received packet whose first `len` bytes it holds, in one
-    /// step: its whole metadata written at once (no field of an earlier packet survives:
-    /// `total_len`, `rx_if` and `ext` as given, the rest as a fresh buffer's, `tx_if` none,
-    /// VRF and adjacency 0) and its data, `len` bytes after the headroom, handed back for the
-    /// caller to fill. `None` when no buffer is free or `len` exceeds the data size.
+    /// Receives up to `n` packets into fresh buffers in one pass, the receive loop of a
+    /// device: `fill` gets each buffer's data area (the data size, after the headroom), writes
+    /// a packet there and returns its length in the buffer, its `total_len` and its [`Ext`],
+    /// or `None` to stop. Each buffer filled gets its whole metadata at once, so that no
+    /// field of an earlier packet survives (`rx_if` as given, `tx_if` none, VRF and adjacency
+    /// 0, the rest as [`alloc`](Self::alloc) leaves them) and is appended to `out`, in order;
+    /// returns how many. A length past the data area stops the pass as `None` does.
     #[inline]
-    pub fn alloc_packet(
+    pub fn alloc_packets(
         &mut self,
-        len: u16,
-        total_len: u32,
+        n: usize,
         rx_if: u32,
-        ext: Ext,
-    ) -> Option<(u32, &mut [u8])> {
-        if len > self.data_size {
-            return None;
+        out: &mut Vec<u32>,
+        mut fill: impl FnMut(&mut [u8]) -> Option<(u16, u32, Ext)>,
+    ) -> usize {
+        let Pool {
+            mem,
+            meta,
+            free,
+            stride,
+            data_size,
+            headroom,
+            ..
+        } = self;
+        let (stride, data_size, headroom) = (*stride, *data_size, *headroom);
+        let have = free.len();
+        let n = n.min(have);
+        let mut taken = 0;
+        // The free list's top `n` entries, taken from the top down, as `alloc` would.
+        for &b in free[have - n..].iter().rev() {
+            let start = b as usize * stride + usize::from(headroom);
+            let Some((len, total_len, ext)) = fill(&mut mem[start..start + usize::from(data_size)])
+            else {
+                break;
+            };
+            if len > data_size {
+                break;
+            }
+            meta[b as usize] = Meta {
+                offset: headroom,
+                len,
+                next: NONE,
+                total_len,
+                rx_if,
+                tx_if: NONE,
+                vrf: 0,
+                adj: 0,
+                error: 0,
+                flags: 0,
+                ext,
+            };
+            taken += 1;
         }
-        let i = self.free.pop()?;
-        self.meta[i as usize] = Meta {
-            offset: self.headroom,
-            len,
-            next: NONE,
-            total_len,
-            rx_if,
-            tx_if: NONE,
-            vrf: 0,
-            adj: 0,
-            error: 0,
-            flags: 0,
-            ext,
-        };
-        let start = i as usize * self.stride + usize::from(self.headroom);
-        Some((i, &mut self.mem[start..start + usize::from(len)]))
+        out.extend(free[have - taken..].iter().rev());
+        free.truncate(have - taken);
+        taken
     }
 
     pub fn alloc(&mut self) -> Option<u32> {
@@ -294,6 +318,14 @@ impl Pool {
 
     /// This buffer's metadata and data together, for a node's per-packet fast path: one
     /// look-up of the metadata instead of one per field or slice.
+    /// Buffer `i`'s metadata and data, through one look-up.
+    #[inline]
+    pub fn meta_data(&self, i: u32) -> (&Meta, &[u8]) {
+        let m = &self.meta[i as usize];
+        let start = i as usize * self.stride + usize::from(m.offset);
+        (m, &self.mem[start..start + usize::from(m.len)])
+    }
+
     #[inline]
     pub fn meta_data_mut(&mut self, i: u32) -> (&mut Meta, &mut [u8]) {
         let m = &mut self.meta[i as usize];
@@ -711,7 +743,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn alloc_packet_writes_the_whole_metadata() {
+    fn alloc_packets_writes_the_whole_metadata_and_stops_when_told() {
         let mut p = Pool::new(PoolConfig {
             count: 4,
             data_size: 256,
@@ -731,23 +763,52 @@ mod tests {
             offset: 1000,
             len: 500,
         };
-        let (b, data) = p.alloc_packet(100, 600, 5, ext).unwrap();
-        assert_eq!(data.len(), 100);
-        data.fill(0xab);
-        let m = *p.meta(b);
-        assert_eq!((m.offset, m.len, m.next, m.total_len), (64, 100, NONE, 600));
+        let order: Vec<u32> = (0..2).map(|_| p.alloc().unwrap()).collect();
+        p.free(order[1]);
+        p.free(order[0]);
+        let mut out = vec![99];
+        let mut k = 0u8;
+        let got = p.alloc_packets(3, 5, &mut out, |room| {
+            assert_eq!(room.len(), 256);
+            k += 1;
+            room[..100].fill(k);
+            (k < 3).then_some((100, 600, ext))
+        });
+        assert_eq!(got, 2);
         assert_eq!(
-            (m.rx_if, m.tx_if, m.vrf, m.adj, m.error, m.flags),
-            (5, NONE, 0, 0, 0, 0)
+            out[1..],
+            order,
+            "taken from the top of the free list, as alloc does"
         );
-        assert_eq!(m.ext, ext);
-        assert_eq!(p.data(b), &[0xab; 100]);
-        assert!(p.alloc_packet(257, 257, 0, Ext::default()).is_none());
-        assert_eq!(p.available(), 3, "a refused length takes no buffer");
-        for _ in 0..3 {
-            p.alloc_packet(1, 1, 0, Ext::default()).unwrap();
+        for (i, &b) in out[1..].iter().enumerate() {
+            let m = *p.meta(b);
+            assert_eq!((m.offset, m.len, m.next, m.total_len), (64, 100, NONE, 600));
+            assert_eq!(
+                (m.rx_if, m.tx_if, m.vrf, m.adj, m.error, m.flags),
+                (5, NONE, 0, 0, 0, 0)
+            );
+            assert_eq!(m.ext, ext);
+            assert_eq!(p.data(b), &[i as u8 + 1; 100]);
         }
-        assert!(p.alloc_packet(1, 1, 0, Ext::default()).is_none());
+        assert_eq!(
+            p.available(),
+            2,
+            "the pass stopped at the third: its buffer stays free"
+        );
+        assert_eq!(
+            p.alloc_packets(1, 0, &mut out, |_| Some((257, 257, Ext::default()))),
+            0
+        );
+        assert_eq!(
+            p.available(),
+            2,
+            "a length past the data area takes no buffer"
+        );
+        assert_eq!(
+            p.alloc_packets(9, 0, &mut out, |_| Some((1, 1, Ext::default()))),
+            2
+        );
+        assert_eq!(p.available(), 0);
     }
 
     #[test]

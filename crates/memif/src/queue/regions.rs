@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use buffer::Pool;
 
 use crate::ring::Desc;
-use crate::shm::SharedMemory;
+use crate::shm::{Range, SharedMemory};
 
 /// Descriptor checks shared by both roles: a view of the peer's regions.
 #[derive(Debug, Clone)]
@@ -37,6 +37,12 @@ impl buffer::ExtSource for PeerMemory {
 }
 
 impl PeerMemory {
+    /// `len` bytes at `offset` of `region`, bounds-checked.
+    #[inline]
+    pub(super) fn range(&self, region: u16, offset: u64, len: u64) -> Option<Range<'_>> {
+        self.0.0.get(usize::from(region))?.range(offset, len).ok()
+    }
+
     /// The address of `len` bytes at `offset` of `region`, bounds-checked.
     pub(super) fn addr(&self, region: u16, offset: u64, len: u64) -> Option<*mut u8> {
         self.0.0.get(usize::from(region))?.addr(offset, len).ok()
