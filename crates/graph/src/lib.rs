@@ -440,13 +440,17 @@ impl Runtime {
         let (bufs, next) = (&bufs[..k], &next[..k]);
         // Most frames go to one next node whole: one bulk copy instead of a push per buffer.
         // No early exit: the fold compiles to a few wide compares for a whole frame.
+        // A frame the node consumed whole (an output node's) needs no walk at all.
         if let Some(&n0) = next.first()
             && next.iter().fold(0, |acc, &n| acc | (n ^ n0)) == 0
-            && n0 != CONSUMED
-            && let Some(&to) = self.slots[from].nexts.get(usize::from(n0))
         {
-            self.slots[usize::from(to)].pending.extend_from_slice(bufs);
-            return;
+            if n0 == CONSUMED {
+                return;
+            }
+            if let Some(&to) = self.slots[from].nexts.get(usize::from(n0)) {
+                self.slots[usize::from(to)].pending.extend_from_slice(bufs);
+                return;
+            }
         }
         for (&b, &n) in bufs.iter().zip(next) {
             if n == CONSUMED {
