@@ -395,17 +395,20 @@ unsafe fn move_bytes(src: *const u8, dst: *mut u8, n: usize) {
         if n > 128 {
             std::ptr::copy(src, dst, n);
         } else if n > 64 {
+            // Named values, not arrays: arrays of them went through the stack.
             let (s, d, t) = (src.cast::<V>(), dst.cast::<V>(), n - 64);
-            let h = [rd(s), rd(s.add(1)), rd(s.add(2)), rd(s.add(3))];
+            let (h0, h1, h2, h3) = (rd(s), rd(s.add(1)), rd(s.add(2)), rd(s.add(3)));
             let st = src.add(t).cast::<V>();
-            let e = [rd(st), rd(st.add(1)), rd(st.add(2)), rd(st.add(3))];
+            let (e0, e1, e2, e3) = (rd(st), rd(st.add(1)), rd(st.add(2)), rd(st.add(3)));
             let dt = dst.add(t).cast::<V>();
-            for (k, v) in h.into_iter().enumerate() {
-                wr(d.add(k), v);
-            }
-            for (k, v) in e.into_iter().enumerate() {
-                wr(dt.add(k), v);
-            }
+            wr(d, h0);
+            wr(d.add(1), h1);
+            wr(d.add(2), h2);
+            wr(d.add(3), h3);
+            wr(dt, e0);
+            wr(dt.add(1), e1);
+            wr(dt.add(2), e2);
+            wr(dt.add(3), e3);
         } else if n > 32 {
             let (s, d, t) = (src.cast::<V>(), dst.cast::<V>(), n - 32);
             let (a, b) = (rd(s), rd(s.add(1)));
