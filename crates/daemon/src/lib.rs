@@ -20,7 +20,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-pub use api::config::{Config, ConfigError, DEFAULT_CONFIG};
+pub use api::config::{Config, ConfigError, DEFAULT_CONFIG, default_config_text};
 
 /// Why the daemon could not start.
 #[derive(Debug, thiserror::Error)]

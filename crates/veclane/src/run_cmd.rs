@@ -26,7 +26,7 @@ pub struct RunArgs {
 
 pub fn run(a: RunArgs) -> anyhow::Result<()> {
     if a.print_default_config {
-        print!("{}", daemon::DEFAULT_CONFIG);
+        print!("{}", daemon::default_config_text());
         return Ok(());
     }
     if let Some(p) = &a.check_config {

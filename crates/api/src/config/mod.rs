@@ -20,12 +20,70 @@ use toml::de::{DeTable, DeValue};
 
 use crate::types::{CopyEngine, CopyMode, Ipv4Prefix, MacAddr, Role, RxMode, Via};
 
+/// The CPUs this process may run on (its affinity mask: a container's cpuset, `taskset`), in
+/// order, as first seen: a daemon reloading its file runs on a control thread pinned to one
+/// of them by then. All of the machine's, counted, if the kernel will not say.
+pub fn usable_cpus() -> &'static [usize] {
+    static CPUS: std::sync::OnceLock<Vec<usize>> = std::sync::OnceLock::new();
+    CPUS.get_or_init(|| {
+        let set = rustix::thread::sched_getaffinity(None).ok();
+        let cpus: Vec<usize> = set
+            .map(|s| {
+                (0..rustix::thread::CpuSet::MAX_CPU)
+                    .filter(|&c| s.is_set(c))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if cpus.is_empty() {
+            (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect()
+        } else {
+            cpus
+        }
+    })
+}
+
+/// CPUs as the kernel lists them: `0-3,6`.
+pub fn cpu_list(cpus: &[usize]) -> String {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < cpus.len() {
+        let mut j = i;
+        while j + 1 < cpus.len() && cpus[j + 1] == cpus[j] + 1 {
+            j += 1;
+        }
+        out.push(if i == j {
+            cpus[i].to_string()
+        } else {
+            format!("{}-{}", cpus[i], cpus[j])
+        });
+        i = j + 1;
+    }
+    out.join(",")
+}
+
+/// [`DEFAULT_CONFIG`] placed on the CPUs this process may use (see
+/// [`Config::embedded_default`]): what `veclane run` runs without a file, and what
+/// `--print-default-config` prints.
+pub fn default_config_text() -> String {
+    let cpus = usable_cpus();
+    let main = cpus.first().copied().unwrap_or(0);
+    let worker = cpus.get(1).copied().unwrap_or(main);
+    DEFAULT_CONFIG
+        .replacen(DEFAULT_WORKERS, &format!("workers = [{worker}]"), 1)
+        .replacen(DEFAULT_MAIN_CORE, &format!("main-core = {main}"), 1)
+}
+
+/// The placement lines of [`DEFAULT_CONFIG`] that [`default_config_text`] rewrites.
+const DEFAULT_WORKERS: &str = "workers = [1]";
+const DEFAULT_MAIN_CORE: &str = "main-core = 0";
+
 /// The embedded default topology: generator → `memif0/0` → veclane → `memif0/1` → sink.
 /// `veclane gen`'s default frames (10.10.1.2 → 10.10.2.2, destination MAC 02:00:00:00:00:02)
 /// enter on `memif0/0` and leave on `memif0/1` towards the static neighbour 10.10.2.2.
 pub const DEFAULT_CONFIG: &str = r#"
 [daemon]
-# One worker per listed core; the control thread runs on main-core.
+# One worker per listed core; the control thread runs on main-core. Embedded, the two are the
+# first two CPUs the daemon may run on.
 workers = [1]
 main-core = 0
 # Rx mode: polling (never sleeps), interrupt (sleeps whenever idle) or adaptive (polls while
@@ -974,8 +1032,13 @@ impl Config {
         Config::parse(&text, &path.display().to_string())
     }
 
+    /// The embedded default, placed on the CPUs this process may use: its control thread on
+    /// the first, its worker on the second (the first too when it may use only one). A
+    /// daemon confined to other CPUs than 0 and 1 (a container's cpuset) runs the default as
+    /// well as one that is not.
     pub fn embedded_default() -> Config {
-        Config::parse(DEFAULT_CONFIG, "embedded default").expect("the embedded default is valid")
+        Config::parse(&default_config_text(), "embedded default")
+            .expect("the embedded default is valid on the CPUs it is placed on")
     }
 
     /// The configuration as a TOML document that [`Config::parse`] reads back equal.
@@ -1034,18 +1097,14 @@ impl Config {
     fn semantic_problems(&self) -> Vec<(Item, String)> {
         let mut p = Vec::new();
         let d = &self.daemon;
-        // The CPUs this process may use, as first seen: a daemon reloading its file runs on
-        // a control thread pinned to one of them by then.
-        static NCPU: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-        let ncpu =
-            *NCPU.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+        let cpus = usable_cpus();
         for &c in d.workers.iter().chain(d.main_core.iter()) {
-            if c >= ncpu {
+            if !cpus.contains(&c) {
                 p.push((
                     Item::Daemon,
                     format!(
-                        "[daemon] core {c} does not exist: this machine has cores 0..={}",
-                        ncpu - 1
+                        "[daemon] core {c} is not one this process may run on (its CPUs: {})",
+                        cpu_list(cpus)
                     ),
                 ));
             }

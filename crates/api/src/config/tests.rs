@@ -10,6 +10,33 @@ fn embedded_default_parses() {
 }
 
 #[test]
+fn the_embedded_default_is_placed_on_the_cpus_this_process_may_use() {
+    // The placement lines are there to be rewritten.
+    assert!(DEFAULT_CONFIG.contains(&format!("\n{DEFAULT_WORKERS}\n")));
+    assert!(DEFAULT_CONFIG.contains(&format!("\n{DEFAULT_MAIN_CORE}\n")));
+    let cpus = usable_cpus();
+    let c = Config::embedded_default();
+    assert_eq!(c.daemon.main_core, Some(cpus[0]));
+    assert_eq!(c.daemon.workers, [*cpus.get(1).unwrap_or(&cpus[0])]);
+    assert_eq!(cpu_list(&[0, 1, 2, 3, 6]), "0-3,6");
+    assert_eq!(cpu_list(&[1]), "1");
+    assert_eq!(cpu_list(&[0, 2, 4, 5]), "0,2,4-5");
+}
+
+#[test]
+fn a_core_outside_the_affinity_mask_is_refused_by_name() {
+    let outside = usable_cpus().last().unwrap() + 1;
+    let text = format!("[daemon]\nworkers = [{outside}]\n");
+    let e = Config::parse(&text, "t").unwrap_err().to_string();
+    assert!(
+        e.contains(&format!(
+            "core {outside} is not one this process may run on"
+        )),
+        "{e}"
+    );
+}
+
+#[test]
 fn serializes_to_what_it_parses_from() {
     let c = Config::embedded_default();
     let text = c.to_toml();
