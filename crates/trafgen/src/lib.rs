@@ -2,7 +2,7 @@
 //!
 //! `trafgen` owns the generator's frames (UDP/IPv4 with a probe: stream, sequence number and
 //! send timestamp in the payload), rate control, and the sink's accounting: packets, bytes,
-//! loss and reordering by sequence number, latency in an HDR histogram. It runs over our
+//! loss and reordering by sequence number, latency in a log-linear histogram. It runs over our
 //! memif queues in either role: as secondary it writes frames in place into shared memory
 //! (zero-copy); as primary it receives through the same copy path the switch uses. It never
 //! parses command lines or prints progress (that is the `veclane` front end).

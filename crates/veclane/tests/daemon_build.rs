@@ -26,7 +26,7 @@ fn the_daemon_build_links_no_harness() {
         names.dedup();
         names
     };
-    let harness = ["bench", "trafgen", "plotters", "indicatif", "hdrhistogram"];
+    let harness = ["bench", "trafgen", "plotters", "indicatif"];
     let full = tree(&[]);
     for h in harness {
         assert!(

@@ -60,6 +60,19 @@ impl PacketWriter<'_> {
     pub fn write(&mut self, at: usize, bytes: &[u8]) {
         let size = self.bufs.size as usize;
         let end = (at + bytes.len()).min(self.len);
+        if end <= size {
+            // Within the first buffer (every header, every frame of one buffer): one checked
+            // range, an inline copy, no division.
+            if let Some(n) = end.checked_sub(at)
+                && let Ok(r) = self.bufs.region.range(
+                    self.bufs.offset(self.first_slot, self.mask) + at as u64,
+                    n as u64,
+                )
+            {
+                r.write_at(0, &bytes[..n]);
+            }
+            return;
+        }
         let mut pos = at;
         while pos < end {
             let seg = pos / size;
@@ -139,7 +152,7 @@ impl SecondaryTx {
         let mut slot = self.head;
         let (mut sent, mut dropped, mut bytes) = (0usize, 0u64, 0u64);
         for (i, &len) in lens.iter().enumerate() {
-            let nseg = len.div_ceil(size).max(1);
+            let nseg = if len <= size { 1 } else { len.div_ceil(size) };
             if nseg > u32::from(ring.size()) {
                 // Can never fit, however empty the ring gets: drop it rather than stall.
                 bump(&self.base.counters.drop_oversize, 1);
