@@ -56,7 +56,7 @@ impl PacketWriter<'_> {
 
     /// Writes `bytes` at packet offset `at`, across buffer boundaries; bytes past the packet's
     /// length are ignored.
-    #[inline]
+    #[inline(always)]
     pub fn write(&mut self, at: usize, bytes: &[u8]) {
         let size = self.bufs.size as usize;
         let end = (at + bytes.len()).min(self.len);
@@ -73,6 +73,16 @@ impl PacketWriter<'_> {
             }
             return;
         }
+        self.write_across(at, bytes, end);
+    }
+
+    /// [`write`](Self::write) of bytes that reach past the first buffer (`end`: the packet
+    /// offset they stop at). Out of line, so that the common write carries none of its
+    /// state.
+    #[cold]
+    #[inline(never)]
+    fn write_across(&mut self, at: usize, bytes: &[u8], end: usize) {
+        let size = self.bufs.size as usize;
         let mut pos = at;
         while pos < end {
             let seg = pos / size;
