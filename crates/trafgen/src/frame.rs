@@ -364,11 +364,14 @@ impl Probe {
     /// first [`MAX_HEAD`] bytes, or all of it); `None` if it is not one of ours.
     #[inline]
     pub fn parse(frame: &[u8]) -> Option<Probe> {
-        let o = if Self::is_vxlan(frame) {
-            VXLAN_OVERHEAD
-        } else {
-            0
-        };
+        Self::parse_in(frame, Self::is_vxlan(frame))
+    }
+
+    /// [`parse`](Self::parse) of a frame already known to be VXLAN (`vxlan`, as
+    /// [`is_vxlan`](Self::is_vxlan) says) or not.
+    #[inline]
+    pub fn parse_in(frame: &[u8], vxlan: bool) -> Option<Probe> {
+        let o = if vxlan { VXLAN_OVERHEAD } else { 0 };
         let b = frame.get(o + PROBE_OFFSET..o + PROBE_OFFSET + PROBE_LEN)?;
         if u16::from_le_bytes([b[0], b[1]]) != PROBE_MAGIC || frame[o + 12..o + 14] != [0x08, 0x00]
         {

@@ -584,10 +584,11 @@ impl Session {
                             // A plain frame's probe ends within 62 bytes; read VXLAN's 50 more
                             // only when the frame is one.
                             let mut n = pkt.read(0, &mut hdr[..PROBE_OFFSET + PROBE_LEN]);
-                            if Probe::is_vxlan(&hdr[..n]) {
+                            let vxlan = Probe::is_vxlan(&hdr[..n]);
+                            if vxlan {
                                 n = pkt.read(0, &mut hdr);
                             }
-                            rx.record(pkt.len(), Probe::parse(&hdr[..n]), now);
+                            rx.record(pkt.len(), Probe::parse_in(&hdr[..n], vxlan), now);
                         })?;
                         Ok::<(), memif::LinkDown>(())
                     }),

@@ -40,14 +40,15 @@ impl RxStats {
             return;
         };
         let s = usize::from(p.stream);
-        if s >= self.next_seq.len() {
-            self.next_seq.resize(s + 1, 0);
+        if s >= self.next_seq.len().min(self.stream_packets.len()) {
+            self.grow(s);
         }
-        if s >= self.stream_packets.len() {
-            self.stream_packets.resize(s + 1, 0);
+        if let Some(c) = self.stream_packets.get_mut(s) {
+            *c += 1;
         }
-        self.stream_packets[s] += 1;
-        let next = &mut self.next_seq[s];
+        let Some(next) = self.next_seq.get_mut(s) else {
+            return;
+        };
         if p.seq >= *next {
             self.gaps += p.seq - *next;
             *next = p.seq + 1;
@@ -56,6 +57,17 @@ impl RxStats {
             self.gaps = self.gaps.saturating_sub(1);
         }
         self.hist.record(now.saturating_sub(p.sent_ns));
+    }
+
+    /// Makes room for stream `s` (a stream first seen: streams are numbered from 0).
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self, s: usize) {
+        for v in [&mut self.next_seq, &mut self.stream_packets] {
+            if v.len() <= s {
+                v.resize(s + 1, 0);
+            }
+        }
     }
 
     pub fn latency(&self) -> Latency {
