@@ -350,8 +350,8 @@ impl PrimaryRx {
     /// oversized one, no free buffer) and leaves it, and all after it, to the general loop of
     /// [`recv_split_via`](Self::recv_split_via), which handles and counts it. Returns the slot
     /// it stopped at, and the packets and bytes it received.
-    // A function of its own: inlined into the general loop, it shared that loop's register
-    // pressure and spilled a dozen more values a packet (--cost: 12 instructions).
+    // A function of its own: inlined into the general loop, it shares that loop's register
+    // pressure and spills more (--cost at 64 B: 6 instructions a packet more).
     #[inline(never)]
     fn recv_direct(
         &mut self,

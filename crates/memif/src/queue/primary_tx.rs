@@ -123,7 +123,8 @@ impl PrimaryTx {
         let mut short = 0u64;
         let mut peer_of = |id: u32| peers.get(id);
         for &p in &pkts[sent..] {
-            // Fast path, almost every packet: one local buffer (and at most one external
+            // Fast path, almost every packet of an asynchronous engine (with copies on the
+            // CPU, `send_direct` took them): one local buffer (and at most one external
             // segment) that fits the next posted buffer.
             let m = pool.meta(p);
             if m.next == NONE && left > 0 {
@@ -245,8 +246,8 @@ impl PrimaryTx {
     /// after it, to the general loop of [`send_via`](Self::send_via), which handles and
     /// counts it. Returns the slot it stopped at, the posted buffers left, and the packets
     /// and bytes it sent.
-    // A function of its own: inlined into the general loop, it shared that loop's register
-    // pressure and spilled a dozen more values a packet (--cost: 12 instructions).
+    // A function of its own: inlined into the general loop, it shares that loop's register
+    // pressure and spills more (--cost at 64 B: 4 instructions a packet more).
     #[inline(never)]
     fn send_direct(
         &self,
