@@ -175,8 +175,9 @@ impl PrimaryRx {
     /// through `engine`. The copies of one call are submitted as one batch once the ring walk
     /// is done, and retired before the call returns and before any slot goes back to the
     /// peer. A synchronous engine (the CPU backend: every batch copied within `submit`) and
-    /// `None` both copy inline during the walk, which is the same work without a second pass
-    /// over the batch (about 55 instructions a packet).
+    /// `None` both copy inline, which is the same work without a second pass over the batch
+    /// (about 55 instructions a packet): single-descriptor packets in
+    /// [`recv_direct`](Self::recv_direct), the rest during the walk.
     pub fn recv_split_via(
         &mut self,
         pool: &mut Pool,
