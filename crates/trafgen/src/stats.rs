@@ -24,7 +24,6 @@ pub struct RxStats {
     hist: Latencies,
 }
 
-
 impl RxStats {
     /// Accounts one received frame at time `now`.
     #[inline]

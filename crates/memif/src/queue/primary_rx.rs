@@ -177,7 +177,7 @@ impl PrimaryRx {
     /// peer. A synchronous engine (the CPU backend: every batch copied within `submit`) and
     /// `None` both copy inline, which is the same work without a second pass over the batch
     /// (about 55 instructions a packet): single-descriptor packets in
-    /// [`recv_direct`](Self::recv_direct), the rest during the walk.
+    /// `recv_direct`, the rest during the walk.
     pub fn recv_split_via(
         &mut self,
         pool: &mut Pool,

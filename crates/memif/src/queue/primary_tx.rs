@@ -81,7 +81,7 @@ impl PrimaryTx {
     /// forwarding) are copied straight from the rx peer's buffer (found in `peers`) into this
     /// peer's; one whose source `peers` does not have is dropped and counted. A synchronous
     /// engine (the CPU backend) and `None` copy each single-buffer packet inline, in
-    /// [`send_direct`](Self::send_direct), as the receive side does: the same work without a
+    /// `send_direct`, as the receive side does: the same work without a
     /// batch to build and walk.
     pub fn send_via(
         &mut self,
