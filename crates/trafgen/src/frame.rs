@@ -292,6 +292,13 @@ impl FrameSpec {
         Ipv4Addr::from(u32::from(a).wrapping_add(u32::from(net) << 16))
     }
 
+    /// Whether [`patch`](Self::patch) writes the same bytes into every frame (one flow, one
+    /// destination, one network): then a buffer that holds a patched frame's header needs
+    /// only the next probe.
+    pub fn patch_is_constant(&self) -> bool {
+        self.flows <= 1 && self.dst_ips <= 1 && self.networks <= 1
+    }
+
     /// Writes frame `seq`'s source port, and (with several destination addresses or another
     /// network than 0) its addresses and IPv4 header checksum, and its VNI, into `head` (the
     /// frame's first bytes, at least through the inner UDP header, holding the template's).

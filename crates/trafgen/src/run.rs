@@ -275,10 +275,11 @@ struct SendPort {
     id: u32,
     spec: FrameSpec,
     template: Vec<u8>,
-    /// Frames sent so far in this session's life (secondary): once every tx slot's buffer
-    /// has held the template, a frame needs only its headers written. The buffers belong to
+    /// Frames sent so far in this session's life on each tx queue (secondary): once every
+    /// slot's buffer of a queue has held the template, a frame there needs only its headers
+    /// written (only its probe, when they are the same in every frame). The buffers belong to
     /// the session, so this survives from one run to the next.
-    primed: u64,
+    primed: Vec<u64>,
     /// A kernel port: frames are copied from the session's buffers whatever the role.
     kernel: bool,
 }
@@ -357,7 +358,7 @@ impl Session {
                     id: id_of(peer),
                     template: template(&spec)?,
                     spec,
-                    primed: 0,
+                    primed: Vec::new(),
                     kernel: peer >= ifaces.len(),
                 })
             })
@@ -700,7 +701,7 @@ impl Session {
         }
         report.samples = samples;
         for (sp, s) in sends.iter_mut().zip(&senders) {
-            sp.primed = s.primed;
+            sp.primed = s.primed.clone();
             pool.free_bulk(&s.chains);
         }
         report.tx_stream_packets = next_seqs(&senders)
@@ -891,7 +892,8 @@ struct Sender {
     /// The headers through the probe, rewritten for every frame.
     head: Vec<u8>,
     template: Vec<u8>,
-    primed: u64,
+    /// Per tx queue, as [`SendPort`]'s.
+    primed: Vec<u64>,
     chains: Vec<u32>,
     /// Networks the frames spread over, in turn.
     nets: u64,
@@ -944,7 +946,11 @@ impl Sender {
             lens: vec![template.len() as u32; cfg.burst],
             head: template[..head_len].to_vec(),
             template: template.clone(),
-            primed: port.primed,
+            primed: {
+                let mut p = port.primed.clone();
+                p.resize(nq.max(1), 0);
+                p
+            },
             chains,
             nets,
             stream_base: stream_base as u16,
@@ -1065,7 +1071,6 @@ impl Sender {
         q: &mut SecondaryQueues,
         start: Instant,
     ) -> Result<(), memif::LinkDown> {
-        let nq = q.tx.len();
         let probe = self.spec.probe_offset();
         for t in q.tx.iter_mut() {
             let n = self.budget(start);
@@ -1082,8 +1087,11 @@ impl Sender {
                 }
             }
             let ring = u64::from(t.ring_size());
-            let full = self.primed < ring * nq as u64;
             let queue = usize::from(t.index());
+            let full = self.primed.get(queue).is_none_or(|&p| p < ring);
+            // Every slot's buffer holds a whole patched frame and only the probe changes:
+            // write just the probe.
+            let probe_only = !full && !mixed && self.spec.patch_is_constant();
             let (nets, stream_base) = (self.nets, self.stream_base);
             let (head, template, spec, seqs) =
                 (&mut self.head, &self.template, &self.spec, &mut self.seqs);
@@ -1097,6 +1105,10 @@ impl Sender {
                     sent_ns: ts,
                 };
                 seqs[s] += 1;
+                if probe_only {
+                    w.write(probe, &p.encode());
+                    return;
+                }
                 head[probe..].copy_from_slice(&p.encode());
                 if mixed {
                     spec.set_len(head, spec.size_of(c));
@@ -1109,7 +1121,9 @@ impl Sender {
                 }
                 w.write(0, head);
             })?;
-            self.primed += sent as u64;
+            if let Some(p) = self.primed.get_mut(queue) {
+                *p += sent as u64;
+            }
             self.account(n, sent);
         }
         Ok(())
@@ -1201,7 +1215,7 @@ mod tests {
                 id: 0,
                 template: cfg.spec.template().unwrap(),
                 spec: cfg.spec.clone(),
-                primed: 0,
+                primed: Vec::new(),
                 kernel: false,
             };
             let s = Sender::new(&cfg, &port, &mut pool, (0, 1), 0, 1);

@@ -510,3 +510,97 @@ fn mixed_sizes_arrive_each_with_its_own_length() {
         assert_eq!((rx.rx_seq_gaps, rx.rx_reordered, rx.rx_foreign), (0, 0, 0));
     }
 }
+
+/// A primary with interface 0 that checks every frame it receives, on every S2M ring,
+/// against `template` (all but the probe) and counts them, until `stop`.
+fn check_frames(socket: SocketPath, rings: u16, template: &[u8], stop: &AtomicBool) -> u64 {
+    use memif::{Event, Listener};
+    let iface = InterfaceConfig {
+        s2m_rings: rings,
+        log2_ring_size: 6,
+        ..Default::default()
+    };
+    let mut l = Listener::bind(&socket, vec![iface]).unwrap();
+    let mut pool = buffer::Pool::new(buffer::PoolConfig::default()).unwrap();
+    let mut queues = None;
+    let (mut got, mut pkts) = (0u64, Vec::new());
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        l.poll(Duration::ZERO).unwrap();
+        while let Some(ev) = l.next_event() {
+            if let Event::Connected { queues: q, .. } = ev {
+                queues = Some(q);
+            }
+        }
+        let Some(q) = queues.as_mut() else {
+            std::thread::sleep(Duration::from_millis(1));
+            continue;
+        };
+        for rx in &mut q.rx {
+            pkts.clear();
+            if rx.recv(&mut pool, &mut pkts, 64).is_err() {
+                return got;
+            }
+            for &b in &pkts {
+                let mut f = Vec::new();
+                let mut c = b;
+                while c != buffer::NONE {
+                    f.extend_from_slice(pool.data(c));
+                    c = pool.meta(c).next;
+                }
+                assert_eq!(f.len(), template.len(), "frame {got}: length");
+                let p = trafgen::frame::PROBE_OFFSET;
+                let end = p + trafgen::frame::PROBE_LEN;
+                assert_eq!(f[..p], template[..p], "frame {got}: headers");
+                assert_eq!(f[end..], template[end..], "frame {got}: payload");
+                assert!(trafgen::Probe::parse(&f).is_some(), "frame {got}: probe");
+                got += 1;
+            }
+            pool.free_bulk(&pkts);
+        }
+    }
+    got
+}
+
+#[test]
+fn frames_are_whole_once_the_rings_are_primed() {
+    // One flow to one address: once every slot's buffer of a ring has held a whole frame,
+    // the sender writes only each frame's probe. Rings of 64 slots, two of them (each primed
+    // on its own), thousands of frames: every one must still be the template around its probe.
+    for size in [64usize, 1500] {
+        let _cpus = CPUS.lock().unwrap_or_else(|e| e.into_inner());
+        let dir = tempfile::tempdir().unwrap();
+        let socket = SocketPath::File(dir.path().join("p.sock"));
+        let spec = FrameSpec {
+            size,
+            ..Default::default()
+        };
+        let template = spec.template().unwrap();
+        let stop = AtomicBool::new(false);
+        let (tx, got) = std::thread::scope(|s| {
+            let (cs, stop, t) = (socket.clone(), &stop, &template);
+            let c = s.spawn(move || check_frames(cs, 2, t, stop));
+            std::thread::sleep(Duration::from_millis(50));
+            let tx = trafgen::run(
+                &GenConfig {
+                    socket: socket.clone(),
+                    iface: InterfaceConfig {
+                        s2m_rings: 2,
+                        log2_ring_size: 6,
+                        ..Default::default()
+                    },
+                    spec: spec.clone(),
+                    receive: false,
+                    count: Some(5_000),
+                    duration: Duration::from_secs(30),
+                    ..Default::default()
+                },
+                stop,
+            )
+            .unwrap();
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            (tx, c.join().unwrap())
+        });
+        assert_eq!(tx.tx_packets, 5_000, "{size}");
+        assert_eq!(got, 5_000, "{size}: every frame received and checked");
+    }
+}
