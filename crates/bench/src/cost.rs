@@ -133,9 +133,12 @@ pub fn measure(
         "--dump-instr=yes".into(),
         format!("--callgrind-out-file={}", out.display()),
     ];
+    if dut.dut == Dut::None {
+        return measure_generator(cfg, dut, size, frames, keep, dir.path());
+    }
     if !matches!(dut.dut, Dut::Veclane | Dut::Testpmd) {
         return Err(CostError::Unavailable(format!(
-            "--cost measures veclane and testpmd, not {dut}"
+            "--cost measures veclane, testpmd and the generator (none), not {dut}"
         )));
     }
     let (mut running, sock) = cfg
@@ -221,23 +224,7 @@ pub fn measure(
         ));
     }
     let (total, nodes, model) = annotate(&out)?;
-    let profile = match keep {
-        Some(dir) => {
-            let label = dut.to_string().replace('/', "-");
-            let to = dir.join(format!(
-                "callgrind.{label}.{}.out",
-                crate::trial::size_label(size)
-            ));
-            std::fs::create_dir_all(dir)
-                .and_then(|()| std::fs::copy(&out, &to))
-                .map_err(|source| CostError::Io {
-                    context: format!("keeping the profile as {}", to.display()),
-                    source,
-                })?;
-            Some(to)
-        }
-        None => None,
-    };
+    let profile = keep_profile(keep, &out, dut, size)?;
     Ok(Cost {
         profile,
         dut,
@@ -251,6 +238,177 @@ pub fn measure(
             .map(|(n, c)| (n, c as f64 / received as f64))
             .collect(),
     })
+}
+
+/// Copies the profile `out` of `dut` at `size` into `keep`, if given, as
+/// `callgrind.DUT.SIZE.out`; where it went.
+fn keep_profile(
+    keep: Option<&Path>,
+    out: &Path,
+    dut: Subject,
+    size: usize,
+) -> Result<Option<std::path::PathBuf>, CostError> {
+    let Some(dir) = keep else {
+        return Ok(None);
+    };
+    let label = dut.to_string().replace('/', "-");
+    let to = dir.join(format!(
+        "callgrind.{label}.{}.out",
+        crate::trial::size_label(size)
+    ));
+    std::fs::create_dir_all(dir)
+        .and_then(|()| std::fs::copy(out, &to))
+        .map_err(|source| CostError::Io {
+            context: format!("keeping the profile as {}", to.display()),
+            source,
+        })?;
+    Ok(Some(to))
+}
+
+/// The generator's run loop, where its instructions are counted (`--cost` of `none`).
+const GEN_RUN: &str = "trafgen::run::Session::run";
+/// Inside it, the control socket's polls of the drain at the end (waiting for the last frames
+/// back, a fixed time): left out, as the idle polls of a DUT are.
+const GEN_CONTROL: &str = "trafgen::run::Endpoint::poll";
+/// Its two halves, as columns.
+const GEN_HALVES: [(&str, &str); 2] = [
+    ("Send", "memif::queue::secondary_tx::SecondaryTx::send_with"),
+    (
+        "Receive",
+        "memif::queue::secondary_rx::SecondaryRx::recv_with",
+    ),
+];
+
+/// `--cost` of `none`: the generator's own instructions per frame, sent and received, which
+/// is what bounds every DUT's measured rate (a DUT forwarding a frame costs the generator a
+/// send and a receive on one CPU). `veclane gen` in loop mode runs under callgrind, collecting
+/// only inside its run loop, against the bare memif reflector of the `none` DUT, native on the
+/// DUT's CPU, twice; fixed frame sizes only. `frames` of the result: the difference of the two
+/// runs.
+fn measure_generator(
+    cfg: &L3fwdConfig,
+    dut: Subject,
+    size: usize,
+    frames: u64,
+    keep: Option<&Path>,
+    dir: &Path,
+) -> Result<Cost, CostError> {
+    if size == crate::trial::IMIX {
+        return Err(CostError::Unavailable(
+            "the generator's --cost (none) takes fixed frame sizes, not imix".into(),
+        ));
+    }
+    // Two runs, of `frames` and three times as many: their difference is the frames' work
+    // alone (connecting, the first passes and the drain at the end, a fixed cost, cancel).
+    let short = run_generator(cfg, dut, size, frames, &dir.join("short.out"))?;
+    let out = dir.join("callgrind.out");
+    let long = run_generator(cfg, dut, size, 3 * frames, &out)?;
+    let per = |a: u64, b: u64| b.saturating_sub(a) as f64 / (2 * frames) as f64;
+    Ok(Cost {
+        profile: keep_profile(keep, &out, dut, size)?,
+        dut,
+        size,
+        frames: 2 * frames,
+        returned: long.returned.saturating_sub(short.returned),
+        total: per(short.total, long.total),
+        device_model: 0.0,
+        nodes: short
+            .halves
+            .iter()
+            .zip(&long.halves)
+            .map(|((name, a), (_, b))| (name.to_string(), per(*a, *b)))
+            .collect(),
+    })
+}
+
+/// One counted run of the generator (see [`measure_generator`]).
+struct GenCount {
+    /// Frames that came back.
+    returned: u64,
+    /// Instructions in its run loop, less the control socket's polls.
+    total: u64,
+    halves: Vec<(&'static str, u64)>,
+}
+
+/// Runs `veclane gen` in loop mode under callgrind for `frames` frames against the `none`
+/// DUT, profile in `out`.
+fn run_generator(
+    cfg: &L3fwdConfig,
+    dut: Subject,
+    size: usize,
+    frames: u64,
+    out: &Path,
+) -> Result<GenCount, CostError> {
+    let dir = out.parent().unwrap_or(Path::new("."));
+    let (running, sock) = cfg.topology.start_dut(cfg, dut, size, dir, &[])?;
+    let g = cfg.topology.gen_config(cfg, dut, &sock, size);
+    let o = Command::new("valgrind")
+        .args([
+            "--tool=callgrind",
+            "--dump-instr=yes",
+            "--collect-atstart=no",
+        ])
+        .arg(format!("--toggle-collect={GEN_RUN}"))
+        .arg(format!("--callgrind-out-file={}", out.display()))
+        .arg(&cfg.veclane_bin)
+        .arg("gen")
+        .arg("--socket")
+        .arg(&sock)
+        .args(["--id", "0", "--rx-id", "1", "--json"])
+        .args(["--count", &frames.to_string()])
+        .args(["--size", &size.to_string()])
+        .args(["--ring-log2", &g.iface.log2_ring_size.to_string()])
+        .args(["--buffer-size", &g.iface.buffer_size.to_string()])
+        .args(["--queues", &g.iface.s2m_rings.to_string()])
+        .args(["--burst", &g.burst.to_string()])
+        .args(["--cpu", &cfg.gen_cpu.to_string()])
+        .args(["--duration", "600", "--connect-timeout", "120"])
+        .output();
+    running.stop(Duration::from_secs(10))?;
+    let o = o.map_err(|e| CostError::Callgrind(format!("valgrind: {e}")))?;
+    if !o.status.success() {
+        return Err(CostError::Generator(format!(
+            "veclane gen under callgrind: {}",
+            String::from_utf8_lossy(&o.stderr).trim()
+        )));
+    }
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout)
+        .map_err(|e| CostError::Generator(format!("its report: {e}")))?;
+    let count = |k: &str| r[k].as_u64().unwrap_or(0);
+    if count("tx_packets") != frames {
+        return Err(CostError::Run(format!(
+            "the generator sent {} of {frames} frames",
+            count("tx_packets")
+        )));
+    }
+    let text = annotate_text(out)?;
+    let (total, _, _) = parse_annotate(&text)?;
+    Ok(GenCount {
+        returned: count("rx_packets"),
+        total: total.saturating_sub(inclusive(&text, GEN_CONTROL)),
+        halves: GEN_HALVES
+            .iter()
+            .map(|&(name, sym)| (name, inclusive(&text, sym)))
+            .collect(),
+    })
+}
+
+/// The inclusive count of function `symbol` in `callgrind_annotate --inclusive=yes` output:
+/// its largest entry (a function shows once per source file its inlined code came from, and
+/// once more as a whole), not counting closures inside it (`symbol::{{closure}}`) or its
+/// recursion levels (`symbol'2`).
+fn inclusive(text: &str, symbol: &str) -> u64 {
+    text.lines()
+        .filter_map(|l| {
+            let l = l.trim();
+            let (num, rest) = l.split_once(' ')?;
+            let i = rest.find(symbol)?;
+            let after = &rest[i + symbol.len()..];
+            (after.is_empty() || after.starts_with(' ')).then_some(())?;
+            num.replace(',', "").parse::<u64>().ok()
+        })
+        .max()
+        .unwrap_or(0)
 }
 
 /// Switches callgrind's instrumentation of process `pid` on or off.
@@ -273,6 +431,11 @@ fn control(pid: u32, on_off: &str) -> Result<(), CostError> {
 /// The profile's total instructions, the inclusive instructions of each graph node's
 /// `process` (by the node's type name), and the software DSA model's.
 fn annotate(out: &Path) -> Result<Annotated, CostError> {
+    parse_annotate(&annotate_text(out)?)
+}
+
+/// `callgrind_annotate --inclusive=yes` of profile `out`.
+fn annotate_text(out: &Path) -> Result<String, CostError> {
     let o = Command::new("callgrind_annotate")
         .args(["--inclusive=yes", "--threshold=100", "--auto=no"])
         .arg(out)
@@ -285,7 +448,7 @@ fn annotate(out: &Path) -> Result<Annotated, CostError> {
             String::from_utf8_lossy(&o.stderr)
         )));
     }
-    parse_annotate(&String::from_utf8_lossy(&o.stdout))
+    Ok(String::from_utf8_lossy(&o.stdout).into_owned())
 }
 
 /// The symbol endings of a node's work, as callgrind names them. The runtime's `AnyNode`
@@ -395,6 +558,13 @@ pub fn table(cfg: &L3fwdConfig, costs: &[Cost]) -> String {
             c.dut,
             crate::trial::size_label(c.size),
             c.device_model
+        );
+    }
+    if costs.iter().any(|c| c.dut.dut == Dut::None) {
+        let _ = writeln!(
+            s,
+            "none: the generator itself under callgrind (its run loop, the difference of runs of N and 3N frames, so that connecting and the drain at the end cancel), per frame sent and received, against the bare memif reflector native on CPU {}; Send and Receive are its two halves",
+            cfg.dut_cpu()
         );
     }
     for p in costs.iter().filter_map(|c| c.profile.as_ref()) {

@@ -642,7 +642,12 @@ impl Session {
                         Queues::Kernel(_) => true,
                     });
                     let waited = ended.elapsed() >= cfg.drain;
-                    if (flushed || waited) && (!cfg.receive || last_rx.elapsed() >= cfg.drain) {
+                    // Every frame sent has come back (loop mode, a DUT that lost nothing):
+                    // nothing is left to wait for.
+                    let all_back = rx.ours() >= total(&senders).sent;
+                    if (flushed || waited)
+                        && (!cfg.receive || all_back || last_rx.elapsed() >= cfg.drain)
+                    {
                         break;
                     }
                 } else if start.elapsed() >= cfg.duration {

@@ -201,6 +201,13 @@ impl WindowedRx {
         self.first_seq.is_some()
     }
 
+    /// Frames of ours received (with a probe), warm-up and window together.
+    pub fn ours(&self) -> u64 {
+        let w = &self.warmup;
+        let v = &self.window;
+        (w.packets - w.foreign) + (v.packets - v.foreign)
+    }
+
     #[inline]
     pub fn record(&mut self, frame_len: usize, probe: Option<Probe>, now: u64) {
         let in_window = match (&self.first_seq, &probe) {

@@ -783,7 +783,7 @@ fn run_cost(a: &BenchArgs, cfg: &L3fwdConfig) -> anyhow::Result<()> {
         for s in cfg
             .duts
             .iter()
-            .filter(|s| matches!(s.dut, Dut::Veclane | Dut::Testpmd))
+            .filter(|s| matches!(s.dut, Dut::Veclane | Dut::Testpmd | Dut::None))
         {
             eprintln!(
                 "cost: {s} at {} B, {} frames under callgrind",
@@ -797,7 +797,7 @@ fn run_cost(a: &BenchArgs, cfg: &L3fwdConfig) -> anyhow::Result<()> {
     }
     if costs.is_empty() {
         bail!(
-            "--cost measures veclane and testpmd (callgrind): include one in --dut{}",
+            "--cost measures veclane, testpmd and the generator (none) under callgrind: include one in --dut{}",
             if cfg.duts.iter().any(|s| s.dut == Dut::Vpp) {
                 format!(" ({})", bench::vpp::NO_COST)
             } else {

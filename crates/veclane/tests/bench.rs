@@ -299,9 +299,9 @@ fn cost_counts_instructions_per_packet_of_each_dut() {
         eprintln!("valgrind not installed (scripts/setup.sh installs it): skipped");
         return;
     }
-    let mut duts = "veclane";
+    let mut duts = "veclane,none";
     if bench::testpmd::find().is_some() {
-        duts = "veclane,testpmd";
+        duts = "veclane,testpmd,none";
     }
     let profiles = tempfile::tempdir().unwrap();
     let r = bench(&[
@@ -340,6 +340,19 @@ fn cost_counts_instructions_per_packet_of_each_dut() {
             for n in nodes {
                 assert!(n[1].as_f64().unwrap() < total, "{c}");
             }
+        }
+        if c["dut"]["dut"] == "none" {
+            // The generator itself: its send and receive halves, each a part of the whole.
+            let halves: Vec<(&str, f64)> = c["nodes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|n| (n[0].as_str().unwrap(), n[1].as_f64().unwrap()))
+                .collect();
+            assert_eq!(halves.len(), 2, "{c}");
+            assert_eq!((halves[0].0, halves[1].0), ("Send", "Receive"), "{c}");
+            assert!(halves.iter().all(|&(_, v)| v > 10.0), "{c}");
+            assert!(halves[0].1 + halves[1].1 < total, "{c}");
         }
     }
 }
