@@ -267,8 +267,9 @@ fn keep_profile(
 
 /// The generator's run loop, where its instructions are counted (`--cost` of `none`).
 const GEN_RUN: &str = "trafgen::run::Session::run";
-/// Inside it, the control socket's polls of the drain at the end (waiting for the last frames
-/// back, a fixed time): left out, as the idle polls of a DUT are.
+/// Inside it, the control socket's polls (every few thousand passes, and on every pass that
+/// neither sent nor received, as at the end): the session's upkeep, not the frames' work, left
+/// out as a DUT's control thread is.
 const GEN_CONTROL: &str = "trafgen::run::Endpoint::poll";
 /// Its two halves, as columns.
 const GEN_HALVES: [(&str, &str); 2] = [

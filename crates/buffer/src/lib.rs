@@ -316,9 +316,8 @@ impl Pool {
         &mut self.mem[start..start + len]
     }
 
-    /// This buffer's metadata and data together, for a node's per-packet fast path: one
-    /// look-up of the metadata instead of one per field or slice.
-    /// Buffer `i`'s metadata and data, through one look-up.
+    /// This buffer's metadata and data together, for a per-packet fast path that only reads
+    /// them (a device's send): one look-up of the metadata instead of one per field or slice.
     #[inline]
     pub fn meta_data(&self, i: u32) -> (&Meta, &[u8]) {
         let m = &self.meta[i as usize];
@@ -326,6 +325,8 @@ impl Pool {
         (m, &self.mem[start..start + usize::from(m.len)])
     }
 
+    /// This buffer's metadata and data together, for a node's per-packet fast path: one
+    /// look-up of the metadata instead of one per field or slice.
     #[inline]
     pub fn meta_data_mut(&mut self, i: u32) -> (&mut Meta, &mut [u8]) {
         let m = &mut self.meta[i as usize];

@@ -327,12 +327,6 @@ impl Range<'_> {
         self.len == 0
     }
 
-    /// The range's address, for copy engines (which take raw addresses). Never turn it into a
-    /// reference: the peer may write the bytes at any time.
-    pub fn addr(&self) -> *mut u8 {
-        self.ptr
-    }
-
     /// Copies the range's first `dst.len()` bytes into `dst`.
     ///
     /// # Panics
