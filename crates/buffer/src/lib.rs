@@ -70,6 +70,24 @@ impl Meta {
         true
     }
 
+    /// [`Pool::truncate`] of this buffer, for a packet of one buffer (a chain's head would
+    /// keep its tail: [`Pool::truncate_chain`] cuts chains).
+    #[inline]
+    pub fn truncate(&mut self, len: u16) {
+        let have = u32::from(self.len) + self.ext.len;
+        let len = u32::from(len);
+        if len >= have {
+            return;
+        }
+        if len > u32::from(self.len) {
+            self.ext.len = len - u32::from(self.len);
+        } else {
+            self.ext.len = 0;
+            self.len = len as u16;
+        }
+        self.total_len -= have - len;
+    }
+
     /// Takes `n` bytes of headroom into the data (a header about to be written there), the
     /// inverse of [`Meta::skip`]. Only for `n` no larger than the headroom that
     /// [`Pool::meta_data_front_mut`] found: the offset would otherwise wrap.
@@ -79,6 +97,46 @@ impl Meta {
         self.len += n;
         self.total_len += u32::from(n);
     }
+}
+
+/// A pool borrowed for one pass over a frame: see [`Pool::view`]. The accessors are the
+/// pool's own, with the same checks.
+#[derive(Debug)]
+pub struct View<'a> {
+    meta: &'a mut [Meta],
+    mem: &'a mut [u8],
+    stride: usize,
+}
+
+impl View<'_> {
+    /// As [`Pool::meta_data_mut`].
+    #[inline(always)]
+    pub fn meta_data_mut(&mut self, i: u32) -> Option<(&mut Meta, &mut [u8])> {
+        self.meta_data_front_mut(i, 0)
+    }
+
+    /// As [`Pool::meta_data_front_mut`]; also `None` for an index outside the pool.
+    #[inline(always)]
+    pub fn meta_data_front_mut(&mut self, i: u32, n: usize) -> Option<(&mut Meta, &mut [u8])> {
+        front(self.meta, self.mem, self.stride, i, n)
+    }
+}
+
+/// Buffer `i`'s metadata and its data with `n` bytes of headroom in front; `None` when the
+/// headroom is shorter or `i` is no buffer.
+#[inline(always)]
+fn front<'a>(
+    meta: &'a mut [Meta],
+    mem: &'a mut [u8],
+    stride: usize,
+    i: u32,
+    n: usize,
+) -> Option<(&'a mut Meta, &'a mut [u8])> {
+    let m = meta.get_mut(i as usize)?;
+    let off = usize::from(m.offset).checked_sub(n)?;
+    let start = i as usize * stride + off;
+    let len = usize::from(m.len) + n;
+    Some((m, mem.get_mut(start..start + len)?))
 }
 
 /// Pool geometry.
@@ -342,11 +400,20 @@ impl Pool {
     /// shorter than `n`.
     #[inline]
     pub fn meta_data_front_mut(&mut self, i: u32, n: usize) -> Option<(&mut Meta, &mut [u8])> {
-        let m = &mut self.meta[i as usize];
-        let off = usize::from(m.offset).checked_sub(n)?;
-        let start = i as usize * self.stride + off;
-        let len = usize::from(m.len) + n;
-        Some((m, &mut self.mem[start..start + len]))
+        front(&mut self.meta, &mut self.mem, self.stride, i, n)
+    }
+
+    /// The pool's metadata and memory borrowed once, for a node's loop over a frame: the
+    /// view's slices and stride are locals of the loop, kept in registers, where the same
+    /// access through `&mut Pool` reloads them from the pool for every packet (a store
+    /// through a packet's metadata might, for all the compiler knows, have changed them).
+    #[inline]
+    pub fn view(&mut self) -> View<'_> {
+        View {
+            meta: &mut self.meta,
+            mem: &mut self.mem,
+            stride: self.stride,
+        }
     }
 
     /// Addresses in the rooms of many buffers at once, for a copy engine that writes them
@@ -424,19 +491,7 @@ impl Pool {
     /// Shortens the packet that starts in this buffer's data to `len` bytes (trailing Ethernet
     /// padding, say): the external segment is cut first, then the buffer's own data.
     pub fn truncate(&mut self, b: u32, len: u16) {
-        let m = &mut self.meta[b as usize];
-        let have = u32::from(m.len) + m.ext.len;
-        let len = u32::from(len);
-        if len >= have {
-            return;
-        }
-        if len > u32::from(m.len) {
-            m.ext.len = len - u32::from(m.len);
-        } else {
-            m.ext.len = 0;
-            m.len = len as u16;
-        }
-        m.total_len -= have - len;
+        self.meta[b as usize].truncate(len);
     }
 
     /// Shortens the whole chain starting at `head` to `len` bytes: the buffer where byte `len`
@@ -677,6 +732,38 @@ mod tests {
         // Past the headroom: refused, nothing changed.
         assert!(pool.meta_data_front_mut(b, 3).is_none());
         assert_eq!(pool.meta(b).len, 34);
+    }
+
+    #[test]
+    fn a_view_reads_what_the_pool_reads_and_refuses_what_it_refuses() {
+        let mut pool = Pool::new(PoolConfig {
+            count: 2,
+            data_size: 64,
+            headroom: 16,
+        })
+        .unwrap();
+        let b = pool.from_bytes(&[7u8; 20]).unwrap();
+        let c = pool.from_bytes(&[8u8; 30]).unwrap();
+        let mut v = pool.view();
+        assert_eq!(v.meta_data_mut(c).unwrap().1, &[8u8; 30][..]);
+        let (m, f) = v.meta_data_front_mut(b, 16).unwrap();
+        assert_eq!((m.len, f.len(), &f[16..]), (20, 36, &[7u8; 20][..]));
+        assert!(v.meta_data_front_mut(b, 17).is_none(), "past the headroom");
+        assert!(v.meta_data_mut(2).is_none(), "no such buffer");
+        // A length a node set past the end of the memory is refused, not read.
+        pool.meta_mut(b).len = 2048;
+        assert!(pool.view().meta_data_mut(b).is_none());
+        pool.meta_mut(b).len = 20;
+        // Cutting padding in place: within the buffer's data, then within its segment.
+        let m = pool.meta_mut(b);
+        m.truncate(12);
+        assert_eq!((m.len, m.total_len), (12, 12));
+        m.ext.len = 100;
+        m.total_len += 100;
+        m.truncate(50);
+        assert_eq!((m.len, m.ext.len, m.total_len), (12, 38, 50));
+        m.truncate(60);
+        assert_eq!(m.total_len, 50, "never lengthened");
     }
 
     #[test]

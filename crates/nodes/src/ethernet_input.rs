@@ -83,7 +83,10 @@ impl EthernetInput {
         // first byte is 0x4N), so that its packets leave the fast path for `l3_input`
         // without a test of their own on the way.
         let (mut last_rx, mut last_ifc, mut fast_mac) = (buffer::NONE, None, mac_key(&[0xff; 6]));
-        for (&b, n) in bufs.iter().zip(next.iter_mut()) {
+        let mut i = 0;
+        while i < bufs.len() {
+            let (b, n) = (bufs[i], &mut next[i]);
+            i += 1;
             let (m, data) = ctx.pool.meta_data_mut(b);
             if m.rx_if != last_rx {
                 last_rx = m.rx_if;
@@ -125,14 +128,20 @@ impl EthernetInput {
                         ctx.pool.truncate_chain(b, u32::from(total));
                     }
                 }
-                if traced {
-                    trace_ip4(ctx, b, ttl);
-                }
                 *n = match to {
                     ip4_input::Fast::Lookup => Next::Lookup,
                     ip4_input::Fast::Vxlan => Next::Vxlan,
                 }
                 .into();
+                if traced {
+                    trace_ip4(ctx, b, ttl);
+                } else {
+                    // The packets after it most likely came in the same way: the direct
+                    // loop takes them while they do.
+                    let (rx, vrf) = (last_rx, ifc.vrf);
+                    let (rest, next) = (&bufs[i..], &mut next[i..]);
+                    i += direct::<BYPASS>(ctx.pool, rx, vrf, fast_mac, vteps, rest, next);
+                }
                 continue;
             }
             if ifc.l3 {
@@ -180,6 +189,57 @@ impl EthernetInput {
             }
         }
     }
+}
+
+/// The direct loop: takes packets from the front of `bufs` for as long as each is one of
+/// a single buffer, received on `rx` (an interface that is up, not in ip mode, in VRF `vrf`,
+/// whose MAC is `mac` as [`mac_key`] gives it), untraced, IPv4 to that MAC; returns how many
+/// it took. Each gets what the node's loop gives it (the IPv4 checks of `ip4_input::fast`,
+/// padding cut, on to `ip4-lookup` or `vxlan4-input`, or to `ip4-input` when a check
+/// fails); the node's loop takes the rest, from the first packet that is anything else. It
+/// only does it with the frame's state in registers and the pool borrowed once.
+#[inline(never)]
+fn direct<const BYPASS: bool>(
+    pool: &mut buffer::Pool,
+    rx: u32,
+    vrf: u32,
+    mac: u64,
+    vteps: &[(u32, wire::Ipv4Addr)],
+    bufs: &[u32],
+    next: &mut [u16],
+) -> usize {
+    let mut pool = pool.view();
+    for (i, (&b, n)) in bufs.iter().zip(next.iter_mut()).enumerate() {
+        let Some((m, data)) = pool.meta_data_mut(b) else {
+            return i;
+        };
+        if m.rx_if != rx || m.flags & graph::BUFFER_TRACED != 0 || m.next != buffer::NONE {
+            return i;
+        }
+        let Some((eth, ip)) = data.split_first_chunk::<ETH_HDR>() else {
+            return i;
+        };
+        let e = Ethernet::new_unchecked(eth);
+        if e.ethertype_raw() != EtherType::Ipv4.to_raw() || mac_key(&e.dst_bytes()) != mac {
+            return i;
+        }
+        m.vrf = vrf;
+        m.skip(ETH_HDR as u16);
+        *n = match ip4_input::fast::<BYPASS>(m, ip, vteps) {
+            None => Next::Ip4,
+            Some((to, cut)) => {
+                if let Some(total) = cut {
+                    m.truncate(total);
+                }
+                match to {
+                    ip4_input::Fast::Lookup => Next::Lookup,
+                    ip4_input::Fast::Vxlan => Next::Vxlan,
+                }
+            }
+        }
+        .into();
+    }
+    bufs.len()
 }
 
 /// A MAC address as one integer (its six bytes in the host's order), so that the fast path

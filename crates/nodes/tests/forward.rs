@@ -660,3 +660,72 @@ fn the_fast_path_keeps_checksums_padding_and_order_right() {
     assert!(s.rt.errors().is_empty(), "{:?}", s.rt.errors());
     assert_eq!(s.pool.available(), s.pool.capacity());
 }
+
+/// `ethernet-input` and `ip4-lookup` take runs of ordinary packets in direct loops of their
+/// own and hand anything else back to their general loop, mid-frame. Whatever a frame holds,
+/// each packet must come out as it does alone: the same packets leave on the same interfaces
+/// with the same bytes, and every counter moves as much. Checked with the kinds of packet
+/// the direct loops must give back (another interface or VRF, padding, bad checksum, TTL 1,
+/// not our MAC, an unresolved next hop, to us, a traced packet) in the middle of runs they
+/// take, against the same packets sent one per frame.
+#[test]
+fn a_packet_in_a_mixed_frame_goes_where_it_goes_alone() {
+    let payload: Vec<u8> = (0..64u8).collect();
+    let good0 = udp(MAC[0], [192, 0, 2, 5], 64, &payload);
+    let other_dst = udp(MAC[0], [192, 0, 2, 77], 9, &payload);
+    let good2 = udp(MAC[2], [192, 0, 2, 6], 64, &payload);
+    let mut padded = udp(MAC[0], [192, 0, 2, 5], 64, b"x");
+    padded.extend([0xee; 20]);
+    let mut bad_csum = good0.clone();
+    bad_csum[24] ^= 0xff;
+    let ttl1 = udp(MAC[0], [192, 0, 2, 5], 1, &payload);
+    let not_ours = udp(MAC[1], [192, 0, 2, 5], 64, &payload);
+    let glean = udp(MAC[0], [203, 0, 113, 9], 64, &payload);
+    let to_us = udp(MAC[0], [10, 0, 0, 1], 64, &payload);
+    let big = udp(MAC[0], [192, 0, 2, 5], 64, &[7u8; 1400]);
+    let mut frame: Vec<(u32, Vec<u8>)> = Vec::new();
+    let mut run = |n: usize, rx: u32, p: &Vec<u8>| frame.extend((0..n).map(|_| (rx, p.clone())));
+    run(4, 0, &good0);
+    run(1, 0, &ttl1);
+    run(3, 0, &good0);
+    run(3, 2, &good2);
+    run(2, 0, &padded);
+    run(1, 0, &good0);
+    run(1, 0, &bad_csum);
+    run(2, 0, &good0);
+    run(1, 0, &not_ours);
+    run(2, 0, &other_dst);
+    run(1, 0, &glean);
+    run(1, 0, &good0);
+    run(1, 0, &to_us);
+    run(2, 0, &big);
+    run(1, 2, &good2);
+    run(3, 0, &good0);
+
+    type Outcome = (Vec<(u32, Vec<u8>)>, Vec<(&'static str, &'static str, u64)>);
+    let outcome = |frames: Vec<Vec<(u32, Vec<u8>)>>, traced: u32| -> Outcome {
+        let mut s = setup();
+        if traced > 0 {
+            s.rt.trace_add("test-input", traced).unwrap();
+        }
+        for f in frames {
+            s.input.lock().unwrap().extend(f);
+            s.rt.dispatch(&mut s.pool);
+        }
+        assert_eq!(s.pool.available(), s.pool.capacity(), "a buffer leaked");
+        let mut out = s.output.lock().unwrap().clone();
+        out.sort();
+        let mut errors = s.rt.errors();
+        errors.sort();
+        (out, errors)
+    };
+    let alone = outcome(frame.iter().map(|p| vec![p.clone()]).collect(), 0);
+    assert!(alone.0.len() > 20, "most packets are forwarded: {alone:?}");
+    assert_eq!(outcome(vec![frame.clone()], 0), alone, "one frame");
+    // Traced packets (the first five and, in a second frame, the whole of it) go where they
+    // would untraced.
+    let (first, second) = frame.split_at(frame.len() / 2);
+    assert_eq!(outcome(vec![frame.clone()], 5), alone, "first five traced");
+    let halves = vec![first.to_vec(), second.to_vec()];
+    assert_eq!(outcome(halves, 200), alone, "all traced, two frames");
+}
