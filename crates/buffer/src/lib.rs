@@ -276,6 +276,19 @@ impl Pool {
         let have = free.len();
         let n = n.min(have);
         let mut taken = 0;
+        let blank = Meta {
+            offset: headroom,
+            len: 0,
+            next: NONE,
+            total_len: 0,
+            rx_if,
+            tx_if: NONE,
+            vrf: 0,
+            adj: 0,
+            error: 0,
+            flags: 0,
+            ext: Ext::default(),
+        };
         // The free list's top `n` entries, taken from the top down, as `alloc` would.
         for &b in free[have - n..].iter().rev() {
             let start = b as usize * stride + usize::from(headroom);
@@ -286,19 +299,13 @@ impl Pool {
             if len > data_size {
                 break;
             }
-            meta[b as usize] = Meta {
-                offset: headroom,
-                len,
-                next: NONE,
-                total_len,
-                rx_if,
-                tx_if: NONE,
-                vrf: 0,
-                adj: 0,
-                error: 0,
-                flags: 0,
-                ext,
-            };
+            let m = &mut meta[b as usize];
+            *m = blank;
+            m.len = len;
+            m.total_len = total_len;
+            if ext.len != 0 {
+                m.ext = ext;
+            }
             taken += 1;
         }
         out.extend(free[have - taken..].iter().rev());
@@ -350,6 +357,15 @@ impl Pool {
         for &h in heads {
             self.free(h);
         }
+    }
+
+    /// Returns buffers that are one each (their `next` none, as the caller saw when it last
+    /// read their metadata): the indices in one copy, without [`free_bulk`](Self::free_bulk)'s
+    /// pass over the metadata. A chain's head given here would keep its tail out of the pool
+    /// (lost buffers, never a buffer in two places); debug builds check.
+    pub fn free_unchained(&mut self, bufs: &[u32]) {
+        debug_assert!(bufs.iter().all(|&b| self.meta[b as usize].next == NONE));
+        self.free.extend_from_slice(bufs);
     }
 
     pub fn meta(&self, i: u32) -> &Meta {

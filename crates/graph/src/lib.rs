@@ -111,6 +111,9 @@ pub enum TraceError {
 /// One worker's graph.
 pub struct Runtime {
     slots: Vec<Slot>,
+    /// One bit per slot whose pending frame is not empty, so that the next node to run is
+    /// found with a look at a word or two rather than a walk over every slot.
+    ready: Vec<u64>,
     inputs: Vec<NodeIndex>,
     trace: TraceRing,
     next_scratch: Vec<u16>,
@@ -195,6 +198,7 @@ impl Runtime {
             undeclared_next: 0,
             busy_ns: 0,
             trace_quota: vec![0; slots.len()],
+            ready: vec![0; slots.len().div_ceil(64)],
             slots,
             inputs,
             trace: TraceRing::new(trace_capacity),
@@ -282,12 +286,13 @@ impl Runtime {
             self.next_scratch = next;
         }
         // Run pending frames in node order until the graph is empty.
-        while let Some(i) = self.slots.iter().position(|s| !s.pending.is_empty()) {
+        while let Some(i) = self.next_ready() {
             let mut frame = std::mem::take(&mut self.buf_scratch);
             frame.clear();
             if self.slots[i].pending.len() <= FRAME_SIZE {
                 // The whole backlog is one frame: swap the vectors instead of copying.
                 std::mem::swap(&mut frame, &mut self.slots[i].pending);
+                self.ready[i / 64] &= !(1 << (i % 64));
             } else {
                 frame.extend(self.slots[i].pending.drain(..FRAME_SIZE));
             }
@@ -419,6 +424,21 @@ impl Runtime {
             .map(|f| (f.clone(), self.capture.captured()))
     }
 
+    /// The first slot, in node order, with a pending frame.
+    #[inline]
+    fn next_ready(&self) -> Option<usize> {
+        let k = self.ready.iter().position(|&w| w != 0)?;
+        Some(k * 64 + self.ready[k].trailing_zeros() as usize)
+    }
+
+    /// Appends `bufs` to slot `to`'s pending frame.
+    #[inline]
+    fn pend(&mut self, to: NodeIndex, bufs: &[u32]) {
+        let to = usize::from(to);
+        self.slots[to].pending.extend_from_slice(bufs);
+        self.ready[to / 64] |= 1 << (to % 64);
+    }
+
     /// Moves the buffers node `from` emitted beyond its frame ([`Ctx::emit`]) on.
     #[inline]
     fn enqueue_extra(&mut self, from: usize, pool: &mut Pool) {
@@ -448,7 +468,7 @@ impl Runtime {
                 return;
             }
             if let Some(&to) = self.slots[from].nexts.get(usize::from(n0)) {
-                self.slots[usize::from(to)].pending.extend_from_slice(bufs);
+                self.pend(to, bufs);
                 return;
             }
         }
@@ -457,7 +477,7 @@ impl Runtime {
                 continue;
             }
             match self.slots[from].nexts.get(usize::from(n)) {
-                Some(&to) => self.slots[usize::from(to)].pending.push(b),
+                Some(&to) => self.pend(to, &[b]),
                 None => {
                     pool.free(b);
                     self.undeclared_next += 1;

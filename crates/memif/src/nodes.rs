@@ -527,18 +527,19 @@ impl MemifOutput {
         self
     }
 
-    /// Sends `run`, a run of packets for interface `ifindex`, and frees them all.
-    fn flush(&mut self, ctx: &mut Ctx<'_, Self>, ifindex: u32, run: &[u32]) {
+    /// Sends `run`, a run of packets for interface `ifindex`, and frees them all; `single`:
+    /// every one of them is one buffer.
+    fn flush(&mut self, ctx: &mut Ctx<'_, Self>, ifindex: u32, run: &[u32], single: bool) {
         if self.ip_mode.get(ifindex as usize) == Some(&true) {
-            return self.flush_ip(ctx, ifindex, run);
+            return self.flush_ip(ctx, ifindex, run, single);
         }
-        self.send_run(ctx, ifindex, run);
+        self.send_run(ctx, ifindex, run, single);
     }
 
     /// `flush` for an interface in ip mode: IPv4 packets lose their Ethernet header, the rest
     /// (ARP, say, which a peer in ip mode has no use for) is dropped.
     #[cold]
-    fn flush_ip(&mut self, ctx: &mut Ctx<'_, Self>, ifindex: u32, run: &[u32]) {
+    fn flush_ip(&mut self, ctx: &mut Ctx<'_, Self>, ifindex: u32, run: &[u32], single: bool) {
         let mut kept = std::mem::take(&mut self.kept);
         kept.clear();
         for &b in run {
@@ -550,11 +551,11 @@ impl MemifOutput {
                 ctx.pool.free(b);
             }
         }
-        self.send_run(ctx, ifindex, &kept);
+        self.send_run(ctx, ifindex, &kept, single);
         self.kept = kept;
     }
 
-    fn send_run(&mut self, ctx: &mut Ctx<'_, Self>, ifindex: u32, run: &[u32]) {
+    fn send_run(&mut self, ctx: &mut Ctx<'_, Self>, ifindex: u32, run: &[u32], single: bool) {
         let queue = self
             .queues
             .get_mut(ifindex as usize)
@@ -585,7 +586,11 @@ impl MemifOutput {
             }
             None => ctx.count_errors(OutputError::NoTx, run.len() as u64),
         }
-        ctx.pool.free_bulk(run);
+        if single {
+            ctx.pool.free_unchained(run);
+        } else {
+            ctx.pool.free_bulk(run);
+        }
     }
 }
 
@@ -640,15 +645,22 @@ impl Node for MemifOutput {
         self.take_commands();
         self.peers.refresh();
         // Send runs of consecutive buffers for the same interface (a frame is usually one run).
+        // The pass that finds a run also sees whether its packets are all one buffer each,
+        // which spares freeing them a pass of its own.
         let mut rest = bufs;
         while let Some(&first) = rest.first() {
             let tx = ctx.pool.meta(first).tx_if;
+            let mut single = true;
             let n = rest
                 .iter()
-                .position(|&b| ctx.pool.meta(b).tx_if != tx)
+                .position(|&b| {
+                    let m = ctx.pool.meta(b);
+                    single &= m.next == buffer::NONE;
+                    m.tx_if != tx
+                })
                 .unwrap_or(rest.len());
             let (run, after) = rest.split_at(n);
-            self.flush(ctx, tx, run);
+            self.flush(ctx, tx, run, single);
             rest = after;
         }
         next.fill(CONSUMED);

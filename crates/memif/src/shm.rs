@@ -386,9 +386,30 @@ unsafe fn move_bytes(src: *const u8, dst: *mut u8, n: usize) {
     // SAFETY: every access below is at an offset whose sum with its width is at most `n`,
     // the length the caller vouches for; unaligned accesses need no alignment.
     unsafe {
-        if n > 128 {
-            std::ptr::copy(src, dst, n);
-        } else if n > 64 {
+        // The test for a minimum-size frame's class (33..=64 bytes) comes first.
+        if n <= 64 {
+            if n > 32 {
+                let (s, d, t) = (src.cast::<V>(), dst.cast::<V>(), n - 32);
+                let (a, b) = (rd(s), rd(s.add(1)));
+                let st = src.add(t).cast::<V>();
+                let (c, e) = (rd(st), rd(st.add(1)));
+                wr(d, a);
+                wr(d.add(1), b);
+                let dt = dst.add(t).cast::<V>();
+                wr(dt, c);
+                wr(dt.add(1), e);
+            } else if n >= 16 {
+                let (a, b) = (rd(src.cast::<V>()), rd(src.add(n - 16).cast::<V>()));
+                wr(dst.cast::<V>(), a);
+                wr(dst.add(n - 16).cast::<V>(), b);
+            } else if n >= 8 {
+                let (a, b) = (rd(src.cast::<u64>()), rd(src.add(n - 8).cast::<u64>()));
+                wr(dst.cast::<u64>(), a);
+                wr(dst.add(n - 8).cast::<u64>(), b);
+            } else {
+                std::ptr::copy(src, dst, n);
+            }
+        } else if n <= 128 {
             // Named values, not arrays: arrays of them went through the stack.
             let (s, d, t) = (src.cast::<V>(), dst.cast::<V>(), n - 64);
             let (h0, h1, h2, h3) = (rd(s), rd(s.add(1)), rd(s.add(2)), rd(s.add(3)));
@@ -403,24 +424,6 @@ unsafe fn move_bytes(src: *const u8, dst: *mut u8, n: usize) {
             wr(dt.add(1), e1);
             wr(dt.add(2), e2);
             wr(dt.add(3), e3);
-        } else if n > 32 {
-            let (s, d, t) = (src.cast::<V>(), dst.cast::<V>(), n - 32);
-            let (a, b) = (rd(s), rd(s.add(1)));
-            let st = src.add(t).cast::<V>();
-            let (c, e) = (rd(st), rd(st.add(1)));
-            wr(d, a);
-            wr(d.add(1), b);
-            let dt = dst.add(t).cast::<V>();
-            wr(dt, c);
-            wr(dt.add(1), e);
-        } else if n >= 16 {
-            let (a, b) = (rd(src.cast::<V>()), rd(src.add(n - 16).cast::<V>()));
-            wr(dst.cast::<V>(), a);
-            wr(dst.add(n - 16).cast::<V>(), b);
-        } else if n >= 8 {
-            let (a, b) = (rd(src.cast::<u64>()), rd(src.add(n - 8).cast::<u64>()));
-            wr(dst.cast::<u64>(), a);
-            wr(dst.add(n - 8).cast::<u64>(), b);
         } else {
             std::ptr::copy(src, dst, n);
         }
