@@ -249,20 +249,22 @@ impl Pool {
     }
 
     /// Receives up to `n` packets into fresh buffers in one pass, the receive loop of a
-    /// device: `fill` gets each buffer's data area (the data size, after the headroom), writes
-    /// a packet there and returns its length in the buffer, its `total_len` and its [`Ext`],
-    /// or `None` to stop. Each buffer filled gets its whole metadata at once, so that no
-    /// field of an earlier packet survives (`rx_if` as given, `tx_if` none, VRF and adjacency
-    /// 0, the rest as [`alloc`](Self::alloc) leaves them) and is appended to `out`, in order;
-    /// returns how many. A length past the data area stops the pass as `None` does.
+    /// device: `fill` gets the packet's number in the pass (0, 1, ...) and its buffer's data
+    /// area (the data size, after the headroom), writes a packet there and returns its length
+    /// in the buffer, its `total_len` and its [`Ext`], or `None` to stop. Each buffer filled
+    /// gets its whole metadata at once, so that no field of an earlier packet survives
+    /// (`rx_if` as given, `tx_if` none, VRF and adjacency 0, the rest as
+    /// [`alloc`](Self::alloc) leaves them) and is appended to `out`, in order; returns how
+    /// many, and the sum of their `total_len`. A length past the data area stops the pass as
+    /// `None` does.
     #[inline]
     pub fn alloc_packets(
         &mut self,
         n: usize,
         rx_if: u32,
         out: &mut Vec<u32>,
-        mut fill: impl FnMut(&mut [u8]) -> Option<(u16, u32, Ext)>,
-    ) -> usize {
+        mut fill: impl FnMut(usize, &mut [u8]) -> Option<(u16, u32, Ext)>,
+    ) -> (usize, u64) {
         let Pool {
             mem,
             meta,
@@ -275,7 +277,7 @@ impl Pool {
         let (stride, data_size, headroom) = (*stride, *data_size, *headroom);
         let have = free.len();
         let n = n.min(have);
-        let mut taken = 0;
+        let (mut taken, mut bytes) = (0, 0u64);
         let blank = Meta {
             offset: headroom,
             len: 0,
@@ -292,8 +294,8 @@ impl Pool {
         // The free list's top `n` entries, taken from the top down, as `alloc` would.
         for &b in free[have - n..].iter().rev() {
             let start = b as usize * stride + usize::from(headroom);
-            let Some((len, total_len, ext)) = fill(&mut mem[start..start + usize::from(data_size)])
-            else {
+            let room = &mut mem[start..start + usize::from(data_size)];
+            let Some((len, total_len, ext)) = fill(taken, room) else {
                 break;
             };
             if len > data_size {
@@ -306,11 +308,12 @@ impl Pool {
             if ext.len != 0 {
                 m.ext = ext;
             }
+            bytes += u64::from(total_len);
             taken += 1;
         }
         out.extend(free[have - taken..].iter().rev());
         free.truncate(have - taken);
-        taken
+        (taken, bytes)
     }
 
     pub fn alloc(&mut self) -> Option<u32> {
@@ -872,13 +875,13 @@ mod tests {
         p.free(order[0]);
         let mut out = vec![99];
         let mut k = 0u8;
-        let got = p.alloc_packets(3, 5, &mut out, |room| {
-            assert_eq!(room.len(), 256);
+        let got = p.alloc_packets(3, 5, &mut out, |i, room| {
+            assert_eq!((i, room.len()), (usize::from(k), 256));
             k += 1;
             room[..100].fill(k);
             (k < 3).then_some((100, 600, ext))
         });
-        assert_eq!(got, 2);
+        assert_eq!(got, (2, 1200));
         assert_eq!(
             out[1..],
             order,
@@ -900,8 +903,8 @@ mod tests {
             "the pass stopped at the third: its buffer stays free"
         );
         assert_eq!(
-            p.alloc_packets(1, 0, &mut out, |_| Some((257, 257, Ext::default()))),
-            0
+            p.alloc_packets(1, 0, &mut out, |_, _| Some((257, 257, Ext::default()))),
+            (0, 0)
         );
         assert_eq!(
             p.available(),
@@ -909,8 +912,8 @@ mod tests {
             "a length past the data area takes no buffer"
         );
         assert_eq!(
-            p.alloc_packets(9, 0, &mut out, |_| Some((1, 1, Ext::default()))),
-            2
+            p.alloc_packets(9, 0, &mut out, |_, _| Some((1, 1, Ext::default()))),
+            (2, 2)
         );
         assert_eq!(p.available(), 0);
     }

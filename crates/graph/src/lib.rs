@@ -38,6 +38,9 @@ pub const FRAME_SIZE: usize = 256;
 /// A node's place in its graph.
 pub type NodeIndex = u16;
 
+/// An idle input node ([`Node::idle`]) is polled once in this many dispatch loops.
+pub const IDLE_POLL_EVERY: u16 = 64;
+
 /// A `next` value meaning "this node consumed the buffer" (sent it, freed it, kept it).
 pub const CONSUMED: u16 = u16::MAX;
 
@@ -114,6 +117,9 @@ pub struct Runtime {
     /// One bit per slot whose pending frame is not empty, so that the next node to run is
     /// found with a look at a word or two rather than a walk over every slot.
     ready: Vec<u64>,
+    /// Per input node (in `inputs`' order): dispatch loops left before an idle one
+    /// ([`Node::idle`]) is polled again.
+    idle_skip: Vec<u16>,
     inputs: Vec<NodeIndex>,
     trace: TraceRing,
     next_scratch: Vec<u16>,
@@ -188,7 +194,7 @@ impl Runtime {
             .enumerate()
             .filter(|(_, i)| i.kind == NodeKind::Input)
             .map(|(i, _)| i as NodeIndex)
-            .collect();
+            .collect::<Vec<_>>();
         let epoll =
             epoll::create(epoll::CreateFlags::CLOEXEC).map_err(|e| GraphError::Epoll(e.into()))?;
         Ok(Runtime {
@@ -199,6 +205,7 @@ impl Runtime {
             busy_ns: 0,
             trace_quota: vec![0; slots.len()],
             ready: vec![0; slots.len().div_ceil(64)],
+            idle_skip: vec![0; inputs.len()],
             slots,
             inputs,
             trace: TraceRing::new(trace_capacity),
@@ -237,6 +244,10 @@ impl Runtime {
         let mut t = clock::ticks();
         let start = t;
         for k in 0..self.inputs.len() {
+            if self.idle_skip[k] > 0 {
+                self.idle_skip[k] -= 1;
+                continue;
+            }
             let i = usize::from(self.inputs[k]);
             let mut out = std::mem::take(&mut self.buf_scratch);
             let mut next = std::mem::take(&mut self.next_scratch);
@@ -261,6 +272,9 @@ impl Runtime {
             let now = clock::ticks();
             s.stats.clocks += now.wrapping_sub(t);
             t = now;
+            if n == 0 && s.node.idle() {
+                self.idle_skip[k] = IDLE_POLL_EVERY - 1;
+            }
             if n > 0 {
                 if self.capture.wants(Point::Rx) {
                     for &b in &out[..n] {
@@ -349,6 +363,9 @@ impl Runtime {
     /// Every node's [`Node::housekeeping`](crate::Node::housekeeping); the worker calls it
     /// before it sleeps and every few thousand dispatch loops.
     pub fn housekeeping(&mut self) {
+        // Idle input nodes are polled at the next loop: the worker may be about to sleep,
+        // and a command that wakes it must find them polled.
+        self.idle_skip.fill(0);
         for s in &mut self.slots {
             s.node.housekeeping();
         }
@@ -757,5 +774,74 @@ mod tests {
         );
         let e = Runtime::new(vec![Box::new(Drop), Box::new(Drop)], 0).unwrap_err();
         assert!(matches!(e, GraphError::Duplicate("error-drop")), "{e:?}");
+    }
+
+    #[test]
+    fn an_idle_input_is_polled_once_in_a_while_and_after_housekeeping() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+        /// Counts its polls; idle while `idle` says so.
+        struct Quiet(Arc<AtomicBool>, Arc<AtomicU64>);
+        crate::node! { Quiet: "quiet", Input; }
+        impl Node for Quiet {
+            fn poll(
+                &mut self,
+                _: &mut Ctx<'_, Self>,
+                _: usize,
+                _: &mut Vec<u32>,
+                _: &mut Vec<u16>,
+            ) {
+                self.1.fetch_add(1, Ordering::Relaxed);
+            }
+            fn idle(&self) -> bool {
+                self.0.load(Ordering::Relaxed)
+            }
+        }
+        let (idle, polls) = (Arc::new(AtomicBool::new(true)), Arc::new(AtomicU64::new(0)));
+        let gen_a = Gen {
+            name: "gen",
+            per_poll: 0,
+            value: 0,
+        };
+        let mut rt = Runtime::new(
+            vec![
+                Box::new(Quiet(idle.clone(), polls.clone())),
+                Box::new(gen_a),
+                Box::new(Classify),
+                Box::new(Sink(Arc::new(AtomicU64::new(0)))),
+                Box::new(Drop),
+            ],
+            0,
+        )
+        .unwrap();
+        let mut pool = Pool::new(PoolConfig::default()).unwrap();
+        let calls = |rt: &Runtime, name| rt.runtime().iter().find(|r| r.0 == name).unwrap().2.calls;
+        let n = u64::from(IDLE_POLL_EVERY);
+        for _ in 0..2 * n {
+            rt.dispatch(&mut pool);
+        }
+        assert_eq!(polls.load(Ordering::Relaxed), 2, "polled once in {n} loops");
+        assert_eq!(
+            calls(&rt, "gen"),
+            2 * n,
+            "a node with work is polled every loop"
+        );
+        rt.housekeeping();
+        rt.dispatch(&mut pool);
+        assert_eq!(
+            polls.load(Ordering::Relaxed),
+            3,
+            "polled at once after housekeeping"
+        );
+        // Busy again (a queue placed on it): polled at its next turn, then every loop.
+        idle.store(false, Ordering::Relaxed);
+        for _ in 0..n {
+            rt.dispatch(&mut pool);
+        }
+        assert_eq!(polls.load(Ordering::Relaxed), 4);
+        for _ in 0..10 {
+            rt.dispatch(&mut pool);
+        }
+        assert_eq!(polls.load(Ordering::Relaxed), 14);
     }
 }

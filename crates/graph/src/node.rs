@@ -176,6 +176,16 @@ pub trait Node: Declare + Send + 'static {
     /// socket, device or peer memory released) even when no packet comes its way again.
     fn housekeeping(&mut self) {}
 
+    /// Input nodes: whether there is nothing to poll (no queue placed here). The runtime
+    /// then polls the node only every [`IDLE_POLL_EVERY`](crate::IDLE_POLL_EVERY)th dispatch
+    /// loop, and at the first loop after its housekeeping (which a worker does before it
+    /// sleeps): the polls in which the node takes its commands. A queue placed on an idle
+    /// node is polled within that many loops, or at once when the worker wakes for it. VPP
+    /// disables an input node without interfaces the same way.
+    fn idle(&self) -> bool {
+        false
+    }
+
     /// Input nodes: whether a queue placed here asked to be polled (an interface's `rx-mode
     /// polling`), which keeps the worker from sleeping whatever its own mode.
     fn keeps_awake(&self) -> bool {
@@ -301,6 +311,7 @@ pub trait AnyNode: Send {
     fn wake_fds(&self, f: &mut dyn FnMut(BorrowedFd<'_>));
     fn housekeeping(&mut self);
     fn keeps_awake(&self) -> bool;
+    fn idle(&self) -> bool;
     /// Turns one of this node's trace records back into text.
     fn format_trace(&self, data: &[u8]) -> String;
 }
@@ -341,6 +352,10 @@ impl<N: Node> AnyNode for N {
 
     fn keeps_awake(&self) -> bool {
         Node::keeps_awake(self)
+    }
+
+    fn idle(&self) -> bool {
+        Node::idle(self)
     }
 
     fn format_trace(&self, data: &[u8]) -> String {

@@ -383,6 +383,10 @@ graph::node! {
 }
 
 impl Node for MemifInput {
+    fn idle(&self) -> bool {
+        self.queues.is_empty()
+    }
+
     fn housekeeping(&mut self) {
         self.engines.publish("memif-input");
     }

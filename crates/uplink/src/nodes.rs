@@ -209,6 +209,10 @@ graph::node! {
 }
 
 impl Node for AfPacketInput {
+    fn idle(&self) -> bool {
+        self.queues.is_empty()
+    }
+
     fn arm(&mut self, on: bool) -> bool {
         if !on {
             return false;

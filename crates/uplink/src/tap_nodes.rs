@@ -77,6 +77,10 @@ graph::node! {
 }
 
 impl Node for TapInput {
+    fn idle(&self) -> bool {
+        self.queues.is_empty()
+    }
+
     /// The fds are level-triggered, so only segments already cut and not yet handed out
     /// keep the worker awake.
     fn arm(&mut self, on: bool) -> bool {

@@ -125,6 +125,10 @@ graph::node! {
 }
 
 impl Node for AfXdpInput {
+    fn idle(&self) -> bool {
+        self.queues.is_empty()
+    }
+
     fn arm(&mut self, on: bool) -> bool {
         if !on {
             return false;

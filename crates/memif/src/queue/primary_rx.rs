@@ -372,11 +372,12 @@ impl PrimaryRx {
             h => self.max_frame.min(data_size).min(h as u32),
         };
         let split = hdr != 0 && hdr as u32 <= data_size;
-        let (mut slot, mut bytes, mut held) = (self.cursor, 0u64, false);
-        let n = usize::from(end.wrapping_sub(slot)).min(max);
+        let (cursor, mut held) = (self.cursor, false);
+        let n = usize::from(end.wrapping_sub(cursor)).min(max);
         let max_frame = self.max_frame;
-        let packets = pool.alloc_packets(n, source, out, |room| {
-            let d = ring.desc(slot);
+        // The packet's number in the pass gives its slot: one count fewer live in the loop.
+        let (packets, bytes) = pool.alloc_packets(n, source, out, |k, room| {
+            let d = ring.desc(cursor.wrapping_add(k as u16));
             if d.flags & DESC_FLAG_NEXT != 0 || d.length == 0 {
                 return None;
             }
@@ -400,12 +401,10 @@ impl PrimaryRx {
                 return None;
             };
             src.read_into(room.get_mut(..here)?);
-            slot = slot.wrapping_add(1);
-            bytes += u64::from(len);
             Some((here as u16, len, ext))
         });
         self.held |= held;
-        (slot, packets, bytes)
+        (cursor.wrapping_add(packets as u16), packets, bytes)
     }
 
     /// Runs the copies recorded during the ring walk as one batch on `e`, and waits until the

@@ -260,19 +260,23 @@ impl PrimaryTx {
         let ring = &self.base.ring;
         let regions = &*self.regions.0;
         let n = pkts.len().min(usize::from(posted));
-        let (mut slot, mut bytes) = (self.cursor, 0u64);
-        for (i, &p) in pkts[..n].iter().enumerate() {
-            let (m, local) = pool.meta_data(p);
+        let (cursor, mut bytes) = (self.cursor, 0u64);
+        // One count for the packet, its slot and what is left: fewer values live in the
+        // loop, fewer of them spilled.
+        let mut i = 0;
+        while i < n {
+            let slot = cursor.wrapping_add(i as u16);
+            let (m, local) = pool.meta_data(pkts[i]);
             let total = local.len() + m.ext.len as usize;
             let d = ring.desc(slot);
             if m.next != NONE || total > d.length as usize || d.length == 0 {
-                return (slot, posted - i as u16, i, bytes);
+                break;
             }
             let Some(dst) = regions
                 .get(usize::from(d.region))
                 .and_then(|r| r.range(u64::from(d.offset), u64::from(d.length)).ok())
             else {
-                return (slot, posted - i as u16, i, bytes);
+                break;
             };
             dst.write_at(0, local);
             if m.ext.len != 0 {
@@ -281,15 +285,15 @@ impl PrimaryTx {
                     .get(e.source)
                     .and_then(|pm| pm.range(e.region, e.offset, u64::from(e.len)))
                 else {
-                    return (slot, posted - i as u16, i, bytes);
+                    break;
                 };
                 dst.copy_at(local.len(), src);
             }
             ring.set_desc_len_flags(slot, total as u32, 0);
-            slot = slot.wrapping_add(1);
             bytes += total as u64;
+            i += 1;
         }
-        (slot, posted - n as u16, n, bytes)
+        (cursor.wrapping_add(i as u16), posted - i as u16, i, bytes)
     }
 }
 
