@@ -339,8 +339,7 @@ impl Runtime {
             let now = clock::ticks();
             s.stats.clocks += now.wrapping_sub(t);
             t = now;
-            self.enqueue(i, &frame, &next, pool);
-            self.buf_scratch = frame;
+            self.enqueue_frame(i, frame, &next, pool);
             self.next_scratch = next;
         }
         for k in 0..self.inputs.len() {
@@ -446,6 +445,27 @@ impl Runtime {
     fn next_ready(&self) -> Option<usize> {
         let k = self.ready.iter().position(|&w| w != 0)?;
         Some(k * 64 + self.ready[k].trailing_zeros() as usize)
+    }
+
+    /// [`enqueue`](Self::enqueue) of a whole frame the runtime owns: when every buffer goes
+    /// to one node whose pending frame is empty, the frame becomes that node's pending frame
+    /// as it is (the vectors swap; no copy). `frame` (or the vector it swapped with) goes
+    /// back to the scratch.
+    fn enqueue_frame(&mut self, from: usize, mut frame: Vec<u32>, next: &[u16], pool: &mut Pool) {
+        if frame.len() == next.len()
+            && let Some(&n0) = next.first()
+            && n0 != CONSUMED
+            && let Some(&to) = self.slots[from].nexts.get(usize::from(n0))
+            && self.slots[usize::from(to)].pending.is_empty()
+            && next.iter().fold(0, |acc, &n| acc | (n ^ n0)) == 0
+        {
+            let to = usize::from(to);
+            std::mem::swap(&mut frame, &mut self.slots[to].pending);
+            self.ready[to / 64] |= 1 << (to % 64);
+        } else {
+            self.enqueue(from, &frame, next, pool);
+        }
+        self.buf_scratch = frame;
     }
 
     /// Appends `bufs` to slot `to`'s pending frame.
