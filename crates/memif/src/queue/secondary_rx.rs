@@ -315,64 +315,59 @@ impl SecondaryRx {
         let end = self.cursor.wrapping_add(n);
         let mut slot = self.cursor;
         let (mut packets, mut bytes, mut bad) = (0usize, 0u64, 0u64);
+        // One call of `f` for both shapes of packet: with two, the compiler keeps the
+        // closure out of line (a generator's per-frame work, called once per frame).
+        let mut one = [0u32];
         'packets: while slot != end && packets < max {
             let start = slot;
             // Almost every packet: one descriptor, handed over without the chain scratch.
             let d = ring.desc(slot);
-            if d.flags & DESC_FLAG_NEXT == 0 {
+            let (segs, len): (&[u32], usize) = if d.flags & DESC_FLAG_NEXT == 0 {
                 slot = slot.wrapping_add(1);
                 if d.length > self.bufs.size {
                     bad += 1;
                     continue;
                 }
-                f(
-                    state,
-                    &RxPacket {
-                        bufs: &self.bufs,
-                        segs: &[d.length],
-                        first_slot: start,
-                        mask,
-                        len: d.length as usize,
-                    },
-                );
-                packets += 1;
-                bytes += u64::from(d.length);
-                continue;
-            }
-            self.lens.clear();
-            let mut ok = true;
-            loop {
-                if slot == end {
-                    if start == self.cursor && n == ring.size() {
-                        self.base.link.fault(format!(
-                            "M2S ring {}: descriptor chain longer than the ring",
-                            self.base.index
-                        ));
-                        return Err(LinkDown);
+                one[0] = d.length;
+                (&one, d.length as usize)
+            } else {
+                self.lens.clear();
+                let mut ok = true;
+                loop {
+                    if slot == end {
+                        if start == self.cursor && n == ring.size() {
+                            self.base.link.fault(format!(
+                                "M2S ring {}: descriptor chain longer than the ring",
+                                self.base.index
+                            ));
+                            return Err(LinkDown);
+                        }
+                        slot = start;
+                        break 'packets;
                     }
-                    slot = start;
-                    break 'packets;
+                    // Only flags and length are the primary's; region and offset are ours
+                    // and are never read back from shared memory.
+                    let d = ring.desc(slot);
+                    slot = slot.wrapping_add(1);
+                    ok &= d.length <= self.bufs.size
+                        && (d.length > 0 || d.flags & DESC_FLAG_NEXT == 0);
+                    self.lens.push(d.length.min(self.bufs.size));
+                    if d.flags & DESC_FLAG_NEXT == 0 {
+                        break;
+                    }
                 }
-                // Only flags and length are the primary's; region and offset are ours and
-                // are never read back from shared memory.
-                let d = ring.desc(slot);
-                slot = slot.wrapping_add(1);
-                ok &= d.length <= self.bufs.size && (d.length > 0 || d.flags & DESC_FLAG_NEXT == 0);
-                self.lens.push(d.length.min(self.bufs.size));
-                if d.flags & DESC_FLAG_NEXT == 0 {
-                    break;
+                if !ok {
+                    bad += 1;
+                    continue;
                 }
-            }
-            if !ok {
-                bad += 1;
-                continue;
-            }
-            let len = self.lens.iter().map(|&l| l as usize).sum();
+                let len = self.lens.iter().map(|&l| l as usize).sum();
+                (&self.lens, len)
+            };
             f(
                 state,
                 &RxPacket {
                     bufs: &self.bufs,
-                    segs: &self.lens,
+                    segs,
                     first_slot: start,
                     mask,
                     len,
