@@ -1100,7 +1100,9 @@ impl Sender {
             let (nets, stream_base) = (self.nets, self.stream_base);
             let (head, template, spec, seqs) =
                 (&mut self.head, &self.template, &self.spec, &mut self.seqs);
-            let sent = t.send_with(&self.lens[..n], |i, w| {
+            // `move`: the closure holds its scalars itself rather than pointers to them,
+            // one load fewer for each a frame.
+            let sent = t.send_with(&self.lens[..n], move |i, w| {
                 let c = base + i as u64;
                 let (net, flow) = split(c, nets);
                 let s = queue * nets as usize + usize::from(net);
