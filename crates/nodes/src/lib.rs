@@ -223,12 +223,18 @@ pub(crate) struct CounterRun {
 
 impl CounterRun {
     pub(crate) fn add(&mut self, c: &Arc<TunnelCounters>, bytes: u32, rx: bool) {
+        self.add_many(c, 1, u64::from(bytes), rx);
+    }
+
+    /// As `add`, for `packets` packets of `bytes` bytes in all.
+    #[inline]
+    pub(crate) fn add_many(&mut self, c: &Arc<TunnelCounters>, packets: u64, bytes: u64, rx: bool) {
         if !self.at.as_ref().is_some_and(|a| Arc::ptr_eq(a, c)) {
             self.flush(rx);
             self.at = Some(c.clone());
         }
-        self.packets += 1;
-        self.bytes += u64::from(bytes);
+        self.packets += packets;
+        self.bytes += bytes;
     }
 
     pub(crate) fn flush(&mut self, rx: bool) {

@@ -235,6 +235,74 @@ type Run<'a> = (
     Option<Direct>,
 );
 
+/// A run of one tunnel's packets on the direct path: its interface, the tunnel, its headers
+/// and the path to the uplink's device.
+struct Same<'a> {
+    tx_if: u32,
+    t: &'a crate::VxlanTunnel,
+    template: &'a Template,
+    d: Direct,
+}
+
+/// The direct loop: takes packets from the front of `bufs` for as long as each is for
+/// `run`'s tunnel, untraced, within the uplink's MTU once encapsulated and with room for the
+/// outer headers; returns how many it took. Each gets what the node's loop gives it on its
+/// fast path (the outer headers from the template with its lengths, identification and
+/// source port, counted, straight to the uplink's device); the node's loop takes the rest,
+/// from the first packet that is anything else.
+#[inline(never)]
+fn encap_run(
+    pool: &mut buffer::Pool,
+    tx: &mut CounterRun,
+    ident: &mut u16,
+    run: &Same<'_>,
+    bufs: &[u32],
+    next: &mut [u16],
+) -> usize {
+    let (t, d) = (run.t, run.d);
+    let mut pool = pool.view();
+    let (mut packets, mut bytes, mut id) = (0u64, 0u64, *ident);
+    let mut took = bufs.len();
+    for (i, (&b, n)) in bufs.iter().zip(next.iter_mut()).enumerate() {
+        let Some((m, f)) = pool.meta_data_front_mut(b, FULL) else {
+            took = i;
+            break;
+        };
+        let inner = m.total_len;
+        // Within the MTU (at most 65535) is within the lengths' 16 bits too.
+        if m.tx_if != run.tx_if
+            || m.flags & graph::BUFFER_TRACED != 0
+            || inner + PUSH as u32 > d.mtu
+        {
+            took = i;
+            break;
+        }
+        let Some((h, frame)) = f.split_first_chunk_mut::<FULL>() else {
+            took = i;
+            break;
+        };
+        let src_port = source_port(flow_hash(frame));
+        let ident = if t.df {
+            0
+        } else {
+            id = id.wrapping_add(1);
+            id
+        };
+        run.template.write(h, (inner + 16) as u16, ident, src_port);
+        m.expose(FULL as u16);
+        m.vrf = t.underlay;
+        m.flags |= LOCALLY_ORIGINATED;
+        m.adj = d.adj;
+        m.tx_if = d.tx_if;
+        *n = d.next;
+        packets += 1;
+        bytes += u64::from(inner);
+    }
+    *ident = id;
+    tx.add_many(&t.counters, packets, bytes, false);
+    took
+}
+
 /// The device node that transmits on an interface of kind `out`; none for a tunnel (VXLAN in
 /// VXLAN takes the general path).
 fn device_node(out: Out) -> Option<Next> {
@@ -258,7 +326,10 @@ impl Node for Vxlan4Encap {
         // packets go straight to the uplink's device (anything else, say a VTEP still being
         // resolved, goes through `ip4-lookup` per packet).
         let mut last: Option<Run<'_>> = None;
-        for (&b, n) in bufs.iter().zip(next.iter_mut()) {
+        let mut i = 0;
+        while i < bufs.len() {
+            let (b, n) = (bufs[i], &mut next[i]);
+            i += 1;
             *n = Next::Drop.into();
             let m = ctx.pool.meta(b);
             let (tx_if, inner, traced) =
@@ -317,6 +388,16 @@ impl Node for Vxlan4Encap {
                 m.adj = d.adj;
                 m.tx_if = d.tx_if;
                 *n = d.next;
+                // The packets after it are most likely the same tunnel's: the direct loop
+                // takes them while they are.
+                let run = Same {
+                    tx_if,
+                    t,
+                    template,
+                    d,
+                };
+                let (rest, next) = (&bufs[i..], &mut next[i..]);
+                i += encap_run(ctx.pool, &mut self.tx, &mut self.ident, &run, rest, next);
                 continue;
             }
             let Some((m, f)) = ctx.pool.push_front_meta(b, PUSH) else {

@@ -67,6 +67,83 @@ impl core::fmt::Display for VxlanInputTrace {
     }
 }
 
+/// What the packets of one tunnel share, for the direct loop.
+struct Tun<'a> {
+    /// (outer source, VNI).
+    key: (wire::Ipv4Addr, u32),
+    /// The tunnel's interface, its VRF and MAC (the interface is up).
+    id: u32,
+    vrf: u32,
+    mac: [u8; 6],
+    t: &'a crate::VxlanTunnel,
+}
+
+/// The direct loop: takes packets from the front of `bufs` for as long as each is one of a
+/// single buffer, from `tun`'s remote VTEP and VNI to its own address in its underlay VRF,
+/// carrying IPv4 to the tunnel's MAC, untraced; returns how many it took. Each gets what the
+/// node's loop gives it (decapsulated, received on the tunnel, counted, the inner header's
+/// checks of `ip4_input::fast` and on to `ip4-lookup`, or to `ip4-input` when a check fails);
+/// the node's loop takes the rest, from the first packet that is anything else.
+#[inline(never)]
+fn direct(
+    pool: &mut buffer::Pool,
+    rx: &mut CounterRun,
+    tun: &Tun<'_>,
+    vteps: &[(u32, wire::Ipv4Addr)],
+    bufs: &[u32],
+    next: &mut [u16],
+) -> usize {
+    let mut pool = pool.view();
+    let (mut packets, mut bytes) = (0u64, 0u64);
+    let mut took = bufs.len();
+    for (i, (&b, n)) in bufs.iter().zip(next.iter_mut()).enumerate() {
+        let Some((m, d)) = pool.meta_data_mut(b) else {
+            took = i;
+            break;
+        };
+        let Some(frame) = d.first_chunk::<{ OUTER + ETH_HDR }>() else {
+            took = i;
+            break;
+        };
+        let ip = wire::Ipv4::new_unchecked(&frame[..MIN_HEADER_LEN]);
+        let v = Vxlan::new_unchecked(&frame[OUTER - wire::vxlan::HEADER_LEN..OUTER]);
+        let e = Ethernet::new_unchecked(&frame[OUTER..]);
+        if !v.vni_valid()
+            || (ip.src_addr(), v.vni()) != tun.key
+            || m.vrf != tun.t.underlay
+            || ip.dst_addr() != tun.t.src
+            || m.flags & graph::BUFFER_TRACED != 0
+            || m.next != buffer::NONE
+            || e.ethertype_raw() != EtherType::Ipv4.to_raw()
+            || e.dst_bytes() != tun.mac
+        {
+            took = i;
+            break;
+        }
+        m.rx_if = tun.id;
+        packets += 1;
+        bytes += u64::from(m.total_len - OUTER as u32);
+        m.vrf = tun.vrf;
+        m.skip((OUTER + ETH_HDR) as u16);
+        let inner = d.get(OUTER + ETH_HDR..).unwrap_or_default();
+        *n = match crate::ip4_input::fast::<true>(m, inner, vteps) {
+            Some((to, cut)) => {
+                if let Some(total) = cut {
+                    m.truncate(total);
+                }
+                match to {
+                    crate::ip4_input::Fast::Lookup => Next::Lookup,
+                    crate::ip4_input::Fast::Vxlan => Next::Vxlan,
+                }
+            }
+            None => Next::Ip4Input,
+        }
+        .into();
+    }
+    rx.add_many(&tun.t.counters, packets, bytes, true);
+    took
+}
+
 impl Node for Vxlan4Input {
     fn process(&mut self, ctx: &mut Ctx<'_, Self>, bufs: &[u32], next: &mut [u16]) {
         let map = self.shared.vxlan.load();
@@ -74,7 +151,10 @@ impl Node for Vxlan4Input {
         // (source, VNI) -> tunnel (its interface id, interface and tunnel) of the previous
         // packet: a frame is usually one tunnel's.
         let mut last = None;
-        for (&b, n) in bufs.iter().zip(next.iter_mut()) {
+        let mut i = 0;
+        while i < bufs.len() {
+            let (b, n) = (bufs[i], &mut next[i]);
+            i += 1;
             *n = Next::Drop.into();
             let (m, d) = ctx.pool.meta_data_mut(b);
             // Outer headers and the inner Ethernet header, in one check.
@@ -128,13 +208,13 @@ impl Node for Vxlan4Input {
             // anything else (ARP, broadcast, another MAC, a tunnel down, a traced packet) goes
             // through it.
             let e = Ethernet::new_unchecked(&frame[OUTER..]);
-            let direct = c.up
+            let plain = c.up
                 && e.ethertype_raw() == EtherType::Ipv4.to_raw()
                 && e.dst_bytes() == c.mac
                 && m.flags & graph::BUFFER_TRACED == 0;
             m.rx_if = tunnel;
             self.rx.add(&t.counters, m.total_len - OUTER as u32, true);
-            if direct {
+            if plain {
                 m.vrf = c.vrf;
                 m.skip((OUTER + ETH_HDR) as u16);
                 // ip4-input's checks on the inner header too, as ethernet-input makes them:
@@ -158,6 +238,17 @@ impl Node for Vxlan4Input {
                     None => Next::Ip4Input,
                 }
                 .into();
+                // The packets after it are most likely the same tunnel's: the direct loop
+                // takes them while they are.
+                let tun = Tun {
+                    key: (src, vni),
+                    id: tunnel,
+                    vrf: c.vrf,
+                    mac: c.mac,
+                    t,
+                };
+                let (rest, next) = (&bufs[i..], &mut next[i..]);
+                i += direct(ctx.pool, &mut self.rx, &tun, &map.vteps, rest, next);
                 continue;
             }
             m.skip(OUTER as u16);

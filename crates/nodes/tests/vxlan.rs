@@ -51,6 +51,11 @@ fn side(n: u8, uplink_mtu: u16) -> Side {
 /// A node whose tunnel MTU is `tunnel_mtu` whatever its uplink's (a misconfiguration when it
 /// is more than the uplink's minus 50).
 fn side_mtus(n: u8, uplink_mtu: u16, tunnel_mtu: u16) -> Side {
+    side_with(n, uplink_mtu, tunnel_mtu, true)
+}
+
+/// As `side_mtus`, with Don't Fragment on the outer header as `df` says.
+fn side_with(n: u8, uplink_mtu: u16, tunnel_mtu: u16, df: bool) -> Side {
     let other = 3 - n;
     let counters = Arc::new(TunnelCounters::default());
     let mut pod = IfConfig::new(mac(n, POD), 1);
@@ -65,7 +70,7 @@ fn side_mtus(n: u8, uplink_mtu: u16, tunnel_mtu: u16) -> Side {
         src: ip([192, 0, 2, n]),
         dst: ip([192, 0, 2, other]),
         underlay: 0,
-        df: true,
+        df,
         ranges: vec![(ip([10, 1, 0, 0]), 16)],
         counters: counters.clone(),
     });
@@ -572,4 +577,102 @@ fn plain_vxlan_skips_the_local_path_and_anything_else_takes_it() {
     let before = b.vectors("vxlan4-input");
     let _ = b.run(vec![(UPLINK, elsewhere)]);
     assert_eq!(b.vectors("vxlan4-input"), before);
+}
+
+/// `vxlan4-encap` and `vxlan4-input` take runs of one tunnel's packets in direct loops of
+/// their own and hand anything else back to their general loop, mid-frame. Each packet must
+/// come out as it does alone: the same packets leave on the same interfaces with the same
+/// bytes (outer identification included: the tunnel leaves DF off), every counter moves as
+/// much and the tunnel counts the same. Checked on A (pods' packets: to the remote pod on two
+/// flows, to its own pod, over the tunnel's MTU, traced; nothing that reaches the tunnel by
+/// another way, such as ARP for a remote pod, which would take its identification in another
+/// order) and
+/// on B (A's encapsulated packets, with VXLAN of another VNI, from another VTEP, carrying ARP
+/// or another MAC, in the middle), against the same packets one per frame.
+#[test]
+fn a_packet_in_a_mixed_frame_crosses_the_tunnel_as_it_does_alone() {
+    type Outcome = (
+        Vec<(u32, Vec<u8>)>,
+        Vec<(&'static str, &'static str, u64)>,
+        [u64; 4],
+    );
+    let outcome = |n: u8, frames: Vec<Vec<(u32, Vec<u8>)>>, traced: u32| -> Outcome {
+        let mut s = side_with(n, 1500, 1450, false);
+        if traced > 0 {
+            s.rt.trace_add("test-input", traced).unwrap();
+        }
+        let mut out = Vec::new();
+        for f in frames {
+            out.extend(s.run(f));
+        }
+        out.sort();
+        let mut errors = s.errors();
+        errors.sort();
+        (out, errors, s.counters.snapshot())
+    };
+    let alone = |n, frame: &[(u32, Vec<u8>)]| {
+        outcome(n, frame.iter().map(|p| vec![p.clone()]).collect(), 0)
+    };
+
+    let a = side_with(1, 1500, 1450, false);
+    let payload: Vec<u8> = (0..64u8).collect();
+    let remote = a.pod_packet([10, 1, 2, 2], &payload, true);
+    let mut other_flow = remote.clone();
+    other_flow.1[34..36].copy_from_slice(&7777u16.to_be_bytes());
+    other_flow.1[40..42].fill(0);
+    let local = a.pod_packet([10, 1, 1, 2], &payload, true);
+    let too_big = a.pod_packet([10, 1, 2, 2], &[9u8; 1440], true);
+    let mut frame = Vec::new();
+    let mut run = |k: usize, p: &(u32, Vec<u8>)| frame.extend((0..k).map(|_| p.clone()));
+    run(4, &remote);
+    run(2, &other_flow);
+    run(3, &remote);
+    run(1, &local);
+    run(2, &remote);
+    run(1, &too_big);
+    run(3, &other_flow);
+    run(2, &remote);
+    let on_a = alone(1, &frame);
+    assert_eq!(on_a.0.iter().filter(|(tx, _)| *tx == UPLINK).count(), 16);
+    assert_eq!(outcome(1, vec![frame.clone()], 0), on_a, "A, one frame");
+    assert_eq!(
+        outcome(1, vec![frame.clone()], 6),
+        on_a,
+        "A, the first six traced"
+    );
+
+    // On B: A's packets as they left its uplink, with VXLAN that B's direct loop must give
+    // back in the middle of them.
+    let outer: Vec<(u32, Vec<u8>)> = on_a
+        .0
+        .iter()
+        .filter(|(tx, _)| *tx == UPLINK)
+        .cloned()
+        .collect();
+    let (_, first) = outer[0].clone();
+    let mut red = first.clone();
+    red[14 + 20 + 8 + 4..14 + 20 + 8 + 7].copy_from_slice(&[0, 0, RED as u8]);
+    let mut stranger = first.clone();
+    stranger[14 + 12..14 + 16].copy_from_slice(&[192, 0, 2, 77]);
+    let mut other_mac = first.clone();
+    other_mac[50..56].copy_from_slice(&[2, 0, 0, 0, 9, 9]);
+    let mut arp = first.clone();
+    arp[50..56].fill(0xff);
+    arp[62..64].copy_from_slice(&[0x08, 0x06]);
+    let mut frame = Vec::new();
+    for (k, p) in outer.iter().enumerate() {
+        frame.push(p.clone());
+        let odd = match k {
+            3 => Some(&red),
+            6 => Some(&stranger),
+            9 => Some(&other_mac),
+            12 => Some(&arp),
+            _ => None,
+        };
+        frame.extend(odd.map(|f| (UPLINK, f.clone())));
+    }
+    let on_b = alone(2, &frame);
+    assert_eq!(on_b.0.iter().filter(|(tx, _)| *tx == POD).count(), 16);
+    assert_eq!(outcome(2, vec![frame.clone()], 0), on_b, "B, one frame");
+    assert_eq!(outcome(2, vec![frame], 6), on_b, "B, the first six traced");
 }
