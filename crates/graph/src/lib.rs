@@ -210,7 +210,8 @@ impl Runtime {
             inputs,
             trace: TraceRing::new(trace_capacity),
             next_scratch: Vec::with_capacity(FRAME_SIZE),
-            buf_scratch: Vec::with_capacity(FRAME_SIZE),
+            // As large as a pending frame: frames and pending frames trade vectors.
+            buf_scratch: Vec::with_capacity(FRAME_SIZE * 2),
             extra: Vec::new(),
         })
     }
