@@ -57,6 +57,24 @@ pub struct Meta {
 }
 
 impl Meta {
+    /// The metadata of an empty buffer received on `rx_if` ([`NONE`]: none): no data after
+    /// `headroom` bytes of it, no chain, nothing chosen for it yet.
+    fn fresh(headroom: u16, rx_if: u32) -> Meta {
+        Meta {
+            offset: headroom,
+            len: 0,
+            next: NONE,
+            total_len: 0,
+            rx_if,
+            tx_if: NONE,
+            vrf: 0,
+            adj: 0,
+            error: 0,
+            flags: 0,
+            ext: Ext::default(),
+        }
+    }
+
     /// Skips `n` bytes of this buffer's data (a parsed header), as [`Pool::advance`] with a
     /// positive count; false, changing nothing, if the data is shorter.
     #[inline]
@@ -194,19 +212,7 @@ impl Pool {
         let bytes = stride
             .checked_mul(cfg.count as usize)
             .ok_or(ConfigError("buffer pool size overflows"))?;
-        let blank = Meta {
-            offset: cfg.headroom,
-            len: 0,
-            next: NONE,
-            total_len: 0,
-            rx_if: NONE,
-            tx_if: NONE,
-            vrf: 0,
-            adj: 0,
-            error: 0,
-            flags: 0,
-            ext: Ext::default(),
-        };
+        let blank = Meta::fresh(cfg.headroom, NONE);
         Ok(Pool {
             mem: vec![0; bytes],
             meta: vec![blank; cfg.count as usize],
@@ -278,19 +284,7 @@ impl Pool {
         let have = free.len();
         let n = n.min(have);
         let (mut taken, mut bytes) = (0, 0u64);
-        let blank = Meta {
-            offset: headroom,
-            len: 0,
-            next: NONE,
-            total_len: 0,
-            rx_if,
-            tx_if: NONE,
-            vrf: 0,
-            adj: 0,
-            error: 0,
-            flags: 0,
-            ext: Ext::default(),
-        };
+        let blank = Meta::fresh(headroom, rx_if);
         // The free list's top `n` entries, taken from the top down, as `alloc` would.
         for &b in free[have - n..].iter().rev() {
             let start = b as usize * stride + usize::from(headroom);
@@ -416,7 +410,7 @@ impl Pool {
     /// that may prepend an `n`-byte header reads the packet at `n` and writes the header through
     /// the same slice, then takes the room with [`Meta::expose`] (one look-up instead of
     /// [`Pool::meta_data_mut`] then [`Pool::push_front_meta`]). `None` when the headroom is
-    /// shorter than `n`.
+    /// shorter than `n` (or `i` is no buffer of the pool).
     #[inline]
     pub fn meta_data_front_mut(&mut self, i: u32, n: usize) -> Option<(&mut Meta, &mut [u8])> {
         front(&mut self.meta, &mut self.mem, self.stride, i, n)

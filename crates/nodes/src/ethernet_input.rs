@@ -44,6 +44,17 @@ graph::node! {
     trace EthernetTrace { ethertype: u16, ip4_ttl: u16 }
 }
 
+/// Where a frame that passed ip4-input's checks here goes.
+impl From<ip4_input::Fast> for Next {
+    #[inline(always)]
+    fn from(to: ip4_input::Fast) -> Next {
+        match to {
+            ip4_input::Fast::Lookup => Next::Lookup,
+            ip4_input::Fast::Vxlan => Next::Vxlan,
+        }
+    }
+}
+
 impl core::fmt::Display for EthernetTrace {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         write!(f, "ethertype 0x{:04x}", self.ethertype)?;
@@ -128,11 +139,7 @@ impl EthernetInput {
                         ctx.pool.truncate_chain(b, u32::from(total));
                     }
                 }
-                *n = match to {
-                    ip4_input::Fast::Lookup => Next::Lookup,
-                    ip4_input::Fast::Vxlan => Next::Vxlan,
-                }
-                .into();
+                *n = Next::from(to).into();
                 if traced {
                     trace_ip4(ctx, b, ttl);
                 } else {
@@ -231,10 +238,7 @@ fn direct<const BYPASS: bool>(
                 if let Some(total) = cut {
                     m.truncate(total);
                 }
-                match to {
-                    ip4_input::Fast::Lookup => Next::Lookup,
-                    ip4_input::Fast::Vxlan => Next::Vxlan,
-                }
+                Next::from(to)
             }
         }
         .into();
@@ -285,10 +289,7 @@ fn l3_input<const BYPASS: bool>(
     if traced {
         trace_ip4(ctx, b, ttl);
     }
-    match to {
-        ip4_input::Fast::Lookup => Next::Lookup,
-        ip4_input::Fast::Vxlan => Next::Vxlan,
-    }
+    Next::from(to)
 }
 
 /// The trace record of an IPv4 frame on the fast path (`ttl`: 0 if its header failed a check

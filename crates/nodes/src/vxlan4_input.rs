@@ -61,6 +61,17 @@ graph::node! {
     trace VxlanInputTrace { vni: u32, tunnel: u32 }
 }
 
+/// Where an inner frame that passed ip4-input's checks here goes.
+impl From<crate::ip4_input::Fast> for Next {
+    #[inline(always)]
+    fn from(to: crate::ip4_input::Fast) -> Next {
+        match to {
+            crate::ip4_input::Fast::Lookup => Next::Lookup,
+            crate::ip4_input::Fast::Vxlan => Next::Vxlan,
+        }
+    }
+}
+
 impl core::fmt::Display for VxlanInputTrace {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         write!(f, "vni {} to tunnel interface {}", self.vni, self.tunnel)
@@ -131,10 +142,7 @@ fn direct(
                 if let Some(total) = cut {
                     m.truncate(total);
                 }
-                match to {
-                    crate::ip4_input::Fast::Lookup => Next::Lookup,
-                    crate::ip4_input::Fast::Vxlan => Next::Vxlan,
-                }
+                Next::from(to)
             }
             None => Next::Ip4Input,
         }
@@ -230,10 +238,7 @@ impl Node for Vxlan4Input {
                                 ctx.pool.truncate_chain(b, u32::from(total));
                             }
                         }
-                        match to {
-                            crate::ip4_input::Fast::Lookup => Next::Lookup,
-                            crate::ip4_input::Fast::Vxlan => Next::Vxlan,
-                        }
+                        Next::from(to)
                     }
                     None => Next::Ip4Input,
                 }
