@@ -453,18 +453,22 @@ impl Runtime {
     /// as it is (the vectors swap; no copy). `frame` (or the vector it swapped with) goes
     /// back to the scratch.
     fn enqueue_frame(&mut self, from: usize, mut frame: Vec<u32>, next: &[u16], pool: &mut Pool) {
-        if frame.len() == next.len()
-            && let Some(&n0) = next.first()
+        // The frame's one next, worked out once for both ways on.
+        let one = if frame.len() == next.len() {
+            uniform(next)
+        } else {
+            None
+        };
+        if let Some(n0) = one
             && n0 != CONSUMED
             && let Some(&to) = self.slots[from].nexts.get(usize::from(n0))
             && self.slots[usize::from(to)].pending.is_empty()
-            && next.iter().fold(0, |acc, &n| acc | (n ^ n0)) == 0
         {
             let to = usize::from(to);
             std::mem::swap(&mut frame, &mut self.slots[to].pending);
             self.ready[to / 64] |= 1 << (to % 64);
         } else {
-            self.enqueue(from, &frame, next, pool);
+            self.enqueue_as(from, &frame, next, one, pool);
         }
         self.buf_scratch = frame;
     }
@@ -495,13 +499,22 @@ impl Runtime {
     /// declare is a bug in that node: the buffer is freed and counted, never lost.
     fn enqueue(&mut self, from: usize, bufs: &[u32], next: &[u16], pool: &mut Pool) {
         let k = bufs.len().min(next.len());
-        let (bufs, next) = (&bufs[..k], &next[..k]);
+        self.enqueue_as(from, &bufs[..k], &next[..k], uniform(&next[..k]), pool);
+    }
+
+    /// [`enqueue`](Self::enqueue) of `bufs` and `next` of one length, `one` the next index
+    /// they all have (see [`uniform`]) if the caller worked it out.
+    fn enqueue_as(
+        &mut self,
+        from: usize,
+        bufs: &[u32],
+        next: &[u16],
+        one: Option<u16>,
+        pool: &mut Pool,
+    ) {
         // Most frames go to one next node whole: one bulk copy instead of a push per buffer.
-        // No early exit: the fold compiles to a few wide compares for a whole frame.
         // A frame the node consumed whole (an output node's) needs no walk at all.
-        if let Some(&n0) = next.first()
-            && next.iter().fold(0, |acc, &n| acc | (n ^ n0)) == 0
-        {
+        if let Some(n0) = one {
             if n0 == CONSUMED {
                 return;
             }
@@ -592,6 +605,14 @@ impl Runtime {
         self.trace.clear();
         self.trace_quota.iter_mut().for_each(|q| *q = 0);
     }
+}
+
+/// The next index every buffer of a frame has, if they all have one. No early exit: the fold
+/// compiles to a few wide compares for a whole frame.
+#[inline(always)]
+fn uniform(next: &[u16]) -> Option<u16> {
+    let &n0 = next.first()?;
+    (next.iter().fold(0, |acc, &n| acc | (n ^ n0)) == 0).then_some(n0)
 }
 
 #[cfg(test)]
