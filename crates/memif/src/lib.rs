@@ -29,6 +29,7 @@ pub use msg::Mode;
 pub use primary::{Listener, PrimaryQueues};
 pub use queue::{
     LinkDown, PacketWriter, PrimaryRx, PrimaryTx, QueueStats, RxPacket, SecondaryRx, SecondaryTx,
+    TxRun,
 };
 pub use ring::RingLayout;
 pub use secondary::{Client, SecondaryQueues};

@@ -531,13 +531,51 @@ impl MemifOutput {
         self
     }
 
-    /// Sends `run`, a run of packets for interface `ifindex`, and frees them all; `single`:
-    /// every one of them is one buffer.
-    fn flush(&mut self, ctx: &mut Ctx<'_, Self>, ifindex: u32, run: &[u32], single: bool) {
-        if self.ip_mode.get(ifindex as usize) == Some(&true) {
-            return self.flush_ip(ctx, ifindex, run, single);
+    /// Sends the run at the front of `pkts` (the packets for interface `ifindex`) and frees
+    /// it; returns its length.
+    fn flush(&mut self, ctx: &mut Ctx<'_, Self>, ifindex: u32, pkts: &[u32]) -> usize {
+        let ip_mode = self.ip_mode.get(ifindex as usize) == Some(&true);
+        if !ip_mode && let Some(Some(TxQueue::Primary(q))) = self.queues.get_mut(ifindex as usize) {
+            // Almost every frame: the queue's own loop finds where the run ends.
+            let engine = Some(self.engines.of(ifindex));
+            if let Ok(r) = q.send_run(ctx.pool, pkts, &self.peers, engine, ifindex) {
+                let run = &pkts[..r.len];
+                self.sent(ctx, ifindex, run, r.sent);
+                free_run(ctx, run, r.single);
+                return r.len;
+            }
+            // The link went down (every error takes it down): the general path below finds
+            // the run, gets the same error and counts it.
         }
-        self.send_run(ctx, ifindex, run, single);
+        let tx = ifindex;
+        let mut single = true;
+        let n = pkts
+            .iter()
+            .position(|&b| {
+                let m = ctx.pool.meta(b);
+                single &= m.next == buffer::NONE;
+                m.tx_if != tx
+            })
+            .unwrap_or(pkts.len());
+        let run = &pkts[..n];
+        if ip_mode {
+            self.flush_ip(ctx, ifindex, run, single);
+        } else {
+            self.send_run(ctx, ifindex, run, single);
+        }
+        n
+    }
+
+    /// Counts what sending `run` did, `sent` of its packets consumed, and captures them.
+    fn sent(&self, ctx: &mut Ctx<'_, Self>, ifindex: u32, run: &[u32], sent: usize) {
+        if ctx.capturing(Point::Tx) {
+            for &b in &run[..sent] {
+                ctx.capture(Point::Tx, ifindex, b);
+            }
+        }
+        if sent < run.len() {
+            ctx.count_errors(OutputError::RingFull, (run.len() - sent) as u64);
+        }
     }
 
     /// `flush` for an interface in ip mode: IPv4 packets lose their Ethernet header, the rest
@@ -574,27 +612,23 @@ impl MemifOutput {
                 self.engines.of(ifindex),
             )
         }) {
-            Some(Ok(sent)) => {
-                if ctx.capturing(Point::Tx) {
-                    for &b in &run[..sent] {
-                        ctx.capture(Point::Tx, ifindex, b);
-                    }
-                }
-                if sent < run.len() {
-                    ctx.count_errors(OutputError::RingFull, (run.len() - sent) as u64);
-                }
-            }
+            Some(Ok(sent)) => self.sent(ctx, ifindex, run, sent),
             Some(Err(_)) => {
                 self.queues[ifindex as usize] = None;
                 ctx.count_errors(OutputError::NoTx, run.len() as u64);
             }
             None => ctx.count_errors(OutputError::NoTx, run.len() as u64),
         }
-        if single {
-            ctx.pool.free_unchained(run);
-        } else {
-            ctx.pool.free_bulk(run);
-        }
+        free_run(ctx, run, single);
+    }
+}
+
+/// Frees a run the node sent; `single`: its packets are known to be one buffer each.
+fn free_run(ctx: &mut Ctx<'_, MemifOutput>, run: &[u32], single: bool) {
+    if single {
+        ctx.pool.free_unchained(run);
+    } else {
+        ctx.pool.free_bulk(run);
     }
 }
 
@@ -654,18 +688,8 @@ impl Node for MemifOutput {
         let mut rest = bufs;
         while let Some(&first) = rest.first() {
             let tx = ctx.pool.meta(first).tx_if;
-            let mut single = true;
-            let n = rest
-                .iter()
-                .position(|&b| {
-                    let m = ctx.pool.meta(b);
-                    single &= m.next == buffer::NONE;
-                    m.tx_if != tx
-                })
-                .unwrap_or(rest.len());
-            let (run, after) = rest.split_at(n);
-            self.flush(ctx, tx, run, single);
-            rest = after;
+            let n = self.flush(ctx, tx, rest);
+            rest = &rest[n..];
         }
         next.fill(CONSUMED);
     }

@@ -491,3 +491,61 @@ fn the_primary_sees_its_frames_taken() {
     s.rx[0].recv_with(8, |_| got += 1).unwrap();
     assert_eq!((got, p.tx[0].in_flight().unwrap()), (5, 0));
 }
+
+/// An output node's frame may mix interfaces: `send_run` places the run at its front (the
+/// packets for one interface, chains among them) and stops at the first packet for another,
+/// saying how long the run was, how much of it found room and whether it saw only single
+/// buffers.
+#[test]
+fn a_run_ends_at_the_first_packet_for_another_interface() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = sock_path(&dir);
+    let small = InterfaceConfig {
+        log2_ring_size: 3,
+        ..cfg(0)
+    };
+    let mut l = Listener::bind(&path, vec![small.clone()]).unwrap();
+    let mut c = Client::new(&path, vec![small]).unwrap();
+    let (mut p, mut s) = connect(&mut l, &mut c);
+    let mut pool = pool();
+    let mut sent = Vec::new();
+    let mut pkt = |pool: &mut buffer::Pool, tx_if: u32, len: usize| {
+        let b = pool.from_bytes(&frame(sent.len() as u32, len)).unwrap();
+        pool.meta_mut(b).tx_if = tx_if;
+        sent.push(frame(sent.len() as u32, len));
+        b
+    };
+    // A 3000-byte frame is a chain of two local buffers and takes two of the peer's.
+    let frames = [
+        pkt(&mut pool, 5, 64),
+        pkt(&mut pool, 5, 3000),
+        pkt(&mut pool, 5, 100),
+        pkt(&mut pool, 6, 64),
+        pkt(&mut pool, 5, 64),
+    ];
+    assert!(pool.meta(frames[1]).next != buffer::NONE);
+    let peers = memif::queue::Peers::default();
+    let tx = &mut p.tx[0];
+    let run = |tx: &mut memif::PrimaryTx, pool: &buffer::Pool, pkts: &[u32], tx_if| {
+        tx.send_run(pool, pkts, &peers, None, tx_if).unwrap()
+    };
+    let r = run(tx, &pool, &frames, 5);
+    assert_eq!((r.len, r.sent, r.single), (3, 3, false), "{r:?}");
+    let r = run(tx, &pool, &frames[3..], 6);
+    assert_eq!((r.len, r.sent, r.single), (1, 1, true), "{r:?}");
+    let r = run(tx, &pool, &frames[4..], 5);
+    assert_eq!((r.len, r.sent, r.single), (1, 1, true), "{r:?}");
+    // Six of the eight posted buffers are used: a run of five single buffers finds room for
+    // two; the run is still all five.
+    let more: Vec<u32> = (0..5).map(|_| pkt(&mut pool, 5, 64)).collect();
+    let r = run(tx, &pool, &more, 5);
+    assert_eq!((r.len, r.sent), (5, 2), "{r:?}");
+    assert_eq!(tx.stats().tx_no_room, 3);
+    let mut got = Vec::new();
+    s.rx[0].recv_with(16, |f| got.push(f.to_vec())).unwrap();
+    assert_eq!(got.len(), 7);
+    assert_eq!(got, sent[..7].to_vec());
+    pool.free_bulk(&frames);
+    pool.free_bulk(&more);
+    assert_eq!(pool.available(), pool.capacity());
+}

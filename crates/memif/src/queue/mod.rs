@@ -25,7 +25,7 @@ use crate::ring::Ring;
 
 pub use counters::{QueueCounters, QueueStats};
 pub use primary_rx::PrimaryRx;
-pub use primary_tx::PrimaryTx;
+pub use primary_tx::{PrimaryTx, TxRun};
 pub(crate) use regions::Regions;
 pub use regions::{PeerMemory, PeerTable, Peers};
 pub use secondary_rx::{RxPacket, SecondaryRx};

@@ -1,7 +1,7 @@
 //! Primary, M2S: copies local packets (and single copy's external segments) into buffers the
 //! peer posted.
 
-use buffer::{NONE, Pool};
+use buffer::{Meta, NONE, Pool};
 use copy_engine::{CopyReq, Engine};
 
 use super::copy::{copy_and_wait, push_copy};
@@ -90,6 +90,35 @@ impl PrimaryTx {
         peers: &Peers,
         engine: Option<&mut Engine>,
     ) -> Result<usize, LinkDown> {
+        self.send_where(pool, pkts, peers, engine, |_| true)
+            .map(|r| r.sent)
+    }
+
+    /// As [`send_via`](Self::send_via), for the run at the front of `pkts` of packets whose
+    /// `tx_if` is `tx_if` (a graph's output node is handed frames that may mix interfaces).
+    /// The loop that places the packets finds where the run ends as it reads their
+    /// metadata, which spares the caller a pass of its own.
+    pub fn send_run(
+        &mut self,
+        pool: &Pool,
+        pkts: &[u32],
+        peers: &Peers,
+        engine: Option<&mut Engine>,
+        tx_if: u32,
+    ) -> Result<TxRun, LinkDown> {
+        self.send_where(pool, pkts, peers, engine, |m| m.tx_if == tx_if)
+    }
+
+    /// `send_via` for the packets at the front of `pkts` that are `ours`.
+    #[inline(always)]
+    fn send_where(
+        &mut self,
+        pool: &Pool,
+        pkts: &[u32],
+        peers: &Peers,
+        engine: Option<&mut Engine>,
+        ours: impl Fn(&Meta) -> bool + Copy,
+    ) -> Result<TxRun, LinkDown> {
         if !self.base.link.is_up() {
             return Err(LinkDown);
         }
@@ -114,10 +143,19 @@ impl PrimaryTx {
             _ => usize::MAX,
         };
         let (mut slot, mut left, mut sent, mut bytes) = if below == usize::MAX {
-            self.send_direct(pool, pkts, peers, posted)
+            self.send_direct(pool, pkts, peers, posted, ours)
         } else {
             (self.cursor, posted, 0, 0)
         };
+        // Where the run ends: the direct loop stopped at its end, or at a packet of it that it
+        // does not place (the general loop below does), or found no room.
+        let direct = sent;
+        let len = sent
+            + pkts[sent..]
+                .iter()
+                .position(|&p| !ours(pool.meta(p)))
+                .unwrap_or(pkts.len() - sent);
+        let pkts = &pkts[..len];
         let (mut dropped, mut lost) = (0u64, 0u64);
         // Copies made at once; counted as short when an asynchronous engine would have
         // taken the longer ones.
@@ -234,8 +272,25 @@ impl PrimaryTx {
         if lost != 0 {
             bump(&self.base.counters.drop_bad_desc, lost);
         }
-        Ok(sent)
+        Ok(TxRun {
+            len,
+            sent,
+            single: direct == len,
+        })
     }
+}
+
+/// What [`PrimaryTx::send_run`] did with the run at the front of the packets it was given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TxRun {
+    /// How many packets the run has (all for the interface).
+    pub len: usize,
+    /// How many of them were consumed, from the front: placed, or dropped and counted. The
+    /// rest found no room.
+    pub sent: usize,
+    /// Every packet of the run is one buffer (it is known without reading them again; false
+    /// says only that this was not seen).
+    pub single: bool,
 }
 
 impl PrimaryTx {
@@ -256,6 +311,7 @@ impl PrimaryTx {
         pkts: &[u32],
         peers: &Peers,
         posted: u16,
+        ours: impl Fn(&Meta) -> bool,
     ) -> (u16, u16, usize, u64) {
         let ring = &self.base.ring;
         let regions = &*self.regions.0;
@@ -269,7 +325,7 @@ impl PrimaryTx {
             let (m, local) = pool.meta_data(pkts[i]);
             let total = local.len() + m.ext.len as usize;
             let d = ring.desc(slot);
-            if m.next != NONE || total > d.length as usize || d.length == 0 {
+            if !ours(m) || m.next != NONE || total > d.length as usize || d.length == 0 {
                 break;
             }
             let Some(dst) = regions
