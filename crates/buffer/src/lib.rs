@@ -255,21 +255,21 @@ impl Pool {
     }
 
     /// Receives up to `n` packets into fresh buffers in one pass, the receive loop of a
-    /// device: `fill` gets the packet's number in the pass (0, 1, ...) and its buffer's data
-    /// area (the data size, after the headroom), writes a packet there and returns its length
-    /// in the buffer, its `total_len` and its [`Ext`], or `None` to stop. Each buffer filled
-    /// gets its whole metadata at once, so that no field of an earlier packet survives
-    /// (`rx_if` as given, `tx_if` none, VRF and adjacency 0, the rest as
-    /// [`alloc`](Self::alloc) leaves them) and is appended to `out`, in order; returns how
-    /// many, and the sum of their `total_len`. A length past the data area stops the pass as
-    /// `None` does.
+    /// device: `fill` gets the packet's number in the pass (0, 1, ...), its buffer's data
+    /// area (the data size, after the headroom) and its metadata, already written whole so
+    /// that no field of an earlier packet survives (`rx_if` as given, `tx_if` none, VRF and
+    /// adjacency 0, the rest as [`alloc`](Self::alloc) leaves them); it writes a packet
+    /// there, sets the metadata's `len`, `total_len` and, if the packet has one, [`Ext`], and
+    /// returns true, or false to stop. Each buffer filled is appended to `out`, in order;
+    /// returns how many, and the sum of their `total_len`. A length past the data area stops
+    /// the pass as false does (the buffer stays free, whatever its metadata says).
     #[inline]
     pub fn alloc_packets(
         &mut self,
         n: usize,
         rx_if: u32,
         out: &mut Vec<u32>,
-        mut fill: impl FnMut(usize, &mut [u8]) -> Option<(u16, u32, Ext)>,
+        mut fill: impl FnMut(usize, &mut [u8], &mut Meta) -> bool,
     ) -> (usize, u64) {
         let Pool {
             mem,
@@ -289,20 +289,12 @@ impl Pool {
         for &b in free[have - n..].iter().rev() {
             let start = b as usize * stride + usize::from(headroom);
             let room = &mut mem[start..start + usize::from(data_size)];
-            let Some((len, total_len, ext)) = fill(taken, room) else {
-                break;
-            };
-            if len > data_size {
-                break;
-            }
             let m = &mut meta[b as usize];
             *m = blank;
-            m.len = len;
-            m.total_len = total_len;
-            if ext.len != 0 {
-                m.ext = ext;
+            if !fill(taken, room, m) || m.len > data_size {
+                break;
             }
-            bytes += u64::from(total_len);
+            bytes += u64::from(m.total_len);
             taken += 1;
         }
         out.extend(free[have - taken..].iter().rev());
@@ -869,11 +861,17 @@ mod tests {
         p.free(order[0]);
         let mut out = vec![99];
         let mut k = 0u8;
-        let got = p.alloc_packets(3, 5, &mut out, |i, room| {
+        let got = p.alloc_packets(3, 5, &mut out, |i, room, m| {
             assert_eq!((i, room.len()), (usize::from(k), 256));
+            assert_eq!(
+                (m.offset, m.len, m.next, m.total_len, m.ext),
+                (64, 0, NONE, 0, Ext::default()),
+                "fresh metadata"
+            );
             k += 1;
             room[..100].fill(k);
-            (k < 3).then_some((100, 600, ext))
+            (m.len, m.total_len, m.ext) = (100, 600, ext);
+            k < 3
         });
         assert_eq!(got, (2, 1200));
         assert_eq!(
@@ -897,7 +895,10 @@ mod tests {
             "the pass stopped at the third: its buffer stays free"
         );
         assert_eq!(
-            p.alloc_packets(1, 0, &mut out, |_, _| Some((257, 257, Ext::default()))),
+            p.alloc_packets(1, 0, &mut out, |_, _, m| {
+                (m.len, m.total_len) = (257, 257);
+                true
+            }),
             (0, 0)
         );
         assert_eq!(
@@ -906,7 +907,10 @@ mod tests {
             "a length past the data area takes no buffer"
         );
         assert_eq!(
-            p.alloc_packets(9, 0, &mut out, |_, _| Some((1, 1, Ext::default()))),
+            p.alloc_packets(9, 0, &mut out, |_, _, m| {
+                (m.len, m.total_len) = (1, 1);
+                true
+            }),
             (2, 2)
         );
         assert_eq!(p.available(), 0);

@@ -376,32 +376,38 @@ impl PrimaryRx {
         let n = usize::from(end.wrapping_sub(cursor)).min(max);
         let max_frame = self.max_frame;
         // The packet's number in the pass gives its slot: one count fewer live in the loop.
-        let (packets, bytes) = pool.alloc_packets(n, source, out, |k, room| {
+        let (packets, bytes) = pool.alloc_packets(n, source, out, |k, room, m| {
             let d = ring.desc(cursor.wrapping_add(k as u16));
             if d.flags & DESC_FLAG_NEXT != 0 || d.length == 0 {
-                return None;
+                return false;
             }
-            let src = regions
-                .get(usize::from(d.region))?
-                .range(u64::from(d.offset), u64::from(d.length))
-                .ok()?;
+            let Some(src) = regions
+                .get(usize::from(d.region))
+                .and_then(|r| r.range(u64::from(d.offset), u64::from(d.length)).ok())
+            else {
+                return false;
+            };
             let len = d.length;
-            let (here, ext) = if len <= whole {
-                (len as usize, Ext::default())
+            let here = if len <= whole {
+                len as usize
             } else if split && len <= max_frame {
-                let ext = Ext {
+                m.ext = Ext {
                     source,
                     region: d.region,
                     offset: u64::from(d.offset) + hdr as u64,
                     len: len - hdr as u32,
                 };
                 held = true;
-                (hdr, ext)
+                hdr
             } else {
-                return None;
+                return false;
             };
-            src.read_into(room.get_mut(..here)?);
-            Some((here as u16, len, ext))
+            let Some(dst) = room.get_mut(..here) else {
+                return false;
+            };
+            src.read_into(dst);
+            (m.len, m.total_len) = (here as u16, len);
+            true
         });
         self.held |= held;
         (cursor.wrapping_add(packets as u16), packets, bytes)
