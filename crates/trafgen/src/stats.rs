@@ -17,11 +17,19 @@ pub struct RxStats {
     pub gaps: u64,
     pub first_ns: u64,
     pub last_ns: u64,
-    /// Frames received per stream (the sender's tx queue): how a DUT with several queues
-    /// spread the load.
-    pub stream_packets: Vec<u64>,
-    next_seq: Vec<u64>,
+    /// Per stream (the sender's tx queue), indexed by its number: one record, one bounds
+    /// check a frame.
+    streams: Vec<StreamRx>,
     hist: Latencies,
+}
+
+/// What one stream's frames showed.
+#[derive(Debug, Default, Clone, Copy)]
+struct StreamRx {
+    /// The highest sequence number seen + 1.
+    next_seq: u64,
+    /// Frames received.
+    packets: u64,
 }
 
 impl RxStats {
@@ -39,18 +47,16 @@ impl RxStats {
             return;
         };
         let s = usize::from(p.stream);
-        if s >= self.next_seq.len().min(self.stream_packets.len()) {
+        if s >= self.streams.len() {
             self.grow(s);
         }
-        if let Some(c) = self.stream_packets.get_mut(s) {
-            *c += 1;
-        }
-        let Some(next) = self.next_seq.get_mut(s) else {
+        let Some(st) = self.streams.get_mut(s) else {
             return;
         };
-        if p.seq >= *next {
-            self.gaps += p.seq - *next;
-            *next = p.seq + 1;
+        st.packets += 1;
+        if p.seq >= st.next_seq {
+            self.gaps += p.seq - st.next_seq;
+            st.next_seq = p.seq + 1;
         } else {
             self.reordered += 1;
             self.gaps = self.gaps.saturating_sub(1);
@@ -62,11 +68,13 @@ impl RxStats {
     #[cold]
     #[inline(never)]
     fn grow(&mut self, s: usize) {
-        for v in [&mut self.next_seq, &mut self.stream_packets] {
-            if v.len() <= s {
-                v.resize(s + 1, 0);
-            }
-        }
+        self.streams.resize(s + 1, StreamRx::default());
+    }
+
+    /// Frames received per stream (the sender's tx queue): how a DUT with several queues
+    /// spread the load.
+    pub fn stream_packets(&self) -> Vec<u64> {
+        self.streams.iter().map(|s| s.packets).collect()
     }
 
     pub fn latency(&self) -> Latency {
@@ -86,7 +94,7 @@ impl RxStats {
 
     /// Highest sequence number seen + 1, summed over streams: what the sender must have sent.
     pub fn expected(&self) -> u64 {
-        self.next_seq.iter().sum()
+        self.streams.iter().map(|s| s.next_seq).sum()
     }
 }
 
@@ -193,7 +201,13 @@ pub struct WindowedRx {
 impl WindowedRx {
     /// Starts the window: `next_seq[s]` is the sequence number stream `s` sends next.
     pub fn start_window(&mut self, next_seq: &[u64]) {
-        self.window.next_seq = next_seq.to_vec();
+        self.window.streams = next_seq
+            .iter()
+            .map(|&n| StreamRx {
+                next_seq: n,
+                packets: 0,
+            })
+            .collect();
         self.first_seq = Some(next_seq.to_vec());
     }
 
@@ -381,7 +395,7 @@ impl GenReport {
         self.rx_foreign = s.foreign;
         self.rx_reordered = s.reordered;
         self.rx_seq_gaps = s.gaps;
-        self.rx_stream_packets = s.stream_packets.clone();
+        self.rx_stream_packets = s.stream_packets();
         self.latency = s.latency();
         let window = s.last_ns.saturating_sub(s.first_ns) as f64 / 1e9;
         self.rx_window_s = window;
@@ -481,7 +495,7 @@ mod tests {
             }),
             1000,
         );
-        assert_eq!(s.stream_packets, [6, 0, 1]);
+        assert_eq!(s.stream_packets(), [6, 0, 1]);
     }
 
     #[test]

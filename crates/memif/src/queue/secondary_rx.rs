@@ -7,7 +7,7 @@ use super::copy::copy_and_wait;
 use super::counters::bump;
 use super::secondary_tx::SlotBuffers;
 use super::{LinkDown, QueueBase};
-use crate::ring::{DESC_FLAG_NEXT, Desc};
+use crate::ring::DESC_FLAG_NEXT;
 
 /// One received packet, read in place from the secondary's own buffers.
 #[derive(Debug)]
@@ -146,20 +146,7 @@ impl SecondaryRx {
         let cursor = base.ring.tail();
         let ring = &base.ring;
         let mask = ring.size() - 1;
-        for i in 0..ring.size() {
-            let s = cursor.wrapping_add(i);
-            ring.set_desc(s, bufs.desc(s, mask, bufs.size, 0));
-            ring.set_desc(
-                s,
-                Desc {
-                    flags: 0,
-                    region: bufs.region_index,
-                    length: bufs.size,
-                    offset: bufs.offset(s, mask) as u32,
-                    metadata: 0,
-                },
-            );
-        }
+        bufs.post(ring, cursor, cursor.wrapping_add(ring.size()), mask);
         ring.set_head(cursor.wrapping_add(ring.size()));
         SecondaryRx {
             base,
@@ -377,12 +364,7 @@ impl SecondaryRx {
             bytes += len as u64;
         }
         finish(state);
-        // Repost the consumed buffers: region, offset and capacity rewritten from our records.
-        let mut s = self.cursor;
-        while s != slot {
-            ring.set_desc(s, self.bufs.desc(s, mask, self.bufs.size, 0));
-            s = s.wrapping_add(1);
-        }
+        self.bufs.post(ring, self.cursor, slot, mask);
         if slot != self.cursor {
             self.cursor = slot;
             ring.set_head(slot.wrapping_add(ring.size()));

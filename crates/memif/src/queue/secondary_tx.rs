@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use super::counters::bump;
 use super::{LinkDown, QueueBase};
-use crate::ring::{DESC_FLAG_NEXT, Desc};
+use crate::ring::{DESC_FLAG_NEXT, Desc, Ring};
 use crate::shm::SharedMemory;
 
 /// The secondary's own buffers for one ring: slot `j` always uses buffer `j`.
@@ -32,6 +32,29 @@ impl SlotBuffers {
             length,
             offset: self.offset(slot, mask) as u32,
             metadata: 0,
+        }
+    }
+
+    /// Posts the buffers of slots `from..to` (mod 2^16) empty to the peer: region, offset and
+    /// capacity rewritten from our records. The records are read once: the ring's volatile
+    /// writes would otherwise make the compiler reload them for every slot.
+    #[inline]
+    pub(super) fn post(&self, ring: &Ring, from: u16, to: u16, mask: u16) {
+        let (region, base, size) = (self.region_index, self.base, self.size);
+        let mut s = from;
+        while s != to {
+            let offset = base + u64::from(s & mask) * u64::from(size);
+            ring.set_desc(
+                s,
+                Desc {
+                    flags: 0,
+                    region,
+                    length: size,
+                    offset: offset as u32,
+                    metadata: 0,
+                },
+            );
+            s = s.wrapping_add(1);
         }
     }
 }
