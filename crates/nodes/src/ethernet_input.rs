@@ -94,6 +94,11 @@ impl EthernetInput {
         // first byte is 0x4N), so that its packets leave the fast path for `l3_input`
         // without a test of their own on the way.
         let (mut last_rx, mut last_ifc, mut fast_mac) = (buffer::NONE, None, mac_key(&[0xff; 6]));
+        // Whether a tunnel ends in the receiving interface's VRF: if none does (a pod's
+        // interface, in its network's VRF), no packet of it can be VXLAN for us, and the
+        // direct loop runs without the bypass check (VPP enables its VXLAN bypass on the
+        // interfaces that face the underlay only).
+        let mut tunnels_here = false;
         let mut i = 0;
         while i < bufs.len() {
             let (b, n) = (bufs[i], &mut next[i]);
@@ -106,6 +111,8 @@ impl EthernetInput {
                     Some(i) if !i.l3 => i.mac,
                     _ => [0xff; 6],
                 });
+                tunnels_here =
+                    BYPASS && last_ifc.is_some_and(|i| vteps.iter().any(|&(v, _)| v == i.vrf));
             }
             let Some(ifc) = last_ifc else {
                 ctx.count_error(Error::IfDown);
@@ -147,7 +154,11 @@ impl EthernetInput {
                     // loop takes them while they do.
                     let (rx, vrf) = (last_rx, ifc.vrf);
                     let (rest, next) = (&bufs[i..], &mut next[i..]);
-                    i += direct::<BYPASS>(ctx.pool, rx, vrf, fast_mac, vteps, rest, next);
+                    i += if tunnels_here {
+                        direct::<true>(ctx.pool, rx, vrf, fast_mac, vteps, rest, next)
+                    } else {
+                        direct::<false>(ctx.pool, rx, vrf, fast_mac, &[], rest, next)
+                    };
                 }
                 continue;
             }

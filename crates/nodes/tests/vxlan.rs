@@ -454,13 +454,18 @@ fn vxlan_from_a_pod_a_fragment_or_a_spoofed_arp_goes_nowhere() {
         f[14..34].copy_from_slice(&h.to_bytes());
     };
     fix(&mut from_pod);
-    assert!(b.run(vec![(POD, from_pod)]).is_empty());
-    assert!(
+    assert!(b.run(vec![(POD, from_pod.clone())]).is_empty());
+    let refused = |b: &mut Side| {
         b.errors()
             .iter()
-            .any(|e| e.1 == "vxlan not received on its tunnel's underlay (vrf or vtep address)"),
-        "decapsulated only from the underlay"
-    );
+            .find(|e| e.1 == "vxlan not received on its tunnel's underlay (vrf or vtep address)")
+            .map_or(0, |e| e.2)
+    };
+    assert_eq!(refused(&mut b), 1, "decapsulated only from the underlay");
+    // Several in one frame: after the first, ethernet-input's direct loop takes them, the
+    // one without the bypass check in a VRF where no tunnel ends; they go the same way.
+    assert!(b.run(vec![(POD, from_pod); 4]).is_empty());
+    assert_eq!(refused(&mut b), 4, "errors() clears what it read");
     // A VXLAN datagram in two fragments (a Linux VTEP sends them when its uplink's MTU is
     // too small and DF is off): the first alone is held, and with the second the datagram
     // is reassembled and decapsulated like the whole one.
@@ -538,6 +543,10 @@ fn plain_vxlan_skips_the_local_path_and_anything_else_takes_it() {
     // The inner frame (IPv4 to the tunnel's MAC) went from vxlan4-input to ip4-input: one
     // pass of ethernet-input, the outer frame's.
     assert_eq!(b.vectors("ethernet-input"), before.2 + 1);
+    // A run of them (ethernet-input's direct loop, with the bypass check where a tunnel
+    // ends in the receiving interface's VRF): bypassed all the same.
+    assert_eq!(b.run(vec![(UPLINK, good.clone()); 4]).len(), 4);
+    assert_eq!(b.vectors("udp4-local"), before.0, "a run bypassed too");
     // A checksummed datagram: verified on the long way, then decapsulated.
     let with_sum = |f: &[u8], good_sum: bool| {
         let mut f = f.to_vec();
