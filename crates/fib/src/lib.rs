@@ -82,15 +82,18 @@ impl LpmReader {
     /// The next hop of the longest prefix containing `addr`, if any.
     #[inline]
     pub fn lookup(&self, addr: Ipv4Addr) -> Option<u32> {
-        let a = u32::from(addr);
-        // SAFETY-free indexing: the top 24 bits index a 2^24 table; a group index always comes
-        // from an entry the writer stored after checking it against the group count.
-        let mut e = self.t.tbl24[(a >> 8) as usize].load(Ordering::Acquire);
-        if e & EXT != 0 {
-            e = self.t.tbl8[((e & VALUE) as usize) << 8 | (a & 0xff) as usize]
-                .load(Ordering::Relaxed);
+        self.view().lookup(addr)
+    }
+
+    /// The tables borrowed for a pass over many packets: their addresses are then values of
+    /// the caller's, held in registers, where each lookup through `&self` reloads them after
+    /// its acquiring load (which lets the writer's later stores be seen).
+    #[inline]
+    pub fn view(&self) -> LpmView<'_> {
+        LpmView {
+            tbl24: &self.t.tbl24,
+            tbl8: &self.t.tbl8,
         }
-        (e & VALID != 0).then_some(e & VALUE)
     }
 
     /// Looks up a batch (the shape a graph node uses); `None` where no route matches.
@@ -98,6 +101,29 @@ impl LpmReader {
         for (a, o) in addrs.iter().zip(out.iter_mut()) {
             *o = self.lookup(*a);
         }
+    }
+}
+
+/// [`LpmReader::view`]: the same lookup, the tables' addresses held by the borrower.
+#[derive(Debug, Clone, Copy)]
+pub struct LpmView<'a> {
+    tbl24: &'a [AtomicU32; 1 << 24],
+    tbl8: &'a [AtomicU32],
+}
+
+impl LpmView<'_> {
+    /// [`LpmReader::lookup`].
+    #[inline]
+    pub fn lookup(&self, addr: Ipv4Addr) -> Option<u32> {
+        let a = u32::from(addr);
+        // SAFETY-free indexing: the top 24 bits index a 2^24 table; a group index always comes
+        // from an entry the writer stored after checking it against the group count.
+        let mut e = self.tbl24[(a >> 8) as usize].load(Ordering::Acquire);
+        if e & EXT != 0 {
+            e = self.tbl8[((e & VALUE) as usize) << 8 | (a & 0xff) as usize]
+                .load(Ordering::Relaxed);
+        }
+        (e & VALID != 0).then_some(e & VALUE)
     }
 }
 

@@ -225,6 +225,7 @@ fn forward_run(
     };
     let (adj, to, hdr, mtu, tx_if) = (fast.adj, fast.next, r.hdr, r.mtu, r.tx_if);
     let skip = crate::LOCALLY_ORIGINATED | graph::BUFFER_TRACED;
+    let table = table.view();
     let mut pool = pool.view();
     for (i, (&b, n)) in bufs.iter().zip(next.iter_mut()).enumerate() {
         let Some((m, f)) = pool.meta_data_front_mut(b, ETH_HDR) else {
