@@ -682,13 +682,15 @@ impl Node for MemifOutput {
     fn process(&mut self, ctx: &mut Ctx<'_, Self>, bufs: &[u32], next: &mut [u16]) {
         self.take_commands();
         self.peers.refresh();
-        // Send runs of consecutive buffers for the same interface (a frame is usually one run).
-        // The pass that finds a run also sees whether its packets are all one buffer each,
-        // which spares freeing them a pass of its own.
+        // Send runs of consecutive buffers for the same interface (a frame is usually one run):
+        // the queue's own loop finds where a run ends, and whether its packets were all one
+        // buffer each, which spares freeing them a pass of its own.
         let mut rest = bufs;
         while let Some(&first) = rest.first() {
             let tx = ctx.pool.meta(first).tx_if;
             let n = self.flush(ctx, tx, rest);
+            // The run holds at least `first`, which is for `tx`.
+            debug_assert!(n > 0, "an empty run would never end");
             rest = &rest[n..];
         }
         next.fill(CONSUMED);
