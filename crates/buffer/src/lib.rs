@@ -294,6 +294,10 @@ impl Pool {
             if !fill(taken, room, m) || m.len > data_size {
                 break;
             }
+            debug_assert!(
+                m.offset == headroom && m.next == NONE,
+                "fill may set len, total_len and ext only"
+            );
             bytes += u64::from(m.total_len);
             taken += 1;
         }
