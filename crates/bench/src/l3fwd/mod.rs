@@ -41,7 +41,9 @@ pub use output::{
     csv, head, node_table, search_summary, size_plot, table, worker_counts, worker_plot,
 };
 pub use report::{HostStalls, RunReport, Written};
-pub use rows::{GoalRow, PairedRatio, SearchRow, paired_ratio, peer_for, reference_for, rows};
+pub use rows::{
+    GoalRow, PairedRatio, SearchRow, paired_mrr_ratio, paired_ratio, peer_for, reference_for, rows,
+};
 pub(crate) use topology::start_dut;
 pub use topology::{L3fwdTopology, NetworkCount, TOPOLOGY, Topology, veclane_config};
 

@@ -109,6 +109,7 @@ pub fn table(cfg: &L3fwdConfig, rows: &[SearchRow]) -> String {
             format!("/{} paired", r.dut)
         };
         let _ = write!(header, "  {name:>26}");
+        let _ = write!(header, "  {:>26}", "MRR paired");
     }
     // Multinet rows beside another DUT's: over that DUT's multinet too.
     let peer = cfg.duts.iter().find_map(|d| super::peer_for(&cfg.duts, *d));
@@ -162,6 +163,12 @@ pub fn table(cfg: &L3fwdConfig, rows: &[SearchRow]) -> String {
                     None => "-".into(),
                 };
                 let _ = write!(line, "  {ratio:>26}");
+                let mrr = match r.paired_mrr {
+                    Some(p) => ratio_cell(p),
+                    None if Some(r.dut) == reference_for(&cfg.duts, r.dut) => "1".into(),
+                    None => "-".into(),
+                };
+                let _ = write!(line, "  {mrr:>26}");
             }
             if peer.is_some() {
                 let cell = match (r.peer_ratio, super::peer_for(&cfg.duts, r.dut)) {
@@ -288,6 +295,7 @@ pub fn csv(cfg: &L3fwdConfig, rows: &[SearchRow]) -> String {
         "paired_ratio",
         "paired_pairs",
         "paired_placement",
+        "paired_mrr_ratio",
         "peer_ratio",
         "workers",
         "gen_cpu",
@@ -338,6 +346,9 @@ pub fn csv(cfg: &L3fwdConfig, rows: &[SearchRow]) -> String {
                     .unwrap_or_default(),
                 r.paired_ratio
                     .map(|p| p.placement.map_or("all".to_string(), |b| b.to_string()))
+                    .unwrap_or_default(),
+                r.paired_mrr
+                    .map(|p| format!("{:.4}", p.median))
                     .unwrap_or_default(),
                 r.peer_ratio
                     .map(|p| format!("{:.4}", p.median))

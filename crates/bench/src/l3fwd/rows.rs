@@ -65,6 +65,11 @@ pub struct SearchRow {
     /// drift that a ratio of medians keeps.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub paired_ratio: Option<PairedRatio>,
+    /// The same pairing of the flat-out rates (MRR) over the reference DUT's
+    /// ([`paired_mrr_ratio`]): a zero-loss result also measures how a DUT rides out the
+    /// host's stalls, which scatter more than what either DUT can forward.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paired_mrr: Option<PairedRatio>,
     /// A multinet row (whose `paired_ratio` is over the same DUT in singlenet): its result
     /// over the last other DUT's in multinet with as many workers, paired the same way
     /// ([`peer_for`]): veclane multinet over VPP multinet, say.
@@ -239,6 +244,9 @@ pub fn rows(outcomes: &[Outcome], sizes: &[usize], duts: &[Subject]) -> Vec<Sear
                 paired_ratio: reference_for(duts, dut)
                     .filter(|r| *r != dut)
                     .and_then(|r| paired_ratio(outcomes, size, dut, r)),
+                paired_mrr: reference_for(duts, dut)
+                    .filter(|r| *r != dut)
+                    .and_then(|r| paired_mrr_ratio(outcomes, size, dut, r)),
                 peer_ratio: peer_for(duts, dut).and_then(|r| paired_ratio(outcomes, size, dut, r)),
                 node_ns,
                 generator_bound: false,
@@ -303,11 +311,36 @@ pub fn paired_ratio(
     dut: Subject,
     reference: Subject,
 ) -> Option<PairedRatio> {
+    paired_by(outcomes, size, dut, reference, first_goal_pps)
+}
+
+/// [`paired_ratio`] of the flat-out rates (MRR): each repetition's flat-out trial of `dut`
+/// over the reference's, the same pairs, the same placement rule.
+pub fn paired_mrr_ratio(
+    outcomes: &[Outcome],
+    size: usize,
+    dut: Subject,
+    reference: Subject,
+) -> Option<PairedRatio> {
+    paired_by(outcomes, size, dut, reference, |o| {
+        (o.error.is_none() && o.search.is_some() && o.mrr_pps.is_finite()).then_some(o.mrr_pps)
+    })
+}
+
+/// `dut` over `reference` at `size` in what `value` reads from each search, repetition by
+/// repetition.
+fn paired_by(
+    outcomes: &[Outcome],
+    size: usize,
+    dut: Subject,
+    reference: Subject,
+    value: impl Fn(&Outcome) -> Option<f64>,
+) -> Option<PairedRatio> {
     let find = |d: Subject, rep: usize| {
         outcomes
             .iter()
             .find(|o| o.dut == d && o.size == size && o.rep == rep)
-            .and_then(|o| first_goal_pps(o).map(|p| (p, o.placement)))
+            .and_then(|o| value(o).map(|p| (p, o.placement)))
     };
     let reps = outcomes.iter().map(|o| o.rep + 1).max().unwrap_or(0);
     let pairs: Vec<(f64, Placement, Placement)> = (0..reps)

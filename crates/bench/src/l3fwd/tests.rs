@@ -146,6 +146,35 @@ fn ratios_pair_searches_of_the_same_repetition() {
     assert!(rows[0].paired_ratio.is_some() && rows[1].paired_ratio.is_none());
 }
 
+/// The flat-out rates pair the same way, from each search's own MRR (not its zero-loss
+/// result), and a search without a flat-out rate drops its pair only.
+#[test]
+fn flat_out_rates_pair_by_repetition_too() {
+    let (a, b) = (Subject::plain(Dut::Veclane), Subject::plain(Dut::Vpp));
+    let flat = |d, rep, ndr: f64, mrr: f64| {
+        let mut o = outcome(d, rep, ndr);
+        o.mrr_pps = mrr;
+        o
+    };
+    // Zero-loss results 2:1 in each repetition; flat out 3:2, 6:4 (the host halved
+    // repetition 1's), and repetition 2's reference has no flat-out rate.
+    let v = vec![
+        flat(a, 0, 20e6, 30e6),
+        flat(b, 0, 10e6, 20e6),
+        flat(a, 1, 10e6, 15e6),
+        flat(b, 1, 5e6, 10e6),
+        flat(a, 2, 20e6, 30e6),
+        flat(b, 2, 10e6, f64::NAN),
+    ];
+    let m = paired_mrr_ratio(&v, 64, a, b).unwrap();
+    assert!((m.median - 1.5).abs() < 1e-9 && m.pairs == 2, "{m:?}");
+    let n = paired_ratio(&v, 64, a, b).unwrap();
+    assert!((n.median - 2.0).abs() < 0.02 && n.pairs == 3, "{n:?}");
+    let r = rows(&v, &[64], &[a, b]);
+    assert_eq!(r[0].paired_mrr, Some(m));
+    assert!(r[1].paired_mrr.is_none());
+}
+
 #[test]
 fn ratios_pair_searches_that_shared_a_placement_near_first() {
     let (a, b) = (Subject::plain(Dut::Veclane), Subject::plain(Dut::Testpmd));
