@@ -582,14 +582,17 @@ impl Session {
                     }
                     Queues::Secondary(q) => q.rx.iter_mut().try_for_each(|r| {
                         got += r.recv_with(rx_burst, |pkt| {
-                            // A plain frame's probe ends within 62 bytes; read VXLAN's 50 more
-                            // only when the frame is one.
-                            let mut n = pkt.read(0, &mut hdr[..PROBE_OFFSET + PROBE_LEN]);
-                            let vxlan = Probe::is_vxlan(&hdr[..n]);
-                            if vxlan {
-                                n = pkt.read(0, &mut hdr);
-                            }
-                            rx.record(pkt.len(), Probe::parse_in(&hdr[..n], vxlan), now);
+                            // A plain frame's probe ends within 62 bytes: a fixed-size copy
+                            // read at constant offsets. VXLAN's 50 more (and a frame too
+                            // short for the copy) the general way.
+                            let probe = match pkt.head::<{ PROBE_OFFSET + PROBE_LEN }>() {
+                                Some(h) if !Probe::is_vxlan(&h) => Probe::parse_in(&h, false),
+                                _ => {
+                                    let n = pkt.read(0, &mut hdr);
+                                    Probe::parse(&hdr[..n])
+                                }
+                            };
+                            rx.record(pkt.len(), probe, now);
                         })?;
                         Ok::<(), memif::LinkDown>(())
                     }),

@@ -83,6 +83,23 @@ impl RxPacket<'_> {
         })
     }
 
+    /// The packet's first `N` bytes, copied out of the shared buffer into an array of our
+    /// own, when its first segment holds them (`None` otherwise: read them with
+    /// [`read`](Self::read)). A fixed-size copy with one range check, for a caller that reads
+    /// a header's fields at constant offsets (a generator's per-frame check).
+    #[inline]
+    pub fn head<const N: usize>(&self) -> Option<[u8; N]> {
+        let first = *self.segs.first()? as usize;
+        if first < N {
+            return None;
+        }
+        let off = self.bufs.offset(self.first_slot, self.mask);
+        let r = self.bufs.region.range(off, N as u64).ok()?;
+        let mut h = [0u8; N];
+        r.read_into(&mut h);
+        Some(h)
+    }
+
     /// The copies [`read`](Self::read) would make of packet bytes `at..at + n`, one per
     /// segment touched, handed to `f` as (source address, offset in the destination,
     /// length), for a copy engine; how many bytes they cover. The sources stay readable until
