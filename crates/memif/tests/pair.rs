@@ -553,3 +553,59 @@ fn a_run_ends_at_the_first_packet_for_another_interface() {
     pool.free_bulk(&more);
     assert_eq!(pool.available(), pool.capacity());
 }
+
+/// A generator's frames of one size: `send_uniform` places as many as the ring has room for
+/// (room checked once), counts the rest as it counts any refusal, and hands frames that need
+/// a chain to the general path; the primary reads every frame it placed intact.
+#[test]
+fn frames_of_one_size_go_out_as_far_as_there_is_room() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = sock_path(&dir);
+    let small = InterfaceConfig {
+        log2_ring_size: 3,
+        buffer_size: 2048,
+        ..cfg(0)
+    };
+    let mut l = Listener::bind(&path, vec![small.clone()]).unwrap();
+    let mut c = Client::new(&path, vec![small]).unwrap();
+    let (mut p, mut s) = connect(&mut l, &mut c);
+    let mut pool = pool();
+    let mut sent = Vec::new();
+    let mut send = |s: &mut memif::SecondaryTx, n: usize, len: usize, sent: &mut Vec<Vec<u8>>| {
+        let base = sent.len() as u32;
+        let k = s
+            .send_uniform(n, len as u32, |i, w| {
+                assert_eq!(w.len(), len);
+                w.write(0, &frame(base + i as u32, len));
+            })
+            .unwrap();
+        sent.extend((0..k as u32).map(|i| frame(base + i, len)));
+        k
+    };
+    let tx = &mut s.tx[0];
+    assert_eq!(send(tx, 5, 100, &mut sent), 5);
+    // Three of the eight slots left: three go, two are refused once.
+    assert_eq!(send(tx, 5, 100, &mut sent), 3);
+    assert_eq!((tx.stats().tx_no_room, tx.stats().ring_full), (2, 1));
+    assert_eq!(send(tx, 4, 64, &mut sent), 0, "a full ring");
+    assert_eq!(tx.stats().packets, 8);
+    let mut got = Vec::new();
+    let mut out = Vec::new();
+    let mut drain = |p: &mut memif::PrimaryRx, got: &mut Vec<Vec<u8>>| {
+        out.clear();
+        p.recv(&mut pool, &mut out, 64).unwrap();
+        for &h in &out {
+            let mut b = Vec::new();
+            pool.read_chain(h, &mut b);
+            got.push(b);
+        }
+        pool.free_bulk(&out);
+    };
+    drain(&mut p.rx[0], &mut got);
+    // 3000 bytes need two 2048-byte buffers: chains of two slots, six of the eight.
+    assert_eq!(send(&mut s.tx[0], 3, 3000, &mut sent), 3);
+    assert_eq!(send(&mut s.tx[0], 0, 64, &mut sent), 0);
+    drain(&mut p.rx[0], &mut got);
+    assert_eq!(got.len(), 11);
+    assert_eq!(got, sent);
+}

@@ -1105,7 +1105,7 @@ impl Sender {
                 (&mut self.head, &self.template, &self.spec, &mut self.seqs);
             // `move`: the closure holds its scalars itself rather than pointers to them,
             // one load fewer for each a frame.
-            let sent = t.send_with(&self.lens[..n], move |i, w| {
+            let fill = move |i: usize, w: &mut memif::PacketWriter<'_>| {
                 let c = base + i as u64;
                 let (net, flow) = split(c, nets);
                 let s = queue * nets as usize + usize::from(net);
@@ -1116,7 +1116,7 @@ impl Sender {
                 };
                 seqs[s] += 1;
                 if probe_only {
-                    w.write(probe, &p.encode());
+                    w.write_array(probe, &p.encode());
                     return;
                 }
                 head[probe..].copy_from_slice(&p.encode());
@@ -1130,7 +1130,12 @@ impl Sender {
                     w.write(0, template);
                 }
                 w.write(0, head);
-            })?;
+            };
+            // Frames of one size (no mix): room checked once for the burst.
+            let sent = match &self.lens[..n] {
+                [len, ..] if !mixed => t.send_uniform(n, *len, fill)?,
+                lens => t.send_with(lens, fill)?,
+            };
             if let Some(p) = self.primed.get_mut(queue) {
                 *p += sent as u64;
             }

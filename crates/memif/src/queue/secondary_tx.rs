@@ -99,6 +99,25 @@ impl PacketWriter<'_> {
         self.write_across(at, bytes, end);
     }
 
+    /// [`write`](Self::write) of a fixed number of bytes: when they lie whole within the
+    /// packet and its first buffer (a probe, a header field), one range check and a copy of
+    /// constant length; otherwise as `write`.
+    #[inline(always)]
+    pub fn write_array<const N: usize>(&mut self, at: usize, bytes: &[u8; N]) {
+        let end = at + N;
+        if end <= self.len
+            && end <= self.bufs.size as usize
+            && let Ok(r) = self.bufs.region.range(
+                self.bufs.offset(self.first_slot, self.mask) + at as u64,
+                N as u64,
+            )
+        {
+            r.write_at(0, bytes);
+            return;
+        }
+        self.write(at, bytes);
+    }
+
     /// [`write`](Self::write) of bytes that reach past the first buffer (`end`: the packet
     /// offset they stop at). Out of line, so that the common write carries none of its
     /// state.
@@ -168,6 +187,64 @@ impl SecondaryTx {
     /// Slots published that the primary has not yet consumed.
     pub fn in_flight(&self) -> Result<u16, LinkDown> {
         Ok(self.base.ring.size() - self.free_slots()?)
+    }
+
+    /// Sends up to `n` packets of `len` bytes each, as many as fit; `fill(i, writer)` writes
+    /// packet `i` in place. How many were sent (or, for `len` past the whole ring, dropped
+    /// and counted as [`send_with`](Self::send_with) does). A generator's frames of one size:
+    /// when they fit one buffer, room is checked once for the batch and each descriptor
+    /// comes from records read once, where `send_with` checks every packet's length against
+    /// the ring and the room left.
+    pub fn send_uniform(
+        &mut self,
+        n: usize,
+        len: u32,
+        mut fill: impl FnMut(usize, &mut PacketWriter<'_>),
+    ) -> Result<usize, LinkDown> {
+        if len > self.bufs.size {
+            // Chains: the general path, frame by frame.
+            return self.send_with(&vec![len; n], fill);
+        }
+        let free = usize::from(self.free_slots()?);
+        let k = n.min(free);
+        if k < n {
+            bump(&self.base.counters.ring_full, 1);
+            bump(&self.base.counters.tx_no_room, (n - k) as u64);
+        }
+        if k == 0 {
+            return Ok(0);
+        }
+        let ring = &self.base.ring;
+        let mask = ring.size() - 1;
+        let (region, base, size) = (self.bufs.region_index, self.bufs.base, self.bufs.size);
+        let mut slot = self.head;
+        for i in 0..k {
+            let mut w = PacketWriter {
+                bufs: &self.bufs,
+                first_slot: slot,
+                mask,
+                len: len as usize,
+            };
+            fill(i, &mut w);
+            let offset = base + u64::from(slot & mask) * u64::from(size);
+            ring.set_desc(
+                slot,
+                Desc {
+                    flags: 0,
+                    region,
+                    length: len,
+                    offset: offset as u32,
+                    metadata: 0,
+                },
+            );
+            slot = slot.wrapping_add(1);
+        }
+        self.head = slot;
+        ring.set_head(slot);
+        self.base.signal();
+        bump(&self.base.counters.packets, k as u64);
+        bump(&self.base.counters.bytes, k as u64 * u64::from(len));
+        Ok(k)
     }
 
     /// Sends `lens.len()` packets or as many as fit; `fill(i, writer)` writes packet `i` in
