@@ -571,7 +571,7 @@ fn frames_of_one_size_go_out_as_far_as_there_is_room() {
     let (mut p, mut s) = connect(&mut l, &mut c);
     let mut pool = pool();
     let mut sent = Vec::new();
-    let mut send = |s: &mut memif::SecondaryTx, n: usize, len: usize, sent: &mut Vec<Vec<u8>>| {
+    let send = |s: &mut memif::SecondaryTx, n: usize, len: usize, sent: &mut Vec<Vec<u8>>| {
         let base = sent.len() as u32;
         let k = s
             .send_uniform(n, len as u32, |i, w| {
