@@ -28,6 +28,9 @@ pub struct CostReport<'a> {
     pub scenario: String,
     pub config: &'a L3fwdConfig,
     pub cost_frames: u64,
+    /// `--cost-window`: at most this many frames in flight; none: flat out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost_window: Option<u64>,
     pub environment: report::Environment,
     pub costs: Vec<Cost>,
 }
@@ -111,13 +114,14 @@ pub fn available() -> Result<(), CostError> {
     Ok(())
 }
 
-/// Measures `dut` at `size` over `frames` frames; with `keep`, the callgrind profile (with
-/// per-instruction counts) is kept in that directory as `callgrind.DUT.SIZE.out`.
+/// Measures `dut` at `size` over `frames` frames, with at most `window` of them in flight
+/// (`None`: flat out); with `keep`, the callgrind profile (with per-instruction counts) is
+/// kept in that directory as `callgrind.DUT.SIZE.out`.
 pub fn measure(
     cfg: &L3fwdConfig,
     dut: Subject,
     size: usize,
-    frames: u64,
+    (frames, window): (u64, Option<u64>),
     keep: Option<&std::path::Path>,
 ) -> Result<Cost, CostError> {
     let dir = tempfile::tempdir().map_err(|source| CostError::Io {
@@ -134,7 +138,7 @@ pub fn measure(
         format!("--callgrind-out-file={}", out.display()),
     ];
     if dut.dut == Dut::None {
-        return measure_generator(cfg, dut, size, frames, keep, dir.path());
+        return measure_generator(cfg, dut, size, (frames, window), keep, dir.path());
     }
     if !matches!(dut.dut, Dut::Veclane | Dut::Testpmd) {
         return Err(CostError::Unavailable(format!(
@@ -153,6 +157,7 @@ pub fn measure(
         drain: Duration::from_millis(10),
         // Counted frames, under callgrind's own clock: nothing to warm up.
         warmup: Duration::ZERO,
+        window,
         ..cfg.topology.gen_config(cfg, dut, &sock, size)
     };
     let (received, returned) = std::thread::scope(|s| {
@@ -298,7 +303,7 @@ fn measure_generator(
     cfg: &L3fwdConfig,
     dut: Subject,
     size: usize,
-    frames: u64,
+    (frames, window): (u64, Option<u64>),
     keep: Option<&Path>,
     dir: &Path,
 ) -> Result<Cost, CostError> {
@@ -309,9 +314,9 @@ fn measure_generator(
     }
     // Two runs, of `frames` and three times as many: their difference is the frames' work
     // alone (connecting, the first passes and the drain at the end, a fixed cost, cancel).
-    let short = run_generator(cfg, dut, size, frames, &dir.join("short.out"))?;
+    let short = run_generator(cfg, dut, size, (frames, window), &dir.join("short.out"))?;
     let out = dir.join("callgrind.out");
-    let long = run_generator(cfg, dut, size, 3 * frames, &out)?;
+    let long = run_generator(cfg, dut, size, (3 * frames, window), &out)?;
     let per = |a: u64, b: u64| b.saturating_sub(a) as f64 / (2 * frames) as f64;
     Ok(Cost {
         profile: keep_profile(keep, &out, dut, size)?,
@@ -345,7 +350,7 @@ fn run_generator(
     cfg: &L3fwdConfig,
     dut: Subject,
     size: usize,
-    frames: u64,
+    (frames, window): (u64, Option<u64>),
     out: &Path,
 ) -> Result<GenCount, CostError> {
     let dir = out.parent().unwrap_or(Path::new("."));
@@ -372,6 +377,7 @@ fn run_generator(
         .args(["--burst", &g.burst.to_string()])
         .args(["--cpu", &cfg.gen_cpu.to_string()])
         .args(["--duration", "600", "--connect-timeout", "120"])
+        .args(window.map(|w| format!("--window={w}")))
         .output();
     running.stop(Duration::from_secs(10))?;
     let o = o.map_err(|e| CostError::Callgrind(format!("valgrind: {e}")))?;
@@ -527,13 +533,17 @@ pub fn parse_annotate(text: &str) -> Result<Annotated, CostError> {
 }
 
 /// The cost table.
-pub fn table(cfg: &L3fwdConfig, costs: &[Cost]) -> String {
+pub fn table(cfg: &L3fwdConfig, costs: &[Cost], window: Option<u64>) -> String {
     use std::fmt::Write as _;
     let mut s = String::new();
     let names = report::named_columns(costs.iter().map(|c| c.nodes.as_slice()), &[]);
+    let pace = match window {
+        Some(w) => format!("at most {w} frames in flight (frames of at most {w} packets)"),
+        None => "flat out".into(),
+    };
     let _ = writeln!(
         s,
-        "instructions per packet under callgrind (whole process, every thread; for veclane also each node's process, inclusive); generator native on CPU {}, flat out",
+        "instructions per packet under callgrind (whole process, every thread; for veclane also each node's process, inclusive); generator native on CPU {}, {pace}",
         cfg.gen_cpu
     );
     let mut header = format!(

@@ -23,6 +23,10 @@ pub enum Role {
 const SLEEP_AHEAD_S: f64 = 100e-6;
 /// ...waking this much before it (a sleep overshoots by the timer slack, 50 µs by default).
 const WAKE_EARLY_S: f64 = 60e-6;
+/// With a window (`GenConfig::window`): frames still out this long after the last frame came
+/// back are given up as lost, so that a device that drops frames cannot close the window for
+/// good. Long enough for a device under callgrind, which forwards fifty times slower.
+pub const WINDOW_GIVE_UP: Duration = Duration::from_millis(200);
 
 #[derive(Debug, Clone)]
 pub struct GenConfig {
@@ -57,6 +61,11 @@ pub struct GenConfig {
     /// sender back.
     pub drop_when_full: bool,
     pub burst: usize,
+    /// Loop mode: at most this many frames in flight (sent and not yet back), a closed loop,
+    /// so that a device under test finds at most this many on its rings at a poll, as it does
+    /// when it is not overloaded. Frames not back [`WINDOW_GIVE_UP`] after the last that came
+    /// back count as lost and give their places back. `None`: as many as the rings take.
+    pub window: Option<u64>,
     /// Stop sending after this many frames...
     pub count: Option<u64>,
     /// ...or after this long, whichever comes first.
@@ -99,6 +108,7 @@ impl Default for GenConfig {
             rate_pps: None,
             drop_when_full: false,
             burst: 64,
+            window: None,
             count: None,
             duration: Duration::from_secs(5),
             warmup: Duration::ZERO,
@@ -523,6 +533,9 @@ impl Session {
         let mut next_sample = every;
         let mut out = Vec::with_capacity(256);
         let mut hdr = [0u8; MAX_HEAD];
+        // The window (`GenConfig::window`): frames back when that count last changed, and
+        // frames given up as lost.
+        let (mut window_back, mut window_lost) = ((0u64, Instant::now()), 0u64);
         // Gaps while sending: between two passes of this loop (our CPU was taken away) and
         // between two receives once frames come back (the peer's CPU, or ours, stopped).
         let (mut prev_ns, mut last_got_ns, mut max_loop_ns, mut max_rx_gap_ns) =
@@ -534,16 +547,31 @@ impl Session {
             iter += 1;
             let mut sending = false;
             let mut down = false;
+            // The window's places left: frames sent less those back and those given up.
+            let mut room = cfg.window.map_or(u64::MAX, |w| {
+                let sent: u64 = senders.iter().map(|s| s.counts.sent).sum();
+                let back = rx.ours();
+                if back != window_back.0 {
+                    window_back = (back, Instant::now());
+                } else if sent > back + window_lost && window_back.1.elapsed() >= WINDOW_GIVE_UP {
+                    window_lost = sent - back;
+                    window_back.1 = Instant::now();
+                }
+                w.saturating_sub(sent.saturating_sub(back + window_lost))
+            });
             for s in senders.iter_mut() {
                 if s.done(start) {
                     continue;
                 }
                 sending = true;
+                s.room = room;
+                let before = s.counts.sent;
                 let r = match &mut peers[s.peer] {
                     Queues::Secondary(q) => s.send_secondary(q, start),
                     Queues::Primary(q) => s.send_copies(&mut q.tx, pool, start),
                     Queues::Kernel(q) => s.send_copies(&mut q.tx, pool, start),
                 };
+                room = room.saturating_sub(s.counts.sent - before);
                 down |= r.is_err();
             }
             if down {
@@ -909,6 +937,8 @@ struct Sender {
     /// number.
     stream_base: u16,
     seqs: Vec<u64>,
+    /// Frames the session's window (`GenConfig::window`) lets go in this pass.
+    room: u64,
 }
 
 impl Sender {
@@ -963,6 +993,7 @@ impl Sender {
             nets,
             stream_base: stream_base as u16,
             seqs: vec![0; nq.max(1) * nets as usize],
+            room: u64::MAX,
         }
     }
 
@@ -1038,7 +1069,7 @@ impl Sender {
     /// offer them in time).
     #[inline]
     fn budget_at(&mut self, t: f64) -> usize {
-        let mut n = self.lens.len() as u64;
+        let mut n = (self.lens.len() as u64).min(self.room);
         if let Some(c) = self.count {
             n = n.min(c - self.counts.offered);
         }

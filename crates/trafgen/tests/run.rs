@@ -148,6 +148,10 @@ fn bad_settings_are_refused_with_a_reason() {
     );
 }
 
+/// The most frames the [`wire`] found at one receive since the last [`through_wire`] began
+/// (those runs hold `CPUS`, one at a time).
+static WIRE_MAX_BATCH: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// A wire: a primary with interfaces 0 and 1 that sends out of 1 whatever arrives on 0,
 /// stopping once for `pause.1` after it has forwarded `pause.0` frames.
 fn wire(socket: SocketPath, stop: &AtomicBool, mut pause: Option<(u64, Duration)>) -> u64 {
@@ -187,6 +191,7 @@ fn wire(socket: SocketPath, stop: &AtomicBool, mut pause: Option<(u64, Duration)
             }
         }
         forwarded += pkts.len() as u64;
+        WIRE_MAX_BATCH.fetch_max(pkts.len() as u64, std::sync::atomic::Ordering::Relaxed);
         pool.free_bulk(&pkts);
         if let Some((after, d)) = pause
             && forwarded >= after
@@ -202,6 +207,7 @@ fn wire(socket: SocketPath, stop: &AtomicBool, mut pause: Option<(u64, Duration)
 /// [`wire`] with `pause`; returns its report and what the wire forwarded.
 fn through_wire(cfg: GenConfig, pause: Option<(u64, Duration)>) -> (GenReport, u64) {
     let _cpus = CPUS.lock().unwrap_or_else(|e| e.into_inner());
+    WIRE_MAX_BATCH.store(0, std::sync::atomic::Ordering::Relaxed);
     let dir = tempfile::tempdir().unwrap();
     let socket = SocketPath::File(dir.path().join("w.sock"));
     let stop = AtomicBool::new(false);
@@ -286,6 +292,34 @@ fn loop_mode_sends_on_one_interface_and_receives_on_the_other() {
     .unwrap_err()
     .to_string();
     assert!(e.contains("must differ"), "{e}");
+}
+
+/// With a window the generator keeps at most that many frames out: the wire never finds more
+/// at a receive, and every frame still comes back. Without one it finds whole bursts.
+#[test]
+fn a_window_bounds_the_frames_in_flight() {
+    let run = |window| {
+        let (r, forwarded) = through_wire(
+            GenConfig {
+                count: Some(20_000),
+                duration: Duration::from_secs(30),
+                window,
+                ..Default::default()
+            },
+            None,
+        );
+        assert_eq!(
+            (r.tx_packets, r.rx_packets, forwarded),
+            (20_000, 20_000, 20_000)
+        );
+        assert_eq!((r.rx_seq_gaps, r.rx_reordered), (0, 0));
+        WIRE_MAX_BATCH.load(std::sync::atomic::Ordering::Relaxed)
+    };
+    let most = run(Some(5));
+    assert!((1..=5).contains(&most), "{most} frames at one receive");
+    // Flat out the wire (which takes 64 a receive) falls behind the sender at some point.
+    let most = run(None);
+    assert!(most > 5, "{most} frames at one receive flat out");
 }
 
 #[test]

@@ -249,6 +249,11 @@ pub struct BenchArgs {
     /// callgrind.DUT.SIZE.out, to see with callgrind_annotate where the instructions go.
     #[arg(long)]
     cost_profiles: Option<std::path::PathBuf>,
+    /// --cost with at most this many frames in flight (the generator's --window): the DUT
+    /// then polls frames of at most this many packets, as under a load it keeps up with,
+    /// and its fixed costs per frame count. Default: flat out (full 256-packet frames).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    cost_window: Option<u64>,
     /// testpmd's forwarding in l3fwd: io (frames untouched) or mac (MACs rewritten).
     #[arg(long, value_enum, default_value = "io")]
     testpmd_fwd: TestpmdFwdArg,
@@ -790,8 +795,14 @@ fn run_cost(a: &BenchArgs, cfg: &L3fwdConfig) -> anyhow::Result<()> {
                 bench::trial::size_label(size),
                 a.cost_frames
             );
-            let c = bench::cost::measure(cfg, *s, size, a.cost_frames, a.cost_profiles.as_deref())
-                .map_err(|e| anyhow::anyhow!("{s} at {} B: {e}", bench::trial::size_label(size)))?;
+            let c = bench::cost::measure(
+                cfg,
+                *s,
+                size,
+                (a.cost_frames, a.cost_window),
+                a.cost_profiles.as_deref(),
+            )
+            .map_err(|e| anyhow::anyhow!("{s} at {} B: {e}", bench::trial::size_label(size)))?;
             costs.push(c);
         }
     }
@@ -805,11 +816,12 @@ fn run_cost(a: &BenchArgs, cfg: &L3fwdConfig) -> anyhow::Result<()> {
             }
         );
     }
-    print!("\n{}", bench::cost::table(cfg, &costs));
+    print!("\n{}", bench::cost::table(cfg, &costs, a.cost_window));
     let path = bench::cost::CostReport {
         scenario: format!("{}-cost", cfg.topology.name()),
         config: cfg,
         cost_frames: a.cost_frames,
+        cost_window: a.cost_window,
         environment: Environment::probe(bench::dpdk::version()),
         costs,
     }

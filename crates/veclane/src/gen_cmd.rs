@@ -71,6 +71,11 @@ pub struct GenArgs {
     /// Frames per burst, 1..256.
     #[arg(long, default_value_t = 64)]
     burst: usize,
+    /// At most this many frames in flight, sent and not yet back (loop mode, a closed loop):
+    /// a device under test then finds at most this many at a poll, as when it is not
+    /// overloaded. Frames not back 200 ms after the last that came back count as lost.
+    #[arg(long, requires = "rx_id", value_parser = clap::value_parser!(u64).range(1..))]
+    window: Option<u64>,
     /// Only send.
     #[arg(long, conflicts_with = "rx_only")]
     tx_only: bool,
@@ -150,6 +155,7 @@ pub fn run(a: GenArgs) -> anyhow::Result<()> {
         rate_pps: a.rate,
         drop_when_full: a.drop_when_full,
         burst: a.burst,
+        window: a.window,
         count: a.count,
         duration: secs("duration", a.duration)?,
         connect_timeout: secs("connect-timeout", a.connect_timeout)?,
