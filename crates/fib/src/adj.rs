@@ -9,7 +9,10 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use arc_swap::{ArcSwap, Guard};
+use arc_swap::{ArcSwap, Cache, Guard};
+
+/// [`AdjReader::cache`]: the published table, kept until a newer one is.
+pub type AdjCache = Cache<Arc<ArcSwap<Vec<Adjacency>>>, Arc<Vec<Adjacency>>>;
 
 use crate::Ipv4Addr;
 
@@ -60,6 +63,12 @@ impl AdjReader {
     #[inline]
     pub fn load(&self) -> Guard<Arc<Vec<Adjacency>>> {
         self.cur.load()
+    }
+
+    /// A handle of one's own that keeps the current table and takes a newer one only when
+    /// the writer published one (its `load`: one load and a comparison).
+    pub fn cache(&self) -> AdjCache {
+        Cache::new(Arc::clone(&self.cur))
     }
 }
 

@@ -12,16 +12,18 @@
 use graph::{Ctx, Node};
 use wire::{EtherType, Ethernet};
 
-use crate::{ETH_HDR, Shared, ip4_input};
+use crate::{ETH_HDR, IfConfig, Shared, SharedView, ip4_input};
 
 #[derive(Debug)]
 pub struct EthernetInput {
-    shared: Shared,
+    shared: SharedView,
 }
 
 impl EthernetInput {
     pub fn new(shared: Shared) -> EthernetInput {
-        EthernetInput { shared }
+        EthernetInput {
+            shared: SharedView::new(&shared),
+        }
     }
 }
 
@@ -68,12 +70,15 @@ impl core::fmt::Display for EthernetTrace {
 
 impl Node for EthernetInput {
     fn process(&mut self, ctx: &mut Ctx<'_, Self>, bufs: &[u32], next: &mut [u16]) {
-        let vxlan = self.shared.vxlan.load();
+        let SharedView {
+            vxlan, interfaces, ..
+        } = &mut self.shared;
+        let (vxlan, ifs) = (&**vxlan.load(), &**interfaces.load());
         // A node without tunnels runs the loop without the bypass check at all.
         if vxlan.vteps.is_empty() {
-            self.input::<false>(ctx, bufs, next, &[]);
+            Self::input::<false>(ctx, bufs, next, &[], ifs);
         } else {
-            self.input::<true>(ctx, bufs, next, &vxlan.vteps);
+            Self::input::<true>(ctx, bufs, next, &vxlan.vteps, ifs);
         }
     }
 }
@@ -81,13 +86,12 @@ impl Node for EthernetInput {
 impl EthernetInput {
     #[inline(always)]
     fn input<const BYPASS: bool>(
-        &self,
         ctx: &mut Ctx<'_, Self>,
         bufs: &[u32],
         next: &mut [u16],
         vteps: &[(u32, wire::Ipv4Addr)],
+        ifs: &[IfConfig],
     ) {
-        let ifs = self.shared.interfaces.load();
         // The previous packet's receiving interface (a frame is usually one interface's).
         // The MAC the fast path compares with: the interface's, or for one without Ethernet
         // (ip mode) the broadcast address, which no IPv4 packet's first bytes can equal (its

@@ -18,16 +18,18 @@ use wire::ipv4::MIN_HEADER_LEN;
 use crate::interface_output::Out;
 use crate::ip4_icmp_error::NET_UNREACHABLE;
 use crate::ip4_rewrite::{Fast, forward};
-use crate::{ETH_HDR, Shared};
+use crate::{ETH_HDR, Shared, SharedView};
 
 #[derive(Debug)]
 pub struct Ip4Lookup {
-    shared: Shared,
+    shared: SharedView,
 }
 
 impl Ip4Lookup {
     pub fn new(shared: Shared) -> Ip4Lookup {
-        Ip4Lookup { shared }
+        Ip4Lookup {
+            shared: SharedView::new(&shared),
+        }
     }
 }
 
@@ -78,9 +80,13 @@ fn device_node(out: Out) -> Next {
 
 impl Node for Ip4Lookup {
     fn process(&mut self, ctx: &mut Ctx<'_, Self>, bufs: &[u32], next: &mut [u16]) {
-        let vrfs = self.shared.vrfs.load();
-        let adjs = self.shared.adjacencies.load();
-        let ifs = self.shared.interfaces.load();
+        let SharedView {
+            vrfs,
+            adjacencies,
+            interfaces,
+            ..
+        } = &mut self.shared;
+        let (vrfs, adjs, ifs) = (&**vrfs.load(), &**adjacencies.load(), &**interfaces.load());
         // The previous rewrite adjacency's header, interface and device node.
         let mut fast = Fast::NONE;
         // The previous packet's VRF and table, and its adjacency and whether that is a
