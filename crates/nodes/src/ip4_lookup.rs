@@ -151,7 +151,7 @@ impl Node for Ip4Lookup {
                 // its place among the others.
                 m.adj = adj;
                 if adj != fast.adj {
-                    fast = Fast::of(&adjs, &ifs, adj, |out| device_node(out).into());
+                    fast = Fast::of(adjs, ifs, adj, |out| device_node(out).into());
                 }
                 let mut to = Next::Rewrite.into();
                 if let Some(r) = &fast.rw
