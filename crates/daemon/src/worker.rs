@@ -10,11 +10,12 @@
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::mpsc::Sender;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use buffer::{Pool, PoolConfig};
+use graph::commands::{CommandSender, Commands};
 use graph::{AnyNode, Captured, Filter, Runtime};
 use memif::nodes::QueueCommand;
 use nodes::Shared;
@@ -62,20 +63,20 @@ pub struct Activity {
 pub struct WorkerHandle {
     pub index: usize,
     pub core: Option<usize>,
-    cmds: Sender<WorkerCmd>,
+    cmds: CommandSender<WorkerCmd>,
     /// Queue hand-overs for `memif-input`.
-    pub rx_queues: Sender<QueueCommand>,
+    pub rx_queues: CommandSender<QueueCommand>,
     /// Queue hand-overs for `memif-output`.
-    pub tx_queues: Sender<QueueCommand>,
+    pub tx_queues: CommandSender<QueueCommand>,
     /// AF_PACKET queue hand-overs for `af-packet-input` and `af-packet-output`.
-    pub afp_rx: Sender<uplink::nodes::QueueCommand>,
-    pub afp_tx: Sender<uplink::nodes::QueueCommand>,
+    pub afp_rx: CommandSender<uplink::nodes::QueueCommand>,
+    pub afp_tx: CommandSender<uplink::nodes::QueueCommand>,
     /// AF_XDP queue hand-overs for `af-xdp-input` and `af-xdp-output`.
-    pub xdp_rx: Sender<uplink::xdp_nodes::QueueCommand>,
-    pub xdp_tx: Sender<uplink::xdp_nodes::QueueCommand>,
+    pub xdp_rx: CommandSender<uplink::xdp_nodes::QueueCommand>,
+    pub xdp_tx: CommandSender<uplink::xdp_nodes::QueueCommand>,
     /// Tap queue hand-overs for `tap-input` and `tap-output`.
-    pub tap_rx: Sender<uplink::tap_nodes::QueueCommand>,
-    pub tap_tx: Sender<uplink::tap_nodes::QueueCommand>,
+    pub tap_rx: CommandSender<uplink::tap_nodes::QueueCommand>,
+    pub tap_tx: CommandSender<uplink::tap_nodes::QueueCommand>,
     wake: Arc<OwnedFd>,
     pub activity: Arc<Activity>,
     /// The buffer pool's size and how it was registered for a copy device, if it was.
@@ -134,19 +135,19 @@ pub struct WorkerSetup {
 /// The graph every worker runs.
 fn graph_nodes(
     s: &mut WorkerSetup,
-    rxq: Receiver<QueueCommand>,
-    txq: Receiver<QueueCommand>,
+    rxq: Commands<QueueCommand>,
+    txq: Commands<QueueCommand>,
     afp: (
-        Receiver<uplink::nodes::QueueCommand>,
-        Receiver<uplink::nodes::QueueCommand>,
+        Commands<uplink::nodes::QueueCommand>,
+        Commands<uplink::nodes::QueueCommand>,
     ),
     xdp: (
-        Receiver<uplink::xdp_nodes::QueueCommand>,
-        Receiver<uplink::xdp_nodes::QueueCommand>,
+        Commands<uplink::xdp_nodes::QueueCommand>,
+        Commands<uplink::xdp_nodes::QueueCommand>,
     ),
     tap: (
-        Receiver<uplink::tap_nodes::QueueCommand>,
-        Receiver<uplink::tap_nodes::QueueCommand>,
+        Commands<uplink::tap_nodes::QueueCommand>,
+        Commands<uplink::tap_nodes::QueueCommand>,
     ),
 ) -> std::io::Result<Vec<Box<dyn AnyNode>>> {
     let single = s.copy == api::CopyMode::Single;
@@ -177,15 +178,15 @@ fn graph_nodes(
 
 /// Starts a worker thread.
 pub fn spawn(mut s: WorkerSetup) -> std::io::Result<WorkerHandle> {
-    let (cmd_tx, cmd_rx) = channel();
-    let (rxq_tx, rxq_rx) = channel();
-    let (txq_tx, txq_rx) = channel();
-    let (afp_rx_tx, afp_rx_rx) = channel();
-    let (afp_tx_tx, afp_tx_rx) = channel();
-    let (xdp_rx_tx, xdp_rx_rx) = channel();
-    let (xdp_tx_tx, xdp_tx_rx) = channel();
-    let (tap_rx_tx, tap_rx_rx) = channel();
-    let (tap_tx_tx, tap_tx_rx) = channel();
+    let (cmd_tx, cmd_rx) = graph::commands::channel();
+    let (rxq_tx, rxq_rx) = graph::commands::channel();
+    let (txq_tx, txq_rx) = graph::commands::channel();
+    let (afp_rx_tx, afp_rx_rx) = graph::commands::channel();
+    let (afp_tx_tx, afp_tx_rx) = graph::commands::channel();
+    let (xdp_rx_tx, xdp_rx_rx) = graph::commands::channel();
+    let (xdp_tx_tx, xdp_tx_rx) = graph::commands::channel();
+    let (tap_rx_tx, tap_rx_rx) = graph::commands::channel();
+    let (tap_tx_tx, tap_tx_rx) = graph::commands::channel();
     let wake = Arc::new(rustix::event::eventfd(
         0,
         rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK,
@@ -278,7 +279,7 @@ struct Worker {
     mode: RxMode,
     rt: Runtime,
     pool: Pool,
-    cmds: Receiver<WorkerCmd>,
+    cmds: Commands<WorkerCmd>,
     wake: Arc<OwnedFd>,
     activity: Arc<Activity>,
     loops: u64,
@@ -290,7 +291,7 @@ impl Worker {
     fn run(&mut self) {
         let mut idle_since: Option<Instant> = None;
         loop {
-            while let Ok(c) = self.cmds.try_recv() {
+            while let Some(c) = self.cmds.try_recv() {
                 if !self.handle(c) {
                     return;
                 }

@@ -17,6 +17,7 @@
 
 pub mod capture;
 pub mod clock;
+pub mod commands;
 pub mod node;
 pub mod trace;
 

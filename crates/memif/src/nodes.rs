@@ -8,7 +8,7 @@
 //! went down is dropped by the node that holds it.
 
 use std::os::fd::BorrowedFd;
-use std::sync::mpsc::Receiver;
+
 use std::sync::{Arc, Mutex};
 
 use buffer::Pool;
@@ -312,7 +312,7 @@ pub struct MemifInput {
     queues: Vec<(u32, RxQueue)>,
     /// Which queue is polled first: each in turn (a flooded one must not starve the rest).
     turn: graph::RoundRobin,
-    commands: Receiver<QueueCommand>,
+    commands: graph::commands::Commands<QueueCommand>,
     /// Single-copy: bytes of each packet copied into the local buffer (0: whole packets).
     hdr: usize,
     /// Every copy out of a peer's memory (primary role) or out of our slots (secondary) goes
@@ -327,8 +327,8 @@ pub struct MemifInput {
 /// A worker's memif nodes, `memif-input` and `memif-output`, sharing the table of peer
 /// memory that single-copy payloads stay in.
 pub fn device_nodes(
-    rx_commands: Receiver<QueueCommand>,
-    tx_commands: Receiver<QueueCommand>,
+    rx_commands: impl Into<graph::commands::Commands<QueueCommand>>,
+    tx_commands: impl Into<graph::commands::Commands<QueueCommand>>,
 ) -> (MemifInput, MemifOutput) {
     let input = MemifInput::new(rx_commands);
     let mut output = MemifOutput::new(tx_commands);
@@ -341,11 +341,11 @@ pub fn device_nodes(
 pub const SINGLE_COPY_HEADER: usize = 128;
 
 impl MemifInput {
-    pub fn new(commands: Receiver<QueueCommand>) -> MemifInput {
+    pub fn new(commands: impl Into<graph::commands::Commands<QueueCommand>>) -> MemifInput {
         MemifInput {
             queues: Vec::new(),
             turn: graph::RoundRobin::default(),
-            commands,
+            commands: commands.into(),
             hdr: 0,
             engines: Engines::new(),
             peers: Arc::default(),
@@ -426,7 +426,7 @@ impl Node for MemifInput {
         out: &mut Vec<u32>,
         next: &mut Vec<u16>,
     ) {
-        while let Ok(c) = self.commands.try_recv() {
+        while let Some(c) = self.commands.try_recv() {
             match c {
                 QueueCommand::Rx { ifindex, queue } => {
                     if let RxQueue::Primary(q) = &queue {
@@ -488,7 +488,7 @@ impl Node for MemifInput {
 pub struct MemifOutput {
     /// Indexed by interface index.
     queues: Vec<Option<TxQueue>>,
-    commands: Receiver<QueueCommand>,
+    commands: graph::commands::Commands<QueueCommand>,
     lens: Vec<u32>,
     bounce: Vec<u8>,
     /// Every payload copy into a peer goes through one of them.
@@ -511,10 +511,10 @@ impl core::fmt::Debug for MemifOutput {
 }
 
 impl MemifOutput {
-    pub fn new(commands: Receiver<QueueCommand>) -> MemifOutput {
+    pub fn new(commands: impl Into<graph::commands::Commands<QueueCommand>>) -> MemifOutput {
         MemifOutput {
             queues: Vec::new(),
-            commands,
+            commands: commands.into(),
             lens: Vec::with_capacity(graph::FRAME_SIZE),
             bounce: Vec::new(),
             engines: Engines::new(),
@@ -644,7 +644,7 @@ graph::node! {
 impl MemifOutput {
     /// Takes the control thread's queue hand-overs and detachments.
     fn take_commands(&mut self) {
-        while let Ok(c) = self.commands.try_recv() {
+        while let Some(c) = self.commands.try_recv() {
             match c {
                 QueueCommand::Tx { ifindex, queue } => {
                     let i = ifindex as usize;

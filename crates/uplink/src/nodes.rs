@@ -8,7 +8,7 @@
 //! kernel resumes it when the link comes back.
 
 use std::os::fd::BorrowedFd;
-use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::mpsc::{Sender, channel};
 
 use graph::{CONSUMED, Ctx, Node, Point};
 
@@ -28,8 +28,8 @@ pub enum QueueCommand {
 /// The worker's uplink nodes, fed by the control thread through `rx` (receive queues, for
 /// `af-packet-input`) and `tx` (transmit queues, for `af-packet-output`).
 pub fn device_nodes(
-    rx: Receiver<QueueCommand>,
-    tx: Receiver<QueueCommand>,
+    rx: impl Into<graph::commands::Commands<QueueCommand>>,
+    tx: impl Into<graph::commands::Commands<QueueCommand>>,
 ) -> (AfPacketInput, AfPacketOutput) {
     (AfPacketInput::new(rx), AfPacketOutput::new(tx))
 }
@@ -140,7 +140,7 @@ pub struct AfPacketInput {
     queues: Vec<InputQueue>,
     /// Which queue is polled first: each in turn (a flooded one must not starve the rest).
     turn: graph::RoundRobin,
-    commands: Receiver<QueueCommand>,
+    commands: graph::commands::Commands<QueueCommand>,
     scratch: Vec<u32>,
     polls: u32,
     /// Link events seen while arming (no counters there), counted at the next poll.
@@ -156,11 +156,11 @@ struct InputQueue {
 }
 
 impl AfPacketInput {
-    pub fn new(commands: Receiver<QueueCommand>) -> AfPacketInput {
+    pub fn new(commands: impl Into<graph::commands::Commands<QueueCommand>>) -> AfPacketInput {
         AfPacketInput {
             queues: Vec::new(),
             turn: graph::RoundRobin::default(),
-            commands,
+            commands: commands.into(),
             scratch: Vec::with_capacity(graph::FRAME_SIZE),
             polls: 0,
             link_events: 0,
@@ -242,7 +242,7 @@ impl Node for AfPacketInput {
         out: &mut Vec<u32>,
         next: &mut Vec<u16>,
     ) {
-        while let Ok(c) = self.commands.try_recv() {
+        while let Some(c) = self.commands.try_recv() {
             match c {
                 QueueCommand::Rx { ifindex, queue } => self.queues.push(InputQueue {
                     ifindex,
@@ -290,7 +290,7 @@ impl Node for AfPacketInput {
 #[derive(Debug)]
 pub struct AfPacketOutput {
     queues: TxTable<TxQueue>,
-    commands: Receiver<QueueCommand>,
+    commands: graph::commands::Commands<QueueCommand>,
     run: Vec<u32>,
 }
 
@@ -306,17 +306,17 @@ graph::node! {
 }
 
 impl AfPacketOutput {
-    pub fn new(commands: Receiver<QueueCommand>) -> AfPacketOutput {
+    pub fn new(commands: impl Into<graph::commands::Commands<QueueCommand>>) -> AfPacketOutput {
         AfPacketOutput {
             queues: TxTable::new("af-packet-close"),
-            commands,
+            commands: commands.into(),
             run: Vec::with_capacity(graph::FRAME_SIZE),
         }
     }
 
     /// Takes the control thread's queue hand-overs and detachments.
     fn take_commands(&mut self) {
-        while let Ok(c) = self.commands.try_recv() {
+        while let Some(c) = self.commands.try_recv() {
             match c {
                 QueueCommand::Tx { ifindex, queue } => self.queues.install(ifindex, queue),
                 QueueCommand::Detach { ifindex } => self.queues.close(ifindex),

@@ -7,7 +7,6 @@
 //! closed by the node that holds it; one whose device is merely down is kept.
 
 use std::os::fd::BorrowedFd;
-use std::sync::mpsc::Receiver;
 
 use graph::{CONSUMED, Ctx, Node, Point};
 
@@ -27,8 +26,8 @@ pub enum QueueCommand {
 
 /// The worker's tap nodes.
 pub fn device_nodes(
-    rx: Receiver<QueueCommand>,
-    tx: Receiver<QueueCommand>,
+    rx: impl Into<graph::commands::Commands<QueueCommand>>,
+    tx: impl Into<graph::commands::Commands<QueueCommand>>,
 ) -> (TapInput, TapOutput) {
     (TapInput::new(rx), TapOutput::new(tx))
 }
@@ -38,17 +37,17 @@ pub fn device_nodes(
 pub struct TapInput {
     queues: Vec<(u32, RxQueue)>,
     turn: graph::RoundRobin,
-    commands: Receiver<QueueCommand>,
+    commands: graph::commands::Commands<QueueCommand>,
     scratch: Vec<u32>,
     closer: Closer<RxQueue>,
 }
 
 impl TapInput {
-    pub fn new(commands: Receiver<QueueCommand>) -> TapInput {
+    pub fn new(commands: impl Into<graph::commands::Commands<QueueCommand>>) -> TapInput {
         TapInput {
             queues: Vec::new(),
             turn: graph::RoundRobin::default(),
-            commands,
+            commands: commands.into(),
             scratch: Vec::with_capacity(graph::FRAME_SIZE),
             closer: Closer::new("tap-close"),
         }
@@ -100,7 +99,7 @@ impl Node for TapInput {
         out: &mut Vec<u32>,
         next: &mut Vec<u16>,
     ) {
-        while let Ok(c) = self.commands.try_recv() {
+        while let Some(c) = self.commands.try_recv() {
             match c {
                 QueueCommand::Rx { ifindex, queue } => self.queues.push((ifindex, queue)),
                 QueueCommand::Detach { ifindex } => self.close(ctx.pool, ifindex),
@@ -148,7 +147,7 @@ impl Node for TapInput {
 #[derive(Debug)]
 pub struct TapOutput {
     queues: TxTable<TxQueue>,
-    commands: Receiver<QueueCommand>,
+    commands: graph::commands::Commands<QueueCommand>,
     run: Vec<u32>,
 }
 
@@ -163,17 +162,17 @@ graph::node! {
 }
 
 impl TapOutput {
-    pub fn new(commands: Receiver<QueueCommand>) -> TapOutput {
+    pub fn new(commands: impl Into<graph::commands::Commands<QueueCommand>>) -> TapOutput {
         TapOutput {
             queues: TxTable::new("tap-close"),
-            commands,
+            commands: commands.into(),
             run: Vec::with_capacity(graph::FRAME_SIZE),
         }
     }
 
     /// Takes the control thread's queue hand-overs and detachments.
     fn take_commands(&mut self) {
-        while let Ok(c) = self.commands.try_recv() {
+        while let Some(c) = self.commands.try_recv() {
             match c {
                 QueueCommand::Tx { ifindex, queue } => self.queues.install(ifindex, queue),
                 QueueCommand::Detach { ifindex } => self.queues.close(ifindex),

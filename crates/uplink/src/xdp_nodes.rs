@@ -13,7 +13,6 @@
 //! zero-copy driver that stopped for want of fill buffers (`XDP_USE_NEED_WAKEUP`).
 
 use std::os::fd::BorrowedFd;
-use std::sync::mpsc::Receiver;
 
 use graph::{CONSUMED, Ctx, Node, Point};
 
@@ -35,8 +34,8 @@ pub enum QueueCommand {
 /// The worker's AF_XDP nodes, fed by the control thread through `rx` (receive queues, for
 /// `af-xdp-input`) and `tx` (transmit queues, for `af-xdp-output`).
 pub fn device_nodes(
-    rx: Receiver<QueueCommand>,
-    tx: Receiver<QueueCommand>,
+    rx: impl Into<graph::commands::Commands<QueueCommand>>,
+    tx: impl Into<graph::commands::Commands<QueueCommand>>,
 ) -> (AfXdpInput, AfXdpOutput) {
     (AfXdpInput::new(rx), AfXdpOutput::new(tx))
 }
@@ -51,7 +50,7 @@ pub struct AfXdpInput {
     queues: Vec<InputQueue>,
     /// Which queue is polled first: each in turn (a flooded one must not starve the rest).
     turn: graph::RoundRobin,
-    commands: Receiver<QueueCommand>,
+    commands: graph::commands::Commands<QueueCommand>,
     scratch: Vec<u32>,
     polls: u32,
     /// Link changes seen while arming (no counters there), counted at the next poll.
@@ -69,11 +68,11 @@ struct InputQueue {
 }
 
 impl AfXdpInput {
-    pub fn new(commands: Receiver<QueueCommand>) -> AfXdpInput {
+    pub fn new(commands: impl Into<graph::commands::Commands<QueueCommand>>) -> AfXdpInput {
         AfXdpInput {
             queues: Vec::new(),
             turn: graph::RoundRobin::default(),
-            commands,
+            commands: commands.into(),
             scratch: Vec::with_capacity(graph::FRAME_SIZE),
             polls: 0,
             link_events: 0,
@@ -158,7 +157,7 @@ impl Node for AfXdpInput {
         out: &mut Vec<u32>,
         next: &mut Vec<u16>,
     ) {
-        while let Ok(c) = self.commands.try_recv() {
+        while let Some(c) = self.commands.try_recv() {
             match c {
                 QueueCommand::Rx { ifindex, queue } => self.queues.push(InputQueue {
                     ifindex,
@@ -205,7 +204,7 @@ impl Node for AfXdpInput {
 #[derive(Debug)]
 pub struct AfXdpOutput {
     queues: TxTable<TxQueue>,
-    commands: Receiver<QueueCommand>,
+    commands: graph::commands::Commands<QueueCommand>,
     run: Vec<u32>,
 }
 
@@ -221,17 +220,17 @@ graph::node! {
 }
 
 impl AfXdpOutput {
-    pub fn new(commands: Receiver<QueueCommand>) -> AfXdpOutput {
+    pub fn new(commands: impl Into<graph::commands::Commands<QueueCommand>>) -> AfXdpOutput {
         AfXdpOutput {
             queues: TxTable::new("af-xdp-close"),
-            commands,
+            commands: commands.into(),
             run: Vec::with_capacity(graph::FRAME_SIZE),
         }
     }
 
     /// Takes the control thread's queue hand-overs and detachments.
     fn take_commands(&mut self) {
-        while let Ok(c) = self.commands.try_recv() {
+        while let Some(c) = self.commands.try_recv() {
             match c {
                 QueueCommand::Tx { ifindex, queue } => self.queues.install(ifindex, queue),
                 QueueCommand::Detach { ifindex } => self.queues.close(ifindex),
