@@ -49,6 +49,20 @@ pub fn connect(l: &mut Listener, c: &mut Client) -> (PrimaryQueues, SecondaryQue
     (p.unwrap(), s.unwrap())
 }
 
+/// Both ends of interface `ic` (the same configuration on each side), connected through a
+/// socket in `dir`. The listener and the client come back too: the connection lasts as long
+/// as they do.
+pub fn connected(
+    dir: &tempfile::TempDir,
+    ic: InterfaceConfig,
+) -> (Listener, Client, PrimaryQueues, SecondaryQueues) {
+    let path = sock_path(dir);
+    let mut l = Listener::bind(&path, vec![ic.clone()]).unwrap();
+    let mut c = Client::new(&path, vec![ic]).unwrap();
+    let (p, s) = connect(&mut l, &mut c);
+    (l, c, p, s)
+}
+
 pub fn cfg(id: u32) -> InterfaceConfig {
     InterfaceConfig {
         id,

@@ -503,14 +503,11 @@ fn the_primary_sees_its_frames_taken() {
 #[test]
 fn a_run_ends_at_the_first_packet_for_another_interface() {
     let dir = tempfile::tempdir().unwrap();
-    let path = sock_path(&dir);
     let small = InterfaceConfig {
         log2_ring_size: 3,
         ..cfg(0)
     };
-    let mut l = Listener::bind(&path, vec![small.clone()]).unwrap();
-    let mut c = Client::new(&path, vec![small]).unwrap();
-    let (mut p, mut s) = connect(&mut l, &mut c);
+    let (_l, _c, mut p, mut s) = connected(&dir, small);
     let mut pool = pool();
     let mut sent = Vec::new();
     let mut pkt = |pool: &mut buffer::Pool, tx_if: u32, len: usize| {
@@ -560,15 +557,12 @@ fn a_run_ends_at_the_first_packet_for_another_interface() {
 #[test]
 fn frames_of_one_size_go_out_as_far_as_there_is_room() {
     let dir = tempfile::tempdir().unwrap();
-    let path = sock_path(&dir);
     let small = InterfaceConfig {
         log2_ring_size: 3,
         buffer_size: 2048,
         ..cfg(0)
     };
-    let mut l = Listener::bind(&path, vec![small.clone()]).unwrap();
-    let mut c = Client::new(&path, vec![small]).unwrap();
-    let (mut p, mut s) = connect(&mut l, &mut c);
+    let (_l, _c, mut p, mut s) = connected(&dir, small);
     let mut pool = pool();
     let mut sent = Vec::new();
     let send = |s: &mut memif::SecondaryTx, n: usize, len: usize, sent: &mut Vec<Vec<u8>>| {

@@ -35,6 +35,17 @@ impl SlotBuffers {
         }
     }
 
+    /// Where a packet of `len` bytes goes, from `slot`'s buffer on.
+    #[inline]
+    fn writer(&self, slot: u16, mask: u16, len: u32) -> PacketWriter<'_> {
+        PacketWriter {
+            bufs: self,
+            first_slot: slot,
+            mask,
+            len: len as usize,
+        }
+    }
+
     /// Posts the buffers of slots `from..to` (mod 2^16) empty to the peer: region, offset and
     /// capacity rewritten from our records. The records are read once: the ring's volatile
     /// writes would otherwise make the compiler reload them for every slot.
@@ -219,13 +230,7 @@ impl SecondaryTx {
         let (region, base, size) = (self.bufs.region_index, self.bufs.base, self.bufs.size);
         let mut slot = self.head;
         for i in 0..k {
-            let mut w = PacketWriter {
-                bufs: &self.bufs,
-                first_slot: slot,
-                mask,
-                len: len as usize,
-            };
-            fill(i, &mut w);
+            fill(i, &mut self.bufs.writer(slot, mask, len));
             let offset = base + u64::from(slot & mask) * u64::from(size);
             ring.set_desc(
                 slot,
@@ -275,13 +280,7 @@ impl SecondaryTx {
                 bump(&self.base.counters.tx_no_room, (lens.len() - i) as u64);
                 break;
             }
-            let mut w = PacketWriter {
-                bufs: &self.bufs,
-                first_slot: slot,
-                mask,
-                len: len as usize,
-            };
-            fill(i, &mut w);
+            fill(i, &mut self.bufs.writer(slot, mask, len));
             if nseg == 1 {
                 // Almost every packet: one slot, without the segment loop. The bookkeeping
                 // below is repeated on purpose: shared with the loop's (an `else` around the
