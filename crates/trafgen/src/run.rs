@@ -1097,6 +1097,8 @@ impl Sender {
     #[inline]
     fn account(&mut self, asked: usize, sent: usize) {
         self.counts.sent += sent as u64;
+        // The window's places this pass, over every tx queue of the sender.
+        self.room = self.room.saturating_sub(sent as u64);
         if self.drop_when_full && self.rate.is_some() {
             self.counts.offered += asked as u64;
             self.counts.refused += (asked - sent) as u64;
