@@ -8,7 +8,6 @@
 //! went down is dropped by the node that holds it.
 
 use std::os::fd::BorrowedFd;
-
 use std::sync::{Arc, Mutex};
 
 use buffer::Pool;

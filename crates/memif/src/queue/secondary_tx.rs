@@ -16,23 +16,55 @@ pub(crate) struct SlotBuffers {
     pub size: u32,
 }
 
-impl SlotBuffers {
+/// What a slot's descriptor is made from, as a value: the loops that write many descriptors
+/// take it once, so that the ring's volatile writes do not make the compiler reload the
+/// records from `SlotBuffers` for every slot.
+#[derive(Debug, Clone, Copy)]
+struct Layout {
+    region: u16,
+    base: u64,
+    size: u32,
+}
+
+impl Layout {
     #[inline]
-    pub(super) fn offset(&self, slot: u16, mask: u16) -> u64 {
+    fn offset(self, slot: u16, mask: u16) -> u64 {
         self.base + u64::from(slot & mask) * u64::from(self.size)
     }
 
     /// The descriptor of `slot`'s own buffer: `length` bytes (a full buffer when posting an
     /// empty one), region and offset always from our records, never from the ring.
     #[inline]
-    pub(super) fn desc(&self, slot: u16, mask: u16, length: u32, flags: u16) -> Desc {
+    fn desc(self, slot: u16, mask: u16, length: u32, flags: u16) -> Desc {
         Desc {
             flags,
-            region: self.region_index,
+            region: self.region,
             length,
             offset: self.offset(slot, mask) as u32,
             metadata: 0,
         }
+    }
+}
+
+impl SlotBuffers {
+    #[inline]
+    fn layout(&self) -> Layout {
+        Layout {
+            region: self.region_index,
+            base: self.base,
+            size: self.size,
+        }
+    }
+
+    #[inline]
+    pub(super) fn offset(&self, slot: u16, mask: u16) -> u64 {
+        self.layout().offset(slot, mask)
+    }
+
+    /// [`Layout::desc`] of these buffers.
+    #[inline]
+    pub(super) fn desc(&self, slot: u16, mask: u16, length: u32, flags: u16) -> Desc {
+        self.layout().desc(slot, mask, length, flags)
     }
 
     /// Where a packet of `len` bytes goes, from `slot`'s buffer on.
@@ -47,24 +79,13 @@ impl SlotBuffers {
     }
 
     /// Posts the buffers of slots `from..to` (mod 2^16) empty to the peer: region, offset and
-    /// capacity rewritten from our records. The records are read once: the ring's volatile
-    /// writes would otherwise make the compiler reload them for every slot.
+    /// capacity rewritten from our records, read once ([`Layout`]).
     #[inline]
     pub(super) fn post(&self, ring: &Ring, from: u16, to: u16, mask: u16) {
-        let (region, base, size) = (self.region_index, self.base, self.size);
+        let l = self.layout();
         let mut s = from;
         while s != to {
-            let offset = base + u64::from(s & mask) * u64::from(size);
-            ring.set_desc(
-                s,
-                Desc {
-                    flags: 0,
-                    region,
-                    length: size,
-                    offset: offset as u32,
-                    metadata: 0,
-                },
-            );
+            ring.set_desc(s, l.desc(s, mask, l.size, 0));
             s = s.wrapping_add(1);
         }
     }
@@ -227,21 +248,11 @@ impl SecondaryTx {
         }
         let ring = &self.base.ring;
         let mask = ring.size() - 1;
-        let (region, base, size) = (self.bufs.region_index, self.bufs.base, self.bufs.size);
+        let l = self.bufs.layout();
         let mut slot = self.head;
         for i in 0..k {
             fill(i, &mut self.bufs.writer(slot, mask, len));
-            let offset = base + u64::from(slot & mask) * u64::from(size);
-            ring.set_desc(
-                slot,
-                Desc {
-                    flags: 0,
-                    region,
-                    length: len,
-                    offset: offset as u32,
-                    metadata: 0,
-                },
-            );
+            ring.set_desc(slot, l.desc(slot, mask, len, 0));
             slot = slot.wrapping_add(1);
         }
         self.head = slot;
