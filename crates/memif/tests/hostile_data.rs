@@ -211,6 +211,108 @@ fn index_jumps_and_endless_chains_disconnect_only_that_peer() {
     assert!(l.interfaces()[1].connected);
 }
 
+/// The primary reads the peer's M2S head only when the buffers it knows to be posted fall
+/// short (the head's line is the peer's: each read after the peer moved it is a miss). A
+/// packet that needs several buffers is placed from a fresh read all the same, and a head
+/// that jumps is caught at the next read.
+#[test]
+fn posted_buffers_read_once_serve_until_used_and_a_lying_head_is_caught_at_the_next_read() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let mut l = listener(&dir, vec![cfg(0)]);
+    let (ev, mut q) = evil_connected(&mut l, 0);
+    let post = |slots: std::ops::Range<u16>| {
+        for s in slots.clone() {
+            let d = Desc {
+                flags: 0,
+                region: 0,
+                length: 128,
+                offset: ev.buf(s),
+                metadata: 0,
+            };
+            ev.m2s.set_desc(s, d);
+        }
+        ev.m2s.set_head(slots.end);
+    };
+    let mut pool = pool();
+    let mut send = |q: &mut memif::PrimaryQueues, len: usize, n: usize| {
+        let pkts: Vec<u32> = (0..n)
+            .map(|_| pool.from_bytes(&vec![7; len]).unwrap())
+            .collect();
+        let r = q.tx[0].send(&pool, &pkts);
+        pool.free_bulk(&pkts);
+        r
+    };
+    post(0..4);
+    assert_eq!(send(&mut q, 64, 1), Ok(1));
+    // Three buffers known from that read; four more posted since. A 500-byte packet needs
+    // four of 128 bytes: more than were known, not more than are posted.
+    post(4..8);
+    assert_eq!(send(&mut q, 500, 1), Ok(1));
+    assert_eq!(ev.m2s.tail(), 5);
+    let chain: Vec<(u16, u32)> = (1..5)
+        .map(|s| (ev.m2s.desc(s).flags, ev.m2s.desc(s).length))
+        .collect();
+    let next = DESC_FLAG_NEXT;
+    assert_eq!(chain, [(next, 128), (next, 128), (next, 128), (0, 116)]);
+    let st = q.tx[0].stats();
+    assert_eq!((st.ring_full, st.drop_oversize, st.packets), (0, 0, 2));
+    // The head jumps. Three buffers are known from the last read: two packets go there
+    // without a read; the next two need one, which finds the lie.
+    ev.m2s.set_head(2000);
+    assert_eq!(send(&mut q, 64, 2), Ok(2));
+    assert!(send(&mut q, 64, 2).is_err());
+    assert!(!q.tx[0].is_up());
+    l.poll(Duration::from_millis(1)).unwrap();
+    match l.next_event() {
+        Some(Event::Disconnected { reason, .. }) => assert!(
+            reason.contains("M2S ring 0: head 2000 is 1993 slots past tail 7"),
+            "{reason}"
+        ),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// The primary reads the peer's S2M head again only when the packets it knows of fall short
+/// of what it may take: a backlog drains without a read a pass, and a head that jumps is
+/// caught at the next read.
+#[test]
+fn a_backlog_drains_from_one_read_and_a_lying_head_is_caught_at_the_next() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let mut l = listener(&dir, vec![cfg(0)]);
+    let (ev, mut q) = evil_connected(&mut l, 0);
+    ev.shm.write(u64::from(ev.buf(0)), &[0x22; 60]).unwrap();
+    for s in 0..300 {
+        let d = Desc {
+            flags: 0,
+            region: 0,
+            length: 60,
+            offset: ev.buf(0),
+            metadata: 0,
+        };
+        ev.post(s, d);
+    }
+    ev.s2m.set_head(300);
+    let mut pool = pool();
+    let mut out = Vec::new();
+    assert_eq!(q.rx[0].recv(&mut pool, &mut out, 256), Ok(256));
+    ev.s2m.set_head(1400);
+    assert_eq!(q.rx[0].recv(&mut pool, &mut out, 40), Ok(40));
+    assert_eq!(ev.s2m.tail(), 296);
+    assert!(q.rx[0].recv(&mut pool, &mut out, 256).is_err());
+    assert!(out.iter().all(|&b| pool.data(b) == [0x22; 60]));
+    pool.free_bulk(&out);
+    l.poll(Duration::from_millis(1)).unwrap();
+    match l.next_event() {
+        Some(Event::Disconnected { reason, .. }) => assert!(
+            reason.contains("S2M ring 0: head 1400 is 1104 slots past tail 296"),
+            "{reason}"
+        ),
+        other => panic!("{other:?}"),
+    }
+}
+
 #[test]
 fn peer_rewriting_a_descriptor_mid_burst_only_hurts_its_own_packet() {
     let _serial = serial();

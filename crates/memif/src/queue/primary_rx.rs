@@ -16,6 +16,8 @@ pub struct PrimaryRx {
     base: QueueBase,
     regions: Regions,
     cursor: u16,
+    /// The head as last read: `seen - cursor` packets are published and not yet taken.
+    seen: u16,
     max_frame: u32,
     segs: Vec<Desc>,
     /// Single-copy: slots consumed but still holding payloads (tail not yet moved).
@@ -105,6 +107,7 @@ impl PrimaryRx {
             base,
             regions,
             cursor,
+            seen: cursor,
             max_frame,
             segs: Vec::with_capacity(n),
             held: false,
@@ -141,6 +144,20 @@ impl PrimaryRx {
             ));
             return Err(LinkDown);
         }
+        Ok(n)
+    }
+
+    /// Packets published and not taken yet, enough of them for `max` if there are: the
+    /// peer's head is read again only when the packets known from the last read fall short
+    /// of `max`. The head's line is the peer's, and a read after the peer moved it is a miss;
+    /// a backlog (after a pause) is drained without one a pass.
+    fn published(&mut self, max: usize) -> Result<u16, LinkDown> {
+        let known = self.seen.wrapping_sub(self.cursor);
+        if usize::from(known) >= max {
+            return Ok(known);
+        }
+        let n = self.pending()?;
+        self.seen = self.cursor.wrapping_add(n);
         Ok(n)
     }
 
@@ -190,7 +207,7 @@ impl PrimaryRx {
         if !self.base.link.is_up() {
             return Err(LinkDown);
         }
-        let n = self.pending()?;
+        let n = self.published(max)?;
         if n == 0 {
             return Ok(0);
         }

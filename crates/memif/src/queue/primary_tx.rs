@@ -16,6 +16,8 @@ pub struct PrimaryTx {
     base: QueueBase,
     regions: Regions,
     cursor: u16,
+    /// The head as last read: `seen - cursor` buffers are posted and not yet filled.
+    seen: u16,
     /// The most buffers the peer has had posted and unfilled at once: its posting depth,
     /// which it returns to once it has taken every frame we placed (see `in_flight`).
     posted_max: u16,
@@ -44,11 +46,33 @@ impl PrimaryTx {
             base,
             regions,
             cursor,
+            seen: cursor,
             posted_max: 0,
             plan: Vec::with_capacity(n),
             pieces: Vec::with_capacity(4),
             reqs: Vec::with_capacity(n * 2),
         }
+    }
+
+    /// Reads the peer's head: the buffers posted and not yet filled (`seen` and the most
+    /// posted at once follow). `LinkDown`, and the link faulted, when the head is further
+    /// ahead than a ring holds.
+    fn read_posted(&mut self) -> Result<u16, LinkDown> {
+        let ring = &self.base.ring;
+        let head = ring.head();
+        let posted = head.wrapping_sub(self.cursor);
+        if posted > ring.size() {
+            self.base.link.fault(format!(
+                "M2S ring {}: head {head} is {posted} slots past tail {}, ring holds {}",
+                self.base.index,
+                self.cursor,
+                ring.size()
+            ));
+            return Err(LinkDown);
+        }
+        self.seen = head;
+        self.posted_max = self.posted_max.max(posted);
+        Ok(posted)
     }
 
     /// Frames placed that the peer has not taken yet, as far as the ring shows: the peer
@@ -122,19 +146,16 @@ impl PrimaryTx {
         if !self.base.link.is_up() {
             return Err(LinkDown);
         }
-        let ring = &self.base.ring;
-        let head = ring.head();
-        let posted = head.wrapping_sub(self.cursor);
-        if posted > ring.size() {
-            self.base.link.fault(format!(
-                "M2S ring {}: head {head} is {posted} slots past tail {}, ring holds {}",
-                self.base.index,
-                self.cursor,
-                ring.size()
-            ));
-            return Err(LinkDown);
+        // The peer's head is read again only when the buffers known to be posted from the
+        // last read are fewer than the packets: its line is the peer's, and a read after the
+        // peer moved it (it re-posts after every burst it takes) is a miss. The slow path
+        // below (chains, packets over several buffers) always works from a fresh read:
+        // whether a packet can ever fit depends on everything posted.
+        let mut posted = self.seen.wrapping_sub(self.cursor);
+        let cached = usize::from(posted) >= pkts.len();
+        if !cached {
+            posted = self.read_posted()?;
         }
-        self.posted_max = self.posted_max.max(posted);
         self.reqs.clear();
         // Copies shorter than this are made at once: all of them without an asynchronous
         // engine, the short ones with one that would make them on the CPU anyway.
@@ -156,6 +177,10 @@ impl PrimaryTx {
                 .position(|&p| !ours(pool.meta(p)))
                 .unwrap_or(pkts.len() - sent);
         let pkts = &pkts[..len];
+        if cached && sent < len {
+            left = self.read_posted()? - slot.wrapping_sub(self.cursor);
+        }
+        let ring = &self.base.ring;
         let (mut dropped, mut lost) = (0u64, 0u64);
         // Copies made at once; counted as short when an asynchronous engine would have
         // taken the longer ones.

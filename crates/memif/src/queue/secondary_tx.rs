@@ -178,6 +178,8 @@ pub struct SecondaryTx {
     base: QueueBase,
     bufs: SlotBuffers,
     head: u16,
+    /// The primary's tail as last read: `size - (head - tail)` slots are known free.
+    tail: u16,
 }
 queue_common!(SecondaryTx);
 
@@ -191,7 +193,13 @@ impl SecondaryTx {
 impl SecondaryTx {
     pub(crate) fn new(base: QueueBase, bufs: SlotBuffers) -> SecondaryTx {
         let head = base.ring.head();
-        SecondaryTx { base, bufs, head }
+        let tail = base.ring.tail();
+        SecondaryTx {
+            base,
+            bufs,
+            head,
+            tail,
+        }
     }
 
     /// Bytes one slot holds; longer packets take several slots.
@@ -216,6 +224,15 @@ impl SecondaryTx {
         Ok(self.base.ring.size() - inflight)
     }
 
+    /// [`free_slots`](Self::free_slots), remembering the tail it read: every send takes its
+    /// room from here or from what the last read left, so that `head - tail` never exceeds
+    /// the ring.
+    fn read_free(&mut self) -> Result<u16, LinkDown> {
+        let free = self.free_slots()?;
+        self.tail = self.head.wrapping_sub(self.base.ring.size() - free);
+        Ok(free)
+    }
+
     /// Slots published that the primary has not yet consumed.
     pub fn in_flight(&self) -> Result<u16, LinkDown> {
         Ok(self.base.ring.size() - self.free_slots()?)
@@ -237,7 +254,12 @@ impl SecondaryTx {
             // Chains: the general path, frame by frame.
             return self.send_with(&vec![len; n], fill);
         }
-        let free = usize::from(self.free_slots()?);
+        // The primary's tail is read again only when the slots known free from the last
+        // read are too few: its line is the primary's, and a read after it moved is a miss.
+        let mut free = usize::from(self.base.ring.size() - self.head.wrapping_sub(self.tail));
+        if free < n || !self.base.link.is_up() {
+            free = usize::from(self.read_free()?);
+        }
         let k = n.min(free);
         if k < n {
             bump(&self.base.counters.ring_full, 1);
@@ -271,7 +293,7 @@ impl SecondaryTx {
         lens: &[u32],
         mut fill: impl FnMut(usize, &mut PacketWriter<'_>),
     ) -> Result<usize, LinkDown> {
-        let mut free = self.free_slots()?;
+        let mut free = self.read_free()?;
         let ring = &self.base.ring;
         let mask = ring.size() - 1;
         let size = self.bufs.size;
