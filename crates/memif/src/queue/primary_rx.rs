@@ -151,6 +151,8 @@ impl PrimaryRx {
     /// peer's head is read again only when the packets known from the last read fall short
     /// of `max`. The head's line is the peer's, and a read after the peer moved it is a miss;
     /// a backlog (after a pause) is drained without one a pass.
+    // Out of line, as `SecondaryTx::room` is: the receive's registers stay as they were.
+    #[inline(never)]
     fn published(&mut self, max: usize) -> Result<u16, LinkDown> {
         let known = self.seen.wrapping_sub(self.cursor);
         if usize::from(known) >= max {

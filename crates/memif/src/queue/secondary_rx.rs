@@ -128,9 +128,6 @@ pub struct SecondaryRx {
     base: QueueBase,
     bufs: SlotBuffers,
     cursor: u16,
-    /// The primary's tail as last read: `seen - cursor` packets are published and not yet
-    /// taken.
-    seen: u16,
     lens: Vec<u32>,
     /// Copies of one `recv_pool` call waiting for the engine, and their requests.
     later: Vec<SlotCopy>,
@@ -172,7 +169,6 @@ impl SecondaryRx {
             base,
             bufs,
             cursor,
-            seen: cursor,
             lens: Vec::with_capacity(usize::from(mask) + 1),
             later: Vec::new(),
             reqs: Vec::new(),
@@ -314,14 +310,7 @@ impl SecondaryRx {
         if !self.base.link.is_up() {
             return Err(LinkDown);
         }
-        // The primary's tail is read again only when the packets known from the last read
-        // fall short of `max`: its line is the primary's, and a read after it moved is a
-        // miss.
-        let mut n = self.seen.wrapping_sub(self.cursor);
-        if usize::from(n) < max {
-            n = self.pending()?;
-            self.seen = self.cursor.wrapping_add(n);
-        }
+        let n = self.pending()?;
         if n == 0 {
             return Ok(0);
         }

@@ -233,6 +233,20 @@ impl SecondaryTx {
         Ok(free)
     }
 
+    /// Free slots for a send of `n`: the primary's tail is read again only when the slots
+    /// known free from the last read are fewer. Its line is the primary's, and a read after
+    /// it moved is a miss.
+    // Out of line: inlined, it changed the register use of `send_uniform`'s loop (3
+    // instructions a frame more under --cost) for a call once a burst.
+    #[inline(never)]
+    fn room(&mut self, n: usize) -> Result<usize, LinkDown> {
+        let known = usize::from(self.base.ring.size() - self.head.wrapping_sub(self.tail));
+        if known >= n && self.base.link.is_up() {
+            return Ok(known);
+        }
+        self.read_free().map(usize::from)
+    }
+
     /// Slots published that the primary has not yet consumed.
     pub fn in_flight(&self) -> Result<u16, LinkDown> {
         Ok(self.base.ring.size() - self.free_slots()?)
@@ -254,13 +268,7 @@ impl SecondaryTx {
             // Chains: the general path, frame by frame.
             return self.send_with(&vec![len; n], fill);
         }
-        // The primary's tail is read again only when the slots known free from the last
-        // read are too few: its line is the primary's, and a read after it moved is a miss.
-        let mut free = usize::from(self.base.ring.size() - self.head.wrapping_sub(self.tail));
-        if free < n || !self.base.link.is_up() {
-            free = usize::from(self.read_free()?);
-        }
-        let k = n.min(free);
+        let k = n.min(self.room(n)?);
         if k < n {
             bump(&self.base.counters.ring_full, 1);
             bump(&self.base.counters.tx_no_room, (n - k) as u64);
