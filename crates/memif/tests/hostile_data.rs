@@ -263,14 +263,7 @@ fn posted_buffers_read_once_serve_until_used_and_a_lying_head_is_caught_at_the_n
     assert_eq!(send(&mut q, 64, 2), Ok(2));
     assert!(send(&mut q, 64, 2).is_err());
     assert!(!q.tx[0].is_up());
-    l.poll(Duration::from_millis(1)).unwrap();
-    match l.next_event() {
-        Some(Event::Disconnected { reason, .. }) => assert!(
-            reason.contains("M2S ring 0: head 2000 is 1993 slots past tail 7"),
-            "{reason}"
-        ),
-        other => panic!("{other:?}"),
-    }
+    expect_fault(&mut l, "M2S ring 0: head 2000 is 1993 slots past tail 7");
 }
 
 /// The primary reads the peer's S2M head again only when the packets it knows of fall short
@@ -303,12 +296,14 @@ fn a_backlog_drains_from_one_read_and_a_lying_head_is_caught_at_the_next() {
     assert!(q.rx[0].recv(&mut pool, &mut out, 256).is_err());
     assert!(out.iter().all(|&b| pool.data(b) == [0x22; 60]));
     pool.free_bulk(&out);
+    expect_fault(&mut l, "S2M ring 0: head 1400 is 1104 slots past tail 296");
+}
+
+/// The listener's next event is the disconnect of a faulted link, its reason naming `want`.
+fn expect_fault(l: &mut Listener, want: &str) {
     l.poll(Duration::from_millis(1)).unwrap();
     match l.next_event() {
-        Some(Event::Disconnected { reason, .. }) => assert!(
-            reason.contains("S2M ring 0: head 1400 is 1104 slots past tail 296"),
-            "{reason}"
-        ),
+        Some(Event::Disconnected { reason, .. }) => assert!(reason.contains(want), "{reason}"),
         other => panic!("{other:?}"),
     }
 }
