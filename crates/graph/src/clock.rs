@@ -11,7 +11,7 @@
 //! kept against the monotonic clock since the process first looked at it.
 
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rustix::time::{ClockId, clock_gettime};
 
@@ -90,27 +90,29 @@ pub fn stamp() -> u64 {
     }
 }
 
-/// The nanoseconds a difference of two [`stamp`]s spans. With the counter, the rate is the
-/// one it has kept against the monotonic clock since the first stamp: the longer the process
-/// has run, the closer (the first call after the first stamp waits a millisecond, so that the
-/// rate is never taken over less).
-pub fn stamp_ns(d: u64) -> u64 {
+/// Nanoseconds per [`stamp`]: 1 when stamps are [`ticks`]; with the counter, the rate it has
+/// kept against the monotonic clock since the first stamp, the closer the longer the process
+/// has run (a call within a millisecond of the first stamp waits out that millisecond, so
+/// that the rate is never taken over less). One rate serves a whole listing of counters.
+pub fn ns_per_stamp() -> f64 {
     let Some(o) = origin() else {
-        return d;
+        return 1.0;
     };
     let mut ns = ticks().saturating_sub(o.ns);
     if ns < 1_000_000 {
-        let waited = Instant::now();
         std::thread::sleep(Duration::from_nanos(1_000_000 - ns));
-        ns = ticks()
-            .saturating_sub(o.ns)
-            .max(waited.elapsed().as_nanos() as u64);
+        ns = ticks().saturating_sub(o.ns);
     }
     let counted = counter().unwrap_or(0).wrapping_sub(o.counter);
     if counted == 0 {
-        return d;
+        return 1.0;
     }
-    (d as f64 * ns as f64 / counted as f64) as u64
+    ns as f64 / counted as f64
+}
+
+/// The nanoseconds a difference of two [`stamp`]s spans, at [`ns_per_stamp`]'s rate.
+pub fn stamp_ns(d: u64) -> u64 {
+    (d as f64 * ns_per_stamp()) as u64
 }
 
 #[cfg(test)]

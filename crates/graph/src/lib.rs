@@ -542,11 +542,12 @@ impl Runtime {
 
     /// `show runtime`: per node name, kind, counters.
     pub fn runtime(&self) -> Vec<(&'static str, NodeKind, NodeStats)> {
+        let per = clock::ns_per_stamp();
         self.slots
             .iter()
             .map(|s| {
                 let stats = NodeStats {
-                    clocks: clock::stamp_ns(s.stats.clocks),
+                    clocks: (s.stats.clocks as f64 * per) as u64,
                     ..s.stats
                 };
                 (s.info.name, s.info.kind, stats)
