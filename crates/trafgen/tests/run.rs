@@ -148,13 +148,16 @@ fn bad_settings_are_refused_with_a_reason() {
     );
 }
 
-/// The most frames the [`wire`] found at one receive since the last [`through_wire`] began
-/// (those runs hold `CPUS`, one at a time).
-static WIRE_MAX_BATCH: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+/// What a [`wire`] did: the frames it forwarded, and the most it found at one receive.
+#[derive(Debug, Default, Clone, Copy)]
+struct Wired {
+    forwarded: u64,
+    most: u64,
+}
 
 /// A wire: a primary with interfaces 0 and 1 that sends out of 1 whatever arrives on 0,
 /// stopping once for `pause.1` after it has forwarded `pause.0` frames.
-fn wire(socket: SocketPath, stop: &AtomicBool, mut pause: Option<(u64, Duration)>) -> u64 {
+fn wire(socket: SocketPath, stop: &AtomicBool, mut pause: Option<(u64, Duration)>) -> Wired {
     use memif::{Event, Listener};
     let ifaces = [0u32, 1]
         .map(|id| InterfaceConfig {
@@ -166,7 +169,7 @@ fn wire(socket: SocketPath, stop: &AtomicBool, mut pause: Option<(u64, Duration)
     let mut l = Listener::bind(&socket, ifaces).unwrap();
     let mut pool = buffer::Pool::new(buffer::PoolConfig::default()).unwrap();
     let (mut a, mut b) = (None, None);
-    let mut forwarded = 0u64;
+    let mut w = Wired::default();
     let mut pkts = Vec::new();
     while !stop.load(std::sync::atomic::Ordering::Relaxed) {
         l.poll(Duration::ZERO).unwrap();
@@ -187,27 +190,26 @@ fn wire(socket: SocketPath, stop: &AtomicBool, mut pause: Option<(u64, Duration)
         while off < pkts.len() {
             match b.tx[0].send(&pool, &pkts[off..]) {
                 Ok(n) => off += n,
-                Err(_) => return forwarded,
+                Err(_) => return w,
             }
         }
-        forwarded += pkts.len() as u64;
-        WIRE_MAX_BATCH.fetch_max(pkts.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        w.forwarded += pkts.len() as u64;
+        w.most = w.most.max(pkts.len() as u64);
         pool.free_bulk(&pkts);
         if let Some((after, d)) = pause
-            && forwarded >= after
+            && w.forwarded >= after
         {
             std::thread::sleep(d);
             pause = None;
         }
     }
-    forwarded
+    w
 }
 
 /// Runs the generator in loop mode per `cfg` (out on interface 0, back on 1) through a
-/// [`wire`] with `pause`; returns its report and what the wire forwarded.
-fn through_wire(cfg: GenConfig, pause: Option<(u64, Duration)>) -> (GenReport, u64) {
+/// [`wire`] with `pause`; returns its report and what the wire did.
+fn through_wire(cfg: GenConfig, pause: Option<(u64, Duration)>) -> (GenReport, Wired) {
     let _cpus = CPUS.lock().unwrap_or_else(|e| e.into_inner());
-    WIRE_MAX_BATCH.store(0, std::sync::atomic::Ordering::Relaxed);
     let dir = tempfile::tempdir().unwrap();
     let socket = SocketPath::File(dir.path().join("w.sock"));
     let stop = AtomicBool::new(false);
@@ -263,7 +265,7 @@ fn pauses_while_sending_are_measured() {
 
 #[test]
 fn loop_mode_sends_on_one_interface_and_receives_on_the_other() {
-    let (r, forwarded) = through_wire(
+    let (r, w) = through_wire(
         GenConfig {
             spec: FrameSpec {
                 size: 512,
@@ -276,7 +278,7 @@ fn loop_mode_sends_on_one_interface_and_receives_on_the_other() {
         None,
     );
     assert_eq!(r.tx_packets, 20_000);
-    assert_eq!(forwarded, 20_000);
+    assert_eq!(w.forwarded, 20_000);
     assert_eq!((r.rx_packets, r.rx_bytes), (20_000, 20_000 * 512));
     assert_eq!((r.rx_seq_gaps, r.rx_reordered, r.rx_foreign), (0, 0, 0));
     // The same interface twice is refused.
@@ -299,7 +301,7 @@ fn loop_mode_sends_on_one_interface_and_receives_on_the_other() {
 #[test]
 fn a_window_bounds_the_frames_in_flight() {
     let run = |window| {
-        let (r, forwarded) = through_wire(
+        let (r, w) = through_wire(
             GenConfig {
                 count: Some(20_000),
                 duration: Duration::from_secs(30),
@@ -309,11 +311,11 @@ fn a_window_bounds_the_frames_in_flight() {
             None,
         );
         assert_eq!(
-            (r.tx_packets, r.rx_packets, forwarded),
+            (r.tx_packets, r.rx_packets, w.forwarded),
             (20_000, 20_000, 20_000)
         );
         assert_eq!((r.rx_seq_gaps, r.rx_reordered), (0, 0));
-        WIRE_MAX_BATCH.load(std::sync::atomic::Ordering::Relaxed)
+        w.most
     };
     let most = run(Some(5));
     assert!((1..=5).contains(&most), "{most} frames at one receive");
@@ -326,7 +328,7 @@ fn a_window_bounds_the_frames_in_flight() {
 fn a_warm_up_is_sent_but_left_out_of_the_counts() {
     // The wire stops for 80 ms early in the 150 ms warm-up: its ring (1024 slots, 20 ms at
     // 50 kpps) overflows then, and only then.
-    let (r, forwarded) = through_wire(
+    let (r, w) = through_wire(
         GenConfig {
             rate_pps: Some(50_000.0),
             drop_when_full: true,
@@ -368,8 +370,8 @@ fn a_warm_up_is_sent_but_left_out_of_the_counts() {
             .all(|s| s.t_s <= 0.25 && s.refused <= r.tx_refused)
     );
     // Warm-up and window together are what the wire forwarded, each frame counted once.
-    assert_eq!(r.tx_total(), forwarded);
-    assert_eq!(r.rx_total(), forwarded);
+    assert_eq!(r.tx_total(), w.forwarded);
+    assert_eq!(r.rx_total(), w.forwarded);
     // A warm-up needs a time-bounded run.
     let e = trafgen::run(
         &GenConfig {
