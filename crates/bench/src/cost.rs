@@ -158,6 +158,7 @@ pub fn measure(
         // Counted frames, under callgrind's own clock: nothing to warm up.
         warmup: Duration::ZERO,
         window,
+        latency: false,
         ..cfg.topology.gen_config(cfg, dut, &sock, size)
     };
     let (received, returned) = std::thread::scope(|s| {
@@ -377,6 +378,8 @@ fn run_generator(
         .args(["--burst", &g.burst.to_string()])
         .args(["--cpu", &cfg.gen_cpu.to_string()])
         .args(["--duration", "600", "--connect-timeout", "120"])
+        // As in the throughput trials the generator bounds.
+        .arg("--no-latency")
         .args(window.map(|w| format!("--window={w}")))
         .output();
     running.stop(Duration::from_secs(10))?;

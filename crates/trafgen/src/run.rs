@@ -90,6 +90,11 @@ pub struct GenConfig {
     /// Cumulative counts are sampled this often during a run (`GenReport::samples`), so that
     /// a run cut by a stall shows it.
     pub sample_every: Duration,
+    /// Record each received frame's latency from the timestamp it carries (the report's
+    /// `latency`). About 15 instructions a frame, a twentieth of what the generator spends
+    /// on one; a throughput trial, which reads no latency, turns it off and offers more
+    /// before the generator becomes the ceiling. Off, the report's latency is all zeros.
+    pub latency: bool,
 }
 
 impl Default for GenConfig {
@@ -117,6 +122,7 @@ impl Default for GenConfig {
             cpu: None,
             idle_sleep: true,
             sample_every: Duration::from_secs(1),
+            latency: true,
         }
     }
 }
@@ -478,7 +484,7 @@ impl Session {
             frame_size: cfg.spec.size,
             ..Default::default()
         };
-        let mut rx = WindowedRx::default();
+        let mut rx = WindowedRx::new(cfg.latency);
         // Each sending interface's streams: one per (tx queue, network), numbered on from the
         // previous interface's.
         let mut senders = Vec::with_capacity(sends.len());

@@ -17,6 +17,9 @@ pub struct RxStats {
     pub gaps: u64,
     pub first_ns: u64,
     pub last_ns: u64,
+    /// Leave latency out: frames are counted and sequenced, their timestamps not read
+    /// ([`GenConfig::latency`](crate::GenConfig::latency) off).
+    pub skip_latency: bool,
     /// Per stream (the sender's tx queue), indexed by its number: one record, one bounds
     /// check a frame.
     streams: Vec<StreamRx>,
@@ -61,7 +64,9 @@ impl RxStats {
             self.reordered += 1;
             self.gaps = self.gaps.saturating_sub(1);
         }
-        self.hist.record(now.saturating_sub(p.sent_ns));
+        if !self.skip_latency {
+            self.hist.record(now.saturating_sub(p.sent_ns));
+        }
     }
 
     /// Makes room for stream `s` (a stream first seen: streams are numbered from 0).
@@ -199,6 +204,14 @@ pub struct WindowedRx {
 }
 
 impl WindowedRx {
+    /// Accounting that records every frame's latency (`latency`) or none.
+    pub fn new(latency: bool) -> WindowedRx {
+        let mut rx = WindowedRx::default();
+        rx.warmup.skip_latency = !latency;
+        rx.window.skip_latency = !latency;
+        rx
+    }
+
     /// Starts the window: `next_seq[s]` is the sequence number stream `s` sends next.
     pub fn start_window(&mut self, next_seq: &[u64]) {
         self.window.streams = next_seq
@@ -571,5 +584,39 @@ mod tests {
         assert!((r.rx_gbps_l2 - 0.8).abs() < 1e-9);
         assert!((r.rx_gbps_l1 - 0.96).abs() < 1e-9);
         assert!(r.latency.p50_ns >= 999_000 && r.latency.p50_ns <= 1_001_000);
+    }
+
+    #[test]
+    fn accounting_without_latency_counts_and_sequences_every_frame_all_the_same() {
+        let mut rx = WindowedRx::new(false);
+        rx.start_window(&[10]);
+        for seq in [8, 9, 10, 11, 13, 12] {
+            let p = Probe {
+                stream: 0,
+                seq,
+                sent_ns: 1000,
+            };
+            rx.record(64, Some(p), 5000);
+        }
+        assert_eq!((rx.warmup.packets, rx.window.packets), (2, 4));
+        assert_eq!((rx.window.reordered, rx.window.gaps), (1, 0));
+        let mut r = GenReport::default();
+        r.fill_rx(&rx.window);
+        assert_eq!((r.rx_packets, r.rx_bytes), (4, 256));
+        assert_eq!(r.latency, Latency::default());
+        // The same frames with latency: 4000 ns each.
+        let mut rx = WindowedRx::new(true);
+        rx.start_window(&[0]);
+        rx.record(
+            64,
+            Some(Probe {
+                stream: 0,
+                seq: 0,
+                sent_ns: 1000,
+            }),
+            5000,
+        );
+        r.fill_rx(&rx.window);
+        assert_eq!((r.latency.min_ns, r.latency.max_ns), (4000, 4000));
     }
 }

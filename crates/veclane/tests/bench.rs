@@ -174,6 +174,14 @@ fn l3fwd_searches_every_dut_and_the_counters_agree() {
             "no zero-loss trial at {ndr}: {o}"
         );
         assert_eq!(o["latency"].as_array().unwrap().len(), 1, "{o}");
+        assert!(
+            o["latency"][0]["latency"]["p50_ns"].as_u64() > Some(0),
+            "{o}"
+        );
+        // Only latency trials read the frames' timestamps.
+        for t in o["trials"].as_array().unwrap() {
+            assert_eq!(t.get("latency").is_some(), t["kind"] == "latency", "{t}");
+        }
         if o["dut"]["dut"] == "veclane" {
             let nodes = node_names(o);
             // ip4-lookup rewrites forwarded packets itself: no ip4-rewrite on this path.

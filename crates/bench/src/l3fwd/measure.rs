@@ -87,6 +87,8 @@ impl GenMeasurer<'_> {
             drop_when_full: load.is_some(),
             duration,
             sample_every: (duration / 5).max(Duration::from_millis(20)),
+            // Only latency trials read it: the others offer more without it.
+            latency: self.kind == "latency",
             ..self.base.clone()
         };
         let g = self
@@ -115,7 +117,7 @@ impl GenMeasurer<'_> {
             kind: self.kind,
             m: m.clone(),
             refused: g.tx_refused,
-            latency: g.latency,
+            latency: (self.kind == "latency").then_some(g.latency),
             interval_rx_mpps: g.interval_rx_mpps(),
             interval_refused: g.interval_refused(),
             warmup_sent: g.warmup_tx_packets,
@@ -293,7 +295,7 @@ pub(super) fn measure_all(cfg: &L3fwdConfig, m: &mut GenMeasurer<'_>) -> Result<
                 continue;
             }
             let t = m.trial(Some(load), Duration::from_secs_f64(cfg.latency_secs))?;
-            let lat = m.records.last().map(|r| r.latency).unwrap_or_default();
+            let lat = m.records.last().and_then(|r| r.latency).unwrap_or_default();
             latency.push(LatencyPoint {
                 fraction: f,
                 load_pps: load,

@@ -17,7 +17,9 @@ pub struct TrialRecord {
     pub m: Measurement,
     /// Frames lost to a full ring (the DUT's receive ring).
     pub refused: u64,
-    pub latency: Latency,
+    /// Latency trials only: the others do not measure it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub latency: Option<Latency>,
     /// Receive rate in each sampling interval: a trial cut by a stall or a placement flip
     /// shows a dip.
     pub interval_rx_mpps: Vec<f64>,
