@@ -52,6 +52,18 @@ pub trait RunningDut: std::fmt::Debug + Send {
         Vec::new()
     }
 
+    /// Stops every thread of the DUT until [`resume`](Self::resume), between its turns when
+    /// DUTs take turns trial by trial (`--interleave trials`): nothing of it runs while
+    /// another DUT is measured. `SIGSTOP` to its process.
+    fn pause(&mut self) -> Result<(), DutError> {
+        crate::proc::signal(self.pid(), rustix::process::Signal::STOP)
+    }
+
+    /// Lets a [`pause`](Self::pause)d DUT run again (`SIGCONT`); harmless on a running one.
+    fn resume(&mut self) -> Result<(), DutError> {
+        crate::proc::signal(self.pid(), rustix::process::Signal::CONT)
+    }
+
     /// Each thread's scheduler times (see [`crate::proc::thread_times`]).
     fn thread_times(&self) -> Option<Vec<ThreadTime>> {
         crate::proc::thread_times(self.pid())

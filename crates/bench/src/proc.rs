@@ -60,6 +60,22 @@ impl DutError {
     }
 }
 
+/// Sends `sig` to process `pid`, a DUT's: never to the harness itself (a DUT that runs on a
+/// thread of the harness pauses its own way).
+pub fn signal(pid: u32, sig: Signal) -> Result<(), DutError> {
+    if pid == std::process::id() {
+        return Err(DutError::Unsupported(format!(
+            "{sig:?} to the harness's own process"
+        )));
+    }
+    let p = rustix::process::Pid::from_raw(pid as i32)
+        .ok_or_else(|| DutError::Unsupported(format!("no process {pid}")))?;
+    rustix::process::kill_process(p, sig).map_err(|e| DutError::Io {
+        context: format!("{sig:?} to process {pid}"),
+        source: e.into(),
+    })
+}
+
 /// Stops a child process: sends `signal` (if any, and if it still runs), gives it `timeout` to
 /// exit on its own (a DUT under valgrind writes its profile then), and kills it after that.
 /// Returns whether it exited on its own.

@@ -228,6 +228,16 @@ impl RunningDut for Chain {
         self.node.pid()
     }
 
+    fn pause(&mut self) -> Result<(), DutError> {
+        self.pod.pause()?;
+        crate::proc::signal(self.node.pid(), rustix::process::Signal::STOP)
+    }
+
+    fn resume(&mut self) -> Result<(), DutError> {
+        crate::proc::signal(self.node.pid(), rustix::process::Signal::CONT)?;
+        self.pod.resume()
+    }
+
     /// Waits (up to 30 s) until the pod is connected on both of its interfaces, so that no
     /// trial sends into a chain with a gap in it.
     fn ready(&mut self) -> Result<(), DutError> {

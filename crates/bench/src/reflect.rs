@@ -27,6 +27,9 @@ const HDR: usize = 64;
 #[derive(Debug)]
 pub struct Reflector {
     stop: Arc<AtomicBool>,
+    /// Asked to stand still ([`RunningDut::pause`]), and standing still (parked).
+    pause: Arc<AtomicBool>,
+    parked: Arc<AtomicBool>,
     rx: Arc<AtomicU64>,
     tx: Arc<AtomicU64>,
     thread: Option<JoinHandle<Result<(), String>>>,
@@ -62,17 +65,24 @@ pub fn spawn(
     })
     .map_err(|e| DutError::reply(DUT, format!("buffer pool: {e:?}")))?;
     let stop = Arc::new(AtomicBool::new(false));
+    let (pause, parked) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    );
     let (rx, tx) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
     let (s, r, t) = (stop.clone(), rx.clone(), tx.clone());
+    let still = (pause.clone(), parked.clone());
     let thread = std::thread::Builder::new()
         .name("reflector".into())
         .spawn(move || {
             trafgen::pin_to_cpu(cpu).map_err(|e| format!("pinning to CPU {cpu}: {e}"))?;
-            reflect(&mut l, pool, &s, &r, &t)
+            reflect(&mut l, pool, (&s, &still.0, &still.1), &r, &t)
         })
         .map_err(DutError::io("cannot start the reflector thread"))?;
     Ok(Reflector {
         stop,
+        pause,
+        parked,
         rx,
         tx,
         thread: Some(thread),
@@ -85,7 +95,7 @@ pub fn spawn(
 fn reflect(
     l: &mut Listener,
     mut pool: Pool,
-    stop: &AtomicBool,
+    (stop, pause, parked): (&AtomicBool, &AtomicBool, &AtomicBool),
     rx: &AtomicU64,
     tx: &AtomicU64,
 ) -> Result<(), String> {
@@ -97,6 +107,13 @@ fn reflect(
     let mut bufs = Vec::with_capacity(256);
     let mut iter = 0u64;
     while !stop.load(Ordering::Relaxed) {
+        if pause.load(Ordering::Acquire) {
+            // Parked, not polling: the CPU is another DUT's until `resume` unparks us.
+            parked.store(true, Ordering::Release);
+            std::thread::park();
+            parked.store(false, Ordering::Release);
+            continue;
+        }
         iter += 1;
         if iter.is_multiple_of(1024) || q.iter().any(Option::is_none) {
             let idle = if q.iter().all(Option::is_some) { 0 } else { 1 };
@@ -161,6 +178,10 @@ impl Reflector {
 
     fn halt(&mut self) -> Result<(), DutError> {
         self.stop.store(true, Ordering::Relaxed);
+        self.pause.store(false, Ordering::Release);
+        if let Some(t) = &self.thread {
+            t.thread().unpark();
+        }
         match self.thread.take().map(JoinHandle::join) {
             Some(Ok(Err(e))) => Err(DutError::reply(DUT, e)),
             Some(Err(_)) => Err(DutError::reply(DUT, "the reflector thread panicked")),
@@ -186,6 +207,34 @@ impl RunningDut for Reflector {
         String::new()
     }
 
+    /// Parks the reflector's thread (the harness's own process must not be stopped), and
+    /// waits until it is parked.
+    fn pause(&mut self) -> Result<(), DutError> {
+        self.pause.store(true, Ordering::Release);
+        let deadline = std::time::Instant::now() + Duration::from_secs(1);
+        while !self.parked.load(Ordering::Acquire) {
+            if self.thread.as_ref().is_none_or(JoinHandle::is_finished) {
+                return Err(DutError::reply(DUT, "the reflector thread has ended"));
+            }
+            if std::time::Instant::now() > deadline {
+                return Err(DutError::reply(
+                    DUT,
+                    "the reflector did not pause within 1 s",
+                ));
+            }
+            std::thread::yield_now();
+        }
+        Ok(())
+    }
+
+    fn resume(&mut self) -> Result<(), DutError> {
+        self.pause.store(false, Ordering::Release);
+        if let Some(t) = &self.thread {
+            t.thread().unpark();
+        }
+        Ok(())
+    }
+
     /// A thread of the harness: the process's times say nothing about it.
     fn thread_times(&self) -> Option<Vec<crate::proc::ThreadTime>> {
         None
@@ -199,5 +248,45 @@ impl RunningDut for Reflector {
 impl Drop for Reflector {
     fn drop(&mut self) {
         let _ = self.halt();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_paused_reflector_stands_still_until_resumed() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut r = spawn(&dir.path().join("memif.sock"), 10, 2048, 0).unwrap();
+        r.pause().unwrap();
+        assert!(r.parked.load(Ordering::Acquire));
+        // Parked, it polls nothing: its thread sleeps (state S in /proc).
+        let tid = {
+            let task = format!("/proc/{}/task", std::process::id());
+            std::fs::read_dir(task)
+                .unwrap()
+                .filter_map(|e| e.ok())
+                .find(|e| {
+                    std::fs::read_to_string(e.path().join("comm"))
+                        .is_ok_and(|c| c.trim() == "reflector")
+                })
+                .unwrap()
+                .path()
+        };
+        let state = || {
+            let s = std::fs::read_to_string(tid.join("stat")).unwrap();
+            s[s.rfind(')').unwrap() + 2..].chars().next().unwrap()
+        };
+        assert_eq!(state(), 'S');
+        r.resume().unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(2);
+        while r.parked.load(Ordering::Acquire) {
+            assert!(std::time::Instant::now() < deadline, "still parked");
+            std::thread::yield_now();
+        }
+        // Paused and resumed again, then stopped while paused: it still stops.
+        r.pause().unwrap();
+        Box::new(r).stop(Duration::from_secs(1)).unwrap();
     }
 }

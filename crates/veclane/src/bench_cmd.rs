@@ -110,6 +110,12 @@ pub enum UnderlayArg {
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum InterleaveArg {
+    Searches,
+    Trials,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
 pub enum TestpmdFwdArg {
     Io,
     Mac,
@@ -238,6 +244,12 @@ pub struct BenchArgs {
     /// its load); each stays in the JSON with its reason.
     #[arg(long, default_value_t = 10)]
     max_redo: usize,
+    /// Searched scenarios: how the DUTs' searches at one (repetition, size) share the time.
+    /// `searches`: one whole search after another. `trials`: all at once, their trials
+    /// taking turns, each DUT stopped (SIGSTOP) outside its own, so that the DUTs of a pair
+    /// are measured a fraction of a second apart instead of a search or more.
+    #[arg(long, value_enum, default_value_t = InterleaveArg::Searches)]
+    interleave: InterleaveArg,
     /// Instead of rates: instructions per packet under callgrind of veclane (whole daemon and
     /// per node, each copy mode) and testpmd (whole process), at each size (l3fwd).
     #[arg(long)]
@@ -699,6 +711,10 @@ fn run_l3fwd(
         warmup_secs: a.warmup_ms / 1e3,
         max_load_factor: 1.1,
         max_redo: a.max_redo,
+        interleave: match a.interleave {
+            InterleaveArg::Searches => l3fwd::Interleave::Searches,
+            InterleaveArg::Trials => l3fwd::Interleave::Trials,
+        },
         latency_at: a.latency_at.0.clone(),
         latency_secs: a.latency_secs,
         dut_idle_sleep: a.cost,

@@ -193,6 +193,63 @@ fn l3fwd_searches_every_dut_and_the_counters_agree() {
     assert_eq!(r["rows"].as_array().unwrap().len(), searches.len());
 }
 
+/// `--interleave trials`: every DUT's search at one size at once, their trials taking turns
+/// in DUT order (each DUT stopped outside its own: testpmd by SIGSTOP, the harness's own
+/// `none` parked), and every count still agrees.
+#[test]
+fn l3fwd_interleaved_searches_take_turns_trial_by_trial() {
+    let duts = if testpmd_args().is_empty() {
+        "veclane,testpmd,none"
+    } else {
+        "veclane,none"
+    };
+    let r = bench(&[
+        "l3fwd",
+        "--interleave",
+        "trials",
+        "--copy",
+        "single",
+        "--sizes",
+        "64",
+        "--search",
+        "loss-verification",
+        "--precision",
+        "0.05",
+        "--mrr-secs",
+        "0.2",
+        "--latency-at",
+        "",
+        "--dut",
+        duts,
+    ]);
+    assert_eq!(r["config"]["interleave"], "trials");
+    let names: Vec<&str> = duts.split(',').collect();
+    let searches = agreeing_searches(&r, names.len());
+    // Every trial in time order, as the DUT it measured; a trial run again stays in its
+    // turn, so runs of one DUT are turns.
+    let mut trials: Vec<(f64, usize)> = Vec::new();
+    let mut per_dut = vec![0usize; names.len()];
+    for o in &searches {
+        let d = names
+            .iter()
+            .position(|n| o["dut"]["dut"] == *n)
+            .unwrap_or_else(|| panic!("{o}"));
+        for t in o["trials"].as_array().unwrap() {
+            trials.push((t["at_s"].as_f64().unwrap(), d));
+            per_dut[d] += usize::from(t["redone"].is_null());
+        }
+    }
+    trials.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut turns: Vec<usize> = trials.iter().map(|t| t.1).collect();
+    turns.dedup();
+    // Round robin in DUT order while every search still runs.
+    let rounds = *per_dut.iter().min().unwrap();
+    assert!(rounds >= 2, "{per_dut:?}");
+    for (i, &d) in turns.iter().take(rounds * names.len()).enumerate() {
+        assert_eq!(d, i % names.len(), "turn {i} of {turns:?}");
+    }
+}
+
 /// Two DUT workers, each on a queue pair of its own. This machine has two CPUs, so the second
 /// worker shares the generator's: the rates mean nothing, but every DUT must still spread
 /// the frames over both queue pairs and its counters agree with the generator's.

@@ -9,6 +9,17 @@ use super::topology::Topology;
 use crate::Subject;
 use crate::search::Method;
 
+/// How the searches of several DUTs at one (repetition, size) share the time (`--interleave`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Interleave {
+    /// One whole search after another, the DUTs in turn.
+    Searches,
+    /// Every DUT's search at once, their trials taking turns, each DUT stopped outside its
+    /// own (see `l3fwd::turns`).
+    Trials,
+}
+
 /// The configuration of every searched scenario (see [`crate::scenario`]): the
 /// [`Topology`] the DUTs run in, and everything the searches, trials and reports need.
 #[derive(Debug, Clone, Serialize)]
@@ -46,6 +57,8 @@ pub struct L3fwdConfig {
     pub wait_near_secs: f64,
     /// Trials a search may run again because the host disturbed them (see the trial guard, `l3fwd::guard`).
     pub max_redo: usize,
+    /// How the searches of several DUTs share the time.
+    pub interleave: Interleave,
     /// The search and every parameter it uses.
     pub method: Method,
     /// The flat-out trial before each search; its receive rate (MRR) times
@@ -316,6 +329,7 @@ pub(crate) fn test_config(duts: Vec<Subject>) -> L3fwdConfig {
         warmup_secs: 0.01,
         max_load_factor: 1.1,
         max_redo: 0,
+        interleave: Interleave::Searches,
         latency_at: vec![],
         latency_secs: 1.0,
         dut_idle_sleep: false,

@@ -9,6 +9,7 @@ use super::config::L3fwdConfig;
 use super::guard::TrialGuard;
 use super::outcome::{LatencyPoint, Outcome, TrialRecord};
 use super::topology::Topology;
+use super::turns::{Leave, Turns};
 use crate::dut::{Counts, Running};
 use crate::search::{self, Measurement, Measurer, SearchReport};
 use crate::trial::Placed;
@@ -30,13 +31,67 @@ pub(super) struct GenMeasurer<'a> {
     /// are also where the next one starts.
     pub(super) counts: Option<Option<Counts>>,
     pub(super) guard: TrialGuard,
+    /// With `--interleave trials`: the turns this search's trials take among the DUTs',
+    /// and its place in them.
+    pub(super) turn: Option<(&'a Turns, usize)>,
+    /// Nested holds of the turn (see [`begin_turn`](Self::begin_turn)); the search starts
+    /// holding it, to start its DUT.
+    pub(super) depth: u32,
+}
+
+/// Seconds since the run began (`TrialRecord::at_s`).
+pub(super) fn run_clock() -> f64 {
+    static EPOCH: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    EPOCH
+        .get_or_init(std::time::Instant::now)
+        .elapsed()
+        .as_secs_f64()
 }
 
 impl GenMeasurer<'_> {
+    /// Holds this search's turn (waiting for it, and resuming the DUT, unless already held).
+    pub(super) fn begin_turn(&mut self) -> Result<(), String> {
+        let Some((turns, me)) = self.turn else {
+            return Ok(());
+        };
+        self.depth += 1;
+        if self.depth == 1 {
+            turns.take(me);
+            self.dut.resume().map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+
+    /// Ends a [`begin_turn`](Self::begin_turn): the outermost pauses the DUT and passes the
+    /// turn on.
+    pub(super) fn end_turn(&mut self) -> Result<(), String> {
+        let Some((turns, me)) = self.turn else {
+            return Ok(());
+        };
+        self.depth = self.depth.saturating_sub(1);
+        if self.depth == 0 {
+            let paused = self.dut.pause().map_err(|e| e.to_string());
+            turns.pass(me);
+            paused?;
+        }
+        Ok(())
+    }
+
     /// One trial: `load` pps on a wire, or flat out (held back by a full ring) when `None`;
     /// run again while the host disturbed it and it failed (see [`TrialGuard`]). Latency
     /// trials are taken as they come.
     fn trial(&mut self, load: Option<f64>, duration: Duration) -> Result<Measurement, String> {
+        self.begin_turn()?;
+        let r = self.trial_in_turn(load, duration);
+        self.end_turn()?;
+        r
+    }
+
+    fn trial_in_turn(
+        &mut self,
+        load: Option<f64>,
+        duration: Duration,
+    ) -> Result<Measurement, String> {
         loop {
             let before = self.guard.before();
             if load.is_none() {
@@ -78,6 +133,7 @@ impl GenMeasurer<'_> {
         load: Option<f64>,
         duration: Duration,
     ) -> Result<(Measurement, GenReport, TrialRecord), String> {
+        let at_s = run_clock();
         let before = match self.counts.take() {
             Some(c) => c,
             None => self.topology.counts(self.dut).map_err(|e| e.to_string())?,
@@ -115,6 +171,7 @@ impl GenMeasurer<'_> {
         let m = measurement(load, duration, &g);
         let record = TrialRecord {
             kind: self.kind,
+            at_s,
             m: m.clone(),
             refused: g.tx_refused,
             latency: (self.kind == "latency").then_some(g.latency),
@@ -178,14 +235,21 @@ pub(super) fn measurement(load: Option<f64>, duration: Duration, g: &GenReport) 
     }
 }
 
-/// One search of `dut` at `size`.
+/// One search of `dut` at `size`; with `turn`, its trials (and its DUT's start and stop)
+/// take turns with other searches' (see [`super::turns`]).
 pub(super) fn search_one(
     cfg: &L3fwdConfig,
     dut: Subject,
     size: usize,
     rep: usize,
     on_trial: &mut (dyn FnMut(&Measurement) + Send),
+    turn: Option<(&Turns, usize)>,
 ) -> Result<Outcome, BenchError> {
+    // Declared first, dropped last: after the DUT has stopped.
+    let _leave = turn.map(|(turns, me)| {
+        turns.take(me);
+        Leave(turns, me)
+    });
     let fail = |msg: String| BenchError::Trial { dut, size, msg };
     let dir = tempfile::tempdir()?;
     if !cfg.topology.supports(dut.dut) {
@@ -219,6 +283,8 @@ pub(super) fn search_one(
                 records: Vec::new(),
                 on_trial,
                 counts: None,
+                turn,
+                depth: u32::from(turn.is_some()),
                 guard: TrialGuard {
                     cpus: (cfg.gen_cpu, cfg.dut_cpu()),
                     wait_near: Duration::from_secs_f64(cfg.wait_near_secs),
@@ -228,6 +294,9 @@ pub(super) fn search_one(
                 },
             };
             let r = measure_all(cfg, &mut m);
+            // The DUT runs again, for its counters and its stop, in a last turn of its own.
+            let resumed = m.begin_turn();
+            let r = r.and_then(|x| resumed.map(|()| x));
             let records = std::mem::take(&mut m.records);
             let drops = m.dut.drops();
             session.close();
@@ -273,8 +342,14 @@ pub(super) type Measured = (
 /// The flat-out trial, the search, and the latency trials, on one connection.
 pub(super) fn measure_all(cfg: &L3fwdConfig, m: &mut GenMeasurer<'_>) -> Result<Measured, String> {
     m.dut.ready().map_err(|e| e.to_string())?;
-    let flat = m.trial(None, Duration::from_secs_f64(cfg.mrr_secs))?;
+    // The DUT is up and its generator connected: the other DUTs' turns may begin.
+    m.end_turn()?;
+    // The node clocks are read in the flat-out trial's turn, with the DUT still running.
+    m.begin_turn()?;
+    let flat = m.trial(None, Duration::from_secs_f64(cfg.mrr_secs));
     let runtime = m.dut.runtime();
+    m.end_turn()?;
+    let flat = flat?;
     let node_ns = crate::dut::node_costs(&runtime);
     let worker_packets = crate::dut::worker_packets(&runtime);
     if flat.received == 0 {

@@ -27,14 +27,17 @@ mod rows;
 #[cfg(test)]
 mod tests;
 mod topology;
+mod turns;
 
 use crate::Subject;
+use crate::placement;
 use crate::search::Measurement;
-use crate::trial::Schedule;
+use crate::trial::{Placed, Schedule};
+use std::time::Duration;
 
 #[cfg(test)]
 pub(crate) use config::test_config;
-pub use config::{ConfigError, FRAME_SIZES, L3fwdConfig, TestpmdFwd};
+pub use config::{ConfigError, FRAME_SIZES, Interleave, L3fwdConfig, TestpmdFwd};
 use measure::search_one;
 pub use outcome::{LatencyPoint, Outcome, TrialRecord};
 pub use output::{
@@ -54,6 +57,10 @@ pub fn run(
     progress: impl FnMut(&Outcome),
     mut on_trial: impl FnMut(Subject, usize, &Measurement) + Send,
 ) -> Vec<Outcome> {
+    measure::run_clock();
+    if cfg.interleave == Interleave::Trials && cfg.duts.len() > 1 {
+        return run_interleaved(cfg, progress, on_trial);
+    }
     let schedule = Schedule {
         sizes: &cfg.sizes,
         duts: &cfg.duts,
@@ -63,7 +70,57 @@ pub fn run(
     };
     crate::trial::run(
         schedule,
-        |dut, size, rep| search_one(cfg, dut, size, rep, &mut |m| on_trial(dut, size, m)),
+        |dut, size, rep| search_one(cfg, dut, size, rep, &mut |m| on_trial(dut, size, m), None),
         progress,
     )
+}
+
+/// `--interleave trials`: at each (rep, size) every DUT's search at once, on a thread of
+/// its own, their trials taking turns (see [`turns`]); the placement is probed around the
+/// whole group, as around one search otherwise.
+fn run_interleaved(
+    cfg: &L3fwdConfig,
+    mut progress: impl FnMut(&Outcome),
+    on_trial: impl FnMut(Subject, usize, &Measurement) + Send,
+) -> Vec<Outcome> {
+    let on_trial = std::sync::Mutex::new(on_trial);
+    let (a, b) = (cfg.gen_cpu, cfg.dut_cpu());
+    let mut out = Vec::new();
+    for rep in 0..cfg.reps {
+        for &size in &cfg.sizes {
+            let before = if cfg.wait_near_secs > 0.0 {
+                placement::wait_near(a, b, Duration::from_secs_f64(cfg.wait_near_secs))
+            } else {
+                placement::probe(a, b, 20_000)
+            };
+            let turns = turns::Turns::new(cfg.duts.len());
+            let results: Vec<_> = std::thread::scope(|s| {
+                let searches: Vec<_> = (cfg.duts.iter().enumerate())
+                    .map(|(me, &dut)| {
+                        let (turns, on_trial) = (&turns, &on_trial);
+                        s.spawn(move || {
+                            let mut seen = |m: &Measurement| {
+                                let mut f = on_trial.lock().unwrap_or_else(|e| e.into_inner());
+                                f(dut, size, m);
+                            };
+                            search_one(cfg, dut, size, rep, &mut seen, Some((turns, me)))
+                        })
+                    })
+                    .collect();
+                searches.into_iter().map(|h| h.join()).collect()
+            });
+            let after = placement::probe(a, b, 20_000);
+            for (r, &dut) in results.into_iter().zip(&cfg.duts) {
+                let mut o = match r {
+                    Ok(Ok(o)) => o,
+                    Ok(Err(e)) => Outcome::failed(dut, size, rep, e.to_string()),
+                    Err(_) => Outcome::failed(dut, size, rep, "its search panicked".into()),
+                };
+                o.set_placement(before, after);
+                progress(&o);
+                out.push(o);
+            }
+        }
+    }
+    out
 }

@@ -14,6 +14,8 @@ use trafgen::stats::Latency;
 pub struct TrialRecord {
     /// `mrr` (flat out, held back by a full ring), `search`, or `latency`.
     pub kind: &'static str,
+    /// When the trial began, in seconds since the run did (how the DUTs' trials interleave).
+    pub at_s: f64,
     pub m: Measurement,
     /// Frames lost to a full ring (the DUT's receive ring).
     pub refused: u64,

@@ -12,7 +12,7 @@ use crate::{Shape, Subject};
 pub fn head(cfg: &L3fwdConfig) -> Vec<String> {
     let mut h = vec![
         format!(
-            "{}: generator (zero-copy memif secondary, sending and receiving in one loop) on CPU {}, DUT on CPU {}; ring 2^{}, buffer {} B, burst {}; {} search(es) per DUT and size, DUTs interleaved",
+            "{}: generator (zero-copy memif secondary, sending and receiving in one loop) on CPU {}, DUT on CPU {}; ring 2^{}, buffer {} B, burst {}; {} search(es) per DUT and size, {}",
             cfg.topology.heading(),
             cfg.gen_cpu,
             match cfg.dut_cpus.as_slice() {
@@ -23,6 +23,11 @@ pub fn head(cfg: &L3fwdConfig) -> Vec<String> {
             cfg.buffer_size,
             cfg.burst,
             cfg.reps,
+            match cfg.interleave {
+                super::Interleave::Searches => "DUTs interleaved search by search",
+                super::Interleave::Trials =>
+                    "DUTs interleaved trial by trial (--interleave trials: every DUT's search at once, each DUT stopped outside its own trials)",
+            },
         ),
         cfg.topology.describe(),
         format!("search: {}", search_summary(&cfg.method)),
@@ -31,7 +36,7 @@ pub fn head(cfg: &L3fwdConfig) -> Vec<String> {
             "MRR = receive rate of a {} s flat-out trial (the generator held back by a full ring); the search runs between MRR/1000 and {} x MRR, the generator acting as a port on a wire: frames a full ring refuses are lost",
             cfg.mrr_secs, cfg.max_load_factor
         ),
-        "result Mpps = the search's result (the highest load that passed), median (min-max) over the searches in the basis placement: near/mid/far = one-way cache-line transfer between the two CPUs <130 / 130-280 / >280 ns, probed before the DUT starts and after it stops: near searches when there are any, else mid, else far ('all' when every search was cut by a flip), 'x3 (of 5)' how many; the ratio column pairs each repetition's searches of two DUTs, run back to back, when both ran in one placement (near pairs first)".into(),
+        "result Mpps = the search's result (the highest load that passed), median (min-max) over the searches in the basis placement: near/mid/far = one-way cache-line transfer between the two CPUs <130 / 130-280 / >280 ns, probed before the DUT starts and after it stops: near searches when there are any, else mid, else far ('all' when every search was cut by a flip), 'x3 (of 5)' how many; the ratio column pairs each repetition's searches of two DUTs (run back to back, or at once with --interleave trials), when both ran in one placement (near pairs first)".into(),
         "frame size S = bytes in the memif buffer (Ethernet header to payload end, no FCS); Gbps L2 = S x 8 x pps; Gbps L1 = (S + 20) x 8 x pps (preamble, SFD, inter-frame gap); loss = frames offered minus frames received (refused by a full ring or short from the generator included); imix = frames of 64, 570 and 1518 B in turn, 7:4:1, S their mean (353.8 B; size 0 in the JSON, 'imix' in tables and CSV)".into(),
     ];
     h.extend(cfg.topology.notes(cfg));
