@@ -10,7 +10,7 @@ use crate::trial::Placed;
 use trafgen::stats::Latency;
 
 /// One trial as the generator saw it, with what the DUT's counters said.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct TrialRecord {
     /// `mrr` (flat out, held back by a full ring), `search`, or `latency`.
     pub kind: &'static str,
@@ -111,10 +111,22 @@ impl Placed for Outcome {
         }
     }
 
+    /// The placement probed before the DUT started and after it stopped; a search whose
+    /// flat-out trial (the one it used) ran in another placement is mixed, whatever those
+    /// probes say: that trial set the range of every other (its rate times 1.1 is the
+    /// search's maximum load), so one the host slowed caps the whole search below the DUT's
+    /// rate.
     fn set_placement(&mut self, before_ns: f64, after_ns: f64) {
         self.probe_before_ns = before_ns;
         self.probe_after_ns = after_ns;
-        self.placement = Placement::of(before_ns, after_ns);
+        let around = Placement::of(before_ns, after_ns);
+        let flat = (self.trials.iter())
+            .find(|t| t.kind == "mrr" && t.redone.is_none())
+            .and_then(|t| Some(Placement::of(t.probe_before_ns?, t.probe_after_ns?)));
+        self.placement = match flat {
+            Some(p) if p != around => Placement::Mixed,
+            _ => around,
+        };
     }
 }
 

@@ -481,3 +481,37 @@ fn vpp_gets_the_same_topology_as_veclane() {
         assert!(v.contains(needle) && cmds.contains(needle), "{needle}");
     }
 }
+
+#[test]
+fn a_search_whose_flat_out_trial_ran_in_another_placement_is_mixed() {
+    let flat = |before: f64, after: f64, redone: Option<&str>| TrialRecord {
+        kind: "mrr",
+        probe_before_ns: Some(before),
+        probe_after_ns: Some(after),
+        redone: redone.map(String::from),
+        ..Default::default()
+    };
+    let dut = Subject::plain(Dut::Veclane);
+    let mut o = Outcome::failed(dut, 64, 0, String::new());
+    // Run again for a flip, then accepted in the mid placement; near around the search.
+    o.trials = vec![
+        flat(41.0, 162.0, Some("placement mixed")),
+        flat(154.0, 153.0, None),
+    ];
+    o.set_placement(41.0, 43.0);
+    assert_eq!(o.placement, Placement::Mixed);
+    // Its flat-out trial near, as the search: near.
+    o.trials = vec![
+        flat(41.0, 162.0, Some("placement mixed")),
+        flat(40.0, 42.0, None),
+    ];
+    o.set_placement(41.0, 43.0);
+    assert_eq!(o.placement, Placement::Near);
+    // Without probes (no real-time priority), the search's own probes decide.
+    o.trials = vec![TrialRecord {
+        kind: "mrr",
+        ..Default::default()
+    }];
+    o.set_placement(160.0, 170.0);
+    assert_eq!(o.placement, Placement::Mid);
+}

@@ -26,7 +26,7 @@ use mlr::mlr;
 use trex::{trex, trex_shares};
 
 /// What one trial measured. Rates are measured by the generator, never inferred.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Measurement {
     /// The offered load asked for.
     pub load_pps: f64,
