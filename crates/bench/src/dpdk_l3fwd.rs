@@ -93,14 +93,14 @@ pub struct DpdkL3fwdConfig {
 
 impl DpdkL3fwdConfig {
     /// The harness's defaults for the DUT on `dut_cpu`: 1024-slot rings, 2048-byte buffers,
-    /// the generator's default source MAC, a prefix unique to this process.
+    /// the generator's default source MAC, a prefix unique to this instance.
     pub fn new(dut_cpu: usize) -> DpdkL3fwdConfig {
         DpdkL3fwdConfig {
             cpus: vec![dut_cpu],
             ring_log2: 10,
             buffer_size: 2048,
             gen_mac: trafgen::FrameSpec::default().src_mac.0,
-            file_prefix: format!("vl{}l3fwd", std::process::id()),
+            file_prefix: crate::proc::instance_tag("l3fwd"),
         }
     }
 }

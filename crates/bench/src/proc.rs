@@ -60,6 +60,16 @@ impl DutError {
     }
 }
 
+/// A name for one running instance of a peer, `kind` saying which (DPDK's `--file-prefix`,
+/// VPP's api-segment prefix): unique across processes by the pid and within this one by a
+/// count, so that instances alive at once (`--interleave trials`, a DUT at several worker
+/// counts) never share their runtime files.
+pub fn instance_tag(kind: &str) -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("vl{}{kind}{n}", std::process::id())
+}
+
 /// Sends `sig` to process `pid`, a DUT's: never to the harness itself (a DUT that runs on a
 /// thread of the harness pauses its own way).
 pub fn signal(pid: u32, sig: Signal) -> Result<(), DutError> {

@@ -425,7 +425,7 @@ impl Topology for PvpTopology {
                 let mut tp = Testpmd::spawn_under(
                     &[],
                     &bin,
-                    &format!("vl{}pod", std::process::id()),
+                    &crate::proc::instance_tag("pod"),
                     &[cpu],
                     cfg.gen_cpu,
                     &[port(1), port(2)],

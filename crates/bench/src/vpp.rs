@@ -567,7 +567,7 @@ pub fn spawn(vpp_bin: &Path, vppctl: Option<&Path>, cfg: &VppConfig) -> Result<V
         .tempdir()
         .map_err(DutError::io("cannot make a directory for VPP"))?;
     let conf = dir.path().join("startup.conf");
-    let tag = format!("vl{}vpp", std::process::id());
+    let tag = crate::proc::instance_tag("vpp");
     std::fs::write(&conf, startup_conf(cfg, dir.path(), &tag))
         .map_err(DutError::io(format!("writing {}", conf.display())))?;
     let out_path = dir.path().join("vpp.out");

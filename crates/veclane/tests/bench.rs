@@ -250,6 +250,42 @@ fn l3fwd_interleaved_searches_take_turns_trial_by_trial() {
     }
 }
 
+/// Interleaved, a DUT at two worker counts runs as two instances at once: DPDK's runtime
+/// files must be each instance's own (a shared `--file-prefix` makes the second refuse to
+/// start).
+#[test]
+fn interleaved_instances_of_one_peer_run_side_by_side() {
+    if !testpmd_args().is_empty() {
+        return;
+    }
+    let r = bench(&[
+        "l3fwd",
+        "--interleave",
+        "trials",
+        "--dut",
+        "testpmd",
+        "--workers",
+        "1,2",
+        "--dut-cpus",
+        "1,0",
+        "--share-gen-cpu",
+        "--sizes",
+        "64",
+        "--search",
+        "continuous",
+        "--mrr-secs",
+        "0.2",
+        "--latency-at",
+        "",
+    ]);
+    let searches = agreeing_searches(&r, 2);
+    let workers: Vec<u64> = searches
+        .iter()
+        .map(|o| o["dut"]["workers"].as_u64().unwrap())
+        .collect();
+    assert_eq!(workers, [1, 2]);
+}
+
 /// Two DUT workers, each on a queue pair of its own. This machine has two CPUs, so the second
 /// worker shares the generator's: the rates mean nothing, but every DUT must still spread
 /// the frames over both queue pairs and its counters agree with the generator's.

@@ -296,7 +296,7 @@ pub(crate) fn start_dut(
             let mut tp = Testpmd::spawn_under(
                 wrapper,
                 &bin,
-                &format!("vl{}fwd", std::process::id()),
+                &crate::proc::instance_tag("fwd"),
                 cfg.worker_cpus(dut.workers),
                 cfg.gen_cpu,
                 &[port(0), port(1)],
