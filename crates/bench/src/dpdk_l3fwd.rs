@@ -190,7 +190,7 @@ pub struct DpdkL3fwd {
 }
 
 /// EAL's runtime directory for `file_prefix` (as `eal_get_runtime_dir` computes it).
-fn runtime_dir(file_prefix: &str) -> PathBuf {
+pub(crate) fn runtime_dir(file_prefix: &str) -> PathBuf {
     let base = if rustix::process::geteuid().is_root() {
         PathBuf::from("/var/run")
     } else {

@@ -168,7 +168,6 @@ pub fn testpmd_trial(cfg: &P2pConfig, size: usize, rep: usize) -> Result<Trial, 
         bsize: buffer_size_for(cfg, size),
         secret: None,
     };
-    let tag = format!("vl{}", std::process::id());
     // Jumbo frames need one mbuf per frame on both sides (txonly gives up on frames larger
     // than its mbuf and quietly sends 64-byte frames instead).
     let mbuf_size =
@@ -177,7 +176,7 @@ pub fn testpmd_trial(cfg: &P2pConfig, size: usize, rep: usize) -> Result<Trial, 
     rx_app.extend(mbuf_size.clone());
     let mut rx = Testpmd::spawn(
         &bin,
-        &format!("{tag}rx"),
+        &crate::proc::instance_tag("rx"),
         cfg.receiver_cpu,
         cfg.sender_cpu,
         &[port(true)],
@@ -192,7 +191,7 @@ pub fn testpmd_trial(cfg: &P2pConfig, size: usize, rep: usize) -> Result<Trial, 
     app.push(format!("--txpkts={size}"));
     let mut tx = Testpmd::spawn(
         &bin,
-        &format!("{tag}tx"),
+        &crate::proc::instance_tag("tx"),
         cfg.sender_cpu,
         cfg.receiver_cpu,
         &[port(false)],

@@ -228,14 +228,18 @@ impl RunningDut for Chain {
         self.node.pid()
     }
 
+    /// Both processes, whatever happens to either (the first error is returned).
     fn pause(&mut self) -> Result<(), DutError> {
-        self.pod.pause()?;
-        crate::proc::signal(self.node.pid(), rustix::process::Signal::STOP)
+        let pod = self.pod.pause();
+        let node = crate::proc::signal(self.node.pid(), rustix::process::Signal::STOP);
+        pod.and(node)
     }
 
+    /// Both processes, whatever happens to either: a pod left stopped would never answer.
     fn resume(&mut self) -> Result<(), DutError> {
-        crate::proc::signal(self.node.pid(), rustix::process::Signal::CONT)?;
-        self.pod.resume()
+        let node = crate::proc::signal(self.node.pid(), rustix::process::Signal::CONT);
+        let pod = self.pod.resume();
+        node.and(pod)
     }
 
     /// Waits (up to 30 s) until the pod is connected on both of its interfaces, so that no

@@ -41,6 +41,8 @@ pub struct Testpmd {
     log: Vec<u8>,
     /// The end of stderr, for error reports.
     err: Vec<u8>,
+    /// EAL's `--file-prefix`, ours alone: its runtime files go with the instance.
+    prefix: String,
 }
 
 impl Testpmd {
@@ -122,6 +124,7 @@ impl Testpmd {
             out: rx,
             log: Vec::new(),
             err: Vec::new(),
+            prefix: prefix.to_string(),
         };
         let first = if wrapper.is_empty() { 20 } else { 120 };
         t.until_prompt_after(b"", Duration::from_secs(first))?;
@@ -256,6 +259,11 @@ impl Drop for Testpmd {
         if let Ok(None) = self.child.try_wait() {
             let _ = self.child.kill();
             let _ = self.child.wait();
+        }
+        // EAL leaves its runtime files (config, fbarrays) behind; one prefix per instance
+        // (`proc::instance_tag`) would otherwise leave a directory per search.
+        if !self.prefix.is_empty() {
+            let _ = std::fs::remove_dir_all(crate::dpdk_l3fwd::runtime_dir(&self.prefix));
         }
     }
 }

@@ -63,16 +63,19 @@ impl GenMeasurer<'_> {
     }
 
     /// Ends a [`begin_turn`](Self::begin_turn): the outermost pauses the DUT and passes the
-    /// turn on.
+    /// turn on. A DUT that could not be paused keeps the turn (its search fails and stops it
+    /// in the turn): it must not run beside another DUT's trial.
     pub(super) fn end_turn(&mut self) -> Result<(), String> {
         let Some((turns, me)) = self.turn else {
             return Ok(());
         };
         self.depth = self.depth.saturating_sub(1);
         if self.depth == 0 {
-            let paused = self.dut.pause().map_err(|e| e.to_string());
+            if let Err(e) = self.dut.pause() {
+                self.depth = 1;
+                return Err(format!("pausing the DUT between its turns: {e}"));
+            }
             turns.pass(me);
-            paused?;
         }
         Ok(())
     }
@@ -296,9 +299,14 @@ pub(super) fn search_one(
             let r = measure_all(cfg, &mut m);
             // The DUT runs again, for its counters and its stop, in a last turn of its own.
             let resumed = m.begin_turn();
-            let r = r.and_then(|x| resumed.map(|()| x));
             let records = std::mem::take(&mut m.records);
-            let drops = m.dut.drops();
+            // A DUT that could not be resumed is not asked (a stopped VPP would never answer).
+            let drops = if resumed.is_ok() {
+                m.dut.drops()
+            } else {
+                String::new()
+            };
+            let r = r.and_then(|x| resumed.map(|()| x));
             session.close();
             (r, records, drops)
         })
@@ -311,6 +319,14 @@ pub(super) fn search_one(
             )
         })
     });
+    if let Some((turns, me)) = turn {
+        // The generator thread ends holding the turn with its DUT resumed, unless it
+        // panicked between turns: then take the turn and resume the DUT here, so that it
+        // stops (a stopped process leaves SIGTERM pending) and no other DUT is measured
+        // meanwhile. Taking a turn already held returns at once.
+        turns.take(me);
+        let _ = running.resume();
+    }
     let _ = running.stop(Duration::from_secs(5));
     // A search that failed part way keeps the trials it ran, as evidence.
     let mut o = Outcome::failed(dut, size, rep, String::new());
@@ -347,7 +363,11 @@ pub(super) fn measure_all(cfg: &L3fwdConfig, m: &mut GenMeasurer<'_>) -> Result<
     // The node clocks are read in the flat-out trial's turn, with the DUT still running.
     m.begin_turn()?;
     let flat = m.trial(None, Duration::from_secs_f64(cfg.mrr_secs));
-    let runtime = m.dut.runtime();
+    let runtime = if flat.is_ok() {
+        m.dut.runtime()
+    } else {
+        Vec::new()
+    };
     m.end_turn()?;
     let flat = flat?;
     let node_ns = crate::dut::node_costs(&runtime);

@@ -120,9 +120,14 @@ impl Placed for Outcome {
         self.probe_before_ns = before_ns;
         self.probe_after_ns = after_ns;
         let around = Placement::of(before_ns, after_ns);
+        // Without real-time priority a trial has no probes; one probe missing is a failed
+        // probe, which is mixed as in `Placement::of`.
         let flat = (self.trials.iter())
             .find(|t| t.kind == "mrr" && t.redone.is_none())
-            .and_then(|t| Some(Placement::of(t.probe_before_ns?, t.probe_after_ns?)));
+            .and_then(|t| match (t.probe_before_ns, t.probe_after_ns) {
+                (None, None) => None,
+                (b, a) => Some(Placement::of(b.unwrap_or(f64::NAN), a.unwrap_or(f64::NAN))),
+            });
         self.placement = match flat {
             Some(p) if p != around => Placement::Mixed,
             _ => around,

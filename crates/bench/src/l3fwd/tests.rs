@@ -514,4 +514,12 @@ fn a_search_whose_flat_out_trial_ran_in_another_placement_is_mixed() {
     }];
     o.set_placement(160.0, 170.0);
     assert_eq!(o.placement, Placement::Mid);
+    // One of its probes failed: mixed.
+    o.trials = vec![TrialRecord {
+        kind: "mrr",
+        probe_before_ns: Some(40.0),
+        ..Default::default()
+    }];
+    o.set_placement(41.0, 43.0);
+    assert_eq!(o.placement, Placement::Mixed);
 }
