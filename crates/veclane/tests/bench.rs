@@ -258,26 +258,23 @@ fn interleaved_instances_of_one_peer_run_side_by_side() {
     if !testpmd_args().is_empty() {
         return;
     }
-    let r = bench(&[
-        "l3fwd",
-        "--interleave",
-        "trials",
-        "--dut",
-        "testpmd",
-        "--workers",
-        "1,2",
-        "--dut-cpus",
-        "1,0",
-        "--share-gen-cpu",
-        "--sizes",
-        "64",
-        "--search",
-        "continuous",
-        "--mrr-secs",
+    let r = flat_out(
+        &[
+            "l3fwd",
+            "--interleave",
+            "trials",
+            "--dut",
+            "testpmd",
+            "--workers",
+            "1,2",
+            "--dut-cpus",
+            "1,0",
+            "--share-gen-cpu",
+            "--sizes",
+            "64",
+        ],
         "0.2",
-        "--latency-at",
-        "",
-    ]);
+    );
     let searches = agreeing_searches(&r, 2);
     let workers: Vec<u64> = searches
         .iter()
