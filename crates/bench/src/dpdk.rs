@@ -15,6 +15,27 @@ pub fn version() -> Option<String> {
         .then(|| String::from_utf8_lossy(&o.stdout).trim().to_string())
 }
 
+/// EAL's runtime directory for `file_prefix` (as `eal_get_runtime_dir` computes it).
+pub(crate) fn runtime_dir(file_prefix: &str) -> PathBuf {
+    let base = if rustix::process::geteuid().is_root() {
+        PathBuf::from("/var/run")
+    } else {
+        std::env::var_os("XDG_RUNTIME_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("/tmp"))
+    };
+    base.join("dpdk").join(file_prefix)
+}
+
+/// Removes the runtime files (config, fbarrays) EAL leaves behind when an application with
+/// `file_prefix`, ours alone, has exited. An empty prefix names no instance (it would be
+/// every DPDK application's directory) and is left alone.
+pub(crate) fn remove_runtime_dir(file_prefix: &str) {
+    if !file_prefix.is_empty() {
+        let _ = std::fs::remove_dir_all(runtime_dir(file_prefix));
+    }
+}
+
 /// One memif port's options.
 #[derive(Debug, Clone)]
 pub struct MemifPort {

@@ -189,18 +189,6 @@ pub struct DpdkL3fwd {
     dir: tempfile::TempDir,
 }
 
-/// EAL's runtime directory for `file_prefix` (as `eal_get_runtime_dir` computes it).
-pub(crate) fn runtime_dir(file_prefix: &str) -> PathBuf {
-    let base = if rustix::process::geteuid().is_root() {
-        PathBuf::from("/var/run")
-    } else {
-        std::env::var_os("XDG_RUNTIME_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from("/tmp"))
-    };
-    base.join("dpdk").join(file_prefix)
-}
-
 /// Sends one telemetry command to the DPDK process with `file_prefix` and returns the value of
 /// its reply (`{"<command>": value}`).
 pub fn telemetry(file_prefix: &str, command: &str) -> Result<serde_json::Value, DutError> {
@@ -208,7 +196,7 @@ pub fn telemetry(file_prefix: &str, command: &str) -> Result<serde_json::Value, 
         AddressFamily, RecvFlags, SendFlags, SocketAddrUnix, SocketType, connect, recv, send,
         socket,
     };
-    let path = runtime_dir(file_prefix).join("dpdk_telemetry.v2");
+    let path = crate::dpdk::runtime_dir(file_prefix).join("dpdk_telemetry.v2");
     let err = |e: rustix::io::Errno| {
         DutError::io(format!("telemetry socket {}", path.display()))(e.into())
     };
@@ -427,8 +415,7 @@ impl RunningDut for DpdkL3fwd {
 impl Drop for DpdkL3fwd {
     fn drop(&mut self) {
         self.terminate();
-        // EAL leaves its runtime files (config, fbarrays) behind; the prefix is ours alone.
-        let _ = std::fs::remove_dir_all(runtime_dir(&self.file_prefix));
+        crate::dpdk::remove_runtime_dir(&self.file_prefix);
     }
 }
 

@@ -260,11 +260,9 @@ impl Drop for Testpmd {
             let _ = self.child.kill();
             let _ = self.child.wait();
         }
-        // EAL leaves its runtime files (config, fbarrays) behind; one prefix per instance
-        // (`proc::instance_tag`) would otherwise leave a directory per search.
-        if !self.prefix.is_empty() {
-            let _ = std::fs::remove_dir_all(crate::dpdk_l3fwd::runtime_dir(&self.prefix));
-        }
+        // One prefix per instance (`proc::instance_tag`) would otherwise leave a directory
+        // per search.
+        crate::dpdk::remove_runtime_dir(&self.prefix);
     }
 }
 

@@ -176,6 +176,21 @@ impl Placed for Trial {
     }
 }
 
+/// The placement probe before a search (or a group of them): after waiting up to
+/// `wait_near_secs` for the near state, or at once when that is 0.
+pub(crate) fn probe_before((a, b): (usize, usize), wait_near_secs: f64) -> f64 {
+    if wait_near_secs > 0.0 {
+        placement::wait_near(a, b, Duration::from_secs_f64(wait_near_secs))
+    } else {
+        placement::probe(a, b, 20_000)
+    }
+}
+
+/// The placement probe after a search (or a group of them).
+pub(crate) fn probe_after((a, b): (usize, usize)) -> f64 {
+    placement::probe(a, b, 20_000)
+}
+
 /// Runs every (rep, size, DUT), DUTs interleaved, with a placement probe before (or a bounded
 /// wait for the near state) and after each; `progress` sees each finished one. One that fails
 /// is kept with its reason and the run goes on.
@@ -185,17 +200,12 @@ pub fn run<T: Placed>(
     mut progress: impl FnMut(&T),
 ) -> Vec<T> {
     let mut out = Vec::new();
-    let (a, b) = s.cpus;
     for rep in 0..s.reps {
         for &size in s.sizes {
             for &dut in s.duts {
-                let before = if s.wait_near_secs > 0.0 {
-                    placement::wait_near(a, b, Duration::from_secs_f64(s.wait_near_secs))
-                } else {
-                    placement::probe(a, b, 20_000)
-                };
+                let before = probe_before(s.cpus, s.wait_near_secs);
                 let r = one(dut, size, rep);
-                let after = placement::probe(a, b, 20_000);
+                let after = probe_after(s.cpus);
                 let mut t = r.unwrap_or_else(|e| T::failed(dut, size, rep, e.to_string()));
                 t.set_placement(before, after);
                 progress(&t);

@@ -137,6 +137,8 @@ impl GenMeasurer<'_> {
         duration: Duration,
     ) -> Result<(Measurement, GenReport, TrialRecord), String> {
         let at_s = run_clock();
+        // Only latency trials read the frames' timestamps: the others offer more without.
+        let latency = self.kind == "latency";
         let before = match self.counts.take() {
             Some(c) => c,
             None => self.topology.counts(self.dut).map_err(|e| e.to_string())?,
@@ -146,8 +148,7 @@ impl GenMeasurer<'_> {
             drop_when_full: load.is_some(),
             duration,
             sample_every: (duration / 5).max(Duration::from_millis(20)),
-            // Only latency trials read it: the others offer more without it.
-            latency: self.kind == "latency",
+            latency,
             ..self.base.clone()
         };
         let g = self
@@ -177,7 +178,7 @@ impl GenMeasurer<'_> {
             at_s,
             m: m.clone(),
             refused: g.tx_refused,
-            latency: (self.kind == "latency").then_some(g.latency),
+            latency: latency.then_some(g.latency),
             interval_rx_mpps: g.interval_rx_mpps(),
             interval_refused: g.interval_refused(),
             warmup_sent: g.warmup_tx_packets,

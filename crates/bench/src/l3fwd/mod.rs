@@ -30,10 +30,8 @@ mod topology;
 mod turns;
 
 use crate::Subject;
-use crate::placement;
 use crate::search::Measurement;
 use crate::trial::{Placed, Schedule};
-use std::time::Duration;
 
 #[cfg(test)]
 pub(crate) use config::test_config;
@@ -84,15 +82,11 @@ fn run_interleaved(
     on_trial: impl FnMut(Subject, usize, &Measurement) + Send,
 ) -> Vec<Outcome> {
     let on_trial = std::sync::Mutex::new(on_trial);
-    let (a, b) = (cfg.gen_cpu, cfg.dut_cpu());
+    let cpus = (cfg.gen_cpu, cfg.dut_cpu());
     let mut out = Vec::new();
     for rep in 0..cfg.reps {
         for &size in &cfg.sizes {
-            let before = if cfg.wait_near_secs > 0.0 {
-                placement::wait_near(a, b, Duration::from_secs_f64(cfg.wait_near_secs))
-            } else {
-                placement::probe(a, b, 20_000)
-            };
+            let before = crate::trial::probe_before(cpus, cfg.wait_near_secs);
             let turns = turns::Turns::new(cfg.duts.len());
             let results: Vec<_> = std::thread::scope(|s| {
                 let searches: Vec<_> = (cfg.duts.iter().enumerate())
@@ -109,7 +103,7 @@ fn run_interleaved(
                     .collect();
                 searches.into_iter().map(|h| h.join()).collect()
             });
-            let after = placement::probe(a, b, 20_000);
+            let after = crate::trial::probe_after(cpus);
             for (r, &dut) in results.into_iter().zip(&cfg.duts) {
                 let mut o = match r {
                     Ok(Ok(o)) => o,
