@@ -3,15 +3,26 @@
 //!
 //! A frame that is plain IPv4 to this interface's MAC (almost every frame a router sees) also
 //! gets ip4-input's checks here, in the pass that already holds its metadata and first bytes,
-//! and goes on to `ip4-lookup` (or `vxlan4-input`) directly: one node and one walk over the
-//! frame less, as VPP's ethernet-input hands checked frames to `ip4-input-nochecksum`. Every
-//! frame that fails a check goes to `ip4-input`, whose counters name the reason as before. A
-//! traced frame takes the same path as an untraced one (tracing must not reorder a flow), and
-//! its trace record says when the IPv4 checks were made here.
+//! as VPP's ethernet-input hands checked frames to `ip4-input-nochecksum`. If it is to be
+//! forwarded through a rewrite adjacency (ip4-lookup's fast path: an interface that is up,
+//! within its MTU, a TTL above one), it is looked up and rewritten here too and goes straight
+//! to the interface's device node: two nodes and two walks over the frame less. The rest goes
+//! on to `ip4-lookup` (or `vxlan4-input`), and every frame that fails a check to `ip4-input`,
+//! whose counters name the reason as before. So `show runtime` counts a forwarded packet's
+//! lookup and rewrite in ethernet-input, not in ip4-lookup.
+//!
+//! A traced frame takes the same path as an untraced one (tracing must not reorder a flow);
+//! its trace record says when the IPv4 checks, the lookup and the rewrite were made here. No
+//! packet overtakes one before it in the frame that took a longer way (see [`Fuse`]).
 
+use fib::LpmReader;
+use fib::adj::Adjacency;
 use graph::{Ctx, Node};
-use wire::{EtherType, Ethernet};
+use wire::ipv4::MIN_HEADER_LEN;
+use wire::{EtherType, Ethernet, Ipv4};
 
+use crate::interface_output::Out;
+use crate::ip4_rewrite::{Fast, forward};
 use crate::{ETH_HDR, IfConfig, Shared, SharedView, ip4_input};
 
 #[derive(Debug)]
@@ -35,6 +46,11 @@ graph::node! {
         Arp = "arp-input",
         Lookup = "ip4-lookup",
         Vxlan = "vxlan4-input",
+        Memif = "memif-output",
+        AfPacket = "af-packet-output",
+        AfXdp = "af-xdp-output",
+        Tap = "tap-output",
+        Encap = "vxlan4-encap",
     }
     error Error {
         Short = "frame shorter than an Ethernet header",
@@ -43,7 +59,7 @@ graph::node! {
         IfDown = "interface down",
         NotIp4 = "not IPv4 on an interface in ip mode",
     }
-    trace EthernetTrace { ethertype: u16, ip4_ttl: u16 }
+    trace EthernetTrace { ethertype: u16, ip4_ttl: u16, vrf: u32, adj: u32, tx_if: u32 }
 }
 
 /// Where a frame that passed ip4-input's checks here goes.
@@ -64,6 +80,14 @@ impl core::fmt::Display for EthernetTrace {
         if self.ip4_ttl != 0 {
             write!(f, ", ip4 checked, ttl {}", self.ip4_ttl)?;
         }
+        // An interface means it was looked up and rewritten here too.
+        if self.tx_if != buffer::NONE {
+            let (vrf, adj, tx_if) = (self.vrf, self.adj, self.tx_if);
+            write!(
+                f,
+                ", fib {vrf} adj {adj}, rewritten for tx interface {tx_if}"
+            )?;
+        }
         Ok(())
     }
 }
@@ -71,15 +95,97 @@ impl core::fmt::Display for EthernetTrace {
 impl Node for EthernetInput {
     fn process(&mut self, ctx: &mut Ctx<'_, Self>, bufs: &[u32], next: &mut [u16]) {
         let SharedView {
-            vxlan, interfaces, ..
+            vxlan,
+            interfaces,
+            vrfs,
+            adjacencies,
         } = &mut self.shared;
         let (vxlan, ifs) = (&**vxlan.load(), &**interfaces.load());
+        let mut fuse = Fuse {
+            vrfs: vrfs.load(),
+            adjs: adjacencies.load(),
+            ifs,
+            vrf: buffer::NONE,
+            table: None,
+            fast: Fast::NONE,
+            on: true,
+            check: true,
+        };
         // A node without tunnels runs the loop without the bypass check at all.
         if vxlan.vteps.is_empty() {
-            Self::input::<false>(ctx, bufs, next, &[], ifs);
+            Self::input::<false>(ctx, bufs, next, &[], ifs, &mut fuse);
         } else {
-            Self::input::<true>(ctx, bufs, next, &vxlan.vteps, ifs);
+            Self::input::<true>(ctx, bufs, next, &vxlan.vteps, ifs, &mut fuse);
         }
+    }
+}
+
+/// The device node that transmits on an interface of kind `out`.
+fn device_node(out: Out) -> Next {
+    match out {
+        Out::Memif => Next::Memif,
+        Out::AfPacket => Next::AfPacket,
+        Out::AfXdp => Next::AfXdp,
+        Out::Tap => Next::Tap,
+        Out::Vxlan => Next::Encap,
+    }
+}
+
+/// ip4-lookup's fast path, taken here for the packets this node has checked: a packet to be
+/// forwarded through a rewrite adjacency on an interface that is up, within its MTU and with a
+/// TTL above one is looked up, rewritten and handed to the interface's device node without
+/// visiting `ip4-lookup`. The frame's state: the tables, the previous packet's VRF and
+/// adjacency, and whether packets are still forwarded here.
+struct Fuse<'a> {
+    vrfs: &'a [LpmReader],
+    adjs: &'a [Adjacency],
+    ifs: &'a [IfConfig],
+    /// The previous packet's VRF and its table.
+    vrf: u32,
+    table: Option<&'a LpmReader>,
+    /// The previous adjacency's rewrite and device node.
+    fast: Fast,
+    /// Whether packets are still forwarded here: not after the direct loop without it sent
+    /// packets that `ip4-lookup` may forward to `ip4-lookup`, so that no packet forwarded
+    /// here overtakes them. (A packet that [`Fuse::forward`] refuses is one `ip4-lookup` does
+    /// not forward either: no route, to us, an unresolved next hop, a TTL or MTU error.)
+    on: bool,
+    /// Whether IPv4 is still checked here: not after a packet of the frame went to
+    /// `ip4-input`, which may forward it (unicast IPv4 in a broadcast frame, say). Every IPv4
+    /// packet after it goes there too and follows it through `ip4-lookup` in order.
+    check: bool,
+}
+
+impl<'a> Fuse<'a> {
+    /// The table of VRF `vrf`.
+    #[inline(always)]
+    fn table(&mut self, vrf: u32) -> Option<&'a LpmReader> {
+        if vrf != self.vrf {
+            (self.vrf, self.table) = (vrf, self.vrfs.get(vrf as usize));
+        }
+        self.table
+    }
+
+    /// Looks up and rewrites a packet that passed ip4-input's checks (`m` past its Ethernet
+    /// header, `f` its data from that header on), as ip4-lookup's fast path would: its device
+    /// node, or `None`, with nothing changed, when `ip4-lookup` must take it.
+    #[inline(always)]
+    fn forward(&mut self, m: &mut buffer::Meta, f: &mut [u8]) -> Option<u16> {
+        let ip = f.get(ETH_HDR..)?.first_chunk::<MIN_HEADER_LEN>()?;
+        let dst = Ipv4::new_unchecked(ip).dst_addr();
+        let adj = self.table(m.vrf)?.lookup(dst)?;
+        if adj != self.fast.adj {
+            let ifs = self.ifs;
+            self.fast = Fast::of(self.adjs, ifs, adj, |out| device_node(out).into());
+        }
+        let r = self.fast.rw.as_ref()?;
+        if m.flags & crate::LOCALLY_ORIGINATED != 0 || m.total_len > r.mtu || !forward(&r.hdr, f) {
+            return None;
+        }
+        m.adj = adj;
+        m.expose(ETH_HDR as u16);
+        m.tx_if = r.tx_if;
+        Some(self.fast.next)
     }
 }
 
@@ -91,6 +197,7 @@ impl EthernetInput {
         next: &mut [u16],
         vteps: &[(u32, wire::Ipv4Addr)],
         ifs: &[IfConfig],
+        fuse: &mut Fuse<'_>,
     ) {
         // The previous packet's receiving interface (a frame is usually one interface's).
         // The MAC the fast path compares with: the interface's, or for one without Ethernet
@@ -134,40 +241,87 @@ impl EthernetInput {
                 let traced = m.flags & graph::BUFFER_TRACED != 0;
                 let ttl = ip.get(8).copied().unwrap_or(0);
                 let unchained = m.next == buffer::NONE;
-                let Some((to, cut)) = ip4_input::fast::<BYPASS>(m, ip, vteps) else {
+                let checked = if fuse.check {
+                    ip4_input::fast::<BYPASS>(m, ip, vteps)
+                } else {
+                    None
+                };
+                let Some((to, cut)) = checked else {
+                    fuse.check = false;
                     if traced {
-                        trace_ip4(ctx, b, 0);
+                        trace_ip4(ctx, b, 0, None);
                     }
                     *n = Next::Ip4.into();
                     continue;
                 };
                 // Written out in each fast path: a shared helper that carried the cut cost
                 // this loop 14 instructions a packet under --cost.
-                if let Some(total) = cut {
-                    if unchained {
-                        ctx.pool.truncate(b, total);
-                    } else {
+                let (m, data) = match cut {
+                    Some(total) if !unchained => {
                         ctx.pool.truncate_chain(b, u32::from(total));
+                        match ctx.pool.meta_data_front_mut(b, ETH_HDR) {
+                            Some(md) => md,
+                            // Never: the Ethernet header was just skipped.
+                            None => {
+                                fuse.on = false;
+                                *n = Next::from(to).into();
+                                continue;
+                            }
+                        }
                     }
-                }
+                    Some(total) => {
+                        m.truncate(total);
+                        (m, data)
+                    }
+                    None => (m, data),
+                };
                 *n = Next::from(to).into();
-                if traced {
-                    trace_ip4(ctx, b, ttl);
-                } else {
-                    // The packets after it most likely came in the same way: the direct
-                    // loop takes them while they do.
-                    let (rx, vrf) = (last_rx, ifc.vrf);
-                    let (rest, next) = (&bufs[i..], &mut next[i..]);
-                    i += if tunnels_here {
-                        direct::<true>(ctx.pool, rx, vrf, fast_mac, vteps, rest, next)
-                    } else {
-                        direct::<false>(ctx.pool, rx, vrf, fast_mac, &[], rest, next)
-                    };
+                let mut fused = None;
+                if to == ip4_input::Fast::Lookup
+                    && fuse.on
+                    && let Some(device) = fuse.forward(m, data)
+                {
+                    *n = device;
+                    fused = Some((m.vrf, m.adj, m.tx_if));
                 }
+                if traced {
+                    trace_ip4(ctx, b, ttl, fused);
+                    continue;
+                }
+                // The packets after it most likely came in the same way: the direct loop
+                // takes them while they do, forwarding them itself while it can.
+                let (rx, vrf) = (last_rx, ifc.vrf);
+                let (rest, next) = (&bufs[i..], &mut next[i..]);
+                let fwd = match fuse.table(vrf) {
+                    Some(t) if fuse.on && fuse.fast.rw.is_some() => Some((t.view(), &fuse.fast)),
+                    _ => None,
+                };
+                i += match (fwd.is_some(), tunnels_here) {
+                    (true, true) => {
+                        direct::<true, true>(ctx.pool, rx, vrf, fast_mac, vteps, fwd, rest, next)
+                    }
+                    (true, false) => {
+                        direct::<false, true>(ctx.pool, rx, vrf, fast_mac, &[], fwd, rest, next)
+                    }
+                    (false, true) => {
+                        fuse.on = false;
+                        direct::<true, false>(ctx.pool, rx, vrf, fast_mac, vteps, None, rest, next)
+                    }
+                    (false, false) => {
+                        fuse.on = false;
+                        direct::<false, false>(ctx.pool, rx, vrf, fast_mac, &[], None, rest, next)
+                    }
+                };
                 continue;
             }
             if ifc.l3 {
-                *n = l3_input::<BYPASS>(ctx, b, ifc.vrf, vteps).into();
+                let to = l3_input::<BYPASS>(ctx, b, ifc.vrf, vteps, fuse.check);
+                match to {
+                    Next::Ip4 => fuse.check = false,
+                    Next::Lookup => fuse.on = false,
+                    _ => {}
+                }
+                *n = to.into();
                 continue;
             }
             let data = ctx.pool.data(b);
@@ -191,6 +345,9 @@ impl EthernetInput {
                     EthernetTrace {
                         ethertype,
                         ip4_ttl: 0,
+                        vrf: 0,
+                        adj: buffer::NONE,
+                        tx_if: buffer::NONE,
                     },
                 );
             }
@@ -198,6 +355,7 @@ impl EthernetInput {
                 EtherType::Ipv4 => {
                     ctx.pool.meta_mut(b).vrf = ifc.vrf;
                     ctx.pool.advance(b, ETH_HDR as isize);
+                    fuse.check = false;
                     *n = Next::Ip4.into();
                 }
                 EtherType::Arp => {
@@ -215,27 +373,42 @@ impl EthernetInput {
 
 /// The direct loop: takes packets from the front of `bufs` for as long as each is one of
 /// a single buffer, received on `rx` (an interface that is up, not in ip mode, in VRF `vrf`,
-/// whose MAC is `mac` as [`mac_key`] gives it), untraced, IPv4 to that MAC; returns how many
-/// it took. Each gets what the node's loop gives it (the IPv4 checks of `ip4_input::fast`,
-/// padding cut, on to `ip4-lookup` or `vxlan4-input`, or to `ip4-input` when a check
-/// fails); the node's loop takes the rest, from the first packet that is anything else. It
-/// only does it with the frame's state in registers and the pool borrowed once.
+/// whose MAC is `mac` as [`mac_key`] gives it), untraced and not our own, IPv4 to that MAC
+/// that passes the IPv4 checks of `ip4_input::fast`; returns how many it took. Each gets what
+/// the node's loop gives it (padding cut, on to `ip4-lookup` or `vxlan4-input`); the node's
+/// loop takes the rest, from the first packet that is anything else. It only does it with the
+/// frame's state in registers and the pool borrowed once.
+///
+/// With `FUSE`, `fwd` holds VRF `vrf`'s table and the rewrite of the frame's last adjacency,
+/// and a packet for `ip4-lookup` is taken only when its route is that adjacency, and then
+/// forwarded as [`Fuse::forward`] does.
 #[inline(never)]
-fn direct<const BYPASS: bool>(
+#[allow(clippy::too_many_arguments)]
+fn direct<const BYPASS: bool, const FUSE: bool>(
     pool: &mut buffer::Pool,
     rx: u32,
     vrf: u32,
     mac: u64,
     vteps: &[(u32, wire::Ipv4Addr)],
+    fwd: Option<(fib::LpmView<'_>, &Fast)>,
     bufs: &[u32],
     next: &mut [u16],
 ) -> usize {
+    // Without a rewrite the fused loop could take no packet for ip4-lookup.
+    let (table, fast) = match fwd {
+        Some((t, f)) if FUSE => match &f.rw {
+            Some(r) => (Some(t), Some((f.adj, f.next, r.hdr, r.mtu, r.tx_if))),
+            None => return 0,
+        },
+        _ => (None, None),
+    };
+    let skip = crate::LOCALLY_ORIGINATED | graph::BUFFER_TRACED;
     let mut pool = pool.view();
     for (i, (&b, n)) in bufs.iter().zip(next.iter_mut()).enumerate() {
         let Some((m, data)) = pool.meta_data_mut(b) else {
             return i;
         };
-        if m.rx_if != rx || m.flags & graph::BUFFER_TRACED != 0 || m.next != buffer::NONE {
+        if m.rx_if != rx || m.flags & skip != 0 || m.next != buffer::NONE {
             return i;
         }
         let Some((eth, ip)) = data.split_first_chunk::<ETH_HDR>() else {
@@ -245,18 +418,44 @@ fn direct<const BYPASS: bool>(
         if e.ethertype_raw() != EtherType::Ipv4.to_raw() || mac_key(&e.dst_bytes()) != mac {
             return i;
         }
+        // Every check first, so that a packet given back is untouched: the bytes from the
+        // IPv4 header on (the frame holds the Ethernet header: `data` does).
+        let avail = m.total_len.saturating_sub(ETH_HDR as u32);
+        let Some((to, cut)) = ip4_input::fast_at::<BYPASS>(avail, vrf, ip, vteps) else {
+            return i;
+        };
+        if let (Some(table), Some((adj, device, hdr, mtu, tx_if))) = (table, fast)
+            && to == ip4_input::Fast::Lookup
+        {
+            // Forwarded as it is, its Ethernet header rewritten in place: never advanced past
+            // it, so nothing to give back.
+            let dst = ip
+                .first_chunk::<MIN_HEADER_LEN>()
+                .map(|h| Ipv4::new_unchecked(h).dst_addr());
+            let len = cut.map_or(avail, u32::from);
+            if dst.and_then(|d| table.lookup(d)) != Some(adj) || len > mtu {
+                return i;
+            }
+            let frame = cut.map(|c| c.checked_add(ETH_HDR as u16));
+            // `forward` writes nothing when it refuses (a TTL that would expire).
+            if frame == Some(None) || !forward(&hdr, data) {
+                return i;
+            }
+            m.vrf = vrf;
+            if let Some(Some(total)) = frame {
+                m.truncate(total);
+            }
+            m.adj = adj;
+            m.tx_if = tx_if;
+            *n = device;
+            continue;
+        }
         m.vrf = vrf;
         m.skip(ETH_HDR as u16);
-        *n = match ip4_input::fast::<BYPASS>(m, ip, vteps) {
-            None => Next::Ip4,
-            Some((to, cut)) => {
-                if let Some(total) = cut {
-                    m.truncate(total);
-                }
-                Next::from(to)
-            }
+        if let Some(total) = cut {
+            m.truncate(total);
         }
-        .into();
+        *n = Next::from(to).into();
     }
     bufs.len()
 }
@@ -278,6 +477,7 @@ fn l3_input<const BYPASS: bool>(
     b: u32,
     vrf: u32,
     vteps: &[(u32, wire::Ipv4Addr)],
+    check: bool,
 ) -> Next {
     let (m, data) = ctx.pool.meta_data_mut(b);
     m.vrf = vrf;
@@ -288,9 +488,14 @@ fn l3_input<const BYPASS: bool>(
         return Next::Drop;
     }
     let ttl = data.get(8).copied().unwrap_or(0);
-    let Some((to, cut)) = ip4_input::fast::<BYPASS>(m, data, vteps) else {
+    let checked = if check {
+        ip4_input::fast::<BYPASS>(m, data, vteps)
+    } else {
+        None
+    };
+    let Some((to, cut)) = checked else {
         if traced {
-            trace_ip4(ctx, b, 0);
+            trace_ip4(ctx, b, 0, None);
         }
         return Next::Ip4;
     };
@@ -302,7 +507,7 @@ fn l3_input<const BYPASS: bool>(
         }
     }
     if traced {
-        trace_ip4(ctx, b, ttl);
+        trace_ip4(ctx, b, ttl, None);
     }
     Next::from(to)
 }
@@ -311,9 +516,19 @@ fn l3_input<const BYPASS: bool>(
 /// and it went on to `ip4-input`). Out of line: tracing is rare, and the loop stays tight.
 #[cold]
 #[inline(never)]
-fn trace_ip4(ctx: &mut Ctx<'_, EthernetInput>, b: u32, ttl: u8) {
+fn trace_ip4(ctx: &mut Ctx<'_, EthernetInput>, b: u32, ttl: u8, fused: Option<(u32, u32, u32)>) {
     let (ethertype, ip4_ttl) = (EtherType::Ipv4.to_raw(), u16::from(ttl));
-    ctx.trace(b, EthernetTrace { ethertype, ip4_ttl });
+    let (vrf, adj, tx_if) = fused.unwrap_or((0, buffer::NONE, buffer::NONE));
+    ctx.trace(
+        b,
+        EthernetTrace {
+            ethertype,
+            ip4_ttl,
+            vrf,
+            adj,
+            tx_if,
+        },
+    );
 }
 
 #[cfg(test)]

@@ -105,17 +105,29 @@ pub(crate) fn fast<const BYPASS: bool>(
     ip: &[u8],
     vteps: &[(u32, wire::Ipv4Addr)],
 ) -> Option<(Fast, Option<u16>)> {
+    fast_at::<BYPASS>(m.total_len, m.vrf, ip, vteps)
+}
+
+/// [`fast`] for a packet whose metadata has not been advanced to its IPv4 header (a direct
+/// loop that changes a packet only once it knows it takes it): `avail` the packet's bytes
+/// from that header on, `vrf` its VRF.
+#[inline(always)]
+pub(crate) fn fast_at<const BYPASS: bool>(
+    avail: u32,
+    vrf: u32,
+    ip: &[u8],
+    vteps: &[(u32, wire::Ipv4Addr)],
+) -> Option<(Fast, Option<u16>)> {
     let h = ip.first_chunk::<MIN_HEADER_LEN>()?;
     let v = Ipv4::new_unchecked(h);
     if v.version_ihl() != VER_IHL_NO_OPTIONS || v.ttl() == 0 || !v.checksum_ok_no_options() {
         return None;
     }
     let total = v.total_len();
-    let avail = m.total_len;
     if u32::from(total) > avail || usize::from(total) < MIN_HEADER_LEN {
         return None;
     }
-    let bypass = BYPASS && to_vtep(m.vrf, ip, vteps);
+    let bypass = BYPASS && to_vtep(vrf, ip, vteps);
     let to = if bypass { Fast::Vxlan } else { Fast::Lookup };
     Some((to, (u32::from(total) < avail).then_some(total)))
 }

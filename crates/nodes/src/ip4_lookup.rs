@@ -8,7 +8,8 @@
 //! that is up, within its MTU and with a TTL above one, is rewritten here as `ip4-rewrite`
 //! would (Ethernet header, TTL, checksum) and handed straight to the interface's device node:
 //! one node less per forwarded packet. Everything else goes to `ip4-rewrite` with its
-//! adjacency, which knows every other case.
+//! adjacency, which knows every other case. (`ethernet-input` makes the same fast path itself
+//! for the frames it checks: what reaches this node from there is mostly what it refused.)
 
 use fib::adj::Adjacency;
 use graph::{Ctx, Node};

@@ -661,6 +661,71 @@ fn the_fast_path_keeps_checksums_padding_and_order_right() {
     assert_eq!(s.pool.available(), s.pool.capacity());
 }
 
+/// `ethernet-input` looks up and rewrites what it forwards itself; a packet it leaves to
+/// `ip4-input` (here unicast IPv4 in a broadcast frame, which `ip4-lookup` forwards) goes out
+/// later in the dispatch, so the packets after it in the frame must take the same way, or they would
+/// overtake it and reorder its flow. A traced packet is forwarded in ethernet-input too, with a
+/// record that says so.
+#[test]
+fn packets_after_one_left_to_ip4_input_or_lookup_do_not_overtake_it() {
+    let mut s = setup();
+    let small = |i: u8| udp(MAC[0], [192, 0, 2, 5], 64, &[i; 20]);
+    // Unicast IPv4 in a broadcast frame: ip4-input checks it, ip4-lookup forwards it.
+    let odd = udp([0xff; 6], [192, 0, 2, 5], 64, &[0xbb; 20]);
+    let lookups = vectors(&s.rt, "ip4-lookup");
+    s.input.lock().unwrap().extend(
+        [small(0), small(1), odd, small(2), small(3)]
+            .into_iter()
+            .map(|f| (0, f)),
+    );
+    s.rt.dispatch(&mut s.pool);
+    let out = s.output.lock().unwrap().clone();
+    let order: Vec<u8> = out
+        .iter()
+        .map(|(tx, f)| {
+            assert_eq!(*tx, 1, "{:?}", s.rt.errors());
+            f[42]
+        })
+        .collect();
+    assert_eq!(order, [0, 1, 0xbb, 2, 3], "in the order sent");
+    // The two before it were forwarded in ethernet-input; it and the two after it were not.
+    assert_eq!(vectors(&s.rt, "ip4-lookup"), lookups + 3);
+
+    // A frame that starts with a packet to us, which ethernet-input does not forward itself:
+    // the packets after it go on to ip4-lookup, which forwards them, so the one after a
+    // packet of another interface must not be forwarded here either.
+    let to_us = udp(MAC[0], [10, 0, 0, 1], 64, b"x");
+    let other = udp(MAC[2], [192, 0, 2, 5], 64, &[0xcc; 20]);
+    s.output.lock().unwrap().clear();
+    s.input.lock().unwrap().extend([
+        (0, to_us),
+        (0, small(5)),
+        (0, small(6)),
+        (2, other),
+        (0, small(7)),
+    ]);
+    s.rt.dispatch(&mut s.pool);
+    let out = s.output.lock().unwrap().clone();
+    let order: Vec<u8> = out
+        .iter()
+        .filter(|(tx, _)| *tx == 1)
+        .map(|(_, f)| f[42])
+        .collect();
+    assert_eq!(order, [5, 6, 7], "in the order sent");
+
+    s.rt.trace_add("test-input", 1).unwrap();
+    s.input.lock().unwrap().push((0, small(4)));
+    s.rt.dispatch(&mut s.pool);
+    let t = s.rt.show_trace();
+    assert!(
+        t.contains("ip4 checked, ttl 64, fib 0 adj ") && t.contains("rewritten for tx interface 1"),
+        "{t}"
+    );
+    assert!(!t.contains("ip4-lookup"), "{t}");
+    assert_eq!(s.output.lock().unwrap().len(), out.len() + 1);
+    assert_eq!(s.pool.available(), s.pool.capacity());
+}
+
 /// `ethernet-input` and `ip4-lookup` take runs of ordinary packets in direct loops of their
 /// own and hand anything else back to their general loop, mid-frame. Whatever a frame holds,
 /// each packet must come out as it does alone: the same packets leave on the same interfaces

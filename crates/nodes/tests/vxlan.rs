@@ -189,10 +189,10 @@ fn a_pod_packet_crosses_the_tunnel_with_rfc_7348_headers() {
     let (lookups, rewrites) = (a.vectors("ip4-lookup"), a.vectors("ip4-rewrite"));
     let out = a.run(vec![a.pod_packet([10, 1, 2, 2], &payload, true)]);
     assert_eq!(out.len(), 1, "{:?}", a.errors());
-    // The inner packet is looked up and rewritten in ip4-lookup, which hands it to
+    // The inner packet is looked up and rewritten in ethernet-input, which hands it to
     // vxlan4-encap; the outer one gets its Ethernet header from the resolved VTEP's adjacency
-    // there and goes straight to the uplink: one lookup, no ip4-rewrite.
-    assert_eq!(a.vectors("ip4-lookup"), lookups + 1);
+    // there and goes straight to the uplink: one lookup, neither ip4-lookup nor ip4-rewrite.
+    assert_eq!(a.vectors("ip4-lookup"), lookups);
     assert_eq!(a.vectors("ip4-rewrite"), rewrites);
     let (tx, outer) = &out[0];
     assert_eq!(*tx, UPLINK);
@@ -387,7 +387,7 @@ fn traced_and_oversize_outer_packets_take_ip4_rewrite() {
     a.rt.trace_add("test-input", 1).unwrap();
     let rewrites = a.vectors("ip4-rewrite");
     let traced = a.run(vec![a.pod_packet([10, 1, 2, 2], &[5; 300], true)]);
-    // The inner packet is rewritten in ip4-lookup, traced or not; the outer one, traced,
+    // The inner packet is rewritten in ethernet-input, traced or not; the outer one, traced,
     // leaves vxlan4-encap's direct path for ip4-rewrite.
     assert_eq!(a.vectors("ip4-rewrite"), rewrites + 1, "the outer one");
     assert_eq!(traced, direct, "the same frame either way");

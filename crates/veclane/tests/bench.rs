@@ -184,8 +184,9 @@ fn l3fwd_searches_every_dut_and_the_counters_agree() {
         }
         if o["dut"]["dut"] == "veclane" {
             let nodes = node_names(o);
-            // ip4-lookup rewrites forwarded packets itself: no ip4-rewrite on this path.
-            for want in ["memif-input", "ip4-lookup", "memif-output"] {
+            // ethernet-input looks up and rewrites forwarded packets itself: neither
+            // ip4-lookup nor ip4-rewrite on this path.
+            for want in ["memif-input", "ethernet-input", "memif-output"] {
                 assert!(nodes.contains(&want), "{want} missing from {nodes:?}");
             }
         }
@@ -533,7 +534,7 @@ fn node_directions_take_the_path_they_say() {
     for (scenario, direction, want, not) in [
         ("multinet", "in", "vxlan4-input", "vxlan4-encap"),
         ("multinet", "out", "vxlan4-encap", "vxlan4-input"),
-        ("singlenet", "out", "ip4-lookup", "vxlan4-encap"),
+        ("singlenet", "out", "ethernet-input", "vxlan4-encap"),
     ] {
         let r = bench(&[
             scenario,
@@ -812,11 +813,12 @@ fn vpp_forwards_l3_beside_veclane_and_its_counters_agree() {
     ]);
     for o in &agreeing_searches(&r, 4) {
         let nodes = o["node_ns"].as_array().unwrap();
-        // veclane's ip4-lookup rewrites what it forwards; VPP has a node for it.
+        // veclane's ethernet-input looks up and rewrites what it forwards; VPP has a node
+        // for each.
         let want = if o["dut"]["dut"] == "vpp" {
             "ip4-rewrite"
         } else {
-            "ip4-lookup"
+            "ethernet-input"
         };
         assert!(
             nodes.iter().any(|n| n[0] == want),

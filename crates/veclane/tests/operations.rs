@@ -156,7 +156,7 @@ fn metrics_scraped_during_traffic_agree_with_show_interface() {
         metric(
             &body,
             "veclane_node_vectors_total",
-            &[("worker", "0"), ("node", "ip4-lookup")]
+            &[("worker", "0"), ("node", "ethernet-input")]
         ) >= sent as f64
     );
     assert!(
@@ -605,7 +605,7 @@ fn monitor_redraws_rates_on_a_terminal() {
         let busy = screen
             .lines()
             .any(|l| l.starts_with("memif0/0") && l.split_whitespace().nth(2) != Some("0"));
-        if (busy && screen.contains("ip4-lookup")) || Instant::now() > deadline {
+        if (busy && screen.contains("ethernet-input")) || Instant::now() > deadline {
             break screen;
         }
         std::thread::sleep(Duration::from_millis(100));
@@ -623,7 +623,7 @@ fn monitor_redraws_rates_on_a_terminal() {
         .unwrap_or_else(|| panic!("{screen}"));
     assert!(row.contains(" up "), "{row}");
     assert_ne!(row.split_whitespace().nth(2), Some("0"), "a rate: {row}");
-    assert!(screen.contains("ip4-lookup"), "{screen}");
+    assert!(screen.contains("ethernet-input"), "{screen}");
     // Not a terminal: plain lines, as many intervals as asked.
     let out = std::process::Command::new(BIN)
         .args(["ctl", "--socket"])

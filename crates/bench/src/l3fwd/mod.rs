@@ -4,8 +4,9 @@
 //! generator CPU, that sends on interface id 0 and receives on id 1 in one loop. The DUT
 //! listens on one socket with both interfaces and has the other CPU to itself:
 //! - veclane: `veclane run`, one polling worker, routing 10.10.1.0/24 (id 0) to 10.10.2.0/24
-//!   (id 1) through a static neighbour: ethernet-input, ip4-input (checksum, length, TTL),
-//!   ip4-lookup, ip4-rewrite (TTL, checksum, MACs); copy mode single or two.
+//!   (id 1) through a static neighbour: ethernet-input, which makes ip4-input's checks
+//!   (checksum, length, TTL), ip4-lookup's lookup and ip4-rewrite's work (TTL, checksum,
+//!   MACs) itself; copy mode single or two.
 //! - testpmd: `dpdk-testpmd --forward-mode=io` between two `net_memif` server ports: no lookup
 //!   and no header change at all (or `mac`: MACs rewritten, still no lookup).
 //!

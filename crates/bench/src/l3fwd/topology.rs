@@ -113,7 +113,7 @@ impl Topology for L3fwdTopology {
     }
 
     fn describe(&self) -> String {
-        "the generator sends on memif id 0 and receives on id 1; veclane/single and veclane/two: polling workers, ethernet-input, ip4-input, ip4-lookup, ip4-rewrite (TTL, checksum, MACs); payload copied once peer to peer (single) or into local buffers and out (two); testpmd: --forward-mode=io (no lookup, no header change) or mac (MACs rewritten, no lookup); dpdk-l3fwd: DPDK's l3fwd example, LPM, an lcore per worker, no IPv4 checksum check (left to hardware that net_memif lacks); vpp: workers, memif masters, ip4 routes as veclane's".into()
+        "the generator sends on memif id 0 and receives on id 1; veclane/single and veclane/two: polling workers, ethernet-input making ip4-input's checks, the lookup and the rewrite (TTL, checksum, MACs) itself; payload copied once peer to peer (single) or into local buffers and out (two); testpmd: --forward-mode=io (no lookup, no header change) or mac (MACs rewritten, no lookup); dpdk-l3fwd: DPDK's l3fwd example, LPM, an lcore per worker, no IPv4 checksum check (left to hardware that net_memif lacks); vpp: workers, memif masters, ip4 routes as veclane's".into()
     }
 
     fn start_dut(

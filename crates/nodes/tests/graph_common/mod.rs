@@ -178,3 +178,11 @@ pub fn udp(dst_mac: [u8; 6], dst: [u8; 4], ttl: u8, payload: &[u8]) -> Vec<u8> {
     b.write(&mut v, payload).unwrap();
     v
 }
+
+/// The packets node `node` has taken so far (its `show runtime` vectors).
+pub fn vectors(rt: &graph::Runtime, node: &str) -> u64 {
+    rt.runtime()
+        .iter()
+        .find(|(n, _, _)| *n == node)
+        .map_or(0, |(_, _, s)| s.vectors)
+}
