@@ -432,7 +432,7 @@ fn cost_counts_instructions_per_packet_of_each_dut() {
         if c["dut"]["dut"] == "veclane" {
             let nodes = c["nodes"].as_array().unwrap();
             let names: Vec<&str> = nodes.iter().map(|n| n[0].as_str().unwrap()).collect();
-            for want in ["MemifInput", "Ip4Lookup", "MemifOutput"] {
+            for want in ["MemifInput", "EthernetInput", "MemifOutput"] {
                 assert!(names.contains(&want), "{want} missing from {names:?}");
             }
             // Each node is part of the whole.
