@@ -266,6 +266,8 @@ impl Runtime {
                     capture: &mut self.capture,
                     node: i as NodeIndex,
                     extra: &mut self.extra,
+                    ready: &self.ready,
+                    nexts: &s.nexts,
                 };
                 s.node.poll(env, FRAME_SIZE, &mut out, &mut next);
             }
@@ -333,6 +335,8 @@ impl Runtime {
                     capture: &mut self.capture,
                     node: i as NodeIndex,
                     extra: &mut self.extra,
+                    ready: &self.ready,
+                    nexts: &s.nexts,
                 };
                 s.node.process(env, &frame, &mut next);
             }

@@ -204,6 +204,10 @@ pub struct Env<'a> {
     pub(crate) node: NodeIndex,
     /// Buffers the node made and sent on besides its frame's ([`Ctx::emit`]).
     pub(crate) extra: &'a mut Vec<(u32, u16)>,
+    /// The nodes with packets waiting in this dispatch (one bit each, by node index), and the
+    /// node's next nodes: [`Ctx::next_waiting`].
+    pub(crate) ready: &'a [u64],
+    pub(crate) nexts: &'a [NodeIndex],
 }
 
 /// What a node of type `N` gets while it runs: the buffer pool, and its own error counters and
@@ -216,6 +220,8 @@ pub struct Ctx<'a, N: Declare + ?Sized> {
     capture: &'a mut Capture,
     node: NodeIndex,
     extra: &'a mut Vec<(u32, u16)>,
+    ready: &'a [u64],
+    nexts: &'a [NodeIndex],
     _node: PhantomData<fn(&N)>,
 }
 
@@ -228,6 +234,8 @@ impl<'a, N: Declare + ?Sized> Ctx<'a, N> {
             capture: env.capture,
             node: env.node,
             extra: env.extra,
+            ready: env.ready,
+            nexts: env.nexts,
             _node: PhantomData,
         }
     }
@@ -245,8 +253,22 @@ impl<'a, N: Declare + ?Sized> Ctx<'a, N> {
             capture: self.capture,
             node: self.node,
             extra: self.extra,
+            ready: self.ready,
+            nexts: self.nexts,
             _node: PhantomData,
         }
+    }
+
+    /// Whether next node `to` has packets waiting to run in this dispatch (sent to it by this
+    /// node's earlier frames, or by another node). The runtime runs nodes in index order, a
+    /// backlog of more than a frame a frame at a time: a node that sends some packets on by a
+    /// shorter way than through `to` checks this first, so that none overtakes a packet of
+    /// the same flow still waiting there.
+    #[inline]
+    pub fn next_waiting(&self, to: N::Next) -> bool {
+        self.nexts
+            .get(usize::from(to.index()))
+            .is_some_and(|&n| self.ready[usize::from(n) / 64] & (1 << (n % 64)) != 0)
     }
 
     /// Sends buffer `b`, one this node made (a fragment, a copy), to next node `to`, besides

@@ -6,14 +6,17 @@
 //! as VPP's ethernet-input hands checked frames to `ip4-input-nochecksum`. If it is to be
 //! forwarded through a rewrite adjacency (ip4-lookup's fast path: an interface that is up,
 //! within its MTU, a TTL above one), it is looked up and rewritten here too and goes straight
-//! to the interface's device node: two nodes and two walks over the frame less. The rest goes
-//! on to `ip4-lookup` (or `vxlan4-input`), and every frame that fails a check to `ip4-input`,
-//! whose counters name the reason as before. So `show runtime` counts a forwarded packet's
-//! lookup and rewrite in ethernet-input, not in ip4-lookup.
+//! to the interface's device node: one node (`ip4-lookup`, which already made ip4-rewrite's
+//! work on that path) and one walk over the frame less. The rest goes on to `ip4-lookup` (or
+//! `vxlan4-input`), and every frame that fails a check to `ip4-input`, whose counters name the
+//! reason as before. So `show runtime` counts a forwarded packet's lookup and rewrite in
+//! ethernet-input, not in ip4-lookup. (An interface in ip mode has its packets checked here,
+//! not forwarded: they go on to `ip4-lookup`.)
 //!
 //! A traced frame takes the same path as an untraced one (tracing must not reorder a flow);
 //! its trace record says when the IPv4 checks, the lookup and the rewrite were made here. No
-//! packet overtakes one before it in the frame that took a longer way (see [`Fuse`]).
+//! packet overtakes one of its frame, or one still waiting in `ip4-input` or `ip4-lookup`,
+//! that took a longer way (see [`Fuse`]).
 
 use fib::LpmReader;
 use fib::adj::Adjacency;
@@ -101,6 +104,11 @@ impl Node for EthernetInput {
             adjacencies,
         } = &mut self.shared;
         let (vxlan, ifs) = (&**vxlan.load(), &**interfaces.load());
+        // Packets still waiting in ip4-input or ip4-lookup (from this node's earlier frames
+        // in this dispatch, or another node's) go out after this frame's: the frame's IPv4
+        // follows them the same way, so that none overtakes them.
+        let check = !ctx.next_waiting(Next::Ip4);
+        let on = check && !ctx.next_waiting(Next::Lookup);
         let mut fuse = Fuse {
             vrfs: vrfs.load(),
             adjs: adjacencies.load(),
@@ -108,8 +116,8 @@ impl Node for EthernetInput {
             vrf: buffer::NONE,
             table: None,
             fast: Fast::NONE,
-            on: true,
-            check: true,
+            on,
+            check,
         };
         // A node without tunnels runs the loop without the bypass check at all.
         if vxlan.vteps.is_empty() {
@@ -145,14 +153,16 @@ struct Fuse<'a> {
     table: Option<&'a LpmReader>,
     /// The previous adjacency's rewrite and device node.
     fast: Fast,
-    /// Whether packets are still forwarded here: not after the direct loop without it sent
-    /// packets that `ip4-lookup` may forward to `ip4-lookup`, so that no packet forwarded
-    /// here overtakes them. (A packet that [`Fuse::forward`] refuses is one `ip4-lookup` does
-    /// not forward either: no route, to us, an unresolved next hop, a TTL or MTU error.)
+    /// Whether packets are still forwarded here: not while packets that `ip4-lookup` may
+    /// forward wait there (sent by this frame's direct loop without forwarding, by an
+    /// interface in ip mode, by an earlier frame or another node), so that no packet forwarded
+    /// here overtakes them. A packet that [`Fuse::forward`] refuses is one `ip4-lookup` does
+    /// not forward either (no route, to us, an unresolved next hop, a TTL or MTU error), but
+    /// for one of our own, which turns this off.
     on: bool,
-    /// Whether IPv4 is still checked here: not after a packet of the frame went to
-    /// `ip4-input`, which may forward it (unicast IPv4 in a broadcast frame, say). Every IPv4
-    /// packet after it goes there too and follows it through `ip4-lookup` in order.
+    /// Whether IPv4 is still checked here: not while packets wait in `ip4-input`, which may
+    /// forward them (unicast IPv4 in a broadcast frame, say). Every IPv4 packet after them
+    /// goes there too and follows them through `ip4-lookup` in order.
     check: bool,
 }
 
@@ -179,7 +189,12 @@ impl<'a> Fuse<'a> {
             self.fast = Fast::of(self.adjs, ifs, adj, |out| device_node(out).into());
         }
         let r = self.fast.rw.as_ref()?;
-        if m.flags & crate::LOCALLY_ORIGINATED != 0 || m.total_len > r.mtu || !forward(&r.hdr, f) {
+        if m.flags & crate::LOCALLY_ORIGINATED != 0 {
+            // ip4-rewrite forwards it, later.
+            self.on = false;
+            return None;
+        }
+        if m.total_len > r.mtu || !forward(&r.hdr, f) {
             return None;
         }
         m.adj = adj;
@@ -292,8 +307,13 @@ impl EthernetInput {
                 // takes them while they do, forwarding them itself while it can.
                 let (rx, vrf) = (last_rx, ifc.vrf);
                 let (rest, next) = (&bufs[i..], &mut next[i..]);
+                // Forwarding here goes on while it may; after a packet it could not forward
+                // (to us, say: its followers most likely are too), the loop that leaves them
+                // to ip4-lookup takes the rest, and forwarding here stops for the frame.
                 let fwd = match fuse.table(vrf) {
-                    Some(t) if fuse.on && fuse.fast.rw.is_some() => Some((t.view(), &fuse.fast)),
+                    Some(t) if fuse.on && (fused.is_some() || to != ip4_input::Fast::Lookup) => {
+                        Some((t.view(), &fuse.fast))
+                    }
                     _ => None,
                 };
                 i += match (fwd.is_some(), tunnels_here) {
@@ -379,9 +399,10 @@ impl EthernetInput {
 /// loop takes the rest, from the first packet that is anything else. It only does it with the
 /// frame's state in registers and the pool borrowed once.
 ///
-/// With `FUSE`, `fwd` holds VRF `vrf`'s table and the rewrite of the frame's last adjacency,
-/// and a packet for `ip4-lookup` is taken only when its route is that adjacency, and then
-/// forwarded as [`Fuse::forward`] does.
+/// With `FUSE`, `fwd` holds VRF `vrf`'s table and the rewrite of the frame's last adjacency
+/// (if any), and a packet for `ip4-lookup` is taken only when its route is that adjacency, it
+/// is within the adjacency's MTU and its TTL above one, and then forwarded as
+/// [`Fuse::forward`] does.
 #[inline(never)]
 #[allow(clippy::too_many_arguments)]
 fn direct<const BYPASS: bool, const FUSE: bool>(
@@ -394,12 +415,13 @@ fn direct<const BYPASS: bool, const FUSE: bool>(
     bufs: &[u32],
     next: &mut [u16],
 ) -> usize {
-    // Without a rewrite the fused loop could take no packet for ip4-lookup.
+    // Without a rewrite (the frame's first packets went to vxlan4-input, say) the loop takes
+    // no packet for ip4-lookup: the node's loop looks the first one up.
     let (table, fast) = match fwd {
-        Some((t, f)) if FUSE => match &f.rw {
-            Some(r) => (Some(t), Some((f.adj, f.next, r.hdr, r.mtu, r.tx_if))),
-            None => return 0,
-        },
+        Some((t, f)) if FUSE => (
+            Some(t),
+            f.rw.map(|r| (f.adj, f.next, r.hdr, r.mtu, r.tx_if)),
+        ),
         _ => (None, None),
     };
     let skip = crate::LOCALLY_ORIGINATED | graph::BUFFER_TRACED;
@@ -424,9 +446,10 @@ fn direct<const BYPASS: bool, const FUSE: bool>(
         let Some((to, cut)) = ip4_input::fast_at::<BYPASS>(avail, vrf, ip, vteps) else {
             return i;
         };
-        if let (Some(table), Some((adj, device, hdr, mtu, tx_if))) = (table, fast)
-            && to == ip4_input::Fast::Lookup
-        {
+        if FUSE && to == ip4_input::Fast::Lookup {
+            let (Some(table), Some((adj, device, hdr, mtu, tx_if))) = (table, fast) else {
+                return i;
+            };
             // Forwarded as it is, its Ethernet header rewritten in place: never advanced past
             // it, so nothing to give back.
             let dst = ip
@@ -513,7 +536,8 @@ fn l3_input<const BYPASS: bool>(
 }
 
 /// The trace record of an IPv4 frame on the fast path (`ttl`: 0 if its header failed a check
-/// and it went on to `ip4-input`). Out of line: tracing is rare, and the loop stays tight.
+/// and it went on to `ip4-input`; `fused`: its VRF, adjacency and transmit interface if it was
+/// forwarded here). Out of line: tracing is rare, and the loop stays tight.
 #[cold]
 #[inline(never)]
 fn trace_ip4(ctx: &mut Ctx<'_, EthernetInput>, b: u32, ttl: u8, fused: Option<(u32, u32, u32)>) {

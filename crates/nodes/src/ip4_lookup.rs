@@ -4,7 +4,7 @@
 //! unless we originated it; one whose next hop is not resolved yet goes to `ip4-glean`. Both
 //! are still counted here, so `show errors` tells why a packet did not go on.
 //!
-//! A packet we forward (not our own, not traced) whose adjacency is a rewrite on an interface
+//! A packet we forward (not our own; traced or not) whose adjacency is a rewrite on an interface
 //! that is up, within its MTU and with a TTL above one, is rewritten here as `ip4-rewrite`
 //! would (Ethernet header, TTL, checksum) and handed straight to the interface's device node:
 //! one node less per forwarded packet. Everything else goes to `ip4-rewrite` with its

@@ -713,6 +713,33 @@ fn packets_after_one_left_to_ip4_input_or_lookup_do_not_overtake_it() {
         .collect();
     assert_eq!(order, [5, 6, 7], "in the order sent");
 
+    // More than a frame for ethernet-input (two input nodes): it takes its backlog a frame at
+    // a time, before ip4-lookup runs. The first frame starts with a packet to us, so the rest
+    // of it goes on to ip4-lookup; the second frame's packets of the same flow must wait for
+    // them, not be forwarded here.
+    let seq = |k: u16| udp(MAC[0], [192, 0, 2, 5], 64, &k.to_be_bytes());
+    s.output.lock().unwrap().clear();
+    s.input
+        .lock()
+        .unwrap()
+        .push((0, udp(MAC[0], [10, 0, 0, 1], 64, b"x")));
+    s.input
+        .lock()
+        .unwrap()
+        .extend((0..200).map(|k| (0, seq(k))));
+    s.input2
+        .lock()
+        .unwrap()
+        .extend((200..400).map(|k| (0, seq(k))));
+    s.rt.dispatch(&mut s.pool);
+    let out = s.output.lock().unwrap().clone();
+    let order: Vec<u16> = out
+        .iter()
+        .filter(|(tx, _)| *tx == 1)
+        .map(|(_, f)| u16::from_be_bytes([f[42], f[43]]))
+        .collect();
+    assert_eq!(order, (0..400).collect::<Vec<u16>>(), "in the order sent");
+
     s.rt.trace_add("test-input", 1).unwrap();
     s.input.lock().unwrap().push((0, small(4)));
     s.rt.dispatch(&mut s.pool);
@@ -730,8 +757,8 @@ fn packets_after_one_left_to_ip4_input_or_lookup_do_not_overtake_it() {
 /// own and hand anything else back to their general loop, mid-frame. Whatever a frame holds,
 /// each packet must come out as it does alone: the same packets leave on the same interfaces
 /// with the same bytes, and every counter moves as much. Checked with the kinds of packet
-/// the direct loops must give back (another interface or VRF, padding, bad checksum, TTL 1,
-/// not our MAC, an unresolved next hop, to us, a traced packet) in the middle of runs they
+/// the direct loops must give back (another interface or VRF, padding, a chain, over the MTU,
+/// bad checksum, TTL 1, not our MAC, an unresolved next hop, to us, a traced packet) in the middle of runs they
 /// take, against the same packets sent one per frame.
 #[test]
 fn a_packet_in_a_mixed_frame_goes_where_it_goes_alone() {
@@ -748,6 +775,9 @@ fn a_packet_in_a_mixed_frame_goes_where_it_goes_alone() {
     let glean = udp(MAC[0], [203, 0, 113, 9], 64, &payload);
     let to_us = udp(MAC[0], [10, 0, 0, 1], 64, &payload);
     let big = udp(MAC[0], [192, 0, 2, 5], 64, &[7u8; 1400]);
+    // A chain (more than a buffer holds), and one over if3's MTU (1450, set below).
+    let jumbo = udp(MAC[0], [192, 0, 2, 5], 64, &[8u8; 3000]);
+    let over_mtu = udp(MAC[2], [192, 0, 2, 6], 64, &[9u8; 1440]);
     let mut frame: Vec<(u32, Vec<u8>)> = Vec::new();
     let mut run = |n: usize, rx: u32, p: &Vec<u8>| frame.extend((0..n).map(|_| (rx, p.clone())));
     run(4, 0, &good0);
@@ -756,7 +786,7 @@ fn a_packet_in_a_mixed_frame_goes_where_it_goes_alone() {
     run(3, 2, &good2);
     run(2, 0, &padded);
     run(1, 0, &good0);
-    run(1, 0, &bad_csum);
+    run(2, 0, &jumbo);
     run(2, 0, &good0);
     run(1, 0, &not_ours);
     run(2, 0, &other_dst);
@@ -765,11 +795,17 @@ fn a_packet_in_a_mixed_frame_goes_where_it_goes_alone() {
     run(1, 0, &to_us);
     run(2, 0, &big);
     run(1, 2, &good2);
+    run(1, 2, &over_mtu);
+    run(2, 2, &good2);
+    run(2, 0, &good0);
+    // Last: from it on the frame's IPv4 goes to ip4-input.
+    run(1, 0, &bad_csum);
     run(3, 0, &good0);
 
     type Outcome = (Vec<(u32, Vec<u8>)>, Vec<(&'static str, &'static str, u64)>);
     let outcome = |frames: Vec<Vec<(u32, Vec<u8>)>>, traced: u32| -> Outcome {
         let mut s = setup();
+        s.adj.set_interface_mtu(3, 1450);
         if traced > 0 {
             s.rt.trace_add("test-input", traced).unwrap();
         }

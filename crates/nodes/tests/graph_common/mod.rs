@@ -52,6 +52,33 @@ impl Node for Inject {
     }
 }
 
+/// A second input node, so that ethernet-input's backlog can be more than one frame.
+pub struct Inject2(pub Frames);
+
+graph::node! {
+    Inject2: "test-input-2", Input;
+    next Inject2Next { EthernetInput = "ethernet-input" }
+}
+
+impl Node for Inject2 {
+    fn poll(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        room: usize,
+        out: &mut Vec<u32>,
+        next: &mut Vec<u16>,
+    ) {
+        let mut q = self.0.lock().unwrap();
+        let n = q.len().min(room);
+        for (rx_if, bytes) in q.drain(..n) {
+            let b = ctx.pool.from_bytes(&bytes).unwrap();
+            ctx.pool.meta_mut(b).rx_if = rx_if;
+            out.push(b);
+            next.push(Inject2Next::EthernetInput.into());
+        }
+    }
+}
+
 pub struct Output(pub Frames);
 
 graph::node! { Output: "memif-output", Internal; }
@@ -73,6 +100,8 @@ pub struct Setup {
     pub rt: Runtime,
     pub pool: Pool,
     pub input: Frames,
+    /// The second input node's queue, polled after the first's.
+    pub input2: Frames,
     pub output: Frames,
     pub learned: std::sync::mpsc::Receiver<Learned>,
     pub adj: AdjTable,
@@ -131,6 +160,7 @@ pub fn setup() -> Setup {
         adj.reader(),
     );
     let input = Arc::new(Mutex::new(Vec::new()));
+    let input2 = Arc::new(Mutex::new(Vec::new()));
     let output = Arc::new(Mutex::new(Vec::new()));
     let (learned_tx, learned) = std::sync::mpsc::sync_channel(2);
     let rt = Runtime::new(
@@ -138,6 +168,7 @@ pub fn setup() -> Setup {
             let mut v: Vec<Box<dyn graph::AnyNode>> = vec![
                 Box::new(Inject(input.clone())),
                 Box::new(Output(output.clone())),
+                Box::new(Inject2(input2.clone())),
             ];
             v.push(Box::new(uplink::nodes::AfPacketOutput::new(
                 std::sync::mpsc::channel().1,
@@ -163,6 +194,7 @@ pub fn setup() -> Setup {
         rt,
         pool,
         input,
+        input2,
         output,
         learned,
         adj,
