@@ -24,7 +24,6 @@ use graph::{Ctx, Node};
 use wire::ipv4::MIN_HEADER_LEN;
 use wire::{EtherType, Ethernet, Ipv4};
 
-use crate::interface_output::Out;
 use crate::ip4_rewrite::{Fast, forward};
 use crate::{ETH_HDR, IfConfig, Shared, SharedView, ip4_input};
 
@@ -128,16 +127,7 @@ impl Node for EthernetInput {
     }
 }
 
-/// The device node that transmits on an interface of kind `out`.
-fn device_node(out: Out) -> Next {
-    match out {
-        Out::Memif => Next::Memif,
-        Out::AfPacket => Next::AfPacket,
-        Out::AfXdp => Next::AfXdp,
-        Out::Tap => Next::Tap,
-        Out::Vxlan => Next::Encap,
-    }
-}
+crate::interface_output::device_node!(Next, Encap);
 
 /// ip4-lookup's fast path, taken here for the packets this node has checked: a packet to be
 /// forwarded through a rewrite adjacency on an interface that is up, within its MTU and with a

@@ -21,6 +21,27 @@ pub enum Out {
     Vxlan,
 }
 
+/// Defines `fn device_node(out: Out) -> $next` for a node whose next nodes `$next` name the
+/// device nodes `Memif`, `AfPacket`, `AfXdp`, `Tap` and (for `vxlan4-encap`) `$vxlan`: the one
+/// that transmits on an interface of kind `out`, for the nodes that hand rewritten packets
+/// straight to it.
+macro_rules! device_node {
+    ($next:ident, $vxlan:ident) => {
+        /// The device node that transmits on an interface of kind `out`.
+        fn device_node(out: $crate::interface_output::Out) -> $next {
+            use $crate::interface_output::Out;
+            match out {
+                Out::Memif => $next::Memif,
+                Out::AfPacket => $next::AfPacket,
+                Out::AfXdp => $next::AfXdp,
+                Out::Tap => $next::Tap,
+                Out::Vxlan => $next::$vxlan,
+            }
+        }
+    };
+}
+pub(crate) use device_node;
+
 /// Why a packet cannot be sent on an interface.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NoOut {

@@ -16,7 +16,6 @@ use graph::{Ctx, Node};
 use wire::Ipv4;
 use wire::ipv4::MIN_HEADER_LEN;
 
-use crate::interface_output::Out;
 use crate::ip4_icmp_error::NET_UNREACHABLE;
 use crate::ip4_rewrite::{Fast, forward};
 use crate::{ETH_HDR, Shared, SharedView};
@@ -68,16 +67,7 @@ impl core::fmt::Display for LookupTrace {
     }
 }
 
-/// The device node that transmits on an interface of kind `out`.
-fn device_node(out: Out) -> Next {
-    match out {
-        Out::Memif => Next::Memif,
-        Out::AfPacket => Next::AfPacket,
-        Out::AfXdp => Next::AfXdp,
-        Out::Tap => Next::Tap,
-        Out::Vxlan => Next::Vxlan,
-    }
-}
+crate::interface_output::device_node!(Next, Vxlan);
 
 impl Node for Ip4Lookup {
     fn process(&mut self, ctx: &mut Ctx<'_, Self>, bufs: &[u32], next: &mut [u16]) {

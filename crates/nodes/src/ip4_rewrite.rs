@@ -126,16 +126,7 @@ pub(crate) fn forward(hdr: &[u8; ETH_HDR], f: &mut [u8]) -> bool {
     true
 }
 
-/// The device node that transmits on an interface of kind `out`.
-fn device_node(out: Out) -> Next {
-    match out {
-        Out::Memif => Next::Memif,
-        Out::AfPacket => Next::AfPacket,
-        Out::AfXdp => Next::AfXdp,
-        Out::Tap => Next::Tap,
-        Out::Vxlan => Next::Vxlan,
-    }
-}
+crate::interface_output::device_node!(Next, Vxlan);
 
 /// Byte offsets, from the start of the Ethernet header, of the IPv4 TTL and checksum.
 const TTL_AT: usize = ETH_HDR + wire::ipv4::field::TTL;
