@@ -512,13 +512,9 @@ fn vxlan_from_a_pod_a_fragment_or_a_spoofed_arp_goes_nowhere() {
 }
 
 impl Side {
-    /// Packets each node has taken since the last call.
+    /// The packets node `node` has taken so far.
     fn vectors(&mut self, node: &str) -> u64 {
-        self.rt
-            .runtime()
-            .iter()
-            .find(|(n, _, _)| *n == node)
-            .map_or(0, |(_, _, s)| s.vectors)
+        graph_common::vectors(&self.rt, node)
     }
 }
 
