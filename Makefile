@@ -17,12 +17,12 @@ setup:
 build: setup
 	$(CARGO) build --release -p veclane
 
-## The main job, about 5 minutes: L3 forwarding NDR (zero-loss throughput, binary search with
+## The main job, about 3 minutes: L3 forwarding NDR (zero-loss throughput, binary search with
 ## loss verification) at 64, 512 and 1500 bytes, veclane (single-copy), dpdk-testpmd io
 ## forwarding and VPP (when scripts/build-vpp.sh has built it; the run says how when not)
 ## side by side, with the generator's own ceiling (none: a memif master that only hands
-## frames across; rows flat out within 10% of it are flagged generator-bound), three interleaved
-## searches each of 50 ms trials after a 10 ms warm-up (short, so that more searches fit: one
+## frames across; rows flat out within 10% of it are flagged generator-bound), three searches
+## each of 50 ms trials, the DUTs' trials taking turns (--interleave trials), after a 10 ms warm-up (short, so that more searches fit: one
 ## search's pair ratio swings 15% with the host, and only the median of many holds still);
 ## 0.5 s flat-out and 0.25 s latency trials; table, then JSON, CSV and SVG.
 bench: build

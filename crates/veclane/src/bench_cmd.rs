@@ -245,10 +245,10 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 10)]
     max_redo: usize,
     /// Searched scenarios: how the DUTs' searches at one (repetition, size) share the time.
-    /// `searches`: one whole search after another. `trials`: all at once, their trials
-    /// taking turns, each DUT stopped (SIGSTOP) outside its own, so that the DUTs of a pair
-    /// are measured a fraction of a second apart instead of a search or more.
-    #[arg(long, value_enum, default_value_t = InterleaveArg::Searches)]
+    /// `trials`: all at once, their trials taking turns, each DUT stopped (SIGSTOP) outside
+    /// its own, so that the DUTs of a pair are measured a fraction of a second apart instead
+    /// of a search or more apart. `searches`: one whole search after another.
+    #[arg(long, value_enum, default_value_t = InterleaveArg::Trials)]
     interleave: InterleaveArg,
     /// Instead of rates: instructions per packet under callgrind of veclane (whole daemon and
     /// per node, each copy mode) and testpmd (whole process), at each size (l3fwd).

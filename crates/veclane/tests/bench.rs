@@ -123,6 +123,8 @@ fn l3fwd_searches_every_dut_and_the_counters_agree() {
     ];
     args.extend(l3fwd_dut_args());
     let r = bench(&args);
+    // Several DUTs: their trials take turns unless told otherwise.
+    assert_eq!(r["config"]["interleave"], "trials");
     let searches = r["searches"].as_array().unwrap();
     let duts: Vec<String> = searches
         .iter()
