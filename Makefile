@@ -45,6 +45,7 @@ bench-full: build
 ## Every check CI runs.
 test: setup lint
 	$(CARGO) test --workspace --all-targets
+	$(CARGO) test -p memif --features abtime --lib abtime
 	$(MAKE) go-test
 	$(MAKE) package-check
 	$(MAKE) fuzz-smoke FUZZ_SECS=$(FUZZ_SECS)
@@ -68,6 +69,7 @@ lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) clippy -p veclane --no-default-features -- -D warnings
+	$(CARGO) clippy -p memif --features abtime --all-targets -- -D warnings
 	for m in $(GO_MODULES); do \
 	  (cd $$m && test -z "$$(gofmt -l .)" && go vet ./...) || { echo "go module $$m: gofmt or go vet failed" >&2; exit 1; }; \
 	done

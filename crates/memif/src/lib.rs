@@ -5,17 +5,21 @@
 //! [`secondary::Client`]), the regions ([`shm`]), the rings ([`ring`]), the data path
 //! ([`queue`]) and the device's graph nodes, `memif-input` and `memif-output`
 //! ([`nodes`]). It is wire-compatible with VPP, libmemif, DPDK `net_memif` and gomemif.
+//! [`abtime`] times its receive loops' prefetch on and off for measurements (a feature, off
+//! by default).
 //!
 //! The secondary (slave) creates all memory; the primary (master) maps it. Everything the peer
 //! wrote is hostile: control messages are parsed into owned values and checked against the
 //! handshake state; region fds must be sealed and as large as announced before we map them;
 //! ring placement is proved once; every descriptor is read once into a local copy and checked
-//! in u64 arithmetic; peer indices are clamped to the ring size. A peer that breaks the
+//! in u64 arithmetic (a receive loop also peeks at the offset of one a few slots on, used only
+//! as a prefetch hint that cannot leave the mapping); peer indices are clamped to the ring size. A peer that breaks the
 //! protocol is disconnected with a reason it receives in DISCONNECT and we log and count. This
 //! crate never panics on peer input and never blocks on the data path.
 //!
 //! It must never parse packets (that is `wire`) or make forwarding decisions.
 
+pub mod abtime;
 pub mod msg;
 pub mod nodes;
 pub mod primary;

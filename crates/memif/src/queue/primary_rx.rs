@@ -8,6 +8,7 @@ use super::copy::{copy_and_wait, push_copy};
 use super::counters::bump;
 use super::regions::{PeerMemory, Regions};
 use super::{LinkDown, QueueBase};
+use crate::abtime::AbTimer;
 use crate::ring::{DESC_FLAG_NEXT, Desc};
 
 /// How many slots ahead of the packet in hand the direct receive loop prefetches a packet's
@@ -399,6 +400,9 @@ impl PrimaryRx {
         let (cursor, mut held) = (self.cursor, false);
         let n = usize::from(end.wrapping_sub(cursor)).min(max);
         let max_frame = self.max_frame;
+        // The prefetch's A/B switch (always on unless built with `abtime`).
+        static AB: AbTimer = AbTimer::new("memif-input");
+        let ab = AB.start();
         // The packet's number in the pass gives its slot: one count fewer live in the loop.
         let (packets, bytes) = pool.alloc_packets(n, source, out, |k, room, m| {
             let d = ring.desc(cursor.wrapping_add(k as u16));
@@ -414,7 +418,7 @@ impl PrimaryRx {
             // The first line of the packet a few slots on, last written by the peer's core:
             // its miss overlaps the work on this one instead of stalling that one's copy.
             // (Almost always in this packet's region; a packet in another is not prefetched.)
-            if k + PREFETCH_AHEAD < n {
+            if ab.on && k + PREFETCH_AHEAD < n {
                 let a = ring.desc(cursor.wrapping_add((k + PREFETCH_AHEAD) as u16));
                 if a.region == d.region {
                     r.prefetch(u64::from(a.offset));
@@ -443,6 +447,7 @@ impl PrimaryRx {
             true
         });
         self.held |= held;
+        AB.finish(ab, packets);
         (cursor.wrapping_add(packets as u16), packets, bytes)
     }
 

@@ -7,6 +7,7 @@ use super::copy::copy_and_wait;
 use super::counters::bump;
 use super::secondary_tx::SlotBuffers;
 use super::{LinkDown, QueueBase};
+use crate::abtime::AbTimer;
 use crate::ring::DESC_FLAG_NEXT;
 
 /// How many slots ahead of the packet in hand the receive loop prefetches a buffer's first
@@ -323,6 +324,10 @@ impl SecondaryRx {
         let ring = &self.base.ring;
         let mask = ring.size() - 1;
         let end = self.cursor.wrapping_add(n);
+        // The prefetch's A/B switch (always on unless built with `abtime`).
+        static AB: AbTimer = AbTimer::new("secondary-rx");
+        let ab = AB.start();
+        let lim = if ab.on { n } else { 0 };
         let mut slot = self.cursor;
         let (mut packets, mut bytes, mut bad) = (0usize, 0u64, 0u64);
         // One call of `f` for both shapes of packet: with two, the compiler keeps the
@@ -333,7 +338,7 @@ impl SecondaryRx {
             // The first line of the packet a few slots on, written by the primary's core: its
             // miss overlaps the work on this one.
             let ahead = slot.wrapping_add(PREFETCH_AHEAD);
-            if ahead.wrapping_sub(self.cursor) < n {
+            if ahead.wrapping_sub(self.cursor) < lim {
                 self.bufs.region.prefetch(self.bufs.offset(ahead, mask));
             }
             // Almost every packet: one descriptor, handed over without the chain scratch.
@@ -393,6 +398,7 @@ impl SecondaryRx {
             bytes += len as u64;
         }
         finish(state);
+        AB.finish(ab, packets);
         self.bufs.post(ring, self.cursor, slot, mask);
         if slot != self.cursor {
             self.cursor = slot;
