@@ -22,8 +22,9 @@ build: setup
 ## forwarding and VPP (when scripts/build-vpp.sh has built it; the run says how when not)
 ## side by side, with the generator's own ceiling (none: a memif master that only hands
 ## frames across; rows flat out within 10% of it are flagged generator-bound), three searches
-## each of 50 ms trials, the DUTs' trials taking turns (--interleave trials), after a 10 ms warm-up (short, so that more searches fit: one
-## search's pair ratio swings 15% with the host, and only the median of many holds still);
+## each of 50 ms trials, the DUTs' trials taking turns (--interleave trials), after a 10 ms
+## warm-up (short, so that more searches fit: one search's pair ratio swings 15% with the
+## host, and only the median of many holds still);
 ## 0.5 s flat-out and 0.25 s latency trials; table, then JSON, CSV and SVG.
 bench: build
 	./target/release/veclane bench l3fwd --sizes 64,512,1500 --dut veclane,testpmd,vpp,none --allow-missing-peer --copy single --wait-near 1 --trial-secs 0.05 --reps 3 --mrr-secs 0.5 --latency-secs 0.25

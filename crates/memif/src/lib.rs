@@ -13,9 +13,10 @@
 //! handshake state; region fds must be sealed and as large as announced before we map them;
 //! ring placement is proved once; every descriptor is read once into a local copy and checked
 //! in u64 arithmetic (a receive loop also peeks at the offset of one a few slots on, used only
-//! as a prefetch hint that cannot leave the mapping); peer indices are clamped to the ring size. A peer that breaks the
-//! protocol is disconnected with a reason it receives in DISCONNECT and we log and count. This
-//! crate never panics on peer input and never blocks on the data path.
+//! as a prefetch hint that cannot leave the mapping); peer indices are clamped to the ring
+//! size. A peer that breaks the protocol is disconnected with a reason it receives in
+//! DISCONNECT and we log and count. This crate never panics on peer input and never blocks on
+//! the data path.
 //!
 //! It must never parse packets (that is `wire`) or make forwarding decisions.
 
