@@ -32,6 +32,7 @@ use crate::dut::{Counts, DutError, Running, RunningDut};
 use crate::l3fwd::{L3fwdConfig, Topology};
 use crate::node::{
     GEN_MAC, NODE_VTEP, REMOTE_VTEP, UPLINK_MAC, VNI_BASE, buffer_size, ip, mac_str as mac,
+    ring_log2,
 };
 use crate::testpmd::Testpmd;
 use crate::{CopyMode, Dut, Shape, Subject};
@@ -65,7 +66,7 @@ pub fn node_config(
     size: usize,
     workers: u16,
 ) -> api::Config {
-    let ring = 1u32 << cfg.ring_log2;
+    let ring = 1u32 << ring_log2(cfg, size);
     let bsize = buffer_size(cfg, size);
     let iface = |name: &str, id: u32, m: [u8; 6], addr: &str, attach: &str| {
         format!(
@@ -136,7 +137,7 @@ pub fn node_config(
 /// veclane as the pod: two memif slaves on the node's socket, 10.10.9.0/24 routed out of
 /// `pod-b` to the node, one polling worker on `cpu`.
 pub fn pod_config(cfg: &L3fwdConfig, node_sock: &Path, size: usize, cpu: usize) -> api::Config {
-    let ring = 1u32 << cfg.ring_log2;
+    let ring = 1u32 << ring_log2(cfg, size);
     let bsize = buffer_size(cfg, size);
     let mut t = String::new();
     for (name, id, m, addr) in [
@@ -415,7 +416,7 @@ impl Topology for PvpTopology {
                     server: false,
                     socket: sock.clone(),
                     id,
-                    rsize_log2: cfg.ring_log2,
+                    rsize_log2: ring_log2(cfg, size),
                     bsize: buffer_size(cfg, size),
                     secret: None,
                 };
@@ -444,7 +445,7 @@ impl Topology for PvpTopology {
                 &cfg.vpp_bin_or_missing()?,
                 None,
                 &crate::vpp::VppConfig {
-                    ring_log2: cfg.ring_log2,
+                    ring_log2: ring_log2(cfg, size),
                     buffer_size: buffer_size(cfg, size),
                     workers: if cpu == cfg.gen_cpu {
                         vec![]
@@ -478,7 +479,7 @@ impl Topology for PvpTopology {
             iface: memif::InterfaceConfig {
                 id: 0,
                 name: "gen0".into(),
-                log2_ring_size: cfg.ring_log2,
+                log2_ring_size: ring_log2(cfg, size),
                 buffer_size: buffer_size(cfg, size),
                 s2m_rings: dut.workers,
                 m2s_rings: dut.workers,

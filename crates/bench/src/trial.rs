@@ -228,6 +228,33 @@ pub fn buffer_size_for(configured: u32, size: usize) -> u32 {
     }
 }
 
+/// Frame bytes one ring of a searched trial holds at most by default: with the two rings a
+/// DUT copies between (the generator's transmit ring in, its receive ring out), 8 MiB, a
+/// quarter of this machine's L3, which it shares with the host's other guests. Measured at
+/// 1280 and 1500 B (docs/results/2026-11-28-ring-size.md): 2^12 slots of them, 5.2 and 6.1
+/// MB a ring, cost both veclane and VPP two to four times as much a packet as 2^11, whose
+/// frames stay in the cache; up to 1024 B 2^12 slots stay in it.
+pub const RING_FRAME_BYTES: usize = 4 << 20;
+/// The most slots a searched trial's ring has by default: 2^12, which ride out the host's
+/// shorter stalls (about 200 µs at 20 Mpps).
+pub const RING_LOG2_MAX: u8 = 12;
+/// The fewest: 2^8 (jumbo frames).
+pub const RING_LOG2_MIN: u8 = 8;
+
+/// log2 of the memif ring size for frames of `size` (or the mix [`IMIX`]): the `configured`
+/// one, or the most slots, from 2^8 to 2^12, whose frames (each in whole 64-byte lines) take
+/// at most [`RING_FRAME_BYTES`]: 2^12 up to 1024 B, 2^11 at 1500 B, 2^8 at 9000 B, which
+/// still hold a few hundred microseconds of traffic at the rates such frames reach here.
+pub fn ring_log2_for(configured: Option<u8>, size: usize) -> u8 {
+    if let Some(c) = configured {
+        return c;
+    }
+    let line = (frame_bytes(size).ceil() as usize).div_ceil(64).max(1) * 64;
+    let slots = (RING_FRAME_BYTES / line).max(1);
+    let log2 = (usize::BITS - 1 - slots.leading_zeros()) as u8;
+    log2.clamp(RING_LOG2_MIN, RING_LOG2_MAX)
+}
+
 /// `--sizes imix` among frame sizes: the simple IMIX, frames of 64, 570 and 1518 bytes 7:4:1,
 /// in the turn of [`IMIX_MIX`].
 pub const IMIX: usize = 0;

@@ -225,9 +225,10 @@ pub struct BenchArgs {
     /// Generator frames per burst (l3fwd).
     #[arg(long, default_value_t = 64)]
     burst: usize,
-    /// log2 of the memif ring size [default: p2p 10; l3fwd 12, whose 4096 slots absorb
-    /// the millisecond stalls of a shared host that would otherwise decide every zero-loss
-    /// search].
+    /// log2 of the memif ring size [default: p2p 10; l3fwd and the node scenarios 12 up to
+    /// 1024-byte frames, whose 4096 slots ride out the shorter stalls of a shared host that
+    /// would otherwise decide every zero-loss search, then fewer: as many as 4 MiB of frames
+    /// fill (2^11 at 1500 B, 2^8 at 9000 B), so that the rings stay in the cache].
     #[arg(long)]
     ring_log2: Option<u8>,
     #[arg(long, default_value_t = 2048)]
@@ -686,7 +687,7 @@ fn run_l3fwd(
             a.dut_cpus.clone()
         },
         share_gen_cpu: a.share_gen_cpu,
-        ring_log2: a.ring_log2.unwrap_or(12),
+        ring_log2: a.ring_log2,
         buffer_size: a.buffer_size,
         burst: a.burst,
         networks: a.networks,

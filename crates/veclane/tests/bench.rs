@@ -125,6 +125,12 @@ fn l3fwd_searches_every_dut_and_the_counters_agree() {
     let r = bench(&args);
     // Several DUTs: their trials take turns unless told otherwise.
     assert_eq!(r["config"]["interleave"], "trials");
+    // Each size's rings: 4 MiB of frames at most, unless --ring-log2 fixed them.
+    assert_eq!(r["config"]["ring_log2"], serde_json::Value::Null);
+    assert_eq!(
+        r["rings"],
+        serde_json::json!([{"size": 64, "ring_log2": 12}, {"size": 1500, "ring_log2": 11}])
+    );
     let searches = r["searches"].as_array().unwrap();
     let duts: Vec<String> = searches
         .iter()

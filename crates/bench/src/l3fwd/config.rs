@@ -39,7 +39,9 @@ pub struct L3fwdConfig {
     /// few CPUs can still exercise N workers; such DUTs' rates measure two busy loops taking
     /// turns on one CPU, and the table says so.
     pub share_gen_cpu: bool,
-    pub ring_log2: u8,
+    /// log2 of the memif rings' size (`--ring-log2`); `None`: each size's own
+    /// ([`crate::trial::ring_log2_for`]).
+    pub ring_log2: Option<u8>,
     pub buffer_size: u32,
     /// Frames per generator burst.
     pub burst: usize,
@@ -304,6 +306,32 @@ pub(super) fn buffer_size_for(cfg: &L3fwdConfig, size: usize) -> u32 {
     crate::trial::buffer_size_for(cfg.buffer_size, size)
 }
 
+/// log2 of the memif ring size for frames of `size` (see [`crate::trial::ring_log2_for`]).
+pub(crate) fn ring_log2_for(cfg: &L3fwdConfig, size: usize) -> u8 {
+    crate::trial::ring_log2_for(cfg.ring_log2, size)
+}
+
+/// The rings of a run, for its table's heading: `2^12`, or `2^12 (2^11 at 1500 B)` when
+/// sizes differ.
+pub(crate) fn rings_text(cfg: &L3fwdConfig) -> String {
+    let at: Vec<(usize, u8)> = cfg
+        .sizes
+        .iter()
+        .map(|&s| (s, ring_log2_for(cfg, s)))
+        .collect();
+    let first = at.first().map_or(crate::trial::RING_LOG2_MAX, |a| a.1);
+    let others: Vec<String> = at
+        .iter()
+        .filter(|a| a.1 != first)
+        .map(|&(s, r)| format!("2^{r} at {}", crate::trial::size_label(s)))
+        .collect();
+    if others.is_empty() {
+        format!("2^{first}")
+    } else {
+        format!("2^{first} ({})", others.join(", "))
+    }
+}
+
 /// A configuration for unit tests that run nothing: one size (64), the given DUTs.
 #[cfg(test)]
 pub(crate) fn test_config(duts: Vec<Subject>) -> L3fwdConfig {
@@ -315,7 +343,7 @@ pub(crate) fn test_config(duts: Vec<Subject>) -> L3fwdConfig {
         gen_cpu: 0,
         dut_cpus: vec![1],
         share_gen_cpu: false,
-        ring_log2: 12,
+        ring_log2: None,
         networks: 1,
         direction: crate::node::Direction::In,
         underlay: crate::underlay::Underlay::Memif,

@@ -12,14 +12,14 @@ use crate::{Shape, Subject};
 pub fn head(cfg: &L3fwdConfig) -> Vec<String> {
     let mut h = vec![
         format!(
-            "{}: generator (zero-copy memif secondary, sending and receiving in one loop) on CPU {}, DUT on CPU {}; ring 2^{}, buffer {} B, burst {}; {} search(es) per DUT and size, {}",
+            "{}: generator (zero-copy memif secondary, sending and receiving in one loop) on CPU {}, DUT on CPU {}; ring {}, buffer {} B, burst {}; {} search(es) per DUT and size, {}",
             cfg.topology.heading(),
             cfg.gen_cpu,
             match cfg.dut_cpus.as_slice() {
                 [one] => one.to_string(),
                 more => format!("{more:?} (worker i on the i-th)"),
             },
-            cfg.ring_log2,
+            super::config::rings_text(cfg),
             cfg.buffer_size,
             cfg.burst,
             cfg.reps,
@@ -365,7 +365,7 @@ pub fn csv(cfg: &L3fwdConfig, rows: &[SearchRow]) -> String {
                     .map(usize::to_string)
                     .collect::<Vec<_>>()
                     .join(" "),
-                cfg.ring_log2.to_string(),
+                super::config::ring_log2_for(cfg, r.size).to_string(),
                 cfg.buffer_size.to_string(),
                 method.clone(),
             ]);

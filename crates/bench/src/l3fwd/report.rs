@@ -33,12 +33,22 @@ pub struct RunReport<'a> {
     /// The table's heading: topology, method, CPUs, conventions.
     pub conventions: Vec<String>,
     pub config: &'a L3fwdConfig,
+    /// Each size's memif rings (`config.ring_log2` is null unless `--ring-log2` fixed them).
+    pub rings: Vec<RingsAt>,
     pub environment: Environment,
     pub host_stalls: HostStalls,
     /// One per (DUT, size): medians over the repetitions.
     pub rows: Vec<SearchRow>,
     /// Every search, failed ones with their reason.
     pub searches: Vec<Outcome>,
+}
+
+/// The rings of one frame size's trials.
+#[derive(Debug, Serialize)]
+pub struct RingsAt {
+    pub size: usize,
+    /// log2 of every ring's slots.
+    pub ring_log2: u8,
 }
 
 /// The files [`RunReport::write`] made, and the plots it could not draw (with why).
@@ -66,6 +76,14 @@ impl<'a> RunReport<'a> {
             scenario: cfg.topology.name(),
             conventions: head(cfg),
             config: cfg,
+            rings: cfg
+                .sizes
+                .iter()
+                .map(|&size| RingsAt {
+                    size,
+                    ring_log2: super::config::ring_log2_for(cfg, size),
+                })
+                .collect(),
             environment: Environment::probe(crate::dpdk::version()),
             host_stalls: HostStalls { before, after },
             rows: rows(&searches, &cfg.sizes, &cfg.duts),
@@ -78,10 +96,9 @@ impl<'a> RunReport<'a> {
         let cfg = self.config;
         let mut s = table(cfg, &self.rows);
         s.push_str(&format!(
-            "host stalls (a busy loop on each CPU, {} s before and after the run; a ring of 2^{} slots rides out about 2^{} / rate):\n",
+            "host stalls (a busy loop on each CPU, {} s before and after the run; a ring of 2^N slots, here {}, rides out about 2^N / rate):\n",
             STALL_PROBE.as_secs(),
-            cfg.ring_log2,
-            cfg.ring_log2
+            super::config::rings_text(cfg),
         ));
         for (when, v) in [
             ("before", &self.host_stalls.before),

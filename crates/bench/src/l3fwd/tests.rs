@@ -371,6 +371,58 @@ fn dut_cpus_are_checked_against_workers_and_the_generator() {
 }
 
 #[test]
+fn rings_hold_at_most_4_mib_of_frames_unless_fixed() {
+    use crate::trial::{IMIX, ring_log2_for};
+    // 2^12 up to 1024 B (64 lines a frame, 4 MiB a ring), fewer above, never under 2^8.
+    for (size, want) in [
+        (64, 12),
+        (512, 12),
+        (1024, 12),
+        (1025, 11),
+        (1280, 11),
+        (1500, 11),
+        (2048, 11),
+        (2049, 10),
+        (9000, 8),
+        (IMIX, 12),
+    ] {
+        assert_eq!(ring_log2_for(None, size), want, "{size} B");
+        assert_eq!(
+            ring_log2_for(Some(10), size),
+            10,
+            "{size} B, --ring-log2 10"
+        );
+    }
+    // What the DUTs and the generator are given, and what the table says.
+    let mut c = test_config(vec![Subject::plain(Dut::Veclane)]);
+    c.sizes = vec![64, 1500, 9000];
+    assert_eq!(
+        super::config::rings_text(&c),
+        "2^12 (2^11 at 1500, 2^8 at 9000)"
+    );
+    for (size, want) in [(64, 12u8), (1500, 11)] {
+        let g = gen_config(&c, Path::new("/s"), size, 1);
+        assert_eq!(g.iface.log2_ring_size, want, "{size} B");
+        let conf = veclane_config(&c, CopyMode::Single, size, 1);
+        assert!(
+            conf.interface
+                .iter()
+                .all(|i| i.ring_size == Some(1 << want)),
+            "{size} B: {:?}",
+            conf.interface
+        );
+    }
+    c.ring_log2 = Some(12);
+    assert_eq!(super::config::rings_text(&c), "2^12");
+    assert_eq!(
+        gen_config(&c, Path::new("/s"), 1500, 1)
+            .iface
+            .log2_ring_size,
+        12
+    );
+}
+
+#[test]
 fn a_run_far_short_of_its_schedule_offered_the_whole_schedule() {
     let g = GenReport {
         tx_offered: 10,
