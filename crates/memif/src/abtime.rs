@@ -10,6 +10,14 @@
 //! change under test is simply kept. With it, and `VECLANE_ABTIME_DIR` set, every process
 //! writes `NAME-PID` there every 4096 calls: cycles and packets with the change off, then on.
 //! `scripts/abtime-report` prints each file's ratio (see CONTRIBUTING.md).
+//!
+//! With `VECLANE_ABTIME_CLOCK=N` as well, the mode follows bit N of the time-stamp counter
+//! instead of the call count (2^N cycles a phase; 24 is a few milliseconds): every process on
+//! the machine switches at the same moments. A loop of another process, the consumer of what
+//! the changed loop wrote, is then timed against the same switch, and a cost the memory
+//! charges later (a non-temporal store's write-back) falls in the mode that caused it except
+//! near a switch. Its change need not be wired to its timer: it reads on/off near 1 unless
+//! the other process's change reaches it.
 
 #[cfg(feature = "abtime")]
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -58,10 +66,11 @@ impl AbTimer {
         #[cfg(feature = "abtime")]
         {
             let call = self.calls.fetch_add(1, Relaxed);
+            let t0 = now();
             AbCall {
-                on: (call / SPAN) % 2 == 1,
+                on: mode(call, t0, clock_bit()),
                 call,
-                t0: now(),
+                t0,
             }
         }
         #[cfg(not(feature = "abtime"))]
@@ -112,6 +121,34 @@ impl AbTimer {
     }
 }
 
+/// Whether call number `call`, started at `t0`, has the change on: by the call count, or by
+/// bit `clock` of the clock.
+#[cfg(feature = "abtime")]
+#[inline(always)]
+fn mode(call: u64, t0: u64, clock: Option<u32>) -> bool {
+    match clock {
+        Some(bit) => (t0 >> bit) & 1 == 1,
+        None => (call / SPAN) % 2 == 1,
+    }
+}
+
+/// `VECLANE_ABTIME_CLOCK`, read once: the clock bit that switches the mode (10 to 40), or
+/// none (switch by calls). Any other value is ignored with a line on stderr.
+#[cfg(feature = "abtime")]
+fn clock_bit() -> Option<u32> {
+    static BIT: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
+    *BIT.get_or_init(|| {
+        let v = std::env::var("VECLANE_ABTIME_CLOCK").ok()?;
+        match v.parse::<u32>() {
+            Ok(b) if (10..=40).contains(&b) => Some(b),
+            _ => {
+                eprintln!("VECLANE_ABTIME_CLOCK={v}: not a bit from 10 to 40; switching by calls");
+                None
+            }
+        }
+    })
+}
+
 /// The time-stamp counter where there is one, else nanoseconds.
 #[cfg(feature = "abtime")]
 #[inline(always)]
@@ -160,5 +197,19 @@ mod tests {
         let [off_t, off_n, on_t, on_n] = T.totals();
         assert_eq!((off_n, on_n), (2 * SPAN, 4 * SPAN));
         assert!(off_t > 0 && on_t > 0, "{off_t} {on_t}");
+    }
+
+    #[cfg(feature = "abtime")]
+    #[test]
+    fn by_clock_the_mode_is_the_clock_s_bit_whatever_the_call() {
+        for call in [0, 1, SPAN, 3 * SPAN + 5] {
+            assert!(!mode(call, 0b0111_1111, Some(8)));
+            assert!(mode(call, 0b1_0000_0000, Some(8)));
+            assert!(mode(call, 0b1_1111_1111, Some(8)));
+            assert!(!mode(call, 0b10_0000_0000, Some(8)));
+        }
+        // Without a clock bit, the calls decide.
+        assert!(!mode(SPAN - 1, 1 << 8, None));
+        assert!(mode(SPAN, 0, None));
     }
 }
