@@ -403,9 +403,73 @@ impl Probe {
     }
 }
 
+/// Where a received frame's filler begins: right after its probe, inside VXLAN (`vxlan`) or
+/// not.
+pub fn filler_offset(vxlan: bool) -> usize {
+    let o = if vxlan { VXLAN_OVERHEAD } else { 0 };
+    o + PROBE_OFFSET + PROBE_LEN
+}
+
+/// Whether `bytes`, a received frame's filler from its byte `from` on, are what every frame
+/// carries there ([`FrameSpec::template`]: filler byte `i` is `i` modulo 256).
+pub fn filler_intact(bytes: &[u8], from: usize) -> bool {
+    // The filler's pattern twice over: any 256 bytes of it start somewhere in the first half.
+    static PATTERN: [u8; 512] = {
+        let mut p = [0u8; 512];
+        let mut i = 0;
+        while i < 512 {
+            p[i] = i as u8;
+            i += 1;
+        }
+        p
+    };
+    let phase = from % 256;
+    // Every piece of 256 bytes starts at the same phase of the pattern.
+    bytes
+        .chunks(256)
+        .all(|c| c == &PATTERN[phase..phase + c.len()])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_frame_s_filler_is_intact_until_one_byte_changes() {
+        for (size, vxlan) in [(64usize, false), (1500, false), (9000, false), (1500, true)] {
+            let spec = FrameSpec {
+                size,
+                vxlan: vxlan.then(|| VxlanSpec {
+                    src_mac: MacAddr([0x02, 0, 0, 0, 0, 0x11]),
+                    dst_mac: MacAddr([0x02, 0, 0, 0, 0, 0x12]),
+                    src_ip: Ipv4Addr::new(192, 168, 0, 2),
+                    dst_ip: Ipv4Addr::new(192, 168, 0, 1),
+                    vni: 100,
+                }),
+                ..Default::default()
+            };
+            let t = spec.template().unwrap();
+            let o = filler_offset(vxlan);
+            assert_eq!(Probe::is_vxlan(&t), vxlan, "{size}");
+            assert!(filler_intact(&t[o..], 0), "{size} {vxlan}");
+            // Any piece of it, from wherever it starts.
+            for from in [1usize, 255, 256, 300, 1000] {
+                if from < t.len() - o {
+                    assert!(filler_intact(&t[o + from..], from), "{size} from {from}");
+                    assert!(
+                        !filler_intact(&t[o + from..], from + 1),
+                        "{size} from {from}"
+                    );
+                }
+            }
+            for at in [o, o + (t.len() - o) / 2, t.len() - 1] {
+                let mut f = t.clone();
+                f[at] ^= 0x10;
+                assert!(!filler_intact(&f[o..], 0), "{size}: byte {at} changed");
+            }
+        }
+        assert!(filler_intact(&[], 7));
+    }
 
     #[test]
     fn frames_cycle_through_ports_and_addresses_with_valid_checksums() {

@@ -7,7 +7,7 @@ use buffer::{Pool, PoolConfig};
 use memif::{Client, Event, InterfaceConfig, Listener, PrimaryQueues, SecondaryQueues, SocketPath};
 use uplink::af_packet;
 
-use crate::frame::{FrameSpec, MAX_HEAD, PROBE_LEN, PROBE_OFFSET, Probe};
+use crate::frame::{self, FrameSpec, MAX_HEAD, PROBE_LEN, PROBE_OFFSET, Probe};
 use crate::now_ns;
 use crate::stats::{GenReport, Sample, StreamInfo, WindowedRx};
 
@@ -95,6 +95,11 @@ pub struct GenConfig {
     /// on one; a throughput trial, which reads no latency, turns it off and offers more
     /// before the generator becomes the ceiling. Off, the report's latency is all zeros.
     pub latency: bool,
+    /// Read every received frame of ours whole and check its filler, the bytes after the
+    /// probe, against what was sent (the report's `rx_corrupt`): a DUT that damages payloads
+    /// is caught, at the cost of reading them all (a frame copied out of the ring, as a pod's
+    /// memif input would).
+    pub check_payload: bool,
 }
 
 impl Default for GenConfig {
@@ -123,6 +128,7 @@ impl Default for GenConfig {
             idle_sleep: true,
             sample_every: Duration::from_secs(1),
             latency: true,
+            check_payload: false,
         }
     }
 }
@@ -539,6 +545,10 @@ impl Session {
         let mut next_sample = every;
         let mut out = Vec::with_capacity(256);
         let mut hdr = [0u8; MAX_HEAD];
+        // Payload checks: frames whose filler was not what was sent, and room to read them.
+        let (check, mut corrupt) = (cfg.check_payload, 0u64);
+        let mut scratch = if check { vec![0u8; 4096] } else { Vec::new() };
+        let mut whole = Vec::new();
         // The window (`GenConfig::window`): frames back when that count last changed, and
         // frames given up as lost.
         let (mut window_back, mut window_lost) = ((0u64, Instant::now()), 0u64);
@@ -603,6 +613,9 @@ impl Session {
                     Queues::Primary(q) => q.rx.iter_mut().try_for_each(|r| {
                         out.clear();
                         r.recv(pool, &mut out, rx_burst)?;
+                        if check {
+                            corrupt += count_corrupt(pool, &out, &mut whole);
+                        }
                         got += record_copied(pool, &out, &mut rx, now);
                         Ok(())
                     }),
@@ -610,24 +623,29 @@ impl Session {
                         for r in q.rx.iter_mut() {
                             out.clear();
                             r.recv(pool, &mut out, rx_burst);
+                            if check {
+                                corrupt += count_corrupt(pool, &out, &mut whole);
+                            }
                             got += record_copied(pool, &out, &mut rx, now);
                         }
                         Ok(())
                     }
                     Queues::Secondary(q) => q.rx.iter_mut().try_for_each(|r| {
-                        got += r.recv_with(rx_burst, |pkt| {
-                            // A plain frame's probe ends within 62 bytes: a fixed-size copy
-                            // read at constant offsets. VXLAN's 50 more (and a frame too
-                            // short for the copy) the general way.
-                            let probe = match pkt.head::<{ PROBE_OFFSET + PROBE_LEN }>() {
-                                Some(h) if !Probe::is_vxlan(&h) => Probe::parse_in(&h, false),
-                                _ => {
-                                    let n = pkt.read(0, &mut hdr);
-                                    Probe::parse(&hdr[..n])
+                        // Two loops: the check's branch and state inside the one without it
+                        // cost 9 instructions a frame (--cost of `none`).
+                        got += if check {
+                            r.recv_with(rx_burst, |pkt| {
+                                let probe = probe_of(pkt, &mut hdr);
+                                if probe.is_some() && !payload_intact(pkt, &mut scratch) {
+                                    corrupt += 1;
                                 }
-                            };
-                            rx.record(pkt.len(), probe, now);
-                        })?;
+                                rx.record(pkt.len(), probe, now);
+                            })?
+                        } else {
+                            r.recv_with(rx_burst, |pkt| {
+                                rx.record(pkt.len(), probe_of(pkt, &mut hdr), now);
+                            })?
+                        };
                         Ok::<(), memif::LinkDown>(())
                     }),
                 });
@@ -771,6 +789,7 @@ impl Session {
         let (ring_full, bad) = tx_rx_counts(peers, sends);
         report.tx_ring_full = ring_full - ring_full0;
         report.rx_bad_desc = bad - bad0;
+        report.rx_corrupt = corrupt;
         report.rx_kernel_drops = kernel_drops(peers) - kernel_drops0;
         report.fill_rx(&rx.window);
         Ok(report)
@@ -796,6 +815,57 @@ fn record_copied(pool: &mut Pool, bufs: &[u32], rx: &mut WindowedRx, now: u64) -
     }
     pool.free_bulk(bufs);
     bufs.len()
+}
+
+/// The probe of a frame received in place, if it is one of ours. A plain frame's probe ends
+/// within 62 bytes: a fixed-size copy read at constant offsets. VXLAN's 50 more (and a frame
+/// too short for the copy) the general way, through `hdr`.
+#[inline(always)]
+fn probe_of(pkt: &memif::RxPacket<'_>, hdr: &mut [u8; MAX_HEAD]) -> Option<Probe> {
+    match pkt.head::<{ PROBE_OFFSET + PROBE_LEN }>() {
+        Some(h) if !Probe::is_vxlan(&h) => Probe::parse_in(&h, false),
+        _ => {
+            let n = pkt.read(0, hdr);
+            Probe::parse(&hdr[..n])
+        }
+    }
+}
+
+/// Whether a received frame of ours (its probe read) carries the filler that was sent after
+/// its probe: read out of the ring in pieces of `scratch`'s size.
+fn payload_intact(pkt: &memif::RxPacket<'_>, scratch: &mut [u8]) -> bool {
+    let vxlan = pkt.head::<38>().is_some_and(|h| Probe::is_vxlan(&h));
+    let (start, len) = (frame::filler_offset(vxlan), pkt.len());
+    let mut at = start;
+    while at < len {
+        let n = (len - at).min(scratch.len());
+        let piece = &mut scratch[..n];
+        if pkt.read(at, piece) != piece.len() || !frame::filler_intact(piece, at - start) {
+            return false;
+        }
+        at += piece.len();
+    }
+    true
+}
+
+/// How many of the frames received into the session's own buffers are ours (a probe) with a
+/// filler other than what was sent; `whole` is room to read each chain into.
+fn count_corrupt(pool: &Pool, bufs: &[u32], whole: &mut Vec<u8>) -> u64 {
+    let mut bad = 0;
+    for &h in bufs {
+        whole.clear();
+        pool.read_chain(h, whole);
+        if Probe::parse(whole).is_some() {
+            let start = frame::filler_offset(Probe::is_vxlan(whole));
+            if !whole
+                .get(start..)
+                .is_some_and(|f| frame::filler_intact(f, 0))
+            {
+                bad += 1;
+            }
+        }
+    }
+    bad
 }
 
 /// Frames the kernel ports' sockets dropped for a full ring so far (the kernel's count, read
@@ -1135,10 +1205,16 @@ impl Sender {
             }
             let ring = u64::from(t.ring_size());
             let queue = usize::from(t.index());
-            let full = self.primed.get(queue).is_none_or(|&p| p < ring);
+            // Whole frames until every slot's buffer holds the template once. Always when
+            // frames differ in length or span several slots: a slot then holds different
+            // parts of frames over time (a short frame primes only its own bytes; a chain's
+            // second slot is another's first later), and only a whole write leaves the
+            // template's filler after the probe, as `check_payload` verifies.
+            let chained = self.spec.wire_len() > t.buffer_size();
+            let full = mixed || chained || self.primed.get(queue).is_none_or(|&p| p < ring);
             // Every slot's buffer holds a whole patched frame and only the probe changes:
             // write just the probe.
-            let probe_only = !full && !mixed && self.spec.patch_is_constant();
+            let probe_only = !full && self.spec.patch_is_constant();
             let (nets, stream_base) = (self.nets, self.stream_base);
             let (head, template, spec, seqs) =
                 (&mut self.head, &self.template, &self.spec, &mut self.seqs);
@@ -1164,8 +1240,8 @@ impl Sender {
                 }
                 spec.patch(head, flow, net);
                 if full {
-                    // Until every slot's buffer holds the template once, write whole frames;
-                    // afterwards only headers and probe change (the buffers are ours alone).
+                    // Whole frames (see `full`); afterwards only headers and probe change
+                    // (the buffers are ours alone).
                     w.write(0, template);
                 }
                 w.write(0, head);
@@ -1244,6 +1320,43 @@ impl Sender {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn frames_received_into_our_buffers_are_checked_whole_chains_included() {
+        let mut pool = Pool::new(PoolConfig {
+            count: 64,
+            data_size: 1024,
+            headroom: 128,
+        })
+        .unwrap();
+        let mut whole = Vec::new();
+        for size in [64usize, 1500, 9000] {
+            let mut t = FrameSpec {
+                size,
+                ..Default::default()
+            }
+            .template()
+            .unwrap();
+            let p = Probe {
+                stream: 0,
+                seq: 9,
+                sent_ns: 1,
+            };
+            t[PROBE_OFFSET..PROBE_OFFSET + PROBE_LEN].copy_from_slice(&p.encode());
+            let mut bad = t.clone();
+            *bad.last_mut().unwrap() ^= 1;
+            // Not ours (no probe): never counted, whatever it carries.
+            let mut foreign = bad.clone();
+            foreign[PROBE_OFFSET] ^= 0xff;
+            let frames: Vec<u32> = [&t, &bad, &foreign, &t]
+                .iter()
+                .map(|f| pool.from_bytes(f).unwrap())
+                .collect();
+            assert_eq!(count_corrupt(&pool, &frames, &mut whole), 1, "{size} B");
+            pool.free_bulk(&frames);
+        }
+        assert_eq!(pool.available(), 64, "nothing leaked");
+    }
 
     /// A paced sender on a wire driven by a made-up clock: `pass(t, taken)` asks for a budget
     /// at `t` seconds and lets the ring take `taken` of it.

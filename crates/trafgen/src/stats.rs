@@ -296,6 +296,9 @@ pub struct GenReport {
     /// (frame + 20) bytes × 8 × rate: adds preamble, SFD and inter-frame gap.
     pub rx_gbps_l1: f64,
     pub rx_foreign: u64,
+    /// With `GenConfig::check_payload`: frames of ours (warm-up included) whose filler after
+    /// the probe differed from what was sent. 0 without.
+    pub rx_corrupt: u64,
     pub rx_reordered: u64,
     pub rx_seq_gaps: u64,
     /// Frames sent and received per stream in the window: one stream per (sending

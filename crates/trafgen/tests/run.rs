@@ -25,6 +25,8 @@ fn pair(send: GenConfig) -> (GenReport, GenReport, Duration) {
         spec: send.spec.clone(),
         send: false,
         duration: Duration::from_secs(30),
+        // Every frame's payload checked (`rx_corrupt`).
+        check_payload: true,
         ..Default::default()
     };
     let stop = AtomicBool::new(false);
@@ -75,10 +77,11 @@ fn every_frame_arrives_in_order_and_is_counted() {
                 rx.rx_foreign,
                 rx.rx_reordered,
                 rx.rx_seq_gaps,
-                rx.rx_bad_desc
+                rx.rx_bad_desc,
+                rx.rx_corrupt
             ),
-            (0, 0, 0, 0),
-            "{size}"
+            (0, 0, 0, 0, 0),
+            "{size} B in buffers of {buffer_size}"
         );
         assert!(rx.latency.max_ns > 0 && rx.latency.min_ns <= rx.latency.p50_ns);
         assert!(rx.rx_mpps > 0.0);
@@ -157,7 +160,13 @@ struct Wired {
 
 /// A wire: a primary with interfaces 0 and 1 that sends out of 1 whatever arrives on 0,
 /// stopping once for `pause.1` after it has forwarded `pause.0` frames.
-fn wire(socket: SocketPath, stop: &AtomicBool, mut pause: Option<(u64, Duration)>) -> Wired {
+/// With `corrupt_every` N > 0 it flips the last byte of every Nth frame.
+fn wire(
+    socket: SocketPath,
+    stop: &AtomicBool,
+    mut pause: Option<(u64, Duration)>,
+    corrupt_every: u64,
+) -> Wired {
     use memif::{Event, Listener};
     let ifaces = [0u32, 1]
         .map(|id| InterfaceConfig {
@@ -186,6 +195,11 @@ fn wire(socket: SocketPath, stop: &AtomicBool, mut pause: Option<(u64, Duration)
         if a.rx[0].recv(&mut pool, &mut pkts, 64).is_err() {
             break;
         }
+        for (i, &b) in pkts.iter().enumerate() {
+            if corrupt_every > 0 && (w.forwarded + i as u64 + 1).is_multiple_of(corrupt_every) {
+                *pool.data_mut(b).last_mut().unwrap() ^= 0x5a;
+            }
+        }
         let mut off = 0;
         while off < pkts.len() {
             match b.tx[0].send(&pool, &pkts[off..]) {
@@ -208,14 +222,18 @@ fn wire(socket: SocketPath, stop: &AtomicBool, mut pause: Option<(u64, Duration)
 
 /// Runs the generator in loop mode per `cfg` (out on interface 0, back on 1) through a
 /// [`wire`] with `pause`; returns its report and what the wire did.
-fn through_wire(cfg: GenConfig, pause: Option<(u64, Duration)>) -> (GenReport, Wired) {
+fn through_wire(
+    cfg: GenConfig,
+    pause: Option<(u64, Duration)>,
+    corrupt_every: u64,
+) -> (GenReport, Wired) {
     let _cpus = CPUS.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let socket = SocketPath::File(dir.path().join("w.sock"));
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
         let (ws, stop) = (socket.clone(), &stop);
-        let w = s.spawn(move || wire(ws, stop, pause));
+        let w = s.spawn(move || wire(ws, stop, pause, corrupt_every));
         std::thread::sleep(Duration::from_millis(50));
         let r = trafgen::run(
             &GenConfig {
@@ -249,6 +267,7 @@ fn pauses_while_sending_are_measured() {
             ..Default::default()
         },
         Some((20_000, Duration::from_millis(40))),
+        0,
     );
     println!(
         "longest rx gap {:.0} us, longest generator pause {:.0} us",
@@ -276,6 +295,7 @@ fn loop_mode_sends_on_one_interface_and_receives_on_the_other() {
             ..Default::default()
         },
         None,
+        0,
     );
     assert_eq!(r.tx_packets, 20_000);
     assert_eq!(w.forwarded, 20_000);
@@ -296,6 +316,31 @@ fn loop_mode_sends_on_one_interface_and_receives_on_the_other() {
     assert!(e.contains("must differ"), "{e}");
 }
 
+#[test]
+fn payload_checks_count_the_frames_a_wire_damaged() {
+    // 1500-byte frames through a wire that flips the last byte of every 1000th: each counted
+    // once when checked, none when the wire leaves them alone, none when not checked.
+    for (check, every, want) in [(true, 1000, 20), (true, 0, 0), (false, 1000, 0)] {
+        let (r, w) = through_wire(
+            GenConfig {
+                spec: FrameSpec {
+                    size: 1500,
+                    ..Default::default()
+                },
+                count: Some(20_000),
+                duration: Duration::from_secs(30),
+                check_payload: check,
+                ..Default::default()
+            },
+            None,
+            every,
+        );
+        assert_eq!((r.tx_packets, w.forwarded), (20_000, 20_000));
+        assert_eq!((r.rx_packets, r.rx_foreign), (20_000, 0));
+        assert_eq!(r.rx_corrupt, want, "check {check}, every {every}");
+    }
+}
+
 /// With a window the generator keeps at most that many frames out: the wire never finds more
 /// at a receive, and every frame still comes back. Without one it finds whole bursts.
 #[test]
@@ -309,6 +354,7 @@ fn a_window_bounds_the_frames_in_flight() {
                 ..Default::default()
             },
             None,
+            0,
         );
         assert_eq!(
             (r.tx_packets, r.rx_packets, w.forwarded),
@@ -338,6 +384,7 @@ fn a_warm_up_is_sent_but_left_out_of_the_counts() {
             ..Default::default()
         },
         Some((500, Duration::from_millis(80))),
+        0,
     );
     println!("{r:?}");
     // The pause overflowed the ring in the warm-up: 4000 frames against 1024 slots.
@@ -495,7 +542,8 @@ fn mixed_sizes_arrive_each_with_its_own_length() {
     for role in [Role::Secondary, Role::Primary] {
         let spec = FrameSpec {
             size: 1518,
-            mix: vec![64, 570, 64, 1518],
+            // Three sizes against rings of 2^n slots: a slot holds each of them in turn.
+            mix: vec![64, 570, 1518],
             ..Default::default()
         };
         let (tx, rx) = if role == Role::Secondary {
@@ -534,6 +582,7 @@ fn mixed_sizes_arrive_each_with_its_own_length() {
                     spec,
                     send: false,
                     duration: Duration::from_secs(30),
+                    check_payload: true,
                     ..Default::default()
                 };
                 let rx = trafgen::run(&sink, &stop).unwrap();
@@ -542,8 +591,10 @@ fn mixed_sizes_arrive_each_with_its_own_length() {
         };
         assert_eq!(tx.tx_packets, 12_000, "{role:?}");
         assert_eq!(rx.rx_packets, 12_000, "{role:?}");
-        assert_eq!(rx.rx_bytes, 3_000 * (64 + 570 + 64 + 1518), "{role:?}");
+        assert_eq!(rx.rx_bytes, 4_000 * (64 + 570 + 1518), "{role:?}");
         assert_eq!((rx.rx_seq_gaps, rx.rx_reordered, rx.rx_foreign), (0, 0, 0));
+        // Each frame the template after its probe, though slots held other lengths before.
+        assert_eq!(rx.rx_corrupt, 0, "{role:?}");
     }
 }
 

@@ -231,6 +231,12 @@ pub struct BenchArgs {
     /// fill (2^11 at 1500 B, 2^8 at 9000 B), so that the rings stay in the cache].
     #[arg(long)]
     ring_log2: Option<u8>,
+    /// The generator reads every frame that comes back whole and checks the bytes after its
+    /// probe against what was sent; a trial with a frame that differs fails, and so does its
+    /// search (l3fwd and the node scenarios). It costs the generator the reading, so its
+    /// ceiling drops: for checking DUTs, not for rates.
+    #[arg(long)]
+    check_payload: bool,
     #[arg(long, default_value_t = 2048)]
     buffer_size: u32,
     /// Directory for the JSON report.
@@ -688,6 +694,7 @@ fn run_l3fwd(
         },
         share_gen_cpu: a.share_gen_cpu,
         ring_log2: a.ring_log2,
+        check_payload: a.check_payload,
         buffer_size: a.buffer_size,
         burst: a.burst,
         networks: a.networks,
@@ -797,6 +804,11 @@ fn run_cost(a: &BenchArgs, cfg: &L3fwdConfig) -> anyhow::Result<()> {
     if a.cost_frames < 1000 {
         bail!("--cost-frames {} is too few (at least 1000)", a.cost_frames);
     }
+    if a.check_payload {
+        bail!(
+            "--check-payload is for searched runs: --cost counts the path's instructions as it is"
+        );
+    }
     if cfg.duts.iter().any(|s| s.dut == Dut::Vpp) {
         eprintln!("note: vpp is left out of --cost: {}", bench::vpp::NO_COST);
     }
@@ -854,8 +866,10 @@ fn run_p2p(
     duts: Vec<Dut>,
     testpmd_bin: Option<std::path::PathBuf>,
 ) -> anyhow::Result<()> {
-    if a.workers != [1] || !a.dut_cpus.is_empty() || a.share_gen_cpu {
-        bail!("--workers, --dut-cpus and --share-gen-cpu are for searched scenarios (l3fwd)");
+    if a.workers != [1] || !a.dut_cpus.is_empty() || a.share_gen_cpu || a.check_payload {
+        bail!(
+            "--workers, --dut-cpus, --share-gen-cpu and --check-payload are for searched scenarios (l3fwd)"
+        );
     }
     let cfg = P2pConfig {
         sizes,

@@ -91,6 +91,11 @@ pub struct GenArgs {
     /// instructions a frame less (what the benchmarks' throughput trials do).
     #[arg(long, conflicts_with = "tx_only")]
     no_latency: bool,
+    /// Read every frame of ours that comes back whole and check the bytes after its probe
+    /// against what was sent; frames that differ are counted as corrupt (the exit status is
+    /// then 1).
+    #[arg(long, conflicts_with = "tx_only")]
+    check_payload: bool,
     /// Queue pairs (secondary: requested; primary: most accepted).
     #[arg(long, default_value_t = 1)]
     queues: u16,
@@ -166,6 +171,7 @@ pub fn run(a: GenArgs) -> anyhow::Result<()> {
         cpu: a.cpu,
         idle_sleep: !a.rx_poll,
         latency: !a.no_latency,
+        check_payload: a.check_payload,
         ..Default::default()
     };
     cfg.iface.validate()?;
@@ -178,6 +184,12 @@ pub fn run(a: GenArgs) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print_report(&report, cfg.latency);
+    }
+    if report.rx_corrupt > 0 {
+        anyhow::bail!(
+            "{} frame(s) came back with other bytes after the probe than were sent",
+            report.rx_corrupt
+        );
     }
     Ok(())
 }
@@ -196,11 +208,12 @@ fn print_report(r: &GenReport, latency: bool) {
         );
     }
     println!(
-        "received    {} frames   {} bytes in {:.3} s   foreign {}  reordered {}  gaps {}  bad descriptors {}",
+        "received    {} frames   {} bytes in {:.3} s   foreign {}  corrupt {}  reordered {}  gaps {}  bad descriptors {}",
         r.rx_packets,
         r.rx_bytes,
         r.rx_window_s,
         r.rx_foreign,
+        r.rx_corrupt,
         r.rx_reordered,
         r.rx_seq_gaps,
         r.rx_bad_desc

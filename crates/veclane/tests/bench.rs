@@ -120,9 +120,12 @@ fn l3fwd_searches_every_dut_and_the_counters_agree() {
         "0.5",
         "--latency-secs",
         "0.2",
+        // Every DUT must hand back every frame's payload as it was sent.
+        "--check-payload",
     ];
     args.extend(l3fwd_dut_args());
     let r = bench(&args);
+    assert_eq!(r["config"]["check_payload"], true);
     // Several DUTs: their trials take turns unless told otherwise.
     assert_eq!(r["config"]["interleave"], "trials");
     // Each size's rings: 4 MiB of frames at most, unless --ring-log2 fixed them.
@@ -486,6 +489,8 @@ fn multinet_measures_both_shapes_per_network_and_the_counters_agree() {
         "0.3",
         "--latency-at",
         "",
+        // Through VXLAN and back, frames of the mix intact.
+        "--check-payload",
     ]);
     let searches = r["searches"].as_array().unwrap();
     assert_eq!(searches.len(), 4, "two sizes, two shapes");
@@ -818,6 +823,7 @@ fn vpp_forwards_l3_beside_veclane_and_its_counters_agree() {
         "0.3",
         "--latency-at",
         "",
+        "--check-payload",
     ]);
     for o in &agreeing_searches(&r, 4) {
         let nodes = o["node_ns"].as_array().unwrap();

@@ -722,7 +722,15 @@ fn separate_sink_and_paced_sender_sleep_between_frames() {
             .spawn()
             .unwrap()
     };
-    let sink = spawn_gen(&["--id", "1", "--rx-only", "--duration", "5"]);
+    // The sink also reads every frame whole: the daemon must hand each one on unchanged.
+    let sink = spawn_gen(&[
+        "--id",
+        "1",
+        "--rx-only",
+        "--duration",
+        "5",
+        "--check-payload",
+    ]);
     std::thread::sleep(Duration::from_millis(300));
     let sender = spawn_gen(&[
         "--id",
@@ -732,6 +740,8 @@ fn separate_sink_and_paced_sender_sleep_between_frames() {
         "5000",
         "--duration",
         "3",
+        "--size",
+        "1500",
     ]);
     std::thread::sleep(Duration::from_millis(1000));
     let (s0, t0) = (cpu_seconds(sink.id()), cpu_seconds(sender.id()));
@@ -754,6 +764,11 @@ fn separate_sink_and_paced_sender_sleep_between_frames() {
     assert!(s1 - s0 < 0.5, "the sink polled: {} s", s1 - s0);
     assert!(t1 - t0 < 0.5, "the sender spun: {} s", t1 - t0);
     assert_eq!(got["rx_packets"], sent["tx_packets"], "{got}\n{sent}");
+    assert_eq!(
+        (got["rx_corrupt"].as_u64(), got["rx_foreign"].as_u64()),
+        (Some(0), Some(0)),
+        "{got}"
+    );
     assert!(got["latency"]["p50_ns"].as_u64().unwrap() > 0, "{got}");
 }
 

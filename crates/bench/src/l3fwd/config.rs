@@ -43,6 +43,9 @@ pub struct L3fwdConfig {
     /// ([`crate::trial::ring_log2_for`]).
     pub ring_log2: Option<u8>,
     pub buffer_size: u32,
+    /// The generator reads every frame that comes back whole and fails the trial when the
+    /// bytes after the probe are not what was sent (`--check-payload`).
+    pub check_payload: bool,
     /// Frames per generator burst.
     pub burst: usize,
     /// Node scenarios (`singlenet`, `multinet`): networks, each with a pod interface of its
@@ -344,6 +347,7 @@ pub(crate) fn test_config(duts: Vec<Subject>) -> L3fwdConfig {
         dut_cpus: vec![1],
         share_gen_cpu: false,
         ring_log2: None,
+        check_payload: false,
         networks: 1,
         direction: crate::node::Direction::In,
         underlay: crate::underlay::Underlay::Memif,

@@ -169,6 +169,13 @@ impl GenMeasurer<'_> {
                     .unwrap_or_default()
             ));
         }
+        if g.rx_corrupt > 0 {
+            // A DUT that damages frames has no throughput worth reporting.
+            return Err(format!(
+                "{} of the {} frames back carried other bytes after the probe than were sent (--check-payload)",
+                g.rx_corrupt, g.rx_packets
+            ));
+        }
         let after = self.topology.counts(self.dut).map_err(|e| e.to_string())?;
         self.counts = Some(after);
         self.topology.check_rx(self.subject, self.size, &g)?;
@@ -267,7 +274,10 @@ pub(super) fn search_one(
         .topology
         .start_dut(cfg, dut, size, dir.path(), &[])
         .map_err(|e| fail(e.to_string()))?;
-    let gcfg = cfg.topology.gen_config(cfg, dut, &sock, size);
+    let gcfg = trafgen::GenConfig {
+        check_payload: cfg.check_payload,
+        ..cfg.topology.gen_config(cfg, dut, &sock, size)
+    };
     let (r, trials, dut_drops) = std::thread::scope(|s| {
         let (gcfg, running) = (&gcfg, &mut running);
         s.spawn(move || {
