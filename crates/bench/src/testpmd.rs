@@ -171,12 +171,7 @@ impl Testpmd {
                         log: self.tail(),
                     });
                 }
-                Err(RecvTimeoutError::Disconnected) => {
-                    return Err(DutError::Exited {
-                        dut: DUT,
-                        log: self.tail(),
-                    });
-                }
+                Err(RecvTimeoutError::Disconnected) => return Err(self.gone()),
             }
         }
     }
@@ -197,10 +192,42 @@ impl Testpmd {
             .stdin
             .as_mut()
             .ok_or(DutError::reply(DUT, "stdin closed"))?;
-        w.write_all(format!("{line}\n").as_bytes())
+        if let Err(e) = w
+            .write_all(format!("{line}\n").as_bytes())
             .and_then(|()| w.flush())
-            .map_err(DutError::io("testpmd stdin"))?;
+        {
+            if e.kind() != std::io::ErrorKind::BrokenPipe {
+                return Err(DutError::io("testpmd stdin")(e));
+            }
+            // testpmd is gone: how it left, and what it said last, say why.
+            return Err(self.gone());
+        }
         self.until_prompt_after(format!("{line}\r\n").as_bytes(), Duration::from_secs(20))
+    }
+
+    /// The error for a testpmd that has exited: its exit status and the last of its output
+    /// (read until its pipes close, at most a second).
+    fn gone(&mut self) -> DutError {
+        let deadline = Instant::now() + Duration::from_secs(1);
+        while let Ok((out, b)) = self
+            .out
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+        {
+            if out { &mut self.log } else { &mut self.err }.extend_from_slice(&b);
+        }
+        let status = loop {
+            match self.child.try_wait() {
+                Ok(Some(s)) => break s.to_string(),
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(10))
+                }
+                _ => break "still running, its pipes closed".into(),
+            }
+        };
+        DutError::Exited {
+            dut: DUT,
+            log: format!("{status}; {}", self.tail()),
+        }
     }
 
     pub fn port_stats(&mut self, port: u16) -> Result<PortStats, DutError> {

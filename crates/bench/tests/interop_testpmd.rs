@@ -331,3 +331,39 @@ fn testpmd_client_receives_jumbo_chains() {
     assert_eq!(q.tx[0].stats().packets, total);
     tp.quit();
 }
+
+/// A testpmd that dies between commands: the next command says it exited, how, and what it
+/// printed last, instead of a bare broken pipe.
+#[test]
+fn a_testpmd_that_died_is_reported_with_its_exit() {
+    let _serial = serial();
+    let Some(bin) = testpmd_or_skip() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let port = MemifPort {
+        server: true,
+        socket: dir.path().join("tp.sock"),
+        id: 0,
+        rsize_log2: 10,
+        bsize: 2048,
+        secret: None,
+    };
+    let mut tp = Testpmd::spawn(&bin, &prefix(), 1, 0, &[port], &[]).unwrap();
+    tp.cmd("show port stats 0").unwrap();
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", &tp.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    std::thread::sleep(Duration::from_millis(200));
+    // The first write after the exit may still land in the pipe's buffer; the one after
+    // cannot.
+    let e = tp
+        .cmd("show port stats 0")
+        .and_then(|_| tp.cmd("show port stats 0"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("testpmd exited") && e.contains("signal: 9"),
+        "{e}"
+    );
+}

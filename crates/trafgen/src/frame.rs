@@ -434,18 +434,23 @@ pub fn filler_intact(bytes: &[u8], from: usize) -> bool {
 mod tests {
     use super::*;
 
+    /// The outer headers of the tests' VXLAN frames.
+    fn outer() -> VxlanSpec {
+        VxlanSpec {
+            src_mac: MacAddr([0x02, 0, 0, 0, 0, 0x11]),
+            dst_mac: MacAddr([0x02, 0, 0, 0, 0, 0x12]),
+            src_ip: Ipv4Addr::new(192, 168, 0, 2),
+            dst_ip: Ipv4Addr::new(192, 168, 0, 1),
+            vni: 100,
+        }
+    }
+
     #[test]
     fn a_frame_s_filler_is_intact_until_one_byte_changes() {
         for (size, vxlan) in [(64usize, false), (1500, false), (9000, false), (1500, true)] {
             let spec = FrameSpec {
                 size,
-                vxlan: vxlan.then(|| VxlanSpec {
-                    src_mac: MacAddr([0x02, 0, 0, 0, 0, 0x11]),
-                    dst_mac: MacAddr([0x02, 0, 0, 0, 0, 0x12]),
-                    src_ip: Ipv4Addr::new(192, 168, 0, 2),
-                    dst_ip: Ipv4Addr::new(192, 168, 0, 1),
-                    vni: 100,
-                }),
+                vxlan: vxlan.then(outer),
                 ..Default::default()
             };
             let t = spec.template().unwrap();
@@ -555,13 +560,7 @@ mod tests {
             size: 128,
             networks: 3,
             dst_macs: macs.clone(),
-            vxlan: Some(VxlanSpec {
-                src_mac: MacAddr([0x02, 0, 0, 0, 0, 0x11]),
-                dst_mac: MacAddr([0x02, 0, 0, 0, 0, 0x12]),
-                src_ip: Ipv4Addr::new(192, 168, 0, 2),
-                dst_ip: Ipv4Addr::new(192, 168, 0, 1),
-                vni: 100,
-            }),
+            vxlan: Some(outer()),
             ..Default::default()
         };
         let t = spec.template().unwrap();
@@ -655,13 +654,7 @@ mod tests {
             let spec = FrameSpec {
                 size: 1518,
                 mix: vec![64, 570, 64, 1518],
-                vxlan: vxlan.then(|| VxlanSpec {
-                    src_mac: MacAddr([0x02, 0, 0, 0, 0, 0x11]),
-                    dst_mac: MacAddr([0x02, 0, 0, 0, 0, 0x12]),
-                    src_ip: Ipv4Addr::new(192, 168, 0, 2),
-                    dst_ip: Ipv4Addr::new(192, 168, 0, 1),
-                    vni: 100,
-                }),
+                vxlan: vxlan.then(outer),
                 ..Default::default()
             };
             let t = spec.template().unwrap();
