@@ -1006,6 +1006,9 @@ struct Sender {
     template: Vec<u8>,
     /// Per tx queue, as [`SendPort`]'s.
     primed: Vec<u64>,
+    /// A mix of sizes (one buffer a frame): per tx queue and ring buffer, the length of the
+    /// template's front that the buffer holds (0 until written).
+    held: Vec<Vec<u16>>,
     chains: Vec<u32>,
     /// Networks the frames spread over, in turn.
     nets: u64,
@@ -1065,6 +1068,7 @@ impl Sender {
                 p.resize(nq.max(1), 0);
                 p
             },
+            held: vec![Vec::new(); nq.max(1)],
             chains,
             nets,
             stream_base: stream_base as u16,
@@ -1205,16 +1209,24 @@ impl Sender {
             }
             let ring = u64::from(t.ring_size());
             let queue = usize::from(t.index());
-            // Whole frames until every slot's buffer holds the template once. Always when
-            // frames differ in length or span several slots: a slot then holds different
-            // parts of frames over time (a short frame primes only its own bytes; a chain's
-            // second slot is another's first later), and only a whole write leaves the
-            // template's filler after the probe, as `check_payload` verifies.
+            // Whole frames until every slot's buffer holds the template once, then headers
+            // and probe only. Frames over several buffers always whole: a chain's second
+            // buffer is another's first later. A mix of sizes tracks what each buffer holds
+            // (`held`): a short frame writes only its own bytes, and a longer one later in
+            // that buffer writes the template again. Only so does every frame carry the
+            // template's filler after its probe, as `check_payload` verifies.
             let chained = self.spec.wire_len() > t.buffer_size();
-            let full = mixed || chained || self.primed.get(queue).is_none_or(|&p| p < ring);
+            let full = chained || (!mixed && self.primed.get(queue).is_none_or(|&p| p < ring));
+            let mut held = match self.held.get_mut(queue) {
+                Some(h) if mixed && !chained => {
+                    h.resize(ring as usize, 0);
+                    Some(h)
+                }
+                _ => None,
+            };
             // Every slot's buffer holds a whole patched frame and only the probe changes:
             // write just the probe.
-            let probe_only = !full && self.spec.patch_is_constant();
+            let probe_only = !full && !mixed && self.spec.patch_is_constant();
             let (nets, stream_base) = (self.nets, self.stream_base);
             let (head, template, spec, seqs) =
                 (&mut self.head, &self.template, &self.spec, &mut self.seqs);
@@ -1243,6 +1255,12 @@ impl Sender {
                     // Whole frames (see `full`); afterwards only headers and probe change
                     // (the buffers are ours alone).
                     w.write(0, template);
+                } else if let Some(h) = held.as_deref_mut() {
+                    let (b, len) = (w.buffer(), w.len() as u16);
+                    if h[b] < len {
+                        w.write(0, template);
+                        h[b] = len;
+                    }
                 }
                 w.write(0, head);
             };

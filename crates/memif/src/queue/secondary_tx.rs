@@ -105,6 +105,12 @@ impl PacketWriter<'_> {
         self.len
     }
 
+    /// Which of the ring's buffers the packet begins in (0 to the ring size less one): what
+    /// a sender that keeps track of what each buffer holds indexes by.
+    pub fn buffer(&self) -> usize {
+        usize::from(self.first_slot & self.mask)
+    }
+
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
