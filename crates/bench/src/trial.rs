@@ -232,8 +232,8 @@ pub fn buffer_size_for(configured: u32, size: usize) -> u32 {
 /// DUT copies between (the generator's transmit ring in, its receive ring out), 8 MiB, a
 /// quarter of this machine's L3, which it shares with the host's other guests. Measured at
 /// 1280 and 1500 B (docs/results/2026-11-28-ring-size.md): 2^12 slots of them, 5.2 and 6.1
-/// MB a ring, cost both veclane and VPP two to four times as much a packet as 2^11, whose
-/// frames stay in the cache; up to 1024 B 2^12 slots stay in it.
+/// MB a ring, cost both veclane and VPP two to three times as much a packet in the nodes that
+/// copy as 2^11, whose frames stay in the cache; up to 1024 B 2^12 slots stay in it.
 pub const RING_FRAME_BYTES: usize = 4 << 20;
 /// The most slots a searched trial's ring has by default: 2^12, which ride out the host's
 /// shorter stalls (about 200 µs at 20 Mpps).
