@@ -116,12 +116,6 @@ pub(crate) fn buffer_size(cfg: &L3fwdConfig, size: usize) -> u32 {
     crate::trial::buffer_size_for(cfg.buffer_size, size + trafgen::frame::VXLAN_OVERHEAD)
 }
 
-/// log2 of every interface's ring size for frames of `size` (see
-/// [`crate::trial::ring_log2_for`]).
-pub(crate) fn ring_log2(cfg: &L3fwdConfig, size: usize) -> u8 {
-    crate::trial::ring_log2_for(cfg.ring_log2, size)
-}
-
 /// The daemon configuration of a node trial in `shape`: the uplink (memif 0) and a pod
 /// interface per network (memif 1 + k), static neighbours for the remote VTEP and every pod,
 /// and a route per network to its remote pods (multinet: through the tunnel to the remote
@@ -135,7 +129,7 @@ pub fn veclane_config(
     workers: u16,
 ) -> api::Config {
     use std::fmt::Write;
-    let ring = 1u32 << ring_log2(cfg, size);
+    let ring = 1u32 << cfg.ring_log2_at(size);
     let bsize = buffer_size(cfg, size);
     let mut t = String::new();
     // The uplink: a memif, or the DUT's end of the harness's veth pair (its MTU the veth's).
@@ -481,7 +475,7 @@ impl Topology for NodeTopology {
                 &cfg.vpp_bin_or_missing()?,
                 None,
                 &crate::vpp::VppConfig {
-                    ring_log2: ring_log2(cfg, size),
+                    ring_log2: cfg.ring_log2_at(size),
                     buffer_size: buffer_size(cfg, size),
                     workers: cfg.worker_cpus(dut.workers).to_vec(),
                     topology: vpp_topology(shape, cfg.networks),
@@ -535,7 +529,7 @@ impl Topology for NodeTopology {
         let iface = |id: u32| memif::InterfaceConfig {
             id,
             name: format!("gen{id}"),
-            log2_ring_size: ring_log2(cfg, size),
+            log2_ring_size: cfg.ring_log2_at(size),
             buffer_size: buffer_size(cfg, size),
             s2m_rings: dut.workers,
             m2s_rings: dut.workers,

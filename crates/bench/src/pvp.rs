@@ -32,7 +32,6 @@ use crate::dut::{Counts, DutError, Running, RunningDut};
 use crate::l3fwd::{L3fwdConfig, Topology};
 use crate::node::{
     GEN_MAC, NODE_VTEP, REMOTE_VTEP, UPLINK_MAC, VNI_BASE, buffer_size, ip, mac_str as mac,
-    ring_log2,
 };
 use crate::testpmd::Testpmd;
 use crate::{CopyMode, Dut, Shape, Subject};
@@ -66,7 +65,7 @@ pub fn node_config(
     size: usize,
     workers: u16,
 ) -> api::Config {
-    let ring = 1u32 << ring_log2(cfg, size);
+    let ring = 1u32 << cfg.ring_log2_at(size);
     let bsize = buffer_size(cfg, size);
     let iface = |name: &str, id: u32, m: [u8; 6], addr: &str, attach: &str| {
         format!(
@@ -137,7 +136,7 @@ pub fn node_config(
 /// veclane as the pod: two memif slaves on the node's socket, 10.10.9.0/24 routed out of
 /// `pod-b` to the node, one polling worker on `cpu`.
 pub fn pod_config(cfg: &L3fwdConfig, node_sock: &Path, size: usize, cpu: usize) -> api::Config {
-    let ring = 1u32 << ring_log2(cfg, size);
+    let ring = 1u32 << cfg.ring_log2_at(size);
     let bsize = buffer_size(cfg, size);
     let mut t = String::new();
     for (name, id, m, addr) in [
@@ -416,7 +415,7 @@ impl Topology for PvpTopology {
                     server: false,
                     socket: sock.clone(),
                     id,
-                    rsize_log2: ring_log2(cfg, size),
+                    rsize_log2: cfg.ring_log2_at(size),
                     bsize: buffer_size(cfg, size),
                     secret: None,
                 };
@@ -445,7 +444,7 @@ impl Topology for PvpTopology {
                 &cfg.vpp_bin_or_missing()?,
                 None,
                 &crate::vpp::VppConfig {
-                    ring_log2: ring_log2(cfg, size),
+                    ring_log2: cfg.ring_log2_at(size),
                     buffer_size: buffer_size(cfg, size),
                     workers: if cpu == cfg.gen_cpu {
                         vec![]
@@ -479,7 +478,7 @@ impl Topology for PvpTopology {
             iface: memif::InterfaceConfig {
                 id: 0,
                 name: "gen0".into(),
-                log2_ring_size: ring_log2(cfg, size),
+                log2_ring_size: cfg.ring_log2_at(size),
                 buffer_size: buffer_size(cfg, size),
                 s2m_rings: dut.workers,
                 m2s_rings: dut.workers,

@@ -99,6 +99,12 @@ pub struct L3fwdConfig {
 }
 
 impl L3fwdConfig {
+    /// log2 of every memif ring's size for frames of `size`, in l3fwd and the node scenarios
+    /// alike (see [`crate::trial::ring_log2_for`]).
+    pub(crate) fn ring_log2_at(&self, size: usize) -> u8 {
+        crate::trial::ring_log2_for(self.ring_log2, size)
+    }
+
     /// How a veclane DUT's workers wait: polling, except under `--cost` ([`Self::dut_idle_sleep`]).
     pub fn veclane_rx_mode(&self) -> api::RxMode {
         if self.dut_idle_sleep {
@@ -309,18 +315,13 @@ pub(super) fn buffer_size_for(cfg: &L3fwdConfig, size: usize) -> u32 {
     crate::trial::buffer_size_for(cfg.buffer_size, size)
 }
 
-/// log2 of the memif ring size for frames of `size` (see [`crate::trial::ring_log2_for`]).
-pub(crate) fn ring_log2_for(cfg: &L3fwdConfig, size: usize) -> u8 {
-    crate::trial::ring_log2_for(cfg.ring_log2, size)
-}
-
 /// The rings of a run, for its table's heading: `2^12`, or `2^12 (2^11 at 1500 B)` when
 /// sizes differ.
 pub(crate) fn rings_text(cfg: &L3fwdConfig) -> String {
     let at: Vec<(usize, u8)> = cfg
         .sizes
         .iter()
-        .map(|&s| (s, ring_log2_for(cfg, s)))
+        .map(|&s| (s, cfg.ring_log2_at(s)))
         .collect();
     let first = at.first().map_or(crate::trial::RING_LOG2_MAX, |a| a.1);
     let others: Vec<String> = at

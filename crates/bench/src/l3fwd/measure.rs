@@ -303,8 +303,7 @@ pub(super) fn search_one(
                     cpus: (cfg.gen_cpu, cfg.dut_cpu()),
                     wait_near: Duration::from_secs_f64(cfg.wait_near_secs),
                     // The generator spreads its bursts over one ring per worker.
-                    ring_slots: (1 << super::config::ring_log2_for(cfg, size))
-                        * u64::from(dut.workers),
+                    ring_slots: (1 << cfg.ring_log2_at(size)) * u64::from(dut.workers),
                     redo_left: cfg.max_redo,
                 },
             };

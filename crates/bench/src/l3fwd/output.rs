@@ -365,7 +365,7 @@ pub fn csv(cfg: &L3fwdConfig, rows: &[SearchRow]) -> String {
                     .map(usize::to_string)
                     .collect::<Vec<_>>()
                     .join(" "),
-                super::config::ring_log2_for(cfg, r.size).to_string(),
+                cfg.ring_log2_at(r.size).to_string(),
                 cfg.buffer_size.to_string(),
                 method.clone(),
             ]);

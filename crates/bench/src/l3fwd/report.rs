@@ -81,7 +81,7 @@ impl<'a> RunReport<'a> {
                 .iter()
                 .map(|&size| RingsAt {
                     size,
-                    ring_log2: super::config::ring_log2_for(cfg, size),
+                    ring_log2: cfg.ring_log2_at(size),
                 })
                 .collect(),
             environment: Environment::probe(crate::dpdk::version()),

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::config::{L3fwdConfig, TestpmdFwd, buffer_size_for, ring_log2_for};
+use super::config::{L3fwdConfig, TestpmdFwd, buffer_size_for};
 use crate::daemon::Daemon;
 use crate::dut::{Counts, DutError, Running};
 use crate::testpmd::{MemifPort, Testpmd};
@@ -150,7 +150,7 @@ pub(super) fn gen_config(
     let iface = |id: u32| memif::InterfaceConfig {
         id,
         name: format!("gen{id}"),
-        log2_ring_size: ring_log2_for(cfg, size),
+        log2_ring_size: cfg.ring_log2_at(size),
         buffer_size: buffer_size_for(cfg, size),
         s2m_rings: workers,
         m2s_rings: workers,
@@ -212,7 +212,7 @@ pub(crate) fn start_dut(
         Dut::None => {
             let r = crate::reflect::spawn(
                 &sock,
-                ring_log2_for(cfg, size),
+                cfg.ring_log2_at(size),
                 buffer_size_for(cfg, size),
                 cfg.dut_cpu(),
             )?;
@@ -228,7 +228,7 @@ pub(crate) fn start_dut(
             let l = crate::dpdk_l3fwd::spawn(
                 &bin,
                 &crate::dpdk_l3fwd::DpdkL3fwdConfig {
-                    ring_log2: ring_log2_for(cfg, size),
+                    ring_log2: cfg.ring_log2_at(size),
                     buffer_size: buffer_size_for(cfg, size),
                     cpus: cfg.worker_cpus(dut.workers).to_vec(),
                     ..crate::dpdk_l3fwd::DpdkL3fwdConfig::new(cfg.dut_cpu())
@@ -242,7 +242,7 @@ pub(crate) fn start_dut(
                 &cfg.vpp_bin_or_missing()?,
                 None,
                 &crate::vpp::VppConfig {
-                    ring_log2: ring_log2_for(cfg, size),
+                    ring_log2: cfg.ring_log2_at(size),
                     buffer_size: buffer_size_for(cfg, size),
                     workers: cfg.worker_cpus(dut.workers).to_vec(),
                     ..crate::vpp::VppConfig::new(cfg.gen_cpu, cfg.dut_cpu())
@@ -260,7 +260,7 @@ pub(crate) fn start_dut(
                 server: true,
                 socket: sock.clone(),
                 id,
-                rsize_log2: ring_log2_for(cfg, size),
+                rsize_log2: cfg.ring_log2_at(size),
                 bsize: buffer_size_for(cfg, size),
                 secret: None,
             };
@@ -320,7 +320,7 @@ pub fn veclane_config(cfg: &L3fwdConfig, copy: CopyMode, size: usize, workers: u
     c.daemon.copy = copy;
     c.daemon.copy_engine = api::CopyEngine::Cpu;
     for i in &mut c.interface {
-        i.ring_size = Some(1 << ring_log2_for(cfg, size));
+        i.ring_size = Some(1 << cfg.ring_log2_at(size));
         i.buffer_size = Some(buffer_size_for(cfg, size));
     }
     c
