@@ -278,12 +278,14 @@ const GEN_RUN: &str = "trafgen::run::Session::run";
 /// out as a DUT's control thread is.
 const GEN_CONTROL: &str = "trafgen::run::Endpoint::poll";
 /// Its two halves, as columns: each the largest inclusive count of its functions. A run sends
-/// through one of the two (`send_uniform` for frames of one size, which hands chained frames
-/// to `send_with` and then includes it; `send_with` for a mix), so the largest is the half.
+/// through one of the three (`send_stamped` for frames of one size whose buffers hold all but
+/// the probe, `send_uniform` for frames of one size otherwise, which hands chained frames to
+/// `send_with` and then includes it; `send_with` for a mix), so the largest is the half.
 const GEN_HALVES: [(&str, &[&str]); 2] = [
     (
         "Send",
         &[
+            "memif::queue::secondary_tx::SecondaryTx::send_stamped",
             "memif::queue::secondary_tx::SecondaryTx::send_uniform",
             "memif::queue::secondary_tx::SecondaryTx::send_with",
         ],

@@ -603,3 +603,64 @@ fn frames_of_one_size_go_out_as_far_as_there_is_room() {
     assert_eq!(got.len(), 11);
     assert_eq!(got, sent);
 }
+
+/// A generator's frames once every buffer holds one: `send_stamped` writes only the stamp at
+/// its offset into each slot's buffer, leaving the rest as it was, places as many as there is
+/// room for, and takes `send_uniform`'s way for a stamp past the frame or a frame needing a
+/// chain (where the rest of the frame is whatever the buffers held).
+#[test]
+fn stamped_frames_change_only_their_stamp() {
+    let dir = tempfile::tempdir().unwrap();
+    let small = InterfaceConfig {
+        log2_ring_size: 3,
+        buffer_size: 2048,
+        ..cfg(0)
+    };
+    let (_l, _c, mut p, mut s) = connected(&dir, small);
+    let mut pool = pool();
+    let mut drain = |p: &mut memif::PrimaryRx| {
+        let mut out = Vec::new();
+        p.recv(&mut pool, &mut out, 64).unwrap();
+        let got: Vec<Vec<u8>> = out
+            .iter()
+            .map(|&h| {
+                let mut b = Vec::new();
+                pool.read_chain(h, &mut b);
+                b
+            })
+            .collect();
+        pool.free_bulk(&out);
+        got
+    };
+    // Every slot's buffer holds frame i's bytes first.
+    let tx = &mut s.tx[0];
+    let k = tx
+        .send_uniform(8, 100, |i, w| w.write(0, &frame(i as u32, 100)))
+        .unwrap();
+    assert_eq!(k, 8);
+    assert_eq!(drain(&mut p.rx[0]).len(), 8);
+    // Five stamps at offset 42, then four more into the three slots left.
+    let stamp = |i: usize| [0xa0 + i as u8; 4];
+    assert_eq!(tx.send_stamped(5, 100, 42, stamp).unwrap(), 5);
+    assert_eq!(tx.send_stamped(4, 100, 42, |i| stamp(5 + i)).unwrap(), 3);
+    assert_eq!((tx.stats().tx_no_room, tx.stats().ring_full), (1, 1));
+    assert_eq!(tx.stats().packets, 16);
+    let got = drain(&mut p.rx[0]);
+    assert_eq!(got.len(), 8);
+    for (i, g) in got.iter().enumerate() {
+        let mut want = frame(i as u32, 100);
+        want[42..46].copy_from_slice(&stamp(i));
+        assert_eq!(*g, want, "frame {i}");
+    }
+    // A stamp reaching past the frame: send_uniform's way, the bytes past the end dropped.
+    assert_eq!(tx.send_stamped(1, 44, 42, |_| [7u8; 4]).unwrap(), 1);
+    let got = drain(&mut p.rx[0]);
+    let mut want = frame(0, 100)[..44].to_vec();
+    want[42..44].copy_from_slice(&[7, 7]);
+    assert_eq!(got, vec![want]);
+    // A frame over two buffers: a chain of two slots, the stamp in the first.
+    assert_eq!(tx.send_stamped(2, 3000, 42, |_| [9u8; 4]).unwrap(), 2);
+    let got = drain(&mut p.rx[0]);
+    assert_eq!(got.len(), 2);
+    assert!(got.iter().all(|g| g.len() == 3000 && g[42..46] == [9; 4]));
+}

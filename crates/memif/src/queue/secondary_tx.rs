@@ -299,6 +299,52 @@ impl SecondaryTx {
         Ok(k)
     }
 
+    /// [`send_uniform`](Self::send_uniform) of packets whose buffers already hold all but `N`
+    /// bytes at offset `at`: `stamp(i)` gives packet `i`'s (a generator's probe, once every
+    /// buffer holds its frame). The range the ring's buffers make is checked once for the
+    /// batch, and each packet's bytes go to a constant offset in its slot's buffer. Packets
+    /// over one buffer, or a stamp past `len`, take `send_uniform`'s way.
+    pub fn send_stamped<const N: usize>(
+        &mut self,
+        n: usize,
+        len: u32,
+        at: usize,
+        mut stamp: impl FnMut(usize) -> [u8; N],
+    ) -> Result<usize, LinkDown> {
+        if len > self.bufs.size || at + N > len as usize {
+            return self.send_uniform(n, len, |i, w| w.write_array(at, &stamp(i)));
+        }
+        let k = n.min(self.room(n)?);
+        if k < n {
+            bump(&self.base.counters.ring_full, 1);
+            bump(&self.base.counters.tx_no_room, (n - k) as u64);
+        }
+        if k == 0 {
+            return Ok(0);
+        }
+        // Every slot's buffer, as one range (our own region holds them all, from `new`).
+        let ring_bytes = u64::from(self.base.ring.size()) * u64::from(self.bufs.size);
+        let Ok(area) = self.bufs.region.range(self.bufs.base, ring_bytes) else {
+            return self.send_uniform(k, len, |i, w| w.write_array(at, &stamp(i)));
+        };
+        let ring = &self.base.ring;
+        let mask = ring.size() - 1;
+        let l = self.bufs.layout();
+        let size = self.bufs.size as usize;
+        let mut slot = self.head;
+        for i in 0..k {
+            area.write_at(usize::from(slot & mask) * size + at, &stamp(i));
+            ring.set_desc(slot, l.desc(slot, mask, len, 0));
+            slot = slot.wrapping_add(1);
+        }
+        self.head = slot;
+        ring.set_head(slot);
+        self.base.signal();
+        bump(&self.base.counters.packets, k as u64);
+        bump(&self.base.counters.bytes, k as u64 * u64::from(len));
+        Ok(k)
+    }
+
     /// Sends `lens.len()` packets or as many as fit; `fill(i, writer)` writes packet `i` in
     /// place. Returns how many packets were consumed from the front of `lens`: sent, or
     /// dropped and counted in `drop_oversize` because they need more slots than the ring has.
