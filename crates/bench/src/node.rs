@@ -191,8 +191,8 @@ pub fn veclane_config(
 /// VPP configured as a Calico VPP node in `shape` for `networks` networks, on the same
 /// addresses, MACs and memif ids as [`veclane_config`]:
 ///
-/// - the uplink `memif1/0`, 192.168.0.1/24 in the default table, the remote VTEP a static
-///   neighbour; in multinet with `ip4-vxlan-bypass` (VXLAN to a local VTEP goes straight to
+/// - the uplink `memif1/0`, 192.168.0.1/24 in the default table, MTU 9216 as veclane's, the
+///   remote VTEP a static neighbour; in multinet with `ip4-vxlan-bypass` (VXLAN to a local VTEP goes straight to
 ///   `vxlan4-input`, as veclane's ip4-input does);
 /// - singlenet: pod `memif1/(1+k)` at 10.(10+k).2.1/24 in the default table, its pod a
 ///   static neighbour, and a route to the remote pods' 10.(10+k).1.0/24 via the remote VTEP;
@@ -213,6 +213,9 @@ pub fn vpp_topology(shape: Shape, networks: u16) -> crate::vpp::VppTopology {
             "set ip neighbor {uplink} {} {gen_mac} static",
             ip(REMOTE_VTEP)
         ),
+        // veclane's uplink takes 9216 bytes: VPP's default of 9000 would fragment a 9000-byte
+        // frame once VXLAN's 50 bytes go around it.
+        format!("set interface mtu 9216 {uplink}"),
     ];
     if shape == Shape::Multinet {
         commands.push(format!("set interface ip vxlan-bypass {uplink}"));
@@ -816,6 +819,7 @@ mod tests {
             [
                 "set interface ip address memif1/0 192.168.0.1/24",
                 "set ip neighbor memif1/0 192.168.0.2 02:00:00:00:00:01 static",
+                "set interface mtu 9216 memif1/0",
                 "ip route add 10.10.1.0/24 via 192.168.0.2 memif1/0",
                 "set interface ip address memif1/1 10.10.2.1/24",
                 "set ip neighbor memif1/1 10.10.2.2 02:00:00:00:00:01 static",
@@ -854,7 +858,8 @@ mod tests {
                 "set ip neighbor memif1/2 10.11.2.2 02:00:00:00:00:01 static",
             ]
         );
-        assert_eq!(m.commands[2], "set interface ip vxlan-bypass memif1/0");
+        assert_eq!(m.commands[2], "set interface mtu 9216 memif1/0");
+        assert_eq!(m.commands[3], "set interface ip vxlan-bypass memif1/0");
         assert!(!m.commands.iter().any(|c| c.starts_with("ip route")));
     }
 

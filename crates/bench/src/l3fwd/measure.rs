@@ -185,6 +185,7 @@ impl GenMeasurer<'_> {
             at_s,
             m: m.clone(),
             refused: g.tx_refused,
+            foreign: g.rx_foreign,
             latency: latency.then_some(g.latency),
             interval_rx_mpps: g.interval_rx_mpps(),
             interval_refused: g.interval_refused(),
@@ -227,9 +228,18 @@ impl Measurer for GenMeasurer<'_> {
 
 /// What a generator run measured, in the search's terms. A paced run that offered less than
 /// half its schedule ended early: it counts as offering the whole schedule (and losing what
-/// never went out), never as a loss-free trial of a few frames.
+/// never went out), never as a loss-free trial of a few frames. Only the generator's own
+/// frames count as received, and in the receive rate: a frame it did not send (a fragment of
+/// one, the DUT's own traffic) would otherwise stand in for one the DUT lost (RFC 2544
+/// counts test frames).
 pub(super) fn measurement(load: Option<f64>, duration: Duration, g: &GenReport) -> Measurement {
     let scheduled = load.map_or(0, |l| (l * duration.as_secs_f64()) as u64);
+    let ours = g.rx_packets.saturating_sub(g.rx_foreign);
+    let share = if g.rx_packets == 0 {
+        1.0
+    } else {
+        ours as f64 / g.rx_packets as f64
+    };
     Measurement {
         load_pps: load.unwrap_or(g.tx_mpps * 1e6),
         duration_s: duration.as_secs_f64(),
@@ -239,10 +249,10 @@ pub(super) fn measurement(load: Option<f64>, duration: Duration, g: &GenReport) 
             g.tx_offered
         },
         sent: g.tx_packets,
-        received: g.rx_packets,
+        received: ours,
         shortfall: g.tx_shortfall,
         tx_pps: g.tx_mpps * 1e6,
-        rx_pps: g.rx_mpps * 1e6,
+        rx_pps: g.rx_mpps * 1e6 * share,
     }
 }
 

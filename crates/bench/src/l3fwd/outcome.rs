@@ -9,6 +9,10 @@ use crate::search::{Measurement, SearchReport};
 use crate::trial::Placed;
 use trafgen::stats::Latency;
 
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
 /// One trial as the generator saw it, with what the DUT's counters said.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct TrialRecord {
@@ -19,6 +23,10 @@ pub struct TrialRecord {
     pub m: Measurement,
     /// Frames lost to a full ring (the DUT's receive ring).
     pub refused: u64,
+    /// Frames that came back which the generator did not send (no probe of its own: the
+    /// fragments of one, the DUT's own traffic). Not counted as received.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub foreign: u64,
     /// Latency trials only: the others do not measure it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub latency: Option<Latency>,

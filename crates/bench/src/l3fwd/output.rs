@@ -207,6 +207,13 @@ pub fn table(cfg: &L3fwdConfig, rows: &[SearchRow]) -> String {
                     r.disagreeing
                 );
             }
+            if r.foreign > 0 {
+                let _ = write!(
+                    flags,
+                    " ! {} trial(s) got frames back the generator did not send (fragments? not counted)",
+                    r.foreign
+                );
+            }
             if r.generator_bound {
                 let _ = write!(
                     flags,

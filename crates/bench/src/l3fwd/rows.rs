@@ -57,6 +57,8 @@ pub struct SearchRow {
     pub disagreeing: usize,
     /// Trials (same searches) whose generator fell behind its schedule.
     pub generator_short: usize,
+    /// Trials (same searches) in which frames came back that the generator had not sent.
+    pub foreign: usize,
     /// Trials (same searches) run again because the host disturbed them.
     pub redone: usize,
     /// This DUT's first-goal result over the reference DUT's (the last one with as many
@@ -235,6 +237,11 @@ pub fn rows(outcomes: &[Outcome], sizes: &[usize], duts: &[Subject]) -> Vec<Sear
                     .iter()
                     .flat_map(|o| &o.trials)
                     .filter(|t| t.m.shortfall > 0 && t.redone.is_none())
+                    .count(),
+                foreign: used
+                    .iter()
+                    .flat_map(|o| &o.trials)
+                    .filter(|t| t.foreign > 0 && t.redone.is_none())
                     .count(),
                 redone: used
                     .iter()

@@ -444,6 +444,27 @@ fn a_run_far_short_of_its_schedule_offered_the_whole_schedule() {
     );
 }
 
+/// Frames the generator did not send (a fragment, the DUT's own traffic) do not stand in for
+/// frames the DUT lost: they count neither as received nor in the receive rate.
+#[test]
+fn frames_the_generator_did_not_send_are_not_received() {
+    let g = GenReport {
+        tx_offered: 1000,
+        tx_packets: 1000,
+        rx_packets: 1000,
+        rx_foreign: 10,
+        rx_mpps: 1.0,
+        ..Default::default()
+    };
+    let m = measurement(Some(1e3), Duration::from_secs(1), &g);
+    assert_eq!((m.offered, m.received), (1000, 990));
+    assert!((m.loss_ratio() - 0.01).abs() < 1e-12);
+    assert!((m.rx_pps - 0.99e6).abs() < 1e-3);
+    let clean = GenReport { rx_foreign: 0, ..g };
+    let m = measurement(Some(1e3), Duration::from_secs(1), &clean);
+    assert_eq!((m.received, m.loss_ratio(), m.rx_pps), (1000, 0.0, 1e6));
+}
+
 #[test]
 fn every_csv_line_has_the_header_s_fields() {
     let a = Subject::plain(Dut::Veclane);
