@@ -419,6 +419,16 @@ impl Topology for NodeTopology {
         self.shapes
     }
 
+    /// The uplink's ring from the remote node and each pod's ring to its pod (in), the
+    /// reverse (out), or both.
+    fn busy_rings(&self, cfg: &L3fwdConfig) -> usize {
+        let one_way = 1 + usize::from(cfg.networks.max(1));
+        match cfg.direction {
+            Direction::Both => 2 * one_way,
+            Direction::In | Direction::Out => one_way,
+        }
+    }
+
     fn notes(&self, cfg: &L3fwdConfig) -> Vec<String> {
         if !cfg.underlay.is_kernel() {
             return Vec::new();

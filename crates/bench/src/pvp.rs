@@ -334,6 +334,12 @@ impl Topology for PvpTopology {
         "Seeds' whole chain: generator → node (veclane) → memif → L3 forwarding pod (--dut: veclane slave, testpmd client or VPP slave) → memif → node → generator, singlenet and multinet; three busy loops, so on two CPUs the pod shares one"
     }
 
+    /// The uplink's two rings (from the remote node and back to it) and one ring of each of
+    /// the pod's two memifs (to the pod on pod-a, from it on pod-b).
+    fn busy_rings(&self, _cfg: &L3fwdConfig) -> usize {
+        4
+    }
+
     /// The pod: veclane, testpmd or VPP.
     fn supports(&self, dut: Dut) -> bool {
         matches!(dut, Dut::Veclane | Dut::Testpmd | Dut::Vpp)

@@ -228,29 +228,47 @@ pub fn buffer_size_for(configured: u32, size: usize) -> u32 {
     }
 }
 
-/// Frame bytes one ring of a searched trial holds at most by default: with the two rings a
-/// DUT copies between (the generator's transmit ring in, its receive ring out), 8 MiB, a
-/// quarter of this machine's L3, which it shares with the host's other guests. Measured at
-/// 1280 and 1500 B (docs/results/2026-11-28-ring-size.md): 2^12 slots of them, 5.2 and 6.1
-/// MB a ring, cost both veclane and VPP two to three times as much a packet in the nodes that
+/// Frame bytes the rings a searched trial keeps busy hold at most together, by default:
+/// 8 MiB, a quarter of this machine's L3, which it shares with the host's other guests.
+/// Measured with two rings (l3fwd: the generator's transmit ring in, its receive ring out) at
+/// 1280 and 1500 B (docs/results/2026-11-28-ring-size.md): 2^12 slots of them, 5.2 and 6.1 MB
+/// a ring, cost both veclane and VPP two to three times as much a packet in the nodes that
 /// copy as 2^11, whose frames stay in the cache; up to 1024 B 2^12 slots stay in it.
-pub const RING_FRAME_BYTES: usize = 4 << 20;
+pub const RINGS_FRAME_BYTES: usize = 8 << 20;
+/// Buffer bytes the busy rings span at most together, by default: 16 MiB, two rings of 2^12
+/// buffers of 2 KiB. A ring's buffers lie one buffer size apart, so that the same line of
+/// every frame falls in the same small share of the cache's sets (a 32nd with 2 KiB buffers),
+/// whatever the frames' size: four rings of 2^12 (the node switch) overfill it even where
+/// their frames would fit. Measured in the node switch (docs/results/2026-11-28-node-ring-size.md):
+/// 2^11 slots a ring forwarded 512-byte frames faster than 2^12 for veclane and VPP alike,
+/// and no slower at 64 B; 2^10 at 1500 B four times as fast as 2^12.
+pub const RINGS_BUFFER_BYTES: usize = 16 << 20;
 /// The most slots a searched trial's ring has by default: 2^12, which ride out the host's
 /// shorter stalls (about 200 µs at 20 Mpps).
 pub const RING_LOG2_MAX: u8 = 12;
 /// The fewest: 2^8 (jumbo frames).
 pub const RING_LOG2_MIN: u8 = 8;
 
-/// log2 of the memif ring size for frames of `size` (or the mix [`IMIX`]): the `configured`
-/// one, or the most slots, from 2^8 to 2^12, whose frames (each in whole 64-byte lines) take
-/// at most [`RING_FRAME_BYTES`]: 2^12 up to 1024 B, 2^11 at 1500 B, 2^8 at 9000 B, which
-/// still hold a few hundred microseconds of traffic at the rates such frames reach here.
-pub fn ring_log2_for(configured: Option<u8>, size: usize) -> u8 {
+/// log2 of the memif ring size for frames of `size` (or the mix [`IMIX`]) in buffers of
+/// `buffer` bytes, in a trial that keeps `busy` rings busy: the `configured` one, or the most
+/// slots, from 2^8 to 2^12, such that the busy rings' frames (each in whole 64-byte lines)
+/// take at most [`RINGS_FRAME_BYTES`] and their buffers span at most [`RINGS_BUFFER_BYTES`].
+/// With two rings of 2 KiB buffers (l3fwd): 2^12 up to 1024 B, 2^11 at 1500 B, 2^8 at
+/// 9000 B; with four (the node switch, one network, both ways): 2^11 up to 1024 B, 2^10 at
+/// 1500 B, 2^8 at 9000 B. Such rings still hold a hundred microseconds of traffic or more at
+/// the rates their frames reach here.
+pub fn ring_log2_for(configured: Option<u8>, size: usize, buffer: u32, busy: usize) -> u8 {
     if let Some(c) = configured {
         return c;
     }
+    let busy = busy.max(1);
     let line = (frame_bytes(size).ceil() as usize).div_ceil(64).max(1) * 64;
-    let slots = (RING_FRAME_BYTES / line).max(1);
+    let by_frames = RINGS_FRAME_BYTES / busy / line;
+    // A buffer size that is no power of two (jumbo frames' 9216) spreads the frames' lines
+    // over more sets: counted as the power of two below it.
+    let stride = 1usize << (usize::BITS - 1 - (buffer as usize).max(64).leading_zeros());
+    let by_span = RINGS_BUFFER_BYTES / busy / stride;
+    let slots = by_frames.min(by_span).max(1);
     let log2 = (usize::BITS - 1 - slots.leading_zeros()) as u8;
     log2.clamp(RING_LOG2_MIN, RING_LOG2_MAX)
 }

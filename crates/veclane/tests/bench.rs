@@ -128,7 +128,8 @@ fn l3fwd_searches_every_dut_and_the_counters_agree() {
     assert_eq!(r["config"]["check_payload"], true);
     // Several DUTs: their trials take turns unless told otherwise.
     assert_eq!(r["config"]["interleave"], "trials");
-    // Each size's rings: 4 MiB of frames at most, unless --ring-log2 fixed them.
+    // Each size's rings: the two busy ones hold 8 MiB of frames at most, unless --ring-log2
+    // fixed them.
     assert_eq!(r["config"]["ring_log2"], serde_json::Value::Null);
     assert_eq!(
         r["rings"],
@@ -492,6 +493,11 @@ fn multinet_measures_both_shapes_per_network_and_the_counters_agree() {
         // Through VXLAN and back, frames of the mix intact.
         "--check-payload",
     ]);
+    // Six busy rings (the uplink's and two pods', both ways) of 2 KiB buffers span 16 MiB
+    // with 2^10 slots each, whatever the frames.
+    let rings = r["rings"].as_array().unwrap();
+    assert_eq!(rings.len(), 2, "{rings:?}");
+    assert!(rings.iter().all(|g| g["ring_log2"] == 10), "{rings:?}");
     let searches = r["searches"].as_array().unwrap();
     assert_eq!(searches.len(), 4, "two sizes, two shapes");
     for o in searches {

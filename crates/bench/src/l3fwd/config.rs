@@ -100,9 +100,15 @@ pub struct L3fwdConfig {
 
 impl L3fwdConfig {
     /// log2 of every memif ring's size for frames of `size`, in l3fwd and the node scenarios
-    /// alike (see [`crate::trial::ring_log2_for`]).
+    /// alike, for the rings the scenario keeps busy ([`Topology::busy_rings`]; see
+    /// [`crate::trial::ring_log2_for`]).
     pub(crate) fn ring_log2_at(&self, size: usize) -> u8 {
-        crate::trial::ring_log2_for(self.ring_log2, size)
+        crate::trial::ring_log2_for(
+            self.ring_log2,
+            size,
+            crate::trial::buffer_size_for(self.buffer_size, size),
+            self.topology.busy_rings(self),
+        )
     }
 
     /// How a veclane DUT's workers wait: polling, except under `--cost` ([`Self::dut_idle_sleep`]).

@@ -371,9 +371,10 @@ fn dut_cpus_are_checked_against_workers_and_the_generator() {
 }
 
 #[test]
-fn rings_hold_at_most_4_mib_of_frames_unless_fixed() {
+fn busy_rings_hold_at_most_8_mib_of_frames_unless_fixed() {
     use crate::trial::{IMIX, ring_log2_for};
-    // 2^12 up to 1024 B (64 lines a frame, 4 MiB a ring), fewer above, never under 2^8.
+    // Two busy rings (l3fwd): 2^12 up to 1024 B (16 lines a frame, 4 MiB a ring), fewer
+    // above, never under 2^8.
     for (size, want) in [
         (64, 12),
         (512, 12),
@@ -386,13 +387,26 @@ fn rings_hold_at_most_4_mib_of_frames_unless_fixed() {
         (9000, 8),
         (IMIX, 12),
     ] {
-        assert_eq!(ring_log2_for(None, size), want, "{size} B");
+        let buffer = crate::trial::buffer_size_for(2048, size);
+        assert_eq!(ring_log2_for(None, size, buffer, 2), want, "{size} B");
         assert_eq!(
-            ring_log2_for(Some(10), size),
+            ring_log2_for(Some(10), size, buffer, 2),
             10,
             "{size} B, --ring-log2 10"
         );
     }
+    // Four (the node switch, one network, both ways): their 2 KiB buffers span 16 MiB with
+    // 2^11 slots, and 1500-byte frames take 8 MiB with 2^10.
+    for (size, want) in [(64, 11), (512, 11), (1024, 11), (1500, 10), (IMIX, 11)] {
+        assert_eq!(
+            ring_log2_for(None, size, 2048, 4),
+            want,
+            "{size} B, four rings"
+        );
+    }
+    assert_eq!(ring_log2_for(None, 9000, 9216, 4), 8);
+    // Larger buffers, fewer slots: 4 KiB buffers span 16 MiB in two rings of 2^11.
+    assert_eq!(ring_log2_for(None, 64, 4096, 2), 11);
     // What the DUTs and the generator are given, and what the table says.
     let mut c = test_config(vec![Subject::plain(Dut::Veclane)]);
     c.sizes = vec![64, 1500, 9000];

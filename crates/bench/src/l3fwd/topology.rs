@@ -31,6 +31,12 @@ pub trait Topology: Sync + core::fmt::Debug {
     fn notes(&self, _cfg: &L3fwdConfig) -> Vec<String> {
         Vec::new()
     }
+    /// The memif rings a trial keeps busy at once (per queue pair), whose frames share the
+    /// cache and so size the rings ([`crate::trial::ring_log2_for`]): here the generator's
+    /// transmit ring into the DUT and its receive ring out of it.
+    fn busy_rings(&self, _cfg: &L3fwdConfig) -> usize {
+        2
+    }
     /// Starts `dut` for frames of `size` in `dir`, under `wrapper` if not empty (valgrind, for
     /// `--cost`); returns it and the memif socket the generator connects to.
     fn start_dut(
