@@ -4,8 +4,9 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use buffer::Pool;
 use common::*;
-use memif::{Client, Event, InterfaceConfig, Listener, SocketPath};
+use memif::{Client, Event, InterfaceConfig, Listener, PrimaryQueues, SecondaryQueues, SocketPath};
 
 fn transfer_both_ways(pcfg: InterfaceConfig, scfg: InterfaceConfig, sizes: &[usize], count: u32) {
     let dir = tempfile::tempdir().unwrap();
@@ -551,18 +552,39 @@ fn a_run_ends_at_the_first_packet_for_another_interface() {
     assert_eq!(pool.available(), pool.capacity());
 }
 
+/// A pair on rings of eight 2 KiB slots, as the tests of a generator's sends use.
+fn eight_slots(dir: &tempfile::TempDir) -> (Listener, Client, PrimaryQueues, SecondaryQueues) {
+    let small = InterfaceConfig {
+        log2_ring_size: 3,
+        buffer_size: 2048,
+        ..cfg(0)
+    };
+    connected(dir, small)
+}
+
+/// Every frame waiting on `p`, each read whole out of the pool.
+fn drain_frames(p: &mut memif::PrimaryRx, pool: &mut Pool) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    p.recv(pool, &mut out, 64).unwrap();
+    let got = out
+        .iter()
+        .map(|&h| {
+            let mut b = Vec::new();
+            pool.read_chain(h, &mut b);
+            b
+        })
+        .collect();
+    pool.free_bulk(&out);
+    got
+}
+
 /// A generator's frames of one size: `send_uniform` places as many as the ring has room for
 /// (room checked once), counts the rest as it counts any refusal, and hands frames that need
 /// a chain to the general path; the primary reads every frame it placed intact.
 #[test]
 fn frames_of_one_size_go_out_as_far_as_there_is_room() {
     let dir = tempfile::tempdir().unwrap();
-    let small = InterfaceConfig {
-        log2_ring_size: 3,
-        buffer_size: 2048,
-        ..cfg(0)
-    };
-    let (_l, _c, mut p, mut s) = connected(&dir, small);
+    let (_l, _c, mut p, mut s) = eight_slots(&dir);
     let mut pool = pool();
     let mut sent = Vec::new();
     let send = |s: &mut memif::SecondaryTx, n: usize, len: usize, sent: &mut Vec<Vec<u8>>| {
@@ -583,23 +605,11 @@ fn frames_of_one_size_go_out_as_far_as_there_is_room() {
     assert_eq!((tx.stats().tx_no_room, tx.stats().ring_full), (2, 1));
     assert_eq!(send(tx, 4, 64, &mut sent), 0, "a full ring");
     assert_eq!(tx.stats().packets, 8);
-    let mut got = Vec::new();
-    let mut out = Vec::new();
-    let mut drain = |p: &mut memif::PrimaryRx, got: &mut Vec<Vec<u8>>| {
-        out.clear();
-        p.recv(&mut pool, &mut out, 64).unwrap();
-        for &h in &out {
-            let mut b = Vec::new();
-            pool.read_chain(h, &mut b);
-            got.push(b);
-        }
-        pool.free_bulk(&out);
-    };
-    drain(&mut p.rx[0], &mut got);
+    let mut got = drain_frames(&mut p.rx[0], &mut pool);
     // 3000 bytes need two 2048-byte buffers: chains of two slots, six of the eight.
     assert_eq!(send(&mut s.tx[0], 3, 3000, &mut sent), 3);
     assert_eq!(send(&mut s.tx[0], 0, 64, &mut sent), 0);
-    drain(&mut p.rx[0], &mut got);
+    got.extend(drain_frames(&mut p.rx[0], &mut pool));
     assert_eq!(got.len(), 11);
     assert_eq!(got, sent);
 }
@@ -611,27 +621,9 @@ fn frames_of_one_size_go_out_as_far_as_there_is_room() {
 #[test]
 fn stamped_frames_change_only_their_stamp() {
     let dir = tempfile::tempdir().unwrap();
-    let small = InterfaceConfig {
-        log2_ring_size: 3,
-        buffer_size: 2048,
-        ..cfg(0)
-    };
-    let (_l, _c, mut p, mut s) = connected(&dir, small);
+    let (_l, _c, mut p, mut s) = eight_slots(&dir);
     let mut pool = pool();
-    let mut drain = |p: &mut memif::PrimaryRx| {
-        let mut out = Vec::new();
-        p.recv(&mut pool, &mut out, 64).unwrap();
-        let got: Vec<Vec<u8>> = out
-            .iter()
-            .map(|&h| {
-                let mut b = Vec::new();
-                pool.read_chain(h, &mut b);
-                b
-            })
-            .collect();
-        pool.free_bulk(&out);
-        got
-    };
+    let mut drain = |p: &mut memif::PrimaryRx| drain_frames(p, &mut pool);
     // Every slot's buffer holds frame i's bytes first.
     let tx = &mut s.tx[0];
     let k = tx

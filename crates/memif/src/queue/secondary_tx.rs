@@ -274,11 +274,7 @@ impl SecondaryTx {
             // Chains: the general path, frame by frame.
             return self.send_with(&vec![len; n], fill);
         }
-        let k = n.min(self.room(n)?);
-        if k < n {
-            bump(&self.base.counters.ring_full, 1);
-            bump(&self.base.counters.tx_no_room, (n - k) as u64);
-        }
+        let k = self.take_room(n)?;
         if k == 0 {
             return Ok(0);
         }
@@ -291,12 +287,30 @@ impl SecondaryTx {
             ring.set_desc(slot, l.desc(slot, mask, len, 0));
             slot = slot.wrapping_add(1);
         }
+        self.publish(slot, k, len);
+        Ok(k)
+    }
+
+    /// How many of `n` packets of one buffer each there is room for, the rest counted as
+    /// refused ([`room`](Self::room)).
+    #[inline]
+    fn take_room(&mut self, n: usize) -> Result<usize, LinkDown> {
+        let k = n.min(self.room(n)?);
+        if k < n {
+            bump(&self.base.counters.ring_full, 1);
+            bump(&self.base.counters.tx_no_room, (n - k) as u64);
+        }
+        Ok(k)
+    }
+
+    /// Hands the peer the `k` packets of `len` bytes whose descriptors run up to `slot`.
+    #[inline]
+    fn publish(&mut self, slot: u16, k: usize, len: u32) {
         self.head = slot;
-        ring.set_head(slot);
+        self.base.ring.set_head(slot);
         self.base.signal();
         bump(&self.base.counters.packets, k as u64);
         bump(&self.base.counters.bytes, k as u64 * u64::from(len));
-        Ok(k)
     }
 
     /// [`send_uniform`](Self::send_uniform) of packets whose buffers already hold all but `N`
@@ -314,11 +328,7 @@ impl SecondaryTx {
         if len > self.bufs.size || at + N > len as usize {
             return self.send_uniform(n, len, |i, w| w.write_array(at, &stamp(i)));
         }
-        let k = n.min(self.room(n)?);
-        if k < n {
-            bump(&self.base.counters.ring_full, 1);
-            bump(&self.base.counters.tx_no_room, (n - k) as u64);
-        }
+        let k = self.take_room(n)?;
         if k == 0 {
             return Ok(0);
         }
@@ -337,11 +347,7 @@ impl SecondaryTx {
             ring.set_desc(slot, l.desc(slot, mask, len, 0));
             slot = slot.wrapping_add(1);
         }
-        self.head = slot;
-        ring.set_head(slot);
-        self.base.signal();
-        bump(&self.base.counters.packets, k as u64);
-        bump(&self.base.counters.bytes, k as u64 * u64::from(len));
+        self.publish(slot, k, len);
         Ok(k)
     }
 
