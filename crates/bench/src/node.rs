@@ -192,8 +192,8 @@ pub fn veclane_config(
 /// addresses, MACs and memif ids as [`veclane_config`]:
 ///
 /// - the uplink `memif1/0`, 192.168.0.1/24 in the default table, MTU 9216 as veclane's, the
-///   remote VTEP a static neighbour; in multinet with `ip4-vxlan-bypass` (VXLAN to a local VTEP goes straight to
-///   `vxlan4-input`, as veclane's ip4-input does);
+///   remote VTEP a static neighbour; in multinet with `ip4-vxlan-bypass` (VXLAN to a local
+///   VTEP goes straight to `vxlan4-input`, as veclane's ip4-input does);
 /// - singlenet: pod `memif1/(1+k)` at 10.(10+k).2.1/24 in the default table, its pod a
 ///   static neighbour, and a route to the remote pods' 10.(10+k).1.0/24 via the remote VTEP;
 /// - multinet: per network a table (its id the VNI) holding the pod interface and a VXLAN

@@ -266,11 +266,10 @@ pub fn ring_log2_for(configured: Option<u8>, size: usize, buffer: u32, busy: usi
     let by_frames = RINGS_FRAME_BYTES / busy / line;
     // A buffer size that is no power of two (jumbo frames' 9216) spreads the frames' lines
     // over more sets: counted as the power of two below it.
-    let stride = 1usize << (usize::BITS - 1 - (buffer as usize).max(64).leading_zeros());
+    let stride = 1usize << (buffer as usize).max(64).ilog2();
     let by_span = RINGS_BUFFER_BYTES / busy / stride;
     let slots = by_frames.min(by_span).max(1);
-    let log2 = (usize::BITS - 1 - slots.leading_zeros()) as u8;
-    log2.clamp(RING_LOG2_MIN, RING_LOG2_MAX)
+    (slots.ilog2() as u8).clamp(RING_LOG2_MIN, RING_LOG2_MAX)
 }
 
 /// `--sizes imix` among frame sizes: the simple IMIX, frames of 64, 570 and 1518 bytes 7:4:1,

@@ -1233,7 +1233,7 @@ impl Sender {
             // write just the probe.
             let probe_only = !full && !mixed && self.spec.patch_is_constant();
             let (nets, stream_base) = (self.nets, self.stream_base);
-            if probe_only {
+            let sent = if probe_only {
                 // One network (a constant patch), so one stream for the queue, numbered
                 // on from where it stands, and only the probe written, at a constant offset
                 // (the general closure below was a call a frame, 77 instructions with its
@@ -1248,48 +1248,45 @@ impl Sender {
                     .encode()
                 })?;
                 self.seqs[queue] += sent as u64;
-                if let Some(p) = self.primed.get_mut(queue) {
-                    *p += sent as u64;
-                }
-                self.account(n, sent);
-                continue;
-            }
-            let (head, template, spec, seqs) =
-                (&mut self.head, &self.template, &self.spec, &mut self.seqs);
-            // `move`: the closure holds its scalars itself rather than pointers to them,
-            // one load fewer for each a frame.
-            let fill = move |i: usize, w: &mut memif::PacketWriter<'_>| {
-                let c = base + i as u64;
-                let (net, flow) = split(c, nets);
-                let s = queue * nets as usize + usize::from(net);
-                let p = Probe {
-                    stream: stream_base + s as u16,
-                    seq: seqs[s],
-                    sent_ns: ts,
-                };
-                seqs[s] += 1;
-                head[probe..].copy_from_slice(&p.encode());
-                if mixed {
-                    spec.set_len(head, spec.size_of(c));
-                }
-                spec.patch(head, flow, net);
-                if full {
-                    // Whole frames (see `full`); afterwards only headers and probe change
-                    // (the buffers are ours alone).
-                    w.write(0, template);
-                } else if let Some(h) = held.as_deref_mut() {
-                    let (b, len) = (w.buffer(), w.len() as u16);
-                    if h[b] < len {
-                        w.write(0, template);
-                        h[b] = len;
+                sent
+            } else {
+                let (head, template, spec, seqs) =
+                    (&mut self.head, &self.template, &self.spec, &mut self.seqs);
+                // `move`: the closure holds its scalars itself rather than pointers to them,
+                // one load fewer for each a frame.
+                let fill = move |i: usize, w: &mut memif::PacketWriter<'_>| {
+                    let c = base + i as u64;
+                    let (net, flow) = split(c, nets);
+                    let s = queue * nets as usize + usize::from(net);
+                    let p = Probe {
+                        stream: stream_base + s as u16,
+                        seq: seqs[s],
+                        sent_ns: ts,
+                    };
+                    seqs[s] += 1;
+                    head[probe..].copy_from_slice(&p.encode());
+                    if mixed {
+                        spec.set_len(head, spec.size_of(c));
                     }
+                    spec.patch(head, flow, net);
+                    if full {
+                        // Whole frames (see `full`); afterwards only headers and probe change
+                        // (the buffers are ours alone).
+                        w.write(0, template);
+                    } else if let Some(h) = held.as_deref_mut() {
+                        let (b, len) = (w.buffer(), w.len() as u16);
+                        if h[b] < len {
+                            w.write(0, template);
+                            h[b] = len;
+                        }
+                    }
+                    w.write(0, head);
+                };
+                // Frames of one size (no mix): room checked once for the burst.
+                match &self.lens[..n] {
+                    [len, ..] if !mixed => t.send_uniform(n, *len, fill)?,
+                    lens => t.send_with(lens, fill)?,
                 }
-                w.write(0, head);
-            };
-            // Frames of one size (no mix): room checked once for the burst.
-            let sent = match &self.lens[..n] {
-                [len, ..] if !mixed => t.send_uniform(n, *len, fill)?,
-                lens => t.send_with(lens, fill)?,
             };
             if let Some(p) = self.primed.get_mut(queue) {
                 *p += sent as u64;

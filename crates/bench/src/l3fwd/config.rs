@@ -106,7 +106,7 @@ impl L3fwdConfig {
         crate::trial::ring_log2_for(
             self.ring_log2,
             size,
-            crate::trial::buffer_size_for(self.buffer_size, size),
+            buffer_size_for(self, size),
             self.topology.busy_rings(self),
         )
     }
