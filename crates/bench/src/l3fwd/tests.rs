@@ -405,6 +405,21 @@ fn busy_rings_hold_at_most_8_mib_of_frames_unless_fixed() {
         );
     }
     assert_eq!(ring_log2_for(None, 9000, 9216, 4), 8);
+    // Six and ten (two and four networks): the span caps small frames at 2^10 and 2^9, and
+    // 1500-byte frames' 8 MiB gives 2^9 to both (docs/benchmarking.md's table).
+    for (busy, size, want) in [
+        (6, 64, 10),
+        (6, 1024, 10),
+        (6, 1500, 9),
+        (10, 64, 9),
+        (10, 1500, 9),
+    ] {
+        assert_eq!(
+            ring_log2_for(None, size, 2048, busy),
+            want,
+            "{size} B, {busy} rings"
+        );
+    }
     // Larger buffers, fewer slots: 4 KiB buffers span 16 MiB in two rings of 2^11.
     assert_eq!(ring_log2_for(None, 64, 4096, 2), 11);
     // What the DUTs and the generator are given, and what the table says.
