@@ -251,18 +251,24 @@ pub const RING_LOG2_MIN: u8 = 8;
 
 /// log2 of the memif ring size for frames of `size` (or the mix [`IMIX`]) in buffers of
 /// `buffer` bytes, in a trial that keeps `busy` rings busy: the `configured` one, or the most
-/// slots, from 2^8 to 2^12, such that the busy rings' frames (each in whole 64-byte lines)
-/// take at most [`RINGS_FRAME_BYTES`] and their buffers span at most [`RINGS_BUFFER_BYTES`].
-/// With two rings of 2 KiB buffers (l3fwd): 2^12 up to 1024 B, 2^11 at 1500 B, 2^8 at
-/// 9000 B; with four (the node switch, one network, both ways): 2^11 up to 1024 B, 2^10 at
-/// 1500 B, 2^8 at 9000 B. Such rings still hold a hundred microseconds of traffic or more at
+/// slots, from 2^8 to 2^12, such that the busy rings' frames (each in whole 64-byte lines, a
+/// mix at its largest) take at most [`RINGS_FRAME_BYTES`] and their buffers span at most
+/// [`RINGS_BUFFER_BYTES`]. With two rings of 2 KiB buffers (l3fwd): 2^12 up to 1024 B, 2^11
+/// at 1500 B and IMIX, 2^8 at 9000 B; with four (the node switch, one network, both ways):
+/// 2^11 up to 1024 B, 2^10 at 1500 B and IMIX, 2^8 at 9000 B. Such rings still hold a hundred microseconds of traffic or more at
 /// the rates their frames reach here.
 pub fn ring_log2_for(configured: Option<u8>, size: usize, buffer: u32, busy: usize) -> u8 {
     if let Some(c) = configured {
         return c;
     }
     let busy = busy.max(1);
-    let line = (frame_bytes(size).ceil() as usize).div_ceil(64).max(1) * 64;
+    // A mix counts at its largest frame, not its mean: the mix's period (12 frames) does not
+    // divide a ring of 2^N slots, so a slot takes another size each lap and within a few laps
+    // every buffer has had the largest frame's lines in use (IMIX in l3fwd, 2^12 against
+    // 2^11: veclane's memif-output 60-62 ns a packet against 27-29,
+    // docs/results/2026-11-28-imix-rings.md).
+    let largest = frame_spec_size(size).0;
+    let line = largest.div_ceil(64).max(1) * 64;
     let by_frames = RINGS_FRAME_BYTES / busy / line;
     // A buffer size that is no power of two (jumbo frames' 9216) spreads the frames' lines
     // over more sets: counted as the power of two below it.

@@ -494,10 +494,21 @@ fn multinet_measures_both_shapes_per_network_and_the_counters_agree() {
         "--check-payload",
     ]);
     // Six busy rings (the uplink's and two pods', both ways) of 2 KiB buffers span 16 MiB
-    // with 2^10 slots each, whatever the frames.
+    // with 2^10 slots each; IMIX counts at its largest frame, whose 8 MiB take 2^9.
     let rings = r["rings"].as_array().unwrap();
+    let at = |size: u64| {
+        rings
+            .iter()
+            .find(|g| g["size"] == size)
+            .map(|g| &g["ring_log2"])
+    };
     assert_eq!(rings.len(), 2, "{rings:?}");
-    assert!(rings.iter().all(|g| g["ring_log2"] == 10), "{rings:?}");
+    assert_eq!(at(64), Some(&serde_json::json!(10)), "{rings:?}");
+    assert_eq!(
+        at(0),
+        Some(&serde_json::json!(9)),
+        "IMIX (size 0): {rings:?}"
+    );
     let searches = r["searches"].as_array().unwrap();
     assert_eq!(searches.len(), 4, "two sizes, two shapes");
     for o in searches {
