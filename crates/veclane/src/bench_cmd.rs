@@ -228,9 +228,10 @@ pub struct BenchArgs {
     /// log2 of the memif ring size [default: p2p 10; l3fwd and the node scenarios at most 12,
     /// whose 4096 slots ride out the shorter stalls of a shared host that would otherwise
     /// decide every zero-loss search, and fewer where the rings a trial keeps busy would hold
-    /// over 8 MiB of frames or span over 16 MiB of buffers, so that they stay in the cache:
-    /// l3fwd 2^12 up to 1024 B, 2^11 at 1500 B, 2^8 at 9000 B; the node scenarios with one
-    /// network 2^11 up to 1024 B, 2^10 at 1500 B, 2^8 at 9000 B].
+    /// over 8 MiB of frames (a mix counted at its largest) or span over 16 MiB of buffers, so
+    /// that they stay in the cache: l3fwd 2^12 up to 1024 B, 2^11 at 1500 B and IMIX, 2^8 at
+    /// 9000 B; the node scenarios with one network 2^11 up to 1024 B, 2^10 at 1500 B and
+    /// IMIX, 2^8 at 9000 B].
     #[arg(long)]
     ring_log2: Option<u8>,
     /// The generator reads every frame that comes back whole and checks the bytes after its
