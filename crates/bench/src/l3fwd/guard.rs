@@ -36,6 +36,15 @@ pub(super) struct TrialGuard {
 }
 
 impl TrialGuard {
+    /// Whether a trial is run again, and why: it failed (`failed`), the host explains it
+    /// (`why`, from [`disturbance`](Self::disturbance)), and the search has trials left to
+    /// run again. Every kind of trial alike: flat out, search and latency.
+    pub(super) fn run_again(&mut self, failed: bool, why: Option<String>) -> Option<String> {
+        let why = why.filter(|_| failed && self.redo_left > 0)?;
+        self.redo_left -= 1;
+        Some(why)
+    }
+
     /// The probe before a trial, after waiting (bounded) for the near state. Once a wait has
     /// run out the host is settled elsewhere, and the rest of the search does not wait.
     pub(super) fn before(&mut self) -> Option<f64> {

@@ -82,7 +82,8 @@ impl GenMeasurer<'_> {
 
     /// One trial: `load` pps on a wire, or flat out (held back by a full ring) when `None`;
     /// run again while the host disturbed it and it failed (see [`TrialGuard`]). Latency
-    /// trials are taken as they come.
+    /// trials too: one that lost frames at a fraction of the zero-loss rate while the host
+    /// disturbed it timed the disturbance (a queue behind a stall), not the path.
     fn trial(&mut self, load: Option<f64>, duration: Duration) -> Result<Measurement, String> {
         self.begin_turn()?;
         let r = self.trial_in_turn(load, duration);
@@ -117,10 +118,7 @@ impl GenMeasurer<'_> {
             let why = self
                 .guard
                 .disturbance(load, &m, &g, dut_wait_us, before, after);
-            if let Some(why) = why.filter(|_| failed && self.kind != "latency")
-                && self.guard.redo_left > 0
-            {
-                self.guard.redo_left -= 1;
+            if let Some(why) = self.guard.run_again(failed, why) {
                 record.redone = Some(why);
                 self.records.push(record);
                 continue;

@@ -118,6 +118,28 @@ fn only_failures_the_host_explains_are_run_again() {
 }
 
 #[test]
+fn a_failed_trial_the_host_explains_is_run_again_while_the_budget_lasts() {
+    let mut guard = TrialGuard {
+        cpus: (0, 1),
+        wait_near: Duration::from_secs(1),
+        ring_slots: 2048,
+        redo_left: 2,
+    };
+    let why = || Some("placement mid (39/163 ns)".to_string());
+    // A latency trial at half the zero-loss rate that lost a quarter of its frames while the
+    // CPUs moved apart (the 64 B trial of one `make bench`) is run again, like any other.
+    assert_eq!(guard.run_again(true, why()), why());
+    // One that passed stands, disturbed or not; one the host does not explain stands too.
+    assert_eq!(guard.run_again(false, why()), None);
+    assert_eq!(guard.run_again(true, None), None);
+    assert_eq!(guard.redo_left, 1);
+    assert_eq!(guard.run_again(true, why()), why());
+    // The search's budget spent: taken as it is.
+    assert_eq!(guard.run_again(true, why()), None);
+    assert_eq!(guard.redo_left, 0);
+}
+
+#[test]
 fn ratios_pair_searches_of_the_same_repetition() {
     let a = Subject::plain(Dut::Veclane);
     let b = Subject::plain(Dut::Testpmd);
