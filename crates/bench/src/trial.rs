@@ -255,8 +255,8 @@ pub const RING_LOG2_MIN: u8 = 8;
 /// mix at its largest) take at most [`RINGS_FRAME_BYTES`] and their buffers span at most
 /// [`RINGS_BUFFER_BYTES`]. With two rings of 2 KiB buffers (l3fwd): 2^12 up to 1024 B, 2^11
 /// at 1500 B and IMIX, 2^8 at 9000 B; with four (the node switch, one network, both ways):
-/// 2^11 up to 1024 B, 2^10 at 1500 B and IMIX, 2^8 at 9000 B. Such rings still hold a hundred microseconds of traffic or more at
-/// the rates their frames reach here.
+/// 2^11 up to 1024 B, 2^10 at 1500 B and IMIX, 2^8 at 9000 B. Such rings still hold a
+/// hundred microseconds of traffic or more at the rates their frames reach here.
 pub fn ring_log2_for(configured: Option<u8>, size: usize, buffer: u32, busy: usize) -> u8 {
     if let Some(c) = configured {
         return c;
@@ -267,8 +267,7 @@ pub fn ring_log2_for(configured: Option<u8>, size: usize, buffer: u32, busy: usi
     // every buffer has had the largest frame's lines in use (IMIX in l3fwd, 2^12 against
     // 2^11: veclane's memif-output 60-62 ns a packet against 27-29,
     // docs/results/2026-11-28-imix-rings.md).
-    let largest = frame_spec_size(size).0;
-    let line = largest.div_ceil(64).max(1) * 64;
+    let line = largest_frame(size).div_ceil(64).max(1) * 64;
     let by_frames = RINGS_FRAME_BYTES / busy / line;
     // A buffer size that is no power of two (jumbo frames' 9216) spreads the frames' lines
     // over more sets: counted as the power of two below it.
@@ -302,13 +301,23 @@ pub fn size_label(size: usize) -> String {
     }
 }
 
+/// The largest frame of `size` (IMIX: of the mix, 1518 B).
+pub fn largest_frame(size: usize) -> usize {
+    if size == IMIX {
+        IMIX_MIX.iter().copied().max().unwrap_or(0)
+    } else {
+        size
+    }
+}
+
 /// The generator's frame size and mix for `size` (IMIX: the largest, and the mix).
 pub fn frame_spec_size(size: usize) -> (usize, Vec<usize>) {
-    if size == IMIX {
-        (1518, IMIX_MIX.to_vec())
+    let mix = if size == IMIX {
+        IMIX_MIX.to_vec()
     } else {
-        (size, Vec::new())
-    }
+        Vec::new()
+    };
+    (largest_frame(size), mix)
 }
 
 /// A frame-size argument: bytes, or `imix`.

@@ -228,7 +228,7 @@ impl L3fwdConfig {
             return Err(E::UnderlayDut(d.dut));
         }
         // The largest frame the generator sends at each size (the IMIX's largest for it).
-        let largest = |s: usize| crate::trial::frame_spec_size(s).0;
+        let largest = crate::trial::largest_frame;
         if let Some(&size) = self
             .sizes
             .iter()
