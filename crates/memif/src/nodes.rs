@@ -337,6 +337,8 @@ pub fn device_nodes(
 
 /// Bytes single-copy input copies into the local buffer: every header the graph parses
 /// (Ethernet, IPv4 with options, the first L4 bytes an ICMP error quotes) with room to spare.
+/// Plain IPv4 frames, whose headers end in their first line, keep only that line when the CPU
+/// copies (`queue::primary_rx::headers_in_first_line`).
 pub const SINGLE_COPY_HEADER: usize = 128;
 
 impl MemifInput {

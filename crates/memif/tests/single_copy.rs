@@ -238,3 +238,97 @@ fn receive_copies_go_through_the_engine() {
         assert_eq!(s2m.tail(), 5);
     }
 }
+
+/// An Ethernet frame of `len` bytes: `ethertype`, then (for IPv4) the version and header
+/// length byte `ver_ihl`, protocol `proto` and, at byte 36, destination port `port`; the
+/// rest a pattern.
+fn frame(i: usize, len: usize, ethertype: u16, ver_ihl: u8, proto: u8, port: u16) -> Vec<u8> {
+    let mut f = pattern(i, len);
+    f[12..14].copy_from_slice(&ethertype.to_be_bytes());
+    f[14] = ver_ihl;
+    f[23] = proto;
+    f[36..38].copy_from_slice(&port.to_be_bytes());
+    f
+}
+
+#[test]
+fn single_copy_takes_one_line_when_the_headers_end_in_it() {
+    // What single copy keeps local of each frame: the first line when every header the graph
+    // reads ends there (IPv4 without options, not VXLAN), the caller's `hdr` bytes otherwise;
+    // frames of one line or less whole. Every frame reads back intact and is sent intact.
+    let cases: [(Vec<u8>, usize); 8] = [
+        (frame(0, 512, 0x0800, 0x45, 17, 5001), 64), // IPv4/UDP: one line
+        (frame(1, 100, 0x0800, 0x45, 1, 0), 64),     // IPv4/ICMP, under hdr: still one line
+        (frame(2, 1500, 0x0800, 0x45, 6, 80), 64),   // IPv4/TCP
+        (frame(3, 512, 0x0800, 0x46, 17, 5001), HDR), // IPv4 with options
+        (frame(4, 512, 0x0800, 0x45, 17, 4789), HDR), // VXLAN: the inner headers run on
+        (frame(5, 512, 0x8100, 0x45, 17, 5001), HDR), // a VLAN tag
+        (frame(6, 100, 0x0806, 0x00, 0, 0), 100),    // ARP-sized and not IPv4: whole
+        (frame(7, 64, 0x0800, 0x45, 17, 5001), 64),  // one line: whole
+    ];
+    let layout = RingLayout::CacheLine64;
+    let rings = Arc::new(SharedMemory::anonymous(65536).unwrap());
+    let bufs = Arc::new(SharedMemory::anonymous(65536).unwrap());
+    let regions = [rings.clone(), bufs.clone()];
+    let tx_at = layout.ring_bytes(LOG2).next_multiple_of(8);
+    let (mut rx, _rx_link) = memif::testing::primary_rx(&regions, 0, LOG2, layout, 9216).unwrap();
+    let (mut tx, _) = memif::testing::primary_tx(&regions, tx_at, LOG2, layout).unwrap();
+    let s2m = Ring::new(rings.clone(), 0, LOG2, layout).unwrap();
+    let m2s = Ring::new(rings.clone(), tx_at, LOG2, layout).unwrap();
+    for (i, (f, _)) in cases.iter().enumerate() {
+        let off = i as u32 * 2048;
+        bufs.write(u64::from(off), f).unwrap();
+        s2m.set_desc(
+            i as u16,
+            Desc {
+                region: 1,
+                offset: off,
+                length: f.len() as u32,
+                ..Desc::default()
+            },
+        );
+    }
+    s2m.set_head(cases.len() as u16);
+    let (mut pool, _table, peers) = pool_with_peer(&rx);
+    let mut out = Vec::new();
+    assert_eq!(
+        rx.recv_split(&mut pool, &mut out, 64, HDR, 0).unwrap(),
+        cases.len()
+    );
+    for (k, ((f, local), &b)) in cases.iter().zip(&out).enumerate() {
+        let m = pool.meta(b);
+        assert_eq!(
+            (usize::from(m.len), m.ext.len as usize, m.total_len as usize),
+            (*local, f.len() - local, f.len()),
+            "frame {k}"
+        );
+        let mut v = Vec::new();
+        pool.read_chain(b, &mut v);
+        assert_eq!(&v, f, "frame {k}");
+    }
+    assert_eq!(s2m.tail(), 0, "slots with payloads left in them are held");
+    // Out through the transmit ring into fresh buffers: each frame whole.
+    for k in 0..cases.len() as u16 {
+        m2s.set_desc(
+            k,
+            Desc {
+                region: 1,
+                offset: 32768 + u32::from(k) * 2048,
+                length: 2048,
+                ..Desc::default()
+            },
+        );
+    }
+    m2s.set_head(cases.len() as u16);
+    assert_eq!(tx.send_via(&pool, &out, &peers, None).unwrap(), cases.len());
+    for (k, (f, _)) in cases.iter().enumerate() {
+        let d = m2s.desc(k as u16);
+        let mut v = vec![0; d.length as usize];
+        bufs.read(u64::from(d.offset), &mut v).unwrap();
+        assert_eq!(&v, f, "frame {k} sent");
+    }
+    pool.free_bulk(&out);
+    rx.release();
+    assert_eq!(s2m.tail(), cases.len() as u16);
+    assert_eq!(pool.available(), pool.capacity());
+}
