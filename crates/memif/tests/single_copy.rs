@@ -19,6 +19,37 @@ fn pattern(i: usize, len: usize) -> Vec<u8> {
     (0..len).map(|k| (k * 7 + i * 31) as u8).collect()
 }
 
+/// A primary's S2M receive and M2S transmit queues over two fresh regions (the rings, then 64
+/// KiB of buffers: region 1), the receive queue's link, and the peer's view of both rings.
+struct Rig {
+    bufs: Arc<SharedMemory>,
+    rx: memif::PrimaryRx,
+    rx_link: Arc<memif::queue::Link>,
+    tx: memif::PrimaryTx,
+    s2m: Ring,
+    m2s: Ring,
+}
+
+impl Rig {
+    fn new() -> Rig {
+        let layout = RingLayout::CacheLine64;
+        let rings = Arc::new(SharedMemory::anonymous(65536).unwrap());
+        let bufs = Arc::new(SharedMemory::anonymous(65536).unwrap());
+        let regions = [rings.clone(), bufs.clone()];
+        let tx_at = layout.ring_bytes(LOG2).next_multiple_of(8);
+        let (rx, rx_link) = memif::testing::primary_rx(&regions, 0, LOG2, layout, 9216).unwrap();
+        let (tx, _) = memif::testing::primary_tx(&regions, tx_at, LOG2, layout).unwrap();
+        Rig {
+            bufs,
+            rx,
+            rx_link,
+            tx,
+            s2m: Ring::new(rings.clone(), 0, LOG2, layout).unwrap(),
+            m2s: Ring::new(rings, tx_at, LOG2, layout).unwrap(),
+        }
+    }
+}
+
 /// As the peer: puts a descriptor past the end of region 1 (65536 bytes) in `slot` and
 /// publishes every slot up to it.
 fn publish_with_a_lie(s2m: &Ring, slot: u16) {
@@ -52,16 +83,14 @@ fn pool_with_peer(rx: &memif::PrimaryRx) -> (Pool, Arc<PeerTable>, Peers) {
 
 #[test]
 fn a_lying_peer_only_corrupts_its_own_packets() {
-    let layout = RingLayout::CacheLine64;
-    let rings = Arc::new(SharedMemory::anonymous(65536).unwrap());
-    let bufs = Arc::new(SharedMemory::anonymous(65536).unwrap());
-    let regions = [rings.clone(), bufs.clone()];
-    let tx_at = layout.ring_bytes(LOG2).next_multiple_of(8);
-    let (mut rx, rx_link) = memif::testing::primary_rx(&regions, 0, LOG2, layout, 9216).unwrap();
-    let (mut tx, _) = memif::testing::primary_tx(&regions, tx_at, LOG2, layout).unwrap();
-    // The peer's view of the same two rings.
-    let s2m = Ring::new(rings.clone(), 0, LOG2, layout).unwrap();
-    let m2s = Ring::new(rings.clone(), tx_at, LOG2, layout).unwrap();
+    let Rig {
+        bufs,
+        mut rx,
+        rx_link,
+        mut tx,
+        s2m,
+        m2s,
+    } = Rig::new();
 
     // Four 1000-byte packets, and one descriptor outside every region.
     for i in 0..4u16 {
@@ -266,15 +295,14 @@ fn single_copy_takes_one_line_when_the_headers_end_in_it() {
         (frame(6, 100, 0x0806, 0x00, 0, 0), 100),    // ARP-sized and not IPv4: whole
         (frame(7, 64, 0x0800, 0x45, 17, 5001), 64),  // one line: whole
     ];
-    let layout = RingLayout::CacheLine64;
-    let rings = Arc::new(SharedMemory::anonymous(65536).unwrap());
-    let bufs = Arc::new(SharedMemory::anonymous(65536).unwrap());
-    let regions = [rings.clone(), bufs.clone()];
-    let tx_at = layout.ring_bytes(LOG2).next_multiple_of(8);
-    let (mut rx, _rx_link) = memif::testing::primary_rx(&regions, 0, LOG2, layout, 9216).unwrap();
-    let (mut tx, _) = memif::testing::primary_tx(&regions, tx_at, LOG2, layout).unwrap();
-    let s2m = Ring::new(rings.clone(), 0, LOG2, layout).unwrap();
-    let m2s = Ring::new(rings.clone(), tx_at, LOG2, layout).unwrap();
+    let Rig {
+        bufs,
+        mut rx,
+        mut tx,
+        s2m,
+        m2s,
+        ..
+    } = Rig::new();
     for (i, (f, _)) in cases.iter().enumerate() {
         let off = i as u32 * 2048;
         bufs.write(u64::from(off), f).unwrap();
