@@ -230,6 +230,15 @@ impl Testpmd {
         }
     }
 
+    /// `e`, a failure to reach the process, unless testpmd has exited: then what
+    /// [`gone`](Self::gone) says.
+    fn or_gone(&mut self, e: DutError) -> DutError {
+        match self.child.try_wait() {
+            Ok(None) => e,
+            _ => self.gone(),
+        }
+    }
+
     pub fn port_stats(&mut self, port: u16) -> Result<PortStats, DutError> {
         let out = self.cmd(&format!("show port stats {port}"))?;
         parse_port_stats(&out)
@@ -337,6 +346,17 @@ impl RunningDut for Testpmd {
             ),
             _ => String::new(),
         }
+    }
+
+    /// `SIGSTOP`, as every DUT; a testpmd that is no longer there is reported as any other
+    /// that died (how it ended, the end of its output), not as a signal that found no process.
+    fn pause(&mut self) -> Result<(), DutError> {
+        crate::proc::signal(self.pid(), rustix::process::Signal::STOP).map_err(|e| self.or_gone(e))
+    }
+
+    /// `SIGCONT`, reported as [`pause`](Self::pause) is.
+    fn resume(&mut self) -> Result<(), DutError> {
+        crate::proc::signal(self.pid(), rustix::process::Signal::CONT).map_err(|e| self.or_gone(e))
     }
 
     fn stop(self: Box<Self>, timeout: Duration) -> Result<(), DutError> {

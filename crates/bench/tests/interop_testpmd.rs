@@ -9,6 +9,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use bench::dut::RunningDut;
 use bench::testpmd::{self, MemifPort, Testpmd};
 use buffer::{Pool, PoolConfig};
 use memif::{Client, InterfaceConfig, Listener, SocketPath};
@@ -366,4 +367,13 @@ fn a_testpmd_that_died_is_reported_with_its_exit() {
         e.contains("testpmd exited") && e.contains("signal: 9"),
         "{e}"
     );
+    // Paused between its turns or resumed for one (`--interleave trials`), a testpmd that
+    // died says so the same way, not that a signal found no process.
+    for e in [tp.pause().unwrap_err(), tp.resume().unwrap_err()] {
+        let e = e.to_string();
+        assert!(
+            e.contains("testpmd exited") && e.contains("signal: 9"),
+            "{e}"
+        );
+    }
 }
