@@ -209,8 +209,8 @@ impl PrimaryRx {
     /// A frame whose first 64 bytes hold every header the graph reads of it
     /// (`headers_in_first_line`: untagged IPv4 without options, not VXLAN) has only that
     /// line copied when it arrives in one descriptor and the CPU copies it: the line after
-    /// it, last written by the peer's core, is then read once, by the transmit's copy,
-    /// instead of twice.
+    /// it, last written by the peer's core, is then no miss waited for here on its own but
+    /// read by the transmit's copy with the rest of the payload.
     pub fn recv_split(
         &mut self,
         pool: &mut Pool,
