@@ -6,8 +6,8 @@ import (
 	"veclane.dev/cni/ctl"
 )
 
-// Daemon is a connection to a veclane daemon's control API (see package ctl), with the
-// requests the agent makes.
+// Daemon is a connection to a veclane daemon's control API (package ctl's client), with the
+// agent's view of it: its own routes, and State.
 type Daemon struct{ *ctl.Client }
 
 // DialDaemon connects to the control socket at path.
@@ -19,82 +19,28 @@ func DialDaemon(path string) (*Daemon, error) {
 	return &Daemon{c}, nil
 }
 
-// DaemonError is a request the daemon refused, with its reason.
-type DaemonError = ctl.Error
-
-func (d *Daemon) call(req map[string]any, out any) error { return d.Call(req, out) }
-
-// DaemonNetwork is a network as `show network` reports it.
-type DaemonNetwork struct {
-	Name       string         `json:"name"`
-	VNI        uint32         `json:"vni"`
-	Ranges     []netip.Prefix `json:"ranges"`
-	Table      uint32         `json:"table"`
-	Interfaces []string       `json:"interfaces"`
-	Uplink     *string        `json:"uplink"`
-	Owner      *string        `json:"owner"`
-}
-
 // Owner is what the agent marks the networks it creates with (`network add ... owner`): it
 // manages those, and leaves every other network of the daemon alone.
 const Owner = "veclane-agent"
 
-// Networks returns the daemon's networks.
-func (d *Daemon) Networks() ([]DaemonNetwork, error) {
-	var r struct {
-		Networks []DaemonNetwork `json:"networks"`
-	}
-	err := d.call(map[string]any{"request": "show_network"}, &r)
-	return r.Networks, err
-}
-
-// FibEntry is one entry of a table, as `show ip fib` reports it.
-type FibEntry = ctl.FibEntry
-
-// Tunnel is a VXLAN tunnel as `show vxlan tunnel` reports it.
-type Tunnel struct {
-	Name    string     `json:"name"`
-	Network string     `json:"network"`
-	VNI     uint32     `json:"vni"`
-	Src     netip.Addr `json:"src"`
-	Dst     netip.Addr `json:"dst"`
-	Uplink  string     `json:"uplink"`
-	Routes  int        `json:"routes"`
-}
-
-// Tunnels returns the daemon's VXLAN tunnels.
-func (d *Daemon) Tunnels() ([]Tunnel, error) {
-	var r struct {
-		Tunnels []Tunnel `json:"tunnels"`
-	}
-	err := d.call(map[string]any{"request": "show_vxlan_tunnel"}, &r)
-	return r.Tunnels, err
-}
-
-// NetworkAdd creates a network with its VRF.
+// NetworkAdd creates a network with its VRF, marked as the agent's.
 func (d *Daemon) NetworkAdd(n *NetworkState) error {
-	req := map[string]any{"request": "network_add", "name": n.Name, "vni": n.VNI, "ranges": n.Ranges, "owner": Owner}
-	if n.Uplink != "" {
-		req["uplink"] = n.Uplink
-	}
-	return d.call(req, nil)
+	return d.Do(ctl.NetworkAdd{Name: n.Name, VNI: n.VNI, Ranges: n.Ranges, Uplink: n.Uplink, Owner: Owner})
 }
 
 // NetworkDel deletes a network (the daemon refuses while interfaces are attached to it).
 func (d *Daemon) NetworkDel(name string) error {
-	return d.call(map[string]any{"request": "network_del", "name": name}, nil)
+	return d.Do(ctl.NetworkDel{Name: name})
 }
 
-// RouteAdd adds a route in a network's VRF; RouteDel deletes it.
+// RouteAdd adds a route in a network's VRF.
 func (d *Daemon) RouteAdd(r Route) error { return d.route(true, r) }
 
 // RouteDel deletes a route of a network's VRF.
 func (d *Daemon) RouteDel(r Route) error { return d.route(false, r) }
 
 func (d *Daemon) route(add bool, r Route) error {
-	return d.call(map[string]any{"request": "ip_route", "add": add, "route": map[string]any{
-		"prefix": r.Prefix.String(), "via": r.Via.String(), "network": r.Network,
-	}}, nil)
+	return d.Do(ctl.IPRoute{Add: add, Route: ctl.RouteSpec{Prefix: r.Prefix, Via: r.Via.String(), Network: r.Network}})
 }
 
 // State reads what the agent manages from the daemon: the networks it created (marked with

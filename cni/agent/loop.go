@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"veclane.dev/cni/cluster"
+	"veclane.dev/cni/ctl"
 )
 
 // Config is a node agent's configuration.
@@ -77,8 +78,7 @@ func serve(ctx context.Context, s *cluster.Store, cfg Config, reg *cluster.Regis
 		round, err := Reconcile(rctx, s, d, cfg.Node.Name, cfg.Uplinks)
 		cancel()
 		if err != nil {
-			var refused *DaemonError
-			if !errors.As(err, &refused) {
+			if !ctl.Refused(err) {
 				// The daemon went away (or etcd did): start over with a new connection.
 				_ = d.Close()
 				d = nil

@@ -70,8 +70,7 @@ func TestRunFollowsTheClusterAndSurvivesItsParts(t *testing.T) {
 	}
 	eventually(t, "the route to a new pod", 5*time.Second, func() bool { return tunnels(d) == "blue 56 192.0.2.2 1" })
 	// The daemon is killed and restarted empty: rebuilt within the resync period.
-	_ = cmd.Process.Kill()
-	_ = cmd.Wait()
+	cmd.Kill()
 	_, d = startDaemon(t, dir)
 	eventually(t, "a restarted daemon rebuilt", 5*time.Second, func() bool { return tunnels(d) == "blue 56 192.0.2.2 1" })
 	// etcd goes away: the daemon keeps what it has.

@@ -2,11 +2,11 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 
 	"veclane.dev/cni/cluster"
+	"veclane.dev/cni/ctl"
 	"veclane.dev/cni/pod"
 )
 
@@ -59,7 +59,7 @@ func Reconcile(ctx context.Context, s *cluster.Store, d *Daemon, self string, up
 			err = d.RouteAdd(a.Route)
 		}
 		if err != nil {
-			if _, refused := err.(*DaemonError); !refused {
+			if !ctl.Refused(err) {
 				// The connection itself failed: the rest would too.
 				return round, fmt.Errorf("%s: %w", a, err)
 			}
@@ -111,8 +111,7 @@ func restorePods(ctx context.Context, s *cluster.Store, d *Daemon, snap *cluster
 			continue
 		}
 		if err := pod.Attach(d.Client, a); err != nil {
-			var refused *DaemonError
-			if !errors.As(err, &refused) {
+			if !ctl.Refused(err) {
 				return fmt.Errorf("%s: %w", act, err)
 			}
 			round.Failed = append(round.Failed, fmt.Sprintf("%s: %v", act, err))

@@ -4,9 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -16,8 +13,6 @@ import (
 	"veclane.dev/cni/internal/testbin"
 	"veclane.dev/cni/internal/testetcd"
 )
-
-func veclaneBin(t *testing.T) string { return testbin.Veclane(t, "../..") }
 
 const nodeConfig = `[daemon]
 mode = "interrupt"
@@ -39,30 +34,15 @@ ranges = ["10.50.0.0/16"]
 
 // startDaemon runs `veclane run` in dir (its runtime directory) until the test ends, and
 // connects to it.
-func startDaemon(t *testing.T, dir string) (*exec.Cmd, *Daemon) {
+func startDaemon(t *testing.T, dir string) (*testbin.Daemon, *Daemon) {
 	t.Helper()
-	cfg := filepath.Join(dir, "veclane.toml")
-	if err := os.WriteFile(cfg, []byte(nodeConfig), 0o644); err != nil {
+	p := testbin.StartDaemon(t, dir, nodeConfig)
+	d, err := DialDaemon(p.Socket())
+	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(veclaneBin(t), "run", "--config", cfg, "--runtime-dir", dir)
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		d, err := DialDaemon(filepath.Join(dir, "ctl.sock"))
-		if err == nil {
-			t.Cleanup(func() { _ = d.Close() })
-			return cmd, d
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the daemon did not start: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	t.Cleanup(func() { _ = d.Close() })
+	return p, d
 }
 
 func reconcile(t *testing.T, s *cluster.Store, d *Daemon) Round {
@@ -194,8 +174,7 @@ func TestAgentProgramsTheDaemonAndConverges(t *testing.T) {
 	if _, err := s.Register(ctx, cluster.Node{Name: "n2", VTEP: a("192.0.2.2")}, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	_ = cmd.Process.Kill()
-	_ = cmd.Wait()
+	cmd.Kill()
 	_, d = startDaemon(t, dir)
 	if nets, _ := held(t, d); nets != "local/7" {
 		t.Fatalf("a fresh daemon holds %q", nets)

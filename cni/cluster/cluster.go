@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
+	"os"
 	"regexp"
 	"sort"
 	"strings"
@@ -62,6 +63,15 @@ func (n *Network) Validate() error {
 		return fmt.Errorf("network %s: range %s has host bits set (did you mean %s?)", n.Name, n.Range, n.Range.Masked())
 	}
 	return nil
+}
+
+// LocalNode is the name of the node a plugin runs on: $VECLANE_NODE, else the host name.
+func LocalNode() string {
+	if n := os.Getenv("VECLANE_NODE"); n != "" {
+		return n
+	}
+	h, _ := os.Hostname()
+	return h
 }
 
 // Node is a node of the cluster: where its pods' traffic is tunnelled to.

@@ -30,24 +30,10 @@ import (
 var bin string
 
 func TestMain(m *testing.M) {
-	testbin.Main(m, &bin, map[string]string{
-		"veclane-agent": "../cmd/veclane-agent",
-		"veclane-cni":   "../cmd/veclane-cni",
-		"veclane-ipam":  "../cmd/veclane-ipam",
-		"cnitool":       "github.com/containernetworking/cni/cnitool",
-	})
+	testbin.Main(m, &bin, "veclane-agent", "veclane-cni", "veclane-ipam", "cnitool")
 }
 
-func veclaneBin(t *testing.T) string { return testbin.Veclane(t, "../..") }
-
-func sh(t *testing.T, args ...string) string {
-	t.Helper()
-	out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%v: %v\n%s", args, err, out)
-	}
-	return string(out)
-}
+func veclaneBin(t *testing.T) string { return testbin.Veclane(t) }
 
 // eventually retries f until it returns nil or the time is up.
 func eventually(t *testing.T, within time.Duration, what string, f func() error) {
@@ -67,7 +53,8 @@ func eventually(t *testing.T, within time.Duration, what string, f func() error)
 
 type node struct {
 	name, ns, vtep, dir, netDir string
-	daemon, agent               *exec.Cmd
+	daemon                      *testbin.Daemon
+	agent                       *exec.Cmd
 }
 
 func (n *node) sock() string { return filepath.Join(n.dir, "ctl.sock") }
@@ -82,9 +69,9 @@ type lab struct {
 
 func (l *lab) netns(name string) string {
 	ns := l.tag + name
-	sh(l.t, "ip", "netns", "add", ns)
+	testbin.Run(l.t, "ip", "netns", "add", ns)
 	l.netnss = append(l.netnss, ns)
-	sh(l.t, "ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1")
+	testbin.Run(l.t, "ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1")
 	return ns
 }
 
@@ -107,23 +94,7 @@ addresses = ["%s/24"]
 
 func (l *lab) startDaemon(n *node) {
 	l.t.Helper()
-	cfg := filepath.Join(n.dir, "veclane.toml")
-	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(nodeConfig, n.vtep)), 0o644); err != nil {
-		l.t.Fatal(err)
-	}
-	_ = os.Remove(n.sock())
-	n.daemon = exec.Command("ip", "netns", "exec", n.ns, veclaneBin(l.t), "run", "--config", cfg, "--runtime-dir", n.dir)
-	n.daemon.Stderr = os.Stderr
-	if err := n.daemon.Start(); err != nil {
-		l.t.Fatal(err)
-	}
-	eventually(l.t, 20*time.Second, n.name+"'s daemon starts", func() error {
-		c, err := ctl.Dial(n.sock())
-		if err == nil {
-			c.Close()
-		}
-		return err
-	})
+	n.daemon = testbin.StartDaemon(l.t, n.dir, fmt.Sprintf(nodeConfig, n.vtep), "ip", "netns", "exec", n.ns)
 }
 
 func (l *lab) startAgent(n *node) {
@@ -147,7 +118,9 @@ func newLab(t *testing.T) *lab {
 	t.Cleanup(func() {
 		for _, n := range l.nodes {
 			kill(n.agent)
-			kill(n.daemon)
+			if n.daemon != nil {
+				n.daemon.Kill()
+			}
 		}
 		for _, ns := range l.netnss {
 			_ = exec.Command("ip", "netns", "del", ns).Run()
@@ -155,15 +128,15 @@ func newLab(t *testing.T) *lab {
 	})
 	l.etcd = testetcd.Start(t)
 	br := l.netns("br")
-	sh(t, "ip", "-n", br, "link", "add", "br0", "type", "bridge")
-	sh(t, "ip", "-n", br, "link", "set", "br0", "up")
+	testbin.Run(t, "ip", "-n", br, "link", "add", "br0", "type", "bridge")
+	testbin.Run(t, "ip", "-n", br, "link", "set", "br0", "up")
 	for i := 1; i <= 3; i++ {
 		n := &node{name: fmt.Sprintf("n%d", i), vtep: fmt.Sprintf("192.0.2.%d", i), dir: t.TempDir(), netDir: t.TempDir()}
 		n.ns = l.netns(n.name)
 		peer := fmt.Sprintf("p%d", i)
-		sh(t, "ip", "-n", n.ns, "link", "add", "v0", "mtu", "9000", "type", "veth", "peer", "name", peer, "mtu", "9000", "netns", br)
-		sh(t, "ip", "-n", br, "link", "set", peer, "master", "br0", "up")
-		sh(t, "ip", "-n", n.ns, "link", "set", "v0", "up")
+		testbin.Run(t, "ip", "-n", n.ns, "link", "add", "v0", "mtu", "9000", "type", "veth", "peer", "name", peer, "mtu", "9000", "netns", br)
+		testbin.Run(t, "ip", "-n", br, "link", "set", peer, "master", "br0", "up")
+		testbin.Run(t, "ip", "-n", n.ns, "link", "set", "v0", "up")
 		for file, conf := range map[string]string{
 			"10-blue.conf":       `"name":"blue","network_name":"blue","interface":{"kind":"tap"}`,
 			"20-red.conf":        `"name":"red","network_name":"red","interface":{"kind":"tap"}`,
@@ -326,7 +299,7 @@ for i in range(%d):
   s.sendto(b'%s-%%d'%%i,(%q,%d))
   time.sleep(0.005)
 `, n, word, dst, port)
-	sh(t, "ip", "netns", "exec", ns, "python3", "-c", code)
+	testbin.Run(t, "ip", "netns", "exec", ns, "python3", "-c", code)
 }
 
 func daemonOf(t *testing.T, n *node) *ctl.Client {
@@ -346,18 +319,12 @@ func tunnels(n *node) ([]string, error) {
 		return nil, err
 	}
 	defer c.Close()
-	var r struct {
-		Tunnels []struct {
-			Network string `json:"network"`
-			Dst     string `json:"dst"`
-			Routes  int    `json:"routes"`
-		} `json:"tunnels"`
-	}
-	if err := c.Call(map[string]any{"request": "show_vxlan_tunnel"}, &r); err != nil {
+	tuns, err := c.Tunnels()
+	if err != nil {
 		return nil, err
 	}
 	var v []string
-	for _, tun := range r.Tunnels {
+	for _, tun := range tuns {
 		v = append(v, fmt.Sprintf("%s>%s/%d", tun.Network, tun.Dst, tun.Routes))
 	}
 	return v, nil
@@ -384,14 +351,12 @@ func TestThreeNodesBlueAndRed(t *testing.T) {
 				return err
 			}
 			defer c.Close()
-			var r struct {
-				Networks []struct{ Name string } `json:"networks"`
-			}
-			if err := c.Call(map[string]any{"request": "show_network"}, &r); err != nil {
+			nets, err := c.Networks()
+			if err != nil {
 				return err
 			}
-			if len(r.Networks) != 2 {
-				return fmt.Errorf("networks: %v", r.Networks)
+			if len(nets) != 2 {
+				return fmt.Errorf("networks: %+v", nets)
 			}
 			return nil
 		})
@@ -430,7 +395,7 @@ func TestThreeNodesBlueAndRed(t *testing.T) {
 	}
 	_ = tshark.Process.Signal(syscall.SIGINT)
 	_ = tshark.Wait()
-	fields := sh(t, "tshark", "-r", capFile, "-Y", "udp.dstport == 7000", "-T", "fields", "-e", "vxlan.vni", "-e", "data.data")
+	fields := testbin.Run(t, "tshark", "-r", capFile, "-Y", "udp.dstport == 7000", "-T", "fields", "-e", "vxlan.vni", "-e", "data.data")
 	perVNI := map[string]int{}
 	for _, line := range strings.Split(strings.TrimSpace(fields), "\n") {
 		f := strings.Fields(line)
@@ -497,8 +462,8 @@ func TestThreeNodesBlueAndRed(t *testing.T) {
 	}
 	_ = n1.agent.Process.Signal(syscall.SIGSTOP)
 	d1 := daemonOf(t, n1)
-	if err := d1.Call(map[string]any{"request": "ip_route", "add": false, "route": map[string]any{
-		"prefix": "10.1.0.2/32", "via": n2.vtep, "network": "blue"}}, nil); err != nil {
+	if err := d1.Do(ctl.IPRoute{Add: false, Route: ctl.RouteSpec{
+		Prefix: netip.MustParsePrefix("10.1.0.2/32"), Via: n2.vtep, Network: "blue"}}); err != nil {
 		t.Fatal(err)
 	}
 	_, err := l.cnitool(n1, "check", "blue", b1)
@@ -534,7 +499,7 @@ func TestThreeNodesBlueAndRed(t *testing.T) {
 		t.Fatal(err)
 	}
 	sort.Strings(beforeKill)
-	kill(n2.daemon)
+	n2.daemon.Kill()
 	l.startDaemon(n2)
 	eventually(t, 30*time.Second, "b1 reaches b2 after n2's daemon restarted", reaches(b1, "10.1.0.2"))
 	eventually(t, 10*time.Second, "n2's tunnels are as before its daemon died", func() error {
@@ -592,7 +557,7 @@ func TestThreeNodesBlueAndRed(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	kill(n1.daemon)
+	n1.daemon.Kill()
 	if _, err := l.cnitool(n1, "del", "red", r1); err != nil {
 		t.Fatal(err)
 	}
@@ -637,16 +602,11 @@ func routed(n *node, network, addr string) func() error {
 			return err
 		}
 		defer c.Close()
-		var r struct {
-			Networks []struct {
-				Name  string `json:"name"`
-				Table uint32 `json:"table"`
-			} `json:"networks"`
-		}
-		if err := c.Call(map[string]any{"request": "show_network"}, &r); err != nil {
+		nets, err := c.Networks()
+		if err != nil {
 			return err
 		}
-		for _, nw := range r.Networks {
+		for _, nw := range nets {
 			if nw.Name != network {
 				continue
 			}

@@ -45,21 +45,23 @@ func Attach(d *ctl.Client, a *cluster.PodAttachment) (err error) {
 	if old, e := d.Interface(i.Name); e == nil && old.Pod != nil && *old.Pod == a.ContainerID {
 		_ = d.DeleteInterface(i.Name)
 	}
+	var create ctl.Request[ctl.Created]
 	switch i.Kind {
 	case "tap":
-		_, err = d.CreateTap(ctl.TapSpec{
+		create = ctl.CreateTap{
 			Name: i.Name, HostIfName: a.IfName, Netns: i.Netns, Network: a.Network,
 			Pod: a.ContainerID, Queues: i.Queues, MTU: i.MTU, HostMAC: i.HostMAC, MAC: i.MAC,
-		})
+		}
 	case "memif":
-		_, err = d.CreateMemif(ctl.MemifSpec{
-			Name: i.Name, Socket: i.Socket, Netns: i.Netns, Network: a.Network,
+		create = ctl.CreateMemif{
+			ID: 0, Socket: i.Socket, Role: ctl.Master, Name: i.Name, Netns: i.Netns, Network: a.Network,
 			Pod: a.ContainerID, RingSize: i.RingSize, BufferSize: i.BufferSize,
-			Queues: i.Queues, MTU: i.MTU, MAC: i.MAC, Mode: i.Mode, RxMode: i.RxMode,
-		})
+			RxQueues: i.Queues, TxQueues: i.Queues, MTU: i.MTU, MAC: i.MAC, Mode: i.Mode, RxMode: i.RxMode,
+		}
 	default:
 		return fmt.Errorf("interface kind %q", i.Kind)
 	}
+	_, err = d.Create(create)
 	if err != nil {
 		return fmt.Errorf("creating the pod's interface: %w", err)
 	}

@@ -1,4 +1,4 @@
-package main
+package ipamplugin
 
 import (
 	"bytes"
@@ -19,9 +19,7 @@ var bin string
 
 // The plugin is tested as a runtime runs it: the binary, with CNI_* variables and the network
 // configuration on stdin.
-func TestMain(m *testing.M) {
-	testbin.Main(m, &bin, map[string]string{"veclane-ipam": "."})
-}
+func TestMain(m *testing.M) { testbin.Main(m, &bin, "veclane-ipam") }
 
 type result struct {
 	ok     bool

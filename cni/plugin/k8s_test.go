@@ -1,4 +1,4 @@
-package main
+package plugin
 
 import (
 	"bytes"
@@ -18,7 +18,7 @@ import (
 func TestTheKubernetesExamplesAreAccepted(t *testing.T) {
 	docs := func(file string) []map[string]any {
 		t.Helper()
-		b, err := os.ReadFile("../../../docs/k8s/" + file)
+		b, err := os.ReadFile("../../docs/k8s/" + file)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package main
+package plugin
 
 import (
 	"bytes"
@@ -25,13 +25,7 @@ import (
 // hand where cnitool has no say (GC's valid attachments, STATUS).
 var bin string
 
-func TestMain(m *testing.M) {
-	testbin.Main(m, &bin, map[string]string{
-		"veclane-cni":  ".",
-		"veclane-ipam": "../veclane-ipam",
-		"cnitool":      "github.com/containernetworking/cni/cnitool",
-	})
-}
+func TestMain(m *testing.M) { testbin.Main(m, &bin, "veclane-cni", "veclane-ipam", "cnitool") }
 
 // needRoot skips (outside CI) when namespaces cannot be made here.
 func needRoot(t *testing.T) {
@@ -44,64 +38,17 @@ func needRoot(t *testing.T) {
 	}
 }
 
-func veclaneBin(t *testing.T) string { return testbin.Veclane(t, "../../..") }
+// testDaemon is a daemon with networks blue and red, for the life of the test.
+type testDaemon struct{ *testbin.Daemon }
 
-const daemonConfig = `[daemon]
-mode = "interrupt"
-buffers = 4096
-
-[[network]]
-name = "blue"
-vni = 56
-ranges = ["10.1.0.0/16"]
-
-[[network]]
-name = "red"
-vni = 88
-ranges = ["10.1.0.0/16"]
-`
-
-type testDaemon struct {
-	dir string
-	cmd *exec.Cmd
-}
-
-func startDaemon(t *testing.T, dir string) *testDaemon {
+func startDaemon(t *testing.T, dir string) testDaemon {
 	t.Helper()
-	cfg := filepath.Join(dir, "veclane.toml")
-	if err := os.WriteFile(cfg, []byte(daemonConfig), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	d := &testDaemon{dir: dir, cmd: exec.Command(veclaneBin(t), "run", "--config", cfg, "--runtime-dir", dir)}
-	d.cmd.Stderr = os.Stderr
-	if err := d.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(d.kill)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		c, err := ctl.Dial(d.sock())
-		if err == nil {
-			c.Close()
-			return d
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the daemon did not start: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return testDaemon{testbin.StartDaemon(t, dir, testbin.BlueAndRed)}
 }
 
-func (d *testDaemon) sock() string { return filepath.Join(d.dir, "ctl.sock") }
+func (d testDaemon) sock() string { return d.Socket() }
 
-func (d *testDaemon) kill() {
-	if d.cmd.Process != nil {
-		_ = d.cmd.Process.Kill()
-		_ = d.cmd.Wait()
-	}
-}
-
-func (d *testDaemon) interfaces(t *testing.T) []ctl.Interface {
+func (d testDaemon) interfaces(t *testing.T) []ctl.Interface {
 	t.Helper()
 	c, err := ctl.Dial(d.sock())
 	if err != nil {
@@ -119,19 +66,10 @@ func (d *testDaemon) interfaces(t *testing.T) []ctl.Interface {
 func netns(t *testing.T, name string) string {
 	t.Helper()
 	name = fmt.Sprintf("vlcni%d-%s", os.Getpid()%100000, name)
-	run(t, "ip", "netns", "add", name)
+	testbin.Run(t, "ip", "netns", "add", name)
 	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", name).Run() })
-	run(t, "ip", "netns", "exec", name, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1")
+	testbin.Run(t, "ip", "netns", "exec", name, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1")
 	return "/var/run/netns/" + name
-}
-
-func run(t *testing.T, args ...string) string {
-	t.Helper()
-	out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%v: %v\n%s", args, err, out)
-	}
-	return string(out)
 }
 
 // writeConf writes network `name`'s configuration where cnitool looks.
@@ -183,7 +121,7 @@ func plugin(t *testing.T, command, container, ns, conf string) (map[string]any, 
 	return m, err == nil
 }
 
-type addResult struct {
+type podResult struct {
 	Interfaces []struct {
 		Name       string `json:"name"`
 		Mac        string `json:"mac"`
@@ -242,13 +180,13 @@ func TestPodsGetInterfacesOnTheirNetworks(t *testing.T) {
 	memifConf := writeConf(t, c.netDir, "30-blue-memif.conf", "blue-memif", "blue", etcd.Endpoint, d.sock(), `{"kind":"memif","ring_size":512}`)
 	b1, b2, r1, m1 := netns(t, "b1"), netns(t, "b2"), netns(t, "r1"), netns(t, "m1")
 
-	add := func(network, ns string) addResult {
+	add := func(network, ns string) podResult {
 		t.Helper()
 		out, err := c.tool("add", network, ns)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var r addResult
+		var r podResult
 		if err := json.Unmarshal([]byte(out), &r); err != nil {
 			t.Fatalf("%v: %s", err, out)
 		}
@@ -279,7 +217,7 @@ func TestPodsGetInterfacesOnTheirNetworks(t *testing.T) {
 	if rm.Interfaces[1].SocketPath != "@veclane-eth1" || rm.IPs[0].Address != "10.1.0.3/32" {
 		t.Fatalf("memif result: %+v", rm)
 	}
-	if out := run(t, "ip", "-n", filepath.Base(m1), "-br", "addr", "show", "eth1"); !strings.Contains(out, "10.1.0.3/32") {
+	if out := testbin.Run(t, "ip", "-n", filepath.Base(m1), "-br", "addr", "show", "eth1"); !strings.Contains(out, "10.1.0.3/32") {
 		t.Fatalf("m1's eth1: %s", out)
 	}
 	var pods []string
@@ -326,13 +264,8 @@ func TestPodsGetInterfacesOnTheirNetworks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var pl struct {
-		Placement []struct {
-			Interface string `json:"interface"`
-			Mode      string `json:"mode"`
-		} `json:"placement"`
-	}
-	if err := cl.Call(map[string]any{"request": "show_rx_placement"}, &pl); err != nil {
+	pl, err := ctl.Call[ctl.RxPlacement](cl, ctl.ShowRxPlacement{})
+	if err != nil {
 		t.Fatal(err)
 	}
 	cl.Close()
@@ -349,7 +282,7 @@ func TestPodsGetInterfacesOnTheirNetworks(t *testing.T) {
 	if r, ok := plugin(t, "ADD", "c-bad", m2, strings.Replace(memifConf, `"kind":"memif"`, `"kind":"memif","mode":"punt"`, 1)); ok || r["code"] != float64(7) {
 		t.Fatalf("ADD with mode punt: %v", r)
 	}
-	if out := run(t, "ip", "-n", filepath.Base(m1), "-o", "link"); strings.Contains(out, "eth1") {
+	if out := testbin.Run(t, "ip", "-n", filepath.Base(m1), "-o", "link"); strings.Contains(out, "eth1") {
 		t.Fatalf("m1's dummy stayed: %s", out)
 	}
 
@@ -362,7 +295,7 @@ func TestPodsGetInterfacesOnTheirNetworks(t *testing.T) {
 	if n := allocated(t, ec, "green"); n != 0 {
 		t.Fatalf("the failed ADD kept %d address(es)", n)
 	}
-	if out := run(t, "ip", "-n", filepath.Base(b2), "-o", "link"); strings.Contains(out, "eth1") {
+	if out := testbin.Run(t, "ip", "-n", filepath.Base(b2), "-o", "link"); strings.Contains(out, "eth1") {
 		t.Fatalf("the failed ADD left a device: %s", out)
 	}
 
@@ -384,7 +317,7 @@ func TestPodsGetInterfacesOnTheirNetworks(t *testing.T) {
 	if n := allocated(t, ec, "blue"); n != blueBefore {
 		t.Fatalf("the failed ADD kept its address: %d allocations, were %d", n, blueBefore)
 	}
-	if out := run(t, "ip", "-n", filepath.Base(m2), "-o", "link"); strings.Contains(out, "eth1") {
+	if out := testbin.Run(t, "ip", "-n", filepath.Base(m2), "-o", "link"); strings.Contains(out, "eth1") {
 		t.Fatalf("the failed ADD left the stand-in: %s", out)
 	}
 
@@ -405,7 +338,7 @@ func TestPodsGetInterfacesOnTheirNetworks(t *testing.T) {
 	}
 
 	// The daemon dies: STATUS says so, DEL still succeeds (and frees the address).
-	d.kill()
+	d.Kill()
 	if r, ok := plugin(t, "STATUS", "", "", memifConf); ok || r["code"] != float64(50) {
 		t.Fatalf("STATUS with the daemon down: %v", r)
 	}

@@ -1,0 +1,129 @@
+// Package cli is the node agent's command line, veclane-agent: it registers its node (name,
+// VTEP) in etcd under a lease and keeps the node's veclane daemon in step with the cluster
+// (package agent): every network, and a route through the VXLAN tunnel to the right node for
+// every pod of a network on another node.
+//
+//	veclane-agent --etcd http://127.0.0.1:2379 --node n1 --vtep 192.0.2.1 \
+//	    --uplink uplink [--physical-network storage=uplink2] [--ctl-socket /run/veclane/ctl.sock]
+//
+// `veclane-agent network add NAME --vni N --range CIDR [--physical-network P]`, `network del
+// NAME` and `network list` write and read the cluster's networks in etcd (--etcd).
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"veclane.dev/cni/agent"
+	"veclane.dev/cni/cluster"
+)
+
+type pairs map[string]string
+
+func (p pairs) String() string { return fmt.Sprint(map[string]string(p)) }
+func (p pairs) Set(v string) error {
+	k, val, ok := strings.Cut(v, "=")
+	if !ok || k == "" || val == "" {
+		return fmt.Errorf("expected NAME=INTERFACE, got %q", v)
+	}
+	p[k] = val
+	return nil
+}
+
+// Main runs veclane-agent with args (without the program's name) until it is stopped
+// (SIGINT, SIGTERM); its exit status.
+func Main(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "network" {
+		if err := networkCmd(args[1:], stdout); err != nil {
+			fmt.Fprintln(stderr, "veclane-agent:", err)
+			return 1
+		}
+		return 0
+	}
+	fs := flag.NewFlagSet("veclane-agent", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		endpoints = fs.String("etcd", "http://127.0.0.1:2379", "etcd endpoints, comma-separated")
+		node      = fs.String("node", "", "this node's name (default: the host name)")
+		vtep      = fs.String("vtep", "", "this node's VTEP address (its uplink's address)")
+		uplink    = fs.String("uplink", "", "the default uplink interface (networks without a physical network)")
+		ctl       = fs.String("ctl-socket", "/run/veclane/ctl.sock", "the daemon's control socket")
+		ttl       = fs.Duration("lease-ttl", 10*time.Second, "how long the node outlives its agent")
+		resync    = fs.Duration("resync", 30*time.Second, "reconcile at least this often")
+		logJSON   = fs.Bool("log-json", false, "log one JSON object per line")
+	)
+	phys := pairs{}
+	fs.Var(phys, "physical-network", "NAME=INTERFACE: the uplink of a physical network (repeatable)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	var h slog.Handler = slog.NewTextHandler(stderr, nil)
+	if *logJSON {
+		h = slog.NewJSONHandler(stderr, nil)
+	}
+	log := slog.New(h)
+	if err := run(log, *endpoints, *node, *vtep, *uplink, *ctl, *ttl, *resync, phys); err != nil {
+		log.Error("veclane-agent", "error", err)
+		return 1
+	}
+	return 0
+}
+
+func run(log *slog.Logger, endpoints, node, vtep, uplink, ctl string, ttl, resync time.Duration, phys pairs) error {
+	if node == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return fmt.Errorf("--node not given and no host name: %w", err)
+		}
+		node = h
+	}
+	addr, err := netip.ParseAddr(vtep)
+	if err != nil || !addr.Is4() {
+		return fmt.Errorf("--vtep %q: not an IPv4 address", vtep)
+	}
+	uplinks := agent.Uplinks{}
+	if uplink != "" {
+		uplinks[""] = uplink
+	}
+	for k, v := range phys {
+		uplinks[k] = v
+	}
+	if len(uplinks) == 0 {
+		return fmt.Errorf("no uplink: give --uplink or --physical-network")
+	}
+	c, err := clientv3.New(clientv3.Config{Endpoints: strings.Split(endpoints, ","), DialTimeout: 5 * time.Second})
+	if err != nil {
+		return fmt.Errorf("etcd client for %s: %w", endpoints, err)
+	}
+	defer c.Close()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err = agent.Run(ctx, cluster.NewStore(c), agent.Config{
+		Node:      cluster.Node{Name: node, VTEP: addr},
+		Uplinks:   uplinks,
+		CtlSocket: ctl,
+		LeaseTTL:  ttl,
+		Resync:    resync,
+		Log:       log,
+	})
+	if ctx.Err() != nil {
+		log.Info("stopped", "node", node)
+		return nil
+	}
+	return err
+}

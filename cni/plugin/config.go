@@ -1,0 +1,101 @@
+package plugin
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/containernetworking/cni/pkg/types"
+)
+
+// timeout bounds every call to etcd: a plugin the runtime waits for must not hang.
+const timeout = 10 * time.Second
+
+// defaultGateway is the pod's next hop for the network: a link-local address no pod has,
+// answered by nothing (the pod holds a permanent neighbour entry for it).
+const defaultGateway = "169.254.1.1"
+
+type ifaceConf struct {
+	// Kind is "tap" (default) or "memif".
+	Kind   string `json:"kind"`
+	Queues uint16 `json:"queues,omitempty"`
+	MTU    uint16 `json:"mtu,omitempty"`
+	// memif: the socket in the pod's namespace (default "@veclane-<ifname>", abstract),
+	// its rings, and the mode the pod speaks ("ethernet", the default, or "ip": bare IPv4).
+	Socket     string `json:"socket,omitempty"`
+	RingSize   uint32 `json:"ring_size,omitempty"`
+	BufferSize uint32 `json:"buffer_size,omitempty"`
+	Mode       string `json:"mode,omitempty"`
+	// RxMode "polling" keeps the daemon's workers polling its queues; "interrupt" or
+	// "adaptive" (or nothing) leave them to the daemon's own mode.
+	RxMode string `json:"rx_mode,omitempty"`
+}
+
+type netConf struct {
+	types.PluginConf
+	NetworkName   string    `json:"network_name"`
+	Interface     ifaceConf `json:"interface"`
+	CtlSocket     string    `json:"ctl_socket"`
+	EtcdEndpoints []string  `json:"etcd_endpoints"`
+	Gateway       string    `json:"gateway"`
+}
+
+func configError(msg string) error {
+	return types.NewError(types.ErrInvalidNetworkConfig, msg, "")
+}
+
+// load reads and checks the configuration, filling in the defaults.
+func load(stdin []byte) (*netConf, error) {
+	var c netConf
+	if err := json.Unmarshal(stdin, &c); err != nil {
+		return nil, types.NewError(types.ErrDecodingFailure, "the network configuration is not JSON", err.Error())
+	}
+	if c.NetworkName == "" {
+		c.NetworkName = c.Name
+	}
+	if c.NetworkName == "" {
+		return nil, configError("neither network_name nor the network's name is set")
+	}
+	if c.IPAM.Type == "" {
+		return nil, configError("ipam.type is missing: name the IPAM plugin (veclane-ipam)")
+	}
+	if len(c.EtcdEndpoints) == 0 {
+		return nil, configError("etcd_endpoints is missing (the attachments are recorded there)")
+	}
+	if c.CtlSocket == "" {
+		c.CtlSocket = "/run/veclane/ctl.sock"
+	}
+	if c.Gateway == "" {
+		c.Gateway = defaultGateway
+	}
+	if _, err := netip.ParseAddr(c.Gateway); err != nil {
+		return nil, configError("gateway " + c.Gateway + " is no IPv4 address")
+	}
+	switch c.Interface.Kind {
+	case "":
+		c.Interface.Kind = "tap"
+	case "tap", "memif":
+	default:
+		return nil, configError(fmt.Sprintf("interface.kind %q: expected tap or memif", c.Interface.Kind))
+	}
+	if c.Interface.Mode != "" && c.Interface.Mode != "ethernet" && c.Interface.Mode != "ip" {
+		return nil, configError(fmt.Sprintf("interface.mode %q: expected ethernet or ip", c.Interface.Mode))
+	}
+	switch c.Interface.RxMode {
+	case "", "polling", "interrupt", "adaptive":
+	default:
+		return nil, configError(fmt.Sprintf("interface.rx_mode %q: expected polling, interrupt or adaptive", c.Interface.RxMode))
+	}
+	if c.Interface.Kind == "tap" && (c.Interface.Socket != "" || c.Interface.RingSize != 0 || c.Interface.BufferSize != 0 || c.Interface.Mode != "" || c.Interface.RxMode != "") {
+		return nil, configError("interface.socket, ring_size, buffer_size, mode and rx_mode are memif settings; kind is tap")
+	}
+	return &c, nil
+}
+
+func memifSocket(c *netConf, ifName string) string {
+	if c.Interface.Socket != "" {
+		return c.Interface.Socket
+	}
+	return "@veclane-" + ifName
+}
