@@ -29,12 +29,13 @@ build: setup
 bench: build
 	./target/release/veclane bench l3fwd --sizes 64,512,1500 --dut veclane,testpmd,vpp,none --allow-missing-peer --copy single --wait-near 1 --trial-secs 0.05 --reps 3 --mrr-secs 0.5 --latency-secs 0.25
 
-## Everything, laid out like the seeds' tables (about 35 minutes): memif p2p; L3 forwarding NDR
+## Everything, laid out like the seeds' tables (about 45 minutes): memif p2p; L3 forwarding NDR
 ## (0.1 s trials, twice make bench's; 10 minutes) at every size for veclane single- and two-copy,
-## testpmd and DPDK's l3fwd, with the seeds' figures beside ours; MLRsearch NDR and PDR
-## (CSIT's goals, 50 ms trials, so that most trials fall between the host's stalls); the seeds'
-## node switch, singlenet beside multinet at their sizes (15 minutes) with their tables beside
-## ours; instructions per packet under callgrind, l3fwd and both node shapes.
+## testpmd, DPDK's l3fwd and VPP (when built), with the seeds' figures beside ours; MLRsearch
+## NDR and PDR (CSIT's goals, 50 ms trials, so that most trials fall between the host's
+## stalls); the seeds' node switch, singlenet beside multinet at their sizes (15 minutes) with
+## their tables beside ours; instructions per packet under callgrind, l3fwd and both node
+## shapes.
 bench-full: build
 	./target/release/veclane bench p2p
 	./target/release/veclane bench l3fwd --sizes 64,128,256,512,1024,1500 --dut veclane,testpmd,dpdk-l3fwd,vpp --allow-missing-peer --copy single,two --wait-near 2 --trial-secs 0.1 --compare-seed

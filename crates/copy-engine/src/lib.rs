@@ -4,7 +4,7 @@
 //! pointers: memif slots in shared memory and local packet buffers. A caller hands over a batch
 //! of [`CopyReq`]s with [`Engine::submit`], gets a [`Ticket`], and later learns from
 //! [`Engine::poll`] that the batch is done. The shape follows DPDK dmadev (enqueue, submit,
-//! poll completed) and VPP's `vlib_dma`; `reference/dsa.md` §6 gives the reasons.
+//! poll completed) and VPP's `vlib_dma`, the two existing drivers of DSA from user space.
 //!
 //! It never validates addresses (memif does that before building requests), never blocks
 //! outside [`Engine::drain`], [`Engine::quiesce`] and `Drop`, never takes a lock, and knows
@@ -48,7 +48,7 @@
 //!
 //! # Where the DSA backend goes
 //!
-//! - [`Kind::Dsa`] (`reference/dsa.md` §6.5) lives in [`dsa`]: the descriptor and
+//! - [`Kind::Dsa`] lives in [`dsa`]: the descriptor and
 //!   completion-record formats (checked against the kernel's `<linux/idxd.h>`), sysfs
 //!   discovery of usable work queues with the reason for every unusable one, the CPU feature
 //!   checks, opening a queue (MOVDIR64B, ENQCMD or `write()`), a software model of a work

@@ -5,7 +5,8 @@
 //! (shared virtual addressing). A page the process has never touched has no page-table entry
 //! yet, so the device's first access to it is a page fault: with block-on-fault off (how
 //! veclane's descriptors are built) the copy stops there, the completion record says how far
-//! it got, and the engine finishes the rest on the CPU (`reference/dsa.md` §4). That is
+//! it got, and the engine finishes the rest on the CPU (the Intel DSA Architecture
+//! Specification's partial completion). That is
 //! correct but slow, and a fresh memif region or buffer pool is entirely untouched pages. So
 //! whoever hands memory to a DSA engine registers it first: [`register`] asks the kernel to
 //! populate the page tables of the whole range for writing (`MADV_POPULATE_WRITE`, Linux

@@ -1,4 +1,4 @@
-//! memif control messages: exactly 128 bytes, little-endian, packed (reference/memif.md §1.3).
+//! memif control messages: exactly 128 bytes, little-endian, packed (FD.io VPP's memif.h).
 //!
 //! Parsing is two-step, as in rust-vmm's vhost: [`Msg::parse`] checks size and type, then
 //! reads the type's exact `repr(C)` struct ([`wire`]) and converts it into owned values;
@@ -268,7 +268,7 @@ impl Msg {
 /// fields all have alignment 1 (so, like the C `__attribute__((packed))`, there is no padding,
 /// which the `IntoBytes` derive proves). Multi-byte fields are little-endian: the protocol is
 /// host-native, every host memif runs on is little-endian, and gomemif hard-codes it.
-/// Sizes and absolute offsets are asserted against reference/memif.md §1.3 below.
+/// Sizes and absolute offsets are asserted below against memif.h's structs (their `offsetof`).
 pub mod wire {
     use zerocopy::byteorder::little_endian::{U16, U32, U64};
     use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
@@ -509,7 +509,7 @@ impl From<&AddRing> for wire::AddRing {
 mod tests {
     use super::*;
 
-    /// HELLO as VPP sends it, offsets from reference/memif.md §1.3.
+    /// HELLO as VPP sends it, at the offsets of memif.h's `memif_msg_hello_t`.
     #[test]
     fn hello_fixture_offsets() {
         let mut b = [0u8; 128];

@@ -25,7 +25,7 @@ pub const RING_FLAG_MASK_INT: u16 = 1;
 pub const DESC_SIZE: u64 = 16;
 
 /// Where `tail` and the descriptors sit, which depends on the peer's compile-time cache-line
-/// size. Nothing on the wire tells the two apart (reference/memif.md §2.2).
+/// size. Nothing on the wire tells the two apart (the ring header of FD.io VPP's memif.h).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum RingLayout {
     /// 64-byte cache lines: tail at 64, descriptors at 128 (x86-64, gomemif, VPP < 24.02).
@@ -63,7 +63,8 @@ pub struct RingHeader128 {
     pub _master_line: [u8; 126],
 }
 
-// reference/memif.md §2.2. The cookie, flags and head sit at the same place in both layouts.
+// The ring header of FD.io VPP's memif.h at each cache-line size. The cookie, flags and head
+// sit at the same place in both layouts.
 const _: () = assert!(size_of::<RingHeader64>() == 128);
 const _: () = assert!(offset_of!(RingHeader64, cookie) == 0);
 const _: () = assert!(offset_of!(RingHeader64, flags) == 4);

@@ -1,5 +1,5 @@
-//! A real work queue: its character device opened and descriptors handed to it
-//! (`reference/dsa.md` §1.3, §2.3-2.4).
+//! A real work queue: its character device opened and descriptors handed to it, as the
+//! kernel's idxd driver allows (its character device, portal mapping and `write()` path).
 //!
 //! Three ways in, chosen at open time and said in [`Opened::how`]:
 //! - **MOVDIR64B** to the queue's mapped portal, for a dedicated queue when the CPU has the

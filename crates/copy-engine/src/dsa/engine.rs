@@ -1,4 +1,4 @@
-//! The DSA backend (`reference/dsa.md` §6.5): batches of copies become hardware descriptors
+//! The DSA backend: batches of copies become hardware descriptors
 //! handed to a work queue through a [`Portal`], and retire in ticket order when the device's
 //! completion records say so.
 //!
@@ -567,7 +567,8 @@ impl DsaEngine {
                 // Ascending (memif copies never overlap): the first bytes are there.
                 let done = rec.bytes_completed;
                 // Copied descending (`result` 1, overlapping buffers): the done bytes are at
-                // the end, and the rest starts where the copy did (reference/dsa.md §3.8).
+                // the end, and the rest starts where the copy did (the Intel DSA Architecture
+                // Specification; idxd-config's `dsa_reprep_memcpy` resumes the same way).
                 let skip = if rec.result == 1 { 0 } else { done };
                 self.dsa.recovered += 1;
                 let rest = CopyReq {

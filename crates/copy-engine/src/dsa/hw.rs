@@ -219,8 +219,8 @@ mod tests {
             .collect()
     }
 
-    /// The golden vectors of `reference/dsa.md` §3.10 (generated with gcc from the uapi
-    /// structs).
+    /// Golden vectors: the bytes gcc lays out for the kernel's uapi descriptor and completion
+    /// record structs (`<linux/idxd.h>`) filled with these values.
     #[test]
     fn descriptors_match_the_golden_vectors() {
         let m = Descriptor::memmove(

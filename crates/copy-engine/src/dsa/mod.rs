@@ -5,7 +5,7 @@
 //! descriptors as the specification says behind the same [`model::Portal`] ([`model`]), the
 //! engine that turns batches of copies into descriptors and retires them in order, finishing
 //! faults on the CPU ([`engine`]), and [`DsaPool`], which hands each engine a queue of its
-//! own. `reference/dsa.md` is the design brief.
+//! own.
 //!
 //! What has been verified, and against what: the formats against the kernel's
 //! `<linux/idxd.h>`; the engine against the model (every fault the specification names) and,

@@ -1,5 +1,5 @@
 //! A software DSA work queue: it takes descriptors through the same [`Portal`] a device's
-//! portal would, and executes them as the specification says (`reference/dsa.md` §3-4):
+//! portal would, and executes them as the Intel DSA Architecture Specification says:
 //! memmove, batch, no-op and drain; the checks a device makes (reserved bits, flags the queue
 //! does not allow, transfer and batch sizes, record and list alignment); the completion
 //! record written when asked or on failure, its status byte last; page faults that stop a
