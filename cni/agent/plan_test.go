@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -57,41 +56,74 @@ func TestDesiredRoutesEveryRemotePodOfARegisteredNode(t *testing.T) {
 	}
 }
 
-func TestPlanOrdersDeletesBeforeAddsAndReplacesChangedNetworks(t *testing.T) {
-	want, _ := Desired(snap(), "n1", Uplinks{"": "eth0"})
+// Plan against what the daemon holds: deletes before adds, a changed network replaced, the
+// daemon's foreign networks left alone, a local address never routed away, nothing to do
+// when converged. want is always node n1's Desired state of snap().
+func TestPlan(t *testing.T) {
 	p := netip.MustParsePrefix
 	a := netip.MustParseAddr
-	have := State{
-		Networks: map[string]*NetworkState{
-			// blue as wanted; red with another VNI (replaced); old is gone from etcd.
-			"blue": {Name: "blue", VNI: 56, Ranges: []netip.Prefix{p("10.1.0.0/16")}, Uplink: "eth0"},
-			"red":  {Name: "red", VNI: 77, Ranges: []netip.Prefix{p("10.1.0.0/16")}, Uplink: "eth0"},
-			"old":  {Name: "old", VNI: 5, Ranges: []netip.Prefix{p("10.5.0.0/16")}, Uplink: "eth0"},
+	want, _ := Desired(snap(), "n1", Uplinks{"": "eth0"})
+	for _, c := range []struct {
+		name string
+		have State
+		plan []string
+	}{
+		{
+			name: "deletes before adds; a changed network replaced",
+			have: State{
+				Networks: map[string]*NetworkState{
+					// blue as wanted; red with another VNI (replaced); old is gone from etcd.
+					"blue": {Name: "blue", VNI: 56, Ranges: []netip.Prefix{p("10.1.0.0/16")}, Uplink: "eth0"},
+					"red":  {Name: "red", VNI: 77, Ranges: []netip.Prefix{p("10.1.0.0/16")}, Uplink: "eth0"},
+					"old":  {Name: "old", VNI: 5, Ranges: []netip.Prefix{p("10.5.0.0/16")}, Uplink: "eth0"},
+				},
+				Routes: map[Route]bool{
+					{Network: "blue", Prefix: p("10.1.0.3/32"), Via: a("192.168.0.2")}: true,
+					{Network: "blue", Prefix: p("10.1.0.4/32"), Via: a("192.168.0.3")}: true,
+					{Network: "red", Prefix: p("10.1.0.2/32"), Via: a("192.168.0.2")}:  true,
+				},
+			},
+			plan: []string{
+				"route-del 10.1.0.2/32 via 192.168.0.2 network red",
+				"route-del 10.1.0.4/32 via 192.168.0.3 network blue",
+				"network-del old vni 5 [10.5.0.0/16] uplink eth0",
+				"network-del red vni 77 [10.1.0.0/16] uplink eth0",
+				"network-add red vni 88 [10.1.0.0/16] uplink eth0",
+				"route-add 10.1.0.2/32 via 192.168.0.2 network red",
+			},
 		},
-		Routes: map[Route]bool{
-			{Network: "blue", Prefix: p("10.1.0.3/32"), Via: a("192.168.0.2")}: true,
-			{Network: "blue", Prefix: p("10.1.0.4/32"), Via: a("192.168.0.3")}: true,
-			{Network: "red", Prefix: p("10.1.0.2/32"), Via: a("192.168.0.2")}:  true,
+		{
+			name: "converged: nothing to do",
+			have: want,
 		},
-	}
-	var got []string
-	for _, x := range Plan(want, have) {
-		got = append(got, x.String())
-	}
-	wantPlan := []string{
-		"route-del 10.1.0.2/32 via 192.168.0.2 network red",
-		"route-del 10.1.0.4/32 via 192.168.0.3 network blue",
-		"network-del old vni 5 [10.5.0.0/16] uplink eth0",
-		"network-del red vni 77 [10.1.0.0/16] uplink eth0",
-		"network-add red vni 88 [10.1.0.0/16] uplink eth0",
-		"route-add 10.1.0.2/32 via 192.168.0.2 network red",
-	}
-	if fmt.Sprint(got) != fmt.Sprint(wantPlan) {
-		t.Fatalf("plan:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(wantPlan, "\n"))
-	}
-	// Applied, nothing is left to do.
-	if p := Plan(want, want); len(p) != 0 {
-		t.Fatalf("a converged node plans %v", p)
+		{
+			name: "a foreign network of a wanted name is left alone",
+			have: State{Networks: map[string]*NetworkState{}, Routes: map[Route]bool{}, Foreign: map[string]bool{"red": true}},
+			plan: []string{
+				"network-add blue vni 56 [10.1.0.0/16] uplink eth0",
+				"route-add 10.1.0.3/32 via 192.168.0.2 network blue",
+			},
+		},
+		{
+			// A remote pod claiming an address a local pod of this node holds (in the same
+			// network) is not routed away from the local one.
+			name: "a local address is never routed away",
+			have: State{
+				Networks: map[string]*NetworkState{}, Routes: map[Route]bool{}, Foreign: map[string]bool{"red": true},
+				Taken: map[Route]bool{taken("blue", p("10.1.0.3/32")): true},
+			},
+			plan: []string{"network-add blue vni 56 [10.1.0.0/16] uplink eth0"},
+		},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var got []string
+			for _, x := range Plan(want, c.have) {
+				got = append(got, x.String())
+			}
+			if strings.Join(got, "\n") != strings.Join(c.plan, "\n") {
+				t.Fatalf("plan:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(c.plan, "\n"))
+			}
+		})
 	}
 }
 
@@ -117,38 +149,5 @@ func TestOwnedRoutesAreHostRoutesThroughATunnel(t *testing.T) {
 		if ok && r.Via != netip.MustParseAddr("192.168.0.2") {
 			t.Errorf("%s %q: via %s", c.prefix, c.path, r.Via)
 		}
-	}
-}
-
-func TestPlanLeavesForeignNetworksAlone(t *testing.T) {
-	want, _ := Desired(snap(), "n1", Uplinks{"": "eth0"})
-	have := State{Networks: map[string]*NetworkState{}, Routes: map[Route]bool{}, Foreign: map[string]bool{"red": true}}
-	var got []string
-	for _, x := range Plan(want, have) {
-		got = append(got, x.String())
-	}
-	wantPlan := []string{
-		"network-add blue vni 56 [10.1.0.0/16] uplink eth0",
-		"route-add 10.1.0.3/32 via 192.168.0.2 network blue",
-	}
-	if fmt.Sprint(got) != fmt.Sprint(wantPlan) {
-		t.Fatalf("plan %v, want %v", got, wantPlan)
-	}
-}
-
-// A remote pod claiming an address a local pod of this node holds (in the same network) is
-// not routed away from the local one.
-func TestPlanNeverRoutesALocalAddressAway(t *testing.T) {
-	want, _ := Desired(snap(), "n1", Uplinks{"": "eth0"})
-	have := State{
-		Networks: map[string]*NetworkState{}, Routes: map[Route]bool{}, Foreign: map[string]bool{"red": true},
-		Taken: map[Route]bool{taken("blue", netip.MustParsePrefix("10.1.0.3/32")): true},
-	}
-	var got []string
-	for _, x := range Plan(want, have) {
-		got = append(got, x.String())
-	}
-	if fmt.Sprint(got) != "[network-add blue vni 56 [10.1.0.0/16] uplink eth0]" {
-		t.Fatalf("plan %v", got)
 	}
 }

@@ -330,21 +330,44 @@ func tunnels(n *node) ([]string, error) {
 	return v, nil
 }
 
+// scene is TestThreeNodesBlueAndRed's cluster, its pods (their namespaces and results), and
+// a deadline for etcd calls.
+type scene struct {
+	l                            *lab
+	n1, n2, n3                   *node
+	ctx                          context.Context
+	st                           *cluster.Store
+	b1, b2, r1, r3, m2, m3       string
+	rb1, rb2, rr1, rr3, rm2, rm3 podResult
+	rb3                          podResult
+}
+
 func TestThreeNodesBlueAndRed(t *testing.T) {
 	l := newLab(t)
-	n1, n2, n3 := l.nodes[0], l.nodes[1], l.nodes[2]
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	st := l.store()
+	s := &scene{l: l, n1: l.nodes[0], n2: l.nodes[1], n3: l.nodes[2], ctx: ctx, st: l.store()}
+	s.networksAndPods(t)
+	s.udpStaysInItsNetwork(t)
+	s.memifPods(t)
+	s.checkSeesAMissingTunnel(t)
+	s.killedAgentAndDaemon(t)
+	s.killedEtcd(t)
+	s.leaseExpires(t)
+	s.delAndGC(t)
+}
+
+// Networks: blue and red, applied on every node by its agent.
+func (s *scene) networksAndPods(t *testing.T) {
 	for _, n := range []cluster.Network{
 		{Name: "blue", VNI: 56, Range: netip.MustParsePrefix("10.1.0.0/16")},
 		{Name: "red", VNI: 88, Range: netip.MustParsePrefix("10.1.0.0/16")},
 	} {
-		if err := st.PutNetwork(ctx, n); err != nil {
+		if err := s.st.PutNetwork(s.ctx, n); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for _, n := range l.nodes {
+	for _, n := range s.l.nodes {
 		eventually(t, 20*time.Second, n.name+" has blue and red", func() error {
 			c, err := ctl.Dial(n.sock())
 			if err != nil {
@@ -363,30 +386,32 @@ func TestThreeNodesBlueAndRed(t *testing.T) {
 	}
 
 	// Pods: blue on n1 and n2, red on n1 and n3; blue and red hand out the same addresses.
-	b1, rb1 := l.pod(n1, "blue", "b1")
-	b2, rb2 := l.pod(n2, "blue", "b2")
-	r1, rr1 := l.pod(n1, "red", "r1")
-	r3, rr3 := l.pod(n3, "red", "r3")
-	if addr(rb1) != "10.1.0.1" || addr(rb2) != "10.1.0.2" || addr(rr1) != "10.1.0.1" || addr(rr3) != "10.1.0.2" {
-		t.Fatalf("addresses: %s %s %s %s", addr(rb1), addr(rb2), addr(rr1), addr(rr3))
+	s.b1, s.rb1 = s.l.pod(s.n1, "blue", "b1")
+	s.b2, s.rb2 = s.l.pod(s.n2, "blue", "b2")
+	s.r1, s.rr1 = s.l.pod(s.n1, "red", "r1")
+	s.r3, s.rr3 = s.l.pod(s.n3, "red", "r3")
+	if addr(s.rb1) != "10.1.0.1" || addr(s.rb2) != "10.1.0.2" || addr(s.rr1) != "10.1.0.1" || addr(s.rr3) != "10.1.0.2" {
+		t.Fatalf("addresses: %s %s %s %s", addr(s.rb1), addr(s.rb2), addr(s.rr1), addr(s.rr3))
 	}
-	eventually(t, 20*time.Second, "b1 reaches b2 across nodes", reaches(b1, "10.1.0.2"))
-	eventually(t, 20*time.Second, "r1 reaches r3 across nodes", reaches(r1, "10.1.0.2"))
-	if got := ping(b2, "10.1.0.1", 3, "0.2"); got != 3 {
+	eventually(t, 20*time.Second, "b1 reaches b2 across nodes", reaches(s.b1, "10.1.0.2"))
+	eventually(t, 20*time.Second, "r1 reaches r3 across nodes", reaches(s.r1, "10.1.0.2"))
+	if got := ping(s.b2, "10.1.0.1", 3, "0.2"); got != 3 {
 		t.Fatalf("b2 -> b1: %d of 3", got)
 	}
+}
 
-	// UDP within each network, the same destination address in both: each lands in its own
-	// network's pod only, counted there and on the wire by VNI.
+// UDP within each network, the same destination address in both: each lands in its own
+// network's pod only, counted there and on the wire by VNI.
+func (s *scene) udpStaysInItsNetwork(t *testing.T) {
 	capFile := filepath.Join(t.TempDir(), "vxlan.pcap")
-	tshark := exec.Command("ip", "netns", "exec", l.tag+"br", "tshark", "-q", "-i", "br0", "-f", "udp port 4789", "-w", capFile)
+	tshark := exec.Command("ip", "netns", "exec", s.l.tag+"br", "tshark", "-q", "-i", "br0", "-f", "udp port 4789", "-w", capFile)
 	if err := tshark.Start(); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(2 * time.Second) // tshark opens the interface
-	sb2, sr3 := udpSink(t, b2, 7000), udpSink(t, r3, 7000)
-	sendUDP(t, b1, "10.1.0.2", 7000, 50, "blue")
-	sendUDP(t, r1, "10.1.0.2", 7000, 50, "red")
+	sb2, sr3 := udpSink(t, s.b2, 7000), udpSink(t, s.r3, 7000)
+	sendUDP(t, s.b1, "10.1.0.2", 7000, 50, "blue")
+	sendUDP(t, s.r1, "10.1.0.2", 7000, 50, "red")
 	if got := sb2.counts(); got != "{'blue': 50}" {
 		t.Fatalf("b2 received %s", got)
 	}
@@ -414,27 +439,29 @@ func TestThreeNodesBlueAndRed(t *testing.T) {
 	if perVNI["56:blue"] != 50 || perVNI["88:red"] != 50 || len(perVNI) != 2 {
 		t.Fatalf("on the wire, by VNI: %v", perVNI)
 	}
+}
 
-	// memif pods: a generator in m2 (n2) sends to one in m3 (n3) and to b1's tap (n1).
-	m2, rm2 := l.pod(n2, "blue-memif", "m2")
-	m3, rm3 := l.pod(n3, "blue-memif", "m3")
-	if rm2.Interfaces[1].SocketPath == "" {
-		t.Fatalf("memif result: %+v", rm2)
+// memif pods: a generator in m2 (n2) sends to one in m3 (n3) and to b1's tap (n1).
+func (s *scene) memifPods(t *testing.T) {
+	s.m2, s.rm2 = s.l.pod(s.n2, "blue-memif", "m2")
+	s.m3, s.rm3 = s.l.pod(s.n3, "blue-memif", "m3")
+	if s.rm2.Interfaces[1].SocketPath == "" {
+		t.Fatalf("memif result: %+v", s.rm2)
 	}
-	eventually(t, 20*time.Second, "n2 routes to m3 (its agent learned it)", routed(n2, "blue", addr(rm3)))
+	eventually(t, 20*time.Second, "n2 routes to m3 (its agent learned it)", routed(s.n2, "blue", addr(s.rm3)))
 	gen := func(ns string, r podResult, args ...string) *exec.Cmd {
 		a := append([]string{"netns", "exec", ns, veclaneBin(t), "gen", "--socket", r.Interfaces[1].SocketPath,
 			"--src-mac", r.Interfaces[1].Mac, "--dst-mac", r.Interfaces[0].Mac, "--src-ip", addr(r), "--json"}, args...)
 		return exec.Command("ip", a...)
 	}
-	rx := gen(m3, rm3, "--rx-only", "--duration", "8")
+	rx := gen(s.m3, s.rm3, "--rx-only", "--duration", "8")
 	var rxOut bytes.Buffer
 	rx.Stdout = &rxOut
 	if err := rx.Start(); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(time.Second)
-	tx := gen(m2, rm2, "--tx-only", "--dst-ip", addr(rm3), "--rate", "2000", "--count", "4000", "--duration", "5")
+	tx := gen(s.m2, s.rm2, "--tx-only", "--dst-ip", addr(s.rm3), "--rate", "2000", "--count", "4000", "--duration", "5")
 	if out, err := tx.CombinedOutput(); err != nil {
 		t.Fatalf("gen in m2: %v\n%s", err, out)
 	}
@@ -448,43 +475,47 @@ func TestThreeNodesBlueAndRed(t *testing.T) {
 	if got, _ := report["rx_packets"].(float64); got < 3000 {
 		t.Fatalf("m3 received %v of 4000", report["rx_packets"])
 	}
-	sb1 := udpSink(t, b1, 5001)
-	if out, err := gen(m2, rm2, "--tx-only", "--dst-ip", addr(rb1), "--rate", "1000", "--count", "100", "--duration", "3").CombinedOutput(); err != nil {
+	sb1 := udpSink(t, s.b1, 5001)
+	if out, err := gen(s.m2, s.rm2, "--tx-only", "--dst-ip", addr(s.rb1), "--rate", "1000", "--count", "100", "--duration", "3").CombinedOutput(); err != nil {
 		t.Fatalf("gen m2 -> b1: %v\n%s", err, out)
 	}
 	if got := sb1.counts(); got != "{'binary': 100}" {
 		t.Fatalf("b1 received from the memif pod: %s", got)
 	}
+}
 
-	// CHECK; a tunnel deleted by hand (the agent held still) fails it, the agent restores it.
-	if _, err := l.cnitool(n1, "check", "blue", b1); err != nil {
+// CHECK; a tunnel deleted by hand (the agent held still) fails it, the agent restores it.
+func (s *scene) checkSeesAMissingTunnel(t *testing.T) {
+	if _, err := s.l.cnitool(s.n1, "check", "blue", s.b1); err != nil {
 		t.Fatal(err)
 	}
-	_ = n1.agent.Process.Signal(syscall.SIGSTOP)
-	d1 := daemonOf(t, n1)
+	_ = s.n1.agent.Process.Signal(syscall.SIGSTOP)
+	d1 := daemonOf(t, s.n1)
 	if err := d1.Do(ctl.IPRoute{Add: false, Route: ctl.RouteSpec{
-		Prefix: netip.MustParsePrefix("10.1.0.2/32"), Via: n2.vtep, Network: "blue"}}); err != nil {
+		Prefix: netip.MustParsePrefix("10.1.0.2/32"), Via: s.n2.vtep, Network: "blue"}}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := l.cnitool(n1, "check", "blue", b1)
+	_, err := s.l.cnitool(s.n1, "check", "blue", s.b1)
 	if err == nil || !strings.Contains(err.Error(), "10.1.0.2") || !strings.Contains(err.Error(), "n2") {
 		t.Fatalf("CHECK with blue's tunnel to n2 gone: %v", err)
 	}
-	_ = n1.agent.Process.Signal(syscall.SIGCONT)
+	_ = s.n1.agent.Process.Signal(syscall.SIGCONT)
 	eventually(t, 15*time.Second, "the agent restores the tunnel; CHECK passes", func() error {
-		_, err := l.cnitool(n1, "check", "blue", b1)
+		_, err := s.l.cnitool(s.n1, "check", "blue", s.b1)
 		return err
 	})
+}
 
-	// kill -9 the agent while traffic flows: the dataplane does not notice; a new agent
-	// converges without changing anything.
-	stop := background(b1, "10.1.0.2")
-	kill(n2.agent)
+// kill -9 the agent while traffic flows: the dataplane does not notice; a new agent
+// converges without changing anything.
+func (s *scene) killedAgentAndDaemon(t *testing.T) {
+	stop := background(s.b1, "10.1.0.2")
+	kill(s.n2.agent)
 	time.Sleep(time.Second)
-	before, _ := tunnels(n2)
-	l.startAgent(n2)
+	before, _ := tunnels(s.n2)
+	s.l.startAgent(s.n2)
 	time.Sleep(3 * time.Second)
-	after, _ := tunnels(n2)
+	after, _ := tunnels(s.n2)
 	if fmt.Sprint(before) != fmt.Sprint(after) {
 		t.Fatalf("n2's tunnels changed across its agent's restart: %v -> %v", before, after)
 	}
@@ -494,55 +525,59 @@ func TestThreeNodesBlueAndRed(t *testing.T) {
 
 	// kill -9 the daemon: its agent rebuilds it (networks, routes, and b2's tap), with the
 	// same tunnels as before and nothing stale.
-	beforeKill, err := tunnels(n2)
+	beforeKill, err := tunnels(s.n2)
 	if err != nil || len(beforeKill) == 0 {
 		t.Fatal(err)
 	}
 	sort.Strings(beforeKill)
-	n2.daemon.Kill()
-	l.startDaemon(n2)
-	eventually(t, 30*time.Second, "b1 reaches b2 after n2's daemon restarted", reaches(b1, "10.1.0.2"))
+	s.n2.daemon.Kill()
+	s.l.startDaemon(s.n2)
+	eventually(t, 30*time.Second, "b1 reaches b2 after n2's daemon restarted", reaches(s.b1, "10.1.0.2"))
 	eventually(t, 10*time.Second, "n2's tunnels are as before its daemon died", func() error {
-		now, err := tunnels(n2)
+		now, err := tunnels(s.n2)
 		sort.Strings(now)
 		if err == nil && fmt.Sprint(now) != fmt.Sprint(beforeKill) {
 			err = fmt.Errorf("%v, were %v", now, beforeKill)
 		}
 		return err
 	})
+}
 
-	// kill -9 etcd: forwarding goes on; STATUS says etcd is down; after etcd's restart a new
-	// pod gets an address nobody has.
-	stop = background(r1, "10.1.0.2")
-	l.etcd.Stop()
+// kill -9 etcd: forwarding goes on; STATUS says etcd is down; after etcd's restart a new
+// pod gets an address nobody has.
+func (s *scene) killedEtcd(t *testing.T) {
+	stop := background(s.r1, "10.1.0.2")
+	s.l.etcd.Stop()
 	time.Sleep(2 * time.Second)
-	status := exec.Command(filepath.Join(bin, "cnitool"), "status", "blue", "/var/run/netns/"+b1)
-	status.Env = append(os.Environ(), "CNI_PATH="+bin, "NETCONFPATH="+n1.netDir, "VECLANE_NODE=n1")
+	status := exec.Command(filepath.Join(bin, "cnitool"), "status", "blue", "/var/run/netns/"+s.b1)
+	status.Env = append(os.Environ(), "CNI_PATH="+bin, "NETCONFPATH="+s.n1.netDir, "VECLANE_NODE=n1")
 	if out, err := status.CombinedOutput(); err == nil || !strings.Contains(string(out), "etcd") {
 		t.Fatalf("STATUS with etcd down: %v: %s", err, out)
 	}
-	l.etcd.Restart(t)
+	s.l.etcd.Restart(t)
 	if sent, got := stop(); sent < 40 || got < sent-2 {
 		t.Fatalf("pings while etcd was down: %d of %d", got, sent)
 	}
-	_, rb3 := l.pod(n3, "blue", "b3")
-	if a := addr(rb3); a == "10.1.0.1" || a == "10.1.0.2" || a == addr(rm2) || a == addr(rm3) {
+	_, s.rb3 = s.l.pod(s.n3, "blue", "b3")
+	if a := addr(s.rb3); a == "10.1.0.1" || a == "10.1.0.2" || a == addr(s.rm2) || a == addr(s.rm3) {
 		t.Fatalf("b3 got %s, an address in use", a)
 	}
+}
 
-	// n3's agent dies for good: its lease (3 s) expires, and n1 and n2 drop their tunnels to
-	// n3 right after (etcd checks leases every half second; the agents watch): 3.0 to 4.2 s
-	// measured here, bounded at 6 s for a loaded machine.
-	kill(n3.agent)
+// n3's agent dies for good: its lease (3 s) expires, and n1 and n2 drop their tunnels to
+// n3 right after (etcd checks leases every half second; the agents watch): 3.0 to 4.2 s
+// measured here, bounded at 6 s for a loaded machine.
+func (s *scene) leaseExpires(t *testing.T) {
+	kill(s.n3.agent)
 	died := time.Now()
-	for _, n := range []*node{n1, n2} {
+	for _, n := range []*node{s.n1, s.n2} {
 		eventually(t, 6*time.Second-time.Since(died), n.name+" drops its tunnels to n3 within the lease and 3 s", func() error {
 			v, err := tunnels(n)
 			if err != nil {
 				return err
 			}
 			for _, tun := range v {
-				if strings.Contains(tun, n3.vtep) {
+				if strings.Contains(tun, s.n3.vtep) {
 					return fmt.Errorf("tunnels: %v", v)
 				}
 			}
@@ -550,31 +585,33 @@ func TestThreeNodesBlueAndRed(t *testing.T) {
 		})
 	}
 	t.Logf("n3's tunnels gone from n1 and n2 %.1f s after its agent died (lease 3 s)", time.Since(died).Seconds())
+}
 
-	// DEL twice; DEL after the daemon was killed; GC with a stale attachment.
+// DEL twice; DEL after the daemon was killed; GC with a stale attachment.
+func (s *scene) delAndGC(t *testing.T) {
 	for range 2 {
-		if _, err := l.cnitool(n2, "del", "blue", b2); err != nil {
+		if _, err := s.l.cnitool(s.n2, "del", "blue", s.b2); err != nil {
 			t.Fatal(err)
 		}
 	}
-	n1.daemon.Kill()
-	if _, err := l.cnitool(n1, "del", "red", r1); err != nil {
+	s.n1.daemon.Kill()
+	if _, err := s.l.cnitool(s.n1, "del", "red", s.r1); err != nil {
 		t.Fatal(err)
 	}
 	stale := cluster.PodAttachment{Network: "blue", ContainerID: "gone-pod", IfName: "eth1", Node: "n3", Address: netip.MustParseAddr("10.1.0.99")}
-	if err := st.PutAttachment(ctx, stale); err != nil {
+	if err := s.st.PutAttachment(s.ctx, stale); err != nil {
 		t.Fatal(err)
 	}
 	gc := exec.Command(filepath.Join(bin, "veclane-cni"))
 	gc.Env = append(os.Environ(), "CNI_COMMAND=GC", "CNI_PATH="+bin, "VECLANE_NODE=n3")
-	conf, _ := os.ReadFile(filepath.Join(n3.netDir, "10-blue.conf"))
+	conf, _ := os.ReadFile(filepath.Join(s.n3.netDir, "10-blue.conf"))
 	valid := fmt.Sprintf(`[{"containerID":%q,"ifname":"eth1"},{"containerID":%q,"ifname":"eth1"}]`,
-		podContainer(t, st, addr(rb3), "blue"), podContainer(t, st, addr(rm3), "blue"))
+		podContainer(t, s.st, addr(s.rb3), "blue"), podContainer(t, s.st, addr(s.rm3), "blue"))
 	gc.Stdin = strings.NewReader(strings.Replace(string(conf), `"type":"veclane-cni"`, `"type":"veclane-cni","cni.dev/valid-attachments":`+valid, 1))
 	if out, err := gc.CombinedOutput(); err != nil {
 		t.Fatalf("GC: %v\n%s", err, out)
 	}
-	snap, err := st.Snapshot(ctx)
+	snap, err := s.st.Snapshot(s.ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -591,7 +628,6 @@ func TestThreeNodesBlueAndRed(t *testing.T) {
 	if kept != 3 {
 		t.Fatalf("n3's attachments after GC: %d, want 3", kept)
 	}
-	_ = r3
 }
 
 // routed says whether node n's daemon routes addr in network's VRF.

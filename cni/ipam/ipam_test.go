@@ -24,27 +24,37 @@ func mustConfig(t *testing.T, js string) *Config {
 	return c
 }
 
+// The forms a configuration takes, each with the ranges it hands out ("FIRST-LAST/LEN
+// SIZE") and addresses it never hands out; then what is refused, and why.
 func TestConfigForms(t *testing.T) {
-	c := mustConfig(t, `{"network_name":"blue","range":"10.1.0.0/16","gateway":"10.1.0.1"}`)
-	r := c.Ranges[0]
-	if r.First != netip.MustParseAddr("10.1.0.1") || r.Last != netip.MustParseAddr("10.1.255.254") {
-		t.Fatalf("host range of a /16: %s-%s", r.First, r.Last)
-	}
-	if !r.excluded(netip.MustParseAddr("10.1.0.1")) {
-		t.Fatal("the gateway must never be handed out")
-	}
-	c = mustConfig(t, `{"network_name":"blue","range":"10.1.0.10-10.1.0.20/24"}`)
-	if r := c.Ranges[0]; r.First.String() != "10.1.0.10" || r.Last.String() != "10.1.0.20" || r.Prefix.Bits() != 24 {
-		t.Fatalf("FIRST-LAST/LEN: %+v", r)
-	}
-	c = mustConfig(t, `{"network_name":"red","ipRanges":[
-		{"range":"192.168.0.0/24","range_start":"192.168.0.0","range_end":"192.168.0.255","exclude":["192.168.0.8/29","192.168.0.3"]},
-		{"range":"192.168.1.0/30"}]}`)
-	if r := c.Ranges[0]; r.First.String() != "192.168.0.1" || r.Last.String() != "192.168.0.254" {
-		t.Fatalf("network and broadcast are never handed out: %s-%s", r.First, r.Last)
-	}
-	if len(c.Ranges) != 2 || c.Ranges[1].Size() != 2 {
-		t.Fatalf("a /30 hands out two: %+v", c.Ranges)
+	for _, c := range []struct {
+		js       string
+		ranges   []string
+		excluded []string
+	}{
+		// A /16: its first and last host addresses; the gateway never handed out.
+		{`{"network_name":"blue","range":"10.1.0.0/16","gateway":"10.1.0.1"}`, []string{"10.1.0.1-10.1.255.254/16 65534"}, []string{"10.1.0.1"}},
+		// FIRST-LAST/LEN.
+		{`{"network_name":"blue","range":"10.1.0.10-10.1.0.20/24"}`, []string{"10.1.0.10-10.1.0.20/24 11"}, nil},
+		// Network and broadcast are never handed out, whatever range_start and range_end
+		// say; exclusions by prefix and by address; a /30 hands out two.
+		{`{"network_name":"red","ipRanges":[
+			{"range":"192.168.0.0/24","range_start":"192.168.0.0","range_end":"192.168.0.255","exclude":["192.168.0.8/29","192.168.0.3"]},
+			{"range":"192.168.1.0/30"}]}`, []string{"192.168.0.1-192.168.0.254/24 254", "192.168.1.1-192.168.1.2/30 2"}, []string{"192.168.0.3", "192.168.0.8", "192.168.0.15"}},
+	} {
+		cfg := mustConfig(t, c.js)
+		var got []string
+		for _, r := range cfg.Ranges {
+			got = append(got, fmt.Sprintf("%s-%s/%d %d", r.First, r.Last, r.Prefix.Bits(), r.Size()))
+		}
+		if fmt.Sprint(got) != fmt.Sprint(c.ranges) {
+			t.Errorf("%s: ranges %v, want %v", c.js, got, c.ranges)
+		}
+		for _, x := range c.excluded {
+			if !cfg.Ranges[0].excluded(netip.MustParseAddr(x)) {
+				t.Errorf("%s: %s is handed out", c.js, x)
+			}
+		}
 	}
 	for _, bad := range []struct{ js, want string }{
 		{`{"range":"10.0.0.0/24"}`, "network_name is missing"},

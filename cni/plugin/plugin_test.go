@@ -102,20 +102,29 @@ func (c *cni) tool(verb, network, ns string) (string, error) {
 	return out.String(), err
 }
 
-// plugin runs veclane-cni itself as a runtime would; stdout and whether it succeeded.
-func plugin(t *testing.T, command, container, ns, conf string) (map[string]any, bool) {
-	t.Helper()
+// execPlugin runs veclane-cni itself as a runtime would; its stdout, and an error with its
+// stderr when it fails.
+func execPlugin(command, container, ns, conf string) ([]byte, error) {
 	cmd := exec.Command(filepath.Join(bin, "veclane-cni"))
 	cmd.Env = append(os.Environ(), "CNI_COMMAND="+command, "CNI_CONTAINERID="+container,
 		"CNI_IFNAME=eth1", "CNI_NETNS="+ns, "CNI_PATH="+bin, "VECLANE_NODE=n1")
 	cmd.Stdin = strings.NewReader(conf)
-	var out bytes.Buffer
-	cmd.Stdout = &out
-	err := cmd.Run()
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		return out.Bytes(), fmt.Errorf("%s %s: %v: %s%s", command, container, err, errb.String(), out.String())
+	}
+	return out.Bytes(), nil
+}
+
+// plugin runs veclane-cni; its stdout as JSON and whether it succeeded.
+func plugin(t *testing.T, command, container, ns, conf string) (map[string]any, bool) {
+	t.Helper()
+	out, err := execPlugin(command, container, ns, conf)
 	var m map[string]any
-	if out.Len() > 0 {
-		if e := json.Unmarshal(out.Bytes(), &m); e != nil {
-			t.Fatalf("%s: stdout is not JSON: %q", command, out.String())
+	if len(out) > 0 {
+		if e := json.Unmarshal(out, &m); e != nil {
+			t.Fatalf("%s: stdout is not JSON: %q", command, out)
 		}
 	}
 	return m, err == nil
@@ -168,60 +177,83 @@ func allocated(t *testing.T, c *clientv3.Client, network string) int64 {
 	return r.Count
 }
 
+// pods is the scene of TestPodsGetInterfacesOnTheirNetworks: etcd, a daemon, cnitool's
+// configurations (blue and red on taps, blue on memif) and the pods' namespaces.
+type pods struct {
+	etcd               *testetcd.Server
+	ec                 *clientv3.Client
+	d                  testDaemon
+	c                  *cni
+	memifConf          string
+	b1, b2, r1, m1, m2 string
+}
+
+func (f *pods) add(t *testing.T, network, ns string) podResult {
+	t.Helper()
+	out, err := f.c.tool("add", network, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r podResult
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	return r
+}
+
 func TestPodsGetInterfacesOnTheirNetworks(t *testing.T) {
 	needRoot(t)
-	etcd := testetcd.Start(t)
-	ec := etcd.Client(t)
-	d := startDaemon(t, t.TempDir())
-	c := &cni{netDir: t.TempDir()}
+	f := &pods{etcd: testetcd.Start(t), d: startDaemon(t, t.TempDir()), c: &cni{netDir: t.TempDir()}}
+	f.ec = f.etcd.Client(t)
 	tap := `{"kind":"tap","mtu":1500}`
-	writeConf(t, c.netDir, "10-blue.conf", "blue", "blue", etcd.Endpoint, d.sock(), tap)
-	writeConf(t, c.netDir, "20-red.conf", "red", "red", etcd.Endpoint, d.sock(), tap)
-	memifConf := writeConf(t, c.netDir, "30-blue-memif.conf", "blue-memif", "blue", etcd.Endpoint, d.sock(), `{"kind":"memif","ring_size":512}`)
-	b1, b2, r1, m1 := netns(t, "b1"), netns(t, "b2"), netns(t, "r1"), netns(t, "m1")
+	writeConf(t, f.c.netDir, "10-blue.conf", "blue", "blue", f.etcd.Endpoint, f.d.sock(), tap)
+	writeConf(t, f.c.netDir, "20-red.conf", "red", "red", f.etcd.Endpoint, f.d.sock(), tap)
+	f.memifConf = writeConf(t, f.c.netDir, "30-blue-memif.conf", "blue-memif", "blue", f.etcd.Endpoint, f.d.sock(), `{"kind":"memif","ring_size":512}`)
+	f.b1, f.b2, f.r1, f.m1, f.m2 = netns(t, "b1"), netns(t, "b2"), netns(t, "r1"), netns(t, "m1"), netns(t, "m2")
+	f.taps(t)
+	f.memif(t)
+	f.failedAddsUndoThemselves(t)
+	f.gcAndTheDaemonGone(t)
+}
 
-	add := func(network, ns string) podResult {
-		t.Helper()
-		out, err := c.tool("add", network, ns)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var r podResult
-		if err := json.Unmarshal([]byte(out), &r); err != nil {
-			t.Fatalf("%v: %s", err, out)
-		}
-		return r
-	}
-	rb1, rb2, rr1 := add("blue", b1), add("blue", b2), add("red", r1)
+// taps: two blue pods and a red one (blue's first address again); blue pods reach each
+// other, red reaches nothing of blue's; CHECK passes.
+func (f *pods) taps(t *testing.T) {
+	rb1, rb2, rr1 := f.add(t, "blue", f.b1), f.add(t, "blue", f.b2), f.add(t, "red", f.r1)
 	if rb1.IPs[0].Address != "10.1.0.1/32" || rb2.IPs[0].Address != "10.1.0.2/32" || rr1.IPs[0].Address != "10.1.0.1/32" {
 		t.Fatalf("addresses: %+v %+v %+v", rb1.IPs, rb2.IPs, rr1.IPs)
 	}
-	if len(rb1.Interfaces) != 2 || rb1.Interfaces[1].Name != "eth1" || rb1.Interfaces[1].Sandbox != b1 {
+	if len(rb1.Interfaces) != 2 || rb1.Interfaces[1].Name != "eth1" || rb1.Interfaces[1].Sandbox != f.b1 {
 		t.Fatalf("interfaces: %+v", rb1.Interfaces)
 	}
-	if n := ping(b1, "10.1.0.2", 3); n != 3 {
+	if n := ping(f.b1, "10.1.0.2", 3); n != 3 {
 		t.Fatalf("b1 -> b2 over blue: %d of 3", n)
 	}
-	if n := ping(r1, "10.1.0.2", 2); n != 0 {
+	if n := ping(f.r1, "10.1.0.2", 2); n != 0 {
 		t.Fatalf("red reached blue's 10.1.0.2: %d", n)
 	}
-	if a := attachments(t, ec); len(a) != 3 {
+	if a := attachments(t, f.ec); len(a) != 3 {
 		t.Fatalf("attachments: %+v", a)
 	}
-	if _, err := c.tool("check", "blue", b1); err != nil {
+	if _, err := f.c.tool("check", "blue", f.b1); err != nil {
 		t.Fatal(err)
 	}
 
+}
+
+// memif: a pod's memif master and stand-in device; DEL twice; ip mode and rx_mode polling
+// passed on; a bad mode refused.
+func (f *pods) memif(t *testing.T) {
 	// memif: the master listens in the pod's namespace; a dummy eth1 there has the address.
-	rm := add("blue-memif", m1)
+	rm := f.add(t, "blue-memif", f.m1)
 	if rm.Interfaces[1].SocketPath != "@veclane-eth1" || rm.IPs[0].Address != "10.1.0.3/32" {
 		t.Fatalf("memif result: %+v", rm)
 	}
-	if out := testbin.Run(t, "ip", "-n", filepath.Base(m1), "-br", "addr", "show", "eth1"); !strings.Contains(out, "10.1.0.3/32") {
+	if out := testbin.Run(t, "ip", "-n", filepath.Base(f.m1), "-br", "addr", "show", "eth1"); !strings.Contains(out, "10.1.0.3/32") {
 		t.Fatalf("m1's eth1: %s", out)
 	}
 	var pods []string
-	for _, i := range d.interfaces(t) {
+	for _, i := range f.d.interfaces(t) {
 		if i.Pod != nil {
 			pods = append(pods, i.Device.Kind+":"+i.Name)
 		}
@@ -232,35 +264,34 @@ func TestPodsGetInterfacesOnTheirNetworks(t *testing.T) {
 
 	// DEL twice; the pod's address and attachment go, its interface too.
 	for range 2 {
-		if _, err := c.tool("del", "blue", b2); err != nil {
+		if _, err := f.c.tool("del", "blue", f.b2); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if n := ping(b1, "10.1.0.2", 1); n != 0 {
+	if n := ping(f.b1, "10.1.0.2", 1); n != 0 {
 		t.Fatal("b2 still answers after DEL")
 	}
-	if n := allocated(t, ec, "blue"); n != 2 {
+	if n := allocated(t, f.ec, "blue"); n != 2 {
 		t.Fatalf("blue allocations after DEL: %d", n)
 	}
-	if _, err := c.tool("del", "blue-memif", m1); err != nil {
+	if _, err := f.c.tool("del", "blue-memif", f.m1); err != nil {
 		t.Fatal(err)
 	}
 	// memif in ip mode (bare IPv4): the daemon's interface says so.
-	ipConf := strings.Replace(memifConf, `"kind":"memif"`, `"kind":"memif","mode":"ip","rx_mode":"polling"`, 1)
-	m2 := netns(t, "m2")
-	if r, ok := plugin(t, "ADD", "c-ip", m2, ipConf); !ok {
+	ipConf := strings.Replace(f.memifConf, `"kind":"memif"`, `"kind":"memif","mode":"ip","rx_mode":"polling"`, 1)
+	if r, ok := plugin(t, "ADD", "c-ip", f.m2, ipConf); !ok {
 		t.Fatalf("ADD in ip mode: %v", r)
 	}
 	found := false
-	for _, i := range d.interfaces(t) {
+	for _, i := range f.d.interfaces(t) {
 		if i.Pod != nil && *i.Pod == "c-ip" {
 			found = i.Device.Mode == "ip"
 		}
 	}
 	if !found {
-		t.Fatalf("no memif in ip mode for c-ip: %+v", d.interfaces(t))
+		t.Fatalf("no memif in ip mode for c-ip: %+v", f.d.interfaces(t))
 	}
-	cl, err := ctl.Dial(d.sock())
+	cl, err := ctl.Dial(f.d.sock())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,79 +307,89 @@ func TestPodsGetInterfacesOnTheirNetworks(t *testing.T) {
 	if !polled {
 		t.Fatalf("rx_mode polling not passed on: %+v", pl)
 	}
-	if r, ok := plugin(t, "DEL", "c-ip", m2, ipConf); !ok {
+	if r, ok := plugin(t, "DEL", "c-ip", f.m2, ipConf); !ok {
 		t.Fatalf("DEL in ip mode: %v", r)
 	}
-	if r, ok := plugin(t, "ADD", "c-bad", m2, strings.Replace(memifConf, `"kind":"memif"`, `"kind":"memif","mode":"punt"`, 1)); ok || r["code"] != float64(7) {
+	if r, ok := plugin(t, "ADD", "c-bad", f.m2, strings.Replace(f.memifConf, `"kind":"memif"`, `"kind":"memif","mode":"punt"`, 1)); ok || r["code"] != float64(7) {
 		t.Fatalf("ADD with mode punt: %v", r)
 	}
-	if out := testbin.Run(t, "ip", "-n", filepath.Base(m1), "-o", "link"); strings.Contains(out, "eth1") {
+	if out := testbin.Run(t, "ip", "-n", filepath.Base(f.m1), "-o", "link"); strings.Contains(out, "eth1") {
 		t.Fatalf("m1's dummy stayed: %s", out)
 	}
 
+}
+
+// failedAddsUndoThemselves: an ADD that fails before or after the interface was made
+// keeps no address, no interface, no device.
+func (f *pods) failedAddsUndoThemselves(t *testing.T) {
 	// A failed ADD undoes itself: no network "green" in the daemon, so no address is kept.
-	green := strings.Replace(memifConf, `"network_name":"blue"`, `"network_name":"green"`, 2)
+	green := strings.Replace(f.memifConf, `"network_name":"blue"`, `"network_name":"green"`, 2)
 	green = strings.Replace(green, `"kind":"memif","ring_size":512`, `"kind":"tap"`, 1)
-	if r, ok := plugin(t, "ADD", "c-green", b2, green); ok || !strings.Contains(fmt.Sprint(r["msg"]), "green") {
+	if r, ok := plugin(t, "ADD", "c-green", f.b2, green); ok || !strings.Contains(fmt.Sprint(r["msg"]), "green") {
 		t.Fatalf("ADD on a network the daemon lacks: %v", r)
 	}
-	if n := allocated(t, ec, "green"); n != 0 {
+	if n := allocated(t, f.ec, "green"); n != 0 {
 		t.Fatalf("the failed ADD kept %d address(es)", n)
 	}
-	if out := testbin.Run(t, "ip", "-n", filepath.Base(b2), "-o", "link"); strings.Contains(out, "eth1") {
+	if out := testbin.Run(t, "ip", "-n", filepath.Base(f.b2), "-o", "link"); strings.Contains(out, "eth1") {
 		t.Fatalf("the failed ADD left a device: %s", out)
 	}
 
 	// A failure after the interface was made (etcd for attachments unreachable, IPAM's
 	// fine) undoes the interface and the address too.
-	noEtcd := strings.Replace(memifConf, `"etcd_endpoints":["`+etcd.Endpoint+`"],`+"\n\t\t"+`"ipam"`, `"etcd_endpoints":["http://127.0.0.1:1"],"ipam"`, 1)
-	if noEtcd == memifConf {
+	noEtcd := strings.Replace(f.memifConf, `"etcd_endpoints":["`+f.etcd.Endpoint+`"],`+"\n\t\t"+`"ipam"`, `"etcd_endpoints":["http://127.0.0.1:1"],"ipam"`, 1)
+	if noEtcd == f.memifConf {
 		t.Fatal("could not point the attachments at a dead etcd")
 	}
-	blueBefore := allocated(t, ec, "blue")
-	if r, ok := plugin(t, "ADD", "c-noetcd", m2, noEtcd); ok || r["code"] != float64(11) {
+	blueBefore := allocated(t, f.ec, "blue")
+	if r, ok := plugin(t, "ADD", "c-noetcd", f.m2, noEtcd); ok || r["code"] != float64(11) {
 		t.Fatalf("ADD with the attachments' etcd down: %v", r)
 	}
-	for _, i := range d.interfaces(t) {
+	for _, i := range f.d.interfaces(t) {
 		if i.Pod != nil && *i.Pod == "c-noetcd" {
 			t.Fatalf("the failed ADD left %s", i.Name)
 		}
 	}
-	if n := allocated(t, ec, "blue"); n != blueBefore {
+	if n := allocated(t, f.ec, "blue"); n != blueBefore {
 		t.Fatalf("the failed ADD kept its address: %d allocations, were %d", n, blueBefore)
 	}
-	if out := testbin.Run(t, "ip", "-n", filepath.Base(m2), "-o", "link"); strings.Contains(out, "eth1") {
+	if out := testbin.Run(t, "ip", "-n", filepath.Base(f.m2), "-o", "link"); strings.Contains(out, "eth1") {
 		t.Fatalf("the failed ADD left the stand-in: %s", out)
 	}
 
+}
+
+// gcAndTheDaemonGone: GC with no valid attachment removes red's pod; with the daemon killed
+// STATUS says so and DEL still succeeds.
+func (f *pods) gcAndTheDaemonGone(t *testing.T) {
 	// GC with no valid attachment: red's pod goes (its interface, attachment, address).
-	red := strings.Replace(memifConf, `"network_name":"blue"`, `"network_name":"red"`, 2)
+	red := strings.Replace(f.memifConf, `"network_name":"blue"`, `"network_name":"red"`, 2)
 	red = strings.Replace(red, `"kind":"memif","ring_size":512`, `"kind":"tap"`, 1)
 	red = strings.Replace(red, `"type":"veclane-cni"`, `"type":"veclane-cni","cni.dev/valid-attachments":[]`, 1)
 	if r, ok := plugin(t, "GC", "", "", red); !ok {
 		t.Fatalf("GC: %v", r)
 	}
-	if n := allocated(t, ec, "red"); n != 0 {
+	if n := allocated(t, f.ec, "red"); n != 0 {
 		t.Fatalf("red allocations after GC: %d", n)
 	}
-	for _, i := range d.interfaces(t) {
+	for _, i := range f.d.interfaces(t) {
 		if i.Network != nil && *i.Network == "red" {
 			t.Fatalf("GC left %s", i.Name)
 		}
 	}
 
 	// The daemon dies: STATUS says so, DEL still succeeds (and frees the address).
-	d.Kill()
-	if r, ok := plugin(t, "STATUS", "", "", memifConf); ok || r["code"] != float64(50) {
+	f.d.Kill()
+	if r, ok := plugin(t, "STATUS", "", "", f.memifConf); ok || r["code"] != float64(50) {
 		t.Fatalf("STATUS with the daemon down: %v", r)
 	}
-	if _, err := c.tool("del", "blue", b1); err != nil {
+	if _, err := f.c.tool("del", "blue", f.b1); err != nil {
 		t.Fatal(err)
 	}
-	if n := allocated(t, ec, "blue"); n != 0 {
+	if n := allocated(t, f.ec, "blue"); n != 0 {
 		t.Fatalf("blue allocations after DEL: %d", n)
 	}
-	if a := attachments(t, ec); len(a) != 0 {
+	if a := attachments(t, f.ec); len(a) != 0 {
 		t.Fatalf("attachments left: %+v", a)
 	}
 }
