@@ -536,12 +536,34 @@ pub struct Neighbor {
     pub static_entry: bool,
 }
 
+/// What kind of refusal an error reply is, for clients that act on it without reading the
+/// message's words (the CNI plugin's DEL takes [`ErrorCode::NoInterface`] as already done).
+/// A reply from a daemon older than codes has none and reads as [`ErrorCode::Refused`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// The client and the daemon speak different control API versions.
+    Version,
+    /// The request line could not be parsed, or is too long.
+    Malformed,
+    /// The request names an interface that does not exist.
+    NoInterface,
+    /// Any other request the daemon refuses: a bad value, a conflict.
+    #[default]
+    Refused,
+    /// The daemon failed to carry out a valid request (a worker did not answer, a write
+    /// failed).
+    Internal,
+}
+
 /// Every reply.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "reply", rename_all = "snake_case")]
 pub enum Reply {
     Ok,
     Error {
+        #[serde(default)]
+        code: ErrorCode,
         message: String,
     },
     Version {
@@ -617,8 +639,8 @@ pub enum ClientError {
          binary of the daemon's build (`veclane --version` on both)"
     )]
     Version { daemon: String, ours: u32 },
-    #[error("{0}")]
-    Daemon(String),
+    #[error("{message}")]
+    Daemon { code: ErrorCode, message: String },
 }
 
 /// A connection to the daemon.
@@ -653,10 +675,15 @@ impl Client {
         let (version, j) = split_version(buf.as_bytes())?;
         if version != Some(u64::from(API_VERSION)) {
             // The daemon's error about our version says it best, if that is what it sent.
-            if let Ok(Reply::Error { message }) = serde_json::from_value::<Reply>(j.clone())
-                && message.contains("control API")
+            if let Ok(Reply::Error {
+                code: ErrorCode::Version,
+                message,
+            }) = serde_json::from_value::<Reply>(j.clone())
             {
-                return Err(ClientError::Daemon(message));
+                return Err(ClientError::Daemon {
+                    code: ErrorCode::Version,
+                    message,
+                });
             }
             return Err(ClientError::Version {
                 daemon: version.map_or("(none: older than versions)".into(), |v| v.to_string()),
@@ -664,7 +691,7 @@ impl Client {
             });
         }
         match serde_json::from_value(j)? {
-            Reply::Error { message } => Err(ClientError::Daemon(message)),
+            Reply::Error { code, message } => Err(ClientError::Daemon { code, message }),
             r => Ok(r),
         }
     }
@@ -689,5 +716,27 @@ mod tests {
         let e: Request = serde_json::from_str(r#"{"request":"show_interface"}"#).unwrap();
         assert_eq!(e, Request::ShowInterface { name: None });
         assert!(serde_json::from_str::<Request>(r#"{"request":"reboot"}"#).is_err());
+    }
+
+    #[test]
+    fn error_replies_carry_a_code_and_older_ones_read_as_refused() {
+        let r = Reply::Error {
+            code: ErrorCode::NoInterface,
+            message: "no interface named \"tap9\"".into(),
+        };
+        let j = serde_json::to_string(&r).unwrap();
+        assert_eq!(
+            j,
+            r#"{"reply":"error","code":"no_interface","message":"no interface named \"tap9\""}"#
+        );
+        assert_eq!(serde_json::from_str::<Reply>(&j).unwrap(), r);
+        let old: Reply = serde_json::from_str(r#"{"reply":"error","message":"x"}"#).unwrap();
+        assert_eq!(
+            old,
+            Reply::Error {
+                code: ErrorCode::Refused,
+                message: "x".into()
+            }
+        );
     }
 }

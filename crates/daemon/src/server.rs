@@ -164,6 +164,7 @@ fn serve_conn(c: &mut Conn, control: &mut Control) -> bool {
             // A client that names no version predates them (and the Go agent names none):
             // served, as the request's own shape is checked below anyway.
             Ok((Some(v), _)) if v != u64::from(api::API_VERSION) => Reply::Error {
+                code: api::ErrorCode::Version,
                 message: format!(
                     "this daemon speaks control API {} and the client speaks {v}: use the \
                      veclane binary of the daemon's build",
@@ -173,10 +174,12 @@ fn serve_conn(c: &mut Conn, control: &mut Control) -> bool {
             Ok((_, j)) => match serde_json::from_value::<Request>(j) {
                 Ok(req) => control.handle(req),
                 Err(e) => Reply::Error {
+                    code: api::ErrorCode::Malformed,
                     message: format!("malformed request: {e}"),
                 },
             },
             Err(e) => Reply::Error {
+                code: api::ErrorCode::Malformed,
                 message: format!("malformed request: {e}"),
             },
         };
@@ -188,6 +191,7 @@ fn serve_conn(c: &mut Conn, control: &mut Control) -> bool {
         let _ = send(
             &c.s,
             &Reply::Error {
+                code: api::ErrorCode::Malformed,
                 message: format!("request longer than {MAX_LINE} bytes"),
             },
         );

@@ -508,6 +508,24 @@ fn control_api_versions_are_checked_both_ways() {
         m.contains("control API 1") && m.contains("speaks 99"),
         "{m}"
     );
+    assert_eq!(v["code"], "version", "{v}");
+    // Every refusal carries a code a client can act on without reading the message.
+    for (line, code) in [
+        (r#"{"request":"reboot"}"#, "malformed"),
+        ("not json", "malformed"),
+        (
+            r#"{"request":"delete_interface","name":"nosuch"}"#,
+            "no_interface",
+        ),
+        (r#"{"request":"network_del","name":"nosuch"}"#, "refused"),
+    ] {
+        let v = ask(line);
+        assert_eq!(
+            (v["reply"].as_str(), v["code"].as_str()),
+            (Some("error"), Some(code)),
+            "{line}: {v}"
+        );
+    }
 
     // A "daemon" of another build: its replies name no version.
     let dir = tempfile::tempdir().unwrap();

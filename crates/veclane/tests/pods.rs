@@ -265,7 +265,7 @@ fn a_thousand_pod_interfaces_come_and_go_leaving_nothing() {
     };
     let mut api = d.api();
     let mut call = |r: api::Request| match api.call(&r).unwrap() {
-        api::Reply::Error { message } => panic!("{r:?}: {message}"),
+        api::Reply::Error { message, .. } => panic!("{r:?}: {message}"),
         ok => ok,
     };
     // One round first, so that lazily made things (closer threads) exist before counting.

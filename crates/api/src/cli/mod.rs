@@ -685,7 +685,7 @@ pub fn format(reply: &Reply) -> String {
     let mut s = String::new();
     match reply {
         Reply::Ok => {}
-        Reply::Error { message } => s.push_str(&format!("error: {message}\n")),
+        Reply::Error { message, .. } => s.push_str(&format!("error: {message}\n")),
         Reply::Version {
             version,
             workers,

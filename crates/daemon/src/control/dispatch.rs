@@ -42,7 +42,10 @@ impl Control {
                         "request refused"
                     );
                 }
-                Reply::Error { message }
+                Reply::Error {
+                    code: e.code(),
+                    message,
+                }
             }
         }
     }

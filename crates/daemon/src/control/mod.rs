@@ -66,6 +66,25 @@ pub enum ControlError {
     },
 }
 
+impl ControlError {
+    /// The code an error reply carries for this refusal.
+    pub fn code(&self) -> api::ErrorCode {
+        use api::ErrorCode;
+        match self {
+            ControlError::NoInterface { .. } => ErrorCode::NoInterface,
+            ControlError::Worker { .. }
+            | ControlError::Eventfd(_)
+            | ControlError::WorkerSilent(_)
+            | ControlError::Write { .. } => ErrorCode::Internal,
+            ControlError::Rib(_)
+            | ControlError::Interface(_)
+            | ControlError::Capture(_)
+            | ControlError::Network(_)
+            | ControlError::Trace(_) => ErrorCode::Refused,
+        }
+    }
+}
+
 /// The control thread's state.
 pub struct Control {
     runtime_dir: PathBuf,
