@@ -95,7 +95,7 @@ impl Node for Inject {
 /// Stands in for the devices' outputs: frees what it is given.
 struct Output(&'static str);
 
-graph::node! { Output: "device-output", Internal; }
+graph::node! { Output: "device-output", Output; }
 
 impl Node for Output {
     fn name(&self) -> &'static str {

@@ -130,7 +130,7 @@ impl Node for Inject {
 /// Stands in for a device's output: records which interface each packet left on.
 struct Output(&'static str, Arc<Mutex<Vec<u32>>>);
 
-graph::node! { Output: "device-output", Internal; }
+graph::node! { Output: "device-output", Output; }
 
 impl Node for Output {
     fn name(&self) -> &'static str {
@@ -167,7 +167,7 @@ fn shared() -> Shared {
         let mut ifs: Vec<IfConfig> = (0..5)
             .map(|i| IfConfig::new(MAC[i], [0, 1, 1, 2, 2][i]))
             .collect();
-        ifs[0].device = Device::AfPacket;
+        ifs[0].device = Device::Output(1); // af-packet-output, the graph's second
         ifs[0].addresses.push((Ipv4Addr::new(192, 0, 2, 1), 24));
         ifs[0].mtu = 1500;
         for p in [BLUE_POD, RED_POD] {

@@ -10,6 +10,7 @@
 #![forbid(unsafe_code)]
 
 pub mod control;
+pub mod devices;
 pub mod metrics;
 pub mod rib;
 pub mod server;

@@ -16,9 +16,10 @@ use std::time::{Duration, Instant};
 
 use buffer::{Pool, PoolConfig};
 use graph::commands::{CommandSender, Commands};
-use graph::{AnyNode, Captured, Filter, Runtime};
-use memif::nodes::QueueCommand;
+use graph::{Captured, Filter, Runtime};
 use nodes::Shared;
+
+use crate::devices::{self, DeviceQueues, Queues};
 
 use api::RxMode;
 
@@ -64,19 +65,8 @@ pub struct WorkerHandle {
     pub index: usize,
     pub core: Option<usize>,
     cmds: CommandSender<WorkerCmd>,
-    /// Queue hand-overs for `memif-input`.
-    pub rx_queues: CommandSender<QueueCommand>,
-    /// Queue hand-overs for `memif-output`.
-    pub tx_queues: CommandSender<QueueCommand>,
-    /// AF_PACKET queue hand-overs for `af-packet-input` and `af-packet-output`.
-    pub afp_rx: CommandSender<uplink::nodes::QueueCommand>,
-    pub afp_tx: CommandSender<uplink::nodes::QueueCommand>,
-    /// AF_XDP queue hand-overs for `af-xdp-input` and `af-xdp-output`.
-    pub xdp_rx: CommandSender<uplink::xdp_nodes::QueueCommand>,
-    pub xdp_tx: CommandSender<uplink::xdp_nodes::QueueCommand>,
-    /// Tap queue hand-overs for `tap-input` and `tap-output`.
-    pub tap_rx: CommandSender<uplink::tap_nodes::QueueCommand>,
-    pub tap_tx: CommandSender<uplink::tap_nodes::QueueCommand>,
+    /// Queue hand-overs to each device kind's nodes, in [`devices::KINDS`] order.
+    devices: Vec<Box<dyn DeviceQueues>>,
     wake: Arc<OwnedFd>,
     pub activity: Arc<Activity>,
     /// The buffer pool's size and how it was registered for a copy device, if it was.
@@ -93,6 +83,19 @@ impl WorkerHandle {
 
     pub fn kick(&self) {
         let _ = rustix::io::write(&*self.wake, &1u64.to_ne_bytes());
+    }
+
+    /// The queue hand-overs to the nodes of the device kind whose commands are `C`.
+    pub fn queues<C: 'static>(&self) -> &Queues<C> {
+        devices::queues(&self.devices)
+    }
+
+    /// Every device kind's nodes drop interface `ifindex`'s queues.
+    pub fn detach(&self, ifindex: u32) {
+        for q in &self.devices {
+            q.detach(ifindex);
+        }
+        self.kick();
     }
 
     pub fn is_alive(&self) -> bool {
@@ -132,61 +135,17 @@ pub struct WorkerSetup {
     pub register_pool: bool,
 }
 
-/// The graph every worker runs.
-fn graph_nodes(
-    s: &mut WorkerSetup,
-    rxq: Commands<QueueCommand>,
-    txq: Commands<QueueCommand>,
-    afp: (
-        Commands<uplink::nodes::QueueCommand>,
-        Commands<uplink::nodes::QueueCommand>,
-    ),
-    xdp: (
-        Commands<uplink::xdp_nodes::QueueCommand>,
-        Commands<uplink::xdp_nodes::QueueCommand>,
-    ),
-    tap: (
-        Commands<uplink::tap_nodes::QueueCommand>,
-        Commands<uplink::tap_nodes::QueueCommand>,
-    ),
-) -> std::io::Result<Vec<Box<dyn AnyNode>>> {
-    let single = s.copy == api::CopyMode::Single;
-    let (input, output) = memif::nodes::device_nodes(rxq, txq);
-    let (afp_input, afp_output) = uplink::nodes::device_nodes(afp.0, afp.1);
-    let (xdp_input, xdp_output) = uplink::xdp_nodes::device_nodes(xdp.0, xdp.1);
-    let (tap_input, tap_output) = uplink::tap_nodes::device_nodes(tap.0, tap.1);
-    let (input, output) = match s.engines.take() {
-        Some(e) => (
-            input.with_engine(e.input.0, e.input.1),
-            output.with_engine(e.output.0, e.output.1),
-        ),
-        None => (input, output),
-    };
-    let mut v: Vec<Box<dyn AnyNode>> = vec![
-        Box::new(input.single_copy(single)),
-        Box::new(output),
-        Box::new(afp_input),
-        Box::new(afp_output),
-        Box::new(xdp_input),
-        Box::new(xdp_output),
-        Box::new(tap_input),
-        Box::new(tap_output),
-    ];
+/// The graph every worker runs: every registered device kind's nodes, then the protocol
+/// nodes; and the senders to the device nodes.
+pub(crate) fn graph(s: &mut WorkerSetup) -> devices::Graph {
+    let (mut v, queues) = devices::build(s);
     v.extend(nodes::protocol_nodes(&s.shared, s.learned.clone()));
-    Ok(v)
+    (v, queues)
 }
 
 /// Starts a worker thread.
 pub fn spawn(mut s: WorkerSetup) -> std::io::Result<WorkerHandle> {
     let (cmd_tx, cmd_rx) = graph::commands::channel();
-    let (rxq_tx, rxq_rx) = graph::commands::channel();
-    let (txq_tx, txq_rx) = graph::commands::channel();
-    let (afp_rx_tx, afp_rx_rx) = graph::commands::channel();
-    let (afp_tx_tx, afp_tx_rx) = graph::commands::channel();
-    let (xdp_rx_tx, xdp_rx_rx) = graph::commands::channel();
-    let (xdp_tx_tx, xdp_tx_rx) = graph::commands::channel();
-    let (tap_rx_tx, tap_rx_rx) = graph::commands::channel();
-    let (tap_tx_tx, tap_tx_rx) = graph::commands::channel();
     let wake = Arc::new(rustix::event::eventfd(
         0,
         rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK,
@@ -205,18 +164,9 @@ pub fn spawn(mut s: WorkerSetup) -> std::io::Result<WorkerHandle> {
             copy_engine::register_slice(pool.memory()),
         )
     });
-    let rt = Runtime::new(
-        graph_nodes(
-            &mut s,
-            rxq_rx,
-            txq_rx,
-            (afp_rx_rx, afp_tx_rx),
-            (xdp_rx_rx, xdp_tx_rx),
-            (tap_rx_rx, tap_tx_rx),
-        )?,
-        s.trace_capacity,
-    )
-    .map_err(|e| std::io::Error::other(e.to_string()))?;
+    let (graph_nodes, devices) = graph(&mut s);
+    let rt = Runtime::new(graph_nodes, s.trace_capacity)
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
     let (w, a, core, mode, index) = (wake.clone(), activity.clone(), s.core, s.mode, s.index);
     // The worker says when it is pinned: the daemon is ready only once every worker is.
     let (pinned_tx, pinned) = std::sync::mpsc::sync_channel(1);
@@ -258,14 +208,7 @@ pub fn spawn(mut s: WorkerSetup) -> std::io::Result<WorkerHandle> {
         index,
         core,
         cmds: cmd_tx,
-        rx_queues: rxq_tx,
-        tx_queues: txq_tx,
-        afp_rx: afp_rx_tx,
-        afp_tx: afp_tx_tx,
-        xdp_rx: xdp_rx_tx,
-        xdp_tx: xdp_tx_tx,
-        tap_rx: tap_rx_tx,
-        tap_tx: tap_tx_tx,
+        devices,
         wake,
         activity,
         pool_registration,
@@ -341,6 +284,7 @@ impl Worker {
                         kind: match kind {
                             graph::NodeKind::Input => "input",
                             graph::NodeKind::Internal => "internal",
+                            graph::NodeKind::Output => "output",
                         }
                         .to_string(),
                         calls: st.calls,

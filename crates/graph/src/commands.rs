@@ -11,6 +11,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, SendError, Sender};
 
+/// A device kind's queue commands: whatever else they say, each kind's nodes take the one
+/// that drops an interface's queues, so that deleting an interface reaches every kind without
+/// naming any.
+pub trait QueueCommands: Send + 'static {
+    /// The command that drops every queue of interface `ifindex` from the node.
+    fn detach(ifindex: u32) -> Self;
+}
+
 /// A sender and a receiver of commands, counted (see the module).
 pub fn channel<T>() -> (CommandSender<T>, Commands<T>) {
     let (tx, rx) = mpsc::channel();

@@ -153,6 +153,16 @@ impl core::fmt::Debug for Runtime {
     }
 }
 
+/// The indices of the nodes of one kind, in graph order.
+fn kind_indices(infos: &[NodeInfo], kind: NodeKind) -> Vec<NodeIndex> {
+    infos
+        .iter()
+        .enumerate()
+        .filter(|(_, i)| i.kind == kind)
+        .map(|(i, _)| i as NodeIndex)
+        .collect()
+}
+
 impl Runtime {
     /// Builds a runtime from its nodes, resolving every next node by name.
     pub fn new(nodes: Vec<Box<dyn AnyNode>>, trace_capacity: usize) -> Result<Runtime, GraphError> {
@@ -171,9 +181,10 @@ impl Runtime {
                 .position(|i| i.name == name)
                 .map(|p| p as NodeIndex)
         };
+        let outputs = kind_indices(&infos, NodeKind::Output);
         let mut slots = Vec::with_capacity(nodes.len());
         for (node, info) in nodes.into_iter().zip(infos.iter().copied()) {
-            let nexts = info
+            let mut nexts = info
                 .nexts
                 .iter()
                 .map(|n| {
@@ -183,6 +194,9 @@ impl Runtime {
                     })
                 })
                 .collect::<Result<Vec<_>, _>>()?;
+            if info.devices {
+                nexts.extend_from_slice(&outputs);
+            }
             slots.push(Slot {
                 errors: vec![0; info.errors.len()],
                 node,
@@ -192,12 +206,7 @@ impl Runtime {
                 stats: NodeStats::default(),
             });
         }
-        let inputs = infos
-            .iter()
-            .enumerate()
-            .filter(|(_, i)| i.kind == NodeKind::Input)
-            .map(|(i, _)| i as NodeIndex)
-            .collect::<Vec<_>>();
+        let inputs = kind_indices(&infos, NodeKind::Input);
         let epoll =
             epoll::create(epoll::CreateFlags::CLOEXEC).map_err(|e| GraphError::Epoll(e.into()))?;
         Ok(Runtime {
@@ -217,6 +226,16 @@ impl Runtime {
             buf_scratch: Vec::with_capacity(FRAME_SIZE * 2),
             extra: Vec::new(),
         })
+    }
+
+    /// The device output nodes ([`NodeKind::Output`]), in graph order: the `k`th is what a
+    /// node declared with `+ devices` reaches at [`NextNodes::device`]`(k)`.
+    pub fn outputs(&self) -> Vec<&'static str> {
+        self.slots
+            .iter()
+            .filter(|s| s.info.kind == NodeKind::Output)
+            .map(|s| s.info.name)
+            .collect()
     }
 
     pub fn node_index(&self, name: &str) -> Option<NodeIndex> {

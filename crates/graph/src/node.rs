@@ -26,6 +26,12 @@ pub enum NodeKind {
     Input,
     /// Runs when buffers are pending for it.
     Internal,
+    /// A device's output node: runs like [`Internal`](Self::Internal), and is the node that
+    /// transmits on interfaces of its device kind. Every node whose next nodes end in
+    /// `+ devices` gets an arc to each output node of the graph, in graph order, after its
+    /// named ones: protocol nodes reach devices without naming any (VPP's adjacency carrying
+    /// its interface's output next index).
+    Output,
 }
 
 /// What a node is, as the runtime and `show` commands see it.
@@ -35,6 +41,8 @@ pub struct NodeInfo {
     pub kind: NodeKind,
     /// Next nodes by name, in the order of the node's `Next` enum.
     pub nexts: &'static [&'static str],
+    /// After those, an arc to every [`NodeKind::Output`] node of the graph.
+    pub devices: bool,
     /// Error counter texts, in the order of the node's `Error` enum.
     pub errors: &'static [&'static str],
 }
@@ -45,6 +53,15 @@ pub trait NextNodes: Copy + 'static {
     const NAMES: &'static [&'static str];
     /// The variant's place in [`NAMES`](Self::NAMES): the value a node writes into `next`.
     fn index(self) -> u16;
+    /// The list ends in `+ devices`: after the named next nodes come the graph's device
+    /// output nodes, the `k`th of them at index [`device`](Self::device)`(k)`.
+    const DEVICES: bool = false;
+    /// The next index of the graph's `k`th device output node (a node declared with
+    /// `+ devices`).
+    #[inline(always)]
+    fn device(k: u16) -> u16 {
+        Self::NAMES.len() as u16 + k
+    }
 }
 
 /// A node's error counters: an enum declared by [`node!`](crate::node).
@@ -344,6 +361,7 @@ impl<N: Node> AnyNode for N {
             name: self.name(),
             kind: N::KIND,
             nexts: <N::Next as NextNodes>::NAMES,
+            devices: <N::Next as NextNodes>::DEVICES,
             errors: <N::Error as ErrorCounters>::TEXTS,
         }
     }
@@ -416,6 +434,10 @@ impl<N: Node> AnyNode for N {
 /// assert_eq!(<Error as graph::ErrorCounters>::TEXTS, ["odd byte"]);
 /// ```
 ///
+/// A node that hands packets to devices ends its next list in `+ devices` (`next Next { ... }
+/// + devices`): the graph then adds an arc to each device output node ([`NodeKind::Output`]),
+/// and the node sends to the `k`th with [`NextNodes::device`]`(k)`, never naming one.
+///
 /// `next` and `error` may be left out (a node with no next nodes, or no counters), and so may
 /// `trace` (then the node adds no record of its own: [`NoTrace`]). `trace Name { field: Type,
 /// .. }` declares the record as a `#[repr(C)]` struct of plain fields (the calling crate
@@ -426,7 +448,7 @@ impl<N: Node> AnyNode for N {
 macro_rules! node {
     (
         $ty:ty : $name:literal, $kind:ident;
-        $(next $next:ident { $($nv:ident = $nn:literal),* $(,)? })?
+        $(next $next:ident { $($nv:ident = $nn:literal),* $(,)? } $(+ $devices:ident)?)?
         $(error $err:ident { $($ev:ident = $et:literal),* $(,)? })?
         $(trace $($trace:tt)+)?
     ) => {
@@ -438,6 +460,7 @@ macro_rules! node {
 
             impl $crate::NextNodes for $next {
                 const NAMES: &'static [&'static str] = &[$($nn),*];
+                const DEVICES: bool = $crate::node!(@devices $($devices)?);
                 #[inline(always)]
                 fn index(self) -> u16 {
                     self as u16
@@ -475,6 +498,8 @@ macro_rules! node {
             type Trace = $crate::node!(@trace_type $($($trace)+)?);
         }
     };
+    (@devices devices) => { true };
+    (@devices) => { false };
     (@or $t:ident) => { $t };
     (@or) => { $crate::Never };
     (@trace_type $t:ident { $($f:tt)* }) => { $t };

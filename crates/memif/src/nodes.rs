@@ -206,6 +206,12 @@ pub enum QueueCommand {
     },
 }
 
+impl graph::commands::QueueCommands for QueueCommand {
+    fn detach(ifindex: u32) -> QueueCommand {
+        QueueCommand::Detach { ifindex }
+    }
+}
+
 /// A node's copy engine's counters, for `show copy-engine`: written by the node (when the
 /// worker does its housekeeping: before it sleeps and every few thousand loops, so up to a
 /// few milliseconds behind), read by anyone.
@@ -634,7 +640,7 @@ fn free_run(ctx: &mut Ctx<'_, MemifOutput>, run: &[u32], single: bool) {
 }
 
 graph::node! {
-    MemifOutput: "memif-output", Internal;
+    MemifOutput: "memif-output", Output;
     error OutputError {
         NoTx = "interface not connected",
         RingFull = "tx ring full (no free slots)",

@@ -48,12 +48,8 @@ graph::node! {
         Arp = "arp-input",
         Lookup = "ip4-lookup",
         Vxlan = "vxlan4-input",
-        Memif = "memif-output",
-        AfPacket = "af-packet-output",
-        AfXdp = "af-xdp-output",
-        Tap = "tap-output",
         Encap = "vxlan4-encap",
-    }
+    } + devices
     error Error {
         Short = "frame shorter than an Ethernet header",
         NotForUs = "l3 mac mismatch",
@@ -127,8 +123,6 @@ impl Node for EthernetInput {
     }
 }
 
-crate::interface_output::device_node!(Next, Encap);
-
 /// ip4-lookup's fast path, taken here for the packets this node has checked: a packet to be
 /// forwarded through a rewrite adjacency on an interface that is up, within its MTU and with a
 /// TTL above one is looked up, rewritten and handed to the interface's device node without
@@ -176,7 +170,7 @@ impl<'a> Fuse<'a> {
         let adj = self.table(m.vrf)?.lookup(dst)?;
         if adj != self.fast.adj {
             let ifs = self.ifs;
-            self.fast = Fast::of(self.adjs, ifs, adj, |out| device_node(out).into());
+            self.fast = Fast::of(self.adjs, ifs, adj, |out| out.next(Next::Encap));
         }
         let r = self.fast.rw.as_ref()?;
         if m.flags & crate::LOCALLY_ORIGINATED != 0 {

@@ -1,46 +1,41 @@
-//! `interface-output`: hands each packet to the device node of its `tx_if` (memif, AF_PACKET,
-//! a VXLAN tunnel's encapsulation), as VPP's `interface-output` does, and drops what goes to
-//! an interface that is down or gone.
+//! `interface-output`: hands each packet to the device node of its `tx_if` (the output node of
+//! the interface's device kind, or a VXLAN tunnel's encapsulation), as VPP's
+//! `interface-output` does, and drops what goes to an interface that is down or gone.
+//!
+//! Neither this node nor any other protocol node names a device: an interface's
+//! [`Device::Output`] is the position of its kind's output node among the graph's device
+//! output nodes, and nodes declared with `+ devices` reach the `k`th at
+//! [`graph::NextNodes::device`]`(k)`.
 //!
 //! A frame is usually one run of packets to one interface, so the decision is made once per
 //! run, not per packet.
 
-use graph::{Ctx, Node};
+use graph::{Ctx, NextNodes, Node};
 
 use fib::adj::Adjacency;
 
 use crate::{Device, ETH_HDR, IfConfig, Shared};
 
-/// Which device node transmits for an interface.
+/// Which node transmits for an interface.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Out {
-    Memif,
-    AfPacket,
-    AfXdp,
-    Tap,
+    /// The graph's `k`th device output node.
+    Device(u16),
+    /// `vxlan4-encap`.
     Vxlan,
 }
 
-/// Defines `fn device_node(out: Out) -> $next` for a node whose next nodes `$next` name the
-/// device nodes `Memif`, `AfPacket`, `AfXdp`, `Tap` and (for `vxlan4-encap`) `$vxlan`: the one
-/// that transmits on an interface of kind `out`, for the nodes that hand rewritten packets
-/// straight to it.
-macro_rules! device_node {
-    ($next:ident, $vxlan:ident) => {
-        /// The device node that transmits on an interface of kind `out`.
-        fn device_node(out: $crate::interface_output::Out) -> $next {
-            use $crate::interface_output::Out;
-            match out {
-                Out::Memif => $next::Memif,
-                Out::AfPacket => $next::AfPacket,
-                Out::AfXdp => $next::AfXdp,
-                Out::Tap => $next::Tap,
-                Out::Vxlan => $next::$vxlan,
-            }
+impl Out {
+    /// The next index of this node for a node `N` declared with `+ devices`, `vxlan` being
+    /// its arc to `vxlan4-encap`.
+    #[inline(always)]
+    pub fn next<N: NextNodes>(self, vxlan: N) -> u16 {
+        match self {
+            Out::Device(k) => N::device(k),
+            Out::Vxlan => vxlan.index(),
         }
-    };
+    }
 }
-pub(crate) use device_node;
 
 /// Why a packet cannot be sent on an interface.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,10 +89,7 @@ pub fn out_for(ifs: &[IfConfig], tx: u32) -> Result<Out, NoOut> {
         None => Err(NoOut::Gone),
         Some(c) if !c.up => Err(NoOut::AdminDown),
         Some(c) => Ok(match c.device {
-            Device::Memif => Out::Memif,
-            Device::AfPacket => Out::AfPacket,
-            Device::AfXdp => Out::AfXdp,
-            Device::Tap => Out::Tap,
+            Device::Output(k) => Out::Device(k),
             Device::Vxlan(_) => Out::Vxlan,
         }),
     }
@@ -117,13 +109,9 @@ impl InterfaceOutput {
 graph::node! {
     InterfaceOutput: "interface-output", Internal;
     next Next {
-        Memif = "memif-output",
-        AfPacket = "af-packet-output",
-        AfXdp = "af-xdp-output",
-        Tap = "tap-output",
         Vxlan = "vxlan4-encap",
         Drop = "error-drop",
-    }
+    } + devices
     error Error {
         AdminDown = "interface admin down",
         NoInterface = "interface deleted",
@@ -133,18 +121,14 @@ graph::node! {
 impl Node for InterfaceOutput {
     fn process(&mut self, ctx: &mut Ctx<'_, Self>, bufs: &[u32], next: &mut [u16]) {
         let ifs = self.shared.interfaces.load();
-        let mut last: Option<(u32, Result<Next, Error>)> = None;
+        let mut last: Option<(u32, Result<u16, Error>)> = None;
         for (&b, n) in bufs.iter().zip(next.iter_mut()) {
             let tx = ctx.pool.meta(b).tx_if;
             let to = match last {
                 Some((i, to)) if i == tx => to,
                 _ => {
                     let to = match out_for(&ifs, tx) {
-                        Ok(Out::Memif) => Ok(Next::Memif),
-                        Ok(Out::AfPacket) => Ok(Next::AfPacket),
-                        Ok(Out::AfXdp) => Ok(Next::AfXdp),
-                        Ok(Out::Tap) => Ok(Next::Tap),
-                        Ok(Out::Vxlan) => Ok(Next::Vxlan),
+                        Ok(out) => Ok(out.next(Next::Vxlan)),
                         Err(NoOut::Gone) => Err(Error::NoInterface),
                         Err(NoOut::AdminDown) => Err(Error::AdminDown),
                     };
@@ -153,7 +137,7 @@ impl Node for InterfaceOutput {
                 }
             };
             *n = match to {
-                Ok(next) => next.into(),
+                Ok(next) => next,
                 Err(e) => {
                     ctx.count_error(e);
                     Next::Drop.into()
@@ -170,7 +154,7 @@ mod tests {
     use arc_swap::ArcSwap;
 
     use super::*;
-    use crate::testing::run_one;
+    use crate::testing::{DEVICES, run_one};
     use crate::{TunnelCounters, VxlanTunnel};
 
     fn node(ifs: Vec<IfConfig>) -> InterfaceOutput {
@@ -181,13 +165,17 @@ mod tests {
         ))
     }
 
+    /// Every device kind, the one no protocol node was written for included, reaches its
+    /// output node through the interface's `Device::Output`.
     #[test]
     fn each_device_kind_goes_to_its_node_and_down_or_gone_interfaces_drop() {
         let memif = IfConfig::new([2, 0, 0, 0, 0, 1], 0);
-        let mut afp = memif.clone();
-        afp.device = Device::AfPacket;
-        let mut xdp = memif.clone();
-        xdp.device = Device::AfXdp;
+        let on = |k: u16| {
+            let mut c = memif.clone();
+            c.device = Device::Output(k);
+            c
+        };
+        let (afp, xdp, tap, dummy) = (on(1), on(2), on(3), on(4));
         let mut vx = memif.clone();
         vx.device = Device::Vxlan(VxlanTunnel {
             vni: 56,
@@ -200,16 +188,15 @@ mod tests {
         });
         let mut down = memif.clone();
         down.up = false;
-        let mut tap = memif.clone();
-        tap.device = Device::Tap;
-        let ifs = vec![memif, afp, vx, down, xdp, tap];
+        let ifs = vec![memif, afp, vx, down, xdp, tap, dummy];
         for (tx, want, err) in [
-            (0, "memif-output", None),
+            (0, DEVICES[0], None),
             (1, "af-packet-output", None),
             (2, "vxlan4-encap", None),
             (3, "error-drop", Some("interface admin down")),
             (4, "af-xdp-output", None),
             (5, "tap-output", None),
+            (6, "dummy-output", None),
             (9, "error-drop", Some("interface deleted")),
         ] {
             let ((next, ..), errors) =

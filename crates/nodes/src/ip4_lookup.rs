@@ -41,12 +41,8 @@ graph::node! {
         Local = "ip4-local",
         IcmpError = "ip4-icmp-error",
         Glean = "ip4-glean",
-        Memif = "memif-output",
-        AfPacket = "af-packet-output",
-        AfXdp = "af-xdp-output",
-        Tap = "tap-output",
         Vxlan = "vxlan4-encap",
-    }
+    } + devices
     error Error {
         NoRoute = "no route",
         NoVrf = "vrf does not exist",
@@ -66,8 +62,6 @@ impl core::fmt::Display for LookupTrace {
         Ok(())
     }
 }
-
-crate::interface_output::device_node!(Next, Vxlan);
 
 impl Node for Ip4Lookup {
     fn process(&mut self, ctx: &mut Ctx<'_, Self>, bufs: &[u32], next: &mut [u16]) {
@@ -142,7 +136,7 @@ impl Node for Ip4Lookup {
                 // its place among the others.
                 m.adj = adj;
                 if adj != fast.adj {
-                    fast = Fast::of(adjs, ifs, adj, |out| device_node(out).into());
+                    fast = Fast::of(adjs, ifs, adj, |out| out.next(Next::Vxlan));
                 }
                 let mut to = Next::Rewrite.into();
                 if let Some(r) = &fast.rw

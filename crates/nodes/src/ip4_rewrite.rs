@@ -35,15 +35,11 @@ impl Ip4Rewrite {
 graph::node! {
     Ip4Rewrite: "ip4-rewrite", Internal;
     next Next {
-        Memif = "memif-output",
-        AfPacket = "af-packet-output",
-        AfXdp = "af-xdp-output",
-        Tap = "tap-output",
         Vxlan = "vxlan4-encap",
         Drop = "error-drop",
         IcmpError = "ip4-icmp-error",
         Frag = "ip4-frag",
-    }
+    } + devices
     error Error {
         AdminDown = "tx interface admin down",
         NoInterface = "tx interface deleted",
@@ -126,8 +122,6 @@ pub(crate) fn forward(hdr: &[u8; ETH_HDR], f: &mut [u8]) -> bool {
     true
 }
 
-crate::interface_output::device_node!(Next, Vxlan);
-
 /// Byte offsets, from the start of the Ethernet header, of the IPv4 TTL and checksum.
 const TTL_AT: usize = ETH_HDR + wire::ipv4::field::TTL;
 const CHECKSUM_AT: usize = ETH_HDR + wire::ipv4::field::CHECKSUM.start;
@@ -142,7 +136,7 @@ impl Node for Ip4Rewrite {
         for (&b, n) in bufs.iter().zip(next.iter_mut()) {
             let m = ctx.pool.meta(b);
             if m.adj != fast.adj {
-                fast = Fast::of(&adjs, &ifs, m.adj, |out| device_node(out).into());
+                fast = Fast::of(&adjs, &ifs, m.adj, |out| out.next(Next::Vxlan));
             }
             let (flags, total) = (m.flags, m.total_len);
             // Fast path, almost every packet: a rewrite on an interface that is up, a packet
@@ -263,7 +257,7 @@ fn rewrite(
     let (last_if, last_next, last_err) = last;
     if tx_if != *last_if {
         (*last_next, *last_err) = match out_for(ifs, tx_if) {
-            Ok(out) => (device_node(out).into(), None),
+            Ok(out) => (out.next(Next::Vxlan), None),
             Err(NoOut::AdminDown) => (Next::Drop.into(), Some(Error::AdminDown)),
             Err(NoOut::Gone) => (Next::Drop.into(), Some(Error::NoInterface)),
         };

@@ -141,16 +141,13 @@ pub struct IfConfig {
     pub l3: bool,
 }
 
-/// The kind of device behind an interface.
+/// What sends for an interface.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Device {
-    Memif,
-    /// A kernel interface through AF_PACKET (an uplink).
-    AfPacket,
-    /// A kernel interface through AF_XDP (an uplink).
-    AfXdp,
-    /// A tap device (a pod's kernel interface).
-    Tap,
+    /// A device: the graph's `k`th device output node ([`graph::NodeKind::Output`], in graph
+    /// order) transmits for it. Which kind is `k` is the graph builder's business (the
+    /// daemon's device registry); no protocol node knows.
+    Output(u16),
     /// A VXLAN tunnel: an Ethernet segment inside UDP to one remote VTEP, in one network.
     Vxlan(VxlanTunnel),
 }
@@ -263,7 +260,7 @@ impl IfConfig {
             up: true,
             addresses: Vec::new(),
             mtu: DEFAULT_MTU,
-            device: Device::Memif,
+            device: Device::Output(0),
             l3: false,
         }
     }
@@ -450,6 +447,31 @@ pub(crate) mod testing {
 
     graph::node! { Sink: "sink", Internal; }
 
+    /// A [`Sink`] that is a device output node.
+    struct OutputSink(Sink);
+
+    graph::node! { OutputSink: "output-sink", Output; }
+
+    impl Node for OutputSink {
+        fn name(&self) -> &'static str {
+            self.0.0
+        }
+        fn process(&mut self, ctx: &mut Ctx<'_, Self>, bufs: &[u32], next: &mut [u16]) {
+            Node::process(&mut self.0, &mut ctx.retyped(), bufs, next);
+        }
+    }
+
+    /// The device output nodes of [`run_one`]'s graph, in graph order: an interface whose
+    /// device is `Device::Output(k)` is sent on by the `k`th. The last is a kind no protocol
+    /// node has ever heard of.
+    pub(crate) const DEVICES: [&str; 5] = [
+        "memif-output",
+        "af-packet-output",
+        "af-xdp-output",
+        "tap-output",
+        "dummy-output",
+    ];
+
     impl Node for Sink {
         fn name(&self) -> &'static str {
             self.0
@@ -483,6 +505,9 @@ pub(crate) mod testing {
         ];
         for &n in nexts {
             nodes.push(Box::new(Sink(n, seen.clone())));
+        }
+        for n in DEVICES {
+            nodes.push(Box::new(OutputSink(Sink(n, seen.clone()))));
         }
         let mut rt = Runtime::new(nodes, 0).unwrap();
         let mut pool = Pool::new(PoolConfig {

@@ -59,11 +59,7 @@ graph::node! {
         Lookup = "ip4-lookup",
         Rewrite = "ip4-rewrite",
         Drop = "error-drop",
-        Memif = "memif-output",
-        AfPacket = "af-packet-output",
-        AfXdp = "af-xdp-output",
-        Tap = "tap-output",
-    }
+    } + devices
     error Error {
         NotTunnel = "tx interface is not a vxlan tunnel",
         NoHeadroom = "no headroom for the outer headers",
@@ -305,12 +301,9 @@ fn encap_run(
 
 /// The device node that transmits on an interface of kind `out`; none for a tunnel (VXLAN in
 /// VXLAN takes the general path).
-fn device_node(out: Out) -> Option<Next> {
+fn device_node(out: Out) -> Option<u16> {
     match out {
-        Out::Memif => Some(Next::Memif),
-        Out::AfPacket => Some(Next::AfPacket),
-        Out::AfXdp => Some(Next::AfXdp),
-        Out::Tap => Some(Next::Tap),
+        Out::Device(k) => Some(<Next as graph::NextNodes>::device(k)),
         Out::Vxlan => None,
     }
 }
@@ -349,7 +342,7 @@ impl Node for Vxlan4Encap {
                         adj: a,
                         tx_if: r.tx_if,
                         mtu: r.mtu,
-                        next: device_node(r.out)?.into(),
+                        next: device_node(r.out)?,
                     };
                     Some((d, r.hdr))
                 });

@@ -103,15 +103,6 @@ fn routes_between_two_memif_interfaces() {
                 Box::new(MemifInput::new(in_rx)),
                 Box::new(MemifOutput::new(out_rx)),
             ];
-            v.push(Box::new(uplink::nodes::AfPacketOutput::new(
-                std::sync::mpsc::channel().1,
-            )));
-            v.push(Box::new(uplink::xdp_nodes::AfXdpOutput::new(
-                std::sync::mpsc::channel().1,
-            )));
-            v.push(Box::new(uplink::tap_nodes::TapOutput::new(
-                std::sync::mpsc::channel().1,
-            )));
             v.extend(nodes::protocol_nodes(
                 &shared,
                 std::sync::mpsc::sync_channel(16).0,

@@ -114,15 +114,6 @@ fn side_with(n: u8, uplink_mtu: u16, tunnel_mtu: u16, df: bool) -> Side {
         Box::new(Inject(input.clone())),
         Box::new(Output(output.clone())),
     ];
-    v.push(Box::new(uplink::nodes::AfPacketOutput::new(
-        std::sync::mpsc::channel().1,
-    )));
-    v.push(Box::new(uplink::xdp_nodes::AfXdpOutput::new(
-        std::sync::mpsc::channel().1,
-    )));
-    v.push(Box::new(uplink::tap_nodes::TapOutput::new(
-        std::sync::mpsc::channel().1,
-    )));
     v.extend(nodes::protocol_nodes(
         &shared,
         std::sync::mpsc::sync_channel(64).0,

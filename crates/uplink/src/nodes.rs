@@ -25,6 +25,12 @@ pub enum QueueCommand {
     Detach { ifindex: u32 },
 }
 
+impl graph::commands::QueueCommands for QueueCommand {
+    fn detach(ifindex: u32) -> QueueCommand {
+        QueueCommand::Detach { ifindex }
+    }
+}
+
 /// The worker's uplink nodes, fed by the control thread through `rx` (receive queues, for
 /// `af-packet-input`) and `tx` (transmit queues, for `af-packet-output`).
 pub fn device_nodes(
@@ -295,7 +301,7 @@ pub struct AfPacketOutput {
 }
 
 graph::node! {
-    AfPacketOutput: "af-packet-output", Internal;
+    AfPacketOutput: "af-packet-output", Output;
     error OutputError {
         NoTx = "interface has no tx queue",
         RingFull = "tx ring full (no free frames)",

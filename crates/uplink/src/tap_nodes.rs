@@ -24,6 +24,12 @@ pub enum QueueCommand {
     Detach { ifindex: u32 },
 }
 
+impl graph::commands::QueueCommands for QueueCommand {
+    fn detach(ifindex: u32) -> QueueCommand {
+        QueueCommand::Detach { ifindex }
+    }
+}
+
 /// The worker's tap nodes.
 pub fn device_nodes(
     rx: impl Into<graph::commands::Commands<QueueCommand>>,
@@ -152,7 +158,7 @@ pub struct TapOutput {
 }
 
 graph::node! {
-    TapOutput: "tap-output", Internal;
+    TapOutput: "tap-output", Output;
     error OutputError {
         NoTx = "interface has no tx queue",
         NoRoom = "tap queue full",

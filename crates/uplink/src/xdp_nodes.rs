@@ -31,6 +31,12 @@ pub enum QueueCommand {
     Detach { ifindex: u32 },
 }
 
+impl graph::commands::QueueCommands for QueueCommand {
+    fn detach(ifindex: u32) -> QueueCommand {
+        QueueCommand::Detach { ifindex }
+    }
+}
+
 /// The worker's AF_XDP nodes, fed by the control thread through `rx` (receive queues, for
 /// `af-xdp-input`) and `tx` (transmit queues, for `af-xdp-output`).
 pub fn device_nodes(
@@ -209,7 +215,7 @@ pub struct AfXdpOutput {
 }
 
 graph::node! {
-    AfXdpOutput: "af-xdp-output", Internal;
+    AfXdpOutput: "af-xdp-output", Output;
     error OutputError {
         NoTx = "interface has no tx queue",
         RingFull = "no free tx frame in the UMEM",

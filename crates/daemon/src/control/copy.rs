@@ -297,8 +297,8 @@ impl Copy {
 
 fn send(w: &WorkerHandle, side: Side, c: QueueCommand) {
     let _ = match side {
-        Side::Input => w.rx_queues.send(c),
-        Side::Output => w.tx_queues.send(c),
+        Side::Input => w.queues::<QueueCommand>().rx.send(c),
+        Side::Output => w.queues::<QueueCommand>().tx.send(c),
     };
 }
 

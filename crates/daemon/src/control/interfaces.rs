@@ -5,7 +5,6 @@
 use std::sync::Arc;
 
 use api::{DeviceInfo, InterfaceInfo, Ipv4Prefix, NeighborSpec};
-use memif::nodes::QueueCommand;
 use memif::queue::QueueCounters;
 use nodes::{IfConfig, TunnelCounters};
 
@@ -317,27 +316,7 @@ impl Control {
     /// Every worker drops interface `ifindex`'s queues (and the peer memory they lent).
     pub(super) fn detach_queues(&self, ifindex: u32) {
         for w in &self.workers {
-            let _ = w.rx_queues.send(QueueCommand::Detach { ifindex });
-            let _ = w.tx_queues.send(QueueCommand::Detach { ifindex });
-            let _ = w
-                .afp_rx
-                .send(uplink::nodes::QueueCommand::Detach { ifindex });
-            let _ = w
-                .afp_tx
-                .send(uplink::nodes::QueueCommand::Detach { ifindex });
-            let _ = w
-                .xdp_rx
-                .send(uplink::xdp_nodes::QueueCommand::Detach { ifindex });
-            let _ = w
-                .xdp_tx
-                .send(uplink::xdp_nodes::QueueCommand::Detach { ifindex });
-            let _ = w
-                .tap_rx
-                .send(uplink::tap_nodes::QueueCommand::Detach { ifindex });
-            let _ = w
-                .tap_tx
-                .send(uplink::tap_nodes::QueueCommand::Detach { ifindex });
-            w.kick();
+            w.detach(ifindex);
         }
     }
 

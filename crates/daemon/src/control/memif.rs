@@ -355,9 +355,15 @@ impl Control {
                             .copy
                             .on_dsa(w.index, super::copy::Side::Output, use_dma);
                         if ip_mode {
-                            let _ = w.tx_queues.send(QueueCommand::IpMode { ifindex });
+                            let _ = w
+                                .queues::<QueueCommand>()
+                                .tx
+                                .send(QueueCommand::IpMode { ifindex });
                         }
-                        let _ = w.tx_queues.send(QueueCommand::Tx { ifindex, queue: t });
+                        let _ = w
+                            .queues::<QueueCommand>()
+                            .tx
+                            .send(QueueCommand::Tx { ifindex, queue: t });
                         w.kick();
                     }
                 }
@@ -378,11 +384,13 @@ impl Control {
                     on_dsa |= self.copy.on_dsa(w, super::copy::Side::Input, use_dma);
                     if polling {
                         let _ = self.workers[w]
-                            .rx_queues
+                            .queues::<QueueCommand>()
+                            .rx
                             .send(QueueCommand::Polling { ifindex });
                     }
                     let _ = self.workers[w]
-                        .rx_queues
+                        .queues::<QueueCommand>()
+                        .rx
                         .send(QueueCommand::Rx { ifindex, queue: r });
                     self.workers[w].kick();
                 }

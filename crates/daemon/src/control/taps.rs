@@ -5,7 +5,7 @@
 //! device with the last one.
 
 use api::{DeviceInfo, TapSpec};
-use nodes::{Device, IfConfig};
+use nodes::IfConfig;
 use std::time::{Duration, Instant};
 use uplink::netns::netns_path;
 
@@ -93,7 +93,7 @@ impl Control {
         c.table = table;
         c.up = spec.up;
         c.mtu = host_mtu;
-        c.device = Device::Tap;
+        c.device = crate::devices::device::<uplink::tap_nodes::TapOutput>();
         self.install_ifconfig(index, c);
         let mut iface = Iface::new(
             name.clone(),
@@ -121,10 +121,12 @@ impl Control {
             counters.sources.push(Source::TapTx(tx.counters().clone()));
             // A queue beyond the workers' count transmits nothing; it closes with the rest.
             if let Some(w) = self.workers.get(q) {
-                let _ = w.tap_tx.send(uplink::tap_nodes::QueueCommand::Tx {
-                    ifindex: index,
-                    queue: tx,
-                });
+                let _ = w.queues::<uplink::tap_nodes::QueueCommand>().tx.send(
+                    uplink::tap_nodes::QueueCommand::Tx {
+                        ifindex: index,
+                        queue: tx,
+                    },
+                );
                 w.kick();
             }
             rx_for.push(rx);
@@ -134,7 +136,8 @@ impl Control {
         for (q, rx) in rx_for.into_iter().enumerate() {
             let w = self.worker_for(self.iface(index), q);
             let _ = self.workers[w]
-                .tap_rx
+                .queues::<uplink::tap_nodes::QueueCommand>()
+                .rx
                 .send(uplink::tap_nodes::QueueCommand::Rx {
                     ifindex: index,
                     queue: rx,

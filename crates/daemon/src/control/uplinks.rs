@@ -83,7 +83,7 @@ impl Control {
         .map_err(|e| ControlError::Interface(format!("af-packet {}: {e}", spec.host_if)))?;
         let host_mtu = u16::try_from(dev.mtu()).unwrap_or(u16::MAX);
         let opened = Opened {
-            device: Device::AfPacket,
+            device: crate::devices::device::<uplink::nodes::AfPacketOutput>(),
             mac: dev.mac(),
             host_mtu,
             pairs: dev.into_queues(),
@@ -95,12 +95,14 @@ impl Control {
             },
             give_rx: |w, ifindex, queue| {
                 let _ = w
-                    .afp_rx
+                    .queues::<uplink::nodes::QueueCommand>()
+                    .rx
                     .send(uplink::nodes::QueueCommand::Rx { ifindex, queue });
             },
             give_tx: |w, ifindex, queue| {
                 let _ = w
-                    .afp_tx
+                    .queues::<uplink::nodes::QueueCommand>()
+                    .tx
                     .send(uplink::nodes::QueueCommand::Tx { ifindex, queue });
             },
         };
@@ -147,19 +149,21 @@ impl Control {
         let (mode, attach) = (dev.mode().to_string(), dev.attach_mode().to_string());
         tracing::info!(host_if = %spec.host_if, %mode, %attach, "af-xdp sockets bound");
         let opened = Opened {
-            device: Device::AfXdp,
+            device: crate::devices::device::<uplink::xdp_nodes::AfXdpOutput>(),
             mac: dev.mac(),
             host_mtu,
             pairs: dev.into_queues(),
             sources: |r, t| [Source::AfXdpRx(r.counters()), Source::AfXdpTx(t.counters())],
             give_rx: |w, ifindex, queue| {
                 let _ = w
-                    .xdp_rx
+                    .queues::<uplink::xdp_nodes::QueueCommand>()
+                    .rx
                     .send(uplink::xdp_nodes::QueueCommand::Rx { ifindex, queue });
             },
             give_tx: |w, ifindex, queue| {
                 let _ = w
-                    .xdp_tx
+                    .queues::<uplink::xdp_nodes::QueueCommand>()
+                    .tx
                     .send(uplink::xdp_nodes::QueueCommand::Tx { ifindex, queue });
             },
         };

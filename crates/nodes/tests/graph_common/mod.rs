@@ -76,7 +76,7 @@ impl Node for Inject2 {
 
 pub struct Output(pub Frames);
 
-graph::node! { Output: "memif-output", Internal; }
+graph::node! { Output: "memif-output", Output; }
 
 impl Node for Output {
     fn process(&mut self, ctx: &mut Ctx<'_, Self>, bufs: &[u32], next: &mut [u16]) {
@@ -165,15 +165,6 @@ pub fn setup() -> Setup {
                 Box::new(Output(output.clone())),
                 Box::new(Inject2(Inject(input2.clone()))),
             ];
-            v.push(Box::new(uplink::nodes::AfPacketOutput::new(
-                std::sync::mpsc::channel().1,
-            )));
-            v.push(Box::new(uplink::xdp_nodes::AfXdpOutput::new(
-                std::sync::mpsc::channel().1,
-            )));
-            v.push(Box::new(uplink::tap_nodes::TapOutput::new(
-                std::sync::mpsc::channel().1,
-            )));
             v.extend(nodes::protocol_nodes(&shared, learned_tx));
             v
         },
