@@ -74,6 +74,46 @@ pub trait RunningDut: std::fmt::Debug + Send {
     fn stop(self: Box<Self>, timeout: Duration) -> Result<(), DutError>;
 }
 
+/// How long the DUT's counters must hold still before [`settled_counts`] takes them as they
+/// are, and how long it waits at most.
+pub const SETTLE_QUIET: Duration = Duration::from_millis(50);
+pub const SETTLE_MAX: Duration = Duration::from_secs(2);
+
+/// The DUT's counters once they have caught up with a trial that just ended. Frames the
+/// generator sent may still sit in the DUT's receive ring (on a busy host its worker may not
+/// have run since), and frames it took may still be on their way out; read at once, the
+/// counters then disagree with the generator's though nothing was lost. So `read` is called
+/// again until the counters since `before` match what the generator sent (`want.rx`) and got
+/// back (`want.tx`), or until they stop moving for `quiet`, or for `max` at most; what they
+/// then say is what [`check_counts`] compares. A DUT whose counters agree at once is read once.
+pub fn settled_counts(
+    mut read: impl FnMut() -> Result<Option<Counts>, DutError>,
+    before: Option<Counts>,
+    want: Counts,
+    quiet: Duration,
+    max: Duration,
+) -> Result<Option<Counts>, DutError> {
+    let start = std::time::Instant::now();
+    let mut last = read()?;
+    let (Some(b), Some(mut a)) = (before, last) else {
+        return Ok(last);
+    };
+    let mut moved = start;
+    loop {
+        let agree = a.rx.wrapping_sub(b.rx) == want.rx && a.tx.wrapping_sub(b.tx) == want.tx;
+        if agree || moved.elapsed() >= quiet || start.elapsed() >= max {
+            return Ok(last);
+        }
+        std::thread::sleep(Duration::from_millis(1));
+        last = read()?;
+        let Some(now) = last else { return Ok(None) };
+        if now != a {
+            moved = std::time::Instant::now();
+        }
+        a = now;
+    }
+}
+
 /// Compares the generator's counts over one trial with the DUT's counters before and
 /// after it; returns what disagrees.
 pub fn check_counts(
@@ -147,4 +187,75 @@ pub fn node_costs(workers: &[api::WorkerRuntime]) -> Vec<(String, f64)> {
     let total: u64 = acc.iter().map(|e| e.1).sum();
     v.push(("total".into(), total as f64 / packets as f64));
     v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counts(rx: u64, tx: u64) -> Option<Counts> {
+        Some(Counts { rx, tx })
+    }
+
+    /// Counters that lag the generator are read until they catch up; counters that agree
+    /// are read once; counters that stop short are taken once they hold still.
+    #[test]
+    fn counters_are_read_until_they_catch_up_or_hold_still() {
+        let want = Counts { rx: 100, tx: 90 };
+        let long = Duration::from_secs(10);
+        let before = counts(1000, 2000);
+        // Lagging: the DUT's worker takes the last frames over three more reads.
+        let mut seq = [
+            (1090, 2080),
+            (1095, 2085),
+            (1100, 2088),
+            (1100, 2090),
+            (0, 0),
+        ]
+        .into_iter();
+        let mut reads = 0;
+        let got = settled_counts(
+            || {
+                reads += 1;
+                let (rx, tx) = seq.next().unwrap();
+                Ok(counts(rx, tx))
+            },
+            before,
+            want,
+            long,
+            long,
+        )
+        .unwrap();
+        assert_eq!((got, reads), (counts(1100, 2090), 4));
+        assert!(check_counts(before, got, 100, 90).is_empty());
+        // Agreeing at once: one read.
+        let mut reads = 0;
+        let got = settled_counts(
+            || {
+                reads += 1;
+                Ok(counts(1100, 2090))
+            },
+            before,
+            want,
+            long,
+            long,
+        )
+        .unwrap();
+        assert_eq!((got, reads), (counts(1100, 2090), 1));
+        // Short for good (a DUT that lost frames before counting them): taken once quiet,
+        // and the disagreement is still reported.
+        let got = settled_counts(
+            || Ok(counts(1097, 2090)),
+            before,
+            want,
+            Duration::from_millis(5),
+            long,
+        )
+        .unwrap();
+        assert_eq!(got, counts(1097, 2090));
+        assert_eq!(check_counts(before, got, 100, 90).len(), 1);
+        // A DUT without counters is read once.
+        let got = settled_counts(|| Ok(None), before, want, long, long).unwrap();
+        assert_eq!(got, None);
+    }
 }

@@ -1,5 +1,7 @@
 //! The generator/sink loop, in either memif role.
 
+mod settle;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -685,17 +687,7 @@ impl Session {
                     let ended = *send_end.get_or_insert_with(|| {
                         Instant::now().min(start + cfg.warmup + cfg.duration)
                     });
-                    let flushed = senders.iter().all(|s| match &mut peers[s.peer] {
-                        Queues::Secondary(q) => {
-                            q.tx.iter().all(|t| t.in_flight().map_or(true, |n| n == 0))
-                        }
-                        Queues::Primary(q) => {
-                            q.tx.iter_mut()
-                                .all(|t| t.in_flight().map_or(true, |n| n == 0))
-                        }
-                        // A qdisc-bypass send hands every frame to the driver within the call.
-                        Queues::Kernel(_) => true,
-                    });
+                    let flushed = senders.iter().all(|s| settle::flushed(&mut peers[s.peer]));
                     let waited = ended.elapsed() >= cfg.drain;
                     // Every frame sent has come back (loop mode, a DUT that lost nothing):
                     // nothing is left to wait for.

@@ -174,7 +174,25 @@ impl GenMeasurer<'_> {
                 g.rx_corrupt, g.rx_packets
             ));
         }
-        let after = self.topology.counts(self.dut).map_err(|e| e.to_string())?;
+        // The DUT's counters saw the warm-up too. Frames a kernel port's full ring lost
+        // were sent to the generator all the same, and so were those the DUT forwarded after
+        // the run stopped receiving (a DUT that had not run since, on a busy host), which
+        // settling takes off the rings before the counters are read.
+        let late = self
+            .session
+            .settle(crate::dut::SETTLE_QUIET, crate::dut::SETTLE_MAX);
+        let (sent, got_back) = (g.tx_total(), g.rx_total() + g.rx_kernel_drops + late);
+        let after = crate::dut::settled_counts(
+            || self.topology.counts(self.dut),
+            before,
+            crate::dut::Counts {
+                rx: sent,
+                tx: got_back,
+            },
+            crate::dut::SETTLE_QUIET,
+            crate::dut::SETTLE_MAX,
+        )
+        .map_err(|e| e.to_string())?;
         self.counts = Some(after);
         self.topology.check_rx(self.subject, self.size, &g)?;
         let m = measurement(load, duration, &g);
@@ -199,14 +217,7 @@ impl GenMeasurer<'_> {
                     v
                 }
             },
-            // The DUT's counters saw the warm-up too. Frames a kernel port's full ring lost
-            // were sent to the generator all the same.
-            disagreements: crate::dut::check_counts(
-                before,
-                after,
-                g.tx_total(),
-                g.rx_total() + g.rx_kernel_drops,
-            ),
+            disagreements: crate::dut::check_counts(before, after, sent, got_back),
             probe_before_ns: None,
             probe_after_ns: None,
             max_stall_us: g.max_stall_us,
