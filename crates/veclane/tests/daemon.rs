@@ -717,6 +717,8 @@ fn separate_sink_and_paced_sender_sleep_between_frames() {
             .arg("--socket")
             .arg(&sock)
             .args(args)
+            // As the README: both on CPU 0, the daemon's worker on CPU 1.
+            .args(["--cpu", "0"])
             .arg("--json")
             .stdout(std::process::Stdio::piped())
             .spawn()
