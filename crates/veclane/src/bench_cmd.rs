@@ -242,9 +242,11 @@ pub struct BenchArgs {
     check_payload: bool,
     #[arg(long, default_value_t = 2048)]
     buffer_size: u32,
-    /// Directory for the JSON report.
-    #[arg(long, default_value = "results")]
-    out: std::path::PathBuf,
+    /// Directory for the reports (JSON, CSV, SVG) [default: $VECLANE_RESULTS, else
+    /// $XDG_DATA_HOME/veclane/results, else ~/.local/share/veclane/results: outside any
+    /// checkout, so that runs do not pile up in a repository].
+    #[arg(long)]
+    out: Option<std::path::PathBuf>,
     /// Before each trial, wait up to this many seconds for the two CPUs to share a cache
     /// (0: do not wait; every trial is tagged near, far or mixed either way).
     #[arg(long, default_value_t = 10.0)]
@@ -289,6 +291,27 @@ pub struct BenchArgs {
     /// Skip testpmd (instead of failing) when it is not installed.
     #[arg(long)]
     allow_missing_peer: bool,
+}
+
+impl BenchArgs {
+    /// Where the reports go: `--out`, else the default its help names.
+    fn out_dir(&self) -> std::path::PathBuf {
+        self.out
+            .clone()
+            .unwrap_or_else(|| default_out_dir(|k| std::env::var_os(k).filter(|v| !v.is_empty())))
+    }
+}
+
+/// `--out`'s default, from the environment `var` reads.
+fn default_out_dir(var: impl Fn(&str) -> Option<std::ffi::OsString>) -> std::path::PathBuf {
+    if let Some(d) = var("VECLANE_RESULTS") {
+        return d.into();
+    }
+    let data = var("XDG_DATA_HOME")
+        .map(std::path::PathBuf::from)
+        .or_else(|| var("HOME").map(|h| std::path::Path::new(&h).join(".local/share")))
+        .unwrap_or_else(std::env::temp_dir);
+    data.join("veclane/results")
 }
 
 /// A comma-separated list of fractions, possibly empty.
@@ -783,7 +806,7 @@ fn run_l3fwd(
             print!("\n{}", bench::seed::compare_cores_table(&cores));
         }
     }
-    let w = run.write(&a.out)?;
+    let w = run.write(&a.out_dir())?;
     println!("\nJSON: {}\nCSV: {}", w.json.display(), w.csv.display());
     for p in &w.svg {
         println!("SVG: {}", p.display());
@@ -857,7 +880,7 @@ fn run_cost(a: &BenchArgs, cfg: &L3fwdConfig) -> anyhow::Result<()> {
         environment: Environment::probe(bench::dpdk::version()),
         costs,
     }
-    .write(&a.out)?;
+    .write(&a.out_dir())?;
     println!("\nJSON: {}", path.display());
     Ok(())
 }
@@ -896,7 +919,7 @@ fn run_p2p(
     let subjects = p2p::subjects(&cfg);
     let rows = bench::trial::rows(&trials, &cfg.sizes, &subjects);
     print!("\n{}", report::table(&cfg, &rows));
-    finish(&a.out, "p2p", &cfg, rows, &trials)
+    finish(&a.out_dir(), "p2p", &cfg, rows, &trials)
 }
 
 #[cfg(test)]
@@ -920,5 +943,35 @@ mod tests {
         }
         // The model is there on every host.
         assert_eq!(usable_engines(&all, Some("model")), all);
+    }
+
+    #[test]
+    fn reports_go_outside_the_checkout_unless_told() {
+        fn env(
+            pairs: &'static [(&'static str, &'static str)],
+        ) -> impl Fn(&str) -> Option<std::ffi::OsString> {
+            move |k: &str| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| std::ffi::OsString::from(v))
+            }
+        }
+        const HOME: &[(&str, &str)] = &[("HOME", "/home/u")];
+        const XDG: &[(&str, &str)] = &[("HOME", "/home/u"), ("XDG_DATA_HOME", "/data")];
+        const NAMED: &[(&str, &str)] = &[("XDG_DATA_HOME", "/data"), ("VECLANE_RESULTS", "/r")];
+        assert_eq!(
+            default_out_dir(env(HOME)),
+            std::path::Path::new("/home/u/.local/share/veclane/results")
+        );
+        assert_eq!(
+            default_out_dir(env(XDG)),
+            std::path::Path::new("/data/veclane/results")
+        );
+        assert_eq!(default_out_dir(env(NAMED)), std::path::Path::new("/r"));
+        assert_eq!(
+            default_out_dir(env(&[])),
+            std::env::temp_dir().join("veclane/results")
+        );
     }
 }
