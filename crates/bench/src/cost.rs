@@ -161,12 +161,16 @@ pub fn measure(
         latency: false,
         ..cfg.topology.gen_config(cfg, dut, &sock, size)
     };
-    let (received, returned) = std::thread::scope(|s| {
-        let (gcfg, running) = (&gcfg, &mut running);
+    let mut session = None;
+    let counted = std::thread::scope(|s| {
+        let (gcfg, running, session) = (&gcfg, &mut running, &mut session);
         s.spawn(move || -> Result<(u64, u64), CostError> {
             let stop = AtomicBool::new(false);
-            let mut session = trafgen::Session::connect(gcfg, &stop)
-                .map_err(|e| CostError::Generator(e.to_string()))?;
+            let session = session.insert(
+                trafgen::Session::connect(gcfg, &stop)
+                    .map_err(|e| CostError::Generator(e.to_string()))?,
+            );
+            running.ready()?;
             let before = running.counts()?.unwrap_or_default();
             control(pid, "on")?;
             let r = session
@@ -204,7 +208,6 @@ pub fn measure(
             }
             control(pid, "off")?;
             let after = running.counts()?.unwrap_or_default();
-            session.close();
             let g = r?;
             if g.tx_packets != frames || g.link_lost {
                 return Err(CostError::Run(format!(
@@ -221,9 +224,15 @@ pub fn measure(
         })
         .join()
         .unwrap_or_else(|_| Err(CostError::Generator("its thread panicked".into())))
-    })?;
-    // The profile is written when the DUT exits on its own: give valgrind time.
-    running.stop(Duration::from_secs(120))?;
+    });
+    // The profile is written when the DUT exits on its own: give valgrind time. The DUT
+    // stops before the generator leaves (see `l3fwd::measure::search_one`).
+    let stopped = running.stop(Duration::from_secs(120));
+    if let Some(session) = session {
+        session.close();
+    }
+    let (received, returned) = counted?;
+    stopped?;
     if received == 0 {
         return Err(CostError::Run(
             "the DUT received nothing while collecting".into(),

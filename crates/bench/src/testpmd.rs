@@ -43,6 +43,9 @@ pub struct Testpmd {
     err: Vec<u8>,
     /// EAL's `--file-prefix`, ours alone: its runtime files go with the instance.
     prefix: String,
+    /// Ports that must be up before [`RunningDut::ready`] starts forwarding (see
+    /// [`Testpmd::start_when_ready`]); none: the caller starts it.
+    start_on_ready: u16,
 }
 
 impl Testpmd {
@@ -125,10 +128,23 @@ impl Testpmd {
             log: Vec::new(),
             err: Vec::new(),
             prefix: prefix.to_string(),
+            start_on_ready: 0,
         };
         let first = if wrapper.is_empty() { 20 } else { 120 };
         t.until_prompt_after(b"", Duration::from_secs(first))?;
         Ok(t)
+    }
+
+    /// Forwarding starts in [`RunningDut::ready`], once ports `0..ports` are up, instead of
+    /// before the generator connects. DPDK 22.11's `net_memif` maps a peer's regions and
+    /// marks the port connected on its interrupt thread while the forwarding lcores poll,
+    /// with nothing ordering the two: a worker that read the region's address before the
+    /// mapping and its flag after it reads a ring at a null base (a SIGSEGV in
+    /// `eth_memif_rx`; every rx queue but the first, whose ring sits at offset 0 and is
+    /// caught). Connecting before the lcores poll leaves no such window.
+    pub fn start_when_ready(mut self, ports: u16) -> Testpmd {
+        self.start_on_ready = ports;
+        self
     }
 
     /// The process id (the wrapper's, which runs testpmd in-process, under valgrind).
@@ -326,6 +342,19 @@ pub fn parse_port_stats(out: &str) -> Option<PortStats> {
 impl RunningDut for Testpmd {
     fn pid(&self) -> u32 {
         Testpmd::pid(self)
+    }
+
+    /// With [`Testpmd::start_when_ready`]: waits for the generator's links, then starts
+    /// forwarding.
+    fn ready(&mut self) -> Result<(), DutError> {
+        if self.start_on_ready == 0 {
+            return Ok(());
+        }
+        for p in 0..self.start_on_ready {
+            self.wait_link_up(p, Duration::from_secs(20))?;
+        }
+        self.cmd("start")?;
+        Ok(())
     }
 
     /// Both ports face the generator: what they took from it and sent back, whichever way

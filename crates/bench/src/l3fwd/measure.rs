@@ -297,13 +297,13 @@ pub(super) fn search_one(
         check_payload: cfg.check_payload,
         ..cfg.topology.gen_config(cfg, dut, &sock, size)
     };
-    let (r, trials, dut_drops) = std::thread::scope(|s| {
+    let (r, trials, dut_drops, session) = std::thread::scope(|s| {
         let (gcfg, running) = (&gcfg, &mut running);
         s.spawn(move || {
             let stop = AtomicBool::new(false);
             let mut session = match trafgen::Session::connect(gcfg, &stop) {
                 Ok(s) => s,
-                Err(e) => return (Err(e.to_string()), Vec::new(), String::new()),
+                Err(e) => return (Err(e.to_string()), Vec::new(), String::new(), None),
             };
             let mut m = GenMeasurer {
                 topology: cfg.topology,
@@ -337,8 +337,7 @@ pub(super) fn search_one(
                 String::new()
             };
             let r = r.and_then(|x| resumed.map(|()| x));
-            session.close();
-            (r, records, drops)
+            (r, records, drops, Some(session))
         })
         .join()
         .unwrap_or_else(|_| {
@@ -346,6 +345,7 @@ pub(super) fn search_one(
                 Err("generator thread panicked".into()),
                 Vec::new(),
                 String::new(),
+                None,
             )
         })
     });
@@ -357,7 +357,14 @@ pub(super) fn search_one(
         turns.take(me);
         let _ = running.resume();
     }
+    // The DUT goes first, the generator's connection after: a DUT that is told its peer
+    // left while it still runs may tear the connection down under its own workers (DPDK
+    // 22.11's net_memif does, on its interrupt thread, and races its own port release when
+    // asked to quit at the same time); with the generator idle nothing else happens.
     let _ = running.stop(Duration::from_secs(5));
+    if let Some(session) = session {
+        session.close();
+    }
     // A search that failed part way keeps the trials it ran, as evidence.
     let mut o = Outcome::failed(dut, size, rep, String::new());
     o.trials = trials;

@@ -299,7 +299,8 @@ pub(crate) fn start_dut(
                     (size + 1024).next_multiple_of(1024)
                 ));
             }
-            let mut tp = Testpmd::spawn_under(
+            // Forwarding starts once the generator is connected (`start_when_ready`).
+            let tp = Testpmd::spawn_under(
                 wrapper,
                 &bin,
                 &crate::proc::instance_tag("fwd"),
@@ -307,8 +308,8 @@ pub(crate) fn start_dut(
                 cfg.gen_cpu,
                 &[port(0), port(1)],
                 &app,
-            )?;
-            tp.cmd("start")?;
+            )?
+            .start_when_ready(2);
             Ok((Box::new(tp) as Running, sock))
         }
     }
