@@ -31,13 +31,19 @@ impl Ip4Input {
 /// no checksum, the UDP length the IPv4 payload's.
 #[inline]
 fn vxlan_bypass(h: &[u8; MIN_HEADER_LEN + 8]) -> bool {
-    let total = u16::from_be_bytes([h[2], h[3]]);
-    h[9] == 17
-        && h[6] & 0x3f == 0
-        && h[7] == 0
-        && u16::from_be_bytes([h[22], h[23]]) == wire::vxlan::UDP_PORT
-        && h[26..28] == [0, 0]
-        && u16::from_be_bytes([h[24], h[25]]).wrapping_add(MIN_HEADER_LEN as u16) == total
+    use wire::ipv4::field as ip;
+    use wire::udp::field as udp;
+    // Big-endian 16-bit field `f` of the header at `at` (constant offsets: plain loads).
+    let be16 =
+        |at: usize, f: wire::Field| u16::from_be_bytes([h[at + f.start], h[at + f.start + 1]]);
+    const UDP: usize = MIN_HEADER_LEN;
+    let frag = be16(0, ip::FLAGS_FRAG);
+    h[ip::PROTOCOL] == wire::IpProtocol::Udp.to_raw()
+        // Not a fragment: MF clear and offset zero (DF may be set).
+        && frag & 0x3fff == 0
+        && be16(UDP, udp::DST_PORT) == wire::vxlan::UDP_PORT
+        && be16(UDP, udp::CHECKSUM) == 0
+        && be16(UDP, udp::LENGTH).wrapping_add(MIN_HEADER_LEN as u16) == be16(0, ip::LENGTH)
 }
 
 graph::node! {

@@ -100,8 +100,8 @@ fn flow_key(frame: &[u8]) -> [u64; 2] {
     let ip4 = EtherType::Ipv4.to_raw().to_be_bytes();
     // The common case at fixed offsets: IPv4 without options, ports in the frame.
     if let Some(f) = frame.first_chunk::<PLAIN>()
-        && f[12..14] == ip4
-        && f[ETH_HDR] == 0x45
+        && f[wire::ethernet::field::ETHERTYPE] == ip4
+        && f[ETH_HDR] == wire::ipv4::VER_IHL_NO_OPTIONS
     {
         let (h, ports) = f[ETH_HDR..].split_at(MIN_HEADER_LEN);
         return ip4_key(h, Some(ports));
@@ -193,8 +193,8 @@ impl Template {
         };
         // The slices are the headers' sizes, and a VNI of a network fits 24 bits.
         let _ = outer.emit(&mut Ipv4::new_unchecked(&mut ip[..]));
-        ip[2..4].fill(0);
-        ip[10..12].fill(0);
+        ip[wire::ipv4::field::LENGTH].fill(0);
+        ip[wire::ipv4::field::CHECKSUM].fill(0);
         let (udp, vx) = rest.split_at_mut(wire::udp::HEADER_LEN);
         let mut u = Udp::new_unchecked(udp);
         u.set_dst_port(wire::vxlan::UDP_PORT);

@@ -28,10 +28,20 @@ const LINE: usize = 64;
 /// with options, VXLAN) keeps the `hdr` bytes the caller asked for. `line` is our own copy,
 /// so what the peer writes after it was read cannot change the answer.
 fn headers_in_first_line(line: &[u8]) -> bool {
-    const UDP: u8 = 17;
-    const VXLAN_PORT: [u8; 2] = 4789u16.to_be_bytes();
-    match line.get(..38) {
-        Some(f) => f[12..15] == [0x08, 0x00, 0x45] && !(f[23] == UDP && f[36..38] == VXLAN_PORT),
+    use wire::{ethernet, ipv4, udp};
+    // Where the IPv4 header and what follows it start, in a frame without a VLAN tag or
+    // IPv4 options; the UDP destination port ends the bytes read.
+    const IP: usize = ethernet::HEADER_LEN;
+    const L4: usize = IP + ipv4::MIN_HEADER_LEN;
+    const PORT: wire::Field = L4 + udp::field::DST_PORT.start..L4 + udp::field::DST_PORT.end;
+    const IP4: [u8; 2] = wire::EtherType::Ipv4.to_raw().to_be_bytes();
+    match line.first_chunk::<{ PORT.end }>() {
+        Some(f) => {
+            f[ethernet::field::ETHERTYPE] == IP4
+                && f[IP + ipv4::field::VER_IHL] == ipv4::VER_IHL_NO_OPTIONS
+                && !(f[IP + ipv4::field::PROTOCOL] == wire::IpProtocol::Udp.to_raw()
+                    && f[PORT] == wire::vxlan::UDP_PORT.to_be_bytes())
+        }
         None => false,
     }
 }
