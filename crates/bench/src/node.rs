@@ -128,64 +128,93 @@ pub fn veclane_config(
     size: usize,
     workers: u16,
 ) -> api::Config {
-    use std::fmt::Write;
     let ring = 1u32 << cfg.ring_log2_at(size);
     let bsize = buffer_size(cfg, size);
-    let mut t = String::new();
+    let mut c = api::Config::default();
+    let uplink = || Some("uplink".to_string());
+    let uplink_mac = Some(api::MacAddr(UPLINK_MAC));
+    let uplink_addresses = vec![prefix(NODE_VTEP, 24)];
     // The uplink: a memif, or the DUT's end of the harness's veth pair (its MTU the veth's).
-    let uplink = match cfg.underlay {
-        Underlay::Memif => format!(
-            "[[interface]]\nsocket = \"memif.sock\"\nid = 0\nrole = \"master\"\n\
-             ring-size = {ring}\nbuffer-size = {bsize}\nmtu = 9216\n"
-        ),
-        Underlay::AfPacket => format!("[[af-packet]]\nhost-if = \"{}\"\n", underlay::DUT_IF),
-        Underlay::AfXdp => format!("[[af-xdp]]\nhost-if = \"{}\"\n", underlay::DUT_IF),
-    };
-    let _ = write!(
-        t,
-        "{uplink}name = \"uplink\"\nmac = \"{}\"\naddresses = [\"{}/24\"]\n\n\
-         [[neighbor]]\ninterface = \"uplink\"\nip = \"{}\"\nmac = \"{}\"\n\n",
-        mac_str(UPLINK_MAC),
-        ip(NODE_VTEP),
-        ip(REMOTE_VTEP),
-        mac_str(GEN_MAC),
-    );
-    for k in 0..cfg.networks {
-        let o = octet(k);
-        let attach = match shape {
-            Shape::Multinet => {
-                let _ = write!(
-                    t,
-                    "[[network]]\nname = \"net{k}\"\nvni = {}\nranges = [\"10.{o}.0.0/16\"]\nuplink = \"uplink\"\n\n",
-                    VNI_BASE + u32::from(k)
-                );
-                format!("network = \"net{k}\"\n")
-            }
-            Shape::Singlenet => String::new(),
-        };
-        let _ = write!(
-            t,
-            "[[interface]]\nname = \"pod{k}\"\nsocket = \"memif.sock\"\nid = {}\nrole = \"master\"\n\
-             mac = \"{}\"\naddresses = [\"10.{o}.2.1/24\"]\nring-size = {ring}\nbuffer-size = {bsize}\n{attach}\n\
-             [[neighbor]]\ninterface = \"pod{k}\"\nip = \"10.{o}.2.2\"\nmac = \"{}\"\n\n\
-             [[route]]\nprefix = \"10.{o}.1.0/24\"\nvia = \"{}\"\n{}\n",
-            pod_id(k),
-            mac_str(pod_mac(k)),
-            mac_str(GEN_MAC),
-            ip(REMOTE_VTEP),
-            match shape {
-                Shape::Multinet => format!("network = \"net{k}\"\n"),
-                Shape::Singlenet => "interface = \"uplink\"\n".into(),
-            },
-        );
+    match cfg.underlay {
+        Underlay::Memif => c.interface.push(api::MemifSpec {
+            name: uplink(),
+            mac: uplink_mac,
+            addresses: uplink_addresses,
+            ring_size: Some(ring),
+            buffer_size: Some(bsize),
+            mtu: Some(9216),
+            ..api::MemifSpec::new(0, "memif.sock", api::Role::Master)
+        }),
+        Underlay::AfPacket => c.af_packet.push(api::AfPacketSpec {
+            name: uplink(),
+            mac: uplink_mac,
+            addresses: uplink_addresses,
+            ..api::AfPacketSpec::new(underlay::DUT_IF)
+        }),
+        Underlay::AfXdp => c.af_xdp.push(api::AfXdpSpec {
+            name: uplink(),
+            mac: uplink_mac,
+            addresses: uplink_addresses,
+            ..api::AfXdpSpec::new(underlay::DUT_IF)
+        }),
     }
-    let mut c = api::Config::parse(&t, "the node topology").expect("the node topology is valid");
+    c.neighbor.push(api::NeighborSpec {
+        interface: "uplink".into(),
+        ip: ip(REMOTE_VTEP),
+        mac: api::MacAddr(GEN_MAC),
+    });
+    for k in 0..cfg.networks {
+        let o = octet(k) as u8;
+        let pod = format!("pod{k}");
+        let network = match shape {
+            Shape::Multinet => Some(format!("net{k}")),
+            Shape::Singlenet => None,
+        };
+        if let Some(name) = &network {
+            c.network.push(api::NetworkSpec {
+                name: name.clone(),
+                vni: VNI_BASE + u32::from(k),
+                ranges: vec![prefix([10, o, 0, 0], 16)],
+                uplink: uplink(),
+                df: true,
+                owner: None,
+            });
+        }
+        c.interface.push(api::MemifSpec {
+            name: Some(pod.clone()),
+            mac: Some(api::MacAddr(pod_mac(k))),
+            addresses: vec![prefix([10, o, 2, 1], 24)],
+            ring_size: Some(ring),
+            buffer_size: Some(bsize),
+            network: network.clone(),
+            ..api::MemifSpec::new(pod_id(k), "memif.sock", api::Role::Master)
+        });
+        c.neighbor.push(api::NeighborSpec {
+            interface: pod,
+            ip: [10, o, 2, 2].into(),
+            mac: api::MacAddr(GEN_MAC),
+        });
+        // Singlenet: out of the uplink in the default table; multinet: in the network's VRF,
+        // through its tunnel to the remote VTEP.
+        c.route.push(api::RouteSpec {
+            prefix: prefix([10, o, 1, 0], 24),
+            via: api::Via::Address(ip(REMOTE_VTEP)),
+            interface: if network.is_none() { uplink() } else { None },
+            table: 0,
+            network,
+        });
+    }
     c.daemon.workers = cfg.worker_cpus(workers).to_vec();
     c.daemon.main_core = Some(cfg.gen_cpu);
     c.daemon.mode = cfg.veclane_rx_mode();
     c.daemon.copy = copy;
     c.daemon.copy_engine = api::CopyEngine::Cpu;
     c
+}
+
+/// `a/len`.
+fn prefix(a: [u8; 4], len: u8) -> api::Ipv4Prefix {
+    api::Ipv4Prefix::new(ip(a), len).expect("a prefix length of at most 32")
 }
 
 /// VPP configured as a Calico VPP node in `shape` for `networks` networks, on the same
