@@ -1,5 +1,7 @@
 //! The Internet checksum (RFC 1071) and its incremental update (RFC 1624).
 
+use core::net::Ipv4Addr;
+
 /// Adds `data` as big-endian 16-bit words into a 32-bit accumulator (not yet folded).
 pub fn accumulate(acc: u32, data: &[u8]) -> u32 {
     // Big-endian 32-bit words summed into 64 bits: since 2^16 = 1 (mod 2^16 - 1), folding the
@@ -49,6 +51,21 @@ pub fn ipv4_header_ok(h: &[u8; 20]) -> bool {
 
 pub fn checksum(data: &[u8]) -> u16 {
     !fold(accumulate(0, data))
+}
+
+/// The checksum of `seg` (a UDP or TCP header and its payload) under the IPv4 pseudo-header
+/// (RFC 768; RFC 9293 §3.1): source, destination, `protocol` and `seg`'s length, which the
+/// pseudo-header holds in 16 bits (an IPv4 datagram's payload is under 64 KiB). Zero over a
+/// segment whose checksum field verifies.
+pub fn ipv4_pseudo(seg: &[u8], src: Ipv4Addr, dst: Ipv4Addr, protocol: u8) -> u16 {
+    // Summed as the 12 bytes it is on the wire: adding protocol and length to a 32-bit
+    // accumulator after the addresses would overflow it for 255.255.255.255 to itself.
+    let mut p = [0u8; 12];
+    p[..4].copy_from_slice(&src.octets());
+    p[4..8].copy_from_slice(&dst.octets());
+    p[9] = protocol;
+    p[10..].copy_from_slice(&(seg.len() as u16).to_be_bytes());
+    !fold(accumulate(accumulate(0, &p), seg))
 }
 
 /// RFC 1624 eqn. 3: the new checksum after one 16-bit word changed from `old` to `new`.
@@ -116,6 +133,17 @@ mod tests {
             assert!(ipv4_header_ok(&h));
         }
         assert!(!ipv4_header_ok(&[0u8; 20]) || checksum(&[0u8; 20]) == 0);
+    }
+
+    #[test]
+    fn pseudo_header_sums_carry_for_any_addresses() {
+        // All-ones addresses fill the accumulator: the protocol and length still carry.
+        let seg = [0x12, 0x34, 0x00, 0x08, 0x00, 0x00, 0x00, 0x00];
+        let ones = Ipv4Addr::BROADCAST;
+        let mut whole = [0xff; 8].to_vec();
+        whole.extend_from_slice(&[0, 17, 0, 8]);
+        whole.extend_from_slice(&seg);
+        assert_eq!(ipv4_pseudo(&seg, ones, ones, 17), checksum(&whole));
     }
 
     #[test]

@@ -113,10 +113,7 @@ impl<T: AsRef<[u8]>> Udp<T> {
 
 /// The one's-complement checksum of `seg` (header and payload) under the IPv4 pseudo-header.
 fn pseudo_sum(seg: &[u8], src: Ipv4Addr, dst: Ipv4Addr) -> u16 {
-    let mut acc = checksum::accumulate(0, &src.octets());
-    acc = checksum::accumulate(acc, &dst.octets());
-    acc += u32::from(IpProtocol::Udp.to_raw()) + seg.len() as u32;
-    !checksum::fold(checksum::accumulate(acc, seg))
+    checksum::ipv4_pseudo(seg, src, dst, IpProtocol::Udp.to_raw())
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Udp<T> {
@@ -270,6 +267,16 @@ mod tests {
         assert_eq!(h.checksum, ours);
         b[12] ^= 1;
         assert!(!Udp::new_checked(&b[..]).unwrap().checksum_ok(src, dst));
+    }
+
+    #[test]
+    fn checksums_under_all_ones_addresses() {
+        // The pseudo-header's sum fills 32 bits here: this once overflowed.
+        let a = Ipv4Addr::BROADCAST;
+        let mut b = [0u8; 8];
+        let mut u = Udp::emit(&mut b[..], 1, 2, 0).unwrap();
+        u.fill_checksum(a, a);
+        assert!(u.checksum_ok(a, a));
     }
 
     #[test]
