@@ -1,18 +1,18 @@
 //! Packet bytes, and nothing else.
 //!
 //! `wire` is the one place in veclane that knows where a header's fields sit. For each header it
-//! handles (Ethernet II, ARP for IPv4 over Ethernet, IPv4, ICMPv4, UDP, VXLAN) it owns:
+//! handles (Ethernet II, ARP for IPv4 over Ethernet, IPv4, ICMPv4, UDP, TCP, VXLAN) it owns:
 //!
 //! - the layout: a `field` module of byte ranges and indices, the only literal offsets in the
 //!   project;
-//! - a view (`Ethernet`, `Arp`, `Ipv4`, `Icmp`, `Udp`, `Vxlan`) that borrows the caller's buffer, with
-//!   `new_unchecked` (no check; accessors may panic on a short buffer), `check_len` and
-//!   `new_checked` (both), and `#[inline]` getters and setters that read and write through the
-//!   `field` constants: a node's fast path uses the view and compiles to the same loads and
-//!   stores as hand-written offsets;
-//! - a `Repr` (`EthernetRepr`, `ArpRepr`, `Ipv4Repr`, `Icmpv4Repr`, `UdpRepr`, `VxlanRepr`): the
-//!   header as plain values, with `parse` (which verifies the checksums the header carries) and
-//!   `emit` (which fills them in);
+//! - a view (`Ethernet`, `Arp`, `Ipv4`, `Icmp`, `Udp`, `Tcp`, `Vxlan`) that borrows the
+//!   caller's buffer, with `new_unchecked` (no check; accessors may panic on a short buffer),
+//!   `check_len` and `new_checked` (both), and `#[inline]` getters and setters that read and
+//!   write through the `field` constants: a node's fast path uses the view and compiles to the
+//!   same loads and stores as hand-written offsets;
+//! - a `Repr` (`EthernetRepr`, `ArpRepr`, `Ipv4Repr`, `Icmpv4Repr`, `UdpRepr`, `TcpRepr`,
+//!   `VxlanRepr`): the header as plain values, with `parse` (which verifies the checksums the
+//!   header carries) and `emit` (which fills them in);
 //! - the Internet checksum, including the RFC 1624 incremental update (`checksum`).
 //!
 //! It never does I/O, never allocates and never keeps a buffer beyond the view that borrows it.
@@ -26,6 +26,7 @@ pub mod checksum;
 pub mod ethernet;
 pub mod icmp;
 pub mod ipv4;
+pub mod tcp;
 pub mod udp;
 pub mod vxlan;
 
@@ -33,6 +34,7 @@ pub use arp::{Arp, ArpOp, ArpRepr};
 pub use ethernet::{EtherType, Ethernet, EthernetRepr, MacAddr};
 pub use icmp::{Icmp, IcmpType, Icmpv4Repr};
 pub use ipv4::{IpProtocol, Ipv4, Ipv4Addr, Ipv4Repr};
+pub use tcp::{Tcp, TcpRepr};
 pub use udp::{Udp, UdpRepr};
 pub use vxlan::{Vxlan, VxlanRepr};
 

@@ -6,7 +6,7 @@ use proptest::prelude::*;
 
 use wire::{
     Arp, ArpOp, ArpRepr, EtherType, Ethernet, EthernetRepr, Icmp, Icmpv4Repr, IpProtocol, Ipv4,
-    Ipv4Addr, Ipv4Repr, MacAddr, Udp, UdpRepr, Vxlan, VxlanRepr, checksum, ipv4,
+    Ipv4Addr, Ipv4Repr, MacAddr, Tcp, TcpRepr, Udp, UdpRepr, Vxlan, VxlanRepr, checksum, ipv4,
 };
 
 fn mac() -> impl Strategy<Value = MacAddr> {
@@ -299,6 +299,42 @@ proptest! {
         }
     }
 
+    #[test]
+    fn tcp_repr_round_trips(
+        ports in any::<(u16, u16)>(),
+        numbers in any::<(u32, u32)>(),
+        flags in any::<u8>(),
+        window_len in any::<u16>(),
+        urgent_at in any::<u16>(),
+        option_words in 0usize..=10,
+        option_bytes in any::<[u8; 40]>(),
+        payload in vec(any::<u8>(), 0..128),
+        (src, dst) in (addr(), addr()),
+    ) {
+        let repr = TcpRepr {
+            src_port: ports.0,
+            dst_port: ports.1,
+            seq_number: numbers.0,
+            ack_number: numbers.1,
+            flags,
+            window_len,
+            urgent_at,
+            options: &option_bytes[..4 * option_words],
+            payload_len: payload.len(),
+        };
+        let mut b = vec![0; repr.buffer_len()];
+        b[repr.header_len()..].copy_from_slice(&payload);
+        repr.emit(&mut Tcp::new_unchecked(&mut b[..]), src, dst).unwrap();
+        let v = Tcp::new_checked(&b[..]).unwrap();
+        prop_assert!(v.checksum_ok(src, dst));
+        prop_assert_eq!(TcpRepr::parse(&v, src, dst), Ok(repr));
+        prop_assert_eq!(v.payload(), &payload[..]);
+        let ip = etherparse::Ipv4Header::new(
+            b.len() as u16, 64, etherparse::IpNumber::TCP, src.octets(), dst.octets(),
+        ).unwrap();
+        let (h, rest) = etherparse::TcpHeader::from_slice(&b).unwrap();
+        prop_assert_eq!(h.calc_checksum_ipv4(&ip, rest).unwrap(), v.checksum());
+    }
 }
 
 proptest! {
@@ -380,6 +416,40 @@ proptest! {
             let _ = m.payload_mut();
         }
         let _ = UdpRepr::parse(&Udp::new_unchecked(&b[..]), src, dst);
+    }
+
+    #[test]
+    fn tcp_never_panics((mut b, fix, n) in nudged_bytes(), src in addr(), dst in addr()) {
+        // A data offset the buffer holds, no reserved bits and a valid checksum, now and then.
+        if fix & 1 != 0 && b.len() >= 20 {
+            b[12] = ((5 + n % 11) as u8) << 4 | (b[12] & 0x0f);
+        }
+        if fix & 2 != 0 && b.len() >= 20 {
+            b[12] &= 0xf0;
+        }
+        if fix & 4 != 0 && Tcp::new_checked(&b[..]).is_ok() {
+            Tcp::new_unchecked(&mut b[..]).fill_checksum(src, dst);
+        }
+        if let Ok(t) = Tcp::new_checked(&b[..]) {
+            let _ = (t.src_port(), t.dst_port(), t.seq_number(), t.ack_number());
+            let _ = (t.header_len(), t.reserved(), t.flags(), t.window_len(), t.urgent_at());
+            let _ = (t.fin(), t.syn(), t.rst(), t.psh(), t.ack(), t.urg(), t.ece(), t.cwr());
+            let _ = (t.checksum(), t.options(), t.payload(), t.checksum_ok(src, dst));
+            if let Ok(r) = TcpRepr::parse(&t, src, dst) {
+                // What parses emits again, and parses to the same.
+                let mut out = vec![0; r.buffer_len()];
+                out[r.header_len()..].copy_from_slice(t.payload());
+                r.emit(&mut Tcp::new_unchecked(&mut out[..]), src, dst).unwrap();
+                let again = Tcp::new_checked(&out[..]).unwrap();
+                prop_assert_eq!(TcpRepr::parse(&again, src, dst), Ok(r));
+            }
+            let mut copy = b.clone();
+            let mut m = Tcp::new_checked(&mut copy[..]).unwrap();
+            m.fill_checksum(src, dst);
+            prop_assert!(m.checksum_ok(src, dst));
+            let _ = (m.options_mut().len(), m.payload_mut().len());
+        }
+        let _ = TcpRepr::parse(&Tcp::new_unchecked(&b[..]), src, dst);
     }
 
     #[test]
