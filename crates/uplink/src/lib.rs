@@ -17,9 +17,10 @@
 //! last fd closes, however the process ends; it never replaces another program. A tap is not
 //! persistent: it goes with its last fd.
 //!
-//! It must never parse packets beyond the Ethernet header's length and VLAN tag (that is
-//! `wire`), make forwarding decisions, block on the data path, or panic on what the kernel or
-//! a vanished interface hands it: every drop is counted under a named counter.
+//! It must never parse packets beyond the Ethernet header's length and VLAN tag itself (that is
+//! `wire`: the tap's TCP segmentation reads and writes its headers through `wire`'s views),
+//! make forwarding decisions, block on the data path, or panic on what the kernel or a
+//! vanished interface hands it: every drop is counted under a named counter.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 // `unsafe` is allowed back only in `af_packet/{ring,sys}.rs`, `af_xdp/{ring,umem,sys}.rs` and

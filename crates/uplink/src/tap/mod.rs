@@ -38,6 +38,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use buffer::{NONE, Pool};
 use rustix::fs::{Mode, OFlags};
+use wire::{EtherType, Ethernet, IpProtocol, Ipv4, Tcp, ipv4, tcp};
 
 use crate::af_packet::counters::bump;
 use crate::netns::{NetnsError, run_in};
@@ -56,7 +57,7 @@ const VIRTIO_NET_HDR_GSO_ECN: u8 = 0x80;
 const MIN_MSS: usize = 536;
 /// The most a tap hands us in one read: a 64 KiB super-frame and its header.
 const OVERFLOW: usize = 65536 + VNET_HDR_LEN;
-const ETH_HDR: usize = 14;
+const ETH_HDR: usize = wire::ethernet::HEADER_LEN;
 
 /// How to make a tap.
 #[derive(Debug, Clone)]
@@ -571,25 +572,30 @@ impl RxQueue {
         pool.free(b);
         let f = &self.linear;
         let mss = usize::from(u16::from_ne_bytes([hdr[4], hdr[5]]));
-        // Ethernet, IPv4 (no fragment), TCP; the lengths from the headers, checked.
-        if f.len() < ETH_HDR + 20 || f[12..14] != [0x08, 0x00] || f[ETH_HDR] >> 4 != 4 {
+        // Ethernet, IPv4, TCP; the lengths from the headers, checked.
+        let eth = Ethernet::new_checked(&f[..]).map_err(|_| Lost::Bad)?;
+        if eth.ethertype() != EtherType::Ipv4 || eth.payload().len() < ipv4::MIN_HEADER_LEN {
             return Err(Lost::Bad);
         }
-        let ihl = usize::from(f[ETH_HDR] & 0x0f) * 4;
-        let tcp = ETH_HDR + ihl;
-        if ihl < 20 || f.len() < tcp + 20 || f[ETH_HDR + 9] != 6 {
+        let ip = Ipv4::new_unchecked(eth.payload());
+        if ip.version() != 4
+            || ip.header_len() < ipv4::MIN_HEADER_LEN
+            || ip.protocol() != IpProtocol::Tcp
+        {
             return Err(Lost::Bad);
         }
-        let hdrs = tcp + usize::from(f[tcp + 12] >> 4) * 4;
-        if hdrs < tcp + 20 || hdrs > f.len() {
-            return Err(Lost::Bad);
-        }
+        let tcp_at = ETH_HDR + ip.header_len();
+        let t = f
+            .get(tcp_at..)
+            .and_then(|t| Tcp::new_checked(t).ok())
+            .ok_or(Lost::Bad)?;
+        let hdrs = tcp_at + t.header_len();
         let payload = f.len() - hdrs;
         if mss < MIN_MSS || payload == 0 {
             return Err(Lost::Gso);
         }
-        let id0 = u16::from_be_bytes([f[ETH_HDR + 4], f[ETH_HDR + 5]]);
-        let seq0 = u32::from_be_bytes([f[tcp + 4], f[tcp + 5], f[tcp + 6], f[tcp + 7]]);
+        let (id0, src, dst) = (ip.ident(), ip.src_addr(), ip.dst_addr());
+        let seq0 = t.seq_number();
         let count = payload.div_ceil(mss);
         let mut seg = Vec::with_capacity(hdrs + mss);
         for k in 0..count {
@@ -598,31 +604,20 @@ impl RxQueue {
             seg.clear();
             seg.extend_from_slice(&f[..hdrs]);
             seg.extend_from_slice(chunk);
-            let ip_len = (hdrs - ETH_HDR + chunk.len()) as u16;
-            seg[ETH_HDR + 2..ETH_HDR + 4].copy_from_slice(&ip_len.to_be_bytes());
-            seg[ETH_HDR + 4..ETH_HDR + 6]
-                .copy_from_slice(&id0.wrapping_add(k as u16).to_be_bytes());
-            seg[ETH_HDR + 10..ETH_HDR + 12].copy_from_slice(&[0, 0]);
-            let c = wire::checksum::checksum(&seg[ETH_HDR..tcp]);
-            seg[ETH_HDR + 10..ETH_HDR + 12].copy_from_slice(&c.to_be_bytes());
-            let seq = seq0.wrapping_add((k * mss) as u32);
-            seg[tcp + 4..tcp + 8].copy_from_slice(&seq.to_be_bytes());
+            let (ip, t) = seg[ETH_HDR..].split_at_mut(tcp_at - ETH_HDR);
+            let mut ip = Ipv4::new_unchecked(ip);
+            ip.set_total_len((hdrs - ETH_HDR + chunk.len()) as u16);
+            ip.set_ident(id0.wrapping_add(k as u16));
+            ip.fill_checksum();
+            let mut t = Tcp::new_unchecked(t);
+            t.set_seq_number(seq0.wrapping_add((k * mss) as u32));
             if k + 1 < count {
-                seg[tcp + 13] &= !(0x01 | 0x08); // FIN, PSH: the last segment's
+                t.clear_flags(tcp::flags::FIN | tcp::flags::PSH); // the last segment's alone
             }
             if k > 0 {
-                seg[tcp + 13] &= !0x80; // CWR: the first segment's
+                t.clear_flags(tcp::flags::CWR); // the first segment's alone
             }
-            seg[tcp + 16..tcp + 18].copy_from_slice(&[0, 0]);
-            let tcp_len = (seg.len() - tcp) as u16;
-            let mut pseudo = [0u8; 12];
-            pseudo[..8].copy_from_slice(&seg[ETH_HDR + 12..ETH_HDR + 20]);
-            pseudo[9] = 6;
-            pseudo[10..].copy_from_slice(&tcp_len.to_be_bytes());
-            let sum =
-                wire::checksum::accumulate(wire::checksum::accumulate(0, &pseudo), &seg[tcp..]);
-            let c = !wire::checksum::fold(sum);
-            seg[tcp + 16..tcp + 18].copy_from_slice(&c.to_be_bytes());
+            t.fill_checksum(src, dst);
             let Some(nb) = pool.from_bytes(&seg) else {
                 return Err(Lost::NoBuffer);
             };
