@@ -1,0 +1,295 @@
+//! A tap queue's receive side: one frame per read, behind its virtio-net header, into a pool
+//! buffer (a chain when it is larger), its checksum completed where the pod's stack left it
+//! to us; super-frames go to the `segment` module.
+
+use std::io::IoSliceMut;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::Arc;
+
+use buffer::Pool;
+
+use super::counters::RxCounters;
+use super::{
+    ETH_HDR, OVERFLOW, VIRTIO_NET_HDR_F_NEEDS_CSUM, VIRTIO_NET_HDR_GSO_ECN,
+    VIRTIO_NET_HDR_GSO_NONE, VIRTIO_NET_HDR_GSO_TCPV4, VNET_HDR_LEN,
+};
+use crate::af_packet::counters::bump;
+
+/// What one `recv` found.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct RecvStats {
+    pub packets: usize,
+    pub no_buffer: u32,
+    pub gso: u32,
+    pub bad_frame: u32,
+    /// Super-frames cut into segments (each segment is one of `packets`).
+    pub segmented: u32,
+    /// The device is gone (deleted inside its namespace): the queue will never read again.
+    pub vanished: bool,
+}
+
+/// One queue's receive side.
+#[derive(Debug)]
+pub struct RxQueue {
+    fd: Arc<OwnedFd>,
+    /// Where a frame larger than one buffer goes on, before it is copied into a chain;
+    /// allocated at the first such frame.
+    pub(super) overflow: Vec<u8>,
+    /// A super-frame made contiguous, and one segment being built.
+    pub(super) linear: Vec<u8>,
+    /// Segments of a super-frame that did not fit the caller's frame: handed out first at
+    /// the next call. At most one super-frame's.
+    pub(super) pending: std::collections::VecDeque<(u32, u32)>,
+    counters: Arc<RxCounters>,
+}
+
+/// Why a frame was not taken.
+pub(super) enum Lost {
+    NoBuffer,
+    Gso,
+    Bad,
+}
+
+impl RxQueue {
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    /// A receive queue over `fd`: any fd that gives one frame, behind its virtio-net header,
+    /// per read (a tap's; a `SOCK_SEQPACKET` socket standing in for one, in the hostile-input
+    /// tests and the fuzz target, which write what a pod could).
+    pub fn from_fd(fd: OwnedFd) -> RxQueue {
+        RxQueue::shared(Arc::new(fd))
+    }
+
+    pub(super) fn shared(fd: Arc<OwnedFd>) -> RxQueue {
+        RxQueue {
+            fd,
+            overflow: Vec::new(),
+            linear: Vec::new(),
+            pending: std::collections::VecDeque::new(),
+            counters: Arc::default(),
+        }
+    }
+
+    /// Whether segments of a super-frame wait to be handed out (the worker must not sleep).
+    pub fn pending(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
+    /// Gives segments not handed out back to `pool`: before the queue is closed.
+    pub fn release(&mut self, pool: &mut Pool) {
+        for (b, _) in self.pending.drain(..) {
+            pool.free(b);
+        }
+    }
+
+    pub fn counters(&self) -> &Arc<RxCounters> {
+        &self.counters
+    }
+
+    /// Reads up to `max` frames into pool buffers appended to `out` (their `rx_if` is the
+    /// caller's to set).
+    pub fn recv(&mut self, pool: &mut Pool, out: &mut Vec<u32>, max: usize) -> RecvStats {
+        let mut st = RecvStats::default();
+        let mut bytes = 0u64;
+        let mut csum = 0u64;
+        if self.overflow.is_empty() {
+            self.overflow = vec![0; OVERFLOW];
+        }
+        // Every read counts, dropped or not: a pod writing frames that are all refused must
+        // not hold the worker here.
+        let mut reads = 0;
+        loop {
+            while st.packets < max
+                && let Some((b, len)) = self.pending.pop_front()
+            {
+                out.push(b);
+                st.packets += 1;
+                bytes += u64::from(len);
+            }
+            if st.packets >= max || !self.pending.is_empty() || reads >= max {
+                break;
+            }
+            reads += 1;
+            let Some(b) = pool.alloc() else {
+                // Read the frame anyway: left in the device it would keep the worker awake.
+                match rustix::io::read(&*self.fd, &mut self.overflow) {
+                    Ok(_) => {
+                        st.no_buffer += 1;
+                        continue;
+                    }
+                    Err(e) => {
+                        self.read_error(e, &mut st);
+                        break;
+                    }
+                }
+            };
+            let mut hdr = [0u8; VNET_HDR_LEN];
+            let room = pool.room_mut(b);
+            let first = room.len();
+            let n = {
+                let mut iov = [
+                    IoSliceMut::new(&mut hdr),
+                    IoSliceMut::new(room),
+                    IoSliceMut::new(&mut self.overflow),
+                ];
+                rustix::io::readv(&*self.fd, &mut iov)
+            };
+            let n = match n {
+                // The kernel returns the frame's whole length even when it cut the copy short
+                // (a frame larger than the room given): such a frame is refused, and nothing
+                // past what was read is ever looked at.
+                Ok(n) if n > VNET_HDR_LEN + first + self.overflow.len() => {
+                    pool.free(b);
+                    st.bad_frame += 1;
+                    continue;
+                }
+                Ok(n) => n,
+                Err(e) => {
+                    pool.free(b);
+                    self.read_error(e, &mut st);
+                    break;
+                }
+            };
+            if hdr[1] & !VIRTIO_NET_HDR_GSO_ECN == VIRTIO_NET_HDR_GSO_TCPV4 {
+                match self.segment(pool, b, &hdr, n, first) {
+                    Ok(()) => st.segmented += 1,
+                    Err(lost) => match lost {
+                        Lost::NoBuffer => st.no_buffer += 1,
+                        Lost::Gso => st.gso += 1,
+                        Lost::Bad => st.bad_frame += 1,
+                    },
+                }
+                continue;
+            }
+            match self.take(pool, b, &hdr, n, first, &mut csum) {
+                Ok(len) => {
+                    out.push(b);
+                    st.packets += 1;
+                    bytes += len as u64;
+                }
+                Err(lost) => {
+                    pool.free(b);
+                    match lost {
+                        Lost::NoBuffer => st.no_buffer += 1,
+                        Lost::Gso => st.gso += 1,
+                        Lost::Bad => st.bad_frame += 1,
+                    }
+                }
+            }
+        }
+        let c = &self.counters;
+        if st.packets != 0 {
+            bump(&c.packets, st.packets as u64);
+            bump(&c.bytes, bytes);
+        }
+        if st.no_buffer + st.gso + st.bad_frame + st.segmented != 0 || csum != 0 {
+            bump(&c.segmented, u64::from(st.segmented));
+            bump(&c.no_buffer, u64::from(st.no_buffer));
+            bump(&c.gso, u64::from(st.gso));
+            bump(&c.bad_frame, u64::from(st.bad_frame));
+            bump(&c.csum_completed, csum);
+        }
+        st
+    }
+
+    fn read_error(&self, e: rustix::io::Errno, st: &mut RecvStats) {
+        match e {
+            rustix::io::Errno::AGAIN | rustix::io::Errno::INTR => {}
+            // The device was unregistered under the fd (`ip link del` in the pod).
+            rustix::io::Errno::BADFD | rustix::io::Errno::NODEV => st.vanished = true,
+            _ => bump(&self.counters.read_errors, 1),
+        }
+    }
+
+    /// Makes buffer `b` (which holds the first `first` bytes of the frame, the rest being in
+    /// the overflow area) the head of the frame's chain, its checksum completed.
+    fn take(
+        &mut self,
+        pool: &mut Pool,
+        b: u32,
+        hdr: &[u8; VNET_HDR_LEN],
+        n: usize,
+        first: usize,
+        csum: &mut u64,
+    ) -> Result<usize, Lost> {
+        let len = n.checked_sub(VNET_HDR_LEN).ok_or(Lost::Bad)?;
+        if len < ETH_HDR {
+            return Err(Lost::Bad);
+        }
+        if hdr[1] != VIRTIO_NET_HDR_GSO_NONE {
+            return Err(Lost::Gso);
+        }
+        let head = len.min(first);
+        let rest = len - head;
+        if hdr[0] & VIRTIO_NET_HDR_F_NEEDS_CSUM != 0 {
+            let start = usize::from(u16::from_ne_bytes([hdr[6], hdr[7]]));
+            let field = start + usize::from(u16::from_ne_bytes([hdr[8], hdr[9]]));
+            if field + 2 > len || start > len {
+                return Err(Lost::Bad);
+            }
+            // As the kernel's skb_checksum_help: the field holds the pseudo-header's sum;
+            // sum from csum_start to the end, fold, invert, never 0 (UDP's "no checksum").
+            let room = pool.room_mut(b);
+            let (a, o) = if start < head {
+                (&room[start..head], &self.overflow[..rest])
+            } else {
+                (&[][..], &self.overflow[start - head..rest])
+            };
+            let c = !wire::checksum::fold(sum_split(a, o));
+            let c = if c == 0 { 0xffff } else { c }.to_be_bytes();
+            for (k, byte) in c.into_iter().enumerate() {
+                let at = field + k;
+                if at < head {
+                    room[at] = byte;
+                } else {
+                    self.overflow[at - head] = byte;
+                }
+            }
+            *csum += 1;
+        }
+        let m = pool.meta_mut(b);
+        m.len = head as u16;
+        m.total_len = len as u32;
+        if rest != 0 {
+            // The rest as a chain of its own behind `b` (nothing is left behind if the pool
+            // runs out: `from_bytes` frees what it took).
+            let tail = pool
+                .from_bytes(&self.overflow[..rest])
+                .ok_or(Lost::NoBuffer)?;
+            pool.link(b, tail);
+        }
+        Ok(len)
+    }
+}
+
+/// The one's-complement sum of `a` followed by `b`, whatever the parity of `a`'s length.
+fn sum_split(a: &[u8], b: &[u8]) -> u32 {
+    if a.len().is_multiple_of(2) || b.is_empty() {
+        return wire::checksum::accumulate(wire::checksum::accumulate(0, a), b);
+    }
+    let (last, a) = a.split_last().expect("odd length");
+    let acc = wire::checksum::accumulate(0, a);
+    let acc = wire::checksum::accumulate(acc, &[*last, b[0]]);
+    wire::checksum::accumulate(acc, &b[1..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sum_split_anywhere_is_the_sum_of_the_whole() {
+        let data: Vec<u8> = (0..301u32).map(|i| (i * 37 + 11) as u8).collect();
+        let whole = wire::checksum::fold(wire::checksum::accumulate(0, &data));
+        for at in 0..=data.len() {
+            let (a, b) = data.split_at(at);
+            assert_eq!(
+                wire::checksum::fold(sum_split(a, b)),
+                whole,
+                "split at {at}"
+            );
+        }
+    }
+}
