@@ -174,7 +174,9 @@ pub enum Request {
 impl Request {
     /// Whether it changes the daemon's configuration (interfaces, addresses, routes,
     /// neighbours, networks, MTUs), as opposed to reading state, clearing counters, tracing
-    /// or capturing. Changes are logged.
+    /// or capturing. Changes are logged. A property of the request, not of a `veclane ctl`
+    /// verb (`cli::COMMANDS`): the daemon asks it of requests from every client, and the CNI
+    /// plugin sends them without the command language.
     pub fn is_change(&self) -> bool {
         !matches!(
             self,

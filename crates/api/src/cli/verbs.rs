@@ -1,0 +1,352 @@
+//! The parsers of the verbs that take arguments: each gets the words after its path and
+//! returns its request. The table in `mod.rs` says which verb each serves.
+
+use super::{CliError, Words};
+use crate::{
+    AfPacketSpec, AfXdpSpec, CapturePoint, Clear, Ipv4Prefix, MemifSpec, NeighborSpec, NetworkSpec,
+    Request, Role, RouteSpec, TapSpec, Via,
+};
+
+/// `show interface [IF]`.
+pub(super) fn show_interface(w: &mut Words<'_>) -> Result<Request, CliError> {
+    Ok(Request::ShowInterface {
+        name: w.peek().map(|s| {
+            w.i += 1;
+            s.to_string()
+        }),
+    })
+}
+
+/// `show ip fib [table VRF]`.
+pub(super) fn show_ip_fib(w: &mut Words<'_>) -> Result<Request, CliError> {
+    let table = if w.eat("table") {
+        Some(w.number("table")?)
+    } else {
+        None
+    };
+    Ok(Request::ShowIpFib { table })
+}
+
+/// `trace add NODE N`.
+pub(super) fn trace_add(w: &mut Words<'_>) -> Result<Request, CliError> {
+    let node = w.next("node name")?.to_string();
+    let count = w.number("packet count")?;
+    Ok(Request::TraceAdd { node, count })
+}
+
+/// `clear runtime|errors|trace|interfaces`.
+pub(super) fn clear(w: &mut Words<'_>) -> Result<Request, CliError> {
+    let what = match w.next("what to clear")? {
+        "runtime" | "run" => Clear::Runtime,
+        "errors" | "error" => Clear::Errors,
+        "trace" => Clear::Trace,
+        "interfaces" | "interface" => Clear::Interfaces,
+        x => {
+            return Err(w.err(format!(
+                "cannot clear {x:?}: expected runtime, errors, trace or interfaces"
+            )));
+        }
+    };
+    Ok(Request::Clear { what })
+}
+
+/// `network add NET vni N range A.B.C.D/L...`.
+pub(super) fn network_add(w: &mut Words<'_>) -> Result<Request, CliError> {
+    let name = w.next("network name")?.to_string();
+    if !w.eat("vni") {
+        return Err(w.err("missing `vni N`".into()));
+    }
+    let vni = w.number("vni")?;
+    let mut ranges = Vec::new();
+    while w.eat("range") {
+        ranges.push(w.value("range")?);
+    }
+    if ranges.is_empty() {
+        return Err(w.err("missing `range A.B.C.D/L`".into()));
+    }
+    let uplink = if w.eat("uplink") {
+        Some(w.next("uplink interface")?.to_string())
+    } else {
+        None
+    };
+    let df = !w.eat("no-df");
+    let owner = if w.eat("owner") {
+        Some(w.next("owner name")?.to_string())
+    } else {
+        None
+    };
+    Ok(Request::NetworkAdd(NetworkSpec {
+        name,
+        vni,
+        ranges,
+        uplink,
+        df,
+        owner,
+    }))
+}
+
+/// `network del NET`.
+pub(super) fn network_del(w: &mut Words<'_>) -> Result<Request, CliError> {
+    Ok(Request::NetworkDel {
+        name: w.next("network name")?.to_string(),
+    })
+}
+
+/// `delete interface IF`.
+pub(super) fn delete_interface(w: &mut Words<'_>) -> Result<Request, CliError> {
+    Ok(Request::DeleteInterface {
+        name: w.next("interface name")?.to_string(),
+    })
+}
+
+/// `set interface state IF up|down`.
+pub(super) fn set_state(w: &mut Words<'_>) -> Result<Request, CliError> {
+    let interface = w.next("interface name")?.to_string();
+    let up = match w.next("up or down")? {
+        "up" => true,
+        "down" => false,
+        x => return Err(w.err(format!("state {x:?} must be up or down"))),
+    };
+    Ok(Request::SetState { interface, up })
+}
+
+/// `set interface ip address [del] IF A.B.C.D/L`.
+pub(super) fn set_ip_address(w: &mut Words<'_>) -> Result<Request, CliError> {
+    let delete = w.eat("del");
+    let interface = w.next("interface name")?.to_string();
+    let address = w.value("address")?;
+    Ok(Request::SetIpAddress {
+        interface,
+        address,
+        delete,
+    })
+}
+
+/// `set interface mtu IF N`.
+pub(super) fn set_mtu(w: &mut Words<'_>) -> Result<Request, CliError> {
+    let interface = w.next("interface name")?.to_string();
+    let mtu = w.number("mtu")?;
+    Ok(Request::SetInterfaceMtu { interface, mtu })
+}
+
+/// `set interface ip table IF VRF`.
+pub(super) fn set_ip_table(w: &mut Words<'_>) -> Result<Request, CliError> {
+    let interface = w.next("interface name")?.to_string();
+    let table = w.number("table")?;
+    Ok(Request::SetIpTable { interface, table })
+}
+
+/// `set ip neighbor [del] IF A.B.C.D MAC`.
+pub(super) fn set_ip_neighbor(w: &mut Words<'_>) -> Result<Request, CliError> {
+    let delete = w.eat("del");
+    let interface = w.next("interface name")?.to_string();
+    let ip = w.next("address A.B.C.D")?;
+    let ip = crate::parse_ipv4(ip).map_err(|e| w.err(format!("address: {e}")))?;
+    let mac = w.next("MAC address")?;
+    let mac = crate::parse_mac(mac).map_err(|e| w.err(format!("MAC: {e}")))?;
+    Ok(Request::SetIpNeighbor {
+        neighbor: NeighborSpec { interface, ip, mac },
+        delete,
+    })
+}
+
+/// `ip route add|del A.B.C.D/L via NH [IF] [table VRF | network NET]`.
+pub(super) fn ip_route(w: &mut Words<'_>) -> Result<Request, CliError> {
+    let add = match w.next("add or del")? {
+        "add" => true,
+        "del" | "delete" => false,
+        x => return Err(w.err(format!("{x:?}: expected add or del"))),
+    };
+    let prefix: Ipv4Prefix = w.value("prefix")?;
+    if !w.eat("via") {
+        return Err(w.err("missing `via NH`".into()));
+    }
+    let via: Via = w.value("next hop")?;
+    let mut interface = None;
+    let mut table = 0;
+    let mut network = None;
+    while let Some(x) = w.peek() {
+        if x == "table" {
+            w.i += 1;
+            table = w.number("table")?;
+        } else if x == "network" {
+            w.i += 1;
+            network = Some(w.next("network name")?.to_string());
+        } else if interface.is_none() {
+            interface = Some(x.to_string());
+            w.i += 1;
+        } else {
+            break;
+        }
+    }
+    Ok(Request::IpRoute {
+        add,
+        route: RouteSpec {
+            prefix,
+            via,
+            interface,
+            table,
+            network,
+        },
+    })
+}
+
+/// `pcap trace rx|tx|drop... on IF|any FILE [max N]`; `off` in place of `on` (after any
+/// points) stops the capture, as `pcap trace off` does.
+pub(super) fn pcap_on(w: &mut Words<'_>) -> Result<Request, CliError> {
+    let mut points = Vec::new();
+    loop {
+        match w.next("rx, tx, drop, on or off")? {
+            "rx" => points.push(CapturePoint::Rx),
+            "tx" => points.push(CapturePoint::Tx),
+            "drop" => points.push(CapturePoint::Drop),
+            "off" => return Ok(Request::PcapOff),
+            "on" => break,
+            x => {
+                return Err(w.err(format!(
+                    "capture point {x:?}: expected rx, tx, drop, then on or off"
+                )));
+            }
+        }
+    }
+    if points.is_empty() {
+        return Err(w.err("name at least one of rx, tx, drop before `on`".into()));
+    }
+    let interface = w.next("interface name (or any)")?.to_string();
+    let file = w.next("output file")?.to_string();
+    let max_packets = if w.eat("max") {
+        Some(w.number("max packets")?)
+    } else {
+        None
+    };
+    Ok(Request::PcapOn {
+        points,
+        interface,
+        file,
+        max_packets,
+    })
+}
+
+pub(super) fn create_memif(w: &mut Words<'_>) -> Result<Request, CliError> {
+    let mut id = None;
+    let mut socket = None;
+    let mut role = None;
+    let mut spec = MemifSpec::new(0, "", Role::Master);
+    while let Some(k) = w.peek() {
+        w.i += 1;
+        match k {
+            "id" => id = Some(w.number("id")?),
+            "socket" => socket = Some(w.next("socket path")?.to_string()),
+            "master" => role = Some(Role::Master),
+            "slave" => role = Some(Role::Slave),
+            "rx-queues" => spec.rx_queues = Some(w.number("rx-queues")?),
+            "tx-queues" => spec.tx_queues = Some(w.number("tx-queues")?),
+            "ring-size" => spec.ring_size = Some(w.number("ring-size")?),
+            "buffer-size" => spec.buffer_size = Some(w.number("buffer-size")?),
+            "secret" => spec.secret = Some(w.next("secret")?.to_string()),
+            "name" => spec.name = Some(w.next("name")?.to_string()),
+            "network" => spec.network = Some(w.next("network name")?.to_string()),
+            "mtu" => spec.mtu = Some(w.number("mtu")?),
+            "netns" => spec.netns = Some(w.next("network namespace")?.to_string()),
+            "pod" => spec.pod = Some(w.next("container id")?.to_string()),
+            "mode" => {
+                spec.mode = w
+                    .next("ethernet or ip")?
+                    .parse()
+                    .map_err(|e: String| w.err(e))?
+            }
+            "use-dma" => spec.use_dma = true,
+            "rx-mode" => {
+                spec.rx_mode = Some(
+                    w.next("polling, interrupt or adaptive")?
+                        .parse()
+                        .map_err(|e| w.err(format!("rx-mode: {e}")))?,
+                )
+            }
+            "hw-addr" => {
+                let m = w.next("MAC address")?;
+                spec.mac = Some(crate::parse_mac(m).map_err(|e| w.err(format!("hw-addr: {e}")))?);
+            }
+            x => return Err(w.err(format!("unknown argument {x:?}"))),
+        }
+    }
+    spec.id = id.ok_or_else(|| w.err("missing `id N`".into()))?;
+    spec.socket = socket.ok_or_else(|| w.err("missing `socket PATH`".into()))?;
+    spec.role = role.ok_or_else(|| w.err("missing role: master or slave".into()))?;
+    Ok(Request::CreateMemif(spec))
+}
+
+pub(super) fn create_tap(w: &mut Words<'_>) -> Result<Request, CliError> {
+    let mut spec = TapSpec::new("");
+    let mut host = None;
+    while let Some(k) = w.peek() {
+        w.i += 1;
+        match k {
+            "host-if-name" => host = Some(w.next("interface name in the namespace")?.to_string()),
+            "netns" => spec.netns = Some(w.next("network namespace")?.to_string()),
+            "queues" => spec.queues = Some(w.number("queues")?),
+            "mtu" => spec.mtu = Some(w.number("mtu")?),
+            "name" => spec.name = Some(w.next("name")?.to_string()),
+            "network" => spec.network = Some(w.next("network name")?.to_string()),
+            "pod" => spec.pod = Some(w.next("container id")?.to_string()),
+            "hw-addr" | "host-mac" => {
+                let m = w.next("MAC address")?;
+                let m = Some(crate::parse_mac(m).map_err(|e| w.err(format!("{k}: {e}")))?);
+                if k == "hw-addr" {
+                    spec.mac = m;
+                } else {
+                    spec.host_mac = m;
+                }
+            }
+            x => return Err(w.err(format!("unknown argument {x:?}"))),
+        }
+    }
+    spec.host_if_name = host.ok_or_else(|| w.err("missing `host-if-name NAME`".into()))?;
+    Ok(Request::CreateTap(spec))
+}
+
+pub(super) fn create_af_packet(w: &mut Words<'_>) -> Result<Request, CliError> {
+    let mut spec = AfPacketSpec::new("");
+    let mut host = None;
+    while let Some(k) = w.peek() {
+        w.i += 1;
+        match k {
+            "host-if" => host = Some(w.next("host interface name")?.to_string()),
+            "queues" => spec.queues = Some(w.number("queues")?),
+            "name" => spec.name = Some(w.next("name")?.to_string()),
+            "hw-addr" => {
+                let m = w.next("MAC address")?;
+                spec.mac = Some(crate::parse_mac(m).map_err(|e| w.err(format!("hw-addr: {e}")))?);
+            }
+            x => return Err(w.err(format!("unknown argument {x:?}"))),
+        }
+    }
+    spec.host_if = host.ok_or_else(|| w.err("missing `host-if NAME`".into()))?;
+    Ok(Request::CreateAfPacket(spec))
+}
+
+pub(super) fn create_af_xdp(w: &mut Words<'_>) -> Result<Request, CliError> {
+    let mut spec = AfXdpSpec::new("");
+    let mut host = None;
+    while let Some(k) = w.peek() {
+        w.i += 1;
+        match k {
+            "host-if" => host = Some(w.next("host interface name")?.to_string()),
+            "queues" => spec.queues = Some(w.number("queues")?),
+            "mode" => {
+                spec.mode = w
+                    .next("auto, copy or zero-copy")?
+                    .parse()
+                    .map_err(|e: String| w.err(e))?
+            }
+            "name" => spec.name = Some(w.next("name")?.to_string()),
+            "hw-addr" => {
+                let m = w.next("MAC address")?;
+                spec.mac = Some(crate::parse_mac(m).map_err(|e| w.err(format!("hw-addr: {e}")))?);
+            }
+            x => return Err(w.err(format!("unknown argument {x:?}"))),
+        }
+    }
+    spec.host_if = host.ok_or_else(|| w.err("missing `host-if NAME`".into()))?;
+    Ok(Request::CreateAfXdp(spec))
+}
