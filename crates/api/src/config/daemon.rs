@@ -1,0 +1,110 @@
+//! `[daemon]`: the workers and their cores, buffers, the copy engine, the control socket and
+//! the metrics endpoint.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use super::is_zero;
+use crate::types::{CopyEngine, CopyMode, RxMode};
+
+/// Fewest local buffers per worker.
+pub const MIN_BUFFERS: u32 = 1024;
+
+/// `[daemon]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct DaemonSection {
+    /// Cores, one worker pinned to each; empty: one unpinned worker.
+    pub workers: Vec<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub main_core: Option<usize>,
+    pub mode: RxMode,
+    /// Local buffers per worker.
+    pub buffers: u32,
+    /// Trace records kept per worker.
+    pub trace_capacity: usize,
+    /// Runtime directory (sockets); default `$XDG_RUNTIME_DIR/veclane` or `/run/veclane`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub runtime_dir: Option<PathBuf>,
+    pub copy: CopyMode,
+    pub copy_engine: CopyEngine,
+    /// The DSA work queue(s) engines use: default every usable one discovery finds
+    /// (`/sys/bus/dsa/devices`); a queue's name (`wq0.0`) or path (`/dev/dsa/wq0.0`) for only
+    /// that one; `model` for the software model (tests only: no device is touched).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dsa_queue: Option<String>,
+    /// With `dsa-queue = "model"`: every that many descriptors, one stops part way with a
+    /// page fault, which the engine finishes on the CPU (tests of the recovery path).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub dsa_model_fault_every: u32,
+    /// Copies shorter than this many bytes are made by the core at once, not offloaded to
+    /// DSA (a descriptor costs the core more than a short copy); counted as `short`.
+    #[serde(skip_serializing_if = "is_default_inline_below")]
+    pub dsa_inline_below: u32,
+    /// Where Prometheus / OpenMetrics metrics are served (`"127.0.0.1:9400"`); off when
+    /// absent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<String>,
+    /// Who may use the control socket (`ctl.sock`).
+    #[serde(skip_serializing_if = "ControlSocket::is_default")]
+    pub control_socket: ControlSocket,
+}
+
+/// `[daemon] control-socket`: the control socket's group and mode, so that operators in a
+/// group can run `veclane ctl` without root.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ControlSocket {
+    /// Group name or number that owns the socket; default: the daemon's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    /// Permission bits, in octal (`"0660"`); default: as created under the daemon's umask.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+}
+
+impl ControlSocket {
+    fn is_default(&self) -> bool {
+        *self == ControlSocket::default()
+    }
+
+    /// The mode as a number, if it is one (octal, at most 0o777).
+    pub fn mode_bits(&self) -> Option<Result<u32, String>> {
+        self.mode.as_ref().map(|m| {
+            u32::from_str_radix(m.trim_start_matches("0o"), 8)
+                .ok()
+                .filter(|&b| b <= 0o777)
+                .ok_or_else(|| {
+                    format!("control-socket mode {m:?} is not octal permission bits like \"0660\"")
+                })
+        })
+    }
+}
+
+fn is_default_inline_below(n: &u32) -> bool {
+    *n == 256
+}
+
+/// The largest `dsa-inline-below`: a jumbo frame's buffer.
+pub const MAX_DSA_INLINE_BELOW: u32 = 65536;
+
+impl Default for DaemonSection {
+    fn default() -> Self {
+        DaemonSection {
+            workers: Vec::new(),
+            main_core: None,
+            mode: RxMode::Adaptive,
+            buffers: 32768,
+            trace_capacity: 4096,
+            runtime_dir: None,
+            copy: CopyMode::Single,
+            copy_engine: CopyEngine::Cpu,
+            dsa_queue: None,
+            dsa_model_fault_every: 0,
+            dsa_inline_below: 256,
+            metrics: None,
+            control_socket: ControlSocket::default(),
+        }
+    }
+}
