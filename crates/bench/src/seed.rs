@@ -1,9 +1,13 @@
-//! The seeds' published throughput as data (`reference/multinet-bench.md` §4.1–4.3), and a
-//! table that puts it beside ours by frame size.
+//! The seeds' published throughput as data (Tables 5 to 8 of the Intel technology guide
+//! "Intel® Data Streaming Accelerator (Intel® DSA) - Calico VPP Multinet with Intel® DSA on 4th
+//! Gen Intel® Xeon® Scalable Processor", Tables 5 and 6 of "Intel® Data Streaming Accelerator
+//! (DSA) – Offloading Memory Copying in VPP by Shared Memory Packet Interface (memif) Plugin
+//! with Intel® DSA on 4th Gen Intel® Xeon® Scalable Processors"), and a table that puts it
+//! beside ours by frame size.
 //!
-//! The seeds publish Gbps only. We convert to packet rates as §4.3 argues: the Gbps are L1 at
-//! the TRex-side frame size S (`Mpps = Gbps·1000 / (8·(S+20))`), the one reading under which
-//! every DSA column is flat in pps. The conversion is ours, not the seeds'.
+//! The seeds publish Gbps only. We convert to packet rates reading the Gbps as L1 at the
+//! TRex-side frame size S (`Mpps = Gbps·1000 / (8·(S+20))`), the one reading under which every
+//! DSA column is flat in pps. The conversion is ours, not the seeds'.
 
 use std::fmt::Write as _;
 
@@ -259,7 +263,7 @@ fn table(
         "Hardware differs. Seeds: Intel Xeon servers with DSA, TRex on a 100 GbE NIC (E810),\n  \
          VPP memif, one VPP worker core. Ours: this 2-vCPU VM, no NIC, veclane's memif generator.\n\
          Seed cells: Mpps (published Gbps), Mpps = Gbps*1000/(8*(S+20)), i.e. the Gbps read as L1\n  \
-         at the TRex-side frame size S (reference/multinet-bench.md §4.3; our conversion).\n\
+         at the TRex-side frame size S (our conversion; docs/benchmarking.md, \"Published figures\").\n\
          Ours: receiver-measured Mpps; S = memif buffer bytes, no FCS.\n\
          The 64 B memif cells are 10 GbE line rate (14.88 Mpps): a cap, not VPP.\n\
          Columns:\n",
@@ -303,7 +307,7 @@ mod tests {
         }
     }
 
-    /// The Mpps of multinet-bench.md §4.3, recomputed from the Gbps tables.
+    /// The seeds' Mpps, recomputed from their Gbps tables by our conversion.
     #[test]
     fn conversion_reproduces_the_reference_table() {
         let expected: [(usize, [Option<f64>; 6]); 6] = [
