@@ -246,6 +246,28 @@ impl Collector for Snapshot {
 
 impl Snapshot {
     fn families(&self) -> Vec<Family<'_>> {
+        let mut v = vec![gauge(
+            "build_info",
+            "The daemon's version (always 1).",
+            vec![(vec![("version", self.version.clone())], 1.0)],
+        )];
+        v.extend(self.interface_families());
+        v.extend(self.node_and_worker_families());
+        v.extend(self.error_and_buffer_families());
+        v.extend(self.copy_engine_families());
+        v.push(gauge(
+            "fib_entries",
+            "Routes in the table (VRF), connected and host routes included.",
+            self.fib
+                .iter()
+                .map(|t| (vec![("table", t.table.to_string())], t.routes as f64))
+                .collect(),
+        ));
+        v
+    }
+
+    /// Per interface: its counters and states, labelled with its name, kind and table.
+    fn interface_families(&self) -> Vec<Family<'_>> {
         let ifl = |i: &api::InterfaceInfo| -> Labels {
             let kind = match &i.device {
                 api::DeviceInfo::Memif { .. } => "memif",
@@ -266,12 +288,7 @@ impl Snapshot {
                 .map(|i| (ifl(i), f(i) as f64))
                 .collect()
         };
-        let worker = |w: usize| ("worker", w.to_string());
-        let mut v = vec![gauge(
-            "build_info",
-            "The daemon's version (always 1).",
-            vec![(vec![("version", self.version.clone())], 1.0)],
-        )];
+        let mut v = Vec::new();
         const C: MetricType = MetricType::Counter;
         const G: MetricType = MetricType::Gauge;
         let interface_families: [InterfaceFamily; 13] = [
@@ -350,6 +367,12 @@ impl Snapshot {
                 series: per_if(f),
             });
         }
+        v
+    }
+
+    /// Per node on each worker, and per worker.
+    fn node_and_worker_families(&self) -> Vec<Family<'_>> {
+        let mut v = Vec::new();
         let node_series = |f: fn(&api::NodeRuntime) -> f64| -> Vec<(Labels, f64)> {
             self.runtime
                 .iter()
@@ -418,6 +441,12 @@ impl Snapshot {
             "Dispatch loops that went to sleep for want of packets.",
             per_worker(|w| w.sleeps as f64),
         ));
+        v
+    }
+
+    /// Drops by node and reason, and each worker's buffer pool.
+    fn error_and_buffer_families(&self) -> Vec<Family<'_>> {
+        let mut v = Vec::new();
         v.push(counter(
             "errors",
             "Packets dropped or noted by a node, by reason (as `show errors`).",
@@ -447,6 +476,12 @@ impl Snapshot {
                 .map(|b| (vec![worker(b.worker)], b.free as f64))
                 .collect(),
         ));
+        v
+    }
+
+    /// Per copy engine of each worker's nodes.
+    fn copy_engine_families(&self) -> Vec<Family<'_>> {
+        let mut v = Vec::new();
         let engine = |f: fn(&api::EngineInfo) -> u64| -> Vec<(Labels, f64)> {
             self.copy
                 .engines
@@ -508,16 +543,13 @@ impl Snapshot {
             "1 when the DSA engine's breaker tripped (it copies on the CPU for good).",
             engine(|e| u64::from(e.tripped.is_some())),
         ));
-        v.push(gauge(
-            "fib_entries",
-            "Routes in the table (VRF), connected and host routes included.",
-            self.fib
-                .iter()
-                .map(|t| (vec![("table", t.table.to_string())], t.routes as f64))
-                .collect(),
-        ));
         v
     }
+}
+
+/// The `worker` label.
+fn worker(w: usize) -> (&'static str, String) {
+    ("worker", w.to_string())
 }
 
 /// The value of series `name` with every label in `want` (a test and monitoring helper:

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::mpsc::{self, channel};
 use std::time::Duration;
 
-use api::{ErrorCount, FibEntry, Neighbor, Placement, Reply, Request};
+use api::{ErrorCount, FibEntry, InterfaceInfo, Neighbor, Placement, Reply, Request};
 use fib::adj::Adjacency;
 
 use super::{Control, ControlError};
@@ -74,16 +74,9 @@ impl Control {
                 workers: self.workers.len(),
                 runtime_dir: self.runtime_dir.display().to_string(),
             },
-            Request::ShowInterface { name } => {
-                let only = name.map(|n| self.iface_index(&n)).transpose()?;
-                Reply::Interfaces {
-                    interfaces: (0..self.ifaces.len() as u32)
-                        .filter(|&i| self.ifaces[i as usize].is_some())
-                        .filter(|i| only.is_none_or(|o| o == *i))
-                        .map(|i| self.interface_info(i))
-                        .collect(),
-                }
-            }
+            Request::ShowInterface { name } => Reply::Interfaces {
+                interfaces: self.interface_infos(name)?,
+            },
             Request::ShowRxPlacement => Reply::RxPlacement {
                 placement: self.placement(),
             },
@@ -96,60 +89,18 @@ impl Control {
             Request::ShowBuffers => Reply::Buffers {
                 workers: self.ask(WorkerCmd::Buffers)?,
             },
-            Request::ShowErrors => {
-                let mut sum: BTreeMap<(String, String), u64> = BTreeMap::new();
-                for w in self.ask(WorkerCmd::Errors)? {
-                    for (n, r, c) in w {
-                        *sum.entry((n, r)).or_default() += c;
-                    }
-                }
-                Reply::Errors {
-                    errors: sum
-                        .into_iter()
-                        .map(|((node, reason), count)| ErrorCount {
-                            count,
-                            node,
-                            reason,
-                        })
-                        .collect(),
-                }
-            }
-            Request::ShowTrace => {
-                let mut text = String::new();
-                for (k, t) in self.ask(WorkerCmd::Trace)?.into_iter().enumerate() {
-                    if self.workers.len() > 1 {
-                        text.push_str(&format!(
-                            "------------------- worker {k} -------------------\n"
-                        ));
-                    }
-                    text.push_str(if t.is_empty() {
-                        "No packets in trace buffer\n"
-                    } else {
-                        &t
-                    });
-                }
-                Reply::Trace { text }
-            }
+            Request::ShowErrors => Reply::Errors {
+                errors: self.errors_summed()?,
+            },
+            Request::ShowTrace => Reply::Trace {
+                text: self.trace_text()?,
+            },
             Request::TraceAdd { node, count } => {
-                for r in self.ask(|tx| WorkerCmd::TraceAdd {
-                    node: node.clone(),
-                    count,
-                    reply: tx,
-                })? {
-                    r.map_err(ControlError::Trace)?;
-                }
+                self.trace_add(&node, count)?;
                 Reply::Ok
             }
             Request::Clear { what } => {
-                if what == api::Clear::Interfaces {
-                    for i in self.ifaces.iter_mut().flatten() {
-                        i.clear_counters();
-                    }
-                } else {
-                    for w in &self.workers {
-                        w.send(WorkerCmd::Clear(what));
-                    }
-                }
+                self.clear(what);
                 Reply::Ok
             }
             Request::CreateMemif(spec) => {
@@ -217,31 +168,11 @@ impl Control {
             Request::ShowIpFib { table } => Reply::Fib {
                 entries: self.fib_entries(table)?,
             },
-            Request::ShowIpFibSummary => {
-                let mut tables: Vec<api::FibTableSize> = Vec::new();
-                for e in self.rib.entries(None)? {
-                    match tables.last_mut() {
-                        Some(t) if t.table == e.table => t.routes += 1,
-                        _ => tables.push(api::FibTableSize {
-                            table: e.table,
-                            routes: 1,
-                        }),
-                    }
-                }
-                Reply::FibSummary { tables }
-            }
+            Request::ShowIpFibSummary => Reply::FibSummary {
+                tables: self.fib_summary()?,
+            },
             Request::ShowIpNeighbors => Reply::Neighbors {
-                neighbors: self
-                    .rib
-                    .neighbours()
-                    .into_iter()
-                    .map(|(i, ip, mac, static_entry)| Neighbor {
-                        interface: self.name_of(i).to_string(),
-                        ip,
-                        mac: api::MacAddr(mac),
-                        static_entry,
-                    })
-                    .collect(),
+                neighbors: self.neighbors(),
             },
             Request::SetIpNeighbor { neighbor, delete } => {
                 self.neighbor(&neighbor, delete)?;
@@ -255,6 +186,107 @@ impl Control {
             } => self.pcap_on(&points, &interface, &file, max_packets)?,
             Request::PcapOff => self.pcap_off()?,
         })
+    }
+
+    /// `show interface [NAME]`: every interface, or the one named.
+    fn interface_infos(&self, name: Option<String>) -> Result<Vec<InterfaceInfo>, ControlError> {
+        let only = name.map(|n| self.iface_index(&n)).transpose()?;
+        Ok((0..self.ifaces.len() as u32)
+            .filter(|&i| self.ifaces[i as usize].is_some())
+            .filter(|i| only.is_none_or(|o| o == *i))
+            .map(|i| self.interface_info(i))
+            .collect())
+    }
+
+    /// `show errors`: every worker's counters, summed by node and reason.
+    fn errors_summed(&self) -> Result<Vec<ErrorCount>, ControlError> {
+        let mut sum: BTreeMap<(String, String), u64> = BTreeMap::new();
+        for w in self.ask(WorkerCmd::Errors)? {
+            for (n, r, c) in w {
+                *sum.entry((n, r)).or_default() += c;
+            }
+        }
+        Ok(sum
+            .into_iter()
+            .map(|((node, reason), count)| ErrorCount {
+                count,
+                node,
+                reason,
+            })
+            .collect())
+    }
+
+    /// `show trace`: every worker's records, under a header per worker when there are
+    /// several.
+    fn trace_text(&self) -> Result<String, ControlError> {
+        let mut text = String::new();
+        for (k, t) in self.ask(WorkerCmd::Trace)?.into_iter().enumerate() {
+            if self.workers.len() > 1 {
+                text.push_str(&format!(
+                    "------------------- worker {k} -------------------\n"
+                ));
+            }
+            text.push_str(if t.is_empty() {
+                "No packets in trace buffer\n"
+            } else {
+                &t
+            });
+        }
+        Ok(text)
+    }
+
+    /// `trace add NODE N` on every worker; the first refusal is the answer.
+    fn trace_add(&self, node: &str, count: u32) -> Result<(), ControlError> {
+        for r in self.ask(|tx| WorkerCmd::TraceAdd {
+            node: node.to_string(),
+            count,
+            reply: tx,
+        })? {
+            r.map_err(ControlError::Trace)?;
+        }
+        Ok(())
+    }
+
+    /// `clear ...`: interface counters here, the rest in every worker.
+    fn clear(&mut self, what: api::Clear) {
+        if what == api::Clear::Interfaces {
+            for i in self.ifaces.iter_mut().flatten() {
+                i.clear_counters();
+            }
+        } else {
+            for w in &self.workers {
+                w.send(WorkerCmd::Clear(what));
+            }
+        }
+    }
+
+    /// `show ip fib summary`: routes per table.
+    fn fib_summary(&self) -> Result<Vec<api::FibTableSize>, ControlError> {
+        let mut tables: Vec<api::FibTableSize> = Vec::new();
+        for e in self.rib.entries(None)? {
+            match tables.last_mut() {
+                Some(t) if t.table == e.table => t.routes += 1,
+                _ => tables.push(api::FibTableSize {
+                    table: e.table,
+                    routes: 1,
+                }),
+            }
+        }
+        Ok(tables)
+    }
+
+    /// `show ip neighbors`.
+    fn neighbors(&self) -> Vec<Neighbor> {
+        self.rib
+            .neighbours()
+            .into_iter()
+            .map(|(i, ip, mac, static_entry)| Neighbor {
+                interface: self.name_of(i).to_string(),
+                ip,
+                mac: api::MacAddr(mac),
+                static_entry,
+            })
+            .collect()
     }
 
     fn placement(&self) -> Vec<Placement> {

@@ -178,35 +178,7 @@ impl Control {
                 }
             },
             None => {
-                let kind = match spec.role {
-                    Role::Master => {
-                        if let SocketPath::File(p) = &path
-                            && let Some(d) = p.parent()
-                        {
-                            std::fs::create_dir_all(d).map_err(|e| {
-                                ControlError::Interface(format!(
-                                    "cannot create {}: {e}",
-                                    d.display()
-                                ))
-                            })?;
-                        }
-                        let bind = || Listener::bind(&path, vec![cfg]);
-                        let bound = match &ns {
-                            // The listening socket is made inside the pod's namespace; the
-                            // connections it accepts belong there too, wherever we use them.
-                            Some(p) => uplink::netns::run_in(p, bind)
-                                .map_err(|e| ControlError::Interface(e.to_string()))?,
-                            None => bind(),
-                        };
-                        SockKind::Master(bound.map_err(|e| {
-                            ControlError::Interface(format!("cannot listen on {shown}: {e}"))
-                        })?)
-                    }
-                    Role::Slave => SockKind::Slave(
-                        Client::new(&path, vec![cfg])
-                            .map_err(|e| ControlError::Interface(e.to_string()))?,
-                    ),
-                };
+                let kind = open_socket(spec.role, &path, ns.as_deref(), &shown, cfg)?;
                 put(
                     &mut self.socks,
                     sock_id,
@@ -506,4 +478,42 @@ impl Control {
             self.socks[f.sock] = None;
         }
     }
+}
+
+/// A new memif socket for interface `cfg`: a listener (made inside the pod's network
+/// namespace `ns` when there is one, its directory created) or a client.
+fn open_socket(
+    role: Role,
+    path: &SocketPath,
+    ns: Option<&std::path::Path>,
+    shown: &str,
+    cfg: InterfaceConfig,
+) -> Result<SockKind, ControlError> {
+    Ok(match role {
+        Role::Master => {
+            if let SocketPath::File(p) = path
+                && let Some(d) = p.parent()
+            {
+                std::fs::create_dir_all(d).map_err(|e| {
+                    ControlError::Interface(format!("cannot create {}: {e}", d.display()))
+                })?;
+            }
+            let bind = || Listener::bind(path, vec![cfg]);
+            let bound = match ns {
+                // The listening socket is made inside the pod's namespace; the connections
+                // it accepts belong there too, wherever we use them.
+                Some(p) => uplink::netns::run_in(p, bind)
+                    .map_err(|e| ControlError::Interface(e.to_string()))?,
+                None => bind(),
+            };
+            SockKind::Master(
+                bound.map_err(|e| {
+                    ControlError::Interface(format!("cannot listen on {shown}: {e}"))
+                })?,
+            )
+        }
+        Role::Slave => SockKind::Slave(
+            Client::new(path, vec![cfg]).map_err(|e| ControlError::Interface(e.to_string()))?,
+        ),
+    })
 }
