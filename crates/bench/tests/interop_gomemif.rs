@@ -76,18 +76,13 @@ impl Peer {
     }
 }
 
+/// Frame `seq` of `len`: a pattern, with `seq` at 14..22 when it fits.
 fn frame(seq: u64, len: usize) -> Vec<u8> {
-    let mut f: Vec<u8> = (0..len)
-        .map(|i| {
-            (i as u64)
-                .wrapping_mul(29)
-                .wrapping_add(seq.wrapping_mul(13)) as u8
-        })
-        .collect();
-    if len >= 22 {
-        f[14..22].copy_from_slice(&seq.to_be_bytes());
-    }
-    f
+    let pattern = testkit::Pattern {
+        seq_width: 8,
+        ..testkit::Pattern::linear(29, 13)
+    };
+    testkit::seq_frame(seq, len, pattern)
 }
 
 fn echo(sizes: &[usize], total: u64, buffer_size: u32) {

@@ -49,18 +49,17 @@ fn testpmd_or_skip() -> Option<std::path::PathBuf> {
 /// The expected bytes of frame `seq` of `len`: a broadcast-free Ethernet header and a pattern
 /// that depends on both, so any misplaced, stale or truncated segment shows.
 fn frame(seq: u64, len: usize) -> Vec<u8> {
-    let mut f: Vec<u8> = (0..len)
-        .map(|i| {
-            (i as u64)
-                .wrapping_mul(131)
-                .wrapping_add(seq.wrapping_mul(17)) as u8
-        })
-        .collect();
-    f[..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 2]);
-    f[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 1]);
-    f[12..14].copy_from_slice(&[0x88, 0xb5]); // local experimental EtherType
-    f[14..22].copy_from_slice(&seq.to_be_bytes());
-    f
+    let eth = testkit::Eth {
+        dst: [0x02, 0, 0, 0, 0, 2],
+        src: [0x02, 0, 0, 0, 0, 1],
+        ethertype: testkit::TEST_ETHERTYPE,
+    };
+    let pattern = testkit::Pattern {
+        eth: Some(eth),
+        seq_width: 8,
+        ..testkit::Pattern::linear(131, 17)
+    };
+    testkit::seq_frame(seq, len, pattern)
 }
 
 fn len_of(seq: u64, sizes: &[usize]) -> usize {

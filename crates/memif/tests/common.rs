@@ -73,11 +73,5 @@ pub fn cfg(id: u32) -> InterfaceConfig {
 
 /// A frame whose every byte depends on its sequence number and position.
 pub fn frame(seq: u32, len: usize) -> Vec<u8> {
-    (0..len)
-        .map(|i| {
-            (i as u32)
-                .wrapping_mul(31)
-                .wrapping_add(seq.wrapping_mul(7)) as u8
-        })
-        .collect()
+    testkit::seq_frame(seq.into(), len, testkit::Pattern::linear(31, 7))
 }

@@ -16,7 +16,7 @@ const LOG2: u8 = 4;
 const HDR: usize = 128;
 
 fn pattern(i: usize, len: usize) -> Vec<u8> {
-    (0..len).map(|k| (k * 7 + i * 31) as u8).collect()
+    testkit::seq_frame(i as u64, len, testkit::Pattern::linear(7, 31))
 }
 
 /// A primary's S2M receive and M2S transmit queues over two fresh regions (the rings, then 64

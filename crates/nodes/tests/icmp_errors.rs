@@ -6,37 +6,6 @@ mod graph_common;
 
 use graph_common::*;
 
-/// An IPv4 frame from the test host to if0 built field by field, for what `udp` cannot say.
-fn ipv4_frame(
-    src: [u8; 4],
-    dst: [u8; 4],
-    ttl: u8,
-    edit: impl FnOnce(&mut etherparse::Ipv4Header),
-    payload: &[u8],
-) -> Vec<u8> {
-    let mut ip = etherparse::Ipv4Header::new(
-        payload.len() as u16,
-        ttl,
-        etherparse::IpNumber::UDP,
-        src,
-        dst,
-    )
-    .unwrap();
-    edit(&mut ip);
-    ip.header_checksum = ip.calc_header_checksum();
-    let mut v = Vec::new();
-    etherparse::Ethernet2Header {
-        source: HOST_MAC,
-        destination: MAC[0],
-        ether_type: etherparse::EtherType::IPV4,
-    }
-    .write(&mut v)
-    .unwrap();
-    ip.write(&mut v).unwrap();
-    v.extend_from_slice(payload);
-    v
-}
-
 fn icmp_frame(dst: [u8; 4], ttl: u8, t: etherparse::Icmpv4Type, payload: &[u8]) -> Vec<u8> {
     let b = etherparse::PacketBuilder::ethernet2(HOST_MAC, MAC[0])
         .ipv4([10, 0, 0, 7], dst, ttl)
@@ -181,22 +150,30 @@ fn no_icmp_error_where_rfc_1812_forbids_one() {
             "no icmp error about an icmp error",
         ),
         (
-            ipv4_frame([0, 0, 0, 0], [192, 0, 2, 5], 1, |_| {}, b"x"),
+            testkit::ipv4_frame(HOST_TO_IF0, [0, 0, 0, 0], [192, 0, 2, 5], 1, |_| {}, b"x"),
             expired,
             "no icmp error: source not a unicast address",
         ),
         (
-            ipv4_frame([224, 0, 0, 9], [192, 0, 2, 5], 1, |_| {}, b"x"),
+            testkit::ipv4_frame(HOST_TO_IF0, [224, 0, 0, 9], [192, 0, 2, 5], 1, |_| {}, b"x"),
             expired,
             "no icmp error: source not a unicast address",
         ),
         (
-            ipv4_frame([10, 0, 0, 7], [255, 255, 255, 255], 64, |_| {}, b"x"),
+            testkit::ipv4_frame(
+                HOST_TO_IF0,
+                [10, 0, 0, 7],
+                [255, 255, 255, 255],
+                64,
+                |_| {},
+                b"x",
+            ),
             no_route,
             "no icmp error: destination multicast or broadcast",
         ),
         (
-            ipv4_frame(
+            testkit::ipv4_frame(
+                HOST_TO_IF0,
                 [10, 0, 0, 7],
                 [192, 0, 2, 5],
                 1,
@@ -224,7 +201,8 @@ fn no_icmp_error_where_rfc_1812_forbids_one() {
         (0, icmp_frame([192, 0, 2, 5], 1, echo, b"ping")),
         (
             0,
-            ipv4_frame(
+            testkit::ipv4_frame(
+                HOST_TO_IF0,
                 [10, 0, 0, 7],
                 [192, 0, 2, 5],
                 1,

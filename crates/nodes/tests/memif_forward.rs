@@ -19,15 +19,12 @@ const IF_MAC: [[u8; 6]; 2] = [[2, 0, 0, 0, 0, 0xa0], [2, 0, 0, 0, 0, 0xa1]];
 const POD1_MAC: [u8; 6] = [2, 0, 0, 0, 1, 1];
 
 fn frame(seq: u32, dst: [u8; 4], size: usize) -> Vec<u8> {
-    let payload: Vec<u8> = (0..size - 42).map(|i| (i as u32 ^ seq) as u8).collect();
-    let mut p = payload.clone();
-    p[..4].copy_from_slice(&seq.to_be_bytes());
-    let b = etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 9], IF_MAC[0])
-        .ipv4([10, 0, 0, 9], dst, 64)
-        .udp(7, 9);
-    let mut v = Vec::new();
-    b.write(&mut v, &p).unwrap();
-    v
+    let macs = testkit::Macs {
+        src: [2, 0, 0, 0, 0, 9],
+        dst: IF_MAC[0],
+    };
+    let payload = testkit::seq_payload(seq, size - 42);
+    testkit::udp4_frame(macs, [10, 0, 0, 9], dst, 64, &payload)
 }
 
 #[test]

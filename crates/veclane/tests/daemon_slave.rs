@@ -170,8 +170,7 @@ fn wait_for(d: &Daemon, what: &str, f: impl Fn(&HashMap<String, api::InterfaceIn
 /// Frame `i` of the test: 64..=1500 bytes, its sequence number first in the payload.
 fn frame(i: usize) -> Vec<u8> {
     let size = 64 + (i * 397) % 1437;
-    let mut payload: Vec<u8> = (0..size - 42).map(|k| (k ^ i) as u8).collect();
-    payload[..4].copy_from_slice(&(i as u32).to_be_bytes());
+    let payload = testkit::seq_payload(i as u32, size - 42);
     udp(HOST0, mac(MAC0), [10, 0, 0, 2], [10, 0, 1, 2], 64, &payload)
 }
 

@@ -22,6 +22,11 @@ pub const NB3: [u8; 6] = [2, 0, 0, 0, 3, 3];
 pub const HOST_MAC: [u8; 6] = [2, 0, 0, 0, 9, 9];
 /// The neighbour behind the glean adjacency, 10.1.0.99 on if1, once it answers ARP.
 pub const NB99: [u8; 6] = [2, 0, 0, 0, 1, 0x99];
+/// From the test host to if0.
+pub const HOST_TO_IF0: testkit::Macs = testkit::Macs {
+    src: HOST_MAC,
+    dst: MAC[0],
+};
 
 /// Frames with their interface: what the test injects, or what came out.
 pub type Frames = Arc<Mutex<Vec<(u32, Vec<u8>)>>>;
@@ -189,12 +194,11 @@ pub fn setup() -> Setup {
 }
 
 pub fn udp(dst_mac: [u8; 6], dst: [u8; 4], ttl: u8, payload: &[u8]) -> Vec<u8> {
-    let b = etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 9, 9], dst_mac)
-        .ipv4([10, 0, 0, 7], dst, ttl)
-        .udp(4000, 5000);
-    let mut v = Vec::with_capacity(b.size(payload.len()));
-    b.write(&mut v, payload).unwrap();
-    v
+    let macs = testkit::Macs {
+        dst: dst_mac,
+        ..HOST_TO_IF0
+    };
+    testkit::udp4_frame(macs, [10, 0, 0, 7], dst, ttl, payload)
 }
 
 /// The packets node `node` has taken so far (its `show runtime` vectors).

@@ -15,9 +15,7 @@ use buffer::Pool;
 use rustix::thread::{LinkNameSpaceType, move_into_link_name_space};
 use uplink::{PacketSocket, RxQueue};
 
-/// The ethertype of test frames (IEEE 802 local experimental), so that any stray frame the
-/// kernel emits on a new interface is ignored.
-pub const TEST_ETHERTYPE: u16 = 0x88b5;
+pub use testkit::{TEST_ETHERTYPE, seq_of};
 
 /// A network namespace the calling thread is in until this is dropped.
 pub struct Netns {
@@ -184,25 +182,17 @@ pub fn xdp_available() -> bool {
 /// A test frame of `len` bytes: broadcast destination, `TEST_ETHERTYPE`, then `seq` and a
 /// pattern that depends on it.
 pub fn frame(seq: u32, len: usize) -> Vec<u8> {
-    let mut f = vec![0xff; 6];
-    f.extend_from_slice(&[2, 0, 0, 0, 0x77, 1]);
-    f.extend_from_slice(&TEST_ETHERTYPE.to_be_bytes());
-    f.extend_from_slice(&seq.to_be_bytes());
-    f.extend((f.len()..len).map(|i| (i as u32 ^ seq.wrapping_mul(31)) as u8));
-    f
-}
-
-/// The sequence number of a test frame (tagged or not), or `None` for any other frame.
-pub fn seq_of(f: &[u8]) -> Option<u32> {
-    let at = if f.get(12..14) == Some(&[0x81, 0x00]) {
-        16
-    } else {
-        12
+    let eth = testkit::Eth {
+        dst: [0xff; 6],
+        src: [2, 0, 0, 0, 0x77, 1],
+        ethertype: TEST_ETHERTYPE,
     };
-    if f.get(at..at + 2)? != TEST_ETHERTYPE.to_be_bytes() {
-        return None;
-    }
-    Some(u32::from_be_bytes(f.get(at + 2..at + 6)?.try_into().ok()?))
+    let pattern = testkit::Pattern {
+        fill: testkit::Fill::Xor { seq_step: 31 },
+        eth: Some(eth),
+        seq_width: 4,
+    };
+    testkit::seq_frame(seq.into(), len, pattern)
 }
 
 /// Receives until `want` test frames came (or `timeout`), returning their bytes and how many

@@ -289,12 +289,11 @@ pub fn udp(
     ttl: u8,
     payload: &[u8],
 ) -> Vec<u8> {
-    let b = etherparse::PacketBuilder::ethernet2(src_mac, dst_mac)
-        .ipv4(src, dst, ttl)
-        .udp(4000, 5000);
-    let mut v = Vec::new();
-    b.write(&mut v, payload).unwrap();
-    v
+    let macs = testkit::Macs {
+        src: src_mac,
+        dst: dst_mac,
+    };
+    testkit::udp4_frame(macs, src, dst, ttl, payload)
 }
 
 /// An ICMP echo request.
