@@ -17,9 +17,10 @@ use arc_swap::ArcSwap;
 use buffer::{Pool, PoolConfig};
 use fib::adj::AdjTable;
 use fib::{Ipv4Addr, Lpm};
-use graph::{AnyNode, CONSUMED, Ctx, Node, Runtime};
+use graph::AnyNode;
 use libfuzzer_sys::fuzz_target;
 use nodes::{IfConfig, Shared};
+use testkit::stubs::{DEVICE_OUTPUTS, Inject, Output};
 use wire::{EtherType, Ethernet, Ipv4};
 
 const MAC: [[u8; 6]; 3] = [
@@ -60,51 +61,6 @@ impl Frame {
             ip.fill_checksum();
         }
         f
-    }
-}
-
-/// Hands the frames to the graph, one poll.
-struct Inject(Vec<(u32, Vec<u8>)>);
-
-graph::node! {
-    Inject: "fuzz-input", Input;
-    next InjectNext { EthernetInput = "ethernet-input" }
-}
-
-impl Node for Inject {
-    fn poll(
-        &mut self,
-        ctx: &mut Ctx<'_, Self>,
-        room: usize,
-        out: &mut Vec<u32>,
-        next: &mut Vec<u16>,
-    ) {
-        let n = self.0.len().min(room);
-        for (rx_if, bytes) in self.0.drain(..n) {
-            let b = ctx
-                .pool
-                .from_bytes(&bytes)
-                .expect("the pool holds every frame");
-            ctx.pool.meta_mut(b).rx_if = rx_if;
-            out.push(b);
-            next.push(InjectNext::EthernetInput.into());
-        }
-    }
-}
-
-/// Stands in for the devices' outputs: frees what it is given.
-struct Output(&'static str);
-
-graph::node! { Output: "device-output", Output; }
-
-impl Node for Output {
-    fn name(&self) -> &'static str {
-        self.0
-    }
-
-    fn process(&mut self, ctx: &mut Ctx<'_, Self>, bufs: &[u32], next: &mut [u16]) {
-        ctx.pool.free_bulk(bufs);
-        next.fill(CONSUMED);
     }
 }
 
@@ -165,15 +121,12 @@ fuzz_target!(|frames: Vec<Frame>| {
     let sent = frames.len() as u64;
     let shared = shared();
     let (learned_tx, _learned) = std::sync::mpsc::sync_channel(4);
-    let mut nodes: Vec<Box<dyn AnyNode>> = vec![
-        Box::new(Inject(frames)),
-        Box::new(Output("memif-output")),
-        Box::new(Output("af-packet-output")),
-        Box::new(Output("af-xdp-output")),
-        Box::new(Output("tap-output")),
-    ];
-    nodes.extend(nodes::protocol_nodes(&shared, learned_tx));
-    let mut rt = Runtime::new(nodes, 64).unwrap();
+    let mut stubs: Vec<Box<dyn AnyNode>> = vec![Box::new(Inject::new(
+        "fuzz-input",
+        Arc::new(Mutex::new(frames)),
+    ))];
+    stubs.extend(DEVICE_OUTPUTS.map(|name| Box::new(Output::sink(name)) as Box<dyn AnyNode>));
+    let mut rt = testkit::stubs::runtime(stubs, &shared, learned_tx, 64);
     rt.trace_add("fuzz-input", 8).unwrap();
     static POOL: OnceLock<Mutex<Pool>> = OnceLock::new();
     let pool = POOL.get_or_init(|| {

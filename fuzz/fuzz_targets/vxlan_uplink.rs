@@ -18,9 +18,10 @@ use arc_swap::ArcSwap;
 use buffer::{Pool, PoolConfig};
 use fib::adj::AdjTable;
 use fib::{Ipv4Addr, Lpm};
-use graph::{AnyNode, CONSUMED, Ctx, Node, Runtime};
+use graph::AnyNode;
 use libfuzzer_sys::fuzz_target;
 use nodes::{Device, IfConfig, Shared, TunnelCounters, VxlanMap, VxlanTunnel};
+use testkit::stubs::{DEVICE_OUTPUTS, Frames, Inject, Output};
 use wire::{EtherType, Ethernet, IpProtocol, Ipv4, Udp};
 
 const UPLINK: u32 = 0;
@@ -96,52 +97,6 @@ impl Datagram {
         let mut u = Udp::emit(ip.payload_mut(), 40000, 4789, p.len()).expect("sized above");
         u.payload_mut().copy_from_slice(&p);
         f
-    }
-}
-
-struct Inject(Vec<Vec<u8>>);
-
-graph::node! {
-    Inject: "fuzz-input", Input;
-    next InjectNext { EthernetInput = "ethernet-input" }
-}
-
-impl Node for Inject {
-    fn poll(
-        &mut self,
-        ctx: &mut Ctx<'_, Self>,
-        room: usize,
-        out: &mut Vec<u32>,
-        next: &mut Vec<u16>,
-    ) {
-        let n = self.0.len().min(room);
-        for bytes in self.0.drain(..n) {
-            let b = ctx
-                .pool
-                .from_bytes(&bytes)
-                .expect("the pool holds every frame");
-            ctx.pool.meta_mut(b).rx_if = UPLINK;
-            out.push(b);
-            next.push(InjectNext::EthernetInput.into());
-        }
-    }
-}
-
-/// Stands in for a device's output: records which interface each packet left on.
-struct Output(&'static str, Arc<Mutex<Vec<u32>>>);
-
-graph::node! { Output: "device-output", Output; }
-
-impl Node for Output {
-    fn name(&self) -> &'static str {
-        self.0
-    }
-
-    fn process(&mut self, ctx: &mut Ctx<'_, Self>, bufs: &[u32], next: &mut [u16]) {
-        let mut o = self.1.lock().unwrap();
-        o.extend(bufs.iter().map(|&b| ctx.pool.meta(b).tx_if));
-        ctx.pool.free_bulk(bufs);
-        next.fill(CONSUMED);
     }
 }
 
@@ -233,21 +188,27 @@ fn shared() -> Shared {
 fn run(pool: &mut Pool, frames: Vec<Vec<u8>>) -> Vec<u32> {
     let sent = frames.len() as u64;
     let shared = shared();
-    let out = Arc::new(Mutex::new(Vec::new()));
+    let out = Frames::default();
     let (learned_tx, _learned) = std::sync::mpsc::sync_channel(4);
-    let mut nodes: Vec<Box<dyn AnyNode>> = vec![
-        Box::new(Inject(frames)),
-        Box::new(Output("memif-output", out.clone())),
-        Box::new(Output("af-packet-output", out.clone())),
-        Box::new(Output("af-xdp-output", out.clone())),
-        Box::new(Output("tap-output", out.clone())),
-    ];
-    nodes.extend(nodes::protocol_nodes(&shared, learned_tx));
-    let mut rt = Runtime::new(nodes, 64).unwrap();
+    let input = frames.into_iter().map(|f| (UPLINK, f)).collect();
+    let mut stubs: Vec<Box<dyn AnyNode>> = vec![Box::new(Inject::new(
+        "fuzz-input",
+        Arc::new(Mutex::new(input)),
+    ))];
+    stubs.extend(
+        DEVICE_OUTPUTS
+            .map(|name| Box::new(Output::recording(name, out.clone())) as Box<dyn AnyNode>),
+    );
+    let mut rt = testkit::stubs::runtime(stubs, &shared, learned_tx, 64);
     rt.trace_add("fuzz-input", 8).unwrap();
     while rt.dispatch(pool) > 0 {}
     assert_eq!(pool.available(), pool.capacity(), "a buffer leaked");
-    let left = out.lock().unwrap().clone();
+    let left: Vec<u32> = out
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(tx_if, _)| *tx_if)
+        .collect();
     let dropped = rt
         .runtime()
         .iter()

@@ -10,7 +10,6 @@ use arc_swap::ArcSwap;
 use buffer::{Pool, PoolConfig};
 use fib::adj::AdjTable;
 use fib::{Ipv4Addr, Lpm};
-use graph::Runtime;
 use memif::nodes::{MemifInput, MemifOutput, QueueCommand};
 use memif::{Client, Event, InterfaceConfig, Listener, PrimaryQueues, SecondaryQueues, SocketPath};
 use nodes::{IfConfig, Shared};
@@ -94,21 +93,12 @@ fn routes_between_two_memif_interfaces() {
         Arc::new(ArcSwap::from_pointee(vec![vrf0.reader()])),
         adj.reader(),
     );
-    let mut rt = Runtime::new(
-        {
-            let mut v: Vec<Box<dyn graph::AnyNode>> = vec![
-                Box::new(MemifInput::new(in_rx)),
-                Box::new(MemifOutput::new(out_rx)),
-            ];
-            v.extend(nodes::protocol_nodes(
-                &shared,
-                std::sync::mpsc::sync_channel(16).0,
-            ));
-            v
-        },
-        0,
-    )
-    .unwrap();
+    let devices: Vec<Box<dyn graph::AnyNode>> = vec![
+        Box::new(MemifInput::new(in_rx)),
+        Box::new(MemifOutput::new(out_rx)),
+    ];
+    let learned = std::sync::mpsc::sync_channel(16).0;
+    let mut rt = testkit::stubs::runtime(devices, &shared, learned, 0);
     let mut pool = Pool::new(PoolConfig {
         count: 8192,
         ..Default::default()

@@ -6,7 +6,7 @@
 
 mod graph_common;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 use buffer::{Pool, PoolConfig};
@@ -108,19 +108,15 @@ fn side_with(n: u8, uplink_mtu: u16, tunnel_mtu: u16, df: bool) -> Side {
         vnis: [BLUE, RED].into(),
         vteps: vec![(0, ip([192, 0, 2, n]))],
     }));
-    let input = Arc::new(Mutex::new(Vec::new()));
-    let output = Arc::new(Mutex::new(Vec::new()));
-    let mut v: Vec<Box<dyn graph::AnyNode>> = vec![
-        Box::new(Inject(input.clone())),
-        Box::new(Output(output.clone())),
+    let (input, output) = (Frames::default(), Frames::default());
+    let stubs: Vec<Box<dyn graph::AnyNode>> = vec![
+        Box::new(Inject::new("test-input", input.clone())),
+        Box::new(Output::recording("memif-output", output.clone())),
     ];
-    v.extend(nodes::protocol_nodes(
-        &shared,
-        std::sync::mpsc::sync_channel(64).0,
-    ));
+    let learned = std::sync::mpsc::sync_channel(64).0;
     Side {
         n,
-        rt: Runtime::new(v, 64).unwrap(),
+        rt: testkit::stubs::runtime(stubs, &shared, learned, 64),
         pool: Pool::new(PoolConfig {
             count: 512,
             ..Default::default()

@@ -2,14 +2,15 @@
 //! injecting input node and a collecting output node.
 #![allow(dead_code)]
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 use buffer::{Pool, PoolConfig};
 use fib::adj::AdjTable;
 use fib::{Ipv4Addr, Lpm};
-use graph::{CONSUMED, Ctx, Node, Runtime};
+use graph::Runtime;
 use nodes::{IfConfig, Learned, Shared};
+pub use testkit::stubs::{Frames, Inject, Output};
 
 pub const MAC: [[u8; 6]; 4] = [
     [2, 0, 0, 0, 0, 0xa0],
@@ -27,74 +28,6 @@ pub const HOST_TO_IF0: testkit::Macs = testkit::Macs {
     src: HOST_MAC,
     dst: MAC[0],
 };
-
-/// Frames with their interface: what the test injects, or what came out.
-pub type Frames = Arc<Mutex<Vec<(u32, Vec<u8>)>>>;
-
-pub struct Inject(pub Frames);
-
-graph::node! {
-    Inject: "test-input", Input;
-    next InjectNext { EthernetInput = "ethernet-input" }
-}
-
-impl Node for Inject {
-    fn poll(
-        &mut self,
-        ctx: &mut Ctx<'_, Self>,
-        room: usize,
-        out: &mut Vec<u32>,
-        next: &mut Vec<u16>,
-    ) {
-        let mut q = self.0.lock().unwrap();
-        let n = q.len().min(room);
-        for (rx_if, bytes) in q.drain(..n) {
-            let b = ctx.pool.from_bytes(&bytes).unwrap();
-            ctx.pool.meta_mut(b).rx_if = rx_if;
-            out.push(b);
-            next.push(InjectNext::EthernetInput.into());
-        }
-    }
-}
-
-/// A second input node, so that ethernet-input's backlog can be more than one frame: an
-/// [`Inject`] under another name.
-pub struct Inject2(pub Inject);
-
-graph::node! {
-    Inject2: "test-input-2", Input;
-    next Inject2Next { EthernetInput = "ethernet-input" }
-}
-
-impl Node for Inject2 {
-    fn poll(
-        &mut self,
-        ctx: &mut Ctx<'_, Self>,
-        room: usize,
-        out: &mut Vec<u32>,
-        next: &mut Vec<u16>,
-    ) {
-        // The same one next node, at the same index.
-        self.0.poll(&mut ctx.retyped(), room, out, next);
-    }
-}
-
-pub struct Output(pub Frames);
-
-graph::node! { Output: "memif-output", Output; }
-
-impl Node for Output {
-    fn process(&mut self, ctx: &mut Ctx<'_, Self>, bufs: &[u32], next: &mut [u16]) {
-        let mut o = self.0.lock().unwrap();
-        for &b in bufs {
-            let mut v = Vec::new();
-            ctx.pool.read_chain(b, &mut v);
-            o.push((ctx.pool.meta(b).tx_if, v));
-        }
-        ctx.pool.free_bulk(bufs);
-        next.fill(CONSUMED);
-    }
-}
 
 pub struct Setup {
     pub rt: Runtime,
@@ -159,23 +92,16 @@ pub fn setup() -> Setup {
         Arc::new(ArcSwap::from_pointee(vec![v0.reader(), v1.reader()])),
         adj.reader(),
     );
-    let input = Arc::new(Mutex::new(Vec::new()));
-    let input2 = Arc::new(Mutex::new(Vec::new()));
-    let output = Arc::new(Mutex::new(Vec::new()));
+    let (input, input2, output) = (Frames::default(), Frames::default(), Frames::default());
     let (learned_tx, learned) = std::sync::mpsc::sync_channel(2);
-    let rt = Runtime::new(
-        {
-            let mut v: Vec<Box<dyn graph::AnyNode>> = vec![
-                Box::new(Inject(input.clone())),
-                Box::new(Output(output.clone())),
-                Box::new(Inject2(Inject(input2.clone()))),
-            ];
-            v.extend(nodes::protocol_nodes(&shared, learned_tx));
-            v
-        },
-        256,
-    )
-    .unwrap();
+    // A second input node, polled after the first, so that ethernet-input's backlog can be
+    // more than one frame.
+    let stubs: Vec<Box<dyn graph::AnyNode>> = vec![
+        Box::new(Inject::new("test-input", input.clone())),
+        Box::new(Output::recording("memif-output", output.clone())),
+        Box::new(Inject::new("test-input-2", input2.clone())),
+    ];
+    let rt = testkit::stubs::runtime(stubs, &shared, learned_tx, 256);
     let pool = Pool::new(PoolConfig {
         count: 4096,
         ..Default::default()
