@@ -31,7 +31,7 @@ use crate::dpdk::MemifPort;
 use crate::dut::{Counts, DutError, Running, RunningDut};
 use crate::l3fwd::{L3fwdConfig, Topology};
 use crate::node::{
-    GEN_MAC, NODE_VTEP, REMOTE_VTEP, UPLINK_MAC, VNI_BASE, buffer_size, ip, mac_str as mac,
+    GEN_MAC, NODE_VTEP, REMOTE_VTEP, UPLINK_MAC, VNI_BASE, buffer_size, ip, mac_str as mac, prefix,
 };
 use crate::testpmd::Testpmd;
 use crate::{CopyMode, Dut, Shape, Subject};
@@ -67,64 +67,74 @@ pub fn node_config(
 ) -> api::Config {
     let ring = 1u32 << cfg.ring_log2_at(size);
     let bsize = buffer_size(cfg, size);
-    let iface = |name: &str, id: u32, m: [u8; 6], addr: &str, attach: &str| {
-        format!(
-            "[[interface]]\nname = \"{name}\"\nsocket = \"memif.sock\"\nid = {id}\nrole = \"master\"\n\
-             mac = \"{}\"\naddresses = [\"{addr}\"]\nring-size = {ring}\nbuffer-size = {bsize}\n{attach}\n",
-            mac(m)
-        )
+    let memif = |name: &str, id: u32, m: [u8; 6], addr: [u8; 4]| api::MemifSpec {
+        name: Some(name.into()),
+        mac: Some(api::MacAddr(m)),
+        addresses: vec![prefix(addr, 24)],
+        ring_size: Some(ring),
+        buffer_size: Some(bsize),
+        ..api::MemifSpec::new(id, "memif.sock", api::Role::Master)
     };
-    let mut t = iface("uplink", 0, UPLINK_MAC, "192.168.0.1/24", "mtu = 9216\n");
-    t += &format!(
-        "[[neighbor]]\ninterface = \"uplink\"\nip = \"{}\"\nmac = \"{}\"\n\n",
-        ip(REMOTE_VTEP),
-        mac(GEN_MAC)
+    let mut c = api::Config::default();
+    c.interface.push(api::MemifSpec {
+        mtu: Some(9216),
+        ..memif("uplink", 0, UPLINK_MAC, NODE_VTEP)
+    });
+    c.neighbor.push(neighbor("uplink", REMOTE_VTEP, GEN_MAC));
+    let (mut pod_a, mut pod_b) = (
+        memif("pod-a", 1, NODE_A_MAC, [10, 10, 2, 1]),
+        memif("pod-b", 2, NODE_B_MAC, [10, 10, 4, 1]),
     );
+    let pods = prefix([10, 10, 9, 0], 24);
     match shape {
         Shape::Multinet => {
             for (name, vni) in [("blue", BLUE_VNI), ("red", RED_VNI)] {
-                t += &format!(
-                    "[[network]]\nname = \"{name}\"\nvni = {vni}\nranges = [\"10.10.0.0/16\"]\nuplink = \"uplink\"\n\n"
-                );
+                c.network.push(api::NetworkSpec {
+                    name: name.into(),
+                    vni,
+                    ranges: vec![prefix([10, 10, 0, 0], 16)],
+                    uplink: Some("uplink".into()),
+                    df: true,
+                    owner: None,
+                });
             }
-            t += &iface(
-                "pod-a",
-                1,
-                NODE_A_MAC,
-                "10.10.2.1/24",
-                "network = \"blue\"\n",
-            );
-            t += &iface(
-                "pod-b",
-                2,
-                NODE_B_MAC,
-                "10.10.4.1/24",
-                "network = \"red\"\n",
-            );
+            pod_a.network = Some("blue".into());
+            pod_b.network = Some("red".into());
             // In: blue's tunnel from the remote node (its route to the remote pods makes it),
             // then to the pod. Back: red's tunnel to the remote node.
-            t +=
-                "[[route]]\nprefix = \"10.10.9.0/24\"\nvia = \"10.10.2.2\"\nnetwork = \"blue\"\n\n";
-            t += "[[route]]\nprefix = \"10.10.1.0/24\"\nvia = \"192.168.0.2\"\nnetwork = \"blue\"\n\n";
-            t += "[[route]]\nprefix = \"10.10.9.0/24\"\nvia = \"192.168.0.2\"\nnetwork = \"red\"\n\n";
+            let route = |p, via, network: &str| api::RouteSpec {
+                prefix: p,
+                via: api::Via::Address(ip(via)),
+                interface: None,
+                table: 0,
+                network: Some(network.into()),
+            };
+            c.route = vec![
+                route(pods, [10, 10, 2, 2], "blue"),
+                route(prefix([10, 10, 1, 0], 24), REMOTE_VTEP, "blue"),
+                route(pods, REMOTE_VTEP, "red"),
+            ];
         }
         Shape::Singlenet => {
-            t += &iface("pod-a", 1, NODE_A_MAC, "10.10.2.1/24", "");
-            t += &iface("pod-b", 2, NODE_B_MAC, "10.10.4.1/24", "table = 1\n");
-            t += "[[route]]\nprefix = \"10.10.9.0/24\"\nvia = \"10.10.2.2\"\n\n";
-            t += "[[route]]\nprefix = \"10.10.9.0/24\"\nvia = \"192.168.0.2\"\ninterface = \"uplink\"\ntable = 1\n\n";
+            pod_b.table = 1;
+            let route = |via, interface: Option<&str>, table| api::RouteSpec {
+                prefix: pods,
+                via: api::Via::Address(ip(via)),
+                interface: interface.map(Into::into),
+                table,
+                network: None,
+            };
+            c.route = vec![
+                route([10, 10, 2, 2], None, 0),
+                route(REMOTE_VTEP, Some("uplink"), 1),
+            ];
         }
     }
-    for (i, addr, m) in [
-        ("pod-a", "10.10.2.2", POD_A_MAC),
-        ("pod-b", "10.10.4.2", POD_B_MAC),
-    ] {
-        t += &format!(
-            "[[neighbor]]\ninterface = \"{i}\"\nip = \"{addr}\"\nmac = \"{}\"\n\n",
-            mac(m)
-        );
-    }
-    let mut c = api::Config::parse(&t, "the pvp node").expect("the pvp node is valid");
+    c.interface.extend([pod_a, pod_b]);
+    c.neighbor.extend([
+        neighbor("pod-a", [10, 10, 2, 2], POD_A_MAC),
+        neighbor("pod-b", [10, 10, 4, 2], POD_B_MAC),
+    ]);
     c.daemon.workers = cfg.worker_cpus(workers).to_vec();
     c.daemon.main_core = Some(cfg.gen_cpu);
     c.daemon.mode = cfg.veclane_rx_mode();
@@ -133,29 +143,44 @@ pub fn node_config(
     c
 }
 
+/// A static ARP entry: `addr` is `m` on `interface`.
+fn neighbor(interface: &str, addr: [u8; 4], m: [u8; 6]) -> api::NeighborSpec {
+    api::NeighborSpec {
+        interface: interface.into(),
+        ip: ip(addr),
+        mac: api::MacAddr(m),
+    }
+}
+
 /// veclane as the pod: two memif slaves on the node's socket, 10.10.9.0/24 routed out of
 /// `pod-b` to the node, one polling worker on `cpu`.
 pub fn pod_config(cfg: &L3fwdConfig, node_sock: &Path, size: usize, cpu: usize) -> api::Config {
     let ring = 1u32 << cfg.ring_log2_at(size);
     let bsize = buffer_size(cfg, size);
-    let mut t = String::new();
+    let socket = node_sock.display().to_string();
+    let mut c = api::Config::default();
     for (name, id, m, addr) in [
-        ("pod-a", 1, POD_A_MAC, "10.10.2.2/24"),
-        ("pod-b", 2, POD_B_MAC, "10.10.4.2/24"),
+        ("pod-a", 1, POD_A_MAC, [10, 10, 2, 2]),
+        ("pod-b", 2, POD_B_MAC, [10, 10, 4, 2]),
     ] {
-        t += &format!(
-            "[[interface]]\nname = \"{name}\"\nsocket = \"{}\"\nid = {id}\nrole = \"slave\"\n\
-             mac = \"{}\"\naddresses = [\"{addr}\"]\nring-size = {ring}\nbuffer-size = {bsize}\n\n",
-            node_sock.display(),
-            mac(m)
-        );
+        c.interface.push(api::MemifSpec {
+            name: Some(name.into()),
+            mac: Some(api::MacAddr(m)),
+            addresses: vec![prefix(addr, 24)],
+            ring_size: Some(ring),
+            buffer_size: Some(bsize),
+            ..api::MemifSpec::new(id, socket.clone(), api::Role::Slave)
+        });
     }
-    t += &format!(
-        "[[neighbor]]\ninterface = \"pod-b\"\nip = \"10.10.4.1\"\nmac = \"{}\"\n\n\
-         [[route]]\nprefix = \"10.10.9.0/24\"\nvia = \"10.10.4.1\"\n",
-        mac(NODE_B_MAC)
-    );
-    let mut c = api::Config::parse(&t, "the pvp pod").expect("the pvp pod is valid");
+    c.neighbor
+        .push(neighbor("pod-b", [10, 10, 4, 1], NODE_B_MAC));
+    c.route.push(api::RouteSpec {
+        prefix: prefix([10, 10, 9, 0], 24),
+        via: api::Via::Address([10, 10, 4, 1].into()),
+        interface: None,
+        table: 0,
+        network: None,
+    });
     c.daemon.workers = vec![cpu];
     c.daemon.main_core = Some(cfg.gen_cpu);
     c.daemon.mode = api::RxMode::Polling;
@@ -553,5 +578,22 @@ mod tests {
         assert_eq!(g.vxlan.as_ref().unwrap().vni, BLUE_VNI);
         assert_eq!(g.dst_ip, ip(DEST));
         assert!(gen_spec(Shape::Singlenet, 64).vxlan.is_none());
+    }
+
+    /// The typed configurations are ones the daemon accepts, in every shape, copy mode and
+    /// size (the old TOML text was checked by parsing it; the typed value by validating it).
+    #[test]
+    fn node_and_pod_configurations_validate() {
+        let c = test_config(vec![Subject::plain(Dut::Veclane)]);
+        for size in [64, 128, 256, 512, 1024, 1500, 9000, crate::trial::IMIX] {
+            for shape in [Shape::Singlenet, Shape::Multinet] {
+                for copy in [CopyMode::Single, CopyMode::Two] {
+                    let n = node_config(&c, shape, copy, size, 1);
+                    n.validate("the pvp node").unwrap();
+                }
+            }
+            let p = pod_config(&c, Path::new("/run/x/memif.sock"), size, 0);
+            p.validate("the pvp pod").unwrap();
+        }
     }
 }

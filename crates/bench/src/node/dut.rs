@@ -108,7 +108,7 @@ pub fn veclane_config(
 }
 
 /// `a/len`.
-fn prefix(a: [u8; 4], len: u8) -> api::Ipv4Prefix {
+pub(crate) fn prefix(a: [u8; 4], len: u8) -> api::Ipv4Prefix {
     api::Ipv4Prefix::new(ip(a), len).expect("a prefix length of at most 32")
 }
 

@@ -31,7 +31,7 @@ use serde::Serialize;
 use crate::Shape;
 use crate::l3fwd::L3fwdConfig;
 
-pub(crate) use dut::neighbours_on_tunnels;
+pub(crate) use dut::{neighbours_on_tunnels, prefix};
 pub use dut::{veclane_config, vpp_topology};
 
 /// Which way a node trial's frames go.
