@@ -137,8 +137,10 @@ pub fn measure(
         "--dump-instr=yes".into(),
         format!("--callgrind-out-file={}", out.display()),
     ];
+    // Resolved once: the DUT's configuration and the generator's read the same numbers.
+    let plan = crate::l3fwd::Plan::new(cfg, size);
     if dut.dut == Dut::None {
-        return measure_generator(cfg, dut, size, (frames, window), keep, dir.path());
+        return measure_generator(cfg, dut, &plan, (frames, window), keep, dir.path());
     }
     if !matches!(dut.dut, Dut::Veclane | Dut::Testpmd) {
         return Err(CostError::Unavailable(format!(
@@ -147,7 +149,7 @@ pub fn measure(
     }
     let (mut running, sock) = cfg
         .topology
-        .start_dut(cfg, dut, size, dir.path(), &wrapper)?;
+        .start_dut(cfg, dut, &plan, dir.path(), &wrapper)?;
     let pid = running.pid();
     let gcfg = trafgen::GenConfig {
         count: Some(frames),
@@ -159,7 +161,7 @@ pub fn measure(
         warmup: Duration::ZERO,
         window,
         latency: false,
-        ..cfg.topology.gen_config(cfg, dut, &sock, size)
+        ..cfg.topology.gen_config(cfg, dut, &sock, &plan)
     };
     let mut session = None;
     let counted = std::thread::scope(|s| {
@@ -314,11 +316,12 @@ const GEN_HALVES: [(&str, &[&str]); 2] = [
 fn measure_generator(
     cfg: &L3fwdConfig,
     dut: Subject,
-    size: usize,
+    plan: &crate::l3fwd::Plan,
     (frames, window): (u64, Option<u64>),
     keep: Option<&Path>,
     dir: &Path,
 ) -> Result<Cost, CostError> {
+    let size = plan.size;
     if size == crate::trial::IMIX {
         return Err(CostError::Unavailable(
             "the generator's --cost (none) takes fixed frame sizes, not imix".into(),
@@ -326,9 +329,9 @@ fn measure_generator(
     }
     // Two runs, of `frames` and three times as many: their difference is the frames' work
     // alone (connecting, the first passes and the drain at the end, a fixed cost, cancel).
-    let short = run_generator(cfg, dut, size, (frames, window), &dir.join("short.out"))?;
+    let short = run_generator(cfg, dut, plan, (frames, window), &dir.join("short.out"))?;
     let out = dir.join("callgrind.out");
-    let long = run_generator(cfg, dut, size, (3 * frames, window), &out)?;
+    let long = run_generator(cfg, dut, plan, (3 * frames, window), &out)?;
     let per = |a: u64, b: u64| b.saturating_sub(a) as f64 / (2 * frames) as f64;
     Ok(Cost {
         profile: keep_profile(keep, &out, dut, size)?,
@@ -361,13 +364,13 @@ struct GenCount {
 fn run_generator(
     cfg: &L3fwdConfig,
     dut: Subject,
-    size: usize,
+    plan: &crate::l3fwd::Plan,
     (frames, window): (u64, Option<u64>),
     out: &Path,
 ) -> Result<GenCount, CostError> {
     let dir = out.parent().unwrap_or(Path::new("."));
-    let (running, sock) = cfg.topology.start_dut(cfg, dut, size, dir, &[])?;
-    let g = cfg.topology.gen_config(cfg, dut, &sock, size);
+    let (running, sock) = cfg.topology.start_dut(cfg, dut, plan, dir, &[])?;
+    let g = cfg.topology.gen_config(cfg, dut, &sock, plan);
     let o = Command::new("valgrind")
         .args([
             "--tool=callgrind",
@@ -382,7 +385,7 @@ fn run_generator(
         .arg(&sock)
         .args(["--id", "0", "--rx-id", "1", "--json"])
         .args(["--count", &frames.to_string()])
-        .args(["--size", &size.to_string()])
+        .args(["--size", &plan.size.to_string()])
         .args(["--ring-log2", &g.iface.log2_ring_size.to_string()])
         .args(["--buffer-size", &g.iface.buffer_size.to_string()])
         .args(["--queues", &g.iface.s2m_rings.to_string()])

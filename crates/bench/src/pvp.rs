@@ -29,9 +29,9 @@ use std::time::Duration;
 use crate::daemon::Daemon;
 use crate::dpdk::MemifPort;
 use crate::dut::{Counts, DutError, Running, RunningDut};
-use crate::l3fwd::{L3fwdConfig, Topology};
+use crate::l3fwd::{L3fwdConfig, Plan, Topology};
 use crate::node::{
-    GEN_MAC, NODE_VTEP, REMOTE_VTEP, UPLINK_MAC, VNI_BASE, buffer_size, ip, mac_str as mac, prefix,
+    GEN_MAC, NODE_VTEP, REMOTE_VTEP, UPLINK_MAC, VNI_BASE, ip, mac_str as mac, prefix,
 };
 use crate::testpmd::Testpmd;
 use crate::{CopyMode, Dut, Shape, Subject};
@@ -62,11 +62,11 @@ pub fn node_config(
     cfg: &L3fwdConfig,
     shape: Shape,
     copy: CopyMode,
-    size: usize,
+    plan: &Plan,
     workers: u16,
 ) -> api::Config {
-    let ring = 1u32 << cfg.ring_log2_at(size);
-    let bsize = buffer_size(cfg, size);
+    let ring = plan.ring_size();
+    let bsize = plan.tunnel_buffer_size;
     let memif = |name: &str, id: u32, m: [u8; 6], addr: [u8; 4]| api::MemifSpec {
         name: Some(name.into()),
         mac: Some(api::MacAddr(m)),
@@ -135,8 +135,8 @@ pub fn node_config(
         neighbor("pod-a", [10, 10, 2, 2], POD_A_MAC),
         neighbor("pod-b", [10, 10, 4, 2], POD_B_MAC),
     ]);
-    c.daemon.workers = cfg.worker_cpus(workers).to_vec();
-    c.daemon.main_core = Some(cfg.gen_cpu);
+    c.daemon.workers = plan.worker_cpus(workers).to_vec();
+    c.daemon.main_core = Some(plan.gen_cpu);
     c.daemon.mode = cfg.veclane_rx_mode();
     c.daemon.copy = copy;
     c.daemon.copy_engine = api::CopyEngine::Cpu;
@@ -154,9 +154,9 @@ fn neighbor(interface: &str, addr: [u8; 4], m: [u8; 6]) -> api::NeighborSpec {
 
 /// veclane as the pod: two memif slaves on the node's socket, 10.10.9.0/24 routed out of
 /// `pod-b` to the node, one polling worker on `cpu`.
-pub fn pod_config(cfg: &L3fwdConfig, node_sock: &Path, size: usize, cpu: usize) -> api::Config {
-    let ring = 1u32 << cfg.ring_log2_at(size);
-    let bsize = buffer_size(cfg, size);
+pub fn pod_config(node_sock: &Path, plan: &Plan, cpu: usize) -> api::Config {
+    let ring = plan.ring_size();
+    let bsize = plan.tunnel_buffer_size;
     let socket = node_sock.display().to_string();
     let mut c = api::Config::default();
     for (name, id, m, addr) in [
@@ -182,7 +182,7 @@ pub fn pod_config(cfg: &L3fwdConfig, node_sock: &Path, size: usize, cpu: usize) 
         network: None,
     });
     c.daemon.workers = vec![cpu];
-    c.daemon.main_core = Some(cfg.gen_cpu);
+    c.daemon.main_core = Some(plan.gen_cpu);
     c.daemon.mode = api::RxMode::Polling;
     c
 }
@@ -400,7 +400,7 @@ impl Topology for PvpTopology {
         &self,
         cfg: &L3fwdConfig,
         dut: Subject,
-        size: usize,
+        plan: &Plan,
         dir: &Path,
         wrapper: &[String],
     ) -> Result<(Running, PathBuf), DutError> {
@@ -410,7 +410,7 @@ impl Topology for PvpTopology {
             cfg,
             shape,
             dut.copy.unwrap_or(CopyMode::Single),
-            size,
+            plan,
             dut.workers,
         );
         conf.daemon.copy_engine = dut.engine.unwrap_or(api::CopyEngine::Cpu);
@@ -435,7 +435,7 @@ impl Topology for PvpTopology {
             Dut::Veclane => Box::new(Daemon::start_without_memif_socket(
                 &cfg.veclane_bin,
                 &pod_dir,
-                &pod_config(cfg, &sock, size, cpu).to_toml(),
+                &pod_config(&sock, plan, cpu).to_toml(),
             )?),
             Dut::Testpmd => {
                 let bin = cfg
@@ -446,8 +446,8 @@ impl Topology for PvpTopology {
                     server: false,
                     socket: sock.clone(),
                     id,
-                    rsize_log2: cfg.ring_log2_at(size),
-                    bsize: buffer_size(cfg, size),
+                    rsize_log2: plan.ring_log2,
+                    bsize: plan.tunnel_buffer_size,
                     secret: None,
                 };
                 // mac forwarding: port 0 (pod-a) to port 1 (pod-b), the destination MAC the
@@ -475,15 +475,15 @@ impl Topology for PvpTopology {
                 &cfg.vpp_bin_or_missing()?,
                 None,
                 &crate::vpp::VppConfig {
-                    ring_log2: cfg.ring_log2_at(size),
-                    buffer_size: buffer_size(cfg, size),
+                    ring_log2: plan.ring_log2,
+                    buffer_size: plan.tunnel_buffer_size,
                     workers: if cpu == cfg.gen_cpu {
                         vec![]
                     } else {
                         vec![cpu]
                     },
                     topology: vpp_pod_topology(&sock),
-                    ..crate::vpp::VppConfig::new(cfg.gen_cpu, cpu)
+                    ..crate::vpp::VppConfig::new(plan.gen_cpu, cpu)
                 },
             )?),
             other => {
@@ -500,7 +500,7 @@ impl Topology for PvpTopology {
         cfg: &L3fwdConfig,
         dut: Subject,
         sock: &Path,
-        size: usize,
+        plan: &Plan,
     ) -> trafgen::GenConfig {
         let shape = dut.shape.unwrap_or(Shape::Multinet);
         trafgen::GenConfig {
@@ -509,17 +509,17 @@ impl Topology for PvpTopology {
             iface: memif::InterfaceConfig {
                 id: 0,
                 name: "gen0".into(),
-                log2_ring_size: cfg.ring_log2_at(size),
-                buffer_size: buffer_size(cfg, size),
+                log2_ring_size: plan.ring_log2,
+                buffer_size: plan.tunnel_buffer_size,
                 s2m_rings: dut.workers,
                 m2s_rings: dut.workers,
                 ..Default::default()
             },
-            spec: gen_spec(shape, size),
+            spec: gen_spec(shape, plan.size),
             burst: cfg.burst,
             drain: Duration::from_millis(50),
             warmup: Duration::from_secs_f64(cfg.warmup_secs),
-            cpu: Some(cfg.gen_cpu),
+            cpu: Some(plan.gen_cpu),
             ..Default::default()
         }
     }
@@ -557,17 +557,23 @@ mod tests {
     #[test]
     fn node_and_pod_configurations_chain_through_two_vrfs() {
         let c = test_config(vec![Subject::plain(Dut::Veclane)]);
-        let m = node_config(&c, Shape::Multinet, CopyMode::Single, 1500, 1);
+        let m = node_config(
+            &c,
+            Shape::Multinet,
+            CopyMode::Single,
+            &Plan::new(&c, 1500),
+            1,
+        );
         assert_eq!(m.network.len(), 2);
         assert_eq!(m.interface[1].network.as_deref(), Some("blue"));
         assert_eq!(m.interface[2].network.as_deref(), Some("red"));
         assert_eq!(m.route.len(), 3);
-        let s = node_config(&c, Shape::Singlenet, CopyMode::Two, 64, 1);
+        let s = node_config(&c, Shape::Singlenet, CopyMode::Two, &Plan::new(&c, 64), 1);
         assert!(s.network.is_empty());
         assert_eq!(s.interface[2].table, 1);
         assert_eq!(s.route[1].interface.as_deref(), Some("uplink"));
         assert_eq!(s.route[1].table, 1);
-        let p = pod_config(&c, Path::new("/run/x/memif.sock"), 64, 0);
+        let p = pod_config(Path::new("/run/x/memif.sock"), &Plan::new(&c, 64), 0);
         assert!(p.interface.iter().all(|i| i.role == api::Role::Slave));
         assert_eq!(p.interface[0].socket, "/run/x/memif.sock");
         assert_eq!(p.route[0].via.to_string(), "10.10.4.1");
@@ -588,11 +594,11 @@ mod tests {
         for size in [64, 128, 256, 512, 1024, 1500, 9000, crate::trial::IMIX] {
             for shape in [Shape::Singlenet, Shape::Multinet] {
                 for copy in [CopyMode::Single, CopyMode::Two] {
-                    let n = node_config(&c, shape, copy, size, 1);
+                    let n = node_config(&c, shape, copy, &Plan::new(&c, size), 1);
                     n.validate("the pvp node").unwrap();
                 }
             }
-            let p = pod_config(&c, Path::new("/run/x/memif.sock"), size, 0);
+            let p = pod_config(Path::new("/run/x/memif.sock"), &Plan::new(&c, size), 0);
             p.validate("the pvp pod").unwrap();
         }
     }

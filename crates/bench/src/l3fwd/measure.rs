@@ -270,11 +270,12 @@ pub(super) fn measurement(load: Option<f64>, duration: Duration, g: &GenReport) 
 pub(super) fn search_one(
     cfg: &L3fwdConfig,
     dut: Subject,
-    size: usize,
+    plan: &super::Plan,
     rep: usize,
     on_trial: &mut (dyn FnMut(&Measurement) + Send),
     turn: Option<(&Turns, usize)>,
 ) -> Result<Outcome, BenchError> {
+    let size = plan.size;
     // Declared first, dropped last: after the DUT has stopped.
     let _leave = turn.map(|(turns, me)| {
         turns.take(me);
@@ -291,11 +292,11 @@ pub(super) fn search_one(
     }
     let (mut running, sock) = cfg
         .topology
-        .start_dut(cfg, dut, size, dir.path(), &[])
+        .start_dut(cfg, dut, plan, dir.path(), &[])
         .map_err(|e| fail(e.to_string()))?;
     let gcfg = trafgen::GenConfig {
         check_payload: cfg.check_payload,
-        ..cfg.topology.gen_config(cfg, dut, &sock, size)
+        ..cfg.topology.gen_config(cfg, dut, &sock, plan)
     };
     let (r, trials, dut_drops, session) = std::thread::scope(|s| {
         let (gcfg, running) = (&gcfg, &mut running);
@@ -319,10 +320,10 @@ pub(super) fn search_one(
                 turn,
                 depth: u32::from(turn.is_some()),
                 guard: TrialGuard {
-                    cpus: (cfg.gen_cpu, cfg.dut_cpu()),
+                    cpus: (plan.gen_cpu, plan.dut_cpu()),
                     wait_near: Duration::from_secs_f64(cfg.wait_near_secs),
                     // The generator spreads its bursts over one ring per worker.
-                    ring_slots: (1 << cfg.ring_log2_at(size)) * u64::from(dut.workers),
+                    ring_slots: u64::from(plan.ring_size()) * u64::from(dut.workers),
                     redo_left: cfg.max_redo,
                 },
             };

@@ -23,6 +23,7 @@ mod guard;
 mod measure;
 mod outcome;
 mod output;
+mod plan;
 mod report;
 mod rows;
 #[cfg(test)]
@@ -42,6 +43,7 @@ pub use outcome::{LatencyPoint, Outcome, TrialRecord};
 pub use output::{
     csv, head, node_table, search_summary, size_plot, table, worker_counts, worker_plot,
 };
+pub use plan::Plan;
 pub use report::{HostStalls, RunReport, Written};
 pub use rows::{
     GoalRow, PairedRatio, SearchRow, paired_mrr_ratio, paired_ratio, peer_for, reference_for, rows,
@@ -67,9 +69,20 @@ pub fn run(
         cpus: (cfg.gen_cpu, cfg.dut_cpu()),
         wait_near_secs: cfg.wait_near_secs,
     };
+    // Each size's plan, resolved once for the run.
+    let plans = Plan::all(cfg);
+    let plan = |size: usize| {
+        plans
+            .iter()
+            .find(|p| p.size == size)
+            .expect("a size of the run")
+    };
     crate::trial::run(
         schedule,
-        |dut, size, rep| search_one(cfg, dut, size, rep, &mut |m| on_trial(dut, size, m), None),
+        |dut, size, rep| {
+            let mut seen = |m: &Measurement| on_trial(dut, size, m);
+            search_one(cfg, dut, plan(size), rep, &mut seen, None)
+        },
         progress,
     )
 }
@@ -85,8 +98,10 @@ fn run_interleaved(
     let on_trial = std::sync::Mutex::new(on_trial);
     let cpus = (cfg.gen_cpu, cfg.dut_cpu());
     let mut out = Vec::new();
+    let plans = Plan::all(cfg);
     for rep in 0..cfg.reps {
-        for &size in &cfg.sizes {
+        for plan in &plans {
+            let size = plan.size;
             let before = crate::trial::probe_before(cpus, cfg.wait_near_secs);
             let turns = turns::Turns::new(cfg.duts.len());
             let results: Vec<_> = std::thread::scope(|s| {
@@ -98,7 +113,7 @@ fn run_interleaved(
                                 let mut f = on_trial.lock().unwrap_or_else(|e| e.into_inner());
                                 f(dut, size, m);
                             };
-                            search_one(cfg, dut, size, rep, &mut seen, Some((turns, me)))
+                            search_one(cfg, dut, plan, rep, &mut seen, Some((turns, me)))
                         })
                     })
                     .collect();

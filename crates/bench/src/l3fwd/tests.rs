@@ -377,10 +377,10 @@ fn dut_cpus_are_checked_against_workers_and_the_generator() {
         let e = bad.check().unwrap_err().to_string();
         assert!(e.contains(want), "{e}");
     }
-    let conf = veclane_config(&c, CopyMode::Single, 64, 2);
+    let conf = veclane_config(&c, CopyMode::Single, &Plan::new(&c, 64), 2);
     assert_eq!(conf.daemon.workers, [1, 2]);
     // On any machine (cores 0 and 1 exist): the daemon reads back what the harness wrote.
-    let conf = veclane_config(&c, CopyMode::Two, 1500, 1);
+    let conf = veclane_config(&c, CopyMode::Two, &Plan::new(&c, 1500), 1);
     assert_eq!(conf.daemon.workers, [1]);
     assert_eq!(
         api::Config::parse(&conf.to_toml(), "l3fwd").unwrap(),
@@ -388,7 +388,7 @@ fn dut_cpus_are_checked_against_workers_and_the_generator() {
         "{}",
         conf.to_toml()
     );
-    let g = gen_config(&c, Path::new("/s"), 64, 2);
+    let g = gen_config(&c, Path::new("/s"), &Plan::new(&c, 64), 2);
     assert_eq!((g.iface.s2m_rings, g.iface.m2s_rings), (2, 2));
 }
 
@@ -452,9 +452,9 @@ fn busy_rings_hold_at_most_8_mib_of_frames_unless_fixed() {
         "2^12 (2^11 at 1500, 2^8 at 9000)"
     );
     for (size, want) in [(64, 12u8), (1500, 11)] {
-        let g = gen_config(&c, Path::new("/s"), size, 1);
+        let g = gen_config(&c, Path::new("/s"), &Plan::new(&c, size), 1);
         assert_eq!(g.iface.log2_ring_size, want, "{size} B");
-        let conf = veclane_config(&c, CopyMode::Single, size, 1);
+        let conf = veclane_config(&c, CopyMode::Single, &Plan::new(&c, size), 1);
         assert!(
             conf.interface
                 .iter()
@@ -466,7 +466,7 @@ fn busy_rings_hold_at_most_8_mib_of_frames_unless_fixed() {
     c.ring_log2 = Some(12);
     assert_eq!(super::config::rings_text(&c), "2^12");
     assert_eq!(
-        gen_config(&c, Path::new("/s"), 1500, 1)
+        gen_config(&c, Path::new("/s"), &Plan::new(&c, 1500), 1)
             .iface
             .log2_ring_size,
         12
@@ -588,7 +588,7 @@ fn vpp_gets_the_same_topology_as_veclane() {
     // Same addresses, MACs and neighbour as the veclane daemon's l3fwd configuration.
     use crate::vpp::{IF_IN_MAC, IF_OUT_MAC, VppConfig, setup_commands};
     let l3 = test_config(vec![]);
-    let v = veclane_config(&l3, CopyMode::Two, 64, 1).to_toml();
+    let v = veclane_config(&l3, CopyMode::Two, &Plan::new(&l3, 64), 1).to_toml();
     let cmds = setup_commands(&VppConfig::new(0, 1), Path::new("/s")).join("\n");
     let (mac_in, mac_out) = (
         crate::node::mac_str(IF_IN_MAC),

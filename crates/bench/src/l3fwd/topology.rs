@@ -5,7 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::config::{L3fwdConfig, TestpmdFwd, buffer_size_for};
+use super::Plan;
+use super::config::{L3fwdConfig, TestpmdFwd};
 use crate::daemon::Daemon;
 use crate::dut::{Counts, DutError, Running};
 use crate::testpmd::{MemifPort, Testpmd};
@@ -37,23 +38,25 @@ pub trait Topology: Sync + core::fmt::Debug {
     fn busy_rings(&self, _cfg: &L3fwdConfig) -> usize {
         2
     }
-    /// Starts `dut` for frames of `size` in `dir`, under `wrapper` if not empty (valgrind, for
-    /// `--cost`); returns it and the memif socket the generator connects to.
+    /// Starts `dut` as `plan` says (its frame size, rings, buffers and CPUs) in `dir`, under
+    /// `wrapper` if not empty (valgrind, for `--cost`); returns it and the memif socket the
+    /// generator connects to.
     fn start_dut(
         &self,
         cfg: &L3fwdConfig,
         dut: Subject,
-        size: usize,
+        plan: &Plan,
         dir: &Path,
         wrapper: &[String],
     ) -> Result<(Running, PathBuf), DutError>;
-    /// The generator's configuration for frames of `size` against `dut` listening on `sock`.
+    /// The generator's configuration as `plan` says against `dut` listening on `sock` (the
+    /// same plan the DUT was started with).
     fn gen_config(
         &self,
         cfg: &L3fwdConfig,
         dut: Subject,
         sock: &Path,
-        size: usize,
+        plan: &Plan,
     ) -> trafgen::GenConfig;
     /// The DUT's counters of the frames it took from the generator and sent back to it.
     fn counts(&self, dut: &mut Running) -> Result<Option<Counts>, DutError> {
@@ -126,11 +129,11 @@ impl Topology for L3fwdTopology {
         &self,
         cfg: &L3fwdConfig,
         dut: Subject,
-        size: usize,
+        plan: &Plan,
         dir: &Path,
         wrapper: &[String],
     ) -> Result<(Running, PathBuf), DutError> {
-        start_dut(cfg, dut, size, dir, wrapper)
+        start_dut(cfg, dut, plan, dir, wrapper)
     }
 
     fn gen_config(
@@ -138,26 +141,26 @@ impl Topology for L3fwdTopology {
         cfg: &L3fwdConfig,
         dut: Subject,
         sock: &Path,
-        size: usize,
+        plan: &Plan,
     ) -> trafgen::GenConfig {
-        gen_config(cfg, sock, size, dut.workers)
+        gen_config(cfg, sock, plan, dut.workers)
     }
 }
 
-/// The generator's configuration for frames of `size` against a DUT with `workers` workers
+/// The generator's configuration for `plan` against a DUT with `workers` workers
 /// listening on `sock`: a queue pair per worker on both interfaces, sent to in turn, a burst
 /// at a time.
 pub(super) fn gen_config(
     cfg: &L3fwdConfig,
     sock: &Path,
-    size: usize,
+    plan: &Plan,
     workers: u16,
 ) -> trafgen::GenConfig {
     let iface = |id: u32| memif::InterfaceConfig {
         id,
         name: format!("gen{id}"),
-        log2_ring_size: cfg.ring_log2_at(size),
-        buffer_size: buffer_size_for(cfg, size),
+        log2_ring_size: plan.ring_log2,
+        buffer_size: plan.buffer_size,
         s2m_rings: workers,
         m2s_rings: workers,
         ..Default::default()
@@ -168,7 +171,7 @@ pub(super) fn gen_config(
         iface: iface(0),
         rx_iface: Some(iface(1)),
         spec: {
-            let (size, mix) = crate::trial::frame_spec_size(size);
+            let (size, mix) = crate::trial::frame_spec_size(plan.size);
             trafgen::FrameSpec {
                 size,
                 mix,
@@ -179,18 +182,18 @@ pub(super) fn gen_config(
         // Frames still in the DUT when sending stops come back within microseconds.
         drain: Duration::from_millis(50),
         warmup: Duration::from_secs_f64(cfg.warmup_secs),
-        cpu: Some(cfg.gen_cpu),
+        cpu: Some(plan.gen_cpu),
         ..Default::default()
     }
 }
 
-/// Starts `dut` for frames of `size`, under `wrapper` if not empty (veclane and testpmd only);
+/// Starts `dut` as `plan` says, under `wrapper` if not empty (veclane and testpmd only);
 /// returns it and the memif socket it listens on (in `dir` for the DUTs that take a
 /// directory).
 pub(crate) fn start_dut(
     cfg: &L3fwdConfig,
     dut: Subject,
-    size: usize,
+    plan: &Plan,
     dir: &Path,
     wrapper: &[String],
 ) -> Result<(Running, PathBuf), DutError> {
@@ -209,19 +212,14 @@ pub(crate) fn start_dut(
     match dut.dut {
         Dut::Veclane => {
             let mut conf =
-                veclane_config(cfg, dut.copy.unwrap_or(CopyMode::Single), size, dut.workers);
+                veclane_config(cfg, dut.copy.unwrap_or(CopyMode::Single), plan, dut.workers);
             conf.daemon.copy_engine = dut.engine.unwrap_or(api::CopyEngine::Cpu);
             conf.daemon.dsa_queue = cfg.dsa_queue.clone();
             Daemon::start_under(wrapper, &cfg.veclane_bin, dir, &conf.to_toml(), ready)
                 .map(|d| (Box::new(d) as Running, sock))
         }
         Dut::None => {
-            let r = crate::reflect::spawn(
-                &sock,
-                cfg.ring_log2_at(size),
-                buffer_size_for(cfg, size),
-                cfg.dut_cpu(),
-            )?;
+            let r = crate::reflect::spawn(&sock, plan.ring_log2, plan.buffer_size, plan.dut_cpu())?;
             Ok((Box::new(r) as Running, sock))
         }
         Dut::DpdkL3fwd => {
@@ -234,10 +232,10 @@ pub(crate) fn start_dut(
             let l = crate::dpdk_l3fwd::spawn(
                 &bin,
                 &crate::dpdk_l3fwd::DpdkL3fwdConfig {
-                    ring_log2: cfg.ring_log2_at(size),
-                    buffer_size: buffer_size_for(cfg, size),
-                    cpus: cfg.worker_cpus(dut.workers).to_vec(),
-                    ..crate::dpdk_l3fwd::DpdkL3fwdConfig::new(cfg.dut_cpu())
+                    ring_log2: plan.ring_log2,
+                    buffer_size: plan.buffer_size,
+                    cpus: plan.worker_cpus(dut.workers).to_vec(),
+                    ..crate::dpdk_l3fwd::DpdkL3fwdConfig::new(plan.dut_cpu())
                 },
             )?;
             let sock = l.memif_socket();
@@ -248,10 +246,10 @@ pub(crate) fn start_dut(
                 &cfg.vpp_bin_or_missing()?,
                 None,
                 &crate::vpp::VppConfig {
-                    ring_log2: cfg.ring_log2_at(size),
-                    buffer_size: buffer_size_for(cfg, size),
-                    workers: cfg.worker_cpus(dut.workers).to_vec(),
-                    ..crate::vpp::VppConfig::new(cfg.gen_cpu, cfg.dut_cpu())
+                    ring_log2: plan.ring_log2,
+                    buffer_size: plan.buffer_size,
+                    workers: plan.worker_cpus(dut.workers).to_vec(),
+                    ..crate::vpp::VppConfig::new(plan.gen_cpu, plan.dut_cpu())
                 },
             )?;
             let sock = v.memif_socket();
@@ -266,8 +264,8 @@ pub(crate) fn start_dut(
                 server: true,
                 socket: sock.clone(),
                 id,
-                rsize_log2: cfg.ring_log2_at(size),
-                bsize: buffer_size_for(cfg, size),
+                rsize_log2: plan.ring_log2,
+                bsize: plan.buffer_size,
                 secret: None,
             };
             // A queue pair per forwarding lcore on both ports; io and mac forwarding map rx
@@ -293,10 +291,10 @@ pub(crate) fn start_dut(
                     ),
                 ],
             });
-            if size > 2048 {
+            if plan.size > 2048 {
                 app.push(format!(
                     "--mbuf-size={}",
-                    (size + 1024).next_multiple_of(1024)
+                    (plan.size + 1024).next_multiple_of(1024)
                 ));
             }
             // Forwarding starts once the generator is connected (`start_when_ready`).
@@ -304,7 +302,7 @@ pub(crate) fn start_dut(
                 wrapper,
                 &bin,
                 &crate::proc::instance_tag("fwd"),
-                cfg.worker_cpus(dut.workers),
+                plan.worker_cpus(dut.workers),
                 cfg.gen_cpu,
                 &[port(0), port(1)],
                 &app,
@@ -319,16 +317,16 @@ pub(crate) fn start_dut(
 /// same interfaces, addresses and neighbour), a polling worker on each of the DUT's first
 /// `workers` CPUs, rings and buffers sized for the trial. The daemon hands worker `i` rx
 /// queue `i` of both interfaces and transmits from it on queue `i`.
-pub fn veclane_config(cfg: &L3fwdConfig, copy: CopyMode, size: usize, workers: u16) -> api::Config {
+pub fn veclane_config(cfg: &L3fwdConfig, copy: CopyMode, plan: &Plan, workers: u16) -> api::Config {
     let mut c = api::Config::embedded_default();
-    c.daemon.workers = cfg.worker_cpus(workers).to_vec();
-    c.daemon.main_core = Some(cfg.gen_cpu);
+    c.daemon.workers = plan.worker_cpus(workers).to_vec();
+    c.daemon.main_core = Some(plan.gen_cpu);
     c.daemon.mode = cfg.veclane_rx_mode();
     c.daemon.copy = copy;
     c.daemon.copy_engine = api::CopyEngine::Cpu;
     for i in &mut c.interface {
-        i.ring_size = Some(1 << cfg.ring_log2_at(size));
-        i.buffer_size = Some(buffer_size_for(cfg, size));
+        i.ring_size = Some(plan.ring_size());
+        i.buffer_size = Some(plan.buffer_size);
     }
     c
 }

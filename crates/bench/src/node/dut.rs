@@ -2,12 +2,11 @@
 //! addresses, MACs and memif ids, and the neighbours set on a running daemon's tunnels.
 
 use super::{
-    GEN_MAC, NODE_VTEP, REMOTE_VTEP, UPLINK_MAC, VNI_BASE, buffer_size, ip, mac_str, octet, pod_id,
-    pod_mac,
+    GEN_MAC, NODE_VTEP, REMOTE_VTEP, UPLINK_MAC, VNI_BASE, ip, mac_str, octet, pod_id, pod_mac,
 };
 use crate::daemon::Daemon;
 use crate::dut::DutError;
-use crate::l3fwd::L3fwdConfig;
+use crate::l3fwd::{L3fwdConfig, Plan};
 use crate::underlay::{self, Underlay};
 use crate::{CopyMode, Shape};
 
@@ -20,11 +19,11 @@ pub fn veclane_config(
     cfg: &L3fwdConfig,
     shape: Shape,
     copy: CopyMode,
-    size: usize,
+    plan: &Plan,
     workers: u16,
 ) -> api::Config {
-    let ring = 1u32 << cfg.ring_log2_at(size);
-    let bsize = buffer_size(cfg, size);
+    let ring = plan.ring_size();
+    let bsize = plan.tunnel_buffer_size;
     let mut c = api::Config::default();
     let uplink = || Some("uplink".to_string());
     let uplink_mac = Some(api::MacAddr(UPLINK_MAC));
@@ -99,8 +98,8 @@ pub fn veclane_config(
             network,
         });
     }
-    c.daemon.workers = cfg.worker_cpus(workers).to_vec();
-    c.daemon.main_core = Some(cfg.gen_cpu);
+    c.daemon.workers = plan.worker_cpus(workers).to_vec();
+    c.daemon.main_core = Some(plan.gen_cpu);
     c.daemon.mode = cfg.veclane_rx_mode();
     c.daemon.copy = copy;
     c.daemon.copy_engine = api::CopyEngine::Cpu;

@@ -29,7 +29,6 @@ mod tests;
 use serde::Serialize;
 
 use crate::Shape;
-use crate::l3fwd::L3fwdConfig;
 
 pub(crate) use dut::{neighbours_on_tunnels, prefix};
 pub use dut::{veclane_config, vpp_topology};
@@ -115,9 +114,4 @@ pub(crate) fn mac_str(m: [u8; 6]) -> String {
 /// The DUT's interface ids: the uplink is 0, network `k`'s pod `1 + k`.
 fn pod_id(k: u16) -> u32 {
     1 + u32::from(k)
-}
-
-/// The buffer size of every interface for frames of `size` (VXLAN's 50 bytes included).
-pub(crate) fn buffer_size(cfg: &L3fwdConfig, size: usize) -> u32 {
-    crate::trial::buffer_size_for(cfg.buffer_size, size + trafgen::frame::VXLAN_OVERHEAD)
 }

@@ -1,7 +1,7 @@
 use std::path::Path;
 
 use super::*;
-use crate::l3fwd::{NetworkCount, Topology, test_config};
+use crate::l3fwd::{L3fwdConfig, NetworkCount, Plan, Topology, test_config};
 use crate::underlay::{self, Underlay};
 use crate::{CopyMode, Dut, Subject};
 use trafgen::{GenReport, StreamInfo};
@@ -21,7 +21,13 @@ fn subject(shape: Shape) -> Subject {
 #[test]
 fn the_daemon_gets_a_network_per_pod_in_multinet_and_one_table_in_singlenet() {
     let c = cfg(3, Direction::Both);
-    let m = veclane_config(&c, Shape::Multinet, CopyMode::Single, 1500, 1);
+    let m = veclane_config(
+        &c,
+        Shape::Multinet,
+        CopyMode::Single,
+        &Plan::new(&c, 1500),
+        1,
+    );
     assert_eq!(m.network.len(), 3);
     assert_eq!(m.interface.len(), 4);
     for (k, n) in m.network.iter().enumerate() {
@@ -38,7 +44,7 @@ fn the_daemon_gets_a_network_per_pod_in_multinet_and_one_table_in_singlenet() {
     // The underlay carries jumbo pods' frames with VXLAN around them.
     assert_eq!(m.interface[0].mtu, Some(9216));
     assert_eq!(m.daemon.workers, vec![1]);
-    let s = veclane_config(&c, Shape::Singlenet, CopyMode::Two, 64, 1);
+    let s = veclane_config(&c, Shape::Singlenet, CopyMode::Two, &Plan::new(&c, 64), 1);
     assert!(s.network.is_empty());
     assert!(
         s.interface
@@ -66,7 +72,13 @@ fn a_kernel_underlay_makes_the_uplink_a_veth_end_and_the_remote_node_a_kernel_po
     ] {
         let mut c = cfg(2, Direction::Both);
         c.underlay = underlay;
-        let m = veclane_config(&c, Shape::Multinet, CopyMode::Single, 1500, 1);
+        let m = veclane_config(
+            &c,
+            Shape::Multinet,
+            CopyMode::Single,
+            &Plan::new(&c, 1500),
+            1,
+        );
         // The pods stay on memif; the uplink is the veth's DUT end, addressed as before.
         assert_eq!(m.interface.len(), 2);
         assert!(
@@ -91,7 +103,7 @@ fn a_kernel_underlay_makes_the_uplink_a_veth_end_and_the_remote_node_a_kernel_po
             (Direction::Out, false, true),
         ] {
             c.direction = direction;
-            let g = MULTINET.gen_config(&c, subject, &dir.join("memif.sock"), 1500);
+            let g = MULTINET.gen_config(&c, subject, &dir.join("memif.sock"), &Plan::new(&c, 1500));
             let [k] = g.kernel_ports.as_slice() else {
                 panic!("{:?}", g.kernel_ports)
             };
@@ -196,8 +208,9 @@ fn vpp_gets_the_same_node_on_the_same_memifs_and_addresses() {
 fn the_generator_plays_the_remote_node_and_the_pods_as_the_direction_says() {
     let t = &MULTINET;
     let sock = Path::new("/s");
+    let gen_config = |c: L3fwdConfig, s: Subject| t.gen_config(&c, s, sock, &Plan::new(&c, 64));
     // In: the uplink sends, spread over the networks, in VXLAN to each tunnel's MAC.
-    let g = t.gen_config(&cfg(3, Direction::In), subject(Shape::Multinet), sock, 64);
+    let g = gen_config(cfg(3, Direction::In), subject(Shape::Multinet));
     assert_eq!(g.iface.id, 0);
     let v = g.spec.vxlan.as_ref().expect("multinet frames are VXLAN");
     assert_eq!(
@@ -216,17 +229,17 @@ fn the_generator_plays_the_remote_node_and_the_pods_as_the_direction_says() {
     );
     assert!(g.ports.iter().all(|p| p.spec.is_none()));
     // Singlenet: the same inner frames, plain, to the uplink.
-    let g = t.gen_config(&cfg(3, Direction::In), subject(Shape::Singlenet), sock, 64);
+    let g = gen_config(cfg(3, Direction::In), subject(Shape::Singlenet));
     assert!(g.spec.vxlan.is_none() && g.spec.dst_macs.is_empty());
     assert_eq!(g.spec.dst_mac.0, UPLINK_MAC);
     // Out: every pod sends to its remote pod; the uplink only receives.
-    let g = t.gen_config(&cfg(2, Direction::Out), subject(Shape::Multinet), sock, 64);
+    let g = gen_config(cfg(2, Direction::Out), subject(Shape::Multinet));
     assert_eq!((g.iface.id, g.spec.dst_ip), (1, [10, 10, 1, 2].into()));
     assert_eq!(g.rx_iface.as_ref().map(|i| i.id), Some(0));
     let p = g.ports[0].spec.as_ref().unwrap();
     assert_eq!((p.src_ip, p.dst_mac.0), ([10, 11, 2, 2].into(), pod_mac(1)));
     // Both: the uplink and every pod send.
-    let g = t.gen_config(&cfg(2, Direction::Both), subject(Shape::Multinet), sock, 64);
+    let g = gen_config(cfg(2, Direction::Both), subject(Shape::Multinet));
     assert!(g.rx_iface.is_none());
     assert_eq!(g.ports.len(), 2);
     assert!(g.ports.iter().all(|p| p.spec.is_some()));

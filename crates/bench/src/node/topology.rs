@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use super::dut::{remote_pods_on_tunnels, veclane_config, vpp_topology};
 use super::frames::{pod_spec, uplink_spec};
-use super::{Direction, NodeTopology, buffer_size, pod_id};
+use super::{Direction, NodeTopology, pod_id};
 use crate::daemon::Daemon;
 use crate::dut::{DutError, Running};
-use crate::l3fwd::{L3fwdConfig, NetworkCount, Topology};
+use crate::l3fwd::{L3fwdConfig, NetworkCount, Plan, Topology};
 use crate::underlay::{self, Underlay, VethNetns};
 use crate::{CopyMode, Dut, Shape, Subject};
 use trafgen::{FrameSpec, GenReport, StreamInfo};
@@ -95,7 +95,7 @@ impl Topology for NodeTopology {
         &self,
         cfg: &L3fwdConfig,
         dut: Subject,
-        size: usize,
+        plan: &Plan,
         dir: &Path,
         wrapper: &[String],
     ) -> Result<(Running, PathBuf), DutError> {
@@ -114,7 +114,7 @@ impl Topology for NodeTopology {
                     cfg.networks
                 )));
             }
-            return crate::l3fwd::start_dut(cfg, dut, size, dir, wrapper);
+            return crate::l3fwd::start_dut(cfg, dut, plan, dir, wrapper);
         }
         if dut.dut == Dut::Vpp {
             if !wrapper.is_empty() {
@@ -124,11 +124,11 @@ impl Topology for NodeTopology {
                 &cfg.vpp_bin_or_missing()?,
                 None,
                 &crate::vpp::VppConfig {
-                    ring_log2: cfg.ring_log2_at(size),
-                    buffer_size: buffer_size(cfg, size),
-                    workers: cfg.worker_cpus(dut.workers).to_vec(),
+                    ring_log2: plan.ring_log2,
+                    buffer_size: plan.tunnel_buffer_size,
+                    workers: plan.worker_cpus(dut.workers).to_vec(),
                     topology: vpp_topology(shape, cfg.networks),
-                    ..crate::vpp::VppConfig::new(cfg.gen_cpu, cfg.dut_cpu())
+                    ..crate::vpp::VppConfig::new(plan.gen_cpu, plan.dut_cpu())
                 },
             )?;
             let sock = v.memif_socket();
@@ -139,7 +139,7 @@ impl Topology for NodeTopology {
             cfg,
             shape,
             dut.copy.unwrap_or(CopyMode::Single),
-            size,
+            plan,
             dut.workers,
         );
         conf.daemon.copy_engine = dut.engine.unwrap_or(api::CopyEngine::Cpu);
@@ -172,14 +172,15 @@ impl Topology for NodeTopology {
         cfg: &L3fwdConfig,
         dut: Subject,
         sock: &Path,
-        size: usize,
+        plan: &Plan,
     ) -> trafgen::GenConfig {
+        let size = plan.size;
         let shape = dut.shape.unwrap_or(self.shapes[0]);
         let iface = |id: u32| memif::InterfaceConfig {
             id,
             name: format!("gen{id}"),
-            log2_ring_size: cfg.ring_log2_at(size),
-            buffer_size: buffer_size(cfg, size),
+            log2_ring_size: plan.ring_log2,
+            buffer_size: plan.tunnel_buffer_size,
             s2m_rings: dut.workers,
             m2s_rings: dut.workers,
             ..Default::default()
@@ -200,7 +201,7 @@ impl Topology for NodeTopology {
             burst: cfg.burst,
             drain: Duration::from_millis(50),
             warmup: Duration::from_secs_f64(cfg.warmup_secs),
-            cpu: Some(cfg.gen_cpu),
+            cpu: Some(plan.gen_cpu),
             ..Default::default()
         };
         if cfg.underlay.is_kernel() {
