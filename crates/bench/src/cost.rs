@@ -18,7 +18,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::dut::DutError;
-use crate::l3fwd::L3fwdConfig;
+use crate::harness::L3fwdConfig;
 use crate::report;
 use crate::{Dut, Subject};
 
@@ -138,7 +138,7 @@ pub fn measure(
         format!("--callgrind-out-file={}", out.display()),
     ];
     // Resolved once: the DUT's configuration and the generator's read the same numbers.
-    let plan = crate::l3fwd::Plan::new(cfg, size);
+    let plan = crate::harness::Plan::new(cfg, size);
     if dut.dut == Dut::None {
         return measure_generator(cfg, dut, &plan, (frames, window), keep, dir.path());
     }
@@ -228,7 +228,7 @@ pub fn measure(
         .unwrap_or_else(|_| Err(CostError::Generator("its thread panicked".into())))
     });
     // The profile is written when the DUT exits on its own: give valgrind time. The DUT
-    // stops before the generator leaves (see `l3fwd::measure::search_one`).
+    // stops before the generator leaves (see `harness::measure::search_one`).
     let stopped = running.stop(Duration::from_secs(120));
     if let Some(session) = session {
         session.close();
@@ -316,7 +316,7 @@ const GEN_HALVES: [(&str, &[&str]); 2] = [
 fn measure_generator(
     cfg: &L3fwdConfig,
     dut: Subject,
-    plan: &crate::l3fwd::Plan,
+    plan: &crate::harness::Plan,
     (frames, window): (u64, Option<u64>),
     keep: Option<&Path>,
     dir: &Path,
@@ -364,7 +364,7 @@ struct GenCount {
 fn run_generator(
     cfg: &L3fwdConfig,
     dut: Subject,
-    plan: &crate::l3fwd::Plan,
+    plan: &crate::harness::Plan,
     (frames, window): (u64, Option<u64>),
     out: &Path,
 ) -> Result<GenCount, CostError> {

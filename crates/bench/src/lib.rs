@@ -16,6 +16,7 @@ pub mod daemon;
 pub mod dpdk;
 pub mod dpdk_l3fwd;
 pub mod dut;
+pub mod harness;
 pub mod l3fwd;
 pub mod node;
 pub mod p2p;

@@ -29,7 +29,7 @@ use std::time::Duration;
 use crate::daemon::Daemon;
 use crate::dpdk::MemifPort;
 use crate::dut::{Counts, DutError, Running, RunningDut};
-use crate::l3fwd::{L3fwdConfig, Plan, Topology};
+use crate::harness::{L3fwdConfig, Plan, Topology};
 use crate::node::{
     GEN_MAC, NODE_VTEP, REMOTE_VTEP, UPLINK_MAC, VNI_BASE, ip, mac_str as mac, prefix,
 };
@@ -552,7 +552,7 @@ impl Topology for PvpTopology {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::l3fwd::test_config;
+    use crate::harness::test_config;
 
     #[test]
     fn node_and_pod_configurations_chain_through_two_vrfs() {

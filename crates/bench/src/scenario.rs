@@ -5,7 +5,7 @@
 //!   a generator to a receiver; [`crate::p2p`]);
 //! - *searched*: a device under test sits between the generator's two memif interfaces, and
 //!   every search, latency trial, trial guard, counter check, worker count and report of
-//!   [`crate::l3fwd`] runs on it. What one searched scenario does differently from another is
+//!   [`crate::harness`] runs on it. What one searched scenario does differently from another is
 //!   its [`Topology`]: how each DUT is configured and started, how the generator connects and
 //!   what it sends, and which of the DUT's counters face the generator. `l3fwd` (two
 //!   interfaces, one route between them; [`crate::l3fwd::TOPOLOGY`]) is the first.
@@ -15,14 +15,14 @@
 //! are the seeds' node switch: the generator as the remote node on an uplink and as every
 //! network's pod, and (multinet) each DUT measured in both shapes, interleaved.
 
-use crate::l3fwd::Topology;
+use crate::harness::Topology;
 
 /// How a scenario measures.
 #[derive(Debug, Clone, Copy)]
 pub enum Kind {
     /// Receive rate at full load ([`crate::p2p`]).
     Continuous,
-    /// Searches through a DUT ([`crate::l3fwd`]) on this topology.
+    /// Searches through a DUT ([`crate::harness`]) on this topology.
     Searched(&'static dyn Topology),
 }
 

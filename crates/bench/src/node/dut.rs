@@ -6,7 +6,7 @@ use super::{
 };
 use crate::daemon::Daemon;
 use crate::dut::DutError;
-use crate::l3fwd::{L3fwdConfig, Plan};
+use crate::harness::{L3fwdConfig, Plan};
 use crate::underlay::{self, Underlay};
 use crate::{CopyMode, Shape};
 

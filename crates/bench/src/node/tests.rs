@@ -1,7 +1,7 @@
 use std::path::Path;
 
 use super::*;
-use crate::l3fwd::{L3fwdConfig, NetworkCount, Plan, Topology, test_config};
+use crate::harness::{L3fwdConfig, NetworkCount, Plan, Topology, test_config};
 use crate::underlay::{self, Underlay};
 use crate::{CopyMode, Dut, Subject};
 use trafgen::{GenReport, StreamInfo};
@@ -124,7 +124,7 @@ fn a_kernel_underlay_makes_the_uplink_a_veth_end_and_the_remote_node_a_kernel_po
 
 #[test]
 fn a_kernel_underlay_is_refused_where_it_cannot_run() {
-    use crate::l3fwd::ConfigError;
+    use crate::harness::ConfigError;
     let mut c = cfg(1, Direction::Both);
     c.underlay = Underlay::AfXdp;
     c.sizes = vec![64, 1500, crate::trial::IMIX];
@@ -306,12 +306,12 @@ fn streams_map_to_networks_and_frame_sizes_are_checked_per_direction() {
 fn multinet_rows_divide_by_the_same_dut_in_singlenet() {
     let v = Subject::plain(Dut::Veclane);
     let duts = [v.in_shape(Shape::Singlenet), v.in_shape(Shape::Multinet)];
-    assert_eq!(crate::l3fwd::reference_for(&duts, duts[1]), Some(duts[0]));
-    assert_eq!(crate::l3fwd::reference_for(&duts, duts[0]), Some(duts[0]));
-    assert_eq!(crate::l3fwd::reference_for(&duts[1..], duts[1]), None);
+    assert_eq!(crate::harness::reference_for(&duts, duts[1]), Some(duts[0]));
+    assert_eq!(crate::harness::reference_for(&duts, duts[0]), Some(duts[0]));
+    assert_eq!(crate::harness::reference_for(&duts[1..], duts[1]), None);
     assert_eq!(duts[1].to_string(), "veclane multinet");
     // Alone, a multinet row has no peer.
-    assert_eq!(crate::l3fwd::peer_for(&duts, duts[1]), None);
+    assert_eq!(crate::harness::peer_for(&duts, duts[1]), None);
 }
 
 #[test]
@@ -323,11 +323,11 @@ fn multinet_rows_beside_vpp_also_divide_by_vpp_multinet() {
         p.in_shape(Shape::Singlenet),
         p.in_shape(Shape::Multinet),
     ];
-    use crate::l3fwd::peer_for;
+    use crate::harness::peer_for;
     assert_eq!(peer_for(&duts, duts[1]), Some(duts[3]));
     // VPP's own multinet row is the reference, singlenet rows have their peer in the
     // ratio column already.
     assert_eq!(peer_for(&duts, duts[3]), None);
     assert_eq!(peer_for(&duts, duts[0]), None);
-    assert_eq!(crate::l3fwd::reference_for(&duts, duts[0]), Some(duts[2]));
+    assert_eq!(crate::harness::reference_for(&duts, duts[0]), Some(duts[2]));
 }

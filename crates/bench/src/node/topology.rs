@@ -9,7 +9,7 @@ use super::frames::{pod_spec, uplink_spec};
 use super::{Direction, NodeTopology, pod_id};
 use crate::daemon::Daemon;
 use crate::dut::{DutError, Running};
-use crate::l3fwd::{L3fwdConfig, NetworkCount, Plan, Topology};
+use crate::harness::{L3fwdConfig, NetworkCount, Plan, Topology};
 use crate::underlay::{self, Underlay, VethNetns};
 use crate::{CopyMode, Dut, Shape, Subject};
 use trafgen::{FrameSpec, GenReport, StreamInfo};

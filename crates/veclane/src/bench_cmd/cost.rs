@@ -2,7 +2,7 @@
 
 use anyhow::bail;
 use bench::Dut;
-use bench::l3fwd::L3fwdConfig;
+use bench::harness::L3fwdConfig;
 use bench::report::Environment;
 
 use super::args::BenchArgs;

@@ -2,7 +2,7 @@
 //! beside ours, and the failures that make the command fail.
 
 use anyhow::bail;
-use bench::l3fwd;
+use bench::harness;
 use bench::report::{self, Environment, Report};
 use bench::trial::Trial;
 
@@ -40,7 +40,7 @@ pub(super) fn finish<C: serde::Serialize>(
 
 /// The seeds' published tables beside ours (`--compare-seed`): rates by frame size, and
 /// worker scaling at 1024 B where the run measured more than one worker count.
-pub(super) fn print_seed_comparison(run: &l3fwd::RunReport<'_>) {
+pub(super) fn print_seed_comparison(run: &harness::RunReport<'_>) {
     let ours: Vec<bench::seed::Ours> = run
         .rows
         .iter()
@@ -76,7 +76,7 @@ pub(super) fn print_seed_comparison(run: &l3fwd::RunReport<'_>) {
 /// failed.
 pub(super) fn write_searches(
     out: &std::path::Path,
-    run: &l3fwd::RunReport<'_>,
+    run: &harness::RunReport<'_>,
 ) -> anyhow::Result<()> {
     let w = run.write(out)?;
     println!("\nJSON: {}\nCSV: {}", w.json.display(), w.csv.display());

@@ -2,7 +2,7 @@
 //! one line per finished search or trial otherwise.
 
 use bench::Subject;
-use bench::l3fwd;
+use bench::harness;
 use bench::trial::Trial;
 
 /// Progress of a run of searches: a bar on a terminal (with the trial in flight), one line per
@@ -37,7 +37,7 @@ impl Progress {
         }
     }
 
-    pub(super) fn finished(&self, done: usize, o: &l3fwd::Outcome) {
+    pub(super) fn finished(&self, done: usize, o: &harness::Outcome) {
         let line = match (&o.error, &o.search) {
             (None, Some(s)) => {
                 let goals: Vec<String> = s

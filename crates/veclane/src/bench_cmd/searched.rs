@@ -2,7 +2,7 @@
 //! the search its arguments ask for, and the run itself.
 
 use anyhow::bail;
-use bench::l3fwd::{self, L3fwdConfig, Topology};
+use bench::harness::{self, L3fwdConfig, Topology};
 use bench::search::Method;
 use bench::{Dut, Subject};
 
@@ -76,16 +76,16 @@ pub(super) fn run_l3fwd(
         wait_near_secs: a.wait_near.max(0.0),
         method: method(a, trial_secs)?,
         testpmd_fwd: match a.testpmd_fwd {
-            TestpmdFwdArg::Io => l3fwd::TestpmdFwd::Io,
-            TestpmdFwdArg::Mac => l3fwd::TestpmdFwd::Mac,
+            TestpmdFwdArg::Io => harness::TestpmdFwd::Io,
+            TestpmdFwdArg::Mac => harness::TestpmdFwd::Mac,
         },
         mrr_secs: a.mrr_secs,
         warmup_secs: a.warmup_ms / 1e3,
         max_load_factor: 1.1,
         max_redo: a.max_redo,
         interleave: match a.interleave {
-            InterleaveArg::Searches => l3fwd::Interleave::Searches,
-            InterleaveArg::Trials => l3fwd::Interleave::Trials,
+            InterleaveArg::Searches => harness::Interleave::Searches,
+            InterleaveArg::Trials => harness::Interleave::Trials,
         },
         latency_at: a.latency_at.0.clone(),
         latency_secs: a.latency_secs,
@@ -103,7 +103,7 @@ pub(super) fn run_l3fwd(
     let total = cfg.reps * cfg.sizes.len() * cfg.duts.len();
     let progress = Progress::new(total);
     let mut done = 0;
-    let run = l3fwd::RunReport::run(
+    let run = harness::RunReport::run(
         &cfg,
         |o| {
             done += 1;

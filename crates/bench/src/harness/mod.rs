@@ -1,14 +1,5 @@
-//! `l3fwd`: generator → memif → device under test → memif → generator.
-//!
-//! The generator is a zero-copy memif secondary in this process, on a thread pinned to the
-//! generator CPU, that sends on interface id 0 and receives on id 1 in one loop. The DUT
-//! listens on one socket with both interfaces and has the other CPU to itself:
-//! - veclane: `veclane run`, one polling worker, routing 10.10.1.0/24 (id 0) to 10.10.2.0/24
-//!   (id 1) through a static neighbour: ethernet-input, which makes ip4-input's checks
-//!   (checksum, length, TTL), ip4-lookup's lookup and ip4-rewrite's work (TTL, checksum,
-//!   MACs) itself; copy mode single or two.
-//! - testpmd: `dpdk-testpmd --forward-mode=io` between two `net_memif` server ports: no lookup
-//!   and no header change at all (or `mac`: MACs rewritten, still no lookup).
+//! The harness of the searched scenarios ([`crate::scenario`] lists them): whatever a
+//! [`Topology`] puts between the generator's interfaces, it is driven the same way.
 //!
 //! One *search* per (repetition, size, DUT): start the DUT, connect the generator, run a
 //! flat-out trial (its receive rate, the MRR, sets the search's maximum load), run the search
@@ -16,7 +7,11 @@
 //! frames), measure latency at fractions of the result, stop the DUT. The DUT's own counters
 //! are read before and after every trial, with the generator still connected, and compared
 //! with the generator's counts. Searches of different DUTs are interleaved (A B A B ...), and
-//! a placement probe runs before the DUT starts and after it stops.
+//! a placement probe runs before the DUT starts and after it stops. Each size's rings,
+//! buffers and CPUs are resolved once per run ([`Plan`]).
+//!
+//! Here: the run's configuration (`config`), its plan (`plan`), driving a search (`measure`,
+//! `guard`, `turns`), its result (`outcome`), and the report (`report`, `rows`, `output`).
 
 mod config;
 mod guard;
@@ -48,8 +43,7 @@ pub use report::{HostStalls, RunReport, Written};
 pub use rows::{
     GoalRow, PairedRatio, SearchRow, paired_mrr_ratio, paired_ratio, peer_for, reference_for, rows,
 };
-pub(crate) use topology::start_dut;
-pub use topology::{L3fwdTopology, NetworkCount, TOPOLOGY, Topology, veclane_config};
+pub use topology::{NetworkCount, Topology};
 
 /// Runs every (rep, size, DUT) search, DUTs interleaved; `progress` sees each finished one.
 /// A search that fails is kept with its reason and the run goes on.

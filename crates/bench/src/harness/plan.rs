@@ -11,7 +11,7 @@ use super::L3fwdConfig;
 pub struct Plan {
     /// The frame size (or [`crate::trial::IMIX`]).
     pub size: usize,
-    /// log2 of every memif ring's slots ([`L3fwdConfig::ring_log2_at`]).
+    /// log2 of every memif ring's slots (`L3fwdConfig::ring_log2_at`).
     pub ring_log2: u8,
     /// Buffer bytes for a frame of `size`.
     pub buffer_size: u32,

@@ -16,7 +16,7 @@ pub enum Interleave {
     /// One whole search after another, the DUTs in turn.
     Searches,
     /// Every DUT's search at once, their trials taking turns, each DUT stopped outside its
-    /// own (see `l3fwd::turns`).
+    /// own (see `harness::turns`).
     Trials,
 }
 
@@ -58,9 +58,9 @@ pub struct L3fwdConfig {
     /// `pvp`: the pod's CPU (default: the generator's, on a machine with two).
     pub pod_cpu: Option<usize>,
     /// Before each search, wait up to this long for the CPUs to be near (0: do not wait);
-    /// within a search, before each trial (see the trial guard, `l3fwd::guard`).
+    /// within a search, before each trial (see the trial guard, `harness::guard`).
     pub wait_near_secs: f64,
-    /// Trials a search may run again because the host disturbed them (see the trial guard, `l3fwd::guard`).
+    /// Trials a search may run again because the host disturbed them (see the trial guard, `harness::guard`).
     pub max_redo: usize,
     /// How the searches of several DUTs share the time.
     pub interleave: Interleave,
@@ -346,7 +346,7 @@ pub(crate) fn rings_text(cfg: &L3fwdConfig) -> String {
 #[cfg(test)]
 pub(crate) fn test_config(duts: Vec<Subject>) -> L3fwdConfig {
     L3fwdConfig {
-        topology: &super::TOPOLOGY,
+        topology: &crate::l3fwd::TOPOLOGY,
         sizes: vec![64],
         reps: 1,
         duts,

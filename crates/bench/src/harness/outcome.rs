@@ -59,7 +59,7 @@ pub struct TrialRecord {
     /// How long the DUT's worker thread waited for its CPU during the trial, µs in all (the
     /// longest of its workers' waits).
     pub dut_wait_us: Option<f64>,
-    /// Why the search did not use this trial and ran it again (see the trial guard, `l3fwd::guard`).
+    /// Why the search did not use this trial and ran it again (see the trial guard, `harness::guard`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub redone: Option<String>,
 }

@@ -5,8 +5,8 @@ use trafgen::GenReport;
 
 use super::guard::TrialGuard;
 use super::measure::measurement;
-use super::topology::gen_config;
 use super::*;
+use crate::l3fwd::{gen_config, veclane_config};
 use crate::placement::Placement;
 use crate::search::model::ModelDut;
 use crate::search::{self, Method};

@@ -1,104 +1,25 @@
-//! Topologies: the [`Topology`] trait a searched scenario implements (how each DUT is
-//! configured and started, what the generator sends, which counters face it) and `l3fwd`,
-//! the first one: two memif interfaces and one route between them.
+//! `l3fwd`: generator → memif → device under test → memif → generator, the first searched
+//! scenario: two memif interfaces and one route between them. The harness that searches it
+//! (and every other scenario) is [`crate::harness`].
+//!
+//! The generator is a zero-copy memif secondary in this process, on a thread pinned to the
+//! generator CPU, that sends on interface id 0 and receives on id 1 in one loop. The DUT
+//! listens on one socket with both interfaces and has the other CPU to itself:
+//! - veclane: `veclane run`, one polling worker, routing 10.10.1.0/24 (id 0) to 10.10.2.0/24
+//!   (id 1) through a static neighbour: ethernet-input, which makes ip4-input's checks
+//!   (checksum, length, TTL), ip4-lookup's lookup and ip4-rewrite's work (TTL, checksum,
+//!   MACs) itself; copy mode single or two.
+//! - testpmd: `dpdk-testpmd --forward-mode=io` between two `net_memif` server ports: no lookup
+//!   and no header change at all (or `mac`: MACs rewritten, still no lookup).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::Plan;
-use super::config::{L3fwdConfig, TestpmdFwd};
 use crate::daemon::Daemon;
-use crate::dut::{Counts, DutError, Running};
+use crate::dut::{DutError, Running};
+use crate::harness::{L3fwdConfig, Plan, TestpmdFwd, Topology};
 use crate::testpmd::{MemifPort, Testpmd};
-use crate::trial::check_frame_size;
-use crate::{CopyMode, Dut, Shape, Subject};
-use trafgen::GenReport;
-
-/// What a searched scenario puts between the generator's two interfaces.
-pub trait Topology: Sync + core::fmt::Debug {
-    /// Its name on the command line (`veclane bench NAME`) and in reports.
-    fn name(&self) -> &'static str;
-    /// One line for `--help`.
-    fn about(&self) -> &'static str;
-    /// Whether `dut` can be configured this way.
-    fn supports(&self, dut: Dut) -> bool;
-    /// What every DUT does in it, for the report's heading.
-    fn describe(&self) -> String;
-    /// The report's and plots' title.
-    fn heading(&self) -> &'static str {
-        "L3 forwarding over memif"
-    }
-    /// Lines the report's heading adds for this scenario under `cfg` (a CPU shared, say).
-    fn notes(&self, _cfg: &L3fwdConfig) -> Vec<String> {
-        Vec::new()
-    }
-    /// The memif rings a trial keeps busy at once (per queue pair), whose frames share the
-    /// cache and so size the rings ([`crate::trial::ring_log2_for`]): here the generator's
-    /// transmit ring into the DUT and its receive ring out of it.
-    fn busy_rings(&self, _cfg: &L3fwdConfig) -> usize {
-        2
-    }
-    /// Starts `dut` as `plan` says (its frame size, rings, buffers and CPUs) in `dir`, under
-    /// `wrapper` if not empty (valgrind, for `--cost`); returns it and the memif socket the
-    /// generator connects to.
-    fn start_dut(
-        &self,
-        cfg: &L3fwdConfig,
-        dut: Subject,
-        plan: &Plan,
-        dir: &Path,
-        wrapper: &[String],
-    ) -> Result<(Running, PathBuf), DutError>;
-    /// The generator's configuration as `plan` says against `dut` listening on `sock` (the
-    /// same plan the DUT was started with).
-    fn gen_config(
-        &self,
-        cfg: &L3fwdConfig,
-        dut: Subject,
-        sock: &Path,
-        plan: &Plan,
-    ) -> trafgen::GenConfig;
-    /// The DUT's counters of the frames it took from the generator and sent back to it.
-    fn counts(&self, dut: &mut Running) -> Result<Option<Counts>, DutError> {
-        dut.counts()
-    }
-    /// The shapes each DUT is measured in, interleaved (`multinet`: singlenet and multinet);
-    /// none for a scenario of one shape.
-    fn shapes(&self) -> &'static [Shape] {
-        &[]
-    }
-    /// Whether `dut` can be configured in `shape` (one of [`Topology::shapes`]).
-    fn supports_shape(&self, _dut: Dut, _shape: Shape) -> bool {
-        true
-    }
-    /// Refuses a trial whose received frames are not the size they should be at `size`
-    /// (a DUT that fell back to other frames).
-    fn check_rx(&self, _dut: Subject, size: usize, g: &GenReport) -> Result<(), String> {
-        if g.rx_packets == 0 {
-            return Ok(());
-        }
-        check_frame_size(g.rx_bytes, g.rx_packets, size).map_err(|e| e.to_string())
-    }
-    /// Frames sent and received per network in a generator run (none for a scenario without
-    /// networks).
-    fn networks(&self, _g: &GenReport) -> Vec<NetworkCount> {
-        Vec::new()
-    }
-}
-
-/// One network's share of a trial: frames the generator sent into it and frames that came
-/// back out of it, in all and by direction (`in`: from the remote node to the pod; `out`:
-/// from the pod to the remote node).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
-pub struct NetworkCount {
-    pub network: u16,
-    pub sent: u64,
-    pub received: u64,
-    pub sent_in: u64,
-    pub received_in: u64,
-    pub sent_out: u64,
-    pub received_out: u64,
-}
+use crate::{CopyMode, Dut, Subject};
 
 /// The `l3fwd` topology: two memif interfaces, 10.10.1.0/24 on id 0 and 10.10.2.0/24 on id 1,
 /// the generator's frames (10.10.1.2 → 10.10.2.2) routed from one to the other.
@@ -150,7 +71,7 @@ impl Topology for L3fwdTopology {
 /// The generator's configuration for `plan` against a DUT with `workers` workers
 /// listening on `sock`: a queue pair per worker on both interfaces, sent to in turn, a burst
 /// at a time.
-pub(super) fn gen_config(
+pub(crate) fn gen_config(
     cfg: &L3fwdConfig,
     sock: &Path,
     plan: &Plan,
