@@ -64,180 +64,230 @@ pub fn table(cfg: &L3fwdConfig, rows: &[SearchRow]) -> String {
     for l in head(cfg) {
         let _ = writeln!(s, "{l}");
     }
-    let goal_names: Vec<String> = rows
-        .iter()
-        .find(|r| !r.goals.is_empty())
-        .map(|r| r.goals.iter().map(|g| g.goal.clone()).collect())
-        .unwrap_or_default();
-    let lat_at = cfg
-        .latency_at
-        .iter()
-        .copied()
-        .find(|&f| (f - 0.5).abs() < 1e-9)
-        .or(cfg.latency_at.first().copied());
-    let reference = cfg
-        .duts
-        .iter()
-        .rev()
-        .find(|d| d.dut != crate::Dut::None)
-        .copied();
-    let shaped = cfg.duts.iter().any(|d| d.shape == Some(Shape::Multinet));
-    let w = cfg
-        .duts
-        .iter()
-        .map(|d| d.to_string().len())
-        .max()
-        .unwrap_or(0)
-        .max(18);
-    let mut header = format!("{:>5}  {:<w$}", "size", "dut");
-    for (i, g) in goal_names.iter().enumerate() {
-        let _ = write!(header, "  {:>22}", format!("{g} Mpps (min-max)"));
-        if i == 0 {
-            let _ = write!(header, "  {:>13}  {:>8}", "Gbps L2/L1", "loss");
-            if shaped {
-                let _ = write!(header, "  {:>17}", "uplink L1/seed Gb");
-            }
-        }
-    }
-    let _ = write!(header, "  {:>8}", "MRR Mpps");
-    if let Some(f) = lat_at {
-        let _ = write!(
-            header,
-            "  {:>20}",
-            format!("lat@{:.0}% p50/p99 us", f * 100.0)
-        );
-    }
-    if let Some(r) = reference {
-        let name = if shaped {
-            "paired ratio".to_string()
-        } else {
-            format!("/{} paired", r.dut)
-        };
-        let _ = write!(header, "  {name:>26}");
-        let _ = write!(header, "  {:>26}", "MRR paired");
-    }
-    // Multinet rows beside another DUT's: over that DUT's multinet too.
-    let peer = cfg.duts.iter().find_map(|d| super::peer_for(&cfg.duts, *d));
-    if let Some(p) = peer {
-        let _ = write!(header, "  {:>26}", format!("/{} multinet paired", p.dut));
-    }
-    let _ = write!(header, "  basis");
-    let _ = writeln!(s, "\n{header}");
+    let cols = Columns::new(cfg, rows);
+    let _ = writeln!(s, "\n{}", cols.header());
     for &size in &cfg.sizes {
         for r in rows.iter().filter(|r| r.size == size) {
-            let mut line = format!("{:>5}  {:<w$}", size_label(size), r.dut.to_string());
-            for (i, g) in r.goals.iter().enumerate() {
-                let _ = write!(
-                    line,
-                    "  {:>22}",
-                    format!("{:.3} ({:.3}-{:.3})", g.mpps, g.mpps_min, g.mpps_max)
-                );
-                if i == 0 {
-                    let _ = write!(
-                        line,
-                        "  {:>13}  {:>8.1e}",
-                        format!("{:.1}/{:.1}", g.gbps_l2, g.gbps_l1),
-                        g.measured_loss
-                    );
-                    if shaped {
-                        let cell = match (g.gbps_l1_uplink, g.gbps_seed_formula) {
-                            (Some(u), Some(s)) => format!("{u:.1}/{s:.1}"),
-                            (Some(u), None) => format!("{u:.1}/-"),
-                            _ => "-".into(),
-                        };
-                        let _ = write!(line, "  {cell:>17}");
-                    }
-                }
-            }
-            let _ = write!(line, "  {:>8.3}", r.mrr_mpps);
-            if let Some(f) = lat_at {
-                let cell = r
-                    .latency
-                    .iter()
-                    .find(|(x, _)| *x == f)
-                    .map(|(_, l)| {
-                        format!("{:.1}/{:.1}", l.p50_ns as f64 / 1e3, l.p99_ns as f64 / 1e3)
-                    })
-                    .unwrap_or_else(|| "-".into());
-                let _ = write!(line, "  {cell:>20}");
-            }
-            if reference.is_some() {
-                let ratio = match r.paired_ratio {
-                    Some(p) => ratio_cell(p),
-                    None if Some(r.dut) == reference_for(&cfg.duts, r.dut) => "1".into(),
-                    None => "-".into(),
-                };
-                let _ = write!(line, "  {ratio:>26}");
-                let mrr = match r.paired_mrr {
-                    Some(p) => ratio_cell(p),
-                    None if Some(r.dut) == reference_for(&cfg.duts, r.dut) => "1".into(),
-                    None => "-".into(),
-                };
-                let _ = write!(line, "  {mrr:>26}");
-            }
-            if peer.is_some() {
-                let cell = match (r.peer_ratio, super::peer_for(&cfg.duts, r.dut)) {
-                    (Some(p), _) => ratio_cell(p),
-                    (None, None)
-                        if r.dut.shape == Some(Shape::Multinet)
-                            && peer.is_some_and(|p| p.dut == r.dut.dut) =>
-                    {
-                        "1".into()
-                    }
-                    _ => "-".into(),
-                };
-                let _ = write!(line, "  {cell:>26}");
-            }
-            let basis = r.basis.map_or("all".to_string(), |b| b.to_string());
-            let mut flags = format!("  {basis} x{}", r.searches);
-            if cfg.shares_gen_cpu(r.dut.workers) {
-                let _ = write!(
-                    flags,
-                    " ! a worker shares the generator's CPU {}: not the DUT's rate",
-                    cfg.gen_cpu
-                );
-            }
-            if r.searches < r.searches_run {
-                let _ = write!(flags, " (of {})", r.searches_run);
-            }
-            if r.disagreeing > 0 {
-                let _ = write!(
-                    flags,
-                    " ! {} trial(s) disagree with the DUT's counters",
-                    r.disagreeing
-                );
-            }
-            if r.foreign > 0 {
-                let _ = write!(
-                    flags,
-                    " ! {} trial(s) got frames back the generator did not send (fragments? not counted)",
-                    r.foreign
-                );
-            }
-            if r.generator_bound {
-                let _ = write!(
-                    flags,
-                    " ! generator-bound: MRR within 10% of the generator's ceiling (none)"
-                );
-            }
-            if r.generator_short > 0 {
-                let _ = write!(
-                    flags,
-                    " ({} trial(s) with generator shortfall)",
-                    r.generator_short
-                );
-            }
-            if r.redone > 0 {
-                let _ = write!(flags, " ({} disturbed trial(s) run again)", r.redone);
-            }
-            let irregular: usize = r.goals.iter().map(|g| g.irregular).sum();
-            if irregular > 0 {
-                let _ = write!(flags, " ({irregular} irregular)");
-            }
-            let _ = writeln!(s, "{line}{flags}");
+            let _ = writeln!(s, "{}{}", cols.cells(cfg, r), flags(cfg, r));
         }
     }
     s
+}
+
+/// The columns of [`table`]: what every row has cells for.
+struct Columns {
+    goal_names: Vec<String>,
+    /// The latency column's fraction of the first goal's result.
+    lat_at: Option<f64>,
+    /// The DUT paired ratios are over.
+    reference: Option<Subject>,
+    /// Whether a multinet column is in the run (the uplink and seed-formula column).
+    shaped: bool,
+    /// The DUT multinet rows are paired with, beside another's.
+    peer: Option<Subject>,
+    /// The DUT column's width.
+    w: usize,
+}
+
+impl Columns {
+    fn new(cfg: &L3fwdConfig, rows: &[SearchRow]) -> Columns {
+        let goal_names: Vec<String> = rows
+            .iter()
+            .find(|r| !r.goals.is_empty())
+            .map(|r| r.goals.iter().map(|g| g.goal.clone()).collect())
+            .unwrap_or_default();
+        let lat_at = cfg
+            .latency_at
+            .iter()
+            .copied()
+            .find(|&f| (f - 0.5).abs() < 1e-9)
+            .or(cfg.latency_at.first().copied());
+        let reference = cfg
+            .duts
+            .iter()
+            .rev()
+            .find(|d| d.dut != crate::Dut::None)
+            .copied();
+        let shaped = cfg.duts.iter().any(|d| d.shape == Some(Shape::Multinet));
+        let w = cfg
+            .duts
+            .iter()
+            .map(|d| d.to_string().len())
+            .max()
+            .unwrap_or(0)
+            .max(18);
+        // Multinet rows beside another DUT's: over that DUT's multinet too.
+        let peer = cfg.duts.iter().find_map(|d| super::peer_for(&cfg.duts, *d));
+        Columns {
+            goal_names,
+            lat_at,
+            reference,
+            shaped,
+            peer,
+            w,
+        }
+    }
+
+    /// The table's header line.
+    fn header(&self) -> String {
+        use std::fmt::Write as _;
+        let (lat_at, reference, shaped, peer, w) =
+            (self.lat_at, self.reference, self.shaped, self.peer, self.w);
+        let mut header = format!("{:>5}  {:<w$}", "size", "dut");
+        for (i, g) in self.goal_names.iter().enumerate() {
+            let _ = write!(header, "  {:>22}", format!("{g} Mpps (min-max)"));
+            if i == 0 {
+                let _ = write!(header, "  {:>13}  {:>8}", "Gbps L2/L1", "loss");
+                if shaped {
+                    let _ = write!(header, "  {:>17}", "uplink L1/seed Gb");
+                }
+            }
+        }
+        let _ = write!(header, "  {:>8}", "MRR Mpps");
+        if let Some(f) = lat_at {
+            let _ = write!(
+                header,
+                "  {:>20}",
+                format!("lat@{:.0}% p50/p99 us", f * 100.0)
+            );
+        }
+        if let Some(r) = reference {
+            let name = if shaped {
+                "paired ratio".to_string()
+            } else {
+                format!("/{} paired", r.dut)
+            };
+            let _ = write!(header, "  {name:>26}");
+            let _ = write!(header, "  {:>26}", "MRR paired");
+        }
+        if let Some(p) = peer {
+            let _ = write!(header, "  {:>26}", format!("/{} multinet paired", p.dut));
+        }
+        let _ = write!(header, "  basis");
+        header
+    }
+
+    /// `r`'s cells, up to its basis.
+    fn cells(&self, cfg: &L3fwdConfig, r: &SearchRow) -> String {
+        use std::fmt::Write as _;
+        let (lat_at, reference, shaped, peer, w) =
+            (self.lat_at, self.reference, self.shaped, self.peer, self.w);
+        let size = r.size;
+        let mut line = format!("{:>5}  {:<w$}", size_label(size), r.dut.to_string());
+        for (i, g) in r.goals.iter().enumerate() {
+            let _ = write!(
+                line,
+                "  {:>22}",
+                format!("{:.3} ({:.3}-{:.3})", g.mpps, g.mpps_min, g.mpps_max)
+            );
+            if i == 0 {
+                let _ = write!(
+                    line,
+                    "  {:>13}  {:>8.1e}",
+                    format!("{:.1}/{:.1}", g.gbps_l2, g.gbps_l1),
+                    g.measured_loss
+                );
+                if shaped {
+                    let cell = match (g.gbps_l1_uplink, g.gbps_seed_formula) {
+                        (Some(u), Some(s)) => format!("{u:.1}/{s:.1}"),
+                        (Some(u), None) => format!("{u:.1}/-"),
+                        _ => "-".into(),
+                    };
+                    let _ = write!(line, "  {cell:>17}");
+                }
+            }
+        }
+        let _ = write!(line, "  {:>8.3}", r.mrr_mpps);
+        if let Some(f) = lat_at {
+            let cell = r
+                .latency
+                .iter()
+                .find(|(x, _)| *x == f)
+                .map(|(_, l)| format!("{:.1}/{:.1}", l.p50_ns as f64 / 1e3, l.p99_ns as f64 / 1e3))
+                .unwrap_or_else(|| "-".into());
+            let _ = write!(line, "  {cell:>20}");
+        }
+        if reference.is_some() {
+            let ratio = match r.paired_ratio {
+                Some(p) => ratio_cell(p),
+                None if Some(r.dut) == reference_for(&cfg.duts, r.dut) => "1".into(),
+                None => "-".into(),
+            };
+            let _ = write!(line, "  {ratio:>26}");
+            let mrr = match r.paired_mrr {
+                Some(p) => ratio_cell(p),
+                None if Some(r.dut) == reference_for(&cfg.duts, r.dut) => "1".into(),
+                None => "-".into(),
+            };
+            let _ = write!(line, "  {mrr:>26}");
+        }
+        if peer.is_some() {
+            let cell = match (r.peer_ratio, super::peer_for(&cfg.duts, r.dut)) {
+                (Some(p), _) => ratio_cell(p),
+                (None, None)
+                    if r.dut.shape == Some(Shape::Multinet)
+                        && peer.is_some_and(|p| p.dut == r.dut.dut) =>
+                {
+                    "1".into()
+                }
+                _ => "-".into(),
+            };
+            let _ = write!(line, "  {cell:>26}");
+        }
+        line
+    }
+}
+
+/// `r`'s basis, its searches and what the reader should be warned of.
+fn flags(cfg: &L3fwdConfig, r: &SearchRow) -> String {
+    use std::fmt::Write as _;
+    let basis = r.basis.map_or("all".to_string(), |b| b.to_string());
+    let mut flags = format!("  {basis} x{}", r.searches);
+    if cfg.shares_gen_cpu(r.dut.workers) {
+        let _ = write!(
+            flags,
+            " ! a worker shares the generator's CPU {}: not the DUT's rate",
+            cfg.gen_cpu
+        );
+    }
+    if r.searches < r.searches_run {
+        let _ = write!(flags, " (of {})", r.searches_run);
+    }
+    if r.disagreeing > 0 {
+        let _ = write!(
+            flags,
+            " ! {} trial(s) disagree with the DUT's counters",
+            r.disagreeing
+        );
+    }
+    if r.foreign > 0 {
+        let _ = write!(
+            flags,
+            " ! {} trial(s) got frames back the generator did not send (fragments? not counted)",
+            r.foreign
+        );
+    }
+    if r.generator_bound {
+        let _ = write!(
+            flags,
+            " ! generator-bound: MRR within 10% of the generator's ceiling (none)"
+        );
+    }
+    if r.generator_short > 0 {
+        let _ = write!(
+            flags,
+            " ({} trial(s) with generator shortfall)",
+            r.generator_short
+        );
+    }
+    if r.redone > 0 {
+        let _ = write!(flags, " ({} disturbed trial(s) run again)", r.redone);
+    }
+    let irregular: usize = r.goals.iter().map(|g| g.irregular).sum();
+    if irregular > 0 {
+        let _ = write!(flags, " ({irregular} irregular)");
+    }
+    flags
 }
 
 /// A paired ratio as a table cell: median (min-max), the placement of its pairs, how many.

@@ -119,108 +119,11 @@ pub fn rows(outcomes: &[Outcome], sizes: &[usize], duts: &[Subject]) -> Vec<Sear
                 .collect();
             let reports: Vec<&SearchReport> =
                 used.iter().filter_map(|o| o.search.as_ref()).collect();
-            let mut goals = Vec::new();
-            let bytes = crate::trial::frame_bytes(size);
-            if let Some(first) = reports.first() {
-                for (i, g) in first.goals.iter().enumerate() {
-                    // MRR has no bounds: its result is the receive rate.
-                    let vals: Vec<f64> = reports
-                        .iter()
-                        .filter_map(|r| r.goals.get(i))
-                        .map(|g| g.result_pps().unwrap_or(0.0) / 1e6)
-                        .collect();
-                    let fwd: Vec<f64> = reports
-                        .iter()
-                        .filter_map(|r| r.goals.get(i))
-                        .filter_map(|g| g.forwarding_pps)
-                        .map(|p| p / 1e6)
-                        .collect();
-                    let (m, lo, hi) = median_min_max(&vals);
-                    let losses: Vec<f64> = reports
-                        .iter()
-                        .filter_map(|r| {
-                            let goal = r.goals.get(i)?;
-                            let at: Vec<f64> = match goal.lower_pps {
-                                Some(l) => r
-                                    .trials
-                                    .iter()
-                                    .filter(|t| t.load_pps == l)
-                                    .map(|t| t.loss_ratio())
-                                    .collect(),
-                                // MRR: every trial is at the maximum load.
-                                None if goal.loss_ratio >= 1.0 => {
-                                    r.trials.iter().map(|t| t.loss_ratio()).collect()
-                                }
-                                None => Vec::new(),
-                            };
-                            if at.is_empty() {
-                                None
-                            } else if goal.loss_ratio >= 1.0 {
-                                Some(at.iter().sum::<f64>() / at.len() as f64)
-                            } else {
-                                at.into_iter().reduce(f64::min)
-                            }
-                        })
-                        .collect();
-                    goals.push(GoalRow {
-                        goal: g.name.clone(),
-                        loss_ratio: g.loss_ratio,
-                        measured_loss: median(&losses),
-                        mpps: m,
-                        mpps_min: lo,
-                        mpps_max: hi,
-                        gbps_l2: m * 1e6 * bytes * 8.0 / 1e9,
-                        gbps_l1: m * 1e6 * (bytes + 20.0) * 8.0 / 1e9,
-                        gbps_l1_uplink: dut.shape.map(|s| {
-                            let vxlan = if s == Shape::Multinet { 50.0 } else { 0.0 };
-                            m * 1e6 * (bytes + vxlan + 20.0) * 8.0 / 1e9
-                        }),
-                        gbps_seed_formula: (dut.shape == Some(Shape::Multinet))
-                            .then(|| m * 1e6 * (bytes + 56.0) * 8.0 / 1e9),
-                        forwarding_mpps: median(&fwd),
-                        irregular: reports
-                            .iter()
-                            .filter(|r| r.goals.get(i).is_some_and(|g| !g.regular))
-                            .count(),
-                    });
-                }
-            }
+            let goals = goal_rows(&reports, dut, size);
             let (mrr, mrr_lo, mrr_hi) =
                 median_min_max(&used.iter().map(|o| o.mrr_pps / 1e6).collect::<Vec<_>>());
-            let mut latency = Vec::new();
-            if let Some(first) = used.first() {
-                for p in &first.latency {
-                    let at: Vec<Latency> = used
-                        .iter()
-                        .filter_map(|o| o.latency.iter().find(|q| q.fraction == p.fraction))
-                        .map(|q| q.latency)
-                        .collect();
-                    let med = |f: fn(&Latency) -> u64| {
-                        median(&at.iter().map(|l| f(l) as f64).collect::<Vec<_>>()) as u64
-                    };
-                    latency.push((
-                        p.fraction,
-                        Latency {
-                            min_ns: med(|l| l.min_ns),
-                            p50_ns: med(|l| l.p50_ns),
-                            p90_ns: med(|l| l.p90_ns),
-                            p99_ns: med(|l| l.p99_ns),
-                            p999_ns: med(|l| l.p999_ns),
-                            max_ns: med(|l| l.max_ns),
-                        },
-                    ));
-                }
-            }
-            let mut node_ns = Vec::new();
-            if let Some(first) = used.first() {
-                for (name, _) in &first.node_ns {
-                    let v: Vec<f64> = used
-                        .iter()
-                        .filter_map(|o| o.node_ns.iter().find(|(n, _)| n == name).map(|p| p.1))
-                        .collect();
-                    node_ns.push((name.clone(), median(&v)));
-                }
-            }
+            let latency = median_latency(&used);
+            let node_ns = median_node_ns(&used);
             out.push(SearchRow {
                 dut,
                 size,
@@ -262,6 +165,126 @@ pub fn rows(outcomes: &[Outcome], sizes: &[usize], duts: &[Subject]) -> Vec<Sear
     }
     mark_generator_bound(&mut out);
     out
+}
+
+/// Each goal's row over the searches `reports` of `dut` at `size`: median, min and max of
+/// the results, the loss measured at them, the rates in Gbps.
+fn goal_rows(reports: &[&SearchReport], dut: Subject, size: usize) -> Vec<GoalRow> {
+    let mut goals = Vec::new();
+    let bytes = crate::trial::frame_bytes(size);
+    if let Some(first) = reports.first() {
+        for (i, g) in first.goals.iter().enumerate() {
+            // MRR has no bounds: its result is the receive rate.
+            let vals: Vec<f64> = reports
+                .iter()
+                .filter_map(|r| r.goals.get(i))
+                .map(|g| g.result_pps().unwrap_or(0.0) / 1e6)
+                .collect();
+            let fwd: Vec<f64> = reports
+                .iter()
+                .filter_map(|r| r.goals.get(i))
+                .filter_map(|g| g.forwarding_pps)
+                .map(|p| p / 1e6)
+                .collect();
+            let (m, lo, hi) = median_min_max(&vals);
+            let losses = losses_at(reports, i);
+            goals.push(GoalRow {
+                goal: g.name.clone(),
+                loss_ratio: g.loss_ratio,
+                measured_loss: median(&losses),
+                mpps: m,
+                mpps_min: lo,
+                mpps_max: hi,
+                gbps_l2: m * 1e6 * bytes * 8.0 / 1e9,
+                gbps_l1: m * 1e6 * (bytes + 20.0) * 8.0 / 1e9,
+                gbps_l1_uplink: dut.shape.map(|s| {
+                    let vxlan = if s == Shape::Multinet { 50.0 } else { 0.0 };
+                    m * 1e6 * (bytes + vxlan + 20.0) * 8.0 / 1e9
+                }),
+                gbps_seed_formula: (dut.shape == Some(Shape::Multinet))
+                    .then(|| m * 1e6 * (bytes + 56.0) * 8.0 / 1e9),
+                forwarding_mpps: median(&fwd),
+                irregular: reports
+                    .iter()
+                    .filter(|r| r.goals.get(i).is_some_and(|g| !g.regular))
+                    .count(),
+            });
+        }
+    }
+    goals
+}
+
+/// The loss each search measured at goal `i`'s result: the lowest of the trials at its lower
+/// bound, or (MRR) the mean of its trials at the maximum load.
+fn losses_at(reports: &[&SearchReport], i: usize) -> Vec<f64> {
+    reports
+        .iter()
+        .filter_map(|r| {
+            let goal = r.goals.get(i)?;
+            let at: Vec<f64> = match goal.lower_pps {
+                Some(l) => r
+                    .trials
+                    .iter()
+                    .filter(|t| t.load_pps == l)
+                    .map(|t| t.loss_ratio())
+                    .collect(),
+                // MRR: every trial is at the maximum load.
+                None if goal.loss_ratio >= 1.0 => r.trials.iter().map(|t| t.loss_ratio()).collect(),
+                None => Vec::new(),
+            };
+            if at.is_empty() {
+                None
+            } else if goal.loss_ratio >= 1.0 {
+                Some(at.iter().sum::<f64>() / at.len() as f64)
+            } else {
+                at.into_iter().reduce(f64::min)
+            }
+        })
+        .collect()
+}
+
+/// The latency at each fraction the first search measured, median over `used`.
+fn median_latency(used: &[&Outcome]) -> Vec<(f64, Latency)> {
+    let mut latency = Vec::new();
+    if let Some(first) = used.first() {
+        for p in &first.latency {
+            let at: Vec<Latency> = used
+                .iter()
+                .filter_map(|o| o.latency.iter().find(|q| q.fraction == p.fraction))
+                .map(|q| q.latency)
+                .collect();
+            let med = |f: fn(&Latency) -> u64| {
+                median(&at.iter().map(|l| f(l) as f64).collect::<Vec<_>>()) as u64
+            };
+            latency.push((
+                p.fraction,
+                Latency {
+                    min_ns: med(|l| l.min_ns),
+                    p50_ns: med(|l| l.p50_ns),
+                    p90_ns: med(|l| l.p90_ns),
+                    p99_ns: med(|l| l.p99_ns),
+                    p999_ns: med(|l| l.p999_ns),
+                    max_ns: med(|l| l.max_ns),
+                },
+            ));
+        }
+    }
+    latency
+}
+
+/// The time per packet in each graph node, median over `used`.
+fn median_node_ns(used: &[&Outcome]) -> Vec<(String, f64)> {
+    let mut node_ns = Vec::new();
+    if let Some(first) = used.first() {
+        for (name, _) in &first.node_ns {
+            let v: Vec<f64> = used
+                .iter()
+                .filter_map(|o| o.node_ns.iter().find(|(n, _)| n == name).map(|p| p.1))
+                .collect();
+            node_ns.push((name.clone(), median(&v)));
+        }
+    }
+    node_ns
 }
 
 /// A DUT is generator-bound at a size when its flat-out rate (MRR) is at least 90% of the
