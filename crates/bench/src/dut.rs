@@ -94,24 +94,31 @@ pub fn settled_counts(
     max: Duration,
 ) -> Result<Option<Counts>, DutError> {
     let start = std::time::Instant::now();
-    let mut last = read()?;
-    let (Some(b), Some(mut a)) = (before, last) else {
-        return Ok(last);
-    };
-    let mut moved = start;
+    let (mut last, mut moved) = (read()?, start);
     loop {
-        let agree = a.rx.wrapping_sub(b.rx) == want.rx && a.tx.wrapping_sub(b.tx) == want.tx;
-        if agree || moved.elapsed() >= quiet || start.elapsed() >= max {
+        if last.is_none()
+            || agrees(before, last, want)
+            || moved.elapsed() >= quiet
+            || start.elapsed() >= max
+        {
             return Ok(last);
         }
         std::thread::sleep(Duration::from_millis(1));
-        last = read()?;
-        let Some(now) = last else { return Ok(None) };
-        if now != a {
+        let now = read()?;
+        if now != last {
             moved = std::time::Instant::now();
         }
-        a = now;
+        last = now;
     }
+}
+
+/// Whether the DUT's counters since `before` show what the generator sent (`want.rx`) and
+/// got back (`want.tx`); a DUT without counters agrees.
+pub fn agrees(before: Option<Counts>, after: Option<Counts>, want: Counts) -> bool {
+    let (Some(b), Some(a)) = (before, after) else {
+        return true;
+    };
+    a.rx.wrapping_sub(b.rx) == want.rx && a.tx.wrapping_sub(b.tx) == want.tx
 }
 
 /// Compares the generator's counts over one trial with the DUT's counters before and

@@ -175,24 +175,27 @@ impl GenMeasurer<'_> {
             ));
         }
         // The DUT's counters saw the warm-up too. Frames a kernel port's full ring lost
-        // were sent to the generator all the same, and so were those the DUT forwarded after
-        // the run stopped receiving (a DUT that had not run since, on a busy host), which
-        // settling takes off the rings before the counters are read.
-        let late = self
-            .session
-            .settle(crate::dut::SETTLE_QUIET, crate::dut::SETTLE_MAX);
-        let (sent, got_back) = (g.tx_total(), g.rx_total() + g.rx_kernel_drops + late);
-        let after = crate::dut::settled_counts(
-            || self.topology.counts(self.dut),
-            before,
-            crate::dut::Counts {
-                rx: sent,
-                tx: got_back,
-            },
-            crate::dut::SETTLE_QUIET,
-            crate::dut::SETTLE_MAX,
-        )
-        .map_err(|e| e.to_string())?;
+        // were sent to the generator all the same. Counters that agree at once are read
+        // once; otherwise the DUT may have forwarded frames after the run stopped receiving
+        // (it had not run since, on a busy host): settling takes those off the rings and
+        // counts them as sent back, then the counters are read until they catch up.
+        let sent = g.tx_total();
+        let mut got_back = g.rx_total() + g.rx_kernel_drops;
+        let mut after = self.topology.counts(self.dut).map_err(|e| e.to_string())?;
+        let want = |tx| crate::dut::Counts { rx: sent, tx };
+        if !crate::dut::agrees(before, after, want(got_back)) {
+            got_back += self
+                .session
+                .settle(crate::dut::SETTLE_QUIET, crate::dut::SETTLE_MAX);
+            after = crate::dut::settled_counts(
+                || self.topology.counts(self.dut),
+                before,
+                want(got_back),
+                crate::dut::SETTLE_QUIET,
+                crate::dut::SETTLE_MAX,
+            )
+            .map_err(|e| e.to_string())?;
+        }
         self.counts = Some(after);
         self.topology.check_rx(self.subject, self.size, &g)?;
         let m = measurement(load, duration, &g);
