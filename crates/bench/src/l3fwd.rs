@@ -177,10 +177,7 @@ pub(crate) fn start_dut(
             Ok((Box::new(v) as Running, sock))
         }
         Dut::Testpmd => {
-            let bin = cfg
-                .testpmd_bin
-                .clone()
-                .ok_or_else(|| DutError::Missing("dpdk-testpmd not installed".into()))?;
+            let bin = cfg.testpmd_bin_or_missing()?;
             let port = |id| MemifPort {
                 server: true,
                 socket: sock.clone(),

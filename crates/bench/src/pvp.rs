@@ -438,10 +438,7 @@ impl Topology for PvpTopology {
                 &pod_config(&sock, plan, cpu).to_toml(),
             )?),
             Dut::Testpmd => {
-                let bin = cfg
-                    .testpmd_bin
-                    .clone()
-                    .ok_or_else(|| DutError::Missing("dpdk-testpmd not installed".into()))?;
+                let bin = cfg.testpmd_bin_or_missing()?;
                 let port = |id| MemifPort {
                     server: false,
                     socket: sock.clone(),

@@ -125,6 +125,13 @@ impl L3fwdConfig {
         self.dut_cpus.first().copied().unwrap_or(self.gen_cpu)
     }
 
+    /// dpdk-testpmd's binary, or why there is none.
+    pub fn testpmd_bin_or_missing(&self) -> Result<PathBuf, crate::dut::DutError> {
+        self.testpmd_bin
+            .clone()
+            .ok_or_else(|| crate::dut::DutError::Missing("dpdk-testpmd not installed".into()))
+    }
+
     /// VPP's binary, or why there is none.
     pub fn vpp_bin_or_missing(&self) -> Result<PathBuf, crate::dut::DutError> {
         self.vpp_bin.clone().ok_or_else(|| {
