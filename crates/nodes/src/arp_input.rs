@@ -10,7 +10,8 @@
 //! gateway (an aggregate or default route) are not answered, so a node never becomes a
 //! transit hop between two others or a sink for addresses another node owns. A sender on a
 //! tunnel that claims an address this node delivers is not learned (it would hijack the pod's
-//! traffic into the tunnel).
+//! traffic into the tunnel). On an interface with allowed sources (a pod's) the sender must
+//! be one of them.
 
 use std::sync::Arc;
 use std::sync::mpsc::{SyncSender, TrySendError};
@@ -91,6 +92,7 @@ graph::node! {
         Spoofed = "arp on a tunnel from an address this node delivers (not learned)",
         ReplyLearned = "arp reply: neighbour learned (not an error)",
         OffLink = "arp sender not on a connected subnet",
+        SenderNotAllowed = "arp sender address not allowed on this interface",
         NoHeadroom = "no headroom for the l2 header",
         LearnQueue = "learned-neighbour queue full or closed",
     }
@@ -164,6 +166,12 @@ impl Node for ArpInput {
                 (arp.op(), arp.sender_mac(), arp.sender_ip(), arp.target_ip());
             if !ifc.on_link(sip) {
                 ctx.count_error(Error::OffLink);
+                continue;
+            }
+            // A pod claims only its own addresses: it may not poison the neighbour of
+            // another pod or of the gateway (neither learned nor answered).
+            if !ifc.source_allowed(sip) {
+                ctx.count_error(Error::SenderNotAllowed);
                 continue;
             }
             if ifc.tunnel().is_some() && self.proxies(&ifs, rx, sip) {

@@ -24,6 +24,7 @@ use graph::{Ctx, Node};
 use wire::ipv4::MIN_HEADER_LEN;
 use wire::{EtherType, Ethernet, Ipv4};
 
+use crate::ip4_input::{SourceCheck, Unchecked};
 use crate::ip4_rewrite::{Fast, forward};
 use crate::{ETH_HDR, IfConfig, Shared, SharedView, ip4_input};
 
@@ -241,7 +242,7 @@ impl EthernetInput {
                 let ttl = ip.get(8).copied().unwrap_or(0);
                 let unchained = m.next == buffer::NONE;
                 let checked = if fuse.check {
-                    ip4_input::fast::<BYPASS>(m, ip, vteps)
+                    ip4_input::fast::<BYPASS>(m, ip, vteps, ifc.sources.as_ref())
                 } else {
                     None
                 };
@@ -289,7 +290,7 @@ impl EthernetInput {
                 }
                 // The packets after it most likely came in the same way: the direct loop
                 // takes them while they do, forwarding them itself while it can.
-                let (rx, vrf) = (last_rx, ifc.vrf);
+                let (rx, vrf, src) = (last_rx, ifc.vrf, ifc.sources.as_ref());
                 let (rest, next) = (&bufs[i..], &mut next[i..]);
                 // Forwarding here goes on while it may; after a packet it could not forward
                 // (to us, say: its followers most likely are too), the loop that leaves them
@@ -300,26 +301,28 @@ impl EthernetInput {
                     }
                     _ => None,
                 };
-                i += match (fwd.is_some(), tunnels_here) {
-                    (true, true) => {
-                        direct::<true, true>(ctx.pool, rx, vrf, fast_mac, vteps, fwd, rest, next)
+                if fwd.is_none() {
+                    fuse.on = false;
+                }
+                let (pool, on) = (&mut *ctx.pool, (rest, next));
+                i += match src {
+                    Some(s) => {
+                        direct_any(pool, (rx, vrf, s), fast_mac, vteps, fwd, tunnels_here, on)
                     }
-                    (true, false) => {
-                        direct::<false, true>(ctx.pool, rx, vrf, fast_mac, &[], fwd, rest, next)
-                    }
-                    (false, true) => {
-                        fuse.on = false;
-                        direct::<true, false>(ctx.pool, rx, vrf, fast_mac, vteps, None, rest, next)
-                    }
-                    (false, false) => {
-                        fuse.on = false;
-                        direct::<false, false>(ctx.pool, rx, vrf, fast_mac, &[], None, rest, next)
-                    }
+                    None => direct_any(
+                        pool,
+                        (rx, vrf, Unchecked),
+                        fast_mac,
+                        vteps,
+                        fwd,
+                        tunnels_here,
+                        on,
+                    ),
                 };
                 continue;
             }
             if ifc.l3 {
-                let to = l3_input::<BYPASS>(ctx, b, ifc.vrf, vteps, fuse.check);
+                let to = l3_input::<BYPASS>(ctx, b, ifc, vteps, fuse.check);
                 match to {
                     Next::Ip4 => fuse.check = false,
                     Next::Lookup => fuse.on = false,
@@ -377,8 +380,9 @@ impl EthernetInput {
 
 /// The direct loop: takes packets from the front of `bufs` for as long as each is one of
 /// a single buffer, received on `rx` (an interface that is up, not in ip mode, in VRF `vrf`,
-/// whose MAC is `mac` as [`mac_key`] gives it), untraced and not our own, IPv4 to that MAC
-/// that passes the IPv4 checks of `ip4_input::fast`; returns how many it took. Each gets what
+/// taking the sources `src` allows, whose MAC is `mac` as [`mac_key`] gives it), untraced and
+/// not our own, IPv4 to that MAC that passes the IPv4 checks of `ip4_input::fast`; returns
+/// how many it took. Each gets what
 /// the node's loop gives it (padding cut, on to `ip4-lookup` or `vxlan4-input`); the node's
 /// loop takes the rest, from the first packet that is anything else. It only does it with the
 /// frame's state in registers and the pool borrowed once.
@@ -389,10 +393,9 @@ impl EthernetInput {
 /// [`Fuse::forward`] does.
 #[inline(never)]
 #[allow(clippy::too_many_arguments)]
-fn direct<const BYPASS: bool, const FUSE: bool>(
+fn direct<const BYPASS: bool, const FUSE: bool, S: SourceCheck>(
     pool: &mut buffer::Pool,
-    rx: u32,
-    vrf: u32,
+    (rx, vrf, src): (u32, u32, S),
     mac: u64,
     vteps: &[(u32, wire::Ipv4Addr)],
     fwd: Option<(fib::LpmView<'_>, &Fast)>,
@@ -427,7 +430,7 @@ fn direct<const BYPASS: bool, const FUSE: bool>(
         // Every check first, so that a packet given back is untouched: the bytes from the
         // IPv4 header on (the frame holds the Ethernet header: `data` does).
         let avail = m.total_len.saturating_sub(ETH_HDR as u32);
-        let Some((to, cut)) = ip4_input::fast_at::<BYPASS>(avail, vrf, ip, vteps) else {
+        let Some((to, cut)) = ip4_input::fast_at::<BYPASS>(avail, vrf, ip, vteps, src) else {
             return i;
         };
         if FUSE && to == ip4_input::Fast::Lookup {
@@ -467,6 +470,27 @@ fn direct<const BYPASS: bool, const FUSE: bool>(
     bufs.len()
 }
 
+/// [`direct`] in the variant the frame needs: with `BYPASS` if a tunnel ends in the
+/// receiving interface's VRF (`tunnels`), with `FUSE` if there is a rewrite to forward with
+/// (`fwd`), and checking sources with `S` (no code at all for an interface without them).
+#[inline(always)]
+fn direct_any<S: SourceCheck>(
+    pool: &mut buffer::Pool,
+    rx: (u32, u32, S),
+    mac: u64,
+    vteps: &[(u32, wire::Ipv4Addr)],
+    fwd: Option<(fib::LpmView<'_>, &Fast)>,
+    tunnels: bool,
+    (rest, next): (&[u32], &mut [u16]),
+) -> usize {
+    match (fwd.is_some(), tunnels) {
+        (true, true) => direct::<true, true, S>(pool, rx, mac, vteps, fwd, rest, next),
+        (true, false) => direct::<false, true, S>(pool, rx, mac, &[], fwd, rest, next),
+        (false, true) => direct::<true, false, S>(pool, rx, mac, vteps, None, rest, next),
+        (false, false) => direct::<false, false, S>(pool, rx, mac, &[], None, rest, next),
+    }
+}
+
 /// A MAC address as one integer (its six bytes in the host's order), so that the fast path
 /// compares a frame's destination with one comparison of a value held in a register.
 #[inline(always)]
@@ -482,12 +506,12 @@ fn mac_key(m: &[u8; 6]) -> u64 {
 fn l3_input<const BYPASS: bool>(
     ctx: &mut Ctx<'_, EthernetInput>,
     b: u32,
-    vrf: u32,
+    ifc: &IfConfig,
     vteps: &[(u32, wire::Ipv4Addr)],
     check: bool,
 ) -> Next {
     let (m, data) = ctx.pool.meta_data_mut(b);
-    m.vrf = vrf;
+    m.vrf = ifc.vrf;
     let traced = m.flags & graph::BUFFER_TRACED != 0;
     let unchained = m.next == buffer::NONE;
     if data.first().map(|v| v >> 4) != Some(4) {
@@ -496,7 +520,7 @@ fn l3_input<const BYPASS: bool>(
     }
     let ttl = data.get(8).copied().unwrap_or(0);
     let checked = if check {
-        ip4_input::fast::<BYPASS>(m, data, vteps)
+        ip4_input::fast::<BYPASS>(m, data, vteps, ifc.sources.as_ref())
     } else {
         None
     };
@@ -550,8 +574,13 @@ mod tests {
     use crate::testing::run_one;
 
     fn node(l3: bool) -> EthernetInput {
+        node_with(l3, None)
+    }
+
+    fn node_with(l3: bool, sources: Option<crate::AllowedSources>) -> EthernetInput {
         let mut c = IfConfig::new([2, 0, 0, 0, 0, 1], 3);
         c.l3 = l3;
+        c.sources = sources;
         EthernetInput::new(Shared::new(
             Arc::new(ArcSwap::from_pointee(vec![c])),
             Arc::new(ArcSwap::from_pointee(Vec::new())),
@@ -584,5 +613,17 @@ mod tests {
         // The same bytes on an Ethernet interface are no frame for us.
         let ((next, ..), _) = run_one(node(false), &p, &[], |m| m.rx_if = 0);
         assert_eq!(next, "error-drop");
+    }
+
+    /// In ip mode too, a source the interface does not allow leaves the fast path for
+    /// ip4-input's full checks (which drop it and count it).
+    #[test]
+    fn ip_mode_checks_the_source() {
+        let own = crate::AllowedSources::new([(fib::Ipv4Addr::new(10, 0, 0, 2), 32)]);
+        let ((next, ..), _) = run_one(node_with(true, Some(own)), &ipv4(), &[], |m| m.rx_if = 0);
+        assert_eq!(next, "ip4-lookup");
+        let other = crate::AllowedSources::new([(fib::Ipv4Addr::new(10, 0, 0, 9), 32)]);
+        let ((next, ..), _) = run_one(node_with(true, Some(other)), &ipv4(), &[], |m| m.rx_if = 0);
+        assert_eq!(next, "ip4-input");
     }
 }

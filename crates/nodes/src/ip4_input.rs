@@ -8,21 +8,26 @@
 //! dispatched it to the same node, which checks the tunnel, the VTEP address and the VRF
 //! itself. Anything else to port 4789 (a checksum to verify, a fragment, a length that
 //! disagrees, another of our addresses) takes that longer way and its counters.
+//!
+//! A packet from an interface with allowed sources (a pod's: see [`crate::sources`]) whose
+//! source address is not one of them is dropped here, on every path a packet takes in.
 
 use graph::{Ctx, Node};
 use wire::Ipv4;
 use wire::ipv4::{MIN_HEADER_LEN, VER_IHL_NO_OPTIONS};
 
-use crate::Shared;
+use crate::{AllowedSources, IfConfig, Shared, SharedView};
 
 #[derive(Debug)]
 pub struct Ip4Input {
-    shared: Shared,
+    shared: SharedView,
 }
 
 impl Ip4Input {
     pub fn new(shared: Shared) -> Ip4Input {
-        Ip4Input { shared }
+        Ip4Input {
+            shared: SharedView::new(&shared),
+        }
     }
 }
 
@@ -59,6 +64,7 @@ graph::node! {
         Options = "ip4 options present (not forwarded)",
         TtlZero = "ip4 ttl is zero",
         Length = "ip4 length > l2 length",
+        Spoofed = "ip4 source address not allowed on this interface",
     }
     trace Ip4InputTrace { ttl: u8 }
 }
@@ -71,12 +77,15 @@ impl core::fmt::Display for Ip4InputTrace {
 
 impl Node for Ip4Input {
     fn process(&mut self, ctx: &mut Ctx<'_, Self>, bufs: &[u32], next: &mut [u16]) {
-        let vxlan = self.shared.vxlan.load();
+        let (vxlan, ifs) = (
+            &**self.shared.vxlan.load(),
+            &**self.shared.interfaces.load(),
+        );
         // A node without tunnels runs the loop without the bypass check at all.
         if vxlan.vteps.is_empty() {
-            input::<false>(ctx, bufs, next, &[]);
+            input::<false>(ctx, bufs, next, &[], ifs);
         } else {
-            input::<true>(ctx, bufs, next, &vxlan.vteps);
+            input::<true>(ctx, bufs, next, &vxlan.vteps, ifs);
         }
     }
 }
@@ -90,6 +99,38 @@ fn to_vtep(vrf: u32, ip: &[u8], vteps: &[(u32, wire::Ipv4Addr)]) -> bool {
     })
 }
 
+/// What the fast path checks a packet's source against: an interface's allowed sources, if
+/// it has them (`Option<&AllowedSources>`), a set it surely has (`&AllowedSources`), or
+/// nothing ([`Unchecked`]: a loop for an interface without them compiles no check at all).
+pub(crate) trait SourceCheck: Copy {
+    fn allows(self, src: u32) -> bool;
+}
+
+/// No source check.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Unchecked;
+
+impl SourceCheck for Unchecked {
+    #[inline(always)]
+    fn allows(self, _: u32) -> bool {
+        true
+    }
+}
+
+impl SourceCheck for &AllowedSources {
+    #[inline(always)]
+    fn allows(self, src: u32) -> bool {
+        AllowedSources::allows(self, src)
+    }
+}
+
+impl SourceCheck for Option<&AllowedSources> {
+    #[inline(always)]
+    fn allows(self, src: u32) -> bool {
+        self.is_none_or(|s| s.allows(src))
+    }
+}
+
 /// Where ip4-input's fast path sends a packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Fast {
@@ -99,7 +140,8 @@ pub(crate) enum Fast {
 
 /// ip4-input's fast path, also run by `ethernet-input` for the frames it sees are plain IPv4
 /// to us (the checks of VPP's ip4-input, done in the pass that already holds the packet):
-/// version 4, no options, a valid checksum, TTL above zero and the whole length present.
+/// version 4, no options, a valid checksum, TTL above zero, the whole length present and, if
+/// the receiving interface has `sources`, a source among them.
 /// `ip` is the head buffer's data from the IPv4 header on and `m` its metadata, already
 /// advanced past any link-layer header. Returns where the packet goes and, if link-layer
 /// padding or bytes a peer put past the datagram are to be cut, the datagram's length; `None`
@@ -110,8 +152,9 @@ pub(crate) fn fast<const BYPASS: bool>(
     m: &buffer::Meta,
     ip: &[u8],
     vteps: &[(u32, wire::Ipv4Addr)],
+    sources: Option<&AllowedSources>,
 ) -> Option<(Fast, Option<u16>)> {
-    fast_at::<BYPASS>(m.total_len, m.vrf, ip, vteps)
+    fast_at::<BYPASS>(m.total_len, m.vrf, ip, vteps, sources)
 }
 
 /// [`fast`] for a packet whose metadata has not been advanced to its IPv4 header (a direct
@@ -123,10 +166,14 @@ pub(crate) fn fast_at<const BYPASS: bool>(
     vrf: u32,
     ip: &[u8],
     vteps: &[(u32, wire::Ipv4Addr)],
+    sources: impl SourceCheck,
 ) -> Option<(Fast, Option<u16>)> {
     let h = ip.first_chunk::<MIN_HEADER_LEN>()?;
     let v = Ipv4::new_unchecked(h);
     if v.version_ihl() != VER_IHL_NO_OPTIONS || v.ttl() == 0 || !v.checksum_ok_no_options() {
+        return None;
+    }
+    if !sources.allows(u32::from(v.src_addr())) {
         return None;
     }
     let total = v.total_len();
@@ -145,10 +192,17 @@ fn input<const BYPASS: bool>(
     bufs: &[u32],
     next: &mut [u16],
     vteps: &[(u32, wire::Ipv4Addr)],
+    ifs: &[IfConfig],
 ) {
+    // The previous packet's receiving interface and its allowed sources.
+    let (mut last_rx, mut sources) = (buffer::NONE, None);
     for (&b, n) in bufs.iter().zip(next.iter_mut()) {
         let (m, data) = ctx.pool.meta_data_mut(b);
-        if let Some((to, cut)) = fast::<BYPASS>(m, data, vteps) {
+        if m.rx_if != last_rx {
+            last_rx = m.rx_if;
+            sources = ifs.get(last_rx as usize).and_then(|c| c.sources.as_ref());
+        }
+        if let Some((to, cut)) = fast::<BYPASS>(m, data, vteps, sources) {
             let (traced, ttl) = (m.flags & graph::BUFFER_TRACED != 0, data[8]);
             if let Some(total) = cut {
                 if m.next == buffer::NONE {
@@ -177,6 +231,9 @@ fn input<const BYPASS: bool>(
             Ok(ip) if ip.header_len() != MIN_HEADER_LEN => Err(Error::Options),
             Ok(ip) if !ip.checksum_ok() => Err(Error::BadChecksum),
             Ok(ip) if ip.ttl() == 0 => Err(Error::TtlZero),
+            Ok(ip) if sources.is_some_and(|s| !s.allows(u32::from(ip.src_addr()))) => {
+                Err(Error::Spoofed)
+            }
             Ok(ip) => Ok((ip.total_len(), ip.ttl())),
         };
         match verdict {
@@ -194,5 +251,57 @@ fn input<const BYPASS: bool>(
                 *n = Next::Drop.into();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arc_swap::ArcSwap;
+
+    use super::*;
+    use crate::testing::run_one;
+
+    /// ip4-input's full checks drop a packet whose source its interface does not allow,
+    /// after the header checks (a malformed header is named as such first).
+    #[test]
+    fn full_checks_drop_a_source_the_interface_does_not_allow() {
+        let mut c = IfConfig::new([2, 0, 0, 0, 0, 1], 0);
+        c.sources = Some(AllowedSources::new([(
+            wire::Ipv4Addr::new(10, 0, 0, 2),
+            32,
+        )]));
+        let node = || {
+            Ip4Input::new(Shared::new(
+                Arc::new(ArcSwap::from_pointee(vec![c.clone()])),
+                Arc::new(ArcSwap::from_pointee(Vec::new())),
+                fib::adj::AdjTable::new().reader(),
+            ))
+        };
+        let packet = |src: [u8; 4], ttl: u8| {
+            let mut v = Vec::new();
+            etherparse::PacketBuilder::ipv4(src, [10, 0, 0, 1], ttl)
+                .udp(1, 2)
+                .write(&mut v, &[0; 18])
+                .unwrap();
+            v
+        };
+        let rx0 = |m: &mut buffer::Meta| m.rx_if = 0;
+        let ((next, ..), errors) = run_one(node(), &packet([10, 0, 0, 2], 64), &[], rx0);
+        assert_eq!((next, errors.len()), ("ip4-lookup", 0));
+        let ((next, ..), errors) = run_one(node(), &packet([10, 0, 0, 3], 64), &[], rx0);
+        assert_eq!(
+            (next, errors),
+            (
+                "error-drop",
+                vec!["ip4 source address not allowed on this interface"]
+            )
+        );
+        let (_, errors) = run_one(node(), &packet([10, 0, 0, 3], 0), &[], rx0);
+        assert_eq!(errors, vec!["ip4 ttl is zero"]);
+        // Received elsewhere (an interface without the check): not checked.
+        let ((next, ..), _) = run_one(node(), &packet([10, 0, 0, 3], 64), &[], |m| m.rx_if = 7);
+        assert_eq!(next, "ip4-lookup");
     }
 }

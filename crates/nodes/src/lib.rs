@@ -8,7 +8,8 @@
 //! (`memif-input`, `interface-output`) live beside their drivers.
 //!
 //! Here now: `ethernet-input`, `arp-input`, `ip4-input`, `ip4-lookup`, `ip4-local` (ICMP
-//! echo), `ip4-reassembly` (fragments to us), `udp4-local` (UDP port dispatch), `ip4-rewrite`, `ip4-icmp-error` (time exceeded,
+//! echo), `ip4-reassembly` (fragments to us), `udp4-local` (UDP port dispatch), `ip4-rewrite`,
+//! `ip4-icmp-error` (time exceeded,
 //! unreachable, fragmentation needed), `ip4-glean` (ARP requests for unresolved next hops),
 //! `vxlan4-input` and `vxlan4-encap` (RFC 7348 tunnels), `interface-output` (hands each packet
 //! to its interface's device node) and `error-drop`. A graph with `ip4-lookup` needs all of
@@ -34,6 +35,7 @@ pub mod ip4_local;
 pub mod ip4_lookup;
 pub mod ip4_reassembly;
 pub mod ip4_rewrite;
+pub mod sources;
 pub mod udp4_local;
 pub mod vxlan4_encap;
 pub mod vxlan4_input;
@@ -58,6 +60,7 @@ pub use ip4_local::Ip4Local;
 pub use ip4_lookup::Ip4Lookup;
 pub use ip4_reassembly::Ip4Reassembly;
 pub use ip4_rewrite::Ip4Rewrite;
+pub use sources::AllowedSources;
 pub use udp4_local::Udp4Local;
 pub use vxlan4_encap::Vxlan4Encap;
 pub use vxlan4_input::Vxlan4Input;
@@ -139,6 +142,9 @@ pub struct IfConfig {
     /// `ethernet-input` takes what it receives as IPv4, its device node strips the header
     /// `ip4-rewrite` wrote.
     pub l3: bool,
+    /// The only sources it takes packets from (a pod's interface: anti-spoofing); `None`
+    /// checks nothing.
+    pub sources: Option<AllowedSources>,
 }
 
 /// What sends for an interface.
@@ -262,7 +268,16 @@ impl IfConfig {
             mtu: DEFAULT_MTU,
             device: Device::Output(0),
             l3: false,
+            sources: None,
         }
+    }
+
+    /// Whether a packet from `src` may enter here (see [`sources`]).
+    #[inline(always)]
+    pub fn source_allowed(&self, src: fib::Ipv4Addr) -> bool {
+        self.sources
+            .as_ref()
+            .is_none_or(|s| s.allows(u32::from(src)))
     }
 
     pub fn owns(&self, a: fib::Ipv4Addr) -> bool {

@@ -137,7 +137,7 @@ fn direct(
         m.vrf = tun.vrf;
         m.skip((OUTER + ETH_HDR) as u16);
         let inner = d.get(OUTER + ETH_HDR..).unwrap_or_default();
-        *n = match crate::ip4_input::fast::<true>(m, inner, vteps) {
+        *n = match crate::ip4_input::fast::<true>(m, inner, vteps, None) {
             Some((to, cut)) => {
                 if let Some(total) = cut {
                     m.truncate(total);
@@ -229,7 +229,7 @@ impl Node for Vxlan4Input {
                 // a plain inner IPv4 packet goes on to ip4-lookup in the network's VRF.
                 let inner = d.get(OUTER + ETH_HDR..).unwrap_or_default();
                 let unchained = m.next == buffer::NONE;
-                *n = match crate::ip4_input::fast::<true>(m, inner, &map.vteps) {
+                *n = match crate::ip4_input::fast::<true>(m, inner, &map.vteps, None) {
                     Some((to, cut)) => {
                         if let Some(total) = cut {
                             if unchained {

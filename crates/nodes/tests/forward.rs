@@ -262,20 +262,7 @@ fn trace_shows_the_path_and_what_each_node_decided() {
 #[test]
 fn arp_requests_for_our_address_are_answered_and_senders_learned() {
     let mut s = setup();
-    let req = |target: [u8; 4]| {
-        let mut f = vec![0u8; 42];
-        f[..6].copy_from_slice(&[0xff; 6]);
-        f[6..12].copy_from_slice(&HOST_MAC);
-        f[12..14].copy_from_slice(&[0x08, 0x06]);
-        wire::Arp::emit(
-            &mut f[14..],
-            wire::ArpOp::Request,
-            (wire::MacAddr(HOST_MAC), Ipv4Addr::new(10, 0, 0, 7)),
-            (wire::MacAddr([0; 6]), Ipv4Addr::from(target)),
-        )
-        .unwrap();
-        f
-    };
+    let req = |target: [u8; 4]| arp_request([10, 0, 0, 7], target);
     s.input
         .lock()
         .unwrap()

@@ -39,6 +39,18 @@ pub struct Setup {
     pub learned: std::sync::mpsc::Receiver<Learned>,
     pub adj: AdjTable,
     pub _lpm: (Lpm, Lpm),
+    /// The interfaces the nodes see (a test may republish them).
+    pub ifs: Arc<ArcSwap<Vec<IfConfig>>>,
+}
+
+impl Setup {
+    /// Gives interface `i` the allowed sources `prefixes` (a pod's interface), or none.
+    pub fn set_sources(&self, i: usize, prefixes: Option<&[([u8; 4], u8)]>) {
+        let mut ifs = (**self.ifs.load()).clone();
+        ifs[i].sources = prefixes
+            .map(|p| nodes::AllowedSources::new(p.iter().map(|&(a, l)| (Ipv4Addr::from(a), l))));
+        self.ifs.store(Arc::new(ifs));
+    }
 }
 
 pub fn setup() -> Setup {
@@ -87,8 +99,9 @@ pub fn setup() -> Setup {
     v0.insert(Ipv4Addr::new(10, 0, 0, 7), 32, host).unwrap();
     v0.insert(Ipv4Addr::new(233, 252, 0, 0), 24, AdjTable::DROP)
         .unwrap();
+    let ifs = Arc::new(ArcSwap::from_pointee(ifs));
     let shared = Shared::new(
-        Arc::new(ArcSwap::from_pointee(ifs)),
+        ifs.clone(),
         Arc::new(ArcSwap::from_pointee(vec![v0.reader(), v1.reader()])),
         adj.reader(),
     );
@@ -116,7 +129,24 @@ pub fn setup() -> Setup {
         learned,
         adj,
         _lpm: (v0, v1),
+        ifs,
     }
+}
+
+/// A broadcast ARP request from the test host's MAC, sender `sender`, for `target`.
+pub fn arp_request(sender: [u8; 4], target: [u8; 4]) -> Vec<u8> {
+    let mut f = vec![0u8; 42];
+    f[..6].copy_from_slice(&[0xff; 6]);
+    f[6..12].copy_from_slice(&HOST_MAC);
+    f[12..14].copy_from_slice(&[0x08, 0x06]);
+    wire::Arp::emit(
+        &mut f[14..],
+        wire::ArpOp::Request,
+        (wire::MacAddr(HOST_MAC), Ipv4Addr::from(sender)),
+        (wire::MacAddr([0; 6]), Ipv4Addr::from(target)),
+    )
+    .unwrap();
+    f
 }
 
 pub fn udp(dst_mac: [u8; 6], dst: [u8; 4], ttl: u8, payload: &[u8]) -> Vec<u8> {
