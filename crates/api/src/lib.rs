@@ -152,6 +152,13 @@ pub enum Request {
         interface: String,
         mtu: u16,
     },
+    /// Replaces an interface's allowed sources (anti-spoofing): `None` turns the check off,
+    /// an empty list accepts no source.
+    SetAllowedSources {
+        interface: String,
+        #[serde(default)]
+        sources: Option<Vec<Ipv4Prefix>>,
+    },
     CreateAfPacket(AfPacketSpec),
     CreateAfXdp(AfXdpSpec),
     CreateTap(TapSpec),
@@ -247,6 +254,9 @@ pub struct InterfaceInfo {
     /// The pod (container id) it belongs to, if its creator said.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod: Option<String>,
+    /// The only sources it takes packets from, if it checks them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_sources: Option<Vec<Ipv4Prefix>>,
 }
 
 /// The part of `show interface` that depends on the kind of interface.

@@ -164,14 +164,14 @@ impl Node for ArpInput {
             };
             let (op, smac, sip, tip) =
                 (arp.op(), arp.sender_mac(), arp.sender_ip(), arp.target_ip());
-            if !ifc.on_link(sip) {
-                ctx.count_error(Error::OffLink);
-                continue;
-            }
             // A pod claims only its own addresses: it may not poison the neighbour of
             // another pod or of the gateway (neither learned nor answered).
             if !ifc.source_allowed(sip) {
                 ctx.count_error(Error::SenderNotAllowed);
+                continue;
+            }
+            if !ifc.on_link(sip) {
+                ctx.count_error(Error::OffLink);
                 continue;
             }
             if ifc.tunnel().is_some() && self.proxies(&ifs, rx, sip) {

@@ -135,13 +135,13 @@ pub const COMMANDS: &[Command] = &[
     },
     Command {
         path: "create interface memif",
-        usage: "create interface memif id N socket PATH master|slave [rx-queues N] [tx-queues N] [ring-size N] [buffer-size N] [secret S] [hw-addr MAC] [name NAME] [network NET] [mtu N] [mode ethernet|ip] [rx-mode polling|interrupt|adaptive] [use-dma] [netns NS] [pod ID]",
-        help: "a memif interface; PATH relative to the runtime directory, @name for abstract sockets; a master with `netns` listens inside that network namespace (a pod's: `ip netns` name or path); `pod` records the container id; `mode ip` carries bare IPv4 packets; `rx-mode polling` keeps the workers holding its queues polling; `use-dma` offloads its copies to an Intel DSA work queue",
+        usage: "create interface memif id N socket PATH master|slave [rx-queues N] [tx-queues N] [ring-size N] [buffer-size N] [secret S] [hw-addr MAC] [name NAME] [network NET] [mtu N] [mode ethernet|ip] [rx-mode polling|interrupt|adaptive] [use-dma] [netns NS] [pod ID] [allowed-sources A.B.C.D/L,...]",
+        help: "a memif interface; PATH relative to the runtime directory, @name for abstract sockets; a master with `netns` listens inside that network namespace (a pod's: `ip netns` name or path); `pod` records the container id; `mode ip` carries bare IPv4 packets; `rx-mode polling` keeps the workers holding its queues polling; `use-dma` offloads its copies to an Intel DSA work queue; `allowed-sources` drops packets from any other source (anti-spoofing)",
         parse: Some(verbs::create_memif),
     },
     Command {
         path: "create interface tap",
-        usage: "create interface tap host-if-name NAME [netns NS] [queues N] [mtu N] [host-mac MAC] [hw-addr MAC] [name NAME] [network NET] [pod ID]",
+        usage: "create interface tap host-if-name NAME [netns NS] [queues N] [mtu N] [host-mac MAC] [hw-addr MAC] [name NAME] [network NET] [pod ID] [allowed-sources A.B.C.D/L,...]",
         help: "a tap device named NAME inside network namespace NS (a pod's), up, with virtio-net headers and N queues; our side is interface NAME (default tapN)",
         parse: Some(verbs::create_tap),
     },
@@ -198,6 +198,12 @@ pub const COMMANDS: &[Command] = &[
         usage: "set interface mtu IF N",
         help: "the largest IPv4 packet IF sends (bigger ones: ICMP fragmentation needed, or dropped without DF)",
         parse: Some(verbs::set_mtu),
+    },
+    Command {
+        path: "set interface|int allowed-sources",
+        usage: "set interface allowed-sources IF any | none | A.B.C.D/L...",
+        help: "anti-spoofing: IF takes packets (and ARP claims) only from these sources, dropping and counting the rest; `any` turns the check off",
+        parse: Some(verbs::set_allowed_sources),
     },
     Command {
         path: "set interface|int ip table",

@@ -144,6 +144,15 @@ fn interface_lines(s: &mut String, interfaces: &[InterfaceInfo]) {
             let a: Vec<String> = i.addresses.iter().map(ToString::to_string).collect();
             s.push_str(&format!("    addresses {}\n", a.join(" ")));
         }
+        if let Some(v) = &i.allowed_sources {
+            let a: Vec<String> = v.iter().map(ToString::to_string).collect();
+            let a = if a.is_empty() {
+                "none".into()
+            } else {
+                a.join(" ")
+            };
+            s.push_str(&format!("    allowed sources {a}\n"));
+        }
         if let Some(p) = &i.peer {
             s.push_str(&format!("    peer {p}\n"));
         }

@@ -193,3 +193,52 @@ fn pod_interfaces() {
     assert_eq!(p("show copy-engine").unwrap(), Request::ShowCopyEngine);
     assert_eq!(p("show buffers").unwrap(), Request::ShowBuffers);
 }
+
+#[test]
+fn allowed_sources() {
+    let set = |s: &str| match p(s).unwrap() {
+        Request::SetAllowedSources { interface, sources } => (interface, sources),
+        r => panic!("{r:?}"),
+    };
+    let pfx = |s: &str| s.parse::<crate::Ipv4Prefix>().unwrap();
+    assert_eq!(
+        set("set interface allowed-sources tap0 any"),
+        ("tap0".into(), None)
+    );
+    assert_eq!(
+        set("set int allowed-sources tap0 none"),
+        ("tap0".into(), Some(vec![]))
+    );
+    assert_eq!(
+        set("set interface allowed-sources tap0 10.1.0.5/32 10.2.0.0/16,10.3.0.0/16"),
+        (
+            "tap0".into(),
+            Some(vec![
+                pfx("10.1.0.5/32"),
+                pfx("10.2.0.0/16"),
+                pfx("10.3.0.0/16")
+            ])
+        )
+    );
+    let e = p("set interface allowed-sources tap0").unwrap_err();
+    assert!(e.to_string().contains("missing allowed source"), "{e}");
+    let e = p("set interface allowed-sources tap0 10.1.0.5/40").unwrap_err();
+    assert!(e.to_string().contains("allowed source"), "{e}");
+    // At creation, before the options that follow.
+    let Request::CreateTap(t) =
+        p("create interface tap host-if-name eth1 allowed-sources 10.1.0.5/32 pod c1").unwrap()
+    else {
+        panic!()
+    };
+    assert_eq!(
+        (t.allowed_sources, t.pod.as_deref()),
+        (Some(vec![pfx("10.1.0.5/32")]), Some("c1"))
+    );
+    let Request::CreateMemif(m) =
+        p("create interface memif id 1 socket s master allowed-sources 10.9.0.0/24,10.1.0.5/32")
+            .unwrap()
+    else {
+        panic!()
+    };
+    assert_eq!(m.allowed_sources.map(|v| v.len()), Some(2));
+}

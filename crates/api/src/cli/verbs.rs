@@ -129,6 +129,40 @@ pub(super) fn set_mtu(w: &mut Words<'_>) -> Result<Request, CliError> {
     Ok(Request::SetInterfaceMtu { interface, mtu })
 }
 
+/// `set interface allowed-sources IF any | none | A.B.C.D/L...`.
+pub(super) fn set_allowed_sources(w: &mut Words<'_>) -> Result<Request, CliError> {
+    let interface = w.next("interface name")?.to_string();
+    let sources = match w.peek() {
+        Some("any") => {
+            w.i += 1;
+            None
+        }
+        Some("none") => {
+            w.i += 1;
+            Some(Vec::new())
+        }
+        _ => Some(prefixes(w, "allowed source A.B.C.D/L")?),
+    };
+    Ok(Request::SetAllowedSources { interface, sources })
+}
+
+/// One or more prefixes, each a word or a comma-separated list.
+fn prefixes(w: &mut Words<'_>, what: &str) -> Result<Vec<Ipv4Prefix>, CliError> {
+    let mut v = Vec::new();
+    while let Some(x) = w.peek()
+        && (v.is_empty() || x.starts_with(|c: char| c.is_ascii_digit()))
+    {
+        w.i += 1;
+        for p in x.split(',').filter(|p| !p.is_empty()) {
+            v.push(p.parse().map_err(|e| w.err(format!("{what}: {e}")))?);
+        }
+    }
+    if v.is_empty() {
+        return Err(w.err(format!("missing {what}")));
+    }
+    Ok(v)
+}
+
 /// `set interface ip table IF VRF`.
 pub(super) fn set_ip_table(w: &mut Words<'_>) -> Result<Request, CliError> {
     let interface = w.next("interface name")?.to_string();
@@ -249,6 +283,9 @@ pub(super) fn create_memif(w: &mut Words<'_>) -> Result<Request, CliError> {
             "mtu" => spec.mtu = Some(w.number("mtu")?),
             "netns" => spec.netns = Some(w.next("network namespace")?.to_string()),
             "pod" => spec.pod = Some(w.next("container id")?.to_string()),
+            "allowed-sources" => {
+                spec.allowed_sources = Some(prefixes(w, "allowed source A.B.C.D/L")?)
+            }
             "mode" => {
                 spec.mode = w
                     .next("ethernet or ip")?
@@ -289,6 +326,9 @@ pub(super) fn create_tap(w: &mut Words<'_>) -> Result<Request, CliError> {
             "name" => spec.name = Some(w.next("name")?.to_string()),
             "network" => spec.network = Some(w.next("network name")?.to_string()),
             "pod" => spec.pod = Some(w.next("container id")?.to_string()),
+            "allowed-sources" => {
+                spec.allowed_sources = Some(prefixes(w, "allowed source A.B.C.D/L")?)
+            }
             "hw-addr" | "host-mac" => {
                 let m = w.next("MAC address")?;
                 let m = Some(crate::parse_mac(m).map_err(|e| w.err(format!("{k}: {e}")))?);

@@ -72,6 +72,12 @@ pub struct MemifSpec {
     /// daemon's `copy-engine`; without a usable queue, through that engine, saying why.
     #[serde(default, skip_serializing_if = "is_false")]
     pub use_dma: bool,
+    /// Anti-spoofing: the only sources packets received here may have (the pod's own
+    /// addresses as /32s, plus the prefixes a pod that routes for others declares); anything
+    /// else is dropped and counted, and ARP may claim only these. Absent: no check (the
+    /// default for interfaces the CNI does not create).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_sources: Option<Vec<Ipv4Prefix>>,
 }
 
 impl MemifSpec {
@@ -99,6 +105,7 @@ impl MemifSpec {
             mode: MemifMode::Ethernet,
             rx_mode: None,
             use_dma: false,
+            allowed_sources: None,
         }
     }
 
@@ -211,6 +218,12 @@ pub struct TapSpec {
     /// The pod (container id) the interface belongs to, as its CNI plugin says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod: Option<String>,
+    /// Anti-spoofing: the only sources packets received here may have (the pod's own
+    /// addresses as /32s, plus the prefixes a pod that routes for others declares); anything
+    /// else is dropped and counted, and ARP may claim only these. Absent: no check (the
+    /// default for interfaces the CNI does not create).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_sources: Option<Vec<Ipv4Prefix>>,
 }
 
 impl TapSpec {
@@ -229,6 +242,7 @@ impl TapSpec {
             rx_placement: Vec::new(),
             up: true,
             pod: None,
+            allowed_sources: None,
         }
     }
 

@@ -126,6 +126,11 @@ impl Control {
                 self.set_mtu(i, mtu)?;
                 Reply::Ok
             }
+            Request::SetAllowedSources { interface, sources } => {
+                let i = self.iface_index(&interface)?;
+                self.set_allowed_sources(i, sources.as_deref())?;
+                Reply::Ok
+            }
             Request::CreateAfPacket(spec) => {
                 let (name, index) = self.create_af_packet(&spec)?;
                 Reply::Created { name, index }

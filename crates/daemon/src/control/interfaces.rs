@@ -365,6 +365,24 @@ impl Control {
         Ok(())
     }
 
+    /// `set interface allowed-sources`: replaces the sources interface `i` takes packets from
+    /// (`None`: no check). Workers see the new set with their next frame.
+    pub(super) fn set_allowed_sources(
+        &mut self,
+        i: u32,
+        sources: Option<&[Ipv4Prefix]>,
+    ) -> Result<(), ControlError> {
+        if self.iface(i).tunnel().is_some() {
+            return Err(ControlError::Interface(format!(
+                "{} is a VXLAN tunnel: the pods behind it are checked by their own node",
+                self.iface(i).name
+            )));
+        }
+        self.ifconfigs[i as usize].sources = sources.map(super::allowed_sources);
+        self.publish_interfaces();
+        Ok(())
+    }
+
     pub(super) fn publish_interfaces(&self) {
         self.shared
             .interfaces
@@ -537,6 +555,11 @@ impl Control {
             disconnects: v.disconnects,
             last_disconnect_reason: v.last_disconnect_reason,
             pod: f.pod.clone(),
+            allowed_sources: c.sources.as_ref().map(|s| {
+                s.prefixes()
+                    .map(|(addr, len)| Ipv4Prefix { addr, len })
+                    .collect()
+            }),
         }
     }
 }

@@ -216,6 +216,7 @@ impl Control {
         c.up = spec.up;
         c.mtu = spec.mtu.unwrap_or(nodes::DEFAULT_MTU);
         c.l3 = spec.mode == api::MemifMode::Ip;
+        c.sources = spec.allowed_sources.as_deref().map(super::allowed_sources);
         self.install_ifconfig(index, c);
         for &a in &spec.addresses {
             self.address(index, a, false)?;

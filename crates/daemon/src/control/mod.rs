@@ -323,3 +323,8 @@ impl Control {
             .expect("the slot past the end is free")
     }
 }
+
+/// The dataplane's form of an interface's allowed sources (API prefixes).
+fn allowed_sources(v: &[api::Ipv4Prefix]) -> nodes::AllowedSources {
+    nodes::AllowedSources::new(v.iter().map(|p| (p.addr, p.len)))
+}

@@ -192,12 +192,19 @@ pub struct Pods {
 
 impl Pods {
     pub fn connect(socket: &Path, ids: &[u32]) -> Pods {
+        let modes: Vec<_> = ids.iter().map(|&id| (id, memif::Mode::Ethernet)).collect();
+        Pods::connect_modes(socket, &modes)
+    }
+
+    /// As [`Pods::connect`], each interface in its own mode (Ethernet or ip).
+    pub fn connect_modes(socket: &Path, ids: &[(u32, memif::Mode)]) -> Pods {
         let path = SocketPath::File(socket.to_path_buf());
         let cfgs = ids
             .iter()
-            .map(|&id| InterfaceConfig {
+            .map(|&(id, mode)| InterfaceConfig {
                 id,
                 name: format!("pod{id}"),
+                mode,
                 ..Default::default()
             })
             .collect();
