@@ -126,6 +126,20 @@ type PodInterface struct {
 	// Gateway is the pod's next hop; Routes what the pod routes through it.
 	Gateway netip.Addr     `json:"gateway"`
 	Routes  []netip.Prefix `json:"routes,omitempty"`
+	// The daemon takes packets from the pod only from its own address and the prefixes in
+	// Forwards (what a pod that routes for others sends from); AnySource turns that off.
+	Forwards  []netip.Prefix `json:"forwards,omitempty"`
+	AnySource bool           `json:"anySource,omitempty"`
+}
+
+// AllowedSources is what the daemon takes from the pod's interface: nil (anything) or the
+// pod's address and its Forwards.
+func (p *PodAttachment) AllowedSources() *[]netip.Prefix {
+	if p.Interface == nil || p.Interface.AnySource {
+		return nil
+	}
+	v := append([]netip.Prefix{netip.PrefixFrom(p.Address, 32)}, p.Interface.Forwards...)
+	return &v
 }
 
 // Validate says what is wrong with an attachment, if anything.

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -160,5 +161,29 @@ func TestWatchWakesOnEveryChange(t *testing.T) {
 	}
 	cancel()
 	for range w {
+	}
+}
+
+// A pod's allowed sources: its address and what it forwards, or nothing checked; an
+// attachment recorded before the field existed gets the check.
+func TestAllowedSourcesOfAnAttachment(t *testing.T) {
+	a := PodAttachment{Address: netip.MustParseAddr("10.1.0.5"), Interface: &PodInterface{}}
+	if got := a.AllowedSources(); got == nil || fmt.Sprint(*got) != "[10.1.0.5/32]" {
+		t.Fatalf("default: %v", got)
+	}
+	a.Interface.Forwards = []netip.Prefix{netip.MustParsePrefix("10.9.0.0/24")}
+	if got := a.AllowedSources(); got == nil || fmt.Sprint(*got) != "[10.1.0.5/32 10.9.0.0/24]" {
+		t.Fatalf("forwards: %v", got)
+	}
+	a.Interface.AnySource = true
+	if got := a.AllowedSources(); got != nil {
+		t.Fatalf("any source: %v", *got)
+	}
+	var old PodAttachment
+	if err := json.Unmarshal([]byte(`{"address":"10.1.0.6","interface":{"kind":"tap"}}`), &old); err != nil {
+		t.Fatal(err)
+	}
+	if got := old.AllowedSources(); got == nil || fmt.Sprint(*got) != "[10.1.0.6/32]" {
+		t.Fatalf("an older record: %v", got)
 	}
 }

@@ -53,6 +53,8 @@ type Interface struct {
 	LastDisconnectReason *string `json:"last_disconnect_reason"`
 	// Pod is the container id it belongs to, if its creator said.
 	Pod *string `json:"pod"`
+	// AllowedSources are the only sources it takes packets from; nil when it checks none.
+	AllowedSources *[]netip.Prefix `json:"allowed_sources"`
 }
 
 // Device is the kind-specific part of an interface (the daemon's DeviceInfo, tagged by

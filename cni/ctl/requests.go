@@ -48,6 +48,9 @@ type CreateTap struct {
 	Up *bool `json:"up,omitempty"`
 	// Pod is the container id the interface belongs to.
 	Pod string `json:"pod,omitempty"`
+	// AllowedSources, if set, are the only sources the daemon takes packets from on it
+	// (anti-spoofing); nil: no check, an empty list: no source at all.
+	AllowedSources *[]netip.Prefix `json:"allowed-sources,omitempty"`
 }
 
 // Role is a memif role.
@@ -86,6 +89,14 @@ type CreateMemif struct {
 	// RxMode "polling" keeps the workers holding its queues polling; "" the daemon's mode.
 	RxMode string `json:"rx-mode,omitempty"`
 	UseDMA bool   `json:"use-dma,omitempty"`
+	// AllowedSources as CreateTap's.
+	AllowedSources *[]netip.Prefix `json:"allowed-sources,omitempty"`
+}
+
+// SetAllowedSources replaces an interface's allowed sources (nil: no check).
+type SetAllowedSources struct {
+	Interface string          `json:"interface"`
+	Sources   *[]netip.Prefix `json:"sources"`
 }
 
 // RouteSpec is a static route (`ip route`).
@@ -148,19 +159,20 @@ type NetworkDel struct {
 // ShowVxlanTunnel lists the VXLAN tunnels.
 type ShowVxlanTunnel struct{}
 
-func (ShowVersion) RequestName() string     { return "show_version" }
-func (ShowInterface) RequestName() string   { return "show_interface" }
-func (ShowRxPlacement) RequestName() string { return "show_rx_placement" }
-func (DeleteInterface) RequestName() string { return "delete_interface" }
-func (CreateTap) RequestName() string       { return "create_tap" }
-func (CreateMemif) RequestName() string     { return "create_memif" }
-func (IPRoute) RequestName() string         { return "ip_route" }
-func (SetIPNeighbor) RequestName() string   { return "set_ip_neighbor" }
-func (ShowIPFib) RequestName() string       { return "show_ip_fib" }
-func (ShowNetwork) RequestName() string     { return "show_network" }
-func (NetworkAdd) RequestName() string      { return "network_add" }
-func (NetworkDel) RequestName() string      { return "network_del" }
-func (ShowVxlanTunnel) RequestName() string { return "show_vxlan_tunnel" }
+func (ShowVersion) RequestName() string       { return "show_version" }
+func (ShowInterface) RequestName() string     { return "show_interface" }
+func (ShowRxPlacement) RequestName() string   { return "show_rx_placement" }
+func (DeleteInterface) RequestName() string   { return "delete_interface" }
+func (CreateTap) RequestName() string         { return "create_tap" }
+func (CreateMemif) RequestName() string       { return "create_memif" }
+func (SetAllowedSources) RequestName() string { return "set_allowed_sources" }
+func (IPRoute) RequestName() string           { return "ip_route" }
+func (SetIPNeighbor) RequestName() string     { return "set_ip_neighbor" }
+func (ShowIPFib) RequestName() string         { return "show_ip_fib" }
+func (ShowNetwork) RequestName() string       { return "show_network" }
+func (NetworkAdd) RequestName() string        { return "network_add" }
+func (NetworkDel) RequestName() string        { return "network_del" }
+func (ShowVxlanTunnel) RequestName() string   { return "show_vxlan_tunnel" }
 
 func (ShowVersion) reply() Version         { return Version{} }
 func (ShowInterface) reply() Interfaces    { return Interfaces{} }
@@ -168,6 +180,7 @@ func (ShowRxPlacement) reply() RxPlacement { return RxPlacement{} }
 func (DeleteInterface) reply() Ok          { return Ok{} }
 func (CreateTap) reply() Created           { return Created{} }
 func (CreateMemif) reply() Created         { return Created{} }
+func (SetAllowedSources) reply() Ok        { return Ok{} }
 func (IPRoute) reply() Ok                  { return Ok{} }
 func (SetIPNeighbor) reply() Ok            { return Ok{} }
 func (ShowIPFib) reply() Fib               { return Fib{} }

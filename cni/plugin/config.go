@@ -30,6 +30,11 @@ type ifaceConf struct {
 	// RxMode "polling" keeps the daemon's workers polling its queues; "interrupt" or
 	// "adaptive" (or nothing) leave them to the daemon's own mode.
 	RxMode string `json:"rx_mode,omitempty"`
+	// Anti-spoofing: the daemon takes packets from the pod only from its own address and
+	// these prefixes (a pod that routes for others declares what it sends from);
+	// source_check false turns the check off.
+	Forwards    []string `json:"forwards,omitempty"`
+	SourceCheck *bool    `json:"source_check,omitempty"`
 }
 
 type netConf struct {
@@ -86,6 +91,14 @@ func load(stdin []byte) (*netConf, error) {
 	case "", "polling", "interrupt", "adaptive":
 	default:
 		return nil, configError(fmt.Sprintf("interface.rx_mode %q: expected polling, interrupt or adaptive", c.Interface.RxMode))
+	}
+	for _, f := range c.Interface.Forwards {
+		if p, err := netip.ParsePrefix(f); err != nil || !p.Addr().Is4() {
+			return nil, configError(fmt.Sprintf("interface.forwards %q: expected an IPv4 prefix A.B.C.D/L", f))
+		}
+	}
+	if c.Interface.SourceCheck != nil && !*c.Interface.SourceCheck && len(c.Interface.Forwards) > 0 {
+		return nil, configError("interface.forwards lists what the source check lets through; source_check is false")
 	}
 	if c.Interface.Kind == "tap" && (c.Interface.Socket != "" || c.Interface.RingSize != 0 || c.Interface.BufferSize != 0 || c.Interface.Mode != "" || c.Interface.RxMode != "") {
 		return nil, configError("interface.socket, ring_size, buffer_size, mode and rx_mode are memif settings; kind is tap")

@@ -70,6 +70,10 @@ func TestLoad(t *testing.T) {
 		{name: "an unknown kind", set: map[string]any{"interface": map[string]any{"kind": "veth"}}, code: types.ErrInvalidNetworkConfig, msg: `interface.kind "veth"`},
 		{name: "an unknown mode", set: map[string]any{"interface": map[string]any{"kind": "memif", "mode": "punt"}}, code: types.ErrInvalidNetworkConfig, msg: `interface.mode "punt"`},
 		{name: "an unknown rx_mode", set: map[string]any{"interface": map[string]any{"kind": "memif", "rx_mode": "sleepy"}}, code: types.ErrInvalidNetworkConfig, msg: `interface.rx_mode "sleepy"`},
+		{name: "forwards", set: map[string]any{"interface": map[string]any{"forwards": []string{"10.9.0.0/24"}}},
+			want: defaults},
+		{name: "a forward that is no prefix", set: map[string]any{"interface": map[string]any{"forwards": []string{"10.9.0.0"}}}, code: types.ErrInvalidNetworkConfig, msg: `interface.forwards "10.9.0.0"`},
+		{name: "forwards with the check off", set: map[string]any{"interface": map[string]any{"forwards": []string{"10.9.0.0/24"}, "source_check": false}}, code: types.ErrInvalidNetworkConfig, msg: "source_check is false"},
 		{name: "memif settings on a tap", set: map[string]any{"interface": map[string]any{"socket": "@s"}}, code: types.ErrInvalidNetworkConfig, msg: "memif settings"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

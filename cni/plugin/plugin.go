@@ -206,6 +206,10 @@ func attachment(c *netConf, args *skel.CmdArgs, addr, gw netip.Addr, routes []*t
 		}
 		pi.RxMode = c.Interface.RxMode
 	}
+	for _, f := range c.Interface.Forwards {
+		pi.Forwards = append(pi.Forwards, netip.MustParsePrefix(f).Masked())
+	}
+	pi.AnySource = c.Interface.SourceCheck != nil && !*c.Interface.SourceCheck
 	for _, r := range routes {
 		p, ok := netip.AddrFromSlice(r.Dst.IP.To4())
 		if !ok {

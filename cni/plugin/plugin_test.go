@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -238,7 +240,25 @@ func (f *pods) taps(t *testing.T) {
 	if _, err := f.c.tool("check", "blue", f.b1); err != nil {
 		t.Fatal(err)
 	}
+	// Each pod's interface takes packets from the pod's own address only.
+	checkSources(t, f.d.interfaces(t), attachments(t, f.ec))
+}
 
+// checkSources: every attached pod's interface in the daemon allows exactly the pod's
+// address as a source.
+func checkSources(t *testing.T, ifs []ctl.Interface, atts []cluster.PodAttachment) {
+	t.Helper()
+	byName := map[string]ctl.Interface{}
+	for _, i := range ifs {
+		byName[i.Name] = i
+	}
+	for _, a := range atts {
+		i, ok := byName[a.Interface.Name]
+		want := []netip.Prefix{netip.PrefixFrom(a.Address, 32)}
+		if !ok || i.AllowedSources == nil || !slices.Equal(*i.AllowedSources, want) {
+			t.Fatalf("%s: allowed sources %v, want %v", a.Interface.Name, i.AllowedSources, want)
+		}
+	}
 }
 
 // memif: a pod's memif master and stand-in device; DEL twice; ip mode and rx_mode polling
@@ -278,7 +298,8 @@ func (f *pods) memif(t *testing.T) {
 		t.Fatal(err)
 	}
 	// memif in ip mode (bare IPv4): the daemon's interface says so.
-	ipConf := strings.Replace(f.memifConf, `"kind":"memif"`, `"kind":"memif","mode":"ip","rx_mode":"polling"`, 1)
+	// It routes for 10.9.0.0/24 (a CNF): those sources pass too.
+	ipConf := strings.Replace(f.memifConf, `"kind":"memif"`, `"kind":"memif","mode":"ip","rx_mode":"polling","forwards":["10.9.0.7/24"]`, 1)
 	if r, ok := plugin(t, "ADD", "c-ip", f.m2, ipConf); !ok {
 		t.Fatalf("ADD in ip mode: %v", r)
 	}
@@ -286,6 +307,15 @@ func (f *pods) memif(t *testing.T) {
 	for _, i := range f.d.interfaces(t) {
 		if i.Pod != nil && *i.Pod == "c-ip" {
 			found = i.Device.Mode == "ip"
+			var want []netip.Prefix
+			for _, a := range attachments(t, f.ec) {
+				if a.ContainerID == "c-ip" {
+					want = []netip.Prefix{netip.PrefixFrom(a.Address, 32), netip.MustParsePrefix("10.9.0.0/24")}
+				}
+			}
+			if i.AllowedSources == nil || !slices.Equal(*i.AllowedSources, want) {
+				t.Fatalf("c-ip's allowed sources: %v, want %v", i.AllowedSources, want)
+			}
 		}
 	}
 	if !found {

@@ -51,12 +51,14 @@ func Attach(d *ctl.Client, a *cluster.PodAttachment) (err error) {
 		create = ctl.CreateTap{
 			Name: i.Name, HostIfName: a.IfName, Netns: i.Netns, Network: a.Network,
 			Pod: a.ContainerID, Queues: i.Queues, MTU: i.MTU, HostMAC: i.HostMAC, MAC: i.MAC,
+			AllowedSources: a.AllowedSources(),
 		}
 	case "memif":
 		create = ctl.CreateMemif{
 			ID: 0, Socket: i.Socket, Role: ctl.Master, Name: i.Name, Netns: i.Netns, Network: a.Network,
 			Pod: a.ContainerID, RingSize: i.RingSize, BufferSize: i.BufferSize,
 			RxQueues: i.Queues, TxQueues: i.Queues, MTU: i.MTU, MAC: i.MAC, Mode: i.Mode, RxMode: i.RxMode,
+			AllowedSources: a.AllowedSources(),
 		}
 	default:
 		return fmt.Errorf("interface kind %q", i.Kind)
