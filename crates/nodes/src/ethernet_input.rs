@@ -98,6 +98,7 @@ impl Node for EthernetInput {
             interfaces,
             vrfs,
             adjacencies,
+            services,
         } = &mut self.shared;
         let (vxlan, ifs) = (&**vxlan.load(), &**interfaces.load());
         // Packets still waiting in ip4-input or ip4-lookup (from this node's earlier frames
@@ -106,6 +107,7 @@ impl Node for EthernetInput {
         let check = !ctx.next_waiting(Next::Ip4);
         let on = check && !ctx.next_waiting(Next::Lookup);
         let mut fuse = Fuse {
+            services: services.load(),
             vrfs: vrfs.load(),
             adjs: adjacencies.load(),
             ifs,
@@ -130,6 +132,9 @@ impl Node for EthernetInput {
 /// visiting `ip4-lookup`. The frame's state: the tables, the previous packet's VRF and
 /// adjacency, and whether packets are still forwarded here.
 struct Fuse<'a> {
+    /// Which VRFs keep sessions: their packets are not forwarded here but go through
+    /// `ip4-lookup` to `ip4-session`.
+    services: &'a crate::Services,
     vrfs: &'a [LpmReader],
     adjs: &'a [Adjacency],
     ifs: &'a [IfConfig],
@@ -152,11 +157,13 @@ struct Fuse<'a> {
 }
 
 impl<'a> Fuse<'a> {
-    /// The table of VRF `vrf`.
+    /// The table of VRF `vrf`, if packets of it are forwarded here (`None` for a VRF that
+    /// keeps sessions).
     #[inline(always)]
     fn table(&mut self, vrf: u32) -> Option<&'a LpmReader> {
         if vrf != self.vrf {
-            (self.vrf, self.table) = (vrf, self.vrfs.get(vrf as usize));
+            let forwarded = !self.services.stateful(vrf);
+            (self.vrf, self.table) = (vrf, self.vrfs.get(vrf as usize).filter(|_| forwarded));
         }
         self.table
     }

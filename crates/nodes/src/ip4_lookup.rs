@@ -42,6 +42,7 @@ graph::node! {
         IcmpError = "ip4-icmp-error",
         Glean = "ip4-glean",
         Vxlan = "vxlan4-encap",
+        Session = "ip4-session",
     } + devices
     error Error {
         NoRoute = "no route",
@@ -69,14 +70,16 @@ impl Node for Ip4Lookup {
             vrfs,
             adjacencies,
             interfaces,
+            services,
             ..
         } = &mut self.shared;
         let (vrfs, adjs, ifs) = (&**vrfs.load(), &**adjacencies.load(), &**interfaces.load());
+        let services = &**services.load();
         // The previous rewrite adjacency's header, interface and device node.
         let mut fast = Fast::NONE;
         // The previous packet's VRF and table, and its adjacency and whether that is a
         // rewrite: a frame is usually one flow's, or a few.
-        let (mut last_vrf, mut table) = (buffer::NONE, None);
+        let (mut last_vrf, mut table, mut stateful) = (buffer::NONE, None, false);
         let (mut last_adj, mut rewrite) = (buffer::NONE, false);
         let mut i = 0;
         while i < bufs.len() {
@@ -107,6 +110,13 @@ impl Node for Ip4Lookup {
             let vrf = m.vrf;
             if vrf != last_vrf {
                 (last_vrf, table) = (vrf, vrfs.get(vrf as usize));
+                stateful = services.stateful(vrf);
+            }
+            // A network with services: its sessions first (our own packets need none).
+            let skip = crate::ip4_session::SESSION_DONE | crate::LOCALLY_ORIGINATED;
+            if stateful && m.flags & skip == 0 {
+                *n = Next::Session.into();
+                continue;
             }
             let Some(table) = table else {
                 ctx.count_error(Error::NoVrf);

@@ -35,6 +35,8 @@ pub mod ip4_local;
 pub mod ip4_lookup;
 pub mod ip4_reassembly;
 pub mod ip4_rewrite;
+pub mod ip4_session;
+pub mod services;
 pub mod sources;
 pub mod udp4_local;
 pub mod vxlan4_encap;
@@ -60,6 +62,8 @@ pub use ip4_local::Ip4Local;
 pub use ip4_lookup::Ip4Lookup;
 pub use ip4_reassembly::Ip4Reassembly;
 pub use ip4_rewrite::Ip4Rewrite;
+pub use ip4_session::Ip4Session;
+pub use services::{Services, Sessions};
 pub use sources::AllowedSources;
 pub use udp4_local::Udp4Local;
 pub use vxlan4_encap::Vxlan4Encap;
@@ -86,6 +90,7 @@ pub fn protocol_nodes(
         Box::new(ArpInput::new(shared.clone(), learned.clone())),
         Box::new(Ip4Input::new(shared.clone())),
         Box::new(Ip4Lookup::new(shared.clone())),
+        Box::new(Ip4Session::new(shared)),
         Box::new(Ip4Local::default()),
         Box::new(Ip4Reassembly::default()),
         Box::new(Udp4Local::default()),
@@ -339,6 +344,10 @@ pub struct Shared {
     pub adjacencies: AdjReader,
     /// What `vxlan4-input` decapsulates.
     pub vxlan: Arc<ArcSwap<VxlanMap>>,
+    /// The services of every network, and which VRFs keep sessions.
+    pub services: Arc<ArcSwap<Services>>,
+    /// The session table and its owners.
+    pub sessions: Arc<Sessions>,
 }
 
 /// A node's own handle on [`Shared`]: each table as last taken, replaced only when the
@@ -353,6 +362,7 @@ pub struct SharedView {
     pub vrfs: arc_swap::Cache<Arc<ArcSwap<Vec<LpmReader>>>, Arc<Vec<LpmReader>>>,
     pub adjacencies: fib::adj::AdjCache,
     pub vxlan: arc_swap::Cache<Arc<ArcSwap<VxlanMap>>, Arc<VxlanMap>>,
+    pub services: arc_swap::Cache<Arc<ArcSwap<Services>>, Arc<Services>>,
 }
 
 impl SharedView {
@@ -362,25 +372,39 @@ impl SharedView {
             vrfs: arc_swap::Cache::new(Arc::clone(&s.vrfs)),
             adjacencies: s.adjacencies.cache(),
             vxlan: arc_swap::Cache::new(Arc::clone(&s.vxlan)),
+            services: arc_swap::Cache::new(Arc::clone(&s.services)),
         }
     }
 }
 
 impl Shared {
-    /// Shared state with no VXLAN tunnel.
+    /// Shared state with no VXLAN tunnel and no service, and a small session table for one
+    /// worker ([`TEST_SESSIONS`]); the daemon gives it its own with [`Shared::with_sessions`].
     pub fn new(
         interfaces: Arc<ArcSwap<Vec<IfConfig>>>,
         vrfs: Arc<ArcSwap<Vec<LpmReader>>>,
         adjacencies: AdjReader,
     ) -> Shared {
+        let sessions = Sessions::with_capacity(TEST_SESSIONS, 1).expect("a valid table");
         Shared {
             interfaces,
             vrfs,
             adjacencies,
             vxlan: Arc::default(),
+            services: Arc::default(),
+            sessions: Arc::new(sessions),
         }
     }
+
+    /// This state with `sessions` as its session table.
+    pub fn with_sessions(mut self, sessions: Sessions) -> Shared {
+        self.sessions = Arc::new(sessions);
+        self
+    }
 }
+
+/// The sessions of the table [`Shared::new`] makes.
+pub const TEST_SESSIONS: u32 = 4096;
 
 /// The tunnels `vxlan4-input` accepts packets from.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -41,6 +41,9 @@ pub struct Setup {
     pub _lpm: (Lpm, Lpm),
     /// The interfaces the nodes see (a test may republish them).
     pub ifs: Arc<ArcSwap<Vec<IfConfig>>>,
+    /// The services, and the session table.
+    pub services: Arc<ArcSwap<nodes::Services>>,
+    pub sessions: Arc<nodes::Sessions>,
 }
 
 impl Setup {
@@ -130,6 +133,8 @@ pub fn setup() -> Setup {
         adj,
         _lpm: (v0, v1),
         ifs,
+        services: shared.services.clone(),
+        sessions: shared.sessions.clone(),
     }
 }
 

@@ -1,0 +1,127 @@
+//! What `ip4-session` reads: the services of every network (VIP, port and protocol to their
+//! backends), which VRFs keep sessions at all, and the session table the workers share.
+//!
+//! The control thread builds a new [`Services`] on every change and publishes it; a worker
+//! loads it once per frame. A VRF without services keeps no sessions: its packets never
+//! visit `ip4-session`, and `ethernet-input` forwards them itself as before.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use session::{Maglev, Owner, Table};
+
+/// Where a service listens: (VRF slot, IP protocol, VIP, port). The same VIP in two networks
+/// is two services.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct VipKey {
+    pub vrf: u32,
+    pub proto: u8,
+    pub vip: u32,
+    pub port: u16,
+}
+
+/// A backend a service balances to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Backend {
+    /// The backend's id within its service, stable while it stays (sessions name it, and
+    /// removing it kills exactly its sessions).
+    pub id: u32,
+    pub addr: u32,
+    pub port: u16,
+}
+
+/// One service as the packet path sees it.
+#[derive(Debug)]
+pub struct Service {
+    /// The service's id (sessions name it).
+    pub id: u32,
+    /// The backends new flows go to (the ready ones, else the serving terminating ones),
+    /// chosen by [`Service::pick`]'s Maglev table; empty: new flows are dropped.
+    pub backends: Vec<Backend>,
+    pub maglev: Option<Maglev>,
+}
+
+impl Service {
+    /// A service over `backends`, with a Maglev table sized for them.
+    pub fn new(id: u32, backends: Vec<Backend>) -> Service {
+        let ids: Vec<u64> = backends
+            .iter()
+            .map(|b| u64::from(b.addr) << 16 | u64::from(b.port))
+            .collect();
+        let maglev = (!ids.is_empty())
+            .then(|| Maglev::new(&ids, Maglev::size_for(ids.len())).ok())
+            .flatten();
+        Service {
+            id,
+            backends,
+            maglev,
+        }
+    }
+
+    /// The backend of a new flow whose hash is `h`.
+    #[inline]
+    pub fn pick(&self, h: u64) -> Option<&Backend> {
+        let m = self.maglev.as_ref()?;
+        self.backends.get(m.pick(h))
+    }
+}
+
+/// Every service of the node, published as a whole.
+#[derive(Debug, Default)]
+pub struct Services {
+    pub vips: HashMap<VipKey, Arc<Service>>,
+    /// (VRF slot, VIP) of every service, whatever its port and protocol.
+    pub addrs: HashSet<(u32, u32)>,
+    /// Whether VRF slot `i` keeps sessions (it has a service).
+    pub stateful: Vec<bool>,
+}
+
+impl Services {
+    #[inline]
+    pub fn stateful(&self, vrf: u32) -> bool {
+        self.stateful.get(vrf as usize).copied().unwrap_or(false)
+    }
+}
+
+/// The session table and what each worker's `ip4-session` takes from it: its [`Owner`]
+/// (one per worker) and the clock every worker reads sessions' times in.
+#[derive(Debug)]
+pub struct Sessions {
+    pub table: Arc<Table>,
+    owners: Mutex<Vec<Owner>>,
+    /// Time zero of the sessions' millisecond clock.
+    pub start: Instant,
+}
+
+impl Sessions {
+    pub fn new(table: Arc<Table>, owners: Vec<Owner>) -> Sessions {
+        Sessions {
+            table,
+            owners: Mutex::new(owners),
+            start: Instant::now(),
+        }
+    }
+
+    /// A table of `max` sessions for `workers` workers, with the default timeouts.
+    pub fn with_capacity(max: u32, workers: u32) -> Result<Sessions, session::ConfigError> {
+        let (table, owners) = Table::new(session::Config {
+            max_sessions: max,
+            workers,
+            timeouts: session::Timeouts::default(),
+        })?;
+        Ok(Sessions::new(table, owners))
+    }
+
+    /// The next worker's owner (each graph's `ip4-session` takes one when it is built).
+    pub fn take_owner(&self) -> Option<Owner> {
+        let mut o = self.owners.lock().unwrap_or_else(|e| e.into_inner());
+        (!o.is_empty()).then(|| o.remove(0))
+    }
+
+    /// The sessions' clock now: milliseconds since the table was made (wrapping).
+    #[inline]
+    pub fn now(&self) -> u32 {
+        self.start.elapsed().as_millis() as u32
+    }
+}
