@@ -15,11 +15,31 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use serde::Serialize;
+
 use crate::daemon::Daemon;
 use crate::dut::{DutError, Running};
-use crate::harness::{L3fwdConfig, Plan, TestpmdFwd, Topology};
+use crate::harness::{L3fwdConfig, Plan, Topology};
 use crate::testpmd::{MemifPort, Testpmd};
 use crate::{CopyMode, Dut, Subject};
+
+/// `l3fwd`'s options in a run's configuration ([`crate::harness::L3fwdConfig`] flattens them
+/// into its own keys, so a report names them as it always has).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct L3fwdOptions {
+    /// testpmd's forwarding (`--testpmd-fwd`).
+    pub testpmd_fwd: TestpmdFwd,
+}
+
+/// testpmd's forwarding mode in the l3fwd scenario: `io` (frames untouched) or `mac` (source
+/// and destination MACs rewritten, the destination being the generator's).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TestpmdFwd {
+    #[default]
+    Io,
+    Mac,
+}
 
 /// The `l3fwd` topology: two memif interfaces, 10.10.1.0/24 on id 0 and 10.10.2.0/24 on id 1,
 /// the generator's frames (10.10.1.2 → 10.10.2.2) routed from one to the other.
@@ -194,7 +214,7 @@ pub(crate) fn start_dut(
                 format!("--rxq={n}"),
                 format!("--txq={n}"),
             ];
-            app.extend(match cfg.testpmd_fwd {
+            app.extend(match cfg.l3fwd.testpmd_fwd {
                 TestpmdFwd::Io => vec!["--forward-mode=io".to_string()],
                 // Frames leave port 1 addressed to the generator, as veclane's do.
                 TestpmdFwd::Mac => vec![

@@ -26,6 +26,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use serde::Serialize;
+
 use crate::daemon::Daemon;
 use crate::dpdk::MemifPort;
 use crate::dut::{Counts, DutError, Running, RunningDut};
@@ -49,6 +51,14 @@ const BLUE_VNI: u32 = VNI_BASE;
 const RED_VNI: u32 = VNI_BASE + 1;
 /// Where the generator's frames go, behind the pod's chain and back on the remote node.
 const DEST: [u8; 4] = [10, 10, 9, 2];
+
+/// `pvp`'s options in a run's configuration ([`crate::harness::L3fwdConfig`] flattens them
+/// into its own keys, so a report names them as it always has).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct PvpOptions {
+    /// The pod's CPU (`--pod-cpu`; default: the generator's, on a machine with two).
+    pub pod_cpu: Option<usize>,
+}
 
 /// The `pvp` topology.
 #[derive(Debug)]
@@ -379,7 +389,7 @@ impl Topology for PvpTopology {
     }
 
     fn notes(&self, cfg: &L3fwdConfig) -> Vec<String> {
-        let pod = cfg.pod_cpu.unwrap_or(cfg.gen_cpu);
+        let pod = cfg.pvp.pod_cpu.unwrap_or(cfg.gen_cpu);
         let with = if pod == cfg.gen_cpu {
             "the generator's"
         } else if cfg.dut_cpus.contains(&pod) {
@@ -430,7 +440,7 @@ impl Topology for PvpTopology {
             })?;
         }
         let sock = node_dir.join("memif.sock");
-        let cpu = cfg.pod_cpu.unwrap_or(cfg.gen_cpu);
+        let cpu = cfg.pvp.pod_cpu.unwrap_or(cfg.gen_cpu);
         let pod: Running = match dut.dut {
             Dut::Veclane => Box::new(Daemon::start_without_memif_socket(
                 &cfg.veclane_bin,

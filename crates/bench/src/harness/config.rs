@@ -48,15 +48,13 @@ pub struct L3fwdConfig {
     pub check_payload: bool,
     /// Frames per generator burst.
     pub burst: usize,
-    /// Node scenarios (`singlenet`, `multinet`): networks, each with a pod interface of its
-    /// own, the frames spread over them; and which way the frames go.
-    pub networks: u16,
-    pub direction: crate::node::Direction,
-    /// Node scenarios: how the remote node reaches the DUT's uplink (memif, or a veth pair
-    /// through the kernel: see [`crate::underlay`]).
-    pub underlay: crate::underlay::Underlay,
-    /// `pvp`: the pod's CPU (default: the generator's, on a machine with two).
-    pub pod_cpu: Option<usize>,
+    /// The node scenarios' own options (`singlenet`, `multinet`), their keys at this level of
+    /// the report.
+    #[serde(flatten)]
+    pub node: crate::node::NodeOptions,
+    /// `pvp`'s own options, their keys at this level of the report.
+    #[serde(flatten)]
+    pub pvp: crate::pvp::PvpOptions,
     /// Before each search, wait up to this long for the CPUs to be near (0: do not wait);
     /// within a search, before each trial (see the trial guard, `harness::guard`).
     pub wait_near_secs: f64,
@@ -74,9 +72,9 @@ pub struct L3fwdConfig {
     /// `trafgen::GenConfig::warmup`): after the pause between trials the DUT starts with cold
     /// caches, and on this host its first milliseconds forward at a third of its rate.
     pub warmup_secs: f64,
-    /// testpmd's forwarding: `io` (frames untouched) or `mac` (source and destination MACs
-    /// rewritten, the destination being the generator's).
-    pub testpmd_fwd: TestpmdFwd,
+    /// `l3fwd`'s own options, their keys at this level of the report.
+    #[serde(flatten)]
+    pub l3fwd: crate::l3fwd::L3fwdOptions,
     /// Fractions of the first goal's result at which latency is measured, and for how long.
     pub latency_at: Vec<f64>,
     pub latency_secs: f64,
@@ -170,8 +168,8 @@ impl L3fwdConfig {
         if !(1..=256).contains(&self.burst) {
             return Err(E::Burst(self.burst));
         }
-        if !(1..=crate::node::MAX_NETWORKS).contains(&self.networks) {
-            return Err(E::Networks(self.networks));
+        if !(1..=crate::node::MAX_NETWORKS).contains(&self.node.networks) {
+            return Err(E::Networks(self.node.networks));
         }
         for (what, secs) in [
             ("--mrr-secs", self.mrr_secs),
@@ -187,7 +185,7 @@ impl L3fwdConfig {
         if let Some(&f) = self.latency_at.iter().find(|f| !(**f > 0.0 && **f <= 1.0)) {
             return Err(E::LatencyFraction(f));
         }
-        if self.underlay.is_kernel() {
+        if self.node.underlay.is_kernel() {
             self.check_underlay()?;
         }
         if self.dut_cpus.is_empty() {
@@ -236,15 +234,16 @@ impl L3fwdConfig {
         }
         // The largest frame the generator sends at each size (the IMIX's largest for it).
         let largest = crate::trial::largest_frame;
+        let underlay = self.node.underlay;
         if let Some(&size) = self
             .sizes
             .iter()
-            .find(|&&s| largest(s) + trafgen::frame::VXLAN_OVERHEAD > self.underlay.max_frame())
+            .find(|&&s| largest(s) + trafgen::frame::VXLAN_OVERHEAD > underlay.max_frame())
         {
             return Err(E::UnderlaySize {
                 size: largest(size),
-                underlay: self.underlay,
-                mtu: self.underlay.mtu(),
+                underlay,
+                mtu: underlay.mtu(),
             });
         }
         Ok(())
@@ -315,14 +314,6 @@ pub enum ConfigError {
     },
 }
 
-/// testpmd's forwarding mode in the l3fwd scenario.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum TestpmdFwd {
-    Io,
-    Mac,
-}
-
 /// The memif buffer size for frames of `size` (see [`crate::trial::buffer_size_for`]).
 pub(super) fn buffer_size_for(cfg: &L3fwdConfig, size: usize) -> u32 {
     crate::trial::buffer_size_for(cfg.buffer_size, size)
@@ -362,15 +353,13 @@ pub(crate) fn test_config(duts: Vec<Subject>) -> L3fwdConfig {
         share_gen_cpu: false,
         ring_log2: None,
         check_payload: false,
-        networks: 1,
-        direction: crate::node::Direction::In,
-        underlay: crate::underlay::Underlay::Memif,
-        pod_cpu: None,
+        node: crate::node::NodeOptions::default(),
+        pvp: crate::pvp::PvpOptions::default(),
         buffer_size: 2048,
         burst: 64,
         wait_near_secs: 0.0,
         method: Method::continuous_default(0.1),
-        testpmd_fwd: TestpmdFwd::Io,
+        l3fwd: crate::l3fwd::L3fwdOptions::default(),
         mrr_secs: 1.0,
         warmup_secs: 0.01,
         max_load_factor: 1.1,

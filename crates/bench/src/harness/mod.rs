@@ -32,7 +32,7 @@ use crate::trial::{Placed, Schedule};
 
 #[cfg(test)]
 pub(crate) use config::test_config;
-pub use config::{ConfigError, FRAME_SIZES, Interleave, L3fwdConfig, TestpmdFwd};
+pub use config::{ConfigError, FRAME_SIZES, Interleave, L3fwdConfig};
 use measure::search_one;
 pub use outcome::{LatencyPoint, Outcome, TrialRecord};
 pub use output::{

@@ -647,3 +647,24 @@ fn a_search_whose_flat_out_trial_ran_in_another_placement_is_mixed() {
     o.set_placement(41.0, 43.0);
     assert_eq!(o.placement, Placement::Mixed);
 }
+
+/// The report's `config` is what the run was asked: its keys, their order and their values
+/// are what readers of old and new reports alike find.
+#[test]
+fn the_config_a_report_echoes_keeps_its_keys_in_order() {
+    let mut c = test_config(vec![Subject::plain(Dut::Veclane)]);
+    c.dsa_queue = Some("model".into());
+    let json = serde_json::to_string(&c).unwrap();
+    assert_eq!(
+        json,
+        concat!(
+            r#"{"sizes":[64],"reps":1,"duts":[{"dut":"veclane","workers":1}],"gen_cpu":0,"#,
+            r#""dut_cpus":[1],"share_gen_cpu":false,"ring_log2":null,"buffer_size":2048,"#,
+            r#""check_payload":false,"burst":64,"networks":1,"direction":"in","#,
+            r#""underlay":"memif","pod_cpu":null,"wait_near_secs":0.0,"max_redo":0,"#,
+            r#""interleave":"searches","method":{"method":"continuous","trial_s":0.1,"#,
+            r#""trials":10},"mrr_secs":1.0,"max_load_factor":1.1,"warmup_secs":0.01,"#,
+            r#""testpmd_fwd":"io","latency_at":[],"latency_secs":1.0,"dsa_queue":"model"}"#,
+        )
+    );
+}

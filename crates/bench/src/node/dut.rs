@@ -29,7 +29,7 @@ pub fn veclane_config(
     let uplink_mac = Some(api::MacAddr(UPLINK_MAC));
     let uplink_addresses = vec![prefix(NODE_VTEP, 24)];
     // The uplink: a memif, or the DUT's end of the harness's veth pair (its MTU the veth's).
-    match cfg.underlay {
+    match cfg.node.underlay {
         Underlay::Memif => c.interface.push(api::MemifSpec {
             name: uplink(),
             mac: uplink_mac,
@@ -57,7 +57,7 @@ pub fn veclane_config(
         ip: ip(REMOTE_VTEP),
         mac: api::MacAddr(GEN_MAC),
     });
-    for k in 0..cfg.networks {
+    for k in 0..cfg.node.networks {
         let o = octet(k) as u8;
         let pod = format!("pod{k}");
         let network = match shape {

@@ -33,6 +33,30 @@ use crate::Shape;
 pub(crate) use dut::{neighbours_on_tunnels, prefix};
 pub use dut::{veclane_config, vpp_topology};
 
+/// The node scenarios' options in a run's configuration ([`crate::harness::L3fwdConfig`]
+/// flattens them into its own keys, so a report names them as it always has).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct NodeOptions {
+    /// Networks, each with a pod interface of its own, the frames spread over them (`--networks`).
+    pub networks: u16,
+    /// Which way the frames go (`--direction`).
+    pub direction: Direction,
+    /// How the remote node reaches the DUT's uplink (`--underlay`: memif, or a veth pair
+    /// through the kernel: see [`crate::underlay`]).
+    pub underlay: crate::underlay::Underlay,
+}
+
+/// One network, into the pods, on a memif underlay.
+impl Default for NodeOptions {
+    fn default() -> Self {
+        NodeOptions {
+            networks: 1,
+            direction: Direction::In,
+            underlay: crate::underlay::Underlay::Memif,
+        }
+    }
+}
+
 /// Which way a node trial's frames go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]

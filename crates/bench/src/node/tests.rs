@@ -9,8 +9,8 @@ use trafgen::{GenReport, StreamInfo};
 fn cfg(networks: u16, direction: Direction) -> L3fwdConfig {
     let mut c = test_config(vec![Subject::plain(Dut::Veclane)]);
     c.topology = &MULTINET;
-    c.networks = networks;
-    c.direction = direction;
+    c.node.networks = networks;
+    c.node.direction = direction;
     c
 }
 
@@ -71,7 +71,7 @@ fn a_kernel_underlay_makes_the_uplink_a_veth_end_and_the_remote_node_a_kernel_po
         (Underlay::AfXdp, "af-xdp"),
     ] {
         let mut c = cfg(2, Direction::Both);
-        c.underlay = underlay;
+        c.node.underlay = underlay;
         let m = veclane_config(
             &c,
             Shape::Multinet,
@@ -102,7 +102,7 @@ fn a_kernel_underlay_makes_the_uplink_a_veth_end_and_the_remote_node_a_kernel_po
             (Direction::In, true, false),
             (Direction::Out, false, true),
         ] {
-            c.direction = direction;
+            c.node.direction = direction;
             let g = MULTINET.gen_config(&c, subject, &dir.join("memif.sock"), &Plan::new(&c, 1500));
             let [k] = g.kernel_ports.as_slice() else {
                 panic!("{:?}", g.kernel_ports)
@@ -126,7 +126,7 @@ fn a_kernel_underlay_makes_the_uplink_a_veth_end_and_the_remote_node_a_kernel_po
 fn a_kernel_underlay_is_refused_where_it_cannot_run() {
     use crate::harness::ConfigError;
     let mut c = cfg(1, Direction::Both);
-    c.underlay = Underlay::AfXdp;
+    c.node.underlay = Underlay::AfXdp;
     c.sizes = vec![64, 1500, crate::trial::IMIX];
     assert_eq!(c.check(), Ok(()));
     c.sizes = vec![64, 4000];
@@ -134,7 +134,7 @@ fn a_kernel_underlay_is_refused_where_it_cannot_run() {
         c.check(),
         Err(ConfigError::UnderlaySize { size: 4000, .. })
     ));
-    c.underlay = Underlay::AfPacket;
+    c.node.underlay = Underlay::AfPacket;
     c.sizes = vec![9000];
     assert_eq!(c.check(), Ok(()));
     c.duts

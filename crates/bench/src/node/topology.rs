@@ -58,24 +58,24 @@ impl Topology for NodeTopology {
     /// The uplink's ring from the remote node and each pod's ring to its pod (in), the
     /// reverse (out), or both.
     fn busy_rings(&self, cfg: &L3fwdConfig) -> usize {
-        let one_way = 1 + usize::from(cfg.networks.max(1));
-        match cfg.direction {
+        let one_way = 1 + usize::from(cfg.node.networks.max(1));
+        match cfg.node.direction {
             Direction::Both => 2 * one_way,
             Direction::In | Direction::Out => one_way,
         }
     }
 
     fn notes(&self, cfg: &L3fwdConfig) -> Vec<String> {
-        if !cfg.underlay.is_kernel() {
+        if !cfg.node.underlay.is_kernel() {
             return Vec::new();
         }
         vec![format!(
             "! underlay {}: the remote node is the generator's AF_PACKET socket (qdisc bypassed) on one end of a veth pair ({} and {}, MTU {}) in a namespace of the harness's, the DUT's uplink the other end ({}); the kernel's veth delivers each frame in the sender's context (the generator's frames are put in the DUT's ring on CPU {}, the DUT's in the generator's on CPU {}), so the rates measure the kernel's path as much as the switch; frames the veth or a full socket ring dropped are loss, and count as the underlay's in the counter check",
-            cfg.underlay,
+            cfg.node.underlay,
             underlay::GEN_IF,
             underlay::DUT_IF,
-            cfg.underlay.mtu(),
-            match cfg.underlay {
+            cfg.node.underlay.mtu(),
+            match cfg.node.underlay {
                 Underlay::AfXdp => "AF_XDP, XDP in the driver where veth allows",
                 _ => "AF_PACKET",
             },
@@ -108,10 +108,10 @@ impl Topology for NodeTopology {
         }
         if dut.dut == Dut::Testpmd {
             // testpmd forwards port to port: the uplink (id 0) and one pod (id 1), both ways.
-            if cfg.networks != 1 {
+            if cfg.node.networks != 1 {
                 return Err(DutError::Unsupported(format!(
                     "testpmd forwards between two ports: one network only, not --networks {}",
-                    cfg.networks
+                    cfg.node.networks
                 )));
             }
             return crate::l3fwd::start_dut(cfg, dut, plan, dir, wrapper);
@@ -127,7 +127,7 @@ impl Topology for NodeTopology {
                     ring_log2: plan.ring_log2,
                     buffer_size: plan.tunnel_buffer_size,
                     workers: plan.worker_cpus(dut.workers).to_vec(),
-                    topology: vpp_topology(shape, cfg.networks),
+                    topology: vpp_topology(shape, cfg.node.networks),
                     ..crate::vpp::VppConfig::new(plan.gen_cpu, plan.dut_cpu())
                 },
             )?;
@@ -144,11 +144,11 @@ impl Topology for NodeTopology {
         );
         conf.daemon.copy_engine = dut.engine.unwrap_or(api::CopyEngine::Cpu);
         conf.daemon.dsa_queue = cfg.dsa_queue.clone();
-        let d = if cfg.underlay.is_kernel() {
+        let d = if cfg.node.underlay.is_kernel() {
             // The daemon runs in the veth pair's namespace; the pair goes with it.
             let ns = VethNetns::create(
                 &underlay::netns_name(dir),
-                cfg.underlay.mtu(),
+                cfg.node.underlay.mtu(),
                 cfg.dut_cpus.len(),
             )?;
             let wrapped: Vec<String> = ns
@@ -186,7 +186,7 @@ impl Topology for NodeTopology {
             ..Default::default()
         };
         let pods = |from: u16, sending: bool| -> Vec<trafgen::Port> {
-            (from..cfg.networks)
+            (from..cfg.node.networks)
                 .map(|k| trafgen::Port {
                     iface: iface(pod_id(k)),
                     spec: sending.then(|| pod_spec(size, k)),
@@ -204,22 +204,22 @@ impl Topology for NodeTopology {
             cpu: Some(plan.gen_cpu),
             ..Default::default()
         };
-        if cfg.underlay.is_kernel() {
+        if cfg.node.underlay.is_kernel() {
             // The pods on memif as ever, the remote node on the veth's other end.
             let dir = sock.parent().unwrap_or(Path::new("."));
-            let into_pods = cfg.direction != Direction::Out;
-            let from_pods = cfg.direction != Direction::In;
+            let into_pods = cfg.node.direction != Direction::Out;
+            let from_pods = cfg.node.direction != Direction::In;
             let remote = trafgen::KernelPort {
                 id: 0,
                 host_if: underlay::GEN_IF.into(),
                 netns: Some(underlay::netns_name(dir)),
-                spec: into_pods.then(|| uplink_spec(shape, size, cfg.networks)),
+                spec: into_pods.then(|| uplink_spec(shape, size, cfg.node.networks)),
             };
             // `spec` gives the run's frame size even when the pod interface does not send.
             let spec = if from_pods {
                 pod_spec(size, 0)
             } else {
-                uplink_spec(shape, size, cfg.networks)
+                uplink_spec(shape, size, cfg.node.networks)
             };
             return trafgen::GenConfig {
                 iface_sends: from_pods,
@@ -228,10 +228,10 @@ impl Topology for NodeTopology {
                 ..common(iface(pod_id(0)), spec)
             };
         }
-        let (iface0, spec, rx_iface, ports) = match cfg.direction {
+        let (iface0, spec, rx_iface, ports) = match cfg.node.direction {
             Direction::In => (
                 iface(0),
-                uplink_spec(shape, size, cfg.networks),
+                uplink_spec(shape, size, cfg.node.networks),
                 Some(iface(pod_id(0))),
                 pods(1, false),
             ),
@@ -245,7 +245,7 @@ impl Topology for NodeTopology {
             // uplink's share is one sender's, so it gets as many shares as there are pods.
             Direction::Both => (
                 iface(0),
-                uplink_spec(shape, size, cfg.networks),
+                uplink_spec(shape, size, cfg.node.networks),
                 None,
                 pods(0, true),
             ),

@@ -61,23 +61,27 @@ pub(super) fn run_l3fwd(
         check_payload: a.check_payload,
         buffer_size: a.buffer_size,
         burst: a.burst,
-        networks: a.networks,
-        pod_cpu: a.pod_cpu,
-        underlay: match a.underlay {
-            UnderlayArg::Memif => bench::underlay::Underlay::Memif,
-            UnderlayArg::AfPacket => bench::underlay::Underlay::AfPacket,
-            UnderlayArg::AfXdp => bench::underlay::Underlay::AfXdp,
+        node: bench::node::NodeOptions {
+            networks: a.networks,
+            direction: match a.direction {
+                DirectionArg::In => bench::node::Direction::In,
+                DirectionArg::Out => bench::node::Direction::Out,
+                DirectionArg::Both => bench::node::Direction::Both,
+            },
+            underlay: match a.underlay {
+                UnderlayArg::Memif => bench::underlay::Underlay::Memif,
+                UnderlayArg::AfPacket => bench::underlay::Underlay::AfPacket,
+                UnderlayArg::AfXdp => bench::underlay::Underlay::AfXdp,
+            },
         },
-        direction: match a.direction {
-            DirectionArg::In => bench::node::Direction::In,
-            DirectionArg::Out => bench::node::Direction::Out,
-            DirectionArg::Both => bench::node::Direction::Both,
-        },
+        pvp: bench::pvp::PvpOptions { pod_cpu: a.pod_cpu },
         wait_near_secs: a.wait_near.max(0.0),
         method: method(a, trial_secs)?,
-        testpmd_fwd: match a.testpmd_fwd {
-            TestpmdFwdArg::Io => harness::TestpmdFwd::Io,
-            TestpmdFwdArg::Mac => harness::TestpmdFwd::Mac,
+        l3fwd: bench::l3fwd::L3fwdOptions {
+            testpmd_fwd: match a.testpmd_fwd {
+                TestpmdFwdArg::Io => bench::l3fwd::TestpmdFwd::Io,
+                TestpmdFwdArg::Mac => bench::l3fwd::TestpmdFwd::Mac,
+            },
         },
         mrr_secs: a.mrr_secs,
         warmup_secs: a.warmup_ms / 1e3,
