@@ -147,9 +147,13 @@ pub fn measure(
             "--cost measures veclane, testpmd and the generator (none), not {dut}"
         )));
     }
-    let (mut running, sock) = cfg
-        .topology
-        .start_dut(cfg, dut, &plan, dir.path(), &wrapper)?;
+    let (mut running, sock) = cfg.topology.start_dut(&crate::harness::DutStart {
+        cfg,
+        dut,
+        plan: &plan,
+        dir: dir.path(),
+        wrapper: &wrapper,
+    })?;
     let pid = running.pid();
     let gcfg = trafgen::GenConfig {
         count: Some(frames),
@@ -369,7 +373,13 @@ fn run_generator(
     out: &Path,
 ) -> Result<GenCount, CostError> {
     let dir = out.parent().unwrap_or(Path::new("."));
-    let (running, sock) = cfg.topology.start_dut(cfg, dut, plan, dir, &[])?;
+    let (running, sock) = cfg.topology.start_dut(&crate::harness::DutStart {
+        cfg,
+        dut,
+        plan,
+        dir,
+        wrapper: &[],
+    })?;
     let g = cfg.topology.gen_config(cfg, dut, &sock, plan);
     let o = Command::new("valgrind")
         .args([

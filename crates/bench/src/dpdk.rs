@@ -1,7 +1,7 @@
 //! What every DPDK application the harness starts shares: EAL arguments without hugepages or
 //! PCI, `net_memif` vdevs, port statistics, and the installed version.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The installed DPDK version, as the package manager states it.
@@ -48,6 +48,19 @@ pub struct MemifPort {
 }
 
 impl MemifPort {
+    /// Port `id` on `socket`, without a secret: DPDK listens on the socket if `server`, else
+    /// connects to it; rings of 2^`rsize_log2` slots, buffers of `bsize` bytes.
+    pub fn new(server: bool, socket: &Path, id: u32, rsize_log2: u8, bsize: u32) -> MemifPort {
+        MemifPort {
+            server,
+            socket: socket.to_path_buf(),
+            id,
+            rsize_log2,
+            bsize,
+            secret: None,
+        }
+    }
+
     pub fn vdev(&self, name: &str) -> String {
         let mut v = format!(
             "{name},role={},socket={},socket-abstract=no,id={},rsize={},bsize={}",
@@ -130,14 +143,7 @@ mod tests {
 
     #[test]
     fn eal_arguments() {
-        let port = |id| MemifPort {
-            server: true,
-            socket: "/tmp/x/memif.sock".into(),
-            id,
-            rsize_log2: 10,
-            bsize: 2048,
-            secret: None,
-        };
+        let port = |id| MemifPort::new(true, Path::new("/tmp/x/memif.sock"), id, 10, 2048);
         assert_eq!(
             eal_args("p1", 1, &[0], &[port(0), port(1)]).join(" "),
             "--no-huge -m 1024 --no-pci --log-level pmd.net.memif:info --file-prefix=p1 \

@@ -117,14 +117,8 @@ fn mac_str(m: [u8; 6]) -> String {
 /// Everything after the binary: EAL arguments, `--`, l3fwd's own. `dir` holds the memif
 /// socket and the route files.
 pub fn arguments(cfg: &DpdkL3fwdConfig, dir: &Path) -> Vec<String> {
-    let port = |id| MemifPort {
-        server: true,
-        socket: dir.join("memif.sock"),
-        id,
-        rsize_log2: cfg.ring_log2,
-        bsize: cfg.buffer_size,
-        secret: None,
-    };
+    let sock = dir.join("memif.sock");
+    let port = |id| MemifPort::new(true, &sock, id, cfg.ring_log2, cfg.buffer_size);
     let main = cfg.cpus.first().copied().unwrap_or(0);
     let others = cfg.cpus.get(1..).unwrap_or(&[]);
     let mut v = eal_args(&cfg.file_prefix, main, others, &[port(0), port(1)]);

@@ -17,9 +17,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::daemon::Daemon;
 use crate::dut::{DutError, Running};
-use crate::harness::{L3fwdConfig, Plan, Topology};
+use crate::harness::{DutStart, L3fwdConfig, Plan, Topology};
 use crate::testpmd::{MemifPort, Testpmd};
 use crate::{CopyMode, Dut, Subject};
 
@@ -66,15 +65,8 @@ impl Topology for L3fwdTopology {
         "the generator sends on memif id 0 and receives on id 1; veclane/single and veclane/two: polling workers, ethernet-input making ip4-input's checks, the lookup and the rewrite (TTL, checksum, MACs) itself; payload copied once peer to peer (single) or into local buffers and out (two); testpmd: --forward-mode=io (no lookup, no header change) or mac (MACs rewritten, no lookup); dpdk-l3fwd: DPDK's l3fwd example, LPM, an lcore per worker, no IPv4 checksum check (left to hardware that net_memif lacks); vpp: workers, memif masters, ip4 routes as veclane's".into()
     }
 
-    fn start_dut(
-        &self,
-        cfg: &L3fwdConfig,
-        dut: Subject,
-        plan: &Plan,
-        dir: &Path,
-        wrapper: &[String],
-    ) -> Result<(Running, PathBuf), DutError> {
-        start_dut(cfg, dut, plan, dir, wrapper)
+    fn start_dut(&self, s: &DutStart<'_>) -> Result<(Running, PathBuf), DutError> {
+        start_dut(s)
     }
 
     fn gen_config(
@@ -128,16 +120,11 @@ pub(crate) fn gen_config(
     }
 }
 
-/// Starts `dut` as `plan` says, under `wrapper` if not empty (veclane and testpmd only);
+/// Starts the DUT `s` names, under its wrapper if not empty (veclane and testpmd only);
 /// returns it and the memif socket it listens on (in `dir` for the DUTs that take a
 /// directory).
-pub(crate) fn start_dut(
-    cfg: &L3fwdConfig,
-    dut: Subject,
-    plan: &Plan,
-    dir: &Path,
-    wrapper: &[String],
-) -> Result<(Running, PathBuf), DutError> {
+pub(crate) fn start_dut(s: &DutStart<'_>) -> Result<(Running, PathBuf), DutError> {
+    let (cfg, dut, plan, dir, wrapper) = (s.cfg, s.dut, s.plan, s.dir, s.wrapper);
     let sock = dir.join("memif.sock");
     if !wrapper.is_empty() && dut.dut == Dut::Vpp {
         return Err(DutError::Unsupported(crate::vpp::NO_COST.into()));
@@ -148,15 +135,10 @@ pub(crate) fn start_dut(
             wrapper.join(" ")
         )));
     }
-    // Under a wrapper (valgrind) start-up is far slower.
-    let ready = Duration::from_secs(if wrapper.is_empty() { 10 } else { 120 });
     match dut.dut {
         Dut::Veclane => {
-            let mut conf =
-                veclane_config(cfg, dut.copy.unwrap_or(CopyMode::Single), plan, dut.workers);
-            conf.daemon.copy_engine = dut.engine.unwrap_or(api::CopyEngine::Cpu);
-            conf.daemon.dsa_queue = cfg.dsa_queue.clone();
-            Daemon::start_under(wrapper, &cfg.veclane_bin, dir, &conf.to_toml(), ready)
+            let conf = veclane_config(cfg, dut.copy.unwrap_or(CopyMode::Single), plan, dut.workers);
+            s.veclane(conf, dir, vec![])
                 .map(|d| (Box::new(d) as Running, sock))
         }
         Dut::None => {
@@ -198,14 +180,7 @@ pub(crate) fn start_dut(
         }
         Dut::Testpmd => {
             let bin = cfg.testpmd_bin_or_missing()?;
-            let port = |id| MemifPort {
-                server: true,
-                socket: sock.clone(),
-                id,
-                rsize_log2: plan.ring_log2,
-                bsize: plan.buffer_size,
-                secret: None,
-            };
+            let port = |id| MemifPort::new(true, &sock, id, plan.ring_log2, plan.buffer_size);
             // A queue pair per forwarding lcore on both ports; io and mac forwarding map rx
             // queue q of one port to tx queue q of the other.
             let n = dut.workers;

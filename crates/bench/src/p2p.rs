@@ -160,14 +160,7 @@ pub fn testpmd_trial(cfg: &P2pConfig, size: usize, rep: usize) -> Result<Trial, 
         .ok_or_else(|| fail(&"dpdk-testpmd not installed"))?;
     let dir = tempfile::tempdir()?;
     let sock = dir.path().join("tp.sock");
-    let port = |server| MemifPort {
-        server,
-        socket: sock.clone(),
-        id: 0,
-        rsize_log2: cfg.ring_log2,
-        bsize: buffer_size_for(cfg, size),
-        secret: None,
-    };
+    let port = |server| MemifPort::new(server, &sock, 0, cfg.ring_log2, buffer_size_for(cfg, size));
     // Jumbo frames need one mbuf per frame on both sides (txonly gives up on frames larger
     // than its mbuf and quietly sends 64-byte frames instead).
     let mbuf_size =

@@ -31,7 +31,7 @@ use serde::Serialize;
 use crate::daemon::Daemon;
 use crate::dpdk::MemifPort;
 use crate::dut::{Counts, DutError, Running, RunningDut};
-use crate::harness::{L3fwdConfig, Plan, Topology};
+use crate::harness::{DutStart, L3fwdConfig, Plan, Topology};
 use crate::node::{
     GEN_MAC, NODE_VTEP, REMOTE_VTEP, UPLINK_MAC, VNI_BASE, ip, mac_str as mac, prefix,
 };
@@ -406,33 +406,23 @@ impl Topology for PvpTopology {
         &[Shape::Singlenet, Shape::Multinet]
     }
 
-    fn start_dut(
-        &self,
-        cfg: &L3fwdConfig,
-        dut: Subject,
-        plan: &Plan,
-        dir: &Path,
-        wrapper: &[String],
-    ) -> Result<(Running, PathBuf), DutError> {
+    fn start_dut(&self, s: &DutStart<'_>) -> Result<(Running, PathBuf), DutError> {
+        let (cfg, dut, plan, dir) = (s.cfg, s.dut, s.plan, s.dir);
         let shape = dut.shape.unwrap_or(Shape::Multinet);
-        let ready = Duration::from_secs(if wrapper.is_empty() { 10 } else { 120 });
-        let mut conf = node_config(
+        let conf = node_config(
             cfg,
             shape,
             dut.copy.unwrap_or(CopyMode::Single),
             plan,
             dut.workers,
         );
-        conf.daemon.copy_engine = dut.engine.unwrap_or(api::CopyEngine::Cpu);
-        conf.daemon.dsa_queue = cfg.dsa_queue.clone();
         let node_dir = dir.join("node");
         let pod_dir = dir.join("pod");
         for d in [&node_dir, &pod_dir] {
             std::fs::create_dir_all(d)
                 .map_err(DutError::io(format!("creating {}", d.display())))?;
         }
-        let node =
-            Daemon::start_under(wrapper, &cfg.veclane_bin, &node_dir, &conf.to_toml(), ready)?;
+        let node = s.veclane(conf, &node_dir, vec![])?;
         if shape == Shape::Multinet {
             crate::node::neighbours_on_tunnels(&node, |vni| match vni {
                 RED_VNI => Some(DEST.into()),
@@ -449,14 +439,8 @@ impl Topology for PvpTopology {
             )?),
             Dut::Testpmd => {
                 let bin = cfg.testpmd_bin_or_missing()?;
-                let port = |id| MemifPort {
-                    server: false,
-                    socket: sock.clone(),
-                    id,
-                    rsize_log2: plan.ring_log2,
-                    bsize: plan.tunnel_buffer_size,
-                    secret: None,
-                };
+                let port =
+                    |id| MemifPort::new(false, &sock, id, plan.ring_log2, plan.tunnel_buffer_size);
                 // mac forwarding: port 0 (pod-a) to port 1 (pod-b), the destination MAC the
                 // node's side of pod-b, so that the node takes the frames in.
                 let app = vec![

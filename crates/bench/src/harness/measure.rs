@@ -295,7 +295,13 @@ pub(super) fn search_one(
     }
     let (mut running, sock) = cfg
         .topology
-        .start_dut(cfg, dut, plan, dir.path(), &[])
+        .start_dut(&super::DutStart {
+            cfg,
+            dut,
+            plan,
+            dir: dir.path(),
+            wrapper: &[],
+        })
         .map_err(|e| fail(e.to_string()))?;
     let gcfg = trafgen::GenConfig {
         check_payload: cfg.check_payload,

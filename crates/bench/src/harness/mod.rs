@@ -43,7 +43,7 @@ pub use report::{HostStalls, RunReport, Written};
 pub use rows::{
     GoalRow, PairedRatio, SearchRow, paired_mrr_ratio, paired_ratio, peer_for, reference_for, rows,
 };
-pub use topology::{NetworkCount, Topology};
+pub use topology::{DutStart, NetworkCount, Topology};
 
 /// Runs every (rep, size, DUT) search, DUTs interleaved; `progress` sees each finished one.
 /// A search that fails is kept with its reason and the run goes on.

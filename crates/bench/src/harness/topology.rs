@@ -3,9 +3,11 @@
 //! [`crate::l3fwd`], [`crate::node`] and [`crate::pvp`].
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use super::Plan;
 use super::config::L3fwdConfig;
+use crate::daemon::Daemon;
 use crate::dut::{Counts, DutError, Running};
 use crate::trial::check_frame_size;
 use crate::{Dut, Shape, Subject};
@@ -35,17 +37,8 @@ pub trait Topology: Sync + core::fmt::Debug {
     fn busy_rings(&self, _cfg: &L3fwdConfig) -> usize {
         2
     }
-    /// Starts `dut` as `plan` says (its frame size, rings, buffers and CPUs) in `dir`, under
-    /// `wrapper` if not empty (valgrind, for `--cost`); returns it and the memif socket the
-    /// generator connects to.
-    fn start_dut(
-        &self,
-        cfg: &L3fwdConfig,
-        dut: Subject,
-        plan: &Plan,
-        dir: &Path,
-        wrapper: &[String],
-    ) -> Result<(Running, PathBuf), DutError>;
+    /// Starts the DUT `s` names; returns it and the memif socket the generator connects to.
+    fn start_dut(&self, s: &DutStart<'_>) -> Result<(Running, PathBuf), DutError>;
     /// The generator's configuration as `plan` says against `dut` listening on `sock` (the
     /// same plan the DUT was started with).
     fn gen_config(
@@ -80,6 +73,44 @@ pub trait Topology: Sync + core::fmt::Debug {
     /// networks).
     fn networks(&self, _g: &GenReport) -> Vec<NetworkCount> {
         Vec::new()
+    }
+}
+
+/// What [`Topology::start_dut`] starts: `dut` as `plan` says (its frame size, rings, buffers
+/// and CPUs) in `dir`, under `wrapper` if not empty (valgrind, for `--cost`).
+#[derive(Debug, Clone, Copy)]
+pub struct DutStart<'a> {
+    pub cfg: &'a L3fwdConfig,
+    pub dut: Subject,
+    pub plan: &'a Plan,
+    pub dir: &'a Path,
+    pub wrapper: &'a [String],
+}
+
+impl DutStart<'_> {
+    /// How long the DUT may take to be ready: under a wrapper (valgrind) start-up is far
+    /// slower.
+    pub fn ready_timeout(&self) -> Duration {
+        Duration::from_secs(if self.wrapper.is_empty() { 10 } else { 120 })
+    }
+
+    /// Starts veclane with `conf`, given the subject's copy engine and the run's `dsa-queue`,
+    /// in `dir`, its command line after `prefix` (entering a namespace, or nothing) and the
+    /// wrapper.
+    pub(crate) fn veclane(
+        &self,
+        mut conf: api::Config,
+        dir: &Path,
+        prefix: Vec<String>,
+    ) -> Result<Daemon, DutError> {
+        conf.daemon.copy_engine = self.dut.engine.unwrap_or(api::CopyEngine::Cpu);
+        conf.daemon.dsa_queue = self.cfg.dsa_queue.clone();
+        let wrapper: Vec<String> = prefix
+            .into_iter()
+            .chain(self.wrapper.iter().cloned())
+            .collect();
+        let bin = &self.cfg.veclane_bin;
+        Daemon::start_under(&wrapper, bin, dir, &conf.to_toml(), self.ready_timeout())
     }
 }
 

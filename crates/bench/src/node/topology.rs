@@ -7,9 +7,8 @@ use std::time::Duration;
 use super::dut::{remote_pods_on_tunnels, veclane_config, vpp_topology};
 use super::frames::{pod_spec, uplink_spec};
 use super::{Direction, NodeTopology, pod_id};
-use crate::daemon::Daemon;
 use crate::dut::{DutError, Running};
-use crate::harness::{L3fwdConfig, NetworkCount, Plan, Topology};
+use crate::harness::{DutStart, L3fwdConfig, NetworkCount, Plan, Topology};
 use crate::underlay::{self, Underlay, VethNetns};
 use crate::{CopyMode, Dut, Shape, Subject};
 use trafgen::{FrameSpec, GenReport, StreamInfo};
@@ -91,14 +90,8 @@ impl Topology for NodeTopology {
         }
     }
 
-    fn start_dut(
-        &self,
-        cfg: &L3fwdConfig,
-        dut: Subject,
-        plan: &Plan,
-        dir: &Path,
-        wrapper: &[String],
-    ) -> Result<(Running, PathBuf), DutError> {
+    fn start_dut(&self, s: &DutStart<'_>) -> Result<(Running, PathBuf), DutError> {
+        let (cfg, dut, plan, dir, wrapper) = (s.cfg, s.dut, s.plan, s.dir, s.wrapper);
         let shape = dut.shape.unwrap_or(self.shapes[0]);
         if !self.supports_shape(dut.dut, shape) {
             return Err(DutError::Unsupported(format!(
@@ -114,7 +107,7 @@ impl Topology for NodeTopology {
                     cfg.node.networks
                 )));
             }
-            return crate::l3fwd::start_dut(cfg, dut, plan, dir, wrapper);
+            return crate::l3fwd::start_dut(s);
         }
         if dut.dut == Dut::Vpp {
             if !wrapper.is_empty() {
@@ -134,16 +127,13 @@ impl Topology for NodeTopology {
             let sock = v.memif_socket();
             return Ok((Box::new(v) as Running, sock));
         }
-        let ready = Duration::from_secs(if wrapper.is_empty() { 10 } else { 120 });
-        let mut conf = veclane_config(
+        let conf = veclane_config(
             cfg,
             shape,
             dut.copy.unwrap_or(CopyMode::Single),
             plan,
             dut.workers,
         );
-        conf.daemon.copy_engine = dut.engine.unwrap_or(api::CopyEngine::Cpu);
-        conf.daemon.dsa_queue = cfg.dsa_queue.clone();
         let d = if cfg.node.underlay.is_kernel() {
             // The daemon runs in the veth pair's namespace; the pair goes with it.
             let ns = VethNetns::create(
@@ -151,15 +141,9 @@ impl Topology for NodeTopology {
                 cfg.node.underlay.mtu(),
                 cfg.dut_cpus.len(),
             )?;
-            let wrapped: Vec<String> = ns
-                .exec_prefix()
-                .into_iter()
-                .chain(wrapper.iter().cloned())
-                .collect();
-            Daemon::start_under(&wrapped, &cfg.veclane_bin, dir, &conf.to_toml(), ready)?
-                .holding(ns)
+            s.veclane(conf, dir, ns.exec_prefix())?.holding(ns)
         } else {
-            Daemon::start_under(wrapper, &cfg.veclane_bin, dir, &conf.to_toml(), ready)?
+            s.veclane(conf, dir, vec![])?
         };
         if shape == Shape::Multinet {
             remote_pods_on_tunnels(&d)?;
