@@ -242,3 +242,59 @@ fn allowed_sources() {
     };
     assert_eq!(m.allowed_sources.map(|v| v.len()), Some(2));
 }
+
+/// Both uplink kinds take the same words, AF_XDP its `mode` besides.
+#[test]
+fn uplink_interfaces() {
+    let Request::CreateAfPacket(a) =
+        p("create interface af-packet host-if eth0 queues 2 name up0 hw-addr 02:00:00:00:00:07")
+            .unwrap()
+    else {
+        panic!()
+    };
+    let mut want = crate::AfPacketSpec::new("eth0");
+    want.queues = Some(2);
+    want.name = Some("up0".into());
+    want.mac = Some(crate::parse_mac("02:00:00:00:00:07").unwrap());
+    assert_eq!(a, want);
+    let Request::CreateAfXdp(x) =
+        p("create interface af-xdp mode zero-copy host-if eth1 queues 4 name x1").unwrap()
+    else {
+        panic!()
+    };
+    let mut want = crate::AfXdpSpec::new("eth1");
+    want.queues = Some(4);
+    want.name = Some("x1".into());
+    want.mode = crate::XdpMode::ZeroCopy;
+    assert_eq!(x, want);
+    for (line, want) in [
+        (
+            "create interface af-packet queues 2",
+            "missing `host-if NAME`",
+        ),
+        ("create interface af-xdp queues 2", "missing `host-if NAME`"),
+        (
+            "create interface af-packet host-if eth0 mode copy",
+            "unknown argument \"mode\"",
+        ),
+        (
+            "create interface af-xdp host-if eth0 table 3",
+            "unknown argument \"table\"",
+        ),
+        (
+            "create interface af-xdp host-if eth0 mode fast",
+            "mode \"fast\": expected auto",
+        ),
+        (
+            "create interface af-packet host-if eth0 hw-addr nope",
+            "hw-addr: ",
+        ),
+        (
+            "create interface af-xdp host-if eth0 queues x",
+            "queues \"x\" is not a valid number",
+        ),
+    ] {
+        let e = p(line).unwrap_err();
+        assert!(e.message.contains(want), "{line}: {}", e.message);
+    }
+}

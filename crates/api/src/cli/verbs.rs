@@ -3,8 +3,8 @@
 
 use super::{CliError, Words};
 use crate::{
-    AfPacketSpec, AfXdpSpec, CapturePoint, Clear, Ipv4Prefix, MemifSpec, NeighborSpec, NetworkSpec,
-    Request, Role, RouteSpec, TapSpec, Via,
+    AfPacketSpec, AfXdpSpec, CapturePoint, Clear, Ipv4Prefix, MacAddr, MemifSpec, NeighborSpec,
+    NetworkSpec, Request, Role, RouteSpec, TapSpec, Via,
 };
 
 /// `show interface [IF]`.
@@ -347,46 +347,58 @@ pub(super) fn create_tap(w: &mut Words<'_>) -> Result<Request, CliError> {
 
 pub(super) fn create_af_packet(w: &mut Words<'_>) -> Result<Request, CliError> {
     let mut spec = AfPacketSpec::new("");
-    let mut host = None;
-    while let Some(k) = w.peek() {
-        w.i += 1;
-        match k {
-            "host-if" => host = Some(w.next("host interface name")?.to_string()),
-            "queues" => spec.queues = Some(w.number("queues")?),
-            "name" => spec.name = Some(w.next("name")?.to_string()),
-            "hw-addr" => {
-                let m = w.next("MAC address")?;
-                spec.mac = Some(crate::parse_mac(m).map_err(|e| w.err(format!("hw-addr: {e}")))?);
-            }
-            x => return Err(w.err(format!("unknown argument {x:?}"))),
-        }
-    }
-    spec.host_if = host.ok_or_else(|| w.err("missing `host-if NAME`".into()))?;
+    spec.host_if = uplink_words(
+        w,
+        (&mut spec.queues, &mut spec.name, &mut spec.mac),
+        |_, _| Ok(false),
+    )?;
     Ok(Request::CreateAfPacket(spec))
 }
 
 pub(super) fn create_af_xdp(w: &mut Words<'_>) -> Result<Request, CliError> {
     let mut spec = AfXdpSpec::new("");
+    spec.host_if = uplink_words(
+        w,
+        (&mut spec.queues, &mut spec.name, &mut spec.mac),
+        |k, w| {
+            if k != "mode" {
+                return Ok(false);
+            }
+            spec.mode = w
+                .next("auto, copy or zero-copy")?
+                .parse()
+                .map_err(|e: String| w.err(e))?;
+            Ok(true)
+        },
+    )?;
+    Ok(Request::CreateAfXdp(spec))
+}
+
+/// The words every uplink kind takes (`host-if`, `queues`, `name`, `hw-addr`) into its
+/// spec's `queues`, `name` and `mac`, and those `own` takes (it returns whether the word
+/// `k` was its own, having read its value); returns the `host-if` named.
+fn uplink_words(
+    w: &mut Words<'_>,
+    (queues, name, mac): (&mut Option<u16>, &mut Option<String>, &mut Option<MacAddr>),
+    mut own: impl FnMut(&str, &mut Words<'_>) -> Result<bool, CliError>,
+) -> Result<String, CliError> {
     let mut host = None;
     while let Some(k) = w.peek() {
         w.i += 1;
         match k {
             "host-if" => host = Some(w.next("host interface name")?.to_string()),
-            "queues" => spec.queues = Some(w.number("queues")?),
-            "mode" => {
-                spec.mode = w
-                    .next("auto, copy or zero-copy")?
-                    .parse()
-                    .map_err(|e: String| w.err(e))?
-            }
-            "name" => spec.name = Some(w.next("name")?.to_string()),
+            "queues" => *queues = Some(w.number("queues")?),
+            "name" => *name = Some(w.next("name")?.to_string()),
             "hw-addr" => {
                 let m = w.next("MAC address")?;
-                spec.mac = Some(crate::parse_mac(m).map_err(|e| w.err(format!("hw-addr: {e}")))?);
+                *mac = Some(crate::parse_mac(m).map_err(|e| w.err(format!("hw-addr: {e}")))?);
             }
-            x => return Err(w.err(format!("unknown argument {x:?}"))),
+            x => {
+                if !own(x, w)? {
+                    return Err(w.err(format!("unknown argument {x:?}")));
+                }
+            }
         }
     }
-    spec.host_if = host.ok_or_else(|| w.err("missing `host-if NAME`".into()))?;
-    Ok(Request::CreateAfXdp(spec))
+    host.ok_or_else(|| w.err("missing `host-if NAME`".into()))
 }
