@@ -321,11 +321,14 @@ fn arp_requests_for_our_address_are_answered_and_senders_learned() {
 #[test]
 fn icmp_echo_to_us_is_answered_through_the_fib() {
     let mut s = setup();
-    let b = etherparse::PacketBuilder::ethernet2(HOST_MAC, MAC[0])
-        .ipv4([10, 0, 0, 7], [10, 0, 0, 1], 5)
-        .icmpv4_echo_request(0x77, 3);
-    let mut req = Vec::new();
-    b.write(&mut req, b"ping payload").unwrap();
+    let req = testkit::icmp4_frame(
+        HOST_TO_IF0,
+        [10, 0, 0, 7],
+        [10, 0, 0, 1],
+        5,
+        testkit::echo_request(0x77, 3),
+        b"ping payload",
+    );
     s.input.lock().unwrap().push((0, req));
     s.rt.dispatch(&mut s.pool);
     let out = s.output.lock().unwrap().clone();
@@ -366,12 +369,8 @@ fn icmp_echo_to_us_is_answered_through_the_fib() {
 
 /// An echo request from the test host to 10.0.0.1 with `payload`, as a frame.
 fn echo_request(ident: u16, payload: &[u8]) -> Vec<u8> {
-    let b = etherparse::PacketBuilder::ethernet2(HOST_MAC, MAC[0])
-        .ipv4([10, 0, 0, 7], [10, 0, 0, 1], 5)
-        .icmpv4_echo_request(ident, 1);
-    let mut v = Vec::new();
-    b.write(&mut v, payload).unwrap();
-    v
+    let t = testkit::echo_request(ident, 1);
+    testkit::icmp4_frame(HOST_TO_IF0, [10, 0, 0, 7], [10, 0, 0, 1], 5, t, payload)
 }
 
 /// `frame`'s datagram cut into fragments of at most `max` payload bytes (a multiple of 8),

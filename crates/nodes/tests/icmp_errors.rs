@@ -7,12 +7,7 @@ mod graph_common;
 use graph_common::*;
 
 fn icmp_frame(dst: [u8; 4], ttl: u8, t: etherparse::Icmpv4Type, payload: &[u8]) -> Vec<u8> {
-    let b = etherparse::PacketBuilder::ethernet2(HOST_MAC, MAC[0])
-        .ipv4([10, 0, 0, 7], dst, ttl)
-        .icmpv4(t);
-    let mut v = Vec::new();
-    b.write(&mut v, payload).unwrap();
-    v
+    testkit::icmp4_frame(HOST_TO_IF0, [10, 0, 0, 7], dst, ttl, t, payload)
 }
 
 /// Checks an ICMP error on its way from us (if0, 10.0.0.1) back to the test host: MACs,

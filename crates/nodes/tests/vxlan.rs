@@ -152,11 +152,12 @@ impl Side {
 
     /// A UDP packet from this node's pod to `dst`, as the pod sends it.
     fn pod_packet(&self, dst: [u8; 4], payload: &[u8], df: bool) -> (u32, Vec<u8>) {
-        let b = etherparse::PacketBuilder::ethernet2(POD_MAC, mac(self.n, POD))
-            .ipv4([10, 1, self.n, 2], dst, 64)
-            .udp(5000, 6000);
-        let mut v = Vec::new();
-        b.write(&mut v, payload).unwrap();
+        let macs = testkit::Macs {
+            src: POD_MAC,
+            dst: mac(self.n, POD),
+        };
+        let src = [10, 1, self.n, 2];
+        let mut v = testkit::udp4_frame_ports(macs, src, dst, 64, (5000, 6000), payload);
         if df {
             v[20] |= 0x40;
         } else {

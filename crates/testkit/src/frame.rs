@@ -106,12 +106,46 @@ pub struct Macs {
 
 /// An Ethernet + IPv4 + UDP frame (ports [`UDP_PORTS`]) carrying `payload`.
 pub fn udp4_frame(macs: Macs, src: [u8; 4], dst: [u8; 4], ttl: u8, payload: &[u8]) -> Vec<u8> {
+    udp4_frame_ports(macs, src, dst, ttl, UDP_PORTS, payload)
+}
+
+/// An Ethernet + IPv4 + UDP frame from port `ports.0` to `ports.1` carrying `payload`.
+pub fn udp4_frame_ports(
+    macs: Macs,
+    src: [u8; 4],
+    dst: [u8; 4],
+    ttl: u8,
+    ports: (u16, u16),
+    payload: &[u8],
+) -> Vec<u8> {
     let b = etherparse::PacketBuilder::ethernet2(macs.src, macs.dst)
         .ipv4(src, dst, ttl)
-        .udp(UDP_PORTS.0, UDP_PORTS.1);
+        .udp(ports.0, ports.1);
     let mut v = Vec::with_capacity(b.size(payload.len()));
     b.write(&mut v, payload).unwrap();
     v
+}
+
+/// An Ethernet + IPv4 + ICMP frame: `icmp` (an echo request, say) carrying `payload`.
+pub fn icmp4_frame(
+    macs: Macs,
+    src: [u8; 4],
+    dst: [u8; 4],
+    ttl: u8,
+    icmp: etherparse::Icmpv4Type,
+    payload: &[u8],
+) -> Vec<u8> {
+    let b = etherparse::PacketBuilder::ethernet2(macs.src, macs.dst)
+        .ipv4(src, dst, ttl)
+        .icmpv4(icmp);
+    let mut v = Vec::with_capacity(b.size(payload.len()));
+    b.write(&mut v, payload).unwrap();
+    v
+}
+
+/// An ICMP echo request (`id`, `seq`), as [`icmp4_frame`] carries it.
+pub fn echo_request(id: u16, seq: u16) -> etherparse::Icmpv4Type {
+    etherparse::Icmpv4Type::EchoRequest(etherparse::IcmpEchoHeader { id, seq })
 }
 
 /// An Ethernet + IPv4 frame of protocol UDP with `payload` as its whole datagram, built field

@@ -7,6 +7,6 @@ mod frame;
 pub mod stubs;
 
 pub use frame::{
-    Eth, Fill, Macs, Pattern, TEST_ETHERTYPE, UDP_PORTS, ipv4_frame, seq_frame, seq_of,
-    seq_payload, udp4_frame,
+    Eth, Fill, Macs, Pattern, TEST_ETHERTYPE, UDP_PORTS, echo_request, icmp4_frame, ipv4_frame,
+    seq_frame, seq_of, seq_payload, udp4_frame, udp4_frame_ports,
 };

@@ -214,13 +214,20 @@ fn fanout_spreads_flows_over_queues_without_loss_or_duplicates() {
     let mut frames = Vec::new();
     for seq in 0..PER_FLOW {
         for flow in 0..FLOWS {
-            let b = etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0x77, 1], mac)
-                .ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
-                .udp(1000 + flow, 7777);
-            let mut v = Vec::new();
-            b.write(&mut v, &[(flow >> 8) as u8, flow as u8, seq as u8, 0xab])
-                .unwrap();
-            frames.push(v);
+            let macs = testkit::Macs {
+                src: [2, 0, 0, 0, 0x77, 1],
+                dst: mac,
+            };
+            let payload = [(flow >> 8) as u8, flow as u8, seq as u8, 0xab];
+            let (src, dst) = ([10, 0, 0, 1], [10, 0, 0, 2]);
+            frames.push(testkit::udp4_frame_ports(
+                macs,
+                src,
+                dst,
+                64,
+                (1000 + flow, 7777),
+                &payload,
+            ));
         }
     }
     let refs: Vec<&[u8]> = frames.iter().map(|f| f.as_slice()).collect();

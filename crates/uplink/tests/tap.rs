@@ -170,12 +170,12 @@ fn tap_carries_the_pods_traffic_both_ways() {
     // We write pings to the pod (one buffer, then a 3000-byte chain); it answers.
     for (id, len) in [(1u16, 56usize), (2, 3000)] {
         let payload: Vec<u8> = (0..len).map(|i| i as u8).collect();
-        let mut v = Vec::new();
-        etherparse::PacketBuilder::ethernet2(OUR_MAC, pod_mac)
-            .ipv4([10, 9, 0, 2], [10, 9, 0, 1], 64)
-            .icmpv4_echo_request(id, 1)
-            .write(&mut v, &payload)
-            .unwrap();
+        let macs = testkit::Macs {
+            src: OUR_MAC,
+            dst: pod_mac,
+        };
+        let t = testkit::echo_request(id, 1);
+        let v = testkit::icmp4_frame(macs, [10, 9, 0, 2], [10, 9, 0, 1], 64, t, &payload);
         let b = pool.from_bytes(&v).unwrap();
         assert_eq!(pool.chain_len(b), if len > 2000 { 2 } else { 1 });
         let st = tx[usize::from(id) % 2].send(&pool, &[b]);
@@ -297,12 +297,11 @@ fn hostile_frames_from_a_pod_are_counted_and_dropped() {
         h.extend_from_slice(&[0, 0]);
         h
     };
-    let mut udp = Vec::new();
-    etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], OUR_MAC)
-        .ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
-        .udp(1, 2)
-        .write(&mut udp, &[7; 100])
-        .unwrap();
+    let pod = testkit::Macs {
+        src: [2, 0, 0, 0, 0, 1],
+        dst: OUR_MAC,
+    };
+    let udp = testkit::udp4_frame_ports(pod, [10, 0, 0, 1], [10, 0, 0, 2], 64, (1, 2), &[7; 100]);
     let mut tcp = Vec::new();
     etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], OUR_MAC)
         .ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)

@@ -136,12 +136,13 @@ fn a_linux_vtep_per_network_talks_to_veclane_pods_over_af_packet() {
         let gw = mac(&format!("02:00:00:00:01:0{id}"));
         let frames: Vec<Vec<u8>> = (0..20)
             .map(|i| {
-                let b = etherparse::PacketBuilder::ethernet2(mac(POD_MAC), gw)
-                    .ipv4([10, 1, 1, 2], [10, 1, 3, 1], 64)
-                    .udp(7000, 7001);
-                let mut v = Vec::new();
-                b.write(&mut v, format!("pod{id} #{i}").as_bytes()).unwrap();
-                v
+                let macs = testkit::Macs {
+                    src: mac(POD_MAC),
+                    dst: gw,
+                };
+                let payload = format!("pod{id} #{i}");
+                let (src, dst) = ([10, 1, 1, 2], [10, 1, 3, 1]);
+                testkit::udp4_frame_ports(macs, src, dst, 64, (7000, 7001), payload.as_bytes())
             })
             .collect();
         pods.send(id, &frames);
@@ -272,11 +273,13 @@ fn a_linux_vtep_per_network_talks_to_veclane_pods_over_af_packet() {
     // gets ICMP fragmentation needed (MTU 1450) back at the pod; once the uplink is at 9000,
     // it reaches the Linux VTEP.
     let jumbo = || {
-        let b = etherparse::PacketBuilder::ethernet2(mac(POD_MAC), mac("02:00:00:00:01:00"))
-            .ipv4([10, 1, 1, 2], [10, 1, 3, 1], 64)
-            .udp(7000, 7001);
-        let mut v = Vec::new();
-        b.write(&mut v, &b"pod".repeat(1472 / 3)).unwrap();
+        let macs = testkit::Macs {
+            src: mac(POD_MAC),
+            dst: mac("02:00:00:00:01:00"),
+        };
+        let payload = b"pod".repeat(1472 / 3);
+        let (src, dst) = ([10, 1, 1, 2], [10, 1, 3, 1]);
+        let mut v = testkit::udp4_frame_ports(macs, src, dst, 64, (7000, 7001), &payload);
         v.resize(14 + 1500, b'.');
         v[20] |= 0x40;
         let len = (v.len() - 14) as u16;

@@ -305,12 +305,12 @@ pub fn udp(
 
 /// An ICMP echo request.
 pub fn ping(src_mac: [u8; 6], dst_mac: [u8; 6], src: [u8; 4], dst: [u8; 4], seq: u16) -> Vec<u8> {
-    let b = etherparse::PacketBuilder::ethernet2(src_mac, dst_mac)
-        .ipv4(src, dst, 64)
-        .icmpv4_echo_request(0x4242, seq);
-    let mut v = Vec::new();
-    b.write(&mut v, b"veclane ping payload").unwrap();
-    v
+    let macs = testkit::Macs {
+        src: src_mac,
+        dst: dst_mac,
+    };
+    let t = testkit::echo_request(0x4242, seq);
+    testkit::icmp4_frame(macs, src, dst, 64, t, b"veclane ping payload")
 }
 
 /// A pod's answer (from `pod_mac`) to an ICMP echo request, if `f` is one.
@@ -325,12 +325,13 @@ pub fn echo_reply(f: &[u8], pod_mac: [u8; 6]) -> Option<Vec<u8>> {
     let etherparse::Icmpv4Type::EchoRequest(e) = icmp.icmp_type() else {
         return None;
     };
-    let b = etherparse::PacketBuilder::ethernet2(pod_mac, f[6..12].try_into().ok()?)
-        .ipv4(ip.header().destination(), ip.header().source(), 64)
-        .icmpv4_echo_reply(e.id, e.seq);
-    let mut v = Vec::new();
-    b.write(&mut v, icmp.payload()).ok()?;
-    Some(v)
+    let macs = testkit::Macs {
+        src: pod_mac,
+        dst: f[6..12].try_into().ok()?,
+    };
+    let (src, dst) = (ip.header().destination(), ip.header().source());
+    let t = etherparse::Icmpv4Type::EchoReply(e);
+    Some(testkit::icmp4_frame(macs, src, dst, 64, t, icmp.payload()))
 }
 
 /// An ARP packet (op 1 request, 2 reply).
