@@ -33,6 +33,8 @@ pub mod netns;
 pub mod nodes;
 pub mod tap;
 pub mod tap_nodes;
+/// The virtio-net header a tap and an AF_PACKET socket put before each frame.
+mod vnet;
 pub mod xdp_nodes;
 
 pub use af_packet::{

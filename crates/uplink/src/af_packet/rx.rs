@@ -12,6 +12,7 @@ use super::LinkError;
 use super::counters::{RxCounters, bump};
 use super::ring::{OutOfBounds, RingMap};
 use super::sys;
+use crate::vnet::VnetHdr;
 
 /// Where the block descriptor's fields live (`struct tpacket_block_desc` with its
 /// `tpacket_hdr_v1`), from the C definitions rather than hand-counted.
@@ -32,10 +33,9 @@ const H_HV1: usize = offset_of!(libc::tpacket3_hdr, hv1);
 const H_VLAN_TCI: usize = H_HV1 + offset_of!(libc::tpacket_hdr_variant1, tp_vlan_tci);
 const H_VLAN_TPID: usize = H_HV1 + offset_of!(libc::tpacket_hdr_variant1, tp_vlan_tpid);
 
-/// `struct virtio_net_hdr` (PACKET_VNET_HDR), which the kernel puts just before the frame:
-/// flags, gso_type, hdr_len, gso_size, csum_start, csum_offset; native byte order.
-pub(crate) const VNET_LEN: usize = 10;
-const VIRTIO_NET_HDR_F_NEEDS_CSUM: u8 = 1;
+/// `struct virtio_net_hdr` (PACKET_VNET_HDR), which the kernel puts just before the frame
+/// ([`crate::vnet`]).
+pub(crate) const VNET_LEN: usize = crate::vnet::LEN;
 
 /// Fold the kernel's drop counters in every this many `recv` calls.
 const KERNEL_STATS_EVERY: u32 = 4096;
@@ -346,11 +346,12 @@ impl RxQueue {
             }
             let mut v = [0u8; VNET_LEN];
             self.mem.read(data - VNET_LEN as u64, &mut v)?;
-            if v[1] != 0 {
+            let v = VnetHdr::new(&v);
+            if v.gso_type() != crate::vnet::GSO_NONE {
                 return Err(Lost::Gso);
             }
-            if v[0] & VIRTIO_NET_HDR_F_NEEDS_CSUM != 0 {
-                let (start, field) = (u32::from(u16_at(&v, 6)), u32::from(u16_at(&v, 8)));
+            if let Some((start, field)) = v.partial_csum() {
+                let (start, field) = (u32::from(start), u32::from(field));
                 if start + field + 2 > snaplen {
                     return Err(Lost::BadOffload);
                 }

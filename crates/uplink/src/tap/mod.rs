@@ -47,15 +47,8 @@ pub use device::{Tap, TapConfig, TapError};
 pub use rx::{RecvStats, RxQueue};
 pub use tx::{SendStats, TxQueue};
 
-/// `struct virtio_net_hdr_v1`: flags, gso_type, hdr_len, gso_size, csum_start,
-/// csum_offset, num_buffers; native byte order (the kernel's default on a little-endian
-/// host, and ours).
-pub const VNET_HDR_LEN: usize = 12;
-const VIRTIO_NET_HDR_F_NEEDS_CSUM: u8 = 1;
-const VIRTIO_NET_HDR_GSO_NONE: u8 = 0;
-const VIRTIO_NET_HDR_GSO_TCPV4: u8 = 1;
-/// With a GSO type: the super-frame carries ECN (its first segment keeps CWR).
-const VIRTIO_NET_HDR_GSO_ECN: u8 = 0x80;
+/// The tap's virtio-net header, `struct virtio_net_hdr_v1` ([`crate::vnet`]).
+pub const VNET_HDR_LEN: usize = crate::vnet::LEN_V1;
 /// The most a tap hands us in one read: a 64 KiB super-frame and its header.
 const OVERFLOW: usize = 65536 + VNET_HDR_LEN;
 const ETH_HDR: usize = wire::ethernet::HEADER_LEN;

@@ -9,11 +9,9 @@ use std::sync::Arc;
 use buffer::Pool;
 
 use super::counters::RxCounters;
-use super::{
-    ETH_HDR, OVERFLOW, VIRTIO_NET_HDR_F_NEEDS_CSUM, VIRTIO_NET_HDR_GSO_ECN,
-    VIRTIO_NET_HDR_GSO_NONE, VIRTIO_NET_HDR_GSO_TCPV4, VNET_HDR_LEN,
-};
+use super::{ETH_HDR, OVERFLOW, VNET_HDR_LEN};
 use crate::af_packet::counters::bump;
+use crate::vnet::{self, VnetHdr};
 
 /// What one `recv` found.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -152,7 +150,7 @@ impl RxQueue {
                     break;
                 }
             };
-            if hdr[1] & !VIRTIO_NET_HDR_GSO_ECN == VIRTIO_NET_HDR_GSO_TCPV4 {
+            if VnetHdr::new(&hdr).is_tcp4_super_frame() {
                 match self.segment(pool, b, &hdr, n, first) {
                     Ok(()) => st.segmented += 1,
                     Err(lost) => match lost {
@@ -218,14 +216,15 @@ impl RxQueue {
         if len < ETH_HDR {
             return Err(Lost::Bad);
         }
-        if hdr[1] != VIRTIO_NET_HDR_GSO_NONE {
+        let hdr = VnetHdr::new(hdr);
+        if hdr.gso_type() != vnet::GSO_NONE {
             return Err(Lost::Gso);
         }
         let head = len.min(first);
         let rest = len - head;
-        if hdr[0] & VIRTIO_NET_HDR_F_NEEDS_CSUM != 0 {
-            let start = usize::from(u16::from_ne_bytes([hdr[6], hdr[7]]));
-            let field = start + usize::from(u16::from_ne_bytes([hdr[8], hdr[9]]));
+        if let Some((start, offset)) = hdr.partial_csum() {
+            let start = usize::from(start);
+            let field = start + usize::from(offset);
             if field + 2 > len || start > len {
                 return Err(Lost::Bad);
             }

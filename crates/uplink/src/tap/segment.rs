@@ -6,6 +6,7 @@ use wire::{EtherType, Ethernet, IpProtocol, Ipv4, Tcp, ipv4, tcp};
 
 use super::rx::{Lost, RxQueue};
 use super::{ETH_HDR, VNET_HDR_LEN};
+use crate::vnet::VnetHdr;
 
 /// The smallest segment size a super-frame is cut into (IPv4's minimum MSS); a smaller one
 /// would multiply one read into thousands of packets.
@@ -32,7 +33,7 @@ impl RxQueue {
         self.linear.extend_from_slice(&self.overflow[..len - head]);
         pool.free(b);
         let f = &self.linear;
-        let mss = usize::from(u16::from_ne_bytes([hdr[4], hdr[5]]));
+        let mss = usize::from(VnetHdr::new(hdr).gso_size());
         // Ethernet, IPv4, TCP; the lengths from the headers, checked.
         let eth = Ethernet::new_checked(&f[..]).map_err(|_| Lost::Bad)?;
         if eth.ethertype() != EtherType::Ipv4 || eth.payload().len() < ipv4::MIN_HEADER_LEN {
@@ -93,7 +94,8 @@ mod tests {
     use rustix::fs::{Mode, OFlags};
 
     use super::*;
-    use crate::tap::{OVERFLOW, VIRTIO_NET_HDR_GSO_TCPV4};
+    use crate::tap::OVERFLOW;
+    use crate::vnet::GSO_TCPV4;
 
     /// A TCP super-frame (FIN, PSH, CWR set; 5000 bytes) cut at 1448: segments that
     /// etherparse finds valid, in sequence, flags where the kernel puts them, the payload
@@ -120,7 +122,7 @@ mod tests {
         let mut q = RxQueue::from_fd(fd);
         q.overflow = vec![0; OVERFLOW];
         let mut hdr = [0u8; VNET_HDR_LEN];
-        hdr[1] = VIRTIO_NET_HDR_GSO_TCPV4;
+        hdr[1] = GSO_TCPV4;
         let cut = |q: &mut RxQueue, pool: &mut Pool, hdr: &[u8; VNET_HDR_LEN], f: &[u8]| {
             let b = pool.alloc().unwrap();
             let first = 100;
