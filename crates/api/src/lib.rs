@@ -7,6 +7,7 @@
 
 pub mod cli;
 pub mod config;
+pub mod sessions;
 pub mod types;
 
 use std::io::{BufRead, BufReader, Write};
@@ -17,9 +18,10 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub use config::{
-    AfPacketSpec, AfXdpSpec, Config, MemifMode, MemifSpec, NeighborSpec, NetworkSpec, RouteSpec,
-    TapSpec, XdpMode,
+    AfPacketSpec, AfXdpSpec, BackendSpec, BackendState, Config, MemifMode, MemifSpec, NeighborSpec,
+    NetworkSpec, Protocol, RouteSpec, ServiceSpec, TapSpec, XdpMode,
 };
+pub use sessions::{ServiceInfo, SessionFilter, SessionInfo, SessionTotals};
 pub use types::{
     CopyEngine, CopyMode, Ipv4Prefix, MacAddr, ParseError, Role, RxMode, Via, parse_ipv4,
     parse_mac, vxlan_tunnel_mac,
@@ -159,6 +161,18 @@ pub enum Request {
         #[serde(default)]
         sources: Option<Vec<Ipv4Prefix>>,
     },
+    /// Adds a service, or replaces the one of its name (backends that leave have their
+    /// sessions flushed).
+    ServiceAdd(ServiceSpec),
+    /// Deletes a service and flushes its sessions.
+    ServiceDel {
+        name: String,
+    },
+    ShowService,
+    ShowSession {
+        #[serde(default)]
+        filter: SessionFilter,
+    },
     CreateAfPacket(AfPacketSpec),
     CreateAfXdp(AfXdpSpec),
     CreateTap(TapSpec),
@@ -202,6 +216,8 @@ impl Request {
                 | Request::ShowIpNeighbors
                 | Request::ShowNetwork
                 | Request::ShowVxlanTunnel
+                | Request::ShowService
+                | Request::ShowSession { .. }
                 | Request::PcapOn { .. }
                 | Request::PcapOff
         )
@@ -619,6 +635,13 @@ pub enum Reply {
     },
     Tunnels {
         tunnels: Vec<TunnelInfo>,
+    },
+    Services {
+        services: Vec<ServiceInfo>,
+    },
+    Sessions {
+        sessions: Vec<SessionInfo>,
+        totals: SessionTotals,
     },
     Neighbors {
         neighbors: Vec<Neighbor>,

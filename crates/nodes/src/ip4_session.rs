@@ -8,13 +8,14 @@
 //! protocol gets a backend (Maglev over the service's usable backends, by the flow's hash)
 //! and a session for both directions; any other packet goes on untouched and keeps no state.
 //!
-//! A session whose backend was removed is killed by the control thread: its packets are
-//! dropped here until its owner frees it (the worker's next frame). The flow's next packet
-//! then starts a session of its own like any packet of an unknown flow (Maglev sends a flow
-//! the same way while the backends stay the same, so connections outlive a restart of the
-//! daemon): a TCP connection reaches a live backend whose stack knows no such connection and
-//! resets it, so the client learns of the loss within a retransmission, without veclane
-//! forging a reset; a UDP flow simply moves on. Non-first fragments carry no ports and cannot
+//! A session whose backend was removed is killed by the control thread. Its owner frees it
+//! at its next packet, which then starts a session of its own like any packet of an unknown
+//! flow; a packet that meets it on another worker is dropped until the owner has freed it
+//! (its next packet or its sweep). So a UDP flow moves to a live backend, and a TCP
+//! connection's next segment reaches a live backend whose stack knows no such connection
+//! and resets it: the client learns at once, without veclane forging a reset. (Maglev sends
+//! a flow the same way while the backends stay the same, so connections also outlive a
+//! restart of the daemon.) Non-first fragments carry no ports and cannot
 //! be matched: those addressed to a service are dropped and counted; TCP and UDP only.
 
 use graph::{Ctx, Node};
@@ -29,19 +30,22 @@ use crate::services::{Services, Sessions, VipKey};
 /// sending it here again.
 pub const SESSION_DONE: u16 = 1 << 2;
 
-/// How many expired sessions a worker frees per frame at most.
-const SWEEP_BUDGET: u32 = 64;
+/// How many session ids a worker's sweep looks at per frame, at least and at most.
+const SWEEP_MIN: u32 = 64;
+const SWEEP_MAX: u32 = 4096;
 
 #[derive(Debug)]
 pub struct Ip4Session {
     services:
         arc_swap::Cache<std::sync::Arc<arc_swap::ArcSwap<Services>>, std::sync::Arc<Services>>,
     sessions: std::sync::Arc<Sessions>,
-    /// This worker's share of the table; `None` on a graph built past the table's workers
-    /// (it then creates no session).
-    owner: Option<Owner>,
+    /// This worker's share of the table, and where its counters are copied for `show`;
+    /// `None` on a graph built past the table's workers (it then creates no session).
+    owner: Option<(Owner, std::sync::Arc<crate::services::OwnerStats>)>,
     /// The seed of the flow hash that picks backends.
     seed: u64,
+    /// When the owner last swept (the sessions' clock).
+    swept_at: u32,
 }
 
 impl Ip4Session {
@@ -51,6 +55,7 @@ impl Ip4Session {
             sessions: shared.sessions.clone(),
             owner: shared.sessions.take_owner(),
             seed: 0x9e37_79b9_7f4a_7c15,
+            swept_at: shared.sessions.now(),
         }
     }
 }
@@ -169,9 +174,12 @@ fn rewrite(ip: &mut [u8], (src, dst, sport, dport): (u32, u32, u16, u16), d: ses
 
 impl Node for Ip4Session {
     fn process(&mut self, ctx: &mut Ctx<'_, Self>, bufs: &[u32], next: &mut [u16]) {
-        let services = &**self.services.load();
-        let table = &*self.sessions.table;
-        let now = self.sessions.now();
+        // Held by count: the node's own methods run with the frame's services.
+        let services = std::sync::Arc::clone(self.services.load());
+        let services = &*services;
+        let sessions = std::sync::Arc::clone(&self.sessions);
+        let table = &*sessions.table;
+        let now = sessions.now();
         for (&b, n) in bufs.iter().zip(next.iter_mut()) {
             *n = Next::Lookup.into();
             let (m, ip) = ctx.pool.meta_data_mut(b);
@@ -190,68 +198,53 @@ impl Node for Ip4Session {
                     continue;
                 }
             };
-            let (dir, out, deltas) = match table.lookup(&flow.key) {
-                Lookup::Live(hit) => {
+            let hit = match table.lookup(&flow.key) {
+                Lookup::Live(hit) => Some(hit),
+                // A session of a removed backend: ours is freed at once and the packet starts
+                // afresh (the TCP connection's new backend resets it); another worker's is
+                // dropped until that worker frees it.
+                Lookup::Killed(hit) => {
+                    ctx.count_error(Error::Killed);
+                    if !self
+                        .owner
+                        .as_mut()
+                        .is_some_and(|(o, _)| o.remove(hit.handle))
+                    {
+                        *n = Next::Drop.into();
+                        continue;
+                    }
+                    None
+                }
+                Lookup::Miss => None,
+            };
+            let (dir, out, deltas) = match hit {
+                Some(hit) => {
                     table.observe(hit.handle, hit.dir, flow.tcp_flags, now);
                     let s = &hit.session;
                     (hit.dir, s.rewrite(hit.dir), s.deltas(hit.dir))
                 }
-                Lookup::Killed(_) => {
-                    ctx.count_error(Error::Killed);
-                    *n = Next::Drop.into();
-                    continue;
-                }
-                Lookup::Miss => {
-                    let k = &flow.key;
-                    let vip = VipKey {
-                        vrf,
-                        proto: k.proto,
-                        vip: k.dst,
-                        port: k.dport,
-                    };
-                    let Some(svc) = services.vips.get(&vip) else {
+                None => match self.start(services, &flow, vrf, rx, now) {
+                    Ok(Some(s)) => {
+                        ctx.count_error(Error::Created);
+                        (
+                            Dir::Forward,
+                            s.rewrite(Dir::Forward),
+                            s.deltas(Dir::Forward),
+                        )
+                    }
+                    Ok(None) => {
                         if traced {
+                            let k = &flow.key;
                             trace(ctx, b, 0, (k.src, k.dst, k.sport, k.dport));
                         }
                         continue;
-                    };
-                    let Some(be) = svc.pick(k.hash_with(self.seed, Fields::ALL)) else {
-                        ctx.count_error(Error::NoBackend);
+                    }
+                    Err(e) => {
+                        ctx.count_error(e);
                         *n = Next::Drop.into();
                         continue;
-                    };
-                    let Some(owner) = self.owner.as_mut() else {
-                        ctx.count_error(Error::NoOwner);
-                        *n = Next::Drop.into();
-                        continue;
-                    };
-                    let new = NewSession {
-                        xlate: Translation {
-                            dst: be.addr,
-                            dport: be.port,
-                            ..Translation::identity(k)
-                        },
-                        service: svc.id,
-                        backend: be.id,
-                        owner_if: rx,
-                        ..NewSession::plain(*k)
-                    };
-                    let Ok(h) = owner.create(&new, now) else {
-                        ctx.count_error(Error::Full);
-                        *n = Next::Drop.into();
-                        continue;
-                    };
-                    table.observe(h, Dir::Forward, flow.tcp_flags, now);
-                    ctx.count_error(Error::Created);
-                    let Some(s) = table.session(h) else {
-                        continue;
-                    };
-                    (
-                        Dir::Forward,
-                        s.rewrite(Dir::Forward),
-                        s.deltas(Dir::Forward),
-                    )
-                }
+                    }
+                },
             };
             let ip = ctx.pool.data_mut(b);
             rewrite(ip, out, deltas);
@@ -260,9 +253,59 @@ impl Node for Ip4Session {
                 trace(ctx, b, d, out);
             }
         }
-        if let Some(o) = self.owner.as_mut() {
-            o.sweep(now, SWEEP_BUDGET);
+        if let Some((o, stats)) = self.owner.as_mut() {
+            // Every id about once a second, however often frames come (at least a little
+            // each frame; a worker that was idle catches up over its next frames).
+            let elapsed = now.wrapping_sub(self.swept_at).min(1000);
+            let budget = (u64::from(o.ids().len() as u32) * u64::from(elapsed) / 1000) as u32;
+            let budget = budget.clamp(SWEEP_MIN, SWEEP_MAX);
+            o.sweep(now, budget);
+            self.swept_at = now;
+            stats.store(&o.counters());
         }
+    }
+}
+
+impl Ip4Session {
+    /// A session for the first packet of `flow` (received on `rx`) if it is to a service:
+    /// its backend chosen, both keys in the table. `Ok(None)` when it is to no service.
+    fn start(
+        &mut self,
+        services: &Services,
+        flow: &Flow,
+        vrf: u32,
+        rx: u32,
+        now: u32,
+    ) -> Result<Option<session::Session>, Error> {
+        let k = &flow.key;
+        let vip = VipKey {
+            vrf,
+            proto: k.proto,
+            vip: k.dst,
+            port: k.dport,
+        };
+        let Some(svc) = services.vips.get(&vip) else {
+            return Ok(None);
+        };
+        let be = svc
+            .pick(k.hash_with(self.seed, Fields::ALL))
+            .ok_or(Error::NoBackend)?;
+        let (owner, _) = self.owner.as_mut().ok_or(Error::NoOwner)?;
+        let new = NewSession {
+            xlate: Translation {
+                dst: be.addr,
+                dport: be.port,
+                ..Translation::identity(k)
+            },
+            service: svc.id,
+            backend: be.id,
+            owner_if: rx,
+            ..NewSession::plain(*k)
+        };
+        let h = owner.create(&new, now).map_err(|_| Error::Full)?;
+        let table = &self.sessions.table;
+        table.observe(h, Dir::Forward, flow.tcp_flags, now);
+        Ok(table.session(h))
     }
 }
 

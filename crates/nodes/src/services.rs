@@ -6,6 +6,7 @@
 //! visit `ip4-session`, and `ethernet-input` forwards them itself as before.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -90,6 +91,8 @@ impl Services {
 pub struct Sessions {
     pub table: Arc<Table>,
     owners: Mutex<Vec<Owner>>,
+    /// Each owner's counters as its worker last copied them (once a frame).
+    stats: Mutex<Vec<Arc<OwnerStats>>>,
     /// Time zero of the sessions' millisecond clock.
     pub start: Instant,
 }
@@ -99,6 +102,7 @@ impl Sessions {
         Sessions {
             table,
             owners: Mutex::new(owners),
+            stats: Mutex::default(),
             start: Instant::now(),
         }
     }
@@ -113,15 +117,75 @@ impl Sessions {
         Ok(Sessions::new(table, owners))
     }
 
-    /// The next worker's owner (each graph's `ip4-session` takes one when it is built).
-    pub fn take_owner(&self) -> Option<Owner> {
+    /// The next worker's owner (each graph's `ip4-session` takes one when it is built), and
+    /// where its worker copies the owner's counters.
+    pub fn take_owner(&self) -> Option<(Owner, Arc<OwnerStats>)> {
         let mut o = self.owners.lock().unwrap_or_else(|e| e.into_inner());
-        (!o.is_empty()).then(|| o.remove(0))
+        let owner = (!o.is_empty()).then(|| o.remove(0))?;
+        let stats = Arc::new(OwnerStats::default());
+        let mut all = self.stats.lock().unwrap_or_else(|e| e.into_inner());
+        all.push(stats.clone());
+        Some((owner, stats))
+    }
+
+    /// Every owner's counters, summed.
+    pub fn counters(&self) -> session::Counters {
+        let mut sum = session::Counters::default();
+        for s in self.stats.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            sum.add(&s.load());
+        }
+        sum
     }
 
     /// The sessions' clock now: milliseconds since the table was made (wrapping).
     #[inline]
     pub fn now(&self) -> u32 {
         self.start.elapsed().as_millis() as u32
+    }
+}
+
+/// One owner's [`session::Counters`], copied by its worker once a frame and read by the
+/// control thread: relaxed atomics, no lock on the worker's side.
+#[derive(Debug, Default)]
+pub struct OwnerStats([AtomicU64; 8]);
+
+impl OwnerStats {
+    pub fn store(&self, c: &session::Counters) {
+        let v = [
+            c.created,
+            c.refused_full,
+            c.evicted_embryonic,
+            c.expired,
+            c.killed,
+            c.insert_collisions,
+            c.exists,
+            c.reverse_in_use,
+        ];
+        for (a, v) in self.0.iter().zip(v) {
+            a.store(v, Ordering::Relaxed);
+        }
+    }
+
+    pub fn load(&self) -> session::Counters {
+        let [
+            created,
+            refused_full,
+            evicted_embryonic,
+            expired,
+            killed,
+            insert_collisions,
+            exists,
+            reverse_in_use,
+        ] = self.0.each_ref().map(|a| a.load(Ordering::Relaxed));
+        session::Counters {
+            created,
+            refused_full,
+            evicted_embryonic,
+            expired,
+            killed,
+            insert_collisions,
+            exists,
+            reverse_in_use,
+        }
     }
 }

@@ -379,6 +379,14 @@ impl Table {
         self.kill(|s| s.service == service && s.backend == backend)
     }
 
+    /// A copy of every live session, killed ones included (a scan, for the control thread's
+    /// `show`; not for the packet path).
+    pub fn live(&self) -> impl Iterator<Item = Session> + '_ {
+        self.records
+            .iter()
+            .filter_map(|r| r.read_any().map(|(_, s)| s))
+    }
+
     /// Live sessions, killed ones included (a scan, for the control thread and tests).
     pub fn count_live(&self) -> usize {
         self.records

@@ -218,6 +218,30 @@ pub const COMMANDS: &[Command] = &[
         parse: Some(verbs::ip_route),
     },
     Command {
+        path: "service add",
+        usage: "service add NAME vip A.B.C.D port P [tcp|udp] [network NET | table N] [backend A.B.C.D:P[=ready|terminating|not-ready]]...",
+        help: "a service: new flows to VIP:P are balanced (Maglev) over the ready backends, or the terminating ones while none is ready; a name in use is replaced, and backends that leave have their sessions flushed",
+        parse: Some(verbs::service_add),
+    },
+    Command {
+        path: "service del|delete",
+        usage: "service del NAME",
+        help: "delete a service and flush its sessions",
+        parse: Some(verbs::service_del),
+    },
+    Command {
+        path: "show service|services",
+        usage: "show service",
+        help: "services: VIP, port, protocol, backends and their states, live sessions",
+        parse: Some(|_| Ok(Request::ShowService)),
+    },
+    Command {
+        path: "show session|sessions",
+        usage: "show session [network NET] [service NAME] [client A.B.C.D] [limit N]",
+        help: "the session table's use and counters, and its sessions (at most 1000 unless `limit`): client, destination, backend, state, idle time",
+        parse: Some(verbs::show_session),
+    },
+    Command {
         path: "show vxlan tunnel|tunnels",
         usage: "show vxlan tunnel",
         help: "VXLAN tunnels: network, VNI, VTEPs, uplink, MTU, routes, counters",

@@ -1,7 +1,10 @@
 //! Replies as the text `veclane ctl` prints: one layout per [`Reply`] variant (a reply, not a
 //! verb: several verbs share one, and a reply reads the same whichever asked for it).
 
-use crate::{CopyEngineInfo, InterfaceInfo, NetworkInfo, Reply, TunnelInfo, WorkerRuntime};
+use crate::{
+    CopyEngineInfo, InterfaceInfo, NetworkInfo, Reply, ServiceInfo, SessionInfo, SessionTotals,
+    TunnelInfo, WorkerRuntime,
+};
 
 /// Formats a reply as the text `veclane ctl` prints.
 pub fn format(reply: &Reply) -> String {
@@ -70,6 +73,8 @@ pub fn format(reply: &Reply) -> String {
         }
         Reply::Networks { networks } => network_lines(&mut s, networks),
         Reply::Tunnels { tunnels } => tunnel_lines(&mut s, tunnels),
+        Reply::Services { services } => service_lines(&mut s, services),
+        Reply::Sessions { sessions, totals } => session_lines(&mut s, sessions, totals),
         Reply::Neighbors { neighbors } => {
             s.push_str(&format!(
                 "{:<16} {:<18} {:<8} {}\n",
@@ -304,6 +309,59 @@ fn tunnel_lines(s: &mut String, tunnels: &[TunnelInfo]) {
             t.routes,
             t.rx_packets,
             t.tx_packets
+        ));
+    }
+}
+
+fn service_lines(s: &mut String, services: &[ServiceInfo]) {
+    for i in services {
+        let v = &i.spec;
+        let place = match &v.network {
+            Some(n) => format!("network {n}"),
+            None => format!("table {}", v.table),
+        };
+        s.push_str(&format!(
+            "{}: {place} {}:{} {}, {} sessions\n",
+            v.name, v.vip, v.port, v.protocol, i.sessions
+        ));
+        let b: Vec<String> = v.backends.iter().map(ToString::to_string).collect();
+        let b = if b.is_empty() {
+            "none".into()
+        } else {
+            b.join(" ")
+        };
+        s.push_str(&format!("    backends {b}\n"));
+    }
+}
+
+fn session_lines(s: &mut String, sessions: &[SessionInfo], t: &SessionTotals) {
+    s.push_str(&format!(
+        "{} of {} sessions ({} MiB); created {}, refused (full) {}, evicted unanswered {}, expired {}, killed {}\n",
+        t.live,
+        t.capacity,
+        t.memory_bytes >> 20,
+        t.created,
+        t.refused_full,
+        t.evicted_embryonic,
+        t.expired,
+        t.killed
+    ));
+    for x in sessions {
+        let place = x
+            .network
+            .clone()
+            .unwrap_or_else(|| format!("table {}", x.table));
+        let to = x
+            .backend
+            .as_ref()
+            .map_or(String::new(), |b| format!(" -> {b}"));
+        let svc = x
+            .service
+            .as_ref()
+            .map_or(String::new(), |n| format!(" ({n})"));
+        s.push_str(&format!(
+            "{place} {} {} -> {}{to}{svc} {} idle {} ms\n",
+            x.protocol, x.client, x.destination, x.state, x.idle_ms
         ));
     }
 }

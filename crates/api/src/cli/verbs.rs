@@ -402,3 +402,66 @@ fn uplink_words(
     }
     host.ok_or_else(|| w.err("missing `host-if NAME`".into()))
 }
+
+/// `service add NAME vip A.B.C.D port P [tcp|udp] [network NET | table N]
+/// [backend A.B.C.D:P[=STATE]]...`.
+pub(super) fn service_add(w: &mut Words<'_>) -> Result<Request, CliError> {
+    let name = w.next("service name")?.to_string();
+    let (mut vip, mut port, mut protocol) = (None, None, crate::Protocol::Tcp);
+    let (mut network, mut table, mut backends) = (None, 0, Vec::new());
+    while let Some(x) = w.peek() {
+        w.i += 1;
+        match x {
+            "vip" => vip = Some(w.next("vip A.B.C.D")?),
+            "port" => port = Some(w.number("port")?),
+            "tcp" | "udp" => protocol = x.parse().map_err(|e: String| w.err(e))?,
+            "network" => network = Some(w.next("network name")?.to_string()),
+            "table" => table = w.number("table")?,
+            "backend" => {
+                for b in w.next("backend A.B.C.D:PORT")?.split(',') {
+                    backends.push(b.parse().map_err(|e: String| w.err(e))?);
+                }
+            }
+            x => return Err(w.err(format!("unknown argument {x:?}"))),
+        }
+    }
+    let vip = vip.ok_or_else(|| w.err("missing `vip A.B.C.D`".into()))?;
+    let vip = crate::parse_ipv4(vip).map_err(|e| w.err(format!("vip: {e}")))?;
+    let port = port.ok_or_else(|| w.err("missing `port P`".into()))?;
+    Ok(Request::ServiceAdd(crate::ServiceSpec {
+        name,
+        network,
+        table,
+        vip,
+        port,
+        protocol,
+        backends,
+    }))
+}
+
+/// `service del NAME`.
+pub(super) fn service_del(w: &mut Words<'_>) -> Result<Request, CliError> {
+    Ok(Request::ServiceDel {
+        name: w.next("service name")?.to_string(),
+    })
+}
+
+/// `show session [network NET] [service NAME] [client A.B.C.D] [limit N]`.
+pub(super) fn show_session(w: &mut Words<'_>) -> Result<Request, CliError> {
+    let mut filter = crate::SessionFilter::default();
+    while let Some(x) = w.peek() {
+        w.i += 1;
+        match x {
+            "network" => filter.network = Some(w.next("network name")?.to_string()),
+            "service" => filter.service = Some(w.next("service name")?.to_string()),
+            "client" => {
+                let a = w.next("client A.B.C.D")?;
+                filter.client =
+                    Some(crate::parse_ipv4(a).map_err(|e| w.err(format!("client: {e}")))?);
+            }
+            "limit" => filter.limit = Some(w.number("limit")?),
+            x => return Err(w.err(format!("unknown argument {x:?}"))),
+        }
+    }
+    Ok(Request::ShowSession { filter })
+}

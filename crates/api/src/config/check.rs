@@ -68,6 +68,17 @@ impl Config {
                 ),
             ));
         }
+        if !super::daemon::SESSIONS.contains(&d.sessions) {
+            p.push((
+                Item::Daemon,
+                format!(
+                    "[daemon] sessions = {} is out of range {}..={}",
+                    d.sessions,
+                    super::daemon::SESSIONS.start(),
+                    super::daemon::SESSIONS.end()
+                ),
+            ));
+        }
         if let Some(m) = &d.metrics
             && m.parse::<std::net::SocketAddr>().is_err()
         {

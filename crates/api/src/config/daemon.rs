@@ -49,6 +49,20 @@ pub struct DaemonSection {
     /// Who may use the control socket (`ctl.sock`).
     #[serde(skip_serializing_if = "ControlSocket::is_default")]
     pub control_socket: ControlSocket,
+    /// The most sessions (flows through services) the node keeps at once, split evenly
+    /// between the workers; about 200 bytes each, allocated at start.
+    #[serde(skip_serializing_if = "is_default_sessions")]
+    pub sessions: u32,
+}
+
+/// `[daemon] sessions` unless set.
+pub const DEFAULT_SESSIONS: u32 = 131072;
+
+/// The range `[daemon] sessions` may take.
+pub const SESSIONS: std::ops::RangeInclusive<u32> = 1024..=(1 << 30);
+
+fn is_default_sessions(n: &u32) -> bool {
+    *n == DEFAULT_SESSIONS
 }
 
 /// `[daemon] control-socket`: the control socket's group and mode, so that operators in a
@@ -105,6 +119,7 @@ impl Default for DaemonSection {
             dsa_inline_below: 256,
             metrics: None,
             control_socket: ControlSocket::default(),
+            sessions: DEFAULT_SESSIONS,
         }
     }
 }

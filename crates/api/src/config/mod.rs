@@ -18,6 +18,7 @@ mod daemon;
 mod interface;
 mod network;
 mod parse;
+mod service;
 mod uplink;
 
 use std::fmt;
@@ -31,6 +32,7 @@ pub use interface::{
 };
 pub use network::{MAX_VNI, NeighborSpec, NetworkSpec, RouteSpec};
 pub use parse::{ConfigError, Problem};
+pub use service::{BackendSpec, BackendState, MAX_BACKENDS, Protocol, ServiceSpec};
 pub use uplink::{AfPacketSpec, AfXdpSpec, XdpMode};
 // The tests name these through `super::*`, as they did when the sections' types lived here.
 #[cfg(test)]

@@ -126,6 +126,21 @@ impl Control {
                 self.set_mtu(i, mtu)?;
                 Reply::Ok
             }
+            Request::ServiceAdd(spec) => {
+                self.service_add(spec)?;
+                Reply::Ok
+            }
+            Request::ServiceDel { name } => {
+                self.service_del(&name)?;
+                Reply::Ok
+            }
+            Request::ShowService => Reply::Services {
+                services: self.service_infos(),
+            },
+            Request::ShowSession { filter } => {
+                let (sessions, totals) = self.session_infos(&filter)?;
+                Reply::Sessions { sessions, totals }
+            }
             Request::SetAllowedSources { interface, sources } => {
                 let i = self.iface_index(&interface)?;
                 self.set_allowed_sources(i, sources.as_deref())?;

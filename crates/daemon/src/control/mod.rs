@@ -14,6 +14,7 @@ mod memif;
 mod networks;
 pub mod reload;
 mod repeats;
+mod services;
 mod taps;
 mod tunnels;
 mod uplinks;
@@ -56,6 +57,9 @@ pub enum ControlError {
     /// A network that cannot be added, deleted or attached to as asked.
     #[error("{0}")]
     Network(String),
+    /// A service that cannot be added or deleted as asked; a bad `[daemon] sessions`.
+    #[error("{0}")]
+    Service(String),
     /// `trace add` refused by a worker's graph.
     #[error(transparent)]
     Trace(#[from] graph::TraceError),
@@ -80,6 +84,7 @@ impl ControlError {
             | ControlError::Interface(_)
             | ControlError::Capture(_)
             | ControlError::Network(_)
+            | ControlError::Service(_)
             | ControlError::Trace(_) => ErrorCode::Refused,
         }
     }
@@ -118,6 +123,7 @@ pub struct Control {
     copy: copy::Copy,
     /// Log lines that may repeat, held back.
     repeats: repeats::Repeats,
+    services: services::Registry,
 }
 
 impl std::fmt::Debug for Control {
@@ -143,11 +149,15 @@ impl Control {
             .map_err(|e| ControlError::Eventfd(e.into()))?,
         );
         let rib = Rib::new();
+        let workers = cfg.daemon.workers.len().max(1) as u32;
+        let sessions = nodes::Sessions::with_capacity(cfg.daemon.sessions, workers)
+            .map_err(|e| ControlError::Service(format!("[daemon] sessions: {e}")))?;
         let shared = Shared::new(
             Arc::new(ArcSwap::from_pointee(Vec::new())),
             rib.vrfs(),
             rib.adjacencies(),
-        );
+        )
+        .with_sessions(sessions);
         let mut c = Control {
             runtime_dir,
             mode: cfg.daemon.mode,
@@ -167,6 +177,7 @@ impl Control {
             pcap: None,
             copy: copy::Copy::new(&cfg.daemon),
             repeats: repeats::Repeats::default(),
+            services: services::Registry::default(),
         };
         let wake = learn_wake.clone();
         let sink = nodes::LearnSink::new(

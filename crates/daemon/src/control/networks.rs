@@ -53,6 +53,13 @@ impl Control {
     /// VRF goes with every route in it.
     pub(super) fn network_del(&mut self, name: &str) -> Result<(), ControlError> {
         let k = self.network_index(name)?;
+        let services = self.services_in(self.networks[k].table);
+        if !services.is_empty() {
+            return Err(ControlError::Network(format!(
+                "network {name} still has services: {} (delete them first)",
+                services.join(", ")
+            )));
+        }
         let attached = self.attached_to(name);
         if !attached.is_empty() {
             return Err(ControlError::Network(format!(

@@ -1,0 +1,261 @@
+//! Services (`service add`, `[[service]]`): a VIP, port and protocol in one network balanced
+//! over backends, with Kubernetes' endpoint states.
+
+use std::net::Ipv4Addr;
+
+use serde::{Deserialize, Serialize};
+
+use super::is_zero;
+
+/// A transport protocol a service balances.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Protocol {
+    Tcp,
+    Udp,
+}
+
+impl Protocol {
+    /// The IP protocol number.
+    pub fn number(self) -> u8 {
+        match self {
+            Protocol::Tcp => 6,
+            Protocol::Udp => 17,
+        }
+    }
+}
+
+impl std::str::FromStr for Protocol {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Protocol, String> {
+        match s {
+            "tcp" => Ok(Protocol::Tcp),
+            "udp" => Ok(Protocol::Udp),
+            x => Err(format!("protocol {x:?}: expected tcp or udp")),
+        }
+    }
+}
+
+impl std::fmt::Display for Protocol {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Protocol::Tcp => "tcp",
+            Protocol::Udp => "udp",
+        })
+    }
+}
+
+/// A backend's state, as a Kubernetes EndpointSlice's conditions say it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BackendState {
+    /// Ready: takes new flows.
+    #[default]
+    Ready,
+    /// Serving but terminating: takes new flows only while no backend is ready (kube-proxy's
+    /// fallback), and keeps its sessions.
+    Terminating,
+    /// Neither: takes no new flow, keeps its sessions.
+    NotReady,
+}
+
+impl std::str::FromStr for BackendState {
+    type Err = String;
+    fn from_str(s: &str) -> Result<BackendState, String> {
+        match s {
+            "ready" => Ok(BackendState::Ready),
+            "terminating" => Ok(BackendState::Terminating),
+            "not-ready" => Ok(BackendState::NotReady),
+            x => Err(format!(
+                "backend state {x:?}: expected ready, terminating or not-ready"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for BackendState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            BackendState::Ready => "ready",
+            BackendState::Terminating => "terminating",
+            BackendState::NotReady => "not-ready",
+        })
+    }
+}
+
+fn is_ready(s: &BackendState) -> bool {
+    *s == BackendState::Ready
+}
+
+/// One backend of a service. A backend that leaves the list has its sessions flushed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BackendSpec {
+    pub addr: Ipv4Addr,
+    pub port: u16,
+    #[serde(default, skip_serializing_if = "is_ready")]
+    pub state: BackendState,
+}
+
+impl std::str::FromStr for BackendSpec {
+    type Err = String;
+    /// `A.B.C.D:PORT[=ready|terminating|not-ready]`.
+    fn from_str(s: &str) -> Result<BackendSpec, String> {
+        let (ap, state) = match s.split_once('=') {
+            Some((ap, st)) => (ap, st.parse()?),
+            None => (s, BackendState::Ready),
+        };
+        let (a, p) = ap
+            .split_once(':')
+            .ok_or_else(|| format!("backend {s:?}: expected A.B.C.D:PORT"))?;
+        let addr = a
+            .parse()
+            .map_err(|_| format!("backend {s:?}: {a:?} is no IPv4 address"))?;
+        let port = p
+            .parse()
+            .map_err(|_| format!("backend {s:?}: {p:?} is no port"))?;
+        Ok(BackendSpec { addr, port, state })
+    }
+}
+
+impl std::fmt::Display for BackendSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.addr, self.port)?;
+        if self.state != BackendState::Ready {
+            write!(f, "={}", self.state)?;
+        }
+        Ok(())
+    }
+}
+
+/// `[[service]]` and `service add`: flows to `vip:port` over `protocol`, in a network (or a
+/// table), balanced over `backends`. Adding a service under a name in use replaces it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServiceSpec {
+    /// Unique on the node (a Kubernetes controller says `namespace/name:port`).
+    pub name: String,
+    /// The network whose pods reach it (excludes `table`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<String>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub table: u32,
+    pub vip: Ipv4Addr,
+    pub port: u16,
+    pub protocol: Protocol,
+    #[serde(default)]
+    pub backends: Vec<BackendSpec>,
+}
+
+/// The most backends a service may have.
+pub const MAX_BACKENDS: usize = 4096;
+
+impl ServiceSpec {
+    /// What is wrong with the values themselves.
+    pub fn problems(&self) -> Vec<String> {
+        let mut p = Vec::new();
+        let n = &self.name;
+        if n.is_empty() || n.len() > 253 || n.contains(char::is_whitespace) {
+            p.push(format!(
+                "name {n:?} must be 1 to 253 characters without spaces"
+            ));
+        }
+        if self.network.is_some() && self.table != 0 {
+            p.push("network and table both set: a service in a network is in its VRF".into());
+        }
+        if self.port == 0 {
+            p.push("port 0 is no service port".into());
+        }
+        if self.vip.is_unspecified() || self.vip.is_broadcast() || self.vip.is_multicast() {
+            p.push(format!("vip {} is no unicast address", self.vip));
+        }
+        if self.backends.len() > MAX_BACKENDS {
+            p.push(format!(
+                "{} backends: at most {MAX_BACKENDS}",
+                self.backends.len()
+            ));
+        }
+        for (i, b) in self.backends.iter().enumerate() {
+            if b.port == 0 || b.addr.is_unspecified() {
+                p.push(format!("backend {b} is no address and port"));
+            }
+            if self.backends[..i]
+                .iter()
+                .any(|o| (o.addr, o.port) == (b.addr, b.port))
+            {
+                p.push(format!("backend {}:{} is listed twice", b.addr, b.port));
+            }
+        }
+        p
+    }
+
+    /// The backends new flows go to: the ready ones, or if there is none the terminating
+    /// ones (Kubernetes' serving-terminating fallback).
+    pub fn usable(&self) -> impl Iterator<Item = &BackendSpec> {
+        let ready = self.backends.iter().any(|b| b.state == BackendState::Ready);
+        let want = if ready {
+            BackendState::Ready
+        } else {
+            BackendState::Terminating
+        };
+        self.backends.iter().filter(move |b| b.state == want)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(backends: &str) -> ServiceSpec {
+        ServiceSpec {
+            name: "default/web:http".into(),
+            network: Some("blue".into()),
+            table: 0,
+            vip: "10.96.0.10".parse().unwrap(),
+            port: 80,
+            protocol: Protocol::Tcp,
+            backends: backends
+                .split_whitespace()
+                .map(|b| b.parse().unwrap())
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn backends_parse_and_print() {
+        let b: BackendSpec = "10.1.0.5:8080=terminating".parse().unwrap();
+        assert_eq!(b.to_string(), "10.1.0.5:8080=terminating");
+        assert_eq!(
+            "10.1.0.5:8080".parse::<BackendSpec>().unwrap().state,
+            BackendState::Ready
+        );
+        for bad in ["10.1.0.5", "10.1.0.5:http", "x:80", "10.1.0.5:80=gone"] {
+            assert!(bad.parse::<BackendSpec>().is_err(), "{bad}");
+        }
+    }
+
+    /// Ready backends take new flows; with none ready, the terminating ones; never the
+    /// not-ready.
+    #[test]
+    fn the_usable_backends_follow_kubernetes() {
+        let s = spec("10.1.0.5:80 10.1.0.6:80=terminating 10.1.0.7:80=not-ready");
+        let u: Vec<_> = s.usable().map(|b| b.addr.to_string()).collect();
+        assert_eq!(u, ["10.1.0.5"]);
+        let s = spec("10.1.0.6:80=terminating 10.1.0.7:80=not-ready");
+        let u: Vec<_> = s.usable().map(|b| b.addr.to_string()).collect();
+        assert_eq!(u, ["10.1.0.6"]);
+        assert_eq!(spec("10.1.0.7:80=not-ready").usable().count(), 0);
+    }
+
+    #[test]
+    fn problems_are_named() {
+        assert!(spec("10.1.0.5:80").problems().is_empty());
+        let mut s = spec("10.1.0.5:80 10.1.0.5:80 0.0.0.0:80");
+        s.port = 0;
+        s.table = 3;
+        let p = s.problems().join("\n");
+        for want in ["port 0", "table both set", "listed twice", "0.0.0.0:80"] {
+            assert!(p.contains(want), "{want}: {p}");
+        }
+    }
+}

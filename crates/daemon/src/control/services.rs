@@ -1,0 +1,302 @@
+//! Services: a VIP, port and protocol in a network (or table) balanced over backends. The
+//! control thread keeps them by name, gives each service and backend a stable id (sessions
+//! carry them), publishes what `ip4-session` reads, and kills the sessions of what goes away.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::Ipv4Addr;
+use std::sync::Arc;
+
+use api::{ServiceInfo, ServiceSpec, SessionFilter, SessionInfo, SessionTotals};
+use nodes::services::{Backend, Service, Services, VipKey};
+
+use super::{Control, ControlError};
+
+/// The services, by name.
+#[derive(Debug, Default)]
+pub(super) struct Registry {
+    by_name: BTreeMap<String, Entry>,
+    next_id: u32,
+}
+
+#[derive(Debug)]
+struct Entry {
+    spec: ServiceSpec,
+    id: u32,
+    /// The table it lives in (its network's, or the spec's).
+    table: u32,
+    /// Each backend's id, kept while the backend stays.
+    backend_ids: HashMap<(Ipv4Addr, u16), u32>,
+    next_backend: u32,
+}
+
+impl Entry {
+    fn key(&self) -> (u32, api::Protocol, Ipv4Addr, u16) {
+        (
+            self.table,
+            self.spec.protocol,
+            self.spec.vip,
+            self.spec.port,
+        )
+    }
+}
+
+impl Control {
+    /// `service add`: adds the service, or replaces the one of its name; a backend that left
+    /// (or every backend, when the service moved to another VIP, port, protocol or network)
+    /// has its sessions killed.
+    pub(super) fn service_add(&mut self, spec: ServiceSpec) -> Result<(), ControlError> {
+        let refuse = |m: String| Err(ControlError::Service(format!("service {}: {m}", spec.name)));
+        if let Some(p) = spec.problems().into_iter().next() {
+            return refuse(p);
+        }
+        let table = match &spec.network {
+            Some(n) => self.networks[self.network_index(n)?].table,
+            None => spec.table,
+        };
+        if !self.rib.has_table(table) {
+            return refuse(format!("table {table} does not exist"));
+        }
+        let key = (table, spec.protocol, spec.vip, spec.port);
+        if let Some(o) = self
+            .services
+            .by_name
+            .values()
+            .find(|e| e.spec.name != spec.name && e.key() == key)
+        {
+            return refuse(format!(
+                "{}:{} {} is service {}'s already",
+                spec.vip, spec.port, spec.protocol, o.spec.name
+            ));
+        }
+        let table_ref = &self.shared.sessions.table;
+        let entry = match self.services.by_name.remove(&spec.name) {
+            Some(mut e) => {
+                let moved = e.key() != key;
+                let keep: Vec<(Ipv4Addr, u16)> =
+                    spec.backends.iter().map(|b| (b.addr, b.port)).collect();
+                e.backend_ids.retain(|k, &mut bid| {
+                    let stays = !moved && keep.contains(k);
+                    if !stays {
+                        table_ref.kill_backend(e.id, bid);
+                    }
+                    stays
+                });
+                e.spec = spec;
+                e.table = table;
+                e
+            }
+            None => {
+                let id = self.services.next_id;
+                self.services.next_id += 1;
+                Entry {
+                    spec,
+                    id,
+                    table,
+                    backend_ids: HashMap::new(),
+                    next_backend: 0,
+                }
+            }
+        };
+        let mut e = entry;
+        for b in &e.spec.backends {
+            if let std::collections::hash_map::Entry::Vacant(v) =
+                e.backend_ids.entry((b.addr, b.port))
+            {
+                v.insert(e.next_backend);
+                e.next_backend += 1;
+            }
+        }
+        tracing::info!(service = %e.spec.name, vip = %e.spec.vip, port = e.spec.port,
+            backends = e.spec.backends.len(), "service set");
+        self.services.by_name.insert(e.spec.name.clone(), e);
+        self.publish_services();
+        Ok(())
+    }
+
+    /// `service del`: the service goes, and its sessions are killed.
+    pub(super) fn service_del(&mut self, name: &str) -> Result<(), ControlError> {
+        let Some(e) = self.services.by_name.remove(name) else {
+            return Err(ControlError::Service(format!(
+                "no service named {name:?} (have: {})",
+                self.services
+                    .by_name
+                    .keys()
+                    .map(String::as_str)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        };
+        let killed = self.shared.sessions.table.kill(|s| s.service == e.id);
+        tracing::info!(service = %name, sessions = killed, "service deleted");
+        self.publish_services();
+        Ok(())
+    }
+
+    /// The names of the services in `table` (a network about to go).
+    pub(super) fn services_in(&self, table: u32) -> Vec<String> {
+        self.services
+            .by_name
+            .values()
+            .filter(|e| e.table == table)
+            .map(|e| e.spec.name.clone())
+            .collect()
+    }
+
+    /// Publishes every service to the workers.
+    fn publish_services(&self) {
+        let mut v = Services::default();
+        for e in self.services.by_name.values() {
+            let Some(vrf) = self.rib.slot(e.table) else {
+                continue;
+            };
+            let backends = e
+                .spec
+                .usable()
+                .map(|b| Backend {
+                    id: e.backend_ids[&(b.addr, b.port)],
+                    addr: u32::from(b.addr),
+                    port: b.port,
+                })
+                .collect();
+            let vip = u32::from(e.spec.vip);
+            let k = VipKey {
+                vrf,
+                proto: e.spec.protocol.number(),
+                vip,
+                port: e.spec.port,
+            };
+            v.vips.insert(k, Arc::new(Service::new(e.id, backends)));
+            v.addrs.insert((vrf, vip));
+            if v.stateful.len() <= vrf as usize {
+                v.stateful.resize(vrf as usize + 1, false);
+            }
+            v.stateful[vrf as usize] = true;
+        }
+        self.shared.services.store(Arc::new(v));
+    }
+
+    /// `show service`.
+    pub(super) fn service_infos(&self) -> Vec<ServiceInfo> {
+        let mut per_service: HashMap<u32, u64> = HashMap::new();
+        for s in self.shared.sessions.table.live() {
+            *per_service.entry(s.service).or_default() += 1;
+        }
+        self.services
+            .by_name
+            .values()
+            .map(|e| ServiceInfo {
+                spec: e.spec.clone(),
+                sessions: per_service.get(&e.id).copied().unwrap_or(0),
+            })
+            .collect()
+    }
+
+    /// `show session`: the table's use and counters, and the sessions `f` selects.
+    pub(super) fn session_infos(
+        &self,
+        f: &SessionFilter,
+    ) -> Result<(Vec<SessionInfo>, SessionTotals), ControlError> {
+        let sessions = &self.shared.sessions;
+        let table_of = |slot: u16| {
+            self.networks
+                .iter()
+                .map(|n| (n.table, Some(n.spec.name.clone())))
+                .chain(self.services.by_name.values().map(|e| (e.table, None)))
+                .find(|(t, _)| self.rib.slot(*t) == Some(u32::from(slot)))
+                .unwrap_or((u32::MAX, None))
+        };
+        let service = match &f.service {
+            Some(n) => Some(
+                self.services
+                    .by_name
+                    .get(n)
+                    .map(|e| e.id)
+                    .ok_or_else(|| ControlError::Service(format!("no service named {n:?}")))?,
+            ),
+            None => None,
+        };
+        let network = match &f.network {
+            Some(n) => Some(self.networks[self.network_index(n)?].table),
+            None => None,
+        };
+        let names: HashMap<u32, &Entry> =
+            self.services.by_name.values().map(|e| (e.id, e)).collect();
+        let now = sessions.now();
+        let limit = f.limit.unwrap_or(api::sessions::SESSION_LIMIT) as usize;
+        let mut out = Vec::new();
+        let mut live = 0u64;
+        for s in sessions.table.live() {
+            live += 1;
+            let (table, net) = table_of(s.key.vrf);
+            if service.is_some_and(|id| id != s.service)
+                || network.is_some_and(|t| t != table)
+                || f.client.is_some_and(|c| u32::from(c) != s.key.src)
+                || out.len() >= limit
+            {
+                continue;
+            }
+            out.push(session_info(&s, table, net, names.get(&s.service), now));
+        }
+        let c = sessions.counters();
+        let totals = SessionTotals {
+            capacity: sessions.table.capacity() as u64,
+            live,
+            memory_bytes: sessions.table.memory_bytes() as u64,
+            created: c.created,
+            refused_full: c.refused_full,
+            evicted_embryonic: c.evicted_embryonic,
+            expired: c.expired,
+            killed: c.killed,
+        };
+        Ok((out, totals))
+    }
+}
+
+fn session_info(
+    s: &session::Session,
+    table: u32,
+    network: Option<String>,
+    service: Option<&&Entry>,
+    now: u32,
+) -> SessionInfo {
+    let (k, x) = (&s.key, &s.xlate);
+    let at = |a: u32, p: u16| format!("{}:{p}", Ipv4Addr::from(a));
+    let protocol = match k.proto {
+        6 => "tcp".to_string(),
+        17 => "udp".to_string(),
+        p => p.to_string(),
+    };
+    let translated = (x.dst, x.dport) != (k.dst, k.dport);
+    let state = if s.killed() {
+        "killed".to_string()
+    } else {
+        format!("{:?}", s.state())
+    };
+    SessionInfo {
+        network,
+        table,
+        protocol,
+        client: at(k.src, k.sport),
+        destination: at(k.dst, k.dport),
+        backend: translated.then(|| at(x.dst, x.dport)),
+        service: service.map(|e| e.spec.name.clone()),
+        state: kebab(&state),
+        idle_ms: now.wrapping_sub(s.last_seen),
+    }
+}
+
+/// `TcpEstablished` as `tcp-established`.
+fn kebab(s: &str) -> String {
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if c.is_ascii_uppercase() {
+            if i > 0 {
+                out.push('-');
+            }
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}

@@ -1,0 +1,268 @@
+//! Services against the Linux kernel: tap pods on one node run TCP and UDP servers that name
+//! themselves; a client pod's kernel connects to a VIP. Connections spread over the backends,
+//! replies come from the VIP, removing a backend resets only its connections and sends no
+//! new one to it, a terminating backend takes new flows only when no backend is ready, and the
+//! same VIP in another network reaches that network's backends only.
+
+mod daemon_common;
+mod kernel_common;
+mod pod_common;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+
+use daemon_common::Daemon;
+use kernel_common::Lab;
+use pod_common::{CONFIG, skip, tap_pod};
+
+/// A TCP server on 8080 (it sends its name, then echoes) and a UDP one (it answers its name),
+/// in pod `ns`: killed when dropped.
+struct Server(Child);
+
+impl Server {
+    fn start(lab: &Lab, ns: &str, name: &str) -> Server {
+        let code = format!(
+            "import socket,threading\nname={name:?}\n\
+             def serve(c):\n  c.sendall((name+'\\n').encode())\n  try:\n    while True:\n      \
+             d=c.recv(100)\n      if not d: break\n      c.sendall(d)\n  except Exception: pass\n  \
+             c.close()\n\
+             def udp():\n  u=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n  \
+             u.bind(('0.0.0.0',8080))\n  while True:\n    d,a=u.recvfrom(100)\n    \
+             u.sendto(name.encode(),a)\n\
+             s=socket.socket()\ns.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\n\
+             s.bind(('0.0.0.0',8080))\ns.listen(128)\n\
+             threading.Thread(target=udp,daemon=True).start()\nprint('ready',flush=True)\n\
+             while True:\n  c,_=s.accept()\n  threading.Thread(target=serve,args=(c,),daemon=True).start()\n"
+        );
+        let mut c = py(lab, ns, &code);
+        assert_eq!(line(c.stdout.as_mut().unwrap()), "ready");
+        Server(c)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn py(lab: &Lab, ns: &str, code: &str) -> Child {
+    Command::new("ip")
+        .args(["netns", "exec", &lab.ns(ns), "python3", "-c", code])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn line(out: &mut ChildStdout) -> String {
+    let mut l = String::new();
+    BufReader::new(out).read_line(&mut l).unwrap();
+    l.trim().to_string()
+}
+
+/// `n` TCP connections from pod `ns` to `vip:80`, each reading the server's name: how many
+/// each name answered.
+fn connections(lab: &Lab, ns: &str, vip: &str, n: u32) -> BTreeMap<String, u32> {
+    let code = format!(
+        "import socket,collections\nn=collections.Counter()\nfor i in range({n}):\n  \
+         c=socket.create_connection(({vip:?},80),timeout=3)\n  b=b''\n  \
+         while not b.endswith(b'\\n'): b+=c.recv(100)\n  n[b.decode().strip()]+=1\n  c.close()\n\
+         print(' '.join('%s=%d'%kv for kv in sorted(n.items())),flush=True)\n"
+    );
+    let mut c = py(lab, ns, &code);
+    let l = line(c.stdout.as_mut().unwrap());
+    let _ = c.wait();
+    counts(&l)
+}
+
+/// `n` UDP datagrams from pod `ns`, each from its own socket (port), to `vip:80`: how many
+/// answers each name sent, and from which source the answers came.
+fn datagrams(lab: &Lab, ns: &str, vip: &str, n: u32) -> (BTreeMap<String, u32>, String) {
+    let code = format!(
+        "import socket,collections\nn=collections.Counter()\nsrc=set()\nfor i in range({n}):\n  \
+         u=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n  u.settimeout(2)\n  \
+         u.sendto(b'hi',({vip:?},80))\n  d,a=u.recvfrom(100)\n  n[d.decode()]+=1\n  \
+         src.add('%s:%d'%a)\n  u.close()\n\
+         print(' '.join('%s=%d'%kv for kv in sorted(n.items())),flush=True)\n\
+         print(' '.join(sorted(src)),flush=True)\n"
+    );
+    let mut c = py(lab, ns, &code);
+    let out = c.stdout.as_mut().unwrap();
+    let (names, from) = (line(out), line(out));
+    let _ = c.wait();
+    (counts(&names), from)
+}
+
+fn counts(l: &str) -> BTreeMap<String, u32> {
+    l.split_whitespace()
+        .filter_map(|kv| {
+            let (k, v) = kv.split_once('=')?;
+            Some((k.to_string(), v.parse().ok()?))
+        })
+        .collect()
+}
+
+/// Long-lived connections from pod `ns` to the VIP: their backends' names when opened, then,
+/// once told, whether each still echoes.
+struct Held {
+    child: Child,
+    stdin: ChildStdin,
+}
+
+impl Held {
+    fn open(lab: &Lab, ns: &str, vip: &str, n: u32) -> (Held, Vec<String>) {
+        let code = format!(
+            "import socket,sys\ncs=[socket.create_connection(({vip:?},80),timeout=3) for i in range({n})]\n\
+             def name(c):\n  b=b''\n  while not b.endswith(b'\\n'): b+=c.recv(100)\n  \
+             return b.decode().strip()\n\
+             print(' '.join(name(c) for c in cs),flush=True)\nsys.stdin.readline()\nr=[]\n\
+             for c in cs:\n  try:\n    c.sendall(b'ping')\n    \
+             r.append('ok' if c.recv(100)==b'ping' else 'closed')\n  \
+             except Exception as e: r.append(type(e).__name__)\n\
+             print(' '.join(r),flush=True)\n"
+        );
+        let mut child = py(lab, ns, &code);
+        let names = line(child.stdout.as_mut().unwrap())
+            .split_whitespace()
+            .map(str::to_string)
+            .collect();
+        let stdin = child.stdin.take().unwrap();
+        (Held { child, stdin }, names)
+    }
+
+    /// Whether each connection still echoes (`ok`), or how it failed.
+    fn check(mut self) -> Vec<String> {
+        self.stdin.write_all(b"go\n").unwrap();
+        let r = line(self.child.stdout.as_mut().unwrap());
+        let _ = self.child.wait();
+        r.split_whitespace().map(str::to_string).collect()
+    }
+}
+
+const WEB: &str = "service add web network blue vip 10.96.0.10 port 80 tcp";
+const DNS: &str = "service add dns network blue vip 10.96.0.10 port 80 udp";
+
+#[test]
+fn a_cluster_ip_spreads_flows_and_forgets_a_removed_backend() {
+    if skip() {
+        return;
+    }
+    let lab = Lab::new(&["node", "c1", "b1", "b2", "b3", "r1", "rb"]);
+    let d = Daemon::start_in(Some(&lab.ns("node")), CONFIG);
+    let pods = [
+        ("c1", "blue", "10.1.0.5"),
+        ("b1", "blue", "10.1.0.11"),
+        ("b2", "blue", "10.1.0.12"),
+        ("b3", "blue", "10.1.0.13"),
+        ("r1", "red", "10.1.0.5"),
+        // red's backend has blue b1's address
+        ("rb", "red", "10.1.0.11"),
+    ];
+    for (pod, net, addr) in pods {
+        tap_pod(&d, &lab, pod, net, addr);
+        lab.exec(
+            pod,
+            &[
+                "ip",
+                "route",
+                "add",
+                "10.96.0.0/12",
+                "via",
+                "169.254.1.1",
+                "dev",
+                "eth1",
+            ],
+        );
+    }
+    let _servers: Vec<Server> = ["b1", "b2", "b3", "rb"]
+        .iter()
+        .map(|p| Server::start(&lab, p, p))
+        .collect();
+    let all = "backend 10.1.0.11:8080,10.1.0.12:8080,10.1.0.13:8080";
+    d.ok(&format!("{WEB} {all}"));
+    d.ok(&format!("{DNS} {all}"));
+    d.ok("service add web-red network red vip 10.96.0.10 port 80 tcp backend 10.1.0.11:8080");
+
+    // 300 connections spread about evenly (Maglev over each connection's 5-tuple).
+    let got = connections(&lab, "c1", "10.96.0.10", 300);
+    assert_eq!(got.values().sum::<u32>(), 300, "{got:?}");
+    for b in ["b1", "b2", "b3"] {
+        let n = got.get(b).copied().unwrap_or(0);
+        assert!((60..=140).contains(&n), "{b}: {n} of 300: {got:?}");
+    }
+    // UDP too, every answer from the VIP's address and port.
+    let (got, from) = datagrams(&lab, "c1", "10.96.0.10", 90);
+    assert_eq!(got.values().sum::<u32>(), 90, "{got:?}");
+    assert_eq!(got.len(), 3, "{got:?}");
+    assert_eq!(from, "10.96.0.10:80");
+    // The same VIP in red is red's service: its one backend, never blue's.
+    let got = connections(&lab, "r1", "10.96.0.10", 20);
+    assert_eq!(got, BTreeMap::from([("rb".to_string(), 20)]));
+    let show = d.ok("show service");
+    assert!(
+        show.contains("web: network blue 10.96.0.10:80 tcp"),
+        "{show}"
+    );
+    assert!(
+        d.ok("show session service web limit 5")
+            .contains("-> 10.1.0."),
+        "{}",
+        d.ok("show session")
+    );
+
+    // Long-lived connections; b3 leaves. Its connections are reset (the next segment finds
+    // a live backend that knows no such connection), the others keep echoing.
+    let (held, names) = Held::open(&lab, "c1", "10.96.0.10", 15);
+    assert!(
+        names.iter().any(|n| n == "b3"),
+        "no connection on b3: {names:?}"
+    );
+    d.ok(&format!("{WEB} backend 10.1.0.11:8080,10.1.0.12:8080"));
+    let r = held.check();
+    for (n, r) in names.iter().zip(&r) {
+        if n == "b3" {
+            assert_ne!(
+                r, "ok",
+                "a connection to the removed b3 went on: {names:?} {r:?}"
+            );
+        } else {
+            assert_eq!(r, "ok", "{names:?} {r:?}");
+        }
+    }
+    let got = connections(&lab, "c1", "10.96.0.10", 60);
+    assert!(
+        !got.contains_key("b3") && got.values().sum::<u32>() == 60,
+        "{got:?}"
+    );
+
+    // b1 and b2 terminating, b3 back but not ready: new flows to the terminating ones
+    // (nothing is ready); then b3 ready: it alone.
+    d.ok(&format!(
+        "{WEB} backend 10.1.0.11:8080=terminating,10.1.0.12:8080=terminating,10.1.0.13:8080=not-ready"
+    ));
+    let got = connections(&lab, "c1", "10.96.0.10", 40);
+    assert!(
+        !got.contains_key("b3") && got.values().sum::<u32>() == 40,
+        "{got:?}"
+    );
+    d.ok(&format!(
+        "{WEB} backend 10.1.0.11:8080=terminating,10.1.0.12:8080=terminating,10.1.0.13:8080"
+    ));
+    let got = connections(&lab, "c1", "10.96.0.10", 20);
+    assert_eq!(got, BTreeMap::from([("b3".to_string(), 20)]));
+
+    // Deleted: nothing answers on the VIP; the network cannot go while it has services.
+    let (ok, _, err) = d.ctl("network del red");
+    assert!(!ok && err.contains("web-red"), "{err}");
+    d.ok("service del web");
+    let code = "import socket\ntry:\n  socket.create_connection(('10.96.0.10',80),timeout=1)\n  \
+                print('connected')\nexcept Exception as e: print(type(e).__name__)\n";
+    let mut c = py(&lab, "c1", code);
+    assert_ne!(line(c.stdout.as_mut().unwrap()), "connected");
+    let _ = c.wait();
+    let (ok, _, err) = d.ctl("service del web");
+    assert!(!ok && err.contains("no service named"), "{err}");
+}
