@@ -5,7 +5,10 @@
 //! said why), and the pool gets every buffer back.
 //!
 //! Frames can ask to be made plausible (the receiving interface's MAC, IPv4's EtherType,
-//! version and checksum) so that the fuzzer reaches the nodes behind the header checks.
+//! version and checksum) so that the fuzzer reaches the nodes behind the header checks, and
+//! to be addressed to VRF 0's services (a TCP and a UDP VIP) or to come from their backend,
+//! so that `ip4-session` creates, finds, rewrites and sweeps sessions; the session table
+//! lives on from input to input, as it would in a worker.
 #![no_main]
 
 mod graph_common;
@@ -19,6 +22,7 @@ use fib::adj::AdjTable;
 use fib::{Ipv4Addr, Lpm};
 use graph::AnyNode;
 use libfuzzer_sys::fuzz_target;
+use nodes::services::{Backend, Service, Services, VipKey};
 use nodes::{IfConfig, Shared};
 use testkit::stubs::{DEVICE_OUTPUTS, Inject, Output};
 use wire::{EtherType, Ethernet, Ipv4};
@@ -38,8 +42,15 @@ struct Frame {
     /// Write IPv4's EtherType, a 20-byte header's version byte, a total length that fits
     /// and the header checksum.
     plausible_ip4: bool,
+    /// With `plausible_ip4`: to the VIP's port 80, or from the backend's port 8080 (the
+    /// protocol byte and the rest are the fuzzer's).
+    to_vip: bool,
+    from_backend: bool,
     bytes: Vec<u8>,
 }
+
+const VIP: [u8; 4] = [10, 0, 0, 100];
+const BACKEND: [u8; 4] = [10, 1, 0, 50];
 
 impl Frame {
     fn build(&self) -> Vec<u8> {
@@ -58,7 +69,22 @@ impl Frame {
             if ip.total_len() > ip_len || ip.total_len() < 20 {
                 ip.set_total_len(ip_len);
             }
+            if self.to_vip {
+                ip.set_dst_addr(VIP.into());
+            }
+            if self.from_backend {
+                ip.set_src_addr(BACKEND.into());
+            }
             ip.fill_checksum();
+            // The ports of TCP and UDP alike.
+            if f.len() >= 14 + 24 {
+                if self.to_vip {
+                    f[14 + 22..14 + 24].copy_from_slice(&80u16.to_be_bytes());
+                }
+                if self.from_backend {
+                    f[14 + 20..14 + 22].copy_from_slice(&8080u16.to_be_bytes());
+                }
+            }
         }
         f
     }
@@ -105,11 +131,33 @@ fn build(adj: &mut AdjTable, lpm: &mut (Lpm, Lpm)) -> Shared {
     v0.insert(Ipv4Addr::new(233, 252, 0, 0), 24, AdjTable::DROP)
         .unwrap();
     v1.insert(Ipv4Addr::new(0, 0, 0, 0), 1, no_addr).unwrap();
-    Shared::new(
+    let shared = Shared::new(
         Arc::new(ArcSwap::from_pointee(ifs)),
         Arc::new(ArcSwap::from_pointee(vec![v0.reader(), v1.reader()])),
         adj.reader(),
-    )
+    );
+    // VRF 0 keeps sessions: a TCP and a UDP service on VIP:80, over one backend.
+    let mut services = Services::default();
+    let backend = Backend {
+        id: 0,
+        addr: u32::from_be_bytes(BACKEND),
+        port: 8080,
+    };
+    for proto in [6, 17] {
+        let k = VipKey {
+            vrf: 0,
+            proto,
+            vip: u32::from_be_bytes(VIP),
+            port: 80,
+        };
+        services
+            .vips
+            .insert(k, Arc::new(Service::new(u32::from(proto), vec![backend])));
+    }
+    services.addrs.insert((0, u32::from_be_bytes(VIP)));
+    services.stateful = vec![true];
+    shared.services.store(Arc::new(services));
+    shared
 }
 
 fuzz_target!(|frames: Vec<Frame>| {

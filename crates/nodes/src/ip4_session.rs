@@ -266,6 +266,15 @@ impl Node for Ip4Session {
     }
 }
 
+impl Drop for Ip4Session {
+    /// The owner outlives the graph: the next graph built on these sessions takes it.
+    fn drop(&mut self) {
+        if let Some((o, stats)) = self.owner.take() {
+            self.sessions.give_back(o, stats);
+        }
+    }
+}
+
 impl Ip4Session {
     /// A session for the first packet of `flow` (received on `rx`) if it is to a service:
     /// its backend chosen, both keys in the table. `Ok(None)` when it is to no service.

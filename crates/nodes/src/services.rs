@@ -128,6 +128,15 @@ impl Sessions {
         Some((owner, stats))
     }
 
+    /// Gives an owner back (its graph is gone) for the next graph to take, with its
+    /// sessions and counters.
+    pub fn give_back(&self, owner: Owner, stats: Arc<OwnerStats>) {
+        let mut all = self.stats.lock().unwrap_or_else(|e| e.into_inner());
+        all.retain(|s| !Arc::ptr_eq(s, &stats));
+        let mut o = self.owners.lock().unwrap_or_else(|e| e.into_inner());
+        o.push(owner);
+    }
+
     /// Every owner's counters, summed.
     pub fn counters(&self) -> session::Counters {
         let mut sum = session::Counters::default();
