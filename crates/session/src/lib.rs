@@ -33,7 +33,7 @@
 //!
 //! | state | default | why |
 //! |---|---|---|
-//! | TCP embryonic (no reply yet) | 10 s | nothing is lost when it goes: no reply was seen, and each retransmitted SYN refreshes it (gaps of 1, 2, 4, 8 s); short, so SYN floods do not hold the table (cnat uses 30 s for everything but established TCP) |
+//! | TCP embryonic (handshake not complete) | 10 s | nothing is lost when it goes: the connection is not up, and each retransmitted SYN refreshes it (gaps of 1, 2, 4, 8 s); short, so SYN floods do not hold the table (cnat uses 30 s for everything but established TCP) |
 //! | TCP established | 2 h 4 min | RFC 5382 REQ-5: a NAT must keep an idle established TCP connection at least 2 h 4 min, so that the default 2 h keepalive finds it alive (Linux keeps 5 days, kube-proxy sets 24 h, cnat 1 h) |
 //! | TCP closing (FIN either way, or RST) | 30 s | long enough for retransmitted FINs and the last ACKs; Linux keeps FIN_WAIT 120 s and CLOSE 10 s, and a half-closed connection that still carries data keeps refreshing it |
 //! | UDP without reply | 30 s | Linux `nf_conntrack_udp_timeout` |
@@ -48,12 +48,12 @@
 //! Memory is fixed at creation. A new session needs a free id of its owner and a free slot in
 //! each key's two buckets:
 //!
-//! - with no free id, the owner evicts its **oldest session that never saw a reply** (a list in
-//!   creation order; sessions that got a reply are dropped from it when they reach its head,
+//! - with no free id, the owner evicts its **oldest session that is not established** (a list
+//!   in creation order; established sessions are dropped from it when they reach its head,
 //!   so finding the victim is O(1) amortised);
 //! - with a key's two buckets full, it evicts, from the entries in those buckets, its own
-//!   oldest session that never saw a reply (evicting one elsewhere would free no slot here);
-//! - a session that has seen a reply is never evicted: if there is nothing to evict the
+//!   oldest session that is not established (evicting one elsewhere would free no slot here);
+//! - an established session is never evicted: if there is nothing to evict the
 //!   creation is refused and counted (`refused_full`, `insert_collisions`).
 //!
 //! So a flood of new flows (a SYN flood, a UDP scan) can only displace other flows that no one

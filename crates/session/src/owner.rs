@@ -20,9 +20,9 @@ const OFF: u32 = u32::MAX - 1;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Counters {
     pub created: u64,
-    /// Refused: no free id and no session without a reply to evict.
+    /// Refused: no free id and no session that is not established to evict.
     pub refused_full: u64,
-    /// Sessions without a reply evicted to make room for a new one.
+    /// Sessions not established evicted to make room for a new one.
     pub evicted_embryonic: u64,
     pub expired: u64,
     /// Killed sessions freed by the sweep.
@@ -54,7 +54,7 @@ pub enum CreateError {
     Exists,
     #[error("the reverse key is in use: choose another translation (port)")]
     ReverseInUse,
-    #[error("no free session and none without a reply to evict")]
+    #[error("no free session and none that is not established to evict")]
     Full,
     #[error("both hash buckets of a key are full")]
     Collision,
@@ -113,8 +113,8 @@ pub struct Owner {
     first: u32,
     len: u32,
     free: FreeRing,
-    /// Live sessions in creation order that had no reply when last looked at: the eviction
-    /// candidates. Sessions that got a reply are dropped lazily when they reach the head.
+    /// Live sessions in creation order that were not established when last looked at: the
+    /// eviction candidates. Established ones are dropped lazily when they reach the head.
     prev: Box<[u32]>,
     next: Box<[u32]>,
     head: u32,
@@ -161,8 +161,8 @@ impl Owner {
 
     /// Creates a session for `s`, seen at `now`: both its keys enter the table, or neither.
     /// When the owner has no free id, or a key's two buckets are full, the oldest session
-    /// without a reply (of this owner; in those buckets, for the latter) makes room; a session
-    /// that has seen a reply is never evicted.
+    /// not established (of this owner; in those buckets, for the latter) makes room; an
+    /// established session is never evicted.
     pub fn create(&mut self, s: &NewSession, now: u32) -> Result<Handle, CreateError> {
         let rev = s.reverse_key();
         if rev == s.key {
@@ -207,23 +207,23 @@ impl Owner {
         Ok(Handle { id, gen_ })
     }
 
-    /// A free local id, evicting the oldest session without a reply if there is none.
+    /// A free local id, evicting the oldest session not established if there is none.
     fn alloc(&mut self) -> Option<u32> {
         if let Some(i) = self.free.pop() {
             return Some(i);
         }
-        let v = self.oldest_unreplied()?;
+        let v = self.oldest_unestablished()?;
         self.free_local(v);
         self.counters.evicted_embryonic += 1;
         self.free.pop()
     }
 
-    /// The head of the eviction list after dropping the sessions that got a reply since they
+    /// The head of the eviction list after dropping the sessions established since they
     /// joined it; each is dropped once, so this is O(1) amortised.
-    fn oldest_unreplied(&mut self) -> Option<u32> {
+    fn oldest_unestablished(&mut self) -> Option<u32> {
         while self.head != NIL {
             let i = self.head;
-            if !self.table.record(self.first + i).replied() {
+            if !self.table.record(self.first + i).established() {
                 return Some(i);
             }
             self.unlink(i);
@@ -231,14 +231,14 @@ impl Owner {
         None
     }
 
-    /// Among the entries of a full bucket pair, this owner's oldest session without a reply.
+    /// Among the entries of a full bucket pair, this owner's oldest session not established.
     fn bucket_victim(&self, keys: [Key; 2]) -> Option<u32> {
         self.table
             .entries_near(keys)
             .map(|v| entry_parts(v).0)
             .filter(|id| self.ids().contains(id))
             .map(|id| (id, self.table.record(id)))
-            .filter(|(_, r)| r.live_gen().is_some() && !r.replied())
+            .filter(|(_, r)| r.live_gen().is_some() && !r.established())
             .min_by_key(|(_, r)| r.created())
             .map(|(id, _)| id - self.first)
     }
@@ -362,8 +362,10 @@ mod tests {
         ))
     }
 
+    /// The reply and the handshake's last ACK: the session is established.
     fn reply(t: &Table, h: Handle) {
         assert!(t.observe(h, Dir::Reverse, SYN | ACK, 1).is_some());
+        assert!(t.observe(h, Dir::Forward, ACK, 1).is_some());
     }
 
     #[test]

@@ -182,6 +182,10 @@ const FIN_FWD: u64 = 2;
 const FIN_REV: u64 = 4;
 const RST: u64 = 8;
 const DEAD: u64 = 16;
+/// Traffic both ways and then the client again: TCP's handshake completed (an ACK without
+/// SYN or RST after the reply), a UDP or ICMP request after a reply. Only such a session is
+/// protected from eviction: a SYN flood the backend answers, or a scan, never gets here.
+const ESTABLISHED: u64 = 32;
 const ALLOW: u64 = 1 << 16;
 const EPOCH_SHIFT: u32 = 17;
 const EPOCH_MASK: u64 = ((1 << 31) - 1) << EPOCH_SHIFT;
@@ -213,7 +217,7 @@ const fn next_flags(proto: u8, st: u64, dir: Dir, flags: u8) -> u64 {
         {
             // A new connection on the same four-tuple (a port reused after TIME_WAIT): start
             // over as embryonic, keeping the translation and backend.
-            st &= !(FIN_FWD | FIN_REV | RST | REPLIED);
+            st &= !(FIN_FWD | FIN_REV | RST | REPLIED | ESTABLISHED);
         }
         if flags & tcp_flags::RST != 0 {
             st |= RST;
@@ -225,8 +229,12 @@ const fn next_flags(proto: u8, st: u64, dir: Dir, flags: u8) -> u64 {
             };
         }
     }
-    if matches!(dir, Dir::Reverse) {
-        st |= REPLIED;
+    let assures = proto != PROTO_TCP
+        || flags & (tcp_flags::SYN | tcp_flags::RST) == 0 && flags & tcp_flags::ACK != 0;
+    match dir {
+        Dir::Reverse => st |= REPLIED,
+        Dir::Forward if st & REPLIED != 0 && assures => st |= ESTABLISHED,
+        Dir::Forward => {}
     }
     st
 }
@@ -234,7 +242,7 @@ const fn next_flags(proto: u8, st: u64, dir: Dir, flags: u8) -> u64 {
 const fn state_of(proto: u8, st: u64) -> State {
     match proto {
         PROTO_TCP if st & (FIN_FWD | FIN_REV | RST) != 0 => State::TcpClosing,
-        PROTO_TCP if st & REPLIED != 0 => State::TcpEstablished,
+        PROTO_TCP if st & ESTABLISHED != 0 => State::TcpEstablished,
         PROTO_TCP => State::TcpEmbryonic,
         PROTO_ICMP => State::Icmp,
         _ if st & REPLIED != 0 => State::UdpReplied,
@@ -290,6 +298,13 @@ impl Session {
     #[inline]
     pub const fn replied(&self) -> bool {
         self.status & REPLIED != 0
+    }
+
+    /// Whether the session is established: traffic both ways, then the client again (for
+    /// TCP, the handshake's last ACK). Only those are never evicted.
+    #[inline]
+    pub const fn established(&self) -> bool {
+        self.status & ESTABLISHED != 0
     }
 
     #[inline]
@@ -519,9 +534,9 @@ impl Record {
             .then_some(Due::Expired)
     }
 
-    /// Whether the session ever saw a reply (the eviction rule protects those).
-    pub(crate) fn replied(&self) -> bool {
-        self.status.load(Ordering::Relaxed) & REPLIED != 0
+    /// Whether the session is established (the eviction rule protects those).
+    pub(crate) fn established(&self) -> bool {
+        self.status.load(Ordering::Relaxed) & ESTABLISHED != 0
     }
 
     pub(crate) fn created(&self) -> u32 {
@@ -563,9 +578,19 @@ mod tests {
             tcp(0, &[(Forward, SYN), (Forward, SYN)]),
             State::TcpEmbryonic
         );
+        // A SYN-ACK alone is half open (a SYN flood the backend answers); the client's ACK
+        // completes the handshake, its RST does not.
         assert_eq!(
             tcp(0, &[(Forward, SYN), (Reverse, SYN | ACK)]),
+            State::TcpEmbryonic
+        );
+        assert_eq!(
+            tcp(0, &[(Forward, SYN), (Reverse, SYN | ACK), (Forward, ACK)]),
             State::TcpEstablished
+        );
+        assert_eq!(
+            tcp(0, &[(Forward, SYN), (Reverse, SYN | ACK), (Forward, RST)]),
+            State::TcpClosing
         );
         assert_eq!(
             tcp(
@@ -619,8 +644,9 @@ mod tests {
         let r = Record::default();
         let s = NewSession::plain(Key::new(0, PROTO_TCP, 1, 2, 3, 4));
         r.publish(&s, 2, 100);
+        r.observe(2, Dir::Reverse, ACK, 150);
         assert_eq!(
-            r.observe(2, Dir::Reverse, ACK, 150),
+            r.observe(2, Dir::Forward, ACK, 150),
             Some(State::TcpEstablished)
         );
         assert!(r.set_verdict(2, 5, Verdict::Allow));
