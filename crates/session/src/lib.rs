@@ -16,9 +16,9 @@
 //! |---|---|---|
 //! | hash buckets | 128 B | one two-line bucket (a sequence word, five 24-byte slots: key, value) per session; a session's two entries fill the table to 40% |
 //! | record | 64 B | one line: seqlock/generation, key, translation, checksum deltas, service, backend, interface, created, last seen, status |
-//! | owner | 12 B | a free-ring slot and two eviction-list links |
+//! | owner | 16 B | a free-ring slot, two eviction-list links and the list's interface |
 //!
-//! About 204 bytes a session: a million sessions in 195 MiB ([`Table::memory_bytes`]).
+//! About 208 bytes a session: a million sessions in 199 MiB ([`Table::memory_bytes`]).
 //!
 //! A key hashes (folded multiplications under a per-table random seed, so that a remote sender
 //! cannot aim at a bucket) to two candidate buckets; an entry goes in the emptier one and never
@@ -48,9 +48,11 @@
 //! Memory is fixed at creation. A new session needs a free id of its owner and a free slot in
 //! each key's two buckets:
 //!
-//! - with no free id, the owner evicts its **oldest session that is not established** (a list
-//!   in creation order; established sessions are dropped from it when they reach its head,
-//!   so finding the victim is O(1) amortised);
+//! - with no free id, the owner evicts the **oldest session not established of the interface
+//!   holding the most such sessions** (a list per interface in creation order; established
+//!   ones are dropped from a list when they reach its head, so finding the victim is O(1)
+//!   amortised in sessions and linear in the interfaces with unestablished sessions): a
+//!   flooding pod evicts its own flows, and another pod's new flow takes the flooder's place;
 //! - with a key's two buckets full, it evicts, from the entries in those buckets, its own
 //!   oldest session that is not established (evicting one elsewhere would free no slot here);
 //! - an established session is never evicted: if there is nothing to evict the
@@ -70,6 +72,7 @@
 #![forbid(unsafe_code)]
 
 pub mod checksum;
+mod evict;
 pub mod key;
 pub mod maglev;
 mod owner;

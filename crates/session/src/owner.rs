@@ -8,13 +8,9 @@ use crate::record::{Due, NewSession};
 use crate::table::{Handle, Refused, Table, entry, entry_parts};
 use crate::{Dir, Key};
 
-/// Bytes an owner keeps per session id: a free-ring slot and the eviction list's two links.
-pub(crate) const OWNER_BYTES_PER_SESSION: usize = 3 * size_of::<u32>();
-
-/// End of the eviction list.
-const NIL: u32 = u32::MAX;
-/// A `prev` link meaning "not on the eviction list".
-const OFF: u32 = u32::MAX - 1;
+/// Bytes an owner keeps per session id: a free-ring slot and the eviction lists'.
+pub(crate) const OWNER_BYTES_PER_SESSION: usize =
+    size_of::<u32>() + crate::evict::BYTES_PER_SESSION;
 
 /// What one owner did, for `show` and metrics (summed over workers when read).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -113,12 +109,9 @@ pub struct Owner {
     first: u32,
     len: u32,
     free: FreeRing,
-    /// Live sessions in creation order that were not established when last looked at: the
-    /// eviction candidates. Established ones are dropped lazily when they reach the head.
-    prev: Box<[u32]>,
-    next: Box<[u32]>,
-    head: u32,
-    tail: u32,
+    /// Live sessions that were not established when last looked at, per interface in
+    /// creation order: the eviction candidates ([`crate::evict`]).
+    evict: crate::evict::Lists,
     cursor: u32,
     live: u32,
     counters: Counters,
@@ -131,10 +124,7 @@ impl Owner {
             first,
             len,
             free: FreeRing::full(len),
-            prev: vec![OFF; len as usize].into(),
-            next: vec![NIL; len as usize].into(),
-            head: NIL,
-            tail: NIL,
+            evict: crate::evict::Lists::new(len),
             cursor: 0,
             live: 0,
             counters: Counters::default(),
@@ -201,7 +191,7 @@ impl Owner {
             }
             return Err(e);
         }
-        self.push_back(i);
+        self.evict.push_back(i, s.owner_if);
         self.live += 1;
         self.counters.created += 1;
         Ok(Handle { id, gen_ })
@@ -218,17 +208,11 @@ impl Owner {
         self.free.pop()
     }
 
-    /// The head of the eviction list after dropping the sessions established since they
-    /// joined it; each is dropped once, so this is O(1) amortised.
+    /// The session to evict: the oldest not established of the interface with the most
+    /// such sessions ([`crate::evict`]).
     fn oldest_unestablished(&mut self) -> Option<u32> {
-        while self.head != NIL {
-            let i = self.head;
-            if !self.table.record(self.first + i).established() {
-                return Some(i);
-            }
-            self.unlink(i);
-        }
-        None
+        let (table, first) = (&self.table, self.first);
+        self.evict.victim(|i| table.record(first + i).established())
     }
 
     /// Among the entries of a full bucket pair, this owner's oldest session not established.
@@ -297,38 +281,9 @@ impl Owner {
         let b = self.table.remove_entry(rev, entry(id, g, Dir::Reverse));
         debug_assert!(a && b, "a live session has both entries");
         rec.retire(g);
-        self.unlink(i);
+        self.evict.unlink(i);
         self.free.push(i);
         self.live -= 1;
-    }
-
-    fn push_back(&mut self, i: u32) {
-        let iu = i as usize;
-        self.prev[iu] = self.tail;
-        self.next[iu] = NIL;
-        match self.tail {
-            NIL => self.head = i,
-            t => self.next[t as usize] = i,
-        }
-        self.tail = i;
-    }
-
-    fn unlink(&mut self, i: u32) {
-        let iu = i as usize;
-        let (p, n) = (self.prev[iu], self.next[iu]);
-        if p == OFF {
-            return;
-        }
-        match p {
-            NIL => self.head = n,
-            p => self.next[p as usize] = n,
-        }
-        match n {
-            NIL => self.tail = p,
-            n => self.prev[n as usize] = p,
-        }
-        self.prev[iu] = OFF;
-        self.next[iu] = NIL;
     }
 }
 

@@ -336,7 +336,7 @@ fn service_lines(s: &mut String, services: &[ServiceInfo]) {
 
 fn session_lines(s: &mut String, sessions: &[SessionInfo], t: &SessionTotals) {
     s.push_str(&format!(
-        "{} of {} sessions ({} MiB); created {}, refused (full) {}, evicted unanswered {}, expired {}, killed {}\n",
+        "{} of {} sessions ({} MiB); created {}, refused (full) {}, evicted unestablished {}, expired {}, killed {}\n",
         t.live,
         t.capacity,
         t.memory_bytes >> 20,

@@ -50,7 +50,7 @@ pub struct DaemonSection {
     #[serde(skip_serializing_if = "ControlSocket::is_default")]
     pub control_socket: ControlSocket,
     /// The most sessions (flows through services) the node keeps at once, split evenly
-    /// between the workers; about 200 bytes each, allocated at start.
+    /// between the workers; about 208 bytes each, allocated at start.
     #[serde(skip_serializing_if = "is_default_sessions")]
     pub sessions: u32,
 }
