@@ -100,8 +100,10 @@ pub(crate) enum Peers {
 
 #[derive(Debug, Clone)]
 pub(crate) struct CompiledRule {
-    /// Empty: any protocol and port.
-    pub(crate) ports: Vec<PortCheck>,
+    /// The rule's checks in [`Compiled::ports`], `start..end`; empty: any protocol and port.
+    /// One list for all rules: a scan past rules whose ports do not match reads contiguous
+    /// memory, not one allocation per rule.
+    pub(crate) ports: (u32, u32),
     pub(crate) peers: Peers,
 }
 
@@ -128,6 +130,7 @@ pub(crate) struct DirRules {
 #[derive(Debug)]
 pub struct Compiled {
     pub(crate) rules: Vec<CompiledRule>,
+    pub(crate) ports: Vec<PortCheck>,
     pub(crate) dirs: [DirRules; 2],
     pub(crate) keys: Vec<RuleKey>,
     pub(crate) policy_names: Vec<String>,
@@ -156,6 +159,7 @@ impl Compiled {
     ) -> Compiled {
         let mut c = Compiled {
             rules: Vec::new(),
+            ports: Vec::new(),
             dirs: [DirRules::default(); 2],
             keys: Vec::new(),
             policy_names: policies.iter().map(|p| p.name.clone()).collect(),
@@ -193,22 +197,20 @@ impl Compiled {
     }
 
     fn compile_rule(&mut self, rule: &Rule, sets: &Sets, key: RuleKey) -> CompiledRule {
-        let ports = rule
-            .ports
-            .iter()
-            .map(|m| {
-                let all = (0, u16::MAX);
-                let (first, last) = match (m.protocol, m.port) {
-                    (Protocol::Icmp, _) | (_, None) => all,
-                    (_, Some(r)) => (r.first, r.last),
-                };
-                PortCheck {
-                    proto: m.protocol.number(),
-                    first,
-                    last,
-                }
-            })
-            .collect();
+        let start = self.ports.len() as u32;
+        self.ports.extend(rule.ports.iter().map(|m| {
+            let all = (0, u16::MAX);
+            let (first, last) = match (m.protocol, m.port) {
+                (Protocol::Icmp, _) | (_, None) => all,
+                (_, Some(r)) => (r.first, r.last),
+            };
+            PortCheck {
+                proto: m.protocol.number(),
+                first,
+                last,
+            }
+        }));
+        let ports = (start, self.ports.len() as u32);
         if rule.peers.is_empty() {
             return CompiledRule {
                 ports,

@@ -51,23 +51,29 @@ impl Compiled {
         let rules = &self.rules[d.first..d.end];
         match rules
             .iter()
-            .position(|r| r.matches(peer, proto, dport, tally))
+            .position(|r| self.rule_matches(r, peer, proto, dport, tally))
         {
             Some(i) => Verdict::Allowed(RuleRef((d.first + i) as u32)),
             None => Verdict::Denied,
         }
     }
-}
 
-impl CompiledRule {
     #[inline]
-    fn matches(&self, peer: u32, proto: u8, dport: u16, tally: &mut impl Tally) -> bool {
-        let port_ok = self.ports.is_empty()
-            || self
-                .ports
+    fn rule_matches(
+        &self,
+        rule: &CompiledRule,
+        peer: u32,
+        proto: u8,
+        dport: u16,
+        tally: &mut impl Tally,
+    ) -> bool {
+        let (start, end) = rule.ports;
+        let ports = &self.ports[start as usize..end as usize];
+        let port_ok = ports.is_empty()
+            || ports
                 .iter()
                 .any(|p| p.proto == proto && p.first <= dport && dport <= p.last);
-        port_ok && self.peers.matches(peer, tally)
+        port_ok && rule.peers.matches(peer, tally)
     }
 }
 
