@@ -144,6 +144,10 @@ pub struct Compiled {
 impl Compiled {
     /// Compiles `policies` (all those applied to one interface, in a stable order: rule
     /// references and counters follow it) against `sets`. Counters start at zero.
+    ///
+    /// It checks nothing (`problems()` is the caller's gate) but gives invalid specs a
+    /// defined meaning: lengths over 32 are 32, an except outside its cidr removes nothing,
+    /// a backwards port range matches no port.
     pub fn build(policies: &[&Policy], sets: &Sets) -> Compiled {
         Compiled::build_with_counters(policies, sets, None)
     }

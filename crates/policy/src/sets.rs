@@ -21,7 +21,7 @@ use crate::spec::{Prefix, SetSpec, mask};
 /// and the probes are only looked up, never inserted, so a sender cannot fill a chain: no
 /// random seed is needed, and SipHash's cost would be most of an evaluation.
 #[derive(Debug, Default, Clone, Copy)]
-pub struct AddrHasher(u64);
+pub(crate) struct AddrHasher(u64);
 
 impl Hasher for AddrHasher {
     fn write(&mut self, bytes: &[u8]) {

@@ -57,6 +57,10 @@ impl Prefix {
         addr & self.mask() == self.network()
     }
 
+    pub fn problems(&self) -> Vec<String> {
+        prefix_problem("prefix", *self).into_iter().collect()
+    }
+
     /// Whether `inner` lies inside this prefix and is smaller than it.
     pub const fn strictly_contains(self, inner: Prefix) -> bool {
         inner.len > self.len && self.contains(inner.network())
@@ -159,6 +163,20 @@ impl PortRange {
             last: port,
         }
     }
+
+    pub fn problems(&self) -> Vec<String> {
+        let mut p = Vec::new();
+        if self.first == 0 {
+            p.push("port 0: ports run from 1 to 65535".into());
+        }
+        if self.first > self.last {
+            p.push(format!(
+                "ports {}-{}: the first is after the last (end-port must be at least port)",
+                self.first, self.last
+            ));
+        }
+        p
+    }
 }
 
 /// One protocol, and for TCP, UDP and SCTP a range of destination ports (`None`: every port).
@@ -180,15 +198,7 @@ impl PortMatch {
                 r.first, r.last
             ));
         }
-        if r.first == 0 {
-            p.push("port 0: ports run from 1 to 65535".into());
-        }
-        if r.first > r.last {
-            p.push(format!(
-                "ports {}-{}: the first is after the last (end-port must be at least port)",
-                r.first, r.last
-            ));
-        }
+        p.extend(r.problems());
         p
     }
 }

@@ -493,3 +493,11 @@ fn rule_names_are_for_logs() {
             .contains("not of this compilation")
     );
 }
+
+/// Workers share one compilation through a snapshot.
+#[test]
+fn a_compilation_is_shared_across_threads() {
+    fn shared<T: Send + Sync>() {}
+    shared::<Compiled>();
+    shared::<Sets>();
+}
