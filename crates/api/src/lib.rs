@@ -21,7 +21,10 @@ pub use config::{
     AfPacketSpec, AfXdpSpec, BackendSpec, BackendState, Config, MemifMode, MemifSpec, NeighborSpec,
     NetworkSpec, Protocol, RouteSpec, ServiceSpec, TapSpec, XdpMode,
 };
-pub use sessions::{ServiceInfo, SessionFilter, SessionInfo, SessionTotals};
+pub use sessions::{
+    AddressSetInfo, InterfacePolicy, PolicyInfo, PolicyReport, ServiceInfo, SessionFilter,
+    SessionInfo, SessionTotals,
+};
 pub use types::{
     CopyEngine, CopyMode, Ipv4Prefix, MacAddr, ParseError, Role, RxMode, Via, parse_ipv4,
     parse_mac, vxlan_tunnel_mac,
@@ -173,6 +176,23 @@ pub enum Request {
         #[serde(default)]
         filter: SessionFilter,
     },
+    /// Adds a network policy, or replaces the one of its name, applied to the interfaces
+    /// named (an interface named before it exists gets it when it is created). Established
+    /// flows are judged again by the new rules.
+    PolicyAdd {
+        policy: policy::Policy,
+        #[serde(default)]
+        interfaces: Vec<String>,
+    },
+    PolicyDel {
+        name: String,
+    },
+    /// Adds a named address set (policies' peers), or replaces the one of its name.
+    AddressSetAdd(policy::SetSpec),
+    AddressSetDel {
+        name: String,
+    },
+    ShowPolicy,
     CreateAfPacket(AfPacketSpec),
     CreateAfXdp(AfXdpSpec),
     CreateTap(TapSpec),
@@ -218,6 +238,7 @@ impl Request {
                 | Request::ShowVxlanTunnel
                 | Request::ShowService
                 | Request::ShowSession { .. }
+                | Request::ShowPolicy
                 | Request::PcapOn { .. }
                 | Request::PcapOff
         )
@@ -642,6 +663,9 @@ pub enum Reply {
     Sessions {
         sessions: Vec<SessionInfo>,
         totals: SessionTotals,
+    },
+    Policies {
+        report: PolicyReport,
     },
     Neighbors {
         neighbors: Vec<Neighbor>,

@@ -66,3 +66,38 @@ pub struct SessionTotals {
     pub expired: u64,
     pub killed: u64,
 }
+
+/// `show policy`: every policy with the interfaces it names, the address sets, and each
+/// interface's compiled rules with their hit counters.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PolicyReport {
+    pub policies: Vec<PolicyInfo>,
+    pub sets: Vec<AddressSetInfo>,
+    pub interfaces: Vec<InterfacePolicy>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PolicyInfo {
+    pub policy: policy::Policy,
+    pub interfaces: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AddressSetInfo {
+    pub name: String,
+    pub members: usize,
+}
+
+/// One interface's policies as compiled: which apply, whether each direction is isolated,
+/// each rule's hits (new flows it allowed) and each direction's denied flows.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InterfacePolicy {
+    pub interface: String,
+    pub policies: Vec<String>,
+    pub ingress_isolated: bool,
+    pub egress_isolated: bool,
+    pub counters: Vec<(String, u64)>,
+    /// Sets named by a rule that do not exist (yet): such a rule matches nothing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}

@@ -17,6 +17,13 @@
 //! a flow the same way while the backends stay the same, so connections also outlive a
 //! restart of the daemon.) Non-first fragments carry no ports and cannot
 //! be matched: those addressed to a service are dropped and counted; TCP and UDP only.
+//!
+//! Network policy is judged here too ([`crate::policies`]): a flow whose ends on this node
+//! have policies gets a session (TCP from its SYN; UDP, ICMP echo and anything else from
+//! its first packet) holding the verdict, so its replies pass and a denied flow's packets are
+//! dropped at the cost of a lookup; a TCP segment of no session is judged alone and keeps
+//! none (a connection older than the policies must not turn into its reply's session).
+//! Sessions are judged again at their next packet after the policies change.
 
 use graph::{Ctx, Node};
 use session::{Dir, Fields, Key, Lookup, NewSession, Owner, Translation};
@@ -24,6 +31,7 @@ use wire::ipv4::MIN_HEADER_LEN;
 use wire::{Ipv4, Tcp, Udp};
 
 use crate::Shared;
+use crate::policies::{Denied, Judge, Judged, Policies};
 use crate::services::{Services, Sessions, VipKey};
 
 /// Buffer flag: `ip4-session` has seen the packet; `ip4-lookup` looks it up instead of
@@ -34,10 +42,16 @@ pub const SESSION_DONE: u16 = 1 << 2;
 const SWEEP_MIN: u32 = 64;
 const SWEEP_MAX: u32 = 4096;
 
+/// A table the control thread publishes, as this node last took it.
+type Cached<T> = arc_swap::Cache<std::sync::Arc<arc_swap::ArcSwap<T>>, std::sync::Arc<T>>;
+
 #[derive(Debug)]
 pub struct Ip4Session {
-    services:
-        arc_swap::Cache<std::sync::Arc<arc_swap::ArcSwap<Services>>, std::sync::Arc<Services>>,
+    services: Cached<Services>,
+    policies: Cached<Policies>,
+    vrfs: Cached<Vec<fib::LpmReader>>,
+    adjacencies: fib::adj::AdjCache,
+    denied: crate::policies::DenySink,
     sessions: std::sync::Arc<Sessions>,
     /// This worker's share of the table, and where its counters are copied for `show`;
     /// `None` on a graph built past the table's workers (it then creates no session).
@@ -52,6 +66,10 @@ impl Ip4Session {
     pub fn new(shared: &Shared) -> Ip4Session {
         Ip4Session {
             services: arc_swap::Cache::new(shared.services.clone()),
+            policies: arc_swap::Cache::new(shared.policies.clone()),
+            vrfs: arc_swap::Cache::new(shared.vrfs.clone()),
+            adjacencies: shared.adjacencies.cache(),
+            denied: shared.denied.clone(),
             sessions: shared.sessions.clone(),
             owner: shared.sessions.take_owner(),
             seed: 0x9e37_79b9_7f4a_7c15,
@@ -74,6 +92,10 @@ graph::node! {
         NoOwner = "no session owner on this worker",
         Fragment = "fragment to a service (no ports to match)",
         Short = "l4 header not in the first buffer",
+        Denied = "new flow denied by policy",
+        DeniedLater = "established flow denied by a policy change",
+        DeniedSession = "packet of a denied flow",
+        DenyLog = "deny log queue full (flow not logged)",
     }
     trace SessionTrace { dir: u16, src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16 }
 }
@@ -93,25 +115,26 @@ impl core::fmt::Display for SessionTrace {
     }
 }
 
-/// A packet's flow as the session table keys it, and where its L4 header is.
+/// A packet's flow as the session table keys it.
 struct Flow {
     key: Key,
-    /// TCP flags (0 for UDP).
+    /// TCP flags (0 for other protocols).
     tcp_flags: u8,
+    /// Ports at the start of its L4 header that a service translates (TCP, UDP).
+    translatable: bool,
 }
 
-/// The flow of the IPv4 packet `ip` (its header checked by ip4-input) in VRF `vrf`, if it is
-/// TCP or UDP with its ports in this buffer; `Err` with the reason for a packet that is to a
-/// service but cannot be matched is decided by the caller.
-fn flow_of(vrf: u32, ip: &[u8]) -> Result<Option<Flow>, Error> {
+/// The flow of the IPv4 packet `ip` (its header checked by ip4-input) in VRF `vrf`: TCP, UDP
+/// and SCTP by their ports, ICMP echo by its identifier (in both port fields, so that the
+/// reply's key is the request's reversed), anything else by its addresses alone. A
+/// non-first fragment has no ports to read (`Err(Fragment)`, if it is TCP or UDP), and
+/// neither has a first buffer that ends inside the L4 header (`Err(Short)`).
+fn flow_of(vrf: u32, ip: &[u8]) -> Result<Flow, Error> {
     let Some(h) = ip.first_chunk::<MIN_HEADER_LEN>() else {
         return Err(Error::Short);
     };
     let v = Ipv4::new_unchecked(h);
     let proto = v.protocol_raw();
-    if proto != session::PROTO_TCP && proto != session::PROTO_UDP {
-        return Ok(None);
-    }
     let l4 = &ip[MIN_HEADER_LEN..];
     let key = |sport, dport| {
         Key::new(
@@ -123,32 +146,64 @@ fn flow_of(vrf: u32, ip: &[u8]) -> Result<Option<Flow>, Error> {
             dport,
         )
     };
-    if v.frag_offset() != 0 {
+    let ports = matches!(
+        proto,
+        session::PROTO_TCP | session::PROTO_UDP | PROTO_SCTP | session::PROTO_ICMP
+    );
+    if ports && v.frag_offset() != 0 {
         return Err(Error::Fragment);
     }
-    if proto == session::PROTO_TCP {
-        let Some(t) = l4.first_chunk::<{ wire::tcp::MIN_HEADER_LEN }>() else {
-            return Err(Error::Short);
-        };
-        let t = Tcp::new_unchecked(t);
-        Ok(Some(Flow {
-            key: key(t.src_port(), t.dst_port()),
-            tcp_flags: t.flags(),
-        }))
-    } else {
-        let Some(u) = l4.first_chunk::<{ wire::udp::HEADER_LEN }>() else {
-            return Err(Error::Short);
-        };
-        let u = Udp::new_unchecked(u);
-        Ok(Some(Flow {
-            key: key(u.src_port(), u.dst_port()),
+    match proto {
+        session::PROTO_TCP => {
+            let t = l4
+                .first_chunk::<{ wire::tcp::MIN_HEADER_LEN }>()
+                .ok_or(Error::Short)?;
+            let t = Tcp::new_unchecked(t);
+            Ok(Flow {
+                key: key(t.src_port(), t.dst_port()),
+                tcp_flags: t.flags(),
+                translatable: true,
+            })
+        }
+        session::PROTO_UDP | PROTO_SCTP => {
+            let u = l4
+                .first_chunk::<{ wire::udp::HEADER_LEN }>()
+                .ok_or(Error::Short)?;
+            let u = Udp::new_unchecked(u);
+            Ok(Flow {
+                key: key(u.src_port(), u.dst_port()),
+                tcp_flags: 0,
+                translatable: proto == session::PROTO_UDP,
+            })
+        }
+        session::PROTO_ICMP => {
+            let i = l4.first_chunk::<8>().ok_or(Error::Short)?;
+            let echo = matches!(i[0], ICMP_ECHO_REQUEST | ICMP_ECHO_REPLY);
+            let id = if echo {
+                u16::from_be_bytes([i[4], i[5]])
+            } else {
+                0
+            };
+            Ok(Flow {
+                key: key(id, id),
+                tcp_flags: 0,
+                translatable: false,
+            })
+        }
+        _ => Ok(Flow {
+            key: key(0, 0),
             tcp_flags: 0,
-        }))
+            translatable: false,
+        }),
     }
 }
 
-/// Rewrites the packet `ip` to leave with (src, dst, sport, dport), its checksums updated by
-/// `deltas` (the IPv4 header's and the L4 checksum's).
+const PROTO_SCTP: u8 = 132;
+const ICMP_ECHO_REQUEST: u8 = 8;
+const ICMP_ECHO_REPLY: u8 = 0;
+
+/// Rewrites the packet `ip` (TCP or UDP) to leave with (src, dst, sport, dport), its
+/// checksums updated by `deltas` (the IPv4 header's and the L4 checksum's).
 fn rewrite(ip: &mut [u8], (src, dst, sport, dport): (u32, u32, u16, u16), d: session::Deltas) {
     let (h, l4) = ip.split_at_mut(MIN_HEADER_LEN);
     let mut v = Ipv4::new_unchecked(&mut *h);
@@ -172,90 +227,71 @@ fn rewrite(ip: &mut [u8], (src, dst, sport, dport): (u32, u32, u16, u16), d: ses
     }
 }
 
+/// What the node does with one packet.
+enum Act {
+    /// Goes on to `ip4-lookup`, rewritten for this direction of a translated session.
+    Pass(Option<(Dir, session::Session)>),
+    Drop(Error),
+}
+
+/// A frame's view of the node's tables.
+struct Frame<'a> {
+    services: &'a Services,
+    judge: Judge<'a>,
+    table: &'a session::Table,
+    now: u32,
+}
+
 impl Node for Ip4Session {
     fn process(&mut self, ctx: &mut Ctx<'_, Self>, bufs: &[u32], next: &mut [u16]) {
-        // Held by count: the node's own methods run with the frame's services.
+        // Held by count for the frame: the node's own state is borrowed mutably below.
         let services = std::sync::Arc::clone(self.services.load());
-        let services = &*services;
+        let policies = std::sync::Arc::clone(self.policies.load());
+        let vrfs = std::sync::Arc::clone(self.vrfs.load());
+        let adjs = std::sync::Arc::clone(self.adjacencies.load());
         let sessions = std::sync::Arc::clone(&self.sessions);
-        let table = &*sessions.table;
-        let now = sessions.now();
+        let f = Frame {
+            services: &services,
+            judge: Judge {
+                policies: &policies,
+                vrfs: &vrfs,
+                adjs: &adjs,
+            },
+            table: &sessions.table,
+            now: sessions.now(),
+        };
         for (&b, n) in bufs.iter().zip(next.iter_mut()) {
             *n = Next::Lookup.into();
             let (m, ip) = ctx.pool.meta_data_mut(b);
             m.flags |= SESSION_DONE;
             let (vrf, rx) = (m.vrf, m.rx_if);
             let traced = m.flags & graph::BUFFER_TRACED != 0;
-            let flow = match flow_of(vrf, ip) {
-                Ok(Some(f)) => f,
-                Ok(None) => continue,
-                Err(e) => {
-                    // Only a packet to a service is lost for it.
-                    if to_service(services, vrf, ip) {
-                        ctx.count_error(e);
-                        *n = Next::Drop.into();
-                    }
-                    continue;
-                }
+            let act = match flow_of(vrf, ip) {
+                Ok(flow) => self.act(ctx, &f, &flow, rx),
+                // Only a packet to a service is lost for it.
+                Err(e) if to_service(&services, vrf, ip) => Act::Drop(e),
+                Err(_) => Act::Pass(None),
             };
-            let hit = match table.lookup(&flow.key) {
-                Lookup::Live(hit) => Some(hit),
-                // A session of a removed backend: ours is freed at once and the packet starts
-                // afresh (the TCP connection's new backend resets it); another worker's is
-                // dropped until that worker frees it.
-                Lookup::Killed(hit) => {
-                    ctx.count_error(Error::Killed);
-                    if !self
-                        .owner
-                        .as_mut()
-                        .is_some_and(|(o, _)| o.remove(hit.handle))
-                    {
-                        *n = Next::Drop.into();
-                        continue;
-                    }
-                    None
+            match act {
+                Act::Drop(e) => {
+                    ctx.count_error(e);
+                    *n = Next::Drop.into();
                 }
-                Lookup::Miss => None,
-            };
-            let (dir, out, deltas) = match hit {
-                Some(hit) => {
-                    table.observe(hit.handle, hit.dir, flow.tcp_flags, now);
-                    let s = &hit.session;
-                    (hit.dir, s.rewrite(hit.dir), s.deltas(hit.dir))
+                Act::Pass(Some((dir, s))) => {
+                    let out = s.rewrite(dir);
+                    rewrite(ctx.pool.data_mut(b), out, s.deltas(dir));
+                    if traced {
+                        let d = if dir == Dir::Forward { 1 } else { 2 };
+                        trace(ctx, b, d, out);
+                    }
                 }
-                None => match self.start(services, &flow, vrf, rx, now) {
-                    Ok(Some(s)) => {
-                        ctx.count_error(Error::Created);
-                        (
-                            Dir::Forward,
-                            s.rewrite(Dir::Forward),
-                            s.deltas(Dir::Forward),
-                        )
-                    }
-                    Ok(None) => {
-                        if traced {
-                            let k = &flow.key;
-                            trace(ctx, b, 0, (k.src, k.dst, k.sport, k.dport));
-                        }
-                        continue;
-                    }
-                    Err(e) => {
-                        ctx.count_error(e);
-                        *n = Next::Drop.into();
-                        continue;
-                    }
-                },
-            };
-            let ip = ctx.pool.data_mut(b);
-            rewrite(ip, out, deltas);
-            if traced {
-                let d = if dir == Dir::Forward { 1 } else { 2 };
-                trace(ctx, b, d, out);
+                Act::Pass(None) => {}
             }
         }
         if let Some((o, stats)) = self.owner.as_mut() {
             // Every id about once a second, however often frames come (at least a little
             // each frame; a worker that was idle catches up over its next frames).
+            let now = f.now;
             let elapsed = now.wrapping_sub(self.swept_at).min(1000);
             let budget = (u64::from(o.ids().len() as u32) * u64::from(elapsed) / 1000) as u32;
             let budget = budget.clamp(SWEEP_MIN, SWEEP_MAX);
@@ -276,45 +312,177 @@ impl Drop for Ip4Session {
 }
 
 impl Ip4Session {
-    /// A session for the first packet of `flow` (received on `rx`) if it is to a service:
-    /// its backend chosen, both keys in the table. `Ok(None)` when it is to no service.
-    fn start(
-        &mut self,
-        services: &Services,
-        flow: &Flow,
-        vrf: u32,
-        rx: u32,
-        now: u32,
-    ) -> Result<Option<session::Session>, Error> {
+    /// What to do with a packet of `flow` received on `rx`.
+    fn act(&mut self, ctx: &mut Ctx<'_, Self>, f: &Frame<'_>, flow: &Flow, rx: u32) -> Act {
+        let epoch = f.judge.policies.epoch;
+        let hit = match f.table.lookup(&flow.key) {
+            Lookup::Live(hit) => Some(hit),
+            // A session of a removed backend: ours is freed at once and the packet starts
+            // afresh (the TCP connection's new backend resets it); another worker's is
+            // dropped until that worker frees it.
+            Lookup::Killed(hit) => {
+                ctx.count_error(Error::Killed);
+                if !self
+                    .owner
+                    .as_mut()
+                    .is_some_and(|(o, _)| o.remove(hit.handle))
+                {
+                    return Act::Drop(Error::Killed);
+                }
+                None
+            }
+            Lookup::Miss => None,
+        };
+        if let Some(hit) = hit {
+            let s = hit.session;
+            f.table.observe(hit.handle, hit.dir, flow.tcp_flags, f.now);
+            let verdict = match s.verdict(epoch) {
+                Some(v) => v,
+                // Made under older policies: judged again, as the flow's client sent it.
+                None => {
+                    let (src, dst, sport, dport) = s.rewrite(Dir::Forward);
+                    let judged = Judged {
+                        rx: s.owner_if,
+                        vrf: u32::from(s.key.vrf),
+                        proto: s.key.proto,
+                        src,
+                        dst,
+                        sport,
+                        dport,
+                    };
+                    let v = f.judge.verdict(&judged);
+                    let verdict = v.map_or(session::Verdict::Allow, |(v, _)| v);
+                    f.table.set_verdict(hit.handle, epoch, verdict);
+                    if let Some((_, Some(by))) = v {
+                        self.report(ctx, &judged, by, true);
+                        return Act::Drop(Error::DeniedLater);
+                    }
+                    verdict
+                }
+            };
+            if verdict == session::Verdict::Deny {
+                return Act::Drop(Error::DeniedSession);
+            }
+            let translated = s.service != session::NONE;
+            return Act::Pass(translated.then_some((hit.dir, s)));
+        }
+        self.start(ctx, f, flow, rx)
+    }
+
+    /// The first packet of a flow (or one of no session): its service's backend if it is to
+    /// one, its verdict if a policy concerns it, and a session if either does.
+    fn start(&mut self, ctx: &mut Ctx<'_, Self>, f: &Frame<'_>, flow: &Flow, rx: u32) -> Act {
         let k = &flow.key;
-        let vip = VipKey {
+        let vrf = u32::from(k.vrf);
+        let svc = flow
+            .translatable
+            .then(|| {
+                f.services.vips.get(&VipKey {
+                    vrf,
+                    proto: k.proto,
+                    vip: k.dst,
+                    port: k.dport,
+                })
+            })
+            .flatten();
+        let backend = match svc {
+            Some(svc) => match svc.pick(k.hash_with(self.seed, Fields::ALL)) {
+                Some(b) => Some((svc.id, *b)),
+                None => return Act::Drop(Error::NoBackend),
+            },
+            None => None,
+        };
+        let (dst, dport) = backend.map_or((k.dst, k.dport), |(_, b)| (b.addr, b.port));
+        let judged = Judged {
+            rx,
             vrf,
             proto: k.proto,
-            vip: k.dst,
-            port: k.dport,
+            src: k.src,
+            dst,
+            sport: k.sport,
+            dport,
         };
-        let Some(svc) = services.vips.get(&vip) else {
-            return Ok(None);
+        let verdict = f.judge.verdict(&judged);
+        if backend.is_none() && verdict.is_none() {
+            return Act::Pass(None);
+        }
+        let allowed = verdict.is_none_or(|(v, _)| v == session::Verdict::Allow);
+        if let Some((_, Some(by))) = verdict {
+            self.report(ctx, &judged, by, false);
+        }
+        // A TCP segment of no session that is not a connection's first starts none unless a
+        // service needs one (an older connection must not become its reply's session).
+        let syn = flow.tcp_flags & (session::tcp_flags::SYN | session::tcp_flags::ACK)
+            == session::tcp_flags::SYN;
+        if backend.is_none() && k.proto == session::PROTO_TCP && !syn {
+            return if allowed {
+                Act::Pass(None)
+            } else {
+                Act::Drop(Error::Denied)
+            };
+        }
+        let Some((owner, _)) = self.owner.as_mut() else {
+            return Act::Drop(Error::NoOwner);
         };
-        let be = svc
-            .pick(k.hash_with(self.seed, Fields::ALL))
-            .ok_or(Error::NoBackend)?;
-        let (owner, _) = self.owner.as_mut().ok_or(Error::NoOwner)?;
+        let v = if allowed {
+            session::Verdict::Allow
+        } else {
+            session::Verdict::Deny
+        };
         let new = NewSession {
             xlate: Translation {
-                dst: be.addr,
-                dport: be.port,
+                dst,
+                dport,
                 ..Translation::identity(k)
             },
-            service: svc.id,
-            backend: be.id,
+            service: backend.map_or(session::NONE, |(id, _)| id),
+            backend: backend.map_or(session::NONE, |(_, b)| b.id),
             owner_if: rx,
+            verdict: Some((f.judge.policies.epoch, v)),
             ..NewSession::plain(*k)
         };
-        let h = owner.create(&new, now).map_err(|_| Error::Full)?;
-        let table = &self.sessions.table;
-        table.observe(h, Dir::Forward, flow.tcp_flags, now);
-        Ok(table.session(h))
+        let created = owner.create(&new, f.now);
+        if !allowed {
+            return Act::Drop(Error::Denied);
+        }
+        let Ok(h) = created else {
+            // Without a session a service flow cannot be translated back; a flow policy
+            // allows passes on its judgement alone.
+            return if backend.is_some() {
+                Act::Drop(Error::Full)
+            } else {
+                Act::Pass(None)
+            };
+        };
+        f.table.observe(h, Dir::Forward, flow.tcp_flags, f.now);
+        if backend.is_none() {
+            return Act::Pass(None);
+        }
+        ctx.count_error(Error::Created);
+        Act::Pass(f.table.session(h).map(|s| (Dir::Forward, s)))
+    }
+
+    /// Tells the control thread of a denied flow (it logs it, rate-limited).
+    fn report(
+        &self,
+        ctx: &mut Ctx<'_, Self>,
+        j: &Judged,
+        (ifindex, ingress): (u32, bool),
+        established: bool,
+    ) {
+        let d = Denied {
+            ifindex,
+            ingress,
+            proto: j.proto,
+            src: j.src,
+            dst: j.dst,
+            sport: j.sport,
+            dport: j.dport,
+            established,
+        };
+        if !self.denied.report(d) {
+            ctx.count_error(Error::DenyLog);
+        }
     }
 }
 

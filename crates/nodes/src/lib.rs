@@ -36,6 +36,7 @@ pub mod ip4_lookup;
 pub mod ip4_reassembly;
 pub mod ip4_rewrite;
 pub mod ip4_session;
+pub mod policies;
 pub mod services;
 pub mod sources;
 pub mod udp4_local;
@@ -63,6 +64,7 @@ pub use ip4_lookup::Ip4Lookup;
 pub use ip4_reassembly::Ip4Reassembly;
 pub use ip4_rewrite::Ip4Rewrite;
 pub use ip4_session::Ip4Session;
+pub use policies::{Denied, DenySink, Policies};
 pub use services::{Services, Sessions};
 pub use sources::AllowedSources;
 pub use udp4_local::Udp4Local;
@@ -348,6 +350,10 @@ pub struct Shared {
     pub services: Arc<ArcSwap<Services>>,
     /// The session table and its owners.
     pub sessions: Arc<Sessions>,
+    /// Every interface's network policies.
+    pub policies: Arc<ArcSwap<Policies>>,
+    /// Where denied flows are reported.
+    pub denied: DenySink,
 }
 
 /// A node's own handle on [`Shared`]: each table as last taken, replaced only when the
@@ -393,6 +399,8 @@ impl Shared {
             vxlan: Arc::default(),
             services: Arc::default(),
             sessions: Arc::new(sessions),
+            policies: Arc::default(),
+            denied: DenySink::default(),
         }
     }
 

@@ -10,58 +10,11 @@ mod pod_common;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{Child, ChildStdin};
 
 use daemon_common::Daemon;
 use kernel_common::Lab;
-use pod_common::{CONFIG, skip, tap_pod};
-
-/// A TCP server on 8080 (it sends its name, then echoes) and a UDP one (it answers its name),
-/// in pod `ns`: killed when dropped.
-struct Server(Child);
-
-impl Server {
-    fn start(lab: &Lab, ns: &str, name: &str) -> Server {
-        let code = format!(
-            "import socket,threading\nname={name:?}\n\
-             def serve(c):\n  c.sendall((name+'\\n').encode())\n  try:\n    while True:\n      \
-             d=c.recv(100)\n      if not d: break\n      c.sendall(d)\n  except Exception: pass\n  \
-             c.close()\n\
-             def udp():\n  u=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n  \
-             u.bind(('0.0.0.0',8080))\n  while True:\n    d,a=u.recvfrom(100)\n    \
-             u.sendto(name.encode(),a)\n\
-             s=socket.socket()\ns.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\n\
-             s.bind(('0.0.0.0',8080))\ns.listen(128)\n\
-             threading.Thread(target=udp,daemon=True).start()\nprint('ready',flush=True)\n\
-             while True:\n  c,_=s.accept()\n  threading.Thread(target=serve,args=(c,),daemon=True).start()\n"
-        );
-        let mut c = py(lab, ns, &code);
-        assert_eq!(line(c.stdout.as_mut().unwrap()), "ready");
-        Server(c)
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn py(lab: &Lab, ns: &str, code: &str) -> Child {
-    Command::new("ip")
-        .args(["netns", "exec", &lab.ns(ns), "python3", "-c", code])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap()
-}
-
-fn line(out: &mut ChildStdout) -> String {
-    let mut l = String::new();
-    BufReader::new(out).read_line(&mut l).unwrap();
-    l.trim().to_string()
-}
+use pod_common::{CONFIG, Server, python as py, skip, tap_pod, wait_line};
 
 /// `n` TCP connections from pod `ns` to `vip:80`, each reading the server's name: how many
 /// each name answered.
@@ -73,7 +26,7 @@ fn connections(lab: &Lab, ns: &str, vip: &str, n: u32) -> BTreeMap<String, u32> 
          print(' '.join('%s=%d'%kv for kv in sorted(n.items())),flush=True)\n"
     );
     let mut c = py(lab, ns, &code);
-    let l = line(c.stdout.as_mut().unwrap());
+    let l = wait_line(&mut c);
     let _ = c.wait();
     counts(&l)
 }
@@ -127,7 +80,7 @@ impl Held {
              print(' '.join(r),flush=True)\n"
         );
         let mut child = py(lab, ns, &code);
-        let names = line(child.stdout.as_mut().unwrap())
+        let names = wait_line(&mut child)
             .split_whitespace()
             .map(str::to_string)
             .collect();
@@ -138,7 +91,7 @@ impl Held {
     /// Whether each connection still echoes (`ok`), or how it failed.
     fn check(mut self) -> Vec<String> {
         self.stdin.write_all(b"go\n").unwrap();
-        let r = line(self.child.stdout.as_mut().unwrap());
+        let r = wait_line(&mut self.child);
         let _ = self.child.wait();
         r.split_whitespace().map(str::to_string).collect()
     }
@@ -181,7 +134,7 @@ fn a_cluster_ip_spreads_flows_and_forgets_a_removed_backend() {
     }
     let _servers: Vec<Server> = ["b1", "b2", "b3", "rb"]
         .iter()
-        .map(|p| Server::start(&lab, p, p))
+        .map(|p| Server::start(&lab, p, p, &[8080], &[8080]))
         .collect();
     let all = "backend 10.1.0.11:8080,10.1.0.12:8080,10.1.0.13:8080";
     d.ok(&format!("{WEB} {all}"));
@@ -263,7 +216,7 @@ fn a_cluster_ip_spreads_flows_and_forgets_a_removed_backend() {
     let code = "import socket\ntry:\n  socket.create_connection(('10.96.0.10',80),timeout=1)\n  \
                 print('connected')\nexcept Exception as e: print(type(e).__name__)\n";
     let mut c = py(&lab, "c1", code);
-    assert_ne!(line(c.stdout.as_mut().unwrap()), "connected");
+    assert_ne!(wait_line(&mut c), "connected");
     let _ = c.wait();
     let (ok, _, err) = d.ctl("service del web");
     assert!(!ok && err.contains("no service named"), "{err}");
@@ -297,7 +250,7 @@ fn a_syn_flood_evicts_no_established_flow() {
             ],
         );
     }
-    let _server = Server::start(&lab, "b1", "b1");
+    let _server = Server::start(&lab, "b1", "b1", &[8080], &[8080]);
     d.ok(&format!("{WEB} backend 10.1.0.11:8080"));
     let (held, names) = Held::open(&lab, "c1", "10.96.0.10", 5);
     assert_eq!(names.len(), 5);
@@ -335,7 +288,7 @@ fn a_syn_flood_evicts_no_established_flow() {
         "{}",
         d.ok("show errors")
     );
-    let sent: u64 = line(flooder.stdout.as_mut().unwrap()).parse().unwrap();
+    let sent: u64 = wait_line(&mut flooder).parse().unwrap();
     let _ = flooder.wait();
     assert!(sent > 5000, "the flood sent {sent} SYNs");
     assert_eq!(

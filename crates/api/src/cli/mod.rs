@@ -9,6 +9,7 @@
 //! configuration is the request's ([`Request::is_change`]): the daemon logs changes from
 //! every client, and the CNI plugin sends requests without this language.
 
+mod policy;
 mod reply;
 mod verbs;
 
@@ -240,6 +241,36 @@ pub const COMMANDS: &[Command] = &[
         usage: "show session [network NET] [service NAME] [client A.B.C.D] [limit N]",
         help: "the session table's use and counters, and its sessions (at most 1000 unless `limit`): client, destination, backend, state, idle time",
         parse: Some(verbs::show_session),
+    },
+    Command {
+        path: "policy add",
+        usage: "policy add NAME [on IF[,IF]...] [isolate ingress|egress]... [ingress|egress [from|to PEER[,PEER]...] [port PORT[,PORT]...]]...",
+        help: "a network policy (Kubernetes' semantics) on interfaces IF: each `ingress`/`egress` starts an allow rule; PEER is A.B.C.D/L[!EXCEPT/L]... or set:NAME, PORT is tcp|udp|sctp[/P[-Q]] or icmp; a name in use is replaced and established flows are judged again",
+        parse: Some(policy::policy_add),
+    },
+    Command {
+        path: "policy del|delete",
+        usage: "policy del NAME",
+        help: "delete a network policy (its interfaces' flows are judged again)",
+        parse: Some(policy::policy_del),
+    },
+    Command {
+        path: "address-set add",
+        usage: "address-set add NAME none | A.B.C.D/L[,A.B.C.D/L]...",
+        help: "a named address set for policies' peers (`set:NAME`); a name in use is replaced",
+        parse: Some(policy::set_add),
+    },
+    Command {
+        path: "address-set del|delete",
+        usage: "address-set del NAME",
+        help: "delete an address set (rules naming it then match nothing)",
+        parse: Some(policy::set_del),
+    },
+    Command {
+        path: "show policy|policies",
+        usage: "show policy",
+        help: "policies, address sets, and each interface's rules with the new flows each allowed and the flows denied",
+        parse: Some(|_| Ok(Request::ShowPolicy)),
     },
     Command {
         path: "show vxlan tunnel|tunnels",

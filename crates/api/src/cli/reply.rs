@@ -2,8 +2,8 @@
 //! verb: several verbs share one, and a reply reads the same whichever asked for it).
 
 use crate::{
-    CopyEngineInfo, InterfaceInfo, NetworkInfo, Reply, ServiceInfo, SessionInfo, SessionTotals,
-    TunnelInfo, WorkerRuntime,
+    CopyEngineInfo, InterfaceInfo, NetworkInfo, PolicyReport, Reply, ServiceInfo, SessionInfo,
+    SessionTotals, TunnelInfo, WorkerRuntime,
 };
 
 /// Formats a reply as the text `veclane ctl` prints.
@@ -75,6 +75,7 @@ pub fn format(reply: &Reply) -> String {
         Reply::Tunnels { tunnels } => tunnel_lines(&mut s, tunnels),
         Reply::Services { services } => service_lines(&mut s, services),
         Reply::Sessions { sessions, totals } => session_lines(&mut s, sessions, totals),
+        Reply::Policies { report } => policy_lines(&mut s, report),
         Reply::Neighbors { neighbors } => {
             s.push_str(&format!(
                 "{:<16} {:<18} {:<8} {}\n",
@@ -363,5 +364,44 @@ fn session_lines(s: &mut String, sessions: &[SessionInfo], t: &SessionTotals) {
             "{place} {} {} -> {}{to}{svc} {} idle {} ms\n",
             x.protocol, x.client, x.destination, x.state, x.idle_ms
         ));
+    }
+}
+
+fn policy_lines(s: &mut String, r: &PolicyReport) {
+    for p in &r.policies {
+        let dirs: Vec<&str> = [("ingress", &p.policy.ingress), ("egress", &p.policy.egress)]
+            .iter()
+            .filter(|(_, r)| r.is_some())
+            .map(|(d, _)| *d)
+            .collect();
+        s.push_str(&format!(
+            "policy {}: {} on {}\n",
+            p.policy.name,
+            dirs.join(" and "),
+            if p.interfaces.is_empty() {
+                "no interface".to_string()
+            } else {
+                p.interfaces.join(", ")
+            }
+        ));
+    }
+    for a in &r.sets {
+        s.push_str(&format!("address-set {}: {} members\n", a.name, a.members));
+    }
+    for i in &r.interfaces {
+        let iso = |b: bool| if b { "isolated" } else { "open" };
+        s.push_str(&format!(
+            "{}: ingress {}, egress {} ({})\n",
+            i.interface,
+            iso(i.ingress_isolated),
+            iso(i.egress_isolated),
+            i.policies.join(", ")
+        ));
+        for (name, hits) in &i.counters {
+            s.push_str(&format!("    {hits:>12}  {name}\n"));
+        }
+        for w in &i.warnings {
+            s.push_str(&format!("    warning: {w}\n"));
+        }
     }
 }

@@ -298,3 +298,55 @@ fn uplink_interfaces() {
         assert!(e.message.contains(want), "{line}: {}", e.message);
     }
 }
+
+#[test]
+fn policies_and_address_sets() {
+    let Request::PolicyAdd { policy, interfaces } = p(
+        "policy add default/db on tap1,tap2 isolate egress ingress from set:web,10.0.0.0/8!10.9.0.0/16 \
+         port tcp/5432,tcp/8000-8100,icmp ingress",
+    )
+    .unwrap() else {
+        panic!()
+    };
+    assert_eq!(interfaces, ["tap1", "tap2"]);
+    assert_eq!(policy.egress, Some(vec![]), "isolated, nothing allowed");
+    let ingress = policy.ingress.unwrap();
+    assert_eq!(ingress.len(), 2);
+    assert_eq!(
+        ingress[1],
+        ::policy::Rule::default(),
+        "a bare rule allows all"
+    );
+    let json = serde_json::to_string(&ingress[0]).unwrap();
+    for want in [
+        r#"{"set":"web"}"#,
+        r#""except":["10.9.0.0/16"]"#,
+        r#"{"protocol":"tcp","port":{"first":8000,"last":8100}}"#,
+        r#"{"protocol":"icmp"}"#,
+    ] {
+        assert!(json.contains(want), "{want} in {json}");
+    }
+    for (line, want) in [
+        ("policy add x from 10.0.0.0/8", "before `ingress`"),
+        ("policy add x ingress port tcp/http", "no port"),
+        ("policy add x ingress port gre", "protocol \"gre\""),
+        (
+            "policy add x isolate sideways",
+            "expected ingress or egress",
+        ),
+        ("address-set add web", "missing members"),
+    ] {
+        let e = p(line).unwrap_err();
+        assert!(e.message.contains(want), "{line}: {}", e.message);
+    }
+    let Request::AddressSetAdd(s) =
+        p("address-set add web 10.1.0.5/32,10.1.0.6/32 10.2.0.0/24").unwrap()
+    else {
+        panic!()
+    };
+    assert_eq!(s.members.len(), 3);
+    let Request::AddressSetAdd(s) = p("address-set add web none").unwrap() else {
+        panic!()
+    };
+    assert!(s.members.is_empty());
+}

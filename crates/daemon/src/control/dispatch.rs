@@ -141,6 +141,25 @@ impl Control {
                 let (sessions, totals) = self.session_infos(&filter)?;
                 Reply::Sessions { sessions, totals }
             }
+            Request::PolicyAdd { policy, interfaces } => {
+                self.policy_add(policy, interfaces)?;
+                Reply::Ok
+            }
+            Request::PolicyDel { name } => {
+                self.policy_del(&name)?;
+                Reply::Ok
+            }
+            Request::AddressSetAdd(spec) => {
+                self.set_add(spec)?;
+                Reply::Ok
+            }
+            Request::AddressSetDel { name } => {
+                self.set_del(&name)?;
+                Reply::Ok
+            }
+            Request::ShowPolicy => Reply::Policies {
+                report: self.policy_report(),
+            },
             Request::SetAllowedSources { interface, sources } => {
                 let i = self.iface_index(&interface)?;
                 self.set_allowed_sources(i, sources.as_deref())?;

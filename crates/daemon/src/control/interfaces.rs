@@ -387,6 +387,8 @@ impl Control {
         self.shared
             .interfaces
             .store(Arc::new(self.ifconfigs.clone()));
+        // An interface a policy names may have come or gone.
+        self.publish_policies();
     }
 
     /// The worker that polls rx queue `q` of interface `i`.

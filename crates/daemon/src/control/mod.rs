@@ -12,6 +12,7 @@ mod dispatch;
 mod interfaces;
 mod memif;
 mod networks;
+mod policies;
 pub mod reload;
 mod repeats;
 mod services;
@@ -124,6 +125,10 @@ pub struct Control {
     /// Log lines that may repeat, held back.
     repeats: repeats::Repeats,
     services: services::Registry,
+    policies: policies::Registry,
+    /// Flows the workers denied, to be logged.
+    denied: Receiver<nodes::Denied>,
+    deny_log: policies::DenyLog,
 }
 
 impl std::fmt::Debug for Control {
@@ -141,6 +146,7 @@ impl Control {
     /// Starts workers, creates the configured interfaces, addresses, routes and neighbours.
     pub fn new(cfg: &Config, runtime_dir: PathBuf) -> Result<Control, ControlError> {
         let (learned_tx, learned_rx) = mpsc::sync_channel(1024);
+        let (denied_tx, denied_rx) = mpsc::sync_channel(1024);
         let learn_wake = Arc::new(
             rustix::event::eventfd(
                 0,
@@ -158,6 +164,10 @@ impl Control {
             rib.adjacencies(),
         )
         .with_sessions(sessions);
+        let shared = Shared {
+            denied: nodes::DenySink::new(denied_tx),
+            ..shared
+        };
         let mut c = Control {
             runtime_dir,
             mode: cfg.daemon.mode,
@@ -178,6 +188,9 @@ impl Control {
             copy: copy::Copy::new(&cfg.daemon),
             repeats: repeats::Repeats::default(),
             services: services::Registry::default(),
+            policies: policies::Registry::default(),
+            denied: denied_rx,
+            deny_log: policies::DenyLog::default(),
         };
         let wake = learn_wake.clone();
         let sink = nodes::LearnSink::new(
@@ -278,6 +291,7 @@ impl Control {
                 Err(_) => break,
             }
         }
+        self.log_denied();
         self.after_rib_change();
         self.maybe_quiesce();
     }

@@ -142,8 +142,9 @@ impl Control {
             .collect()
     }
 
-    /// Publishes every service to the workers.
-    fn publish_services(&self) {
+    /// Publishes every service to the workers, and which VRFs keep sessions (those with a
+    /// service or an interface with policies).
+    pub(super) fn publish_services(&self) {
         let mut v = Services::default();
         for e in self.services.by_name.values() {
             let Some(vrf) = self.rib.slot(e.table) else {
@@ -167,6 +168,12 @@ impl Control {
             };
             v.vips.insert(k, Arc::new(Service::new(e.id, backends)));
             v.addrs.insert((vrf, vip));
+            if v.stateful.len() <= vrf as usize {
+                v.stateful.resize(vrf as usize + 1, false);
+            }
+            v.stateful[vrf as usize] = true;
+        }
+        for vrf in self.policy_vrfs() {
             if v.stateful.len() <= vrf as usize {
                 v.stateful.resize(vrf as usize + 1, false);
             }

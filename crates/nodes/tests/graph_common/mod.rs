@@ -44,6 +44,7 @@ pub struct Setup {
     /// The services, and the session table.
     pub services: Arc<ArcSwap<nodes::Services>>,
     pub sessions: Arc<nodes::Sessions>,
+    pub policies: Arc<ArcSwap<nodes::Policies>>,
 }
 
 impl Setup {
@@ -135,6 +136,7 @@ pub fn setup() -> Setup {
         ifs,
         services: shared.services.clone(),
         sessions: shared.sessions.clone(),
+        policies: shared.policies.clone(),
     }
 }
 

@@ -95,15 +95,17 @@ pub fn tap_pod(d: &Daemon, lab: &Lab, pod: &str, network: &str, addr: &str) -> S
     name
 }
 
-/// A Python one-liner in namespace `ns`, its stdout.
+/// A Python program in namespace `ns`, its stdin and stdout piped.
 pub fn python(lab: &Lab, ns: &str, code: &str) -> std::process::Child {
     Command::new("ip")
         .args(["netns", "exec", &lab.ns(ns), "python3", "-c", code])
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
         .unwrap()
 }
 
+/// One line of `c`'s output (a reader per call: for programs that print a line at a time).
 pub fn wait_line(c: &mut std::process::Child) -> String {
     let mut line = String::new();
     std::io::BufRead::read_line(
@@ -112,4 +114,38 @@ pub fn wait_line(c: &mut std::process::Child) -> String {
     )
     .unwrap();
     line.trim().to_string()
+}
+
+/// TCP servers on `tcp` ports (each sends its name and a newline, then echoes) and UDP ones
+/// on `udp` ports (each answers its name), in pod `ns`: killed when dropped.
+pub struct Server(std::process::Child);
+
+impl Server {
+    pub fn start(lab: &Lab, ns: &str, name: &str, tcp: &[u16], udp: &[u16]) -> Server {
+        let code = format!(
+            "import socket,threading\nname={name:?}\n\
+             def serve(c):\n  c.sendall((name+'\\n').encode())\n  try:\n    while True:\n      \
+             d=c.recv(100)\n      if not d: break\n      c.sendall(d)\n  except Exception: pass\n  \
+             c.close()\n\
+             def tcp(p):\n  s=socket.socket()\n  s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\n  \
+             s.bind(('0.0.0.0',p))\n  s.listen(128)\n  while True:\n    c,_=s.accept()\n    \
+             threading.Thread(target=serve,args=(c,),daemon=True).start()\n\
+             def udp(p):\n  u=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n  \
+             u.bind(('0.0.0.0',p))\n  while True:\n    d,a=u.recvfrom(100)\n    \
+             u.sendto(name.encode(),a)\n\
+             for p in {tcp:?}: threading.Thread(target=tcp,args=(p,),daemon=True).start()\n\
+             for p in {udp:?}: threading.Thread(target=udp,args=(p,),daemon=True).start()\n\
+             import time\ntime.sleep(0.2)\nprint('ready',flush=True)\nthreading.Event().wait()\n"
+        );
+        let mut c = python(lab, ns, &code);
+        assert_eq!(wait_line(&mut c), "ready");
+        Server(c)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
