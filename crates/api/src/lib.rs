@@ -18,8 +18,9 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub use config::{
-    AfPacketSpec, AfXdpSpec, BackendSpec, BackendState, Config, MemifMode, MemifSpec, NeighborSpec,
-    NetworkSpec, Protocol, RouteSpec, ServiceSpec, TapSpec, XdpMode,
+    AddressSetSpec, AfPacketSpec, AfXdpSpec, BackendSpec, BackendState, Config, MemifMode,
+    MemifSpec, NeighborSpec, NetworkSpec, PolicySpec, Protocol, RouteSpec, ServiceSpec, TapSpec,
+    XdpMode,
 };
 pub use sessions::{
     AddressSetInfo, InterfacePolicy, PolicyInfo, PolicyReport, ServiceInfo, SessionFilter,
@@ -179,16 +180,12 @@ pub enum Request {
     /// Adds a network policy, or replaces the one of its name, applied to the interfaces
     /// named (an interface named before it exists gets it when it is created). Established
     /// flows are judged again by the new rules.
-    PolicyAdd {
-        policy: policy::Policy,
-        #[serde(default)]
-        interfaces: Vec<String>,
-    },
+    PolicyAdd(PolicySpec),
     PolicyDel {
         name: String,
     },
     /// Adds a named address set (policies' peers), or replaces the one of its name.
-    AddressSetAdd(policy::SetSpec),
+    AddressSetAdd(AddressSetSpec),
     AddressSetDel {
         name: String,
     },

@@ -76,11 +76,7 @@ pub struct PolicyReport {
     pub interfaces: Vec<InterfacePolicy>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PolicyInfo {
-    pub policy: policy::Policy,
-    pub interfaces: Vec<String>,
-}
+pub type PolicyInfo = crate::config::PolicySpec;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AddressSetInfo {

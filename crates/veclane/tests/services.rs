@@ -312,3 +312,54 @@ fn a_syn_flood_evicts_no_established_flow() {
         "the daemon grew by {grown} kB during the flood"
     );
 }
+
+/// Services, address sets and policies in the configuration file: applied at start, and on
+/// SIGHUP the ones gone are deleted and the new or changed ones (re)set, live.
+#[test]
+fn services_and_policies_come_from_the_file_and_reload_live() {
+    let file = |backends: &str, with_policy: bool| {
+        let mut s = format!(
+            "{CONFIG}[[service]]\nname = \"web\"\nnetwork = \"blue\"\nvip = \"10.96.0.10\"\n\
+             port = 80\nprotocol = \"tcp\"\nbackends = [{backends}]\n\n\
+             [[address-set]]\nname = \"frontend\"\nmembers = [\"10.1.0.5/32\"]\n\n"
+        );
+        if with_policy {
+            s.push_str(
+                "[[policy]]\nname = \"default/db\"\ninterfaces = [\"tap9\"]\n\
+                 [[policy.ingress]]\npeers = [{ set = \"frontend\" }]\n\
+                 ports = [{ protocol = \"tcp\", port = { first = 5432, last = 5432 } }]\n",
+            );
+        }
+        s
+    };
+    let first = file("{ addr = \"10.1.0.11\", port = 8080 }", true);
+    let d = Daemon::start(&first);
+    let show = d.ok("show service");
+    assert!(show.contains("backends 10.1.0.11:8080\n"), "{show}");
+    let show = d.ok("show policy");
+    assert!(
+        show.contains("policy default/db: ingress on tap9"),
+        "{show}"
+    );
+    assert!(show.contains("address-set frontend: 1 members"), "{show}");
+    // A second backend, terminating; the policy gone.
+    let second = file(
+        "{ addr = \"10.1.0.11\", port = 8080 }, { addr = \"10.1.0.12\", port = 8080, state = \"terminating\" }",
+        false,
+    );
+    std::fs::write(d.path("veclane.toml"), &second).unwrap();
+    std::process::Command::new("kill")
+        .args(["-HUP", &d.pid().to_string()])
+        .status()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !d.ok("show service").contains("10.1.0.12:8080=terminating") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{}",
+            d.ok("show service")
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(!d.ok("show policy").contains("default/db"));
+}

@@ -7,25 +7,25 @@
 //! (`10.0.0.0/8!10.1.0.0/16`), or `set:NAME`; a port is `tcp`, `tcp/80`, `tcp/8000-8100`,
 //! `udp/53`, `sctp/...` or `icmp`.
 
-use policy::{Peer, Policy, PortMatch, PortRange, Prefix, Protocol, Rule, SetSpec};
+use policy::{Peer, PortMatch, PortRange, Prefix, Protocol, Rule, SetSpec};
 
 use super::{CliError, Words};
-use crate::Request;
+use crate::{PolicySpec, Request};
 
 /// `policy add ...` (see the module's doc).
 pub(super) fn policy_add(w: &mut Words<'_>) -> Result<Request, CliError> {
-    let mut policy = Policy {
+    let mut policy = PolicySpec {
         name: w.next("policy name")?.to_string(),
+        interfaces: Vec::new(),
         ingress: None,
         egress: None,
     };
-    let mut interfaces = Vec::new();
     // The direction of the rule being read, if any.
     let mut current: Option<bool> = None;
     while let Some(x) = w.peek() {
         w.i += 1;
         match x {
-            "on" => interfaces.extend(
+            "on" => policy.interfaces.extend(
                 w.next("interface names")?
                     .split(',')
                     .filter(|s| !s.is_empty())
@@ -73,7 +73,7 @@ pub(super) fn policy_add(w: &mut Words<'_>) -> Result<Request, CliError> {
             x => return Err(w.err(format!("unknown argument {x:?}"))),
         }
     }
-    Ok(Request::PolicyAdd { policy, interfaces })
+    Ok(Request::PolicyAdd(policy))
 }
 
 fn prefix(s: &str) -> Result<Prefix, String> {

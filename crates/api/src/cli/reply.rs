@@ -369,14 +369,14 @@ fn session_lines(s: &mut String, sessions: &[SessionInfo], t: &SessionTotals) {
 
 fn policy_lines(s: &mut String, r: &PolicyReport) {
     for p in &r.policies {
-        let dirs: Vec<&str> = [("ingress", &p.policy.ingress), ("egress", &p.policy.egress)]
+        let dirs: Vec<&str> = [("ingress", &p.ingress), ("egress", &p.egress)]
             .iter()
             .filter(|(_, r)| r.is_some())
             .map(|(d, _)| *d)
             .collect();
         s.push_str(&format!(
             "policy {}: {} on {}\n",
-            p.policy.name,
+            p.name,
             dirs.join(" and "),
             if p.interfaces.is_empty() {
                 "no interface".to_string()

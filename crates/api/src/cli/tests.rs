@@ -301,14 +301,14 @@ fn uplink_interfaces() {
 
 #[test]
 fn policies_and_address_sets() {
-    let Request::PolicyAdd { policy, interfaces } = p(
+    let Request::PolicyAdd(policy) = p(
         "policy add default/db on tap1,tap2 isolate egress ingress from set:web,10.0.0.0/8!10.9.0.0/16 \
          port tcp/5432,tcp/8000-8100,icmp ingress",
     )
     .unwrap() else {
         panic!()
     };
-    assert_eq!(interfaces, ["tap1", "tap2"]);
+    assert_eq!(policy.interfaces, ["tap1", "tap2"]);
     assert_eq!(policy.egress, Some(vec![]), "isolated, nothing allowed");
     let ingress = policy.ingress.unwrap();
     assert_eq!(ingress.len(), 2);

@@ -17,6 +17,9 @@ pub(super) enum Item {
     AfXdp(usize),
     Route(usize),
     Neighbor(usize),
+    Service(usize),
+    AddressSet(usize),
+    Policy(usize),
 }
 
 /// Problems, each with the item it belongs to, in the order they are found.
@@ -33,7 +36,65 @@ impl Config {
         self.memif_problems(&names, &mut p);
         self.uplink_problems(&names, &mut p);
         self.reference_problems(&names, &mut p);
+        self.service_problems(&mut p);
         p
+    }
+
+    /// Services, address sets and policies: their own problems, names used twice, and a
+    /// service's network that the file does not have.
+    fn service_problems(&self, p: &mut Problems) {
+        fn named<T>(
+            p: &mut Problems,
+            what: &str,
+            items: &[T],
+            item: fn(usize) -> Item,
+            name: fn(&T) -> &str,
+            own: fn(&T) -> Vec<String>,
+        ) {
+            for (k, x) in items.iter().enumerate() {
+                let n = name(x);
+                for e in own(x) {
+                    p.push((item(k), format!("[[{what}]] {n}: {e}")));
+                }
+                if items[..k].iter().any(|o| name(o) == n) {
+                    p.push((item(k), format!("[[{what}]] {n}: the name is used twice")));
+                }
+            }
+        }
+        named(
+            p,
+            "service",
+            &self.service,
+            Item::Service,
+            |s| &s.name,
+            |s| s.problems(),
+        );
+        named(
+            p,
+            "address-set",
+            &self.address_set,
+            Item::AddressSet,
+            |s| &s.name,
+            |s| s.problems(),
+        );
+        named(
+            p,
+            "policy",
+            &self.policy,
+            Item::Policy,
+            |s| &s.name,
+            |s| s.problems(),
+        );
+        for (k, s) in self.service.iter().enumerate() {
+            if let Some(n) = &s.network
+                && !self.network.iter().any(|m| &m.name == n)
+            {
+                p.push((
+                    Item::Service(k),
+                    format!("[[service]] {}: no [[network]] named {n:?}", s.name),
+                ));
+            }
+        }
     }
 
     /// Cores this process may not run on, or listed twice; values out of range.

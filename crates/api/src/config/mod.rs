@@ -18,6 +18,7 @@ mod daemon;
 mod interface;
 mod network;
 mod parse;
+mod policy;
 mod service;
 mod uplink;
 
@@ -32,6 +33,7 @@ pub use interface::{
 };
 pub use network::{MAX_VNI, NeighborSpec, NetworkSpec, RouteSpec};
 pub use parse::{ConfigError, Problem};
+pub use policy::{AddressSetSpec, PolicySpec};
 pub use service::{BackendSpec, BackendState, MAX_BACKENDS, Protocol, ServiceSpec};
 pub use uplink::{AfPacketSpec, AfXdpSpec, XdpMode};
 // The tests name these through `super::*`, as they did when the sections' types lived here.
@@ -175,6 +177,12 @@ pub struct Config {
     pub route: Vec<RouteSpec>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub neighbor: Vec<NeighborSpec>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub service: Vec<ServiceSpec>,
+    #[serde(default, rename = "address-set", skip_serializing_if = "Vec::is_empty")]
+    pub address_set: Vec<AddressSetSpec>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub policy: Vec<PolicySpec>,
 }
 
 impl Config {

@@ -68,6 +68,9 @@ struct Spans {
     af_xdp: Vec<Range<usize>>,
     route: Vec<Range<usize>>,
     neighbor: Vec<Range<usize>>,
+    service: Vec<Range<usize>>,
+    address_set: Vec<Range<usize>>,
+    policy: Vec<Range<usize>>,
 }
 
 impl Spans {
@@ -80,6 +83,9 @@ impl Spans {
             Item::AfXdp(k) => self.af_xdp.get(k).cloned(),
             Item::Route(k) => self.route.get(k).cloned(),
             Item::Neighbor(k) => self.neighbor.get(k).cloned(),
+            Item::Service(k) => self.service.get(k).cloned(),
+            Item::AddressSet(k) => self.address_set.get(k).cloned(),
+            Item::Policy(k) => self.policy.get(k).cloned(),
         }
     }
 }
@@ -167,10 +173,31 @@ impl Config {
                     &mut spans.af_xdp,
                     &mut problems,
                 ),
+                "service" => section(
+                    value,
+                    "service",
+                    &mut cfg.service,
+                    &mut spans.service,
+                    &mut problems,
+                ),
+                "address-set" => section(
+                    value,
+                    "address-set",
+                    &mut cfg.address_set,
+                    &mut spans.address_set,
+                    &mut problems,
+                ),
+                "policy" => section(
+                    value,
+                    "policy",
+                    &mut cfg.policy,
+                    &mut spans.policy,
+                    &mut problems,
+                ),
                 other => problems.push((
                     Some(key.span()),
                     format!(
-                        "unknown section {other:?}: expected [daemon], [[network]], [[interface]], [[af-packet]], [[af-xdp]], [[route]] or [[neighbor]]"
+                        "unknown section {other:?}: expected [daemon], [[network]], [[interface]], [[af-packet]], [[af-xdp]], [[route]], [[neighbor]], [[service]], [[address-set]] or [[policy]]"
                     ),
                 )),
             }

@@ -352,3 +352,50 @@ fn the_kubernetes_example_configuration_parses() {
     assert_eq!(c.daemon.workers, [1]);
     assert_eq!(c.af_packet[0].name(), "uplink");
 }
+
+/// `[[service]]`, `[[address-set]]` and `[[policy]]`: a round trip, and their problems at
+/// their items (their own, a name used twice, a network the file lacks).
+#[test]
+fn services_sets_and_policies() {
+    let text = r#"
+[[network]]
+name = "blue"
+vni = 56
+ranges = ["10.1.0.0/16"]
+
+[[service]]
+name = "web"
+network = "blue"
+vip = "10.96.0.10"
+port = 80
+protocol = "tcp"
+backends = [{ addr = "10.1.0.11", port = 8080 }, { addr = "10.1.0.12", port = 8080, state = "not-ready" }]
+
+[[address-set]]
+name = "frontend"
+members = ["10.1.0.5/32"]
+
+[[policy]]
+name = "default/db"
+interfaces = ["tap1"]
+egress = []
+[[policy.ingress]]
+peers = [{ set = "frontend" }, { cidr = { prefix = "10.0.0.0/8", except = ["10.9.0.0/16"] } }]
+ports = [{ protocol = "tcp", port = { first = 5432, last = 5432 } }]
+"#;
+    let c = Config::parse(text, "t").unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(c.service[0].backends[1].state, crate::BackendState::NotReady);
+    assert_eq!(c.policy[0].egress, Some(vec![]));
+    assert_eq!(c.policy[0].ingress.as_ref().unwrap()[0].peers.len(), 2);
+    assert_eq!(Config::parse(&c.to_toml(), "round trip").unwrap(), c);
+    let bad = format!(
+        "{text}\n[[service]]\nname = \"web\"\nnetwork = \"red\"\nvip = \"10.96.0.11\"\nport = 0\n\
+         protocol = \"udp\"\n"
+    );
+    let p = problems(&bad).join("\n");
+    for want in ["name is used twice", "no [[network]] named \"red\"", "port 0"] {
+        assert!(p.contains(want), "{want}: {p}");
+    }
+    let p = problems(&format!("{text}\n[[policy]]\nname = \"x\"\nbogus = 1\n")).join("\n");
+    assert!(p.contains("bogus"), "{p}");
+}

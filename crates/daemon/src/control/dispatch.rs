@@ -141,8 +141,8 @@ impl Control {
                 let (sessions, totals) = self.session_infos(&filter)?;
                 Reply::Sessions { sessions, totals }
             }
-            Request::PolicyAdd { policy, interfaces } => {
-                self.policy_add(policy, interfaces)?;
+            Request::PolicyAdd(spec) => {
+                self.policy_add(spec)?;
                 Reply::Ok
             }
             Request::PolicyDel { name } => {

@@ -218,6 +218,15 @@ impl Control {
         for r in &cfg.route {
             c.route(true, r)?;
         }
+        for s in &cfg.address_set {
+            c.set_add(s.clone())?;
+        }
+        for p in &cfg.policy {
+            c.policy_add(p.clone())?;
+        }
+        for s in &cfg.service {
+            c.service_add(s.clone())?;
+        }
         Ok(c)
     }
 

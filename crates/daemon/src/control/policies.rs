@@ -8,16 +8,16 @@ use std::net::Ipv4Addr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use api::{AddressSetInfo, InterfacePolicy, PolicyInfo, PolicyReport};
+use api::{AddressSetInfo, InterfacePolicy, PolicyReport, PolicySpec};
 use nodes::{Denied, Policies};
 use policy::{Compiled, Direction, Policy, SetSpec, Sets};
 
 use super::{Control, ControlError};
 
-/// The policies and address sets, by name.
+/// The policies (as stated, and as the policy crate reads them) and address sets, by name.
 #[derive(Debug, Default)]
 pub(super) struct Registry {
-    policies: BTreeMap<String, (Policy, Vec<String>)>,
+    policies: BTreeMap<String, (PolicySpec, Policy)>,
     sets: BTreeMap<String, SetSpec>,
 }
 
@@ -44,21 +44,15 @@ impl Default for DenyLog {
 
 impl Control {
     /// `policy add`: adds or replaces a policy applied to the interfaces named.
-    pub(super) fn policy_add(
-        &mut self,
-        policy: Policy,
-        interfaces: Vec<String>,
-    ) -> Result<(), ControlError> {
-        if let Some(p) = policy.problems().into_iter().next() {
-            return Err(ControlError::Service(format!(
-                "policy {}: {p}",
-                policy.name
-            )));
+    pub(super) fn policy_add(&mut self, spec: PolicySpec) -> Result<(), ControlError> {
+        if let Some(p) = spec.problems().into_iter().next() {
+            return Err(ControlError::Service(format!("policy {}: {p}", spec.name)));
         }
-        tracing::info!(policy = %policy.name, interfaces = interfaces.len(), "policy set");
+        tracing::info!(policy = %spec.name, interfaces = spec.interfaces.len(), "policy set");
+        let policy = spec.policy();
         self.policies
             .policies
-            .insert(policy.name.clone(), (policy, interfaces));
+            .insert(spec.name.clone(), (spec, policy));
         self.publish_policies();
         Ok(())
     }
@@ -100,8 +94,8 @@ impl Control {
         self.policies
             .policies
             .values()
-            .filter(|(_, ifs)| ifs.iter().any(|i| i == name))
-            .map(|(p, _)| p)
+            .filter(|(spec, _)| spec.interfaces.iter().any(|i| i == name))
+            .map(|(_, p)| p)
             .collect()
     }
 
@@ -177,10 +171,7 @@ impl Control {
                 .policies
                 .policies
                 .values()
-                .map(|(p, ifs)| PolicyInfo {
-                    policy: p.clone(),
-                    interfaces: ifs.clone(),
-                })
+                .map(|(spec, _)| spec.clone())
                 .collect(),
             sets: self
                 .policies

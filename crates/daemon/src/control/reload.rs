@@ -1,6 +1,7 @@
 //! Reloading the configuration file (SIGHUP): the differences between the configuration the
 //! daemon runs and the file's are applied live where they can be (networks, interfaces added
-//! or removed, static routes, static neighbours); anything else (the `[daemon]` section: the
+//! or removed, static routes, static neighbours, services, address sets and policies added,
+//! changed or removed); anything else (the `[daemon]` section: the
 //! workers, their buffers, the copy engines, ...; an interface or network whose settings
 //! changed) refuses the whole reload, with the list, and nothing is changed.
 
@@ -106,7 +107,9 @@ impl Control {
             Ok(()) => applied.push(what),
             Err(e) => failed.push(format!("{what}: {e}")),
         };
-        // Away first (routes, neighbours, interfaces, networks), then in (the other way).
+        // Away first (services, policies and sets, routes, neighbours, interfaces, networks),
+        // then in (the other way).
+        self.reload_named(old, new, &mut note, false);
         for r in old.route.iter().filter(|r| !new.route.contains(r)) {
             note(format!("route {} deleted", r.prefix), self.route(false, r));
         }
@@ -180,6 +183,7 @@ impl Control {
         for r in new.route.iter().filter(|r| !old.route.contains(r)) {
             note(format!("route {} added", r.prefix), self.route(true, r));
         }
+        self.reload_named(old, new, &mut note, true);
         self.after_rib_change();
         if failed.is_empty() {
             Reloaded::Applied(applied)
@@ -187,4 +191,59 @@ impl Control {
             Reloaded::Partly { applied, failed }
         }
     }
+}
+
+impl Control {
+    /// Services, address sets and policies, which are kept by name: with `add` false, those
+    /// `new` no longer has are deleted (services first: a network cannot go while it has
+    /// them); with `add` true, those new or changed are (re)added (sets before the policies
+    /// that name them, services last).
+    fn reload_named(
+        &mut self,
+        old: &Config,
+        new: &Config,
+        note: &mut impl FnMut(String, Result<(), super::ControlError>),
+        add: bool,
+    ) {
+        if !add {
+            for s in gone(&old.service, &new.service, |s| &s.name) {
+                note(format!("service {s} deleted"), self.service_del(&s));
+            }
+            for p in gone(&old.policy, &new.policy, |p| &p.name) {
+                note(format!("policy {p} deleted"), self.policy_del(&p));
+            }
+            for s in gone(&old.address_set, &new.address_set, |s| &s.name) {
+                note(format!("address set {s} deleted"), self.set_del(&s));
+            }
+            return;
+        }
+        for s in new
+            .address_set
+            .iter()
+            .filter(|s| !old.address_set.contains(s))
+        {
+            note(
+                format!("address set {} set", s.name),
+                self.set_add(s.clone()),
+            );
+        }
+        for p in new.policy.iter().filter(|p| !old.policy.contains(p)) {
+            note(format!("policy {} set", p.name), self.policy_add(p.clone()));
+        }
+        for s in new.service.iter().filter(|s| !old.service.contains(s)) {
+            note(
+                format!("service {} set", s.name),
+                self.service_add(s.clone()),
+            );
+        }
+    }
+}
+
+/// The names of the items of `old` that `new` has none of.
+fn gone<T>(old: &[T], new: &[T], name: fn(&T) -> &String) -> Vec<String> {
+    old.iter()
+        .map(name)
+        .filter(|n| !new.iter().any(|m| name(m) == *n))
+        .cloned()
+        .collect()
 }
