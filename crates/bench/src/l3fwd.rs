@@ -28,6 +28,18 @@ use crate::{CopyMode, Dut, Subject};
 pub struct L3fwdOptions {
     /// testpmd's forwarding (`--testpmd-fwd`).
     pub testpmd_fwd: TestpmdFwd,
+    /// veclane balances the generator's flows through a service (`--service`): its VIP is
+    /// the generator's destination, its one backend another address behind the sink's port.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub service: bool,
+    /// veclane judges the flows by this many policy rules on the receiving interface
+    /// (`--policy-rules`): the last allows them, the others never match.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub policy_rules: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// testpmd's forwarding mode in the l3fwd scenario: `io` (frames untouched) or `mac` (source
@@ -241,5 +253,63 @@ pub fn veclane_config(cfg: &L3fwdConfig, copy: CopyMode, plan: &Plan, workers: u
         i.ring_size = Some(plan.ring_size());
         i.buffer_size = Some(plan.buffer_size);
     }
+    stateful(&mut c, &cfg.l3fwd);
     c
+}
+
+/// The generator's destination and its UDP port: the service's VIP and port.
+const VIP: std::net::Ipv4Addr = std::net::Ipv4Addr::new(10, 10, 2, 2);
+/// The service's backend: another address behind the sink's port (the same MAC).
+const BACKEND: std::net::Ipv4Addr = std::net::Ipv4Addr::new(10, 10, 2, 3);
+
+/// Adds `--service`'s service and `--policy-rules`' policy to a daemon configuration.
+fn stateful(c: &mut api::Config, o: &L3fwdOptions) {
+    let gen_port = trafgen::FrameSpec::default().dst_port;
+    if o.service {
+        c.service.push(api::ServiceSpec {
+            name: "bench".into(),
+            network: None,
+            table: 0,
+            vip: VIP,
+            port: gen_port,
+            protocol: api::Protocol::Udp,
+            backends: vec![api::BackendSpec {
+                addr: BACKEND,
+                port: gen_port + 1,
+                state: api::BackendState::Ready,
+            }],
+        });
+        let sink = c.neighbor[0].clone();
+        c.neighbor.push(api::NeighborSpec {
+            ip: BACKEND,
+            ..sink
+        });
+    }
+    if o.policy_rules > 0 {
+        use policy::{Peer, PortMatch, PortRange, Protocol, Rule};
+        let rule = |net: &str, protocol, port| Rule {
+            peers: vec![Peer::Cidr {
+                prefix: net.parse().expect("a prefix"),
+                except: vec![],
+            }],
+            ports: vec![PortMatch {
+                protocol,
+                port: Some(PortRange::one(port)),
+            }],
+        };
+        let mut rules: Vec<Rule> = (1..o.policy_rules)
+            .map(|k| rule("192.0.2.0/24", Protocol::Tcp, k as u16))
+            .collect();
+        rules.push(rule(
+            "10.10.2.0/24",
+            Protocol::Udp,
+            gen_port + u16::from(o.service),
+        ));
+        c.policy.push(api::PolicySpec {
+            name: "bench".into(),
+            interfaces: vec![c.memif_names()[0].clone()],
+            ingress: None,
+            egress: Some(rules),
+        });
+    }
 }

@@ -404,6 +404,36 @@ fn l3fwd_testpmd_mac_forwarding_counts_agree() {
     }
 }
 
+/// `--service --policy-rules 50`: veclane translates every flow of the generator to the
+/// service's backend and judges it by a 50-rule policy, and forwards it all.
+#[test]
+fn l3fwd_through_a_service_and_a_policy() {
+    let r = bench(&[
+        "l3fwd",
+        "--sizes",
+        "64",
+        "--dut",
+        "veclane",
+        "--service",
+        "--policy-rules",
+        "50",
+        "--search",
+        "continuous",
+        "--mrr-secs",
+        "0.3",
+    ]);
+    assert_eq!(r["config"]["service"], true);
+    assert_eq!(r["config"]["policy_rules"], 50);
+    for o in r["searches"].as_array().unwrap() {
+        assert!(o["error"].is_null(), "{o}");
+        let goal = &o["search"]["goals"][0];
+        assert!(goal["forwarding_pps"].as_f64().unwrap() > 0.0, "{o}");
+        for t in o["trials"].as_array().unwrap() {
+            assert!(t.get("disagreements").is_none(), "{t}");
+        }
+    }
+}
+
 #[test]
 fn cost_counts_instructions_per_packet_of_each_dut() {
     if bench::cost::available().is_err() {

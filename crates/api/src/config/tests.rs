@@ -384,7 +384,10 @@ peers = [{ set = "frontend" }, { cidr = { prefix = "10.0.0.0/8", except = ["10.9
 ports = [{ protocol = "tcp", port = { first = 5432, last = 5432 } }]
 "#;
     let c = Config::parse(text, "t").unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(c.service[0].backends[1].state, crate::BackendState::NotReady);
+    assert_eq!(
+        c.service[0].backends[1].state,
+        crate::BackendState::NotReady
+    );
     assert_eq!(c.policy[0].egress, Some(vec![]));
     assert_eq!(c.policy[0].ingress.as_ref().unwrap()[0].peers.len(), 2);
     assert_eq!(Config::parse(&c.to_toml(), "round trip").unwrap(), c);
@@ -393,7 +396,11 @@ ports = [{ protocol = "tcp", port = { first = 5432, last = 5432 } }]
          protocol = \"udp\"\n"
     );
     let p = problems(&bad).join("\n");
-    for want in ["name is used twice", "no [[network]] named \"red\"", "port 0"] {
+    for want in [
+        "name is used twice",
+        "no [[network]] named \"red\"",
+        "port 0",
+    ] {
         assert!(p.contains(want), "{want}: {p}");
     }
     let p = problems(&format!("{text}\n[[policy]]\nname = \"x\"\nbogus = 1\n")).join("\n");

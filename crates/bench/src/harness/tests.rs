@@ -390,6 +390,16 @@ fn dut_cpus_are_checked_against_workers_and_the_generator() {
     );
     let g = gen_config(&c, Path::new("/s"), &Plan::new(&c, 64), 2);
     assert_eq!((g.iface.s2m_rings, g.iface.m2s_rings), (2, 2));
+    // --service --policy-rules 50: a service on the generator's destination, its backend's
+    // neighbour, and a 50-rule policy on the receiving interface; the daemon reads it back.
+    let mut s = c.clone();
+    s.l3fwd.service = true;
+    s.l3fwd.policy_rules = 50;
+    let conf = veclane_config(&s, CopyMode::Single, &Plan::new(&s, 64), 1);
+    assert_eq!(conf.service[0].vip.to_string(), "10.10.2.2");
+    assert_eq!(conf.neighbor.len(), 2);
+    assert_eq!(conf.policy[0].egress.as_ref().map(Vec::len), Some(50));
+    assert_eq!(api::Config::parse(&conf.to_toml(), "l3fwd").unwrap(), conf);
 }
 
 #[test]

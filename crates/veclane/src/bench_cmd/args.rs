@@ -250,6 +250,14 @@ pub struct BenchArgs {
     /// testpmd's forwarding in l3fwd: io (frames untouched) or mac (MACs rewritten).
     #[arg(long, value_enum, default_value = "io")]
     pub(super) testpmd_fwd: TestpmdFwdArg,
+    /// l3fwd: veclane balances the generator's flows through a service (VIP the generator's
+    /// destination, one backend behind the sink), so every packet is translated.
+    #[arg(long)]
+    pub(super) service: bool,
+    /// l3fwd: veclane judges the flows by a policy of this many rules on the receiving
+    /// interface (the last allows them).
+    #[arg(long, default_value_t = 0)]
+    pub(super) policy_rules: u32,
     /// VPP's binary, for --dut vpp.
     #[arg(long)]
     pub(super) vpp_bin: Option<std::path::PathBuf>,

@@ -82,6 +82,8 @@ pub(super) fn run_l3fwd(
                 TestpmdFwdArg::Io => bench::l3fwd::TestpmdFwd::Io,
                 TestpmdFwdArg::Mac => bench::l3fwd::TestpmdFwd::Mac,
             },
+            service: a.service,
+            policy_rules: a.policy_rules,
         },
         mrr_secs: a.mrr_secs,
         warmup_secs: a.warmup_ms / 1e3,
