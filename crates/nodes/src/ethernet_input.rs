@@ -50,6 +50,7 @@ graph::node! {
         Lookup = "ip4-lookup",
         Vxlan = "vxlan4-input",
         Encap = "vxlan4-encap",
+        Session = "ip4-session",
     } + devices
     error Error {
         Short = "frame shorter than an Ethernet header",
@@ -116,6 +117,7 @@ impl Node for EthernetInput {
             fast: Fast::NONE,
             on,
             check,
+            session: on,
         };
         // A node without tunnels runs the loop without the bypass check at all.
         if vxlan.vteps.is_empty() {
@@ -154,6 +156,9 @@ struct Fuse<'a> {
     /// forward them (unicast IPv4 in a broadcast frame, say). Every IPv4 packet after them
     /// goes there too and follows them through `ip4-lookup` in order.
     check: bool,
+    /// Whether a packet of a VRF that keeps sessions goes straight to `ip4-session`: not
+    /// while packets wait in `ip4-lookup` (which sends them there): it follows them.
+    session: bool,
 }
 
 impl<'a> Fuse<'a> {
@@ -166,6 +171,17 @@ impl<'a> Fuse<'a> {
             (self.vrf, self.table) = (vrf, self.vrfs.get(vrf as usize).filter(|_| forwarded));
         }
         self.table
+    }
+
+    /// Where a checked packet of VRF `vrf` goes for its lookup: `ip4-session` first if the
+    /// VRF keeps sessions (and nothing waits in `ip4-lookup`), else `ip4-lookup`.
+    #[inline(always)]
+    fn lookup_next(&self, vrf: u32) -> Next {
+        if self.session && self.services.stateful(vrf) {
+            Next::Session
+        } else {
+            Next::Lookup
+        }
     }
 
     /// Looks up and rewrites a packet that passed ip4-input's checks (`m` past its Ethernet
@@ -282,7 +298,11 @@ impl EthernetInput {
                     }
                     None => (m, data),
                 };
-                *n = Next::from(to).into();
+                *n = match to {
+                    ip4_input::Fast::Lookup => fuse.lookup_next(m.vrf),
+                    ip4_input::Fast::Vxlan => Next::Vxlan,
+                }
+                .into();
                 let mut fused = None;
                 if to == ip4_input::Fast::Lookup
                     && fuse.on
@@ -311,7 +331,8 @@ impl EthernetInput {
                 if fwd.is_none() {
                     fuse.on = false;
                 }
-                let (pool, on) = (&mut *ctx.pool, (rest, next));
+                let look = fuse.lookup_next(vrf);
+                let (pool, on) = (&mut *ctx.pool, (rest, next, look));
                 i += match src {
                     Some(s) => {
                         direct_any(pool, (rx, vrf, s), fast_mac, vteps, fwd, tunnels_here, on)
@@ -390,7 +411,8 @@ impl EthernetInput {
 /// taking the sources `src` allows, whose MAC is `mac` as [`mac_key`] gives it), untraced and
 /// not our own, IPv4 to that MAC that passes the IPv4 checks of `ip4_input::fast`; returns
 /// how many it took. Each gets what
-/// the node's loop gives it (padding cut, on to `ip4-lookup` or `vxlan4-input`); the node's
+/// the node's loop gives it (padding cut, on to `look`: `ip4-lookup`, or `ip4-session` for a
+/// VRF that keeps sessions; or to `vxlan4-input`); the node's
 /// loop takes the rest, from the first packet that is anything else. It only does it with the
 /// frame's state in registers and the pool borrowed once.
 ///
@@ -406,8 +428,7 @@ fn direct<const BYPASS: bool, const FUSE: bool, S: SourceCheck>(
     mac: u64,
     vteps: &[(u32, wire::Ipv4Addr)],
     fwd: Option<(fib::LpmView<'_>, &Fast)>,
-    bufs: &[u32],
-    next: &mut [u16],
+    (bufs, next, look): (&[u32], &mut [u16], Next),
 ) -> usize {
     // Without a rewrite (the frame's first packets went to vxlan4-input, say) the loop takes
     // no packet for ip4-lookup: the node's loop looks the first one up.
@@ -472,7 +493,11 @@ fn direct<const BYPASS: bool, const FUSE: bool, S: SourceCheck>(
         if let Some(total) = cut {
             m.truncate(total);
         }
-        *n = Next::from(to).into();
+        *n = match to {
+            ip4_input::Fast::Lookup => look,
+            ip4_input::Fast::Vxlan => Next::Vxlan,
+        }
+        .into();
     }
     bufs.len()
 }
@@ -488,13 +513,13 @@ fn direct_any<S: SourceCheck>(
     vteps: &[(u32, wire::Ipv4Addr)],
     fwd: Option<(fib::LpmView<'_>, &Fast)>,
     tunnels: bool,
-    (rest, next): (&[u32], &mut [u16]),
+    on: (&[u32], &mut [u16], Next),
 ) -> usize {
     match (fwd.is_some(), tunnels) {
-        (true, true) => direct::<true, true, S>(pool, rx, mac, vteps, fwd, rest, next),
-        (true, false) => direct::<false, true, S>(pool, rx, mac, &[], fwd, rest, next),
-        (false, true) => direct::<true, false, S>(pool, rx, mac, vteps, None, rest, next),
-        (false, false) => direct::<false, false, S>(pool, rx, mac, &[], None, rest, next),
+        (true, true) => direct::<true, true, S>(pool, rx, mac, vteps, fwd, on),
+        (true, false) => direct::<false, true, S>(pool, rx, mac, &[], fwd, on),
+        (false, true) => direct::<true, false, S>(pool, rx, mac, vteps, None, on),
+        (false, false) => direct::<false, false, S>(pool, rx, mac, &[], None, on),
     }
 }
 

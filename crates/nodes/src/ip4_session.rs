@@ -1,7 +1,11 @@
 //! `ip4-session`: services (DNAT to a backend, and back) on the sessions of a network.
 //!
-//! Packets of a VRF that has services come here from `ip4-lookup` before they are looked up
-//! (and go back to it, marked [`SESSION_DONE`]). A packet of a known session is rewritten as
+//! Packets of a VRF that keeps sessions come here before they are looked up: from
+//! `ethernet-input` once checked, or from `ip4-lookup` (from elsewhere).
+//! A packet that is to be forwarded through a rewrite adjacency (an interface that is up,
+//! within its MTU, a TTL above one) is looked up and rewritten here, as `ip4-lookup`'s fast
+//! path would, and goes straight to its device node; the rest go back to `ip4-lookup`,
+//! marked [`SESSION_DONE`]. A packet of a known session is rewritten as
 //! its direction says: a client's packet to the backend chosen when the session began, a
 //! backend's reply back to the service's VIP and port, with both checksums updated from the
 //! session's cached deltas. A packet that starts a flow to a service's VIP, port and
@@ -30,9 +34,10 @@ use session::{Dir, Fields, Key, Lookup, NewSession, Owner, Translation};
 use wire::ipv4::MIN_HEADER_LEN;
 use wire::{Ipv4, Tcp, Udp};
 
-use crate::Shared;
+use crate::ip4_rewrite::{Fast, forward};
 use crate::policies::{Denied, Judge, Judged, Policies};
 use crate::services::{Services, Sessions, VipKey};
+use crate::{ETH_HDR, Shared};
 
 /// Buffer flag: `ip4-session` has seen the packet; `ip4-lookup` looks it up instead of
 /// sending it here again.
@@ -51,6 +56,7 @@ pub struct Ip4Session {
     policies: Cached<Policies>,
     vrfs: Cached<Vec<fib::LpmReader>>,
     adjacencies: fib::adj::AdjCache,
+    interfaces: Cached<Vec<crate::IfConfig>>,
     denied: crate::policies::DenySink,
     sessions: std::sync::Arc<Sessions>,
     /// This worker's share of the table, and where its counters are copied for `show`;
@@ -69,6 +75,7 @@ impl Ip4Session {
             policies: arc_swap::Cache::new(shared.policies.clone()),
             vrfs: arc_swap::Cache::new(shared.vrfs.clone()),
             adjacencies: shared.adjacencies.cache(),
+            interfaces: arc_swap::Cache::new(shared.interfaces.clone()),
             denied: shared.denied.clone(),
             sessions: shared.sessions.clone(),
             owner: shared.sessions.take_owner(),
@@ -83,7 +90,8 @@ graph::node! {
     next Next {
         Lookup = "ip4-lookup",
         Drop = "error-drop",
-    }
+        Vxlan = "vxlan4-encap",
+    } + devices
     error Error {
         Created = "session created for a service (not an error)",
         Killed = "session of a removed backend",
@@ -227,6 +235,47 @@ fn rewrite(ip: &mut [u8], (src, dst, sport, dport): (u32, u32, u16, u16), d: ses
     }
 }
 
+/// ip4-lookup's fast path, taken here for the packets this node let through: the frame's
+/// tables and the previous packet's VRF, table and adjacency.
+struct Forwarder<'a> {
+    vrfs: &'a [fib::LpmReader],
+    adjs: &'a [fib::adj::Adjacency],
+    ifs: &'a [crate::IfConfig],
+    vrf: u32,
+    table: Option<&'a fib::LpmReader>,
+    fast: Fast,
+}
+
+impl Forwarder<'_> {
+    /// Looks up and rewrites a packet to be forwarded through a rewrite adjacency, as
+    /// ip4-lookup's fast path would (`f` its head buffer from the room for its Ethernet
+    /// header on): its device node, or `None`, nothing changed, when `ip4-lookup` must take
+    /// it (our own packet, no route, not a rewrite, over the MTU, a TTL that expires).
+    #[inline(always)]
+    fn forward(&mut self, m: &mut buffer::Meta, f: &mut [u8]) -> Option<u16> {
+        if m.flags & crate::LOCALLY_ORIGINATED != 0 {
+            return None;
+        }
+        let ip = f.get(ETH_HDR..)?.first_chunk::<MIN_HEADER_LEN>()?;
+        let dst = Ipv4::new_unchecked(ip).dst_addr();
+        if m.vrf != self.vrf {
+            (self.vrf, self.table) = (m.vrf, self.vrfs.get(m.vrf as usize));
+        }
+        let adj = self.table?.lookup(dst)?;
+        if adj != self.fast.adj {
+            self.fast = Fast::of(self.adjs, self.ifs, adj, |out| out.next(Next::Vxlan));
+        }
+        let r = self.fast.rw.as_ref()?;
+        if m.total_len > r.mtu || !forward(&r.hdr, f) {
+            return None;
+        }
+        m.adj = adj;
+        m.expose(ETH_HDR as u16);
+        m.tx_if = r.tx_if;
+        Some(self.fast.next)
+    }
+}
+
 /// What the node does with one packet.
 enum Act {
     /// Goes on to `ip4-lookup`, rewritten for this direction of a translated session.
@@ -249,6 +298,15 @@ impl Node for Ip4Session {
         let policies = std::sync::Arc::clone(self.policies.load());
         let vrfs = std::sync::Arc::clone(self.vrfs.load());
         let adjs = std::sync::Arc::clone(self.adjacencies.load());
+        let ifs = std::sync::Arc::clone(self.interfaces.load());
+        let mut fwd = Forwarder {
+            vrfs: &vrfs,
+            adjs: &adjs,
+            ifs: &ifs,
+            vrf: buffer::NONE,
+            table: None,
+            fast: Fast::NONE,
+        };
         let sessions = std::sync::Arc::clone(&self.sessions);
         let f = Frame {
             services: &services,
@@ -277,15 +335,22 @@ impl Node for Ip4Session {
                     ctx.count_error(e);
                     *n = Next::Drop.into();
                 }
-                Act::Pass(Some((dir, s))) => {
-                    let out = s.rewrite(dir);
-                    rewrite(ctx.pool.data_mut(b), out, s.deltas(dir));
-                    if traced {
-                        let d = if dir == Dir::Forward { 1 } else { 2 };
-                        trace(ctx, b, d, out);
+                Act::Pass(translated) => {
+                    if let Some((dir, s)) = translated {
+                        let out = s.rewrite(dir);
+                        rewrite(ctx.pool.data_mut(b), out, s.deltas(dir));
+                        if traced {
+                            let d = if dir == Dir::Forward { 1 } else { 2 };
+                            trace(ctx, b, d, out);
+                        }
+                    }
+                    if !traced
+                        && let Some((m, f)) = ctx.pool.meta_data_front_mut(b, ETH_HDR)
+                        && let Some(device) = fwd.forward(m, f)
+                    {
+                        *n = device;
                     }
                 }
-                Act::Pass(None) => {}
             }
         }
         if let Some((o, stats)) = self.owner.as_mut() {

@@ -167,6 +167,9 @@ impl Timeouts {
     }
 }
 
+/// How stale (ms) a session's last-seen time may be before a packet refreshes it.
+pub const LAST_SEEN_GRAIN: u32 = 64;
+
 /// Whether `last_seen` is more than `timeout` ms before `now`, on a wrapping clock. A
 /// `last_seen` slightly ahead of `now` (another worker read the clock later) is not idle.
 #[inline]
@@ -504,8 +507,11 @@ impl Record {
         let proto = (self.key[1].load(Ordering::Relaxed) >> 32) as u8;
         let st = self.update_status(gen_, |st| Some(next_flags(proto, st, dir, flags)))?;
         // A racing reuse may let this store land in the next session: it is then refreshed
-        // at its own creation time, which is harmless.
-        if self.last_seen.load(Ordering::Relaxed) != now {
+        // at its own creation time, which is harmless. Stored at most every
+        // [`LAST_SEEN_GRAIN`] ms: the line is written rarely, whichever workers see the
+        // flow, and a timeout (10 s at least) comes that much early at most.
+        let last = self.last_seen.load(Ordering::Relaxed);
+        if now.wrapping_sub(last) as i32 >= LAST_SEEN_GRAIN as i32 {
             self.last_seen.store(now, Ordering::Relaxed);
         }
         Some(state_of(proto, st))
