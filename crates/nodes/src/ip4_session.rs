@@ -43,6 +43,14 @@ use crate::{ETH_HDR, Shared};
 /// sending it here again.
 pub const SESSION_DONE: u16 = 1 << 2;
 
+/// How many other source ports a hairpinned flow tries when its own is taken.
+const HAIRPIN_TRIES: u16 = 8;
+
+/// The `i`th other source port for a hairpinned flow from `sport` (1024 and up).
+fn hairpin_port(sport: u16, i: u16) -> u16 {
+    1024 + (u32::from(sport).wrapping_add(u32::from(i) * 7919) % 64512) as u16
+}
+
 /// How many session ids a worker's sweep looks at per frame, at least and at most.
 const SWEEP_MIN: u32 = 64;
 const SWEEP_MAX: u32 = 4096;
@@ -494,7 +502,7 @@ impl Ip4Session {
         } else {
             session::Verdict::Deny
         };
-        let new = NewSession {
+        let mut new = NewSession {
             xlate: Translation {
                 dst,
                 dport,
@@ -506,7 +514,22 @@ impl Ip4Session {
             verdict: Some((f.judge.policies.epoch, v)),
             ..NewSession::plain(*k)
         };
-        let created = owner.create(&new, f.now);
+        // Hairpin: a pod balanced to itself would get its own packet back with its own
+        // address as the source and answer itself directly; from the VIP instead, it
+        // answers through us (the VIP is routed to its gateway), and the reply is
+        // translated back. The VIP's port is the client's, or another if that is taken.
+        let hairpin = backend.is_some() && dst == k.src;
+        if hairpin {
+            new.xlate.src = k.dst;
+        }
+        let mut created = owner.create(&new, f.now);
+        for i in 1..=HAIRPIN_TRIES {
+            if !hairpin || created != Err(session::CreateError::ReverseInUse) {
+                break;
+            }
+            new.xlate.sport = hairpin_port(k.sport, i);
+            created = owner.create(&new, f.now);
+        }
         if !allowed {
             return Act::Drop(Error::Denied);
         }

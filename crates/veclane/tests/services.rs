@@ -148,6 +148,11 @@ fn a_cluster_ip_spreads_flows_and_forgets_a_removed_backend() {
         let n = got.get(b).copied().unwrap_or(0);
         assert!((60..=140).contains(&n), "{b}: {n} of 300: {got:?}");
     }
+    // Hairpin: a backend reaching its own service; the flows balanced to itself reach it
+    // from the VIP, and its answers go back through veclane.
+    let got = connections(&lab, "b1", "10.96.0.10", 30);
+    assert_eq!(got.values().sum::<u32>(), 30, "{got:?}");
+    assert!(got.get("b1").is_some_and(|&n| n > 0), "{got:?}");
     // UDP too, every answer from the VIP's address and port.
     let (got, from) = datagrams(&lab, "c1", "10.96.0.10", 90);
     assert_eq!(got.values().sum::<u32>(), 90, "{got:?}");
