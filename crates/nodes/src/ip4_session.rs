@@ -459,7 +459,7 @@ impl Ip4Session {
             })
             .flatten();
         let backend = match svc {
-            Some(svc) => match svc.pick(k.hash_with(self.seed, Fields::ALL)) {
+            Some(svc) => match svc.choose(k.src, k.hash_with(self.seed, Fields::ALL), f.now) {
                 Some(b) => Some((svc.id, *b)),
                 None => return Act::Drop(Error::NoBackend),
             },

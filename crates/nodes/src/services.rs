@@ -41,6 +41,54 @@ pub struct Service {
     /// chosen by [`Service::pick`]'s Maglev table; empty: new flows are dropped.
     pub backends: Vec<Backend>,
     pub maglev: Option<Maglev>,
+    /// With ClientIP affinity: each client's backend (kept across publications).
+    pub affinity: Option<Arc<Affinity>>,
+}
+
+/// ClientIP session affinity: the backend each client's last new flow went to, and when.
+/// Only new flows of a service with affinity read or write it (under its lock); established
+/// flows never do.
+#[derive(Debug)]
+pub struct Affinity {
+    timeout_ms: u32,
+    clients: Mutex<HashMap<u32, (u32, u32)>>,
+}
+
+/// The most clients one service remembers; when full, expired ones are forgotten first,
+/// and a client that finds no room is balanced as without affinity.
+pub const AFFINITY_CLIENTS: usize = 65536;
+
+impl Affinity {
+    pub fn new(timeout_ms: u32) -> Affinity {
+        Affinity {
+            timeout_ms,
+            clients: Mutex::default(),
+        }
+    }
+
+    pub fn timeout_ms(&self) -> u32 {
+        self.timeout_ms
+    }
+
+    /// The backend client `c` went to last, if that was within the timeout of `now`.
+    pub fn get(&self, c: u32, now: u32) -> Option<u32> {
+        let m = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+        let &(backend, at) = m.get(&c)?;
+        (!session::idle_longer_than(now, at, self.timeout_ms)).then_some(backend)
+    }
+
+    /// Records that client `c`'s new flow went to `backend` at `now`.
+    pub fn set(&self, c: u32, backend: u32, now: u32) {
+        let mut m = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+        if m.len() >= AFFINITY_CLIENTS && !m.contains_key(&c) {
+            let t = self.timeout_ms;
+            m.retain(|_, &mut (_, at)| !session::idle_longer_than(now, at, t));
+            if m.len() >= AFFINITY_CLIENTS {
+                return;
+            }
+        }
+        m.insert(c, (backend, now));
+    }
 }
 
 impl Service {
@@ -57,7 +105,29 @@ impl Service {
             id,
             backends,
             maglev,
+            affinity: None,
         }
+    }
+
+    /// This service with ClientIP affinity kept in `a`.
+    pub fn with_affinity(mut self, a: Option<Arc<Affinity>>) -> Service {
+        self.affinity = a;
+        self
+    }
+
+    /// The backend of a new flow from client `client` whose hash is `h` at `now`: the
+    /// client's last backend while its affinity lasts and the backend is usable, else by
+    /// Maglev (and remembered, with affinity).
+    pub fn choose(&self, client: u32, h: u64, now: u32) -> Option<&Backend> {
+        let Some(a) = &self.affinity else {
+            return self.pick(h);
+        };
+        let sticky = a
+            .get(client, now)
+            .and_then(|id| self.backends.iter().find(|b| b.id == id));
+        let b = sticky.or_else(|| self.pick(h))?;
+        a.set(client, b.id, now);
+        Some(b)
     }
 
     /// The backend of a new flow whose hash is `h`.
@@ -196,5 +266,67 @@ impl OwnerStats {
             exists,
             reverse_in_use,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn service(affinity: Option<u32>) -> Service {
+        let backends = (0..4)
+            .map(|i| Backend {
+                id: i,
+                addr: 0x0a01_0010 + i,
+                port: 8080,
+            })
+            .collect();
+        Service::new(1, backends).with_affinity(affinity.map(|t| Arc::new(Affinity::new(t))))
+    }
+
+    /// With affinity a client keeps its backend whatever its flows' hashes, until its last
+    /// new flow is older than the timeout; without, the hash decides.
+    #[test]
+    fn affinity_holds_a_client_until_it_times_out() {
+        let s = service(Some(1000));
+        let first = s.choose(7, 1, 0).unwrap().id;
+        for h in 2..200u64 {
+            assert_eq!(
+                s.choose(7, h.wrapping_mul(0x9e37_79b9_7f4a_7c15), 500)
+                    .unwrap()
+                    .id,
+                first
+            );
+        }
+        // 1000 ms after the last (at 500): forgotten; another hash may pick another backend.
+        let later: Vec<u32> = (0..64u64)
+            .map(|h| {
+                service(None)
+                    .choose(7, h.wrapping_mul(0x9e37_79b9_7f4a_7c15), 0)
+                    .unwrap()
+                    .id
+            })
+            .collect();
+        assert!(
+            later.iter().any(|&b| b != later[0]),
+            "hashes spread without affinity"
+        );
+        assert_eq!(s.affinity.as_ref().unwrap().get(7, 1501), None);
+        assert_eq!(s.affinity.as_ref().unwrap().get(7, 1499), Some(first));
+    }
+
+    /// The client map is bounded: full of live clients, a new client is balanced without
+    /// being remembered; expired ones make room.
+    #[test]
+    fn the_client_map_is_bounded() {
+        let a = Affinity::new(1000);
+        for c in 0..AFFINITY_CLIENTS as u32 {
+            a.set(c, 1, 0);
+        }
+        a.set(u32::MAX, 2, 10);
+        assert_eq!(a.get(u32::MAX, 10), None, "no room: not remembered");
+        a.set(u32::MAX, 2, 5000);
+        assert_eq!(a.get(u32::MAX, 5000), Some(2), "the expired made room");
+        assert_eq!(a.clients.lock().unwrap().len(), 1);
     }
 }

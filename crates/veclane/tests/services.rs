@@ -368,3 +368,61 @@ fn services_and_policies_come_from_the_file_and_reload_live() {
     }
     assert!(!d.ok("show policy").contains("default/db"));
 }
+
+/// ClientIP affinity: a client's connections all go to one backend while it lasts; when that
+/// backend leaves, they all go to one other.
+#[test]
+fn affinity_keeps_a_client_on_one_backend() {
+    if skip() {
+        return;
+    }
+    let lab = Lab::new(&["node", "c1", "b1", "b2", "b3"]);
+    let d = Daemon::start_in(Some(&lab.ns("node")), CONFIG);
+    let pods = [
+        ("c1", "10.1.0.5"),
+        ("b1", "10.1.0.11"),
+        ("b2", "10.1.0.12"),
+        ("b3", "10.1.0.13"),
+    ];
+    for (pod, addr) in pods {
+        tap_pod(&d, &lab, pod, "blue", addr);
+        lab.exec(
+            pod,
+            &[
+                "ip",
+                "route",
+                "add",
+                "10.96.0.0/12",
+                "via",
+                "169.254.1.1",
+                "dev",
+                "eth1",
+            ],
+        );
+    }
+    let _servers: Vec<Server> = ["b1", "b2", "b3"]
+        .iter()
+        .map(|p| Server::start(&lab, p, p, &[8080], &[]))
+        .collect();
+    let all = ["10.1.0.11:8080", "10.1.0.12:8080", "10.1.0.13:8080"];
+    d.ok(&format!("{WEB} affinity 60 backend {}", all.join(",")));
+    let got = connections(&lab, "c1", "10.96.0.10", 30);
+    assert_eq!(got.len(), 1, "one backend for one client: {got:?}");
+    let (first, n) = got.into_iter().next().unwrap();
+    assert_eq!(n, 30);
+    // Its backend leaves: the client sticks to one other.
+    let rest: Vec<&str> = all
+        .iter()
+        .copied()
+        .filter(|b| !b.starts_with(&format!("10.1.0.1{}", &first[1..])))
+        .collect();
+    assert_eq!(rest.len(), 2);
+    d.ok(&format!("{WEB} affinity 60 backend {}", rest.join(",")));
+    let got = connections(&lab, "c1", "10.96.0.10", 20);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(!got.contains_key(&first), "{got:?}");
+    // Without affinity the same client spreads.
+    d.ok(&format!("{WEB} backend {}", all.join(",")));
+    let got = connections(&lab, "c1", "10.96.0.10", 60);
+    assert!(got.len() > 1, "{got:?}");
+}

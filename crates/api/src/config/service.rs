@@ -131,7 +131,7 @@ impl std::fmt::Display for BackendSpec {
 /// `[[service]]` and `service add`: flows to `vip:port` over `protocol`, in a network (or a
 /// table), balanced over `backends`. Adding a service under a name in use replaces it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct ServiceSpec {
     /// Unique on the node (a Kubernetes controller says `namespace/name:port`).
     pub name: String,
@@ -145,7 +145,15 @@ pub struct ServiceSpec {
     pub protocol: Protocol,
     #[serde(default)]
     pub backends: Vec<BackendSpec>,
+    /// Kubernetes' `sessionAffinity: ClientIP`: a client's new flows go to the backend its
+    /// last one went to, for this many seconds after it (Kubernetes' default is 10800), while
+    /// that backend is usable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub affinity_seconds: Option<u32>,
 }
+
+/// The longest `affinity-seconds` (a day, Kubernetes' own limit).
+pub const MAX_AFFINITY_SECONDS: u32 = 86400;
 
 /// The most backends a service may have.
 pub const MAX_BACKENDS: usize = 4096;
@@ -168,6 +176,13 @@ impl ServiceSpec {
         }
         if self.vip.is_unspecified() || self.vip.is_broadcast() || self.vip.is_multicast() {
             p.push(format!("vip {} is no unicast address", self.vip));
+        }
+        if let Some(s) = self.affinity_seconds
+            && !(1..=MAX_AFFINITY_SECONDS).contains(&s)
+        {
+            p.push(format!(
+                "affinity-seconds {s} is out of range 1..={MAX_AFFINITY_SECONDS}"
+            ));
         }
         if self.backends.len() > MAX_BACKENDS {
             p.push(format!(
@@ -218,6 +233,7 @@ mod tests {
                 .split_whitespace()
                 .map(|b| b.parse().unwrap())
                 .collect(),
+            affinity_seconds: None,
         }
     }
 

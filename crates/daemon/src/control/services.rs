@@ -7,7 +7,7 @@ use std::net::Ipv4Addr;
 use std::sync::Arc;
 
 use api::{ServiceInfo, ServiceSpec, SessionFilter, SessionInfo, SessionTotals};
-use nodes::services::{Backend, Service, Services, VipKey};
+use nodes::services::{Affinity, Backend, Service, Services, VipKey};
 
 use super::{Control, ControlError};
 
@@ -27,6 +27,8 @@ struct Entry {
     /// Each backend's id, kept while the backend stays.
     backend_ids: HashMap<(Ipv4Addr, u16), u32>,
     next_backend: u32,
+    /// Its clients' backends, with ClientIP affinity (kept while the timeout stays).
+    affinity: Option<Arc<Affinity>>,
 }
 
 impl Entry {
@@ -94,10 +96,15 @@ impl Control {
                     table,
                     backend_ids: HashMap::new(),
                     next_backend: 0,
+                    affinity: None,
                 }
             }
         };
         let mut e = entry;
+        let timeout = e.spec.affinity_seconds.map(|s| s * 1000);
+        if e.affinity.as_ref().map(|a| a.timeout_ms()) != timeout {
+            e.affinity = timeout.map(|t| Arc::new(Affinity::new(t)));
+        }
         for b in &e.spec.backends {
             if let std::collections::hash_map::Entry::Vacant(v) =
                 e.backend_ids.entry((b.addr, b.port))
@@ -166,7 +173,8 @@ impl Control {
                 vip,
                 port: e.spec.port,
             };
-            v.vips.insert(k, Arc::new(Service::new(e.id, backends)));
+            let svc = Service::new(e.id, backends).with_affinity(e.affinity.clone());
+            v.vips.insert(k, Arc::new(svc));
             v.addrs.insert((vrf, vip));
             if v.stateful.len() <= vrf as usize {
                 v.stateful.resize(vrf as usize + 1, false);
