@@ -426,3 +426,68 @@ fn affinity_keeps_a_client_on_one_backend() {
     let got = connections(&lab, "c1", "10.96.0.10", 60);
     assert!(got.len() > 1, "{got:?}");
 }
+
+/// Two nodes, each a daemon in its own namespace with an AF_PACKET uplink on a bridge,
+/// network blue carried between them in VXLAN: a service on node 1 balances a pod's
+/// connections over a backend on node 1 and one on node 2, whose replies come back through
+/// the tunnel and are translated on node 1.
+#[test]
+fn a_service_balances_to_a_backend_on_another_node() {
+    if skip() {
+        return;
+    }
+    let lab = Lab::new(&["n1", "n2", "c1", "b1", "b2"]);
+    let node = |n: u8| {
+        let cfg = format!(
+            "[daemon]\nmode = \"interrupt\"\nbuffers = 4096\n\n\
+             [[af-packet]]\nhost-if = \"v0\"\naddresses = [\"192.0.2.{n}/24\"]\n\n\
+             [[network]]\nname = \"blue\"\nvni = 56\nranges = [\"10.1.0.0/16\"]\nuplink = \"host-v0\"\n"
+        );
+        Daemon::start_in(Some(&lab.ns(&format!("n{n}"))), &cfg)
+    };
+    let (d1, d2) = (node(1), node(2));
+    // The pods are in their own namespaces; node n's taps reach into them.
+    for (d, pod, addr) in [
+        (&d1, "c1", "10.1.0.5"),
+        (&d1, "b1", "10.1.0.11"),
+        (&d2, "b2", "10.1.0.12"),
+    ] {
+        tap_pod(d, &lab, pod, "blue", addr);
+        lab.exec(
+            pod,
+            &[
+                "ip",
+                "route",
+                "add",
+                "10.96.0.0/12",
+                "via",
+                "169.254.1.1",
+                "dev",
+                "eth1",
+            ],
+        );
+    }
+    // What the node agents would program: each node routes the other's pods to its VTEP.
+    d1.ok("ip route add 10.1.0.12/32 via 192.0.2.2 network blue");
+    d2.ok("ip route add 10.1.0.5/32 via 192.0.2.1 network blue");
+    d2.ok("ip route add 10.1.0.11/32 via 192.0.2.1 network blue");
+    let _servers: Vec<Server> = ["b1", "b2"]
+        .iter()
+        .map(|p| Server::start(&lab, p, p, &[8080], &[8080]))
+        .collect();
+    d1.ok(&format!("{WEB} backend 10.1.0.11:8080,10.1.0.12:8080"));
+    d1.ok(&format!("{DNS} backend 10.1.0.11:8080,10.1.0.12:8080"));
+    let got = connections(&lab, "c1", "10.96.0.10", 60);
+    assert_eq!(
+        got.values().sum::<u32>(),
+        60,
+        "{got:?}\n{}",
+        d1.ok("show errors")
+    );
+    assert!(got.get("b2").is_some_and(|&n| n >= 10), "{got:?}");
+    let (got, from) = datagrams(&lab, "c1", "10.96.0.10", 40);
+    assert_eq!(got.values().sum::<u32>(), 40, "{got:?}");
+    assert_eq!(from, "10.96.0.10:80");
+    let tunnels = d1.ok("show vxlan tunnel");
+    assert!(tunnels.contains("192.0.2.2"), "{tunnels}");
+}
