@@ -148,6 +148,23 @@ fn scrape(client: &mut Option<Client>, ctl: &Path) -> Result<String, String> {
             Reply::FibSummary { tables } => tables,
             r => return Err(unexpected(&r)),
         },
+        sessions: match call(Request::ShowSession {
+            filter: api::SessionFilter {
+                limit: Some(0),
+                ..Default::default()
+            },
+        })? {
+            Reply::Sessions { totals, .. } => totals,
+            r => return Err(unexpected(&r)),
+        },
+        services: match call(Request::ShowService)? {
+            Reply::Services { services } => services,
+            r => return Err(unexpected(&r)),
+        },
+        policies: match call(Request::ShowPolicy)? {
+            Reply::Policies { report } => report,
+            r => return Err(unexpected(&r)),
+        },
     };
     encode(snap)
 }
@@ -176,6 +193,9 @@ pub struct Snapshot {
     pub buffers: Vec<api::WorkerBuffers>,
     pub copy: api::CopyEngineInfo,
     pub fib: Vec<api::FibTableSize>,
+    pub sessions: api::SessionTotals,
+    pub services: Vec<api::ServiceInfo>,
+    pub policies: api::PolicyReport,
 }
 
 type Labels = Vec<(&'static str, String)>;
@@ -255,6 +275,7 @@ impl Snapshot {
         v.extend(self.node_and_worker_families());
         v.extend(self.error_and_buffer_families());
         v.extend(self.copy_engine_families());
+        v.extend(self.stateful_families());
         v.push(gauge(
             "fib_entries",
             "Routes in the table (VRF), connected and host routes included.",
@@ -262,6 +283,70 @@ impl Snapshot {
                 .iter()
                 .map(|t| (vec![("table", t.table.to_string())], t.routes as f64))
                 .collect(),
+        ));
+        v
+    }
+
+    /// The session table, services and policies.
+    fn stateful_families(&self) -> Vec<Family<'_>> {
+        let s = &self.sessions;
+        let one = |v: u64| vec![(Labels::new(), v as f64)];
+        let mut v = vec![
+            gauge(
+                "sessions",
+                "Live sessions (services and policies).",
+                one(s.live),
+            ),
+            gauge(
+                "sessions_capacity",
+                "The most sessions the table holds ([daemon] sessions).",
+                one(s.capacity),
+            ),
+            counter(
+                "sessions_created",
+                "Sessions created.",
+                one(s.created),
+            ),
+            counter(
+                "sessions_refused",
+                "New flows refused a session: the table full of established ones.",
+                one(s.refused_full),
+            ),
+            counter(
+                "sessions_evicted",
+                "Sessions not established evicted to make room for a new one.",
+                one(s.evicted_embryonic),
+            ),
+            counter(
+                "sessions_expired",
+                "Sessions idle past their timeout.",
+                one(s.expired),
+            ),
+            counter(
+                "sessions_killed",
+                "Sessions of removed backends or services, freed.",
+                one(s.killed),
+            ),
+        ];
+        v.push(gauge(
+            "service_sessions",
+            "Live sessions of each service.",
+            self.services
+                .iter()
+                .map(|i| (vec![("service", i.spec.name.clone())], i.sessions as f64))
+                .collect(),
+        ));
+        let mut hits = Vec::new();
+        for i in &self.policies.interfaces {
+            for (rule, n) in &i.counters {
+                let labels = vec![("interface", i.interface.clone()), ("rule", rule.clone())];
+                hits.push((labels, *n as f64));
+            }
+        }
+        v.push(counter(
+            "policy_rule_hits",
+            "New flows each policy rule allowed on each interface, and each direction's denied flows (rule \"ingress denied\", \"egress denied\").",
+            hits,
         ));
         v
     }

@@ -220,6 +220,36 @@ fn metrics_scraped_during_traffic_agree_with_show_interface() {
         );
     }
 
+    // A service and a policy: their sessions and rules are in the scrape.
+    d.ok("service add m table 0 vip 10.96.0.1 port 53 udp backend 10.0.1.2:5353");
+    d.ok("policy add p on memif0/0 egress port udp/5353");
+    let to_vip: Vec<Vec<u8>> = (0..3u16)
+        .map(|k| {
+            let mut f = udp(POD0, m0, [10, 0, 0, 2], [10, 96, 0, 1], 64, b"q");
+            f[34..36].copy_from_slice(&(4000 + k).to_be_bytes());
+            f[36..38].copy_from_slice(&53u16.to_be_bytes());
+            f[40..42].copy_from_slice(&[0, 0]);
+            f
+        })
+        .collect();
+    pods.send(0, &to_vip);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let body = loop {
+        let (_, _, body) = curl(&url);
+        if daemon::metrics::value_of(&body, "veclane_sessions", &[]) == Some(3.0) {
+            break body;
+        }
+        assert!(Instant::now() < deadline, "{body}\n{}", d.ok("show errors"));
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(metric(&body, "veclane_sessions_created_total", &[]), 3.0);
+    assert_eq!(
+        metric(&body, "veclane_service_sessions", &[("service", "m")]),
+        3.0
+    );
+    let rule = [("interface", "memif0/0"), ("rule", "p egress rule 0")];
+    assert_eq!(metric(&body, "veclane_policy_rule_hits_total", &rule), 3.0);
+
     // Anything but GET /metrics is a clear 404.
     let (code, _, body) = curl(&format!("http://127.0.0.1:{port}/nope"));
     assert_eq!(code, 404);
