@@ -302,11 +302,7 @@ impl Snapshot {
                 "The most sessions the table holds ([daemon] sessions).",
                 one(s.capacity),
             ),
-            counter(
-                "sessions_created",
-                "Sessions created.",
-                one(s.created),
-            ),
+            counter("sessions_created", "Sessions created.", one(s.created)),
             counter(
                 "sessions_refused",
                 "New flows refused a session: the table full of established ones.",

@@ -48,6 +48,10 @@ const NANOS_PER_SEC: u64 = 1_000_000_000;
 
 /// A token bucket in fixed point: one token is [`NANOS_PER_SEC`] credits, and each elapsed
 /// nanosecond adds `rate` credits, so refilling needs no division.
+/// The pods' gateway (the CNI plugin's default, a link-local address every pod routes
+/// through): the source of the errors a pod's address-less interface sends.
+pub const POD_GATEWAY: Ipv4Addr = Ipv4Addr::new(169, 254, 1, 1);
+
 #[derive(Debug)]
 struct TokenBucket {
     credit: u64,
@@ -190,15 +194,21 @@ impl Node for Ip4IcmpError {
                 ctx.count_error(Error::AboutIcmpError);
                 continue;
             }
-            // A tunnel has no address: speak from one of its network's own (the VRF's first
-            // interface that has one), so that a host across the tunnel hears why.
+            // An interface without an address (a tunnel, a pod's) speaks from one of its
+            // VRF's own (the first interface there that has one), so that a host across the
+            // tunnel, or a pod, hears why; a pod's interface in a VRF with none from the
+            // pods' gateway, which is where the pod sends (a "fragmentation needed" from
+            // there is how a pod learns the MTU of the tunnel to a pod on another node).
             let rx = ifs.get(meta.rx_if as usize);
-            let our = rx.and_then(|i| i.source_for(src)).or_else(|| {
-                let t = rx.filter(|i| i.tunnel().is_some())?.table;
-                ifs.iter()
-                    .filter(|c| c.table == t && c.tunnel().is_none())
-                    .find_map(|c| c.addresses.first().map(|a| a.0))
-            });
+            let our = rx
+                .and_then(|i| i.source_for(src))
+                .or_else(|| {
+                    let t = rx?.table;
+                    ifs.iter()
+                        .filter(|c| c.table == t && c.tunnel().is_none())
+                        .find_map(|c| c.addresses.first().map(|a| a.0))
+                })
+                .or_else(|| rx.filter(|i| i.sources.is_some()).map(|_| POD_GATEWAY));
             let Some(our) = our else {
                 ctx.count_error(Error::NoAddress);
                 continue;
@@ -231,7 +241,10 @@ impl Node for Ip4IcmpError {
                 continue;
             }
             let m = ctx.pool.meta_mut(b);
+            // A new packet: ours, and not yet seen by ip4-session (which translates an
+            // error about a session's packet).
             m.flags |= crate::LOCALLY_ORIGINATED;
+            m.flags &= !crate::ip4_session::SESSION_DONE;
             m.error = 0;
             ctx.count_error(match t {
                 IcmpType::TimeExceeded => Error::SentTimeExceeded,
@@ -324,6 +337,32 @@ mod tests {
         assert!(icmp.checksum_ok());
         assert_eq!((icmp.msg_type(), icmp.code()), (IcmpType::TimeExceeded, 0));
         assert_eq!(icmp.body(), &sent[..]);
+    }
+
+    /// A pod's interface (it checks sources) with no address in a VRF with none: the error
+    /// comes from the pods' gateway.
+    #[test]
+    fn a_pods_interface_without_an_address_speaks_from_the_pods_gateway() {
+        let mut c = IfConfig::new([2, 0, 0, 0, 0, 1], 0);
+        c.sources = Some(crate::AllowedSources::new([(
+            Ipv4Addr::new(10, 0, 0, 7),
+            32,
+        )]));
+        let n = Ip4IcmpError::new(Shared::new(
+            Arc::new(ArcSwap::from_pointee(vec![c])),
+            Arc::new(ArcSwap::from_pointee(Vec::new())),
+            fib::adj::AdjTable::new().reader(),
+        ));
+        let (seen, errors) = run_one(n, &datagram(8), &[], |m| {
+            m.rx_if = 0;
+            m.error = NET_UNREACHABLE;
+        });
+        assert_eq!(seen.0, "ip4-lookup", "{errors:?}");
+        assert!(
+            !errors.iter().any(|e| e.contains("no address")),
+            "{errors:?}"
+        );
+        assert_eq!(Ipv4::new_unchecked(&seen.1[..]).src_addr(), POD_GATEWAY);
     }
 
     #[test]

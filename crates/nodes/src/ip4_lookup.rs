@@ -112,9 +112,14 @@ impl Node for Ip4Lookup {
                 (last_vrf, table) = (vrf, vrfs.get(vrf as usize));
                 stateful = services.stateful(vrf);
             }
-            // A network with services: its sessions first (our own packets need none).
-            let skip = crate::ip4_session::SESSION_DONE | crate::LOCALLY_ORIGINATED;
-            if stateful && m.flags & skip == 0 {
+            // A network that keeps sessions: its sessions first. Our own packets need none,
+            // but for the ICMP errors we make, which must be translated like the packets
+            // they are about.
+            if stateful
+                && m.flags & crate::ip4_session::SESSION_DONE == 0
+                && (m.flags & crate::LOCALLY_ORIGINATED == 0
+                    || crate::session_icmp::is_error(&f[front..]))
+            {
                 *n = Next::Session.into();
                 continue;
             }

@@ -37,6 +37,7 @@ use wire::{Ipv4, Tcp, Udp};
 use crate::ip4_rewrite::{Fast, forward};
 use crate::policies::{Denied, Judge, Judged, Policies};
 use crate::services::{Services, Sessions, VipKey};
+use crate::session_icmp::{self, Outcome};
 use crate::{ETH_HDR, Shared};
 
 /// Buffer flag: `ip4-session` has seen the packet; `ip4-lookup` looks it up instead of
@@ -332,11 +333,18 @@ impl Node for Ip4Session {
             m.flags |= SESSION_DONE;
             let (vrf, rx) = (m.vrf, m.rx_if);
             let traced = m.flags & graph::BUFFER_TRACED != 0;
-            let act = match flow_of(vrf, ip) {
-                Ok(flow) => self.act(ctx, &f, &flow, rx),
-                // Only a packet to a service is lost for it.
-                Err(e) if to_service(&services, vrf, ip) => Act::Drop(e),
-                Err(_) => Act::Pass(None),
+            let ours = m.flags & crate::LOCALLY_ORIGINATED != 0;
+            // An ICMP error about a session's packet is translated and passes as it does;
+            // our own packets (the errors we make) are judged by no policy.
+            let act = match session_icmp::translate(f.table, vrf, ip) {
+                Outcome::Translated => Act::Pass(None),
+                _ if ours => Act::Pass(None),
+                _ => match flow_of(vrf, ip) {
+                    Ok(flow) => self.act(ctx, &f, &flow, rx),
+                    // Only a packet to a service is lost for it.
+                    Err(e) if to_service(&services, vrf, ip) => Act::Drop(e),
+                    Err(_) => Act::Pass(None),
+                },
             };
             match act {
                 Act::Drop(e) => {

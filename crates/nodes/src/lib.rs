@@ -38,6 +38,7 @@ pub mod ip4_rewrite;
 pub mod ip4_session;
 pub mod policies;
 pub mod services;
+mod session_icmp;
 pub mod sources;
 pub mod udp4_local;
 pub mod vxlan4_encap;

@@ -427,10 +427,12 @@ fn affinity_keeps_a_client_on_one_backend() {
     assert!(got.len() > 1, "{got:?}");
 }
 
-/// Two nodes, each a daemon in its own namespace with an AF_PACKET uplink on a bridge,
-/// network blue carried between them in VXLAN: a service on node 1 balances a pod's
-/// connections over a backend on node 1 and one on node 2, whose replies come back through
-/// the tunnel and are translated on node 1.
+/// Two nodes, each a daemon in its own namespace with an AF_PACKET uplink on a bridge (MTU
+/// 1500, so the tunnel's is 1450), network blue carried between them in VXLAN: a service on
+/// node 1 balances a pod's connections over a backend on node 1 and one on node 2, whose
+/// replies come back through the tunnel and are translated on node 1. A bulk transfer to the
+/// backend on node 2 works too: node 1's "fragmentation needed" about the translated packets
+/// is translated back, so the client's stack learns the path's MTU.
 #[test]
 fn a_service_balances_to_a_backend_on_another_node() {
     if skip() {
@@ -440,7 +442,7 @@ fn a_service_balances_to_a_backend_on_another_node() {
     let node = |n: u8| {
         let cfg = format!(
             "[daemon]\nmode = \"interrupt\"\nbuffers = 4096\n\n\
-             [[af-packet]]\nhost-if = \"v0\"\naddresses = [\"192.0.2.{n}/24\"]\n\n\
+             [[af-packet]]\nhost-if = \"v0\"\naddresses = [\"192.0.2.{n}/24\"]\nmtu = 1500\n\n\
              [[network]]\nname = \"blue\"\nvni = 56\nranges = [\"10.1.0.0/16\"]\nuplink = \"host-v0\"\n"
         );
         Daemon::start_in(Some(&lab.ns(&format!("n{n}"))), &cfg)
@@ -490,4 +492,28 @@ fn a_service_balances_to_a_backend_on_another_node() {
     assert_eq!(from, "10.96.0.10:80");
     let tunnels = d1.ok("show vxlan tunnel");
     assert!(tunnels.contains("192.0.2.2"), "{tunnels}");
+
+    // 512 KiB each way through a service whose only backend is across the tunnel.
+    d1.ok("service add bulk network blue vip 10.96.0.10 port 81 tcp backend 10.1.0.12:8080");
+    let bulk = "import socket,threading\n\
+        c=socket.create_connection(('10.96.0.10',81),timeout=10)\n\
+        b=b''\nwhile not b.endswith(b'\\n'): b+=c.recv(100)\n\
+        data=bytes(range(256))*2048\n\
+        threading.Thread(target=c.sendall,args=(data,),daemon=True).start()\n\
+        got=0\ntry:\n  while got<len(data):\n    d=c.recv(65536)\n    if not d: break\n    \
+        got+=len(d)\nexcept Exception as e: print(type(e).__name__,flush=True)\n\
+        print(b.decode().strip(),got,flush=True)\n";
+    let mut c = py(&lab, "c1", bulk);
+    assert_eq!(
+        wait_line(&mut c),
+        format!("b2 {}", 256 * 2048),
+        "{}",
+        d1.ok("show errors")
+    );
+    let _ = c.wait();
+    let errors = d1.ok("show errors");
+    assert!(
+        errors.contains("fragmentation needed") || errors.contains("mtu"),
+        "{errors}"
+    );
 }

@@ -1,0 +1,128 @@
+//! ICMP errors about a translated flow, translated too (`ip4-session`).
+//!
+//! An error (destination unreachable, fragmentation needed, time exceeded, parameter
+//! problem) quotes the packet that caused it. When that packet belongs to a session, it
+//! went out translated: the error must come back to the flow's end as that end sent or got
+//! the packet, or its stack cannot match it to the connection (a client that never learns
+//! the path's MTU stalls). So the quoted packet is translated back, and the outer addresses
+//! with it where they are the translated ones (an error from the backend itself comes from
+//! the VIP). Both the errors routers send and those veclane makes itself (its MTU's
+//! fragmentation needed) pass here.
+
+use session::{Deltas, Dir, Key, Lookup, Table};
+use wire::Ipv4;
+use wire::ipv4::MIN_HEADER_LEN;
+
+/// ICMP types that quote a packet.
+const ERRORS: [u8; 3] = [3, 11, 12];
+
+/// What became of an ICMP error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// Not an ICMP error quoting TCP or UDP.
+    NotError,
+    /// About a flow of no session: left alone.
+    NoSession,
+    /// Translated: it relates to a session, and passes as the session does.
+    Translated,
+    /// The quote or the whole message is not in the first buffer.
+    Short,
+}
+
+/// Whether the IPv4 packet `ip` (no options) is an ICMP error.
+#[inline]
+pub(crate) fn is_error(ip: &[u8]) -> bool {
+    ip.get(9) == Some(&session::PROTO_ICMP)
+        && ip.get(MIN_HEADER_LEN).is_some_and(|t| ERRORS.contains(t))
+}
+
+/// Translates the ICMP error `ip` (its head buffer, which must hold the whole message) if it
+/// quotes a packet of a session of VRF `vrf` in `table`.
+pub(crate) fn translate(table: &Table, vrf: u32, ip: &mut [u8]) -> Outcome {
+    if !is_error(ip) {
+        return Outcome::NotError;
+    }
+    let Some(h) = ip.first_chunk::<MIN_HEADER_LEN>() else {
+        return Outcome::Short;
+    };
+    let total = usize::from(Ipv4::new_unchecked(h).total_len());
+    // The quote: an IPv4 header (options allowed) and the first 8 bytes of its payload.
+    const QUOTE: usize = MIN_HEADER_LEN + 8;
+    let Some(q) = ip.get(QUOTE..) else {
+        return Outcome::Short;
+    };
+    let ihl = usize::from(q.first().map_or(0, |v| v & 0x0f)) * 4;
+    let proto = q.get(9).copied().unwrap_or(0);
+    if ihl < MIN_HEADER_LEN || !matches!(proto, session::PROTO_TCP | session::PROTO_UDP) {
+        return Outcome::NotError;
+    }
+    if ip.len() < total || total < QUOTE + ihl + 8 {
+        return Outcome::Short;
+    }
+    let word = |ip: &[u8], o: usize| u32::from_be_bytes([ip[o], ip[o + 1], ip[o + 2], ip[o + 3]]);
+    let port = |ip: &[u8], o: usize| u16::from_be_bytes([ip[o], ip[o + 1]]);
+    let l4 = QUOTE + ihl;
+    let quoted = Key::new(
+        vrf as u16,
+        proto,
+        word(ip, QUOTE + 12),
+        word(ip, QUOTE + 16),
+        port(ip, l4),
+        port(ip, l4 + 2),
+    );
+    let Lookup::Live(hit) = table.lookup(&quoted.reverse()) else {
+        return Outcome::NoSession;
+    };
+    let (k, x) = (hit.session.key, hit.session.xlate);
+    // The quote as its sender knew it, and the outer addresses to put back: (source as it
+    // is, as it becomes), (destination as it is, as it becomes).
+    let (src, dst, sport, dport, outer) = match hit.dir {
+        // A forward packet, translated on its way out: back to the client's view.
+        Dir::Reverse => (
+            k.src,
+            k.dst,
+            k.sport,
+            k.dport,
+            [(x.dst, k.dst), (x.src, k.src)],
+        ),
+        // A reply, translated back on its way to the client: to the backend's view.
+        Dir::Forward => (
+            x.dst,
+            x.src,
+            x.dport,
+            x.sport,
+            [(k.src, x.src), (k.dst, x.dst)],
+        ),
+    };
+    let old = (quoted.src, quoted.dst, quoted.sport, quoted.dport);
+    let d = Deltas::of_rewrite(proto, old, (src, dst, sport, dport));
+    // The quoted header and ports; the quoted UDP checksum too (TCP's is past the 8 bytes).
+    ip[QUOTE + 12..QUOTE + 16].copy_from_slice(&src.to_be_bytes());
+    ip[QUOTE + 16..QUOTE + 20].copy_from_slice(&dst.to_be_bytes());
+    ip[QUOTE + 10..QUOTE + 12].fill(0);
+    let c = wire::checksum::checksum(&ip[QUOTE..QUOTE + ihl]);
+    ip[QUOTE + 10..QUOTE + 12].copy_from_slice(&c.to_be_bytes());
+    ip[l4..l4 + 2].copy_from_slice(&sport.to_be_bytes());
+    ip[l4 + 2..l4 + 4].copy_from_slice(&dport.to_be_bytes());
+    if proto == session::PROTO_UDP {
+        let c = d.l4.apply_udp(port(ip, l4 + 6));
+        ip[l4 + 6..l4 + 8].copy_from_slice(&c.to_be_bytes());
+    }
+    // The outer source (an error from the backend comes from the VIP) and destination.
+    let mut v = Ipv4::new_unchecked(&mut ip[..MIN_HEADER_LEN]);
+    let (s, t) = (u32::from(v.src_addr()), u32::from(v.dst_addr()));
+    let [(from, to_src), (was, to_dst)] = outer;
+    if s == from {
+        v.set_src_addr(to_src.into());
+    }
+    if t == was {
+        v.set_dst_addr(to_dst.into());
+    }
+    v.fill_checksum();
+    // The ICMP checksum over the whole message.
+    let icmp = &mut ip[MIN_HEADER_LEN..total];
+    icmp[2..4].fill(0);
+    let c = wire::checksum::checksum(icmp);
+    icmp[2..4].copy_from_slice(&c.to_be_bytes());
+    Outcome::Translated
+}
