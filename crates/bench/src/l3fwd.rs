@@ -278,6 +278,7 @@ fn stateful(c: &mut api::Config, o: &L3fwdOptions) {
                 port: gen_port + 1,
                 state: api::BackendState::Ready,
             }],
+            local: false,
             affinity_seconds: None,
         });
         let sink = c.neighbor[0].clone();

@@ -19,9 +19,14 @@ use pod_common::{CONFIG, Server, python as py, skip, tap_pod, wait_line};
 /// `n` TCP connections from pod `ns` to `vip:80`, each reading the server's name: how many
 /// each name answered.
 fn connections(lab: &Lab, ns: &str, vip: &str, n: u32) -> BTreeMap<String, u32> {
+    connections_to(lab, ns, (vip, 80), n)
+}
+
+/// As [`connections`], to `port`.
+fn connections_to(lab: &Lab, ns: &str, (vip, port): (&str, u16), n: u32) -> BTreeMap<String, u32> {
     let code = format!(
         "import socket,collections\nn=collections.Counter()\nfor i in range({n}):\n  \
-         c=socket.create_connection(({vip:?},80),timeout=3)\n  b=b''\n  \
+         c=socket.create_connection(({vip:?},{port}),timeout=3)\n  b=b''\n  \
          while not b.endswith(b'\\n'): b+=c.recv(100)\n  n[b.decode().strip()]+=1\n  c.close()\n\
          print(' '.join('%s=%d'%kv for kv in sorted(n.items())),flush=True)\n"
     );
@@ -493,6 +498,26 @@ fn a_service_balances_to_a_backend_on_another_node() {
     let tunnels = d1.ok("show vxlan tunnel");
     assert!(tunnels.contains("192.0.2.2"), "{tunnels}");
 
+    // internalTrafficPolicy Local: node 1's pod reaches node 1's backend only; without a
+    // backend here, nothing.
+    d1.ok("service add near network blue vip 10.96.0.10 port 82 tcp local backend 10.1.0.11:8080,10.1.0.12:8080");
+    let got = connections_to(&lab, "c1", ("10.96.0.10", 82), 20);
+    assert_eq!(
+        got,
+        BTreeMap::from([("b1".to_string(), 20)]),
+        "{}",
+        d1.ok("show errors")
+    );
+    d1.ok("service add near network blue vip 10.96.0.10 port 82 tcp local backend 10.1.0.12:8080");
+    let code = "import socket\ntry:\n  socket.create_connection(('10.96.0.10',82),timeout=1)\n  \
+                print('connected')\nexcept Exception as e: print(type(e).__name__)\n";
+    let mut c = py(&lab, "c1", code);
+    assert_ne!(wait_line(&mut c), "connected");
+    let _ = c.wait();
+    assert!(
+        d1.ok("show errors")
+            .contains("service has no usable backend")
+    );
     // 512 KiB each way through a service whose only backend is across the tunnel.
     d1.ok("service add bulk network blue vip 10.96.0.10 port 81 tcp backend 10.1.0.12:8080");
     let bulk = "import socket,threading\n\

@@ -220,8 +220,8 @@ pub const COMMANDS: &[Command] = &[
     },
     Command {
         path: "service add",
-        usage: "service add NAME vip A.B.C.D port P [tcp|udp] [network NET | table N] [affinity SECONDS] [backend A.B.C.D:P[=ready|terminating|not-ready]]...",
-        help: "a service: new flows to VIP:P are balanced (Maglev) over the ready backends, or the terminating ones while none is ready; `affinity` keeps a client's new flows on its last backend for SECONDS (sessionAffinity ClientIP); a name in use is replaced, and backends that leave have their sessions flushed",
+        usage: "service add NAME vip A.B.C.D port P [tcp|udp] [network NET | table N] [local] [affinity SECONDS] [backend A.B.C.D:P[=ready|terminating|not-ready]]...",
+        help: "a service: new flows to VIP:P are balanced (Maglev) over the ready backends, or the terminating ones while none is ready; `local` sends new flows only to backends on this node (internalTrafficPolicy Local); `affinity` keeps a client's new flows on its last backend for SECONDS (sessionAffinity ClientIP); a name in use is replaced, and backends that leave have their sessions flushed",
         parse: Some(verbs::service_add),
     },
     Command {

@@ -409,7 +409,7 @@ pub(super) fn service_add(w: &mut Words<'_>) -> Result<Request, CliError> {
     let name = w.next("service name")?.to_string();
     let (mut vip, mut port, mut protocol) = (None, None, crate::Protocol::Tcp);
     let (mut network, mut table, mut backends) = (None, 0, Vec::new());
-    let mut affinity_seconds = None;
+    let (mut affinity_seconds, mut local) = (None, false);
     while let Some(x) = w.peek() {
         w.i += 1;
         match x {
@@ -419,6 +419,7 @@ pub(super) fn service_add(w: &mut Words<'_>) -> Result<Request, CliError> {
             "network" => network = Some(w.next("network name")?.to_string()),
             "table" => table = w.number("table")?,
             "affinity" => affinity_seconds = Some(w.number("affinity seconds")?),
+            "local" => local = true,
             "backend" => {
                 for b in w.next("backend A.B.C.D:PORT")?.split(',') {
                     backends.push(b.parse().map_err(|e: String| w.err(e))?);
@@ -438,6 +439,7 @@ pub(super) fn service_add(w: &mut Words<'_>) -> Result<Request, CliError> {
         port,
         protocol,
         backends,
+        local,
         affinity_seconds,
     }))
 }

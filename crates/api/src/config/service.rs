@@ -145,6 +145,10 @@ pub struct ServiceSpec {
     pub protocol: Protocol,
     #[serde(default)]
     pub backends: Vec<BackendSpec>,
+    /// Kubernetes' `internalTrafficPolicy: Local`: new flows go only to backends on this node
+    /// (reached through a pod interface, not a tunnel); with none here they are dropped.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub local: bool,
     /// Kubernetes' `sessionAffinity: ClientIP`: a client's new flows go to the backend its
     /// last one went to, for this many seconds after it (Kubernetes' default is 10800), while
     /// that backend is usable.
@@ -233,6 +237,7 @@ mod tests {
                 .split_whitespace()
                 .map(|b| b.parse().unwrap())
                 .collect(),
+            local: false,
             affinity_seconds: None,
         }
     }

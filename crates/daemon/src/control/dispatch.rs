@@ -202,6 +202,7 @@ impl Control {
             }
             Request::IpRoute { add, route } => {
                 self.route(add, &route)?;
+                self.routes_changed();
                 Reply::Ok
             }
             Request::ShowIpFib { table } => Reply::Fib {

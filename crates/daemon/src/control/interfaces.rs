@@ -387,8 +387,9 @@ impl Control {
         self.shared
             .interfaces
             .store(Arc::new(self.ifconfigs.clone()));
-        // An interface a policy names may have come or gone.
+        // An interface a policy names, or a local service's backend, may have come or gone.
         self.publish_policies();
+        self.routes_changed();
     }
 
     /// The worker that polls rx queue `q` of interface `i`.

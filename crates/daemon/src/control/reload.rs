@@ -184,6 +184,7 @@ impl Control {
             note(format!("route {} added", r.prefix), self.route(true, r));
         }
         self.reload_named(old, new, &mut note, true);
+        self.routes_changed();
         self.after_rib_change();
         if failed.is_empty() {
             Reloaded::Applied(applied)

@@ -139,6 +139,33 @@ impl Control {
         Ok(())
     }
 
+    /// Whether `addr` in `table` is on this node: routed to an interface that is not a
+    /// tunnel (a pod here), or one of our own addresses.
+    fn is_local(&self, table: u32, addr: Ipv4Addr) -> bool {
+        let Some(slot) = self.rib.slot(table) else {
+            return false;
+        };
+        let vrfs = self.shared.vrfs.load();
+        let Some(adj) = vrfs.get(slot as usize).and_then(|v| v.lookup(addr)) else {
+            return false;
+        };
+        match self.shared.adjacencies.load().get(adj as usize) {
+            Some(fib::adj::Adjacency::Local) => true,
+            Some(a) => a
+                .target()
+                .is_some_and(|(tx, _)| self.is_live(tx) && self.iface(tx).tunnel().is_none()),
+            None => false,
+        }
+    }
+
+    /// Publishes the services again if one depends on where its backends are (a route came
+    /// or went).
+    pub(super) fn routes_changed(&self) {
+        if self.services.by_name.values().any(|e| e.spec.local) {
+            self.publish_services();
+        }
+    }
+
     /// The names of the services in `table` (a network about to go).
     pub(super) fn services_in(&self, table: u32) -> Vec<String> {
         self.services
@@ -160,6 +187,7 @@ impl Control {
             let backends = e
                 .spec
                 .usable()
+                .filter(|b| !e.spec.local || self.is_local(e.table, b.addr))
                 .map(|b| Backend {
                     id: e.backend_ids[&(b.addr, b.port)],
                     addr: u32::from(b.addr),
