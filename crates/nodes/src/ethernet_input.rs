@@ -107,8 +107,9 @@ impl Node for EthernetInput {
         // follows them the same way, so that none overtakes them.
         let check = !ctx.next_waiting(Next::Ip4);
         let on = check && !ctx.next_waiting(Next::Lookup);
+        let services = &**services.load();
         let mut fuse = Fuse {
-            services: services.load(),
+            services,
             vrfs: vrfs.load(),
             adjs: adjacencies.load(),
             ifs,
@@ -117,7 +118,8 @@ impl Node for EthernetInput {
             fast: Fast::NONE,
             on,
             check,
-            session: on,
+            // A node without sessions anywhere tests nothing more per packet.
+            session: on && !services.stateful.is_empty(),
         };
         // A node without tunnels runs the loop without the bypass check at all.
         if vxlan.vteps.is_empty() {

@@ -52,6 +52,9 @@ fn hairpin_port(sport: u16, i: u16) -> u16 {
     1024 + (u32::from(sport).wrapping_add(u32::from(i) * 7919) % 64512) as u16
 }
 
+/// The most time one frame's sweep accounts for (ms).
+const SWEEP_SPAN_MS: u32 = 2;
+
 /// How many session ids a worker's sweep looks at per frame, at least and at most.
 const SWEEP_MIN: u32 = 64;
 const SWEEP_MAX: u32 = 4096;
@@ -370,10 +373,13 @@ impl Node for Ip4Session {
             }
         }
         if let Some((o, stats)) = self.owner.as_mut() {
-            // Every id about once a second, however often frames come (at least a little
-            // each frame; a worker that was idle catches up over its next frames).
+            // Every id about once a second while frames come at least every couple of
+            // milliseconds; when they come slower, a little each frame (a pass then takes
+            // longer, which only lets expired sessions linger: they are refreshed by nothing
+            // and evicted like any unestablished one). The work of a frame stays small and
+            // does not grow with the time a slow frame took.
             let now = f.now;
-            let elapsed = now.wrapping_sub(self.swept_at).min(1000);
+            let elapsed = now.wrapping_sub(self.swept_at).min(SWEEP_SPAN_MS);
             let budget = (u64::from(o.ids().len() as u32) * u64::from(elapsed) / 1000) as u32;
             let budget = budget.clamp(SWEEP_MIN, SWEEP_MAX);
             o.sweep(now, budget);
