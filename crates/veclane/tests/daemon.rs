@@ -733,7 +733,9 @@ fn separate_sink_and_paced_sender_sleep_between_frames() {
         "5",
         "--check-payload",
     ]);
-    std::thread::sleep(Duration::from_millis(300));
+    // The sender starts once the sink is connected (on a busy machine it took longer than
+    // the 300 ms this waited, and the first frames found no sink).
+    d.wait_connected(1);
     let sender = spawn_gen(&[
         "--id",
         "0",
