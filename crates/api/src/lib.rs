@@ -18,17 +18,16 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub use config::{
-    AddressSetSpec, AfPacketSpec, AfXdpSpec, BackendSpec, BackendState, Config, MemifMode,
-    MemifSpec, NeighborSpec, NetworkSpec, PolicySpec, Protocol, RouteSpec, ServiceSpec, TapSpec,
-    XdpMode,
+    AddressSetSpec, AfPacketSpec, AfXdpSpec, BackendSpec, Config, MemifMode, MemifSpec,
+    NeighborSpec, NetworkSpec, PolicySpec, RouteSpec, ServiceSpec, TapSpec, XdpMode,
 };
 pub use sessions::{
     AddressSetInfo, InterfacePolicy, PolicyInfo, PolicyReport, ServiceInfo, SessionFilter,
     SessionInfo, SessionTotals,
 };
 pub use types::{
-    CopyEngine, CopyMode, Ipv4Prefix, MacAddr, ParseError, Role, RxMode, Via, parse_ipv4,
-    parse_mac, vxlan_tunnel_mac,
+    BackendState, CopyEngine, CopyMode, Ipv4Prefix, MacAddr, ParseError, Protocol, Role, RxMode,
+    Via, parse_ipv4, parse_mac, vxlan_tunnel_mac,
 };
 
 /// File name of the control socket inside the runtime directory.

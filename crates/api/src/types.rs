@@ -117,6 +117,39 @@ keywords! {
 }
 
 keywords! {
+    /// A transport protocol a service balances.
+    Protocol {
+        Tcp = "tcp",
+        Udp = "udp",
+    }
+}
+
+impl Protocol {
+    /// The IP protocol number.
+    pub fn number(self) -> u8 {
+        match self {
+            Protocol::Tcp => 6,
+            Protocol::Udp => 17,
+        }
+    }
+}
+
+keywords! {
+    /// A service backend's state, as a Kubernetes EndpointSlice's conditions say it.
+    #[derive(Default)]
+    BackendState {
+        /// Ready: takes new flows.
+        #[default]
+        Ready = "ready",
+        /// Serving but terminating: takes new flows only while no backend is ready
+        /// (kube-proxy's fallback), and keeps its sessions.
+        Terminating = "terminating",
+        /// Neither: takes no new flow, keeps its sessions.
+        NotReady = "not-ready",
+    }
+}
+
+keywords! {
     /// How workers wait for packets.
     RxMode {
         /// Never sleep.

@@ -415,7 +415,11 @@ pub(super) fn service_add(w: &mut Words<'_>) -> Result<Request, CliError> {
         match x {
             "vip" => vip = Some(w.next("vip A.B.C.D")?),
             "port" => port = Some(w.number("port")?),
-            "tcp" | "udp" => protocol = x.parse().map_err(|e: String| w.err(e))?,
+            "tcp" | "udp" => {
+                protocol = x
+                    .parse()
+                    .map_err(|e: crate::ParseError| w.err(e.to_string()))?
+            }
             "network" => network = Some(w.next("network name")?.to_string()),
             "table" => table = w.number("table")?,
             "affinity" => affinity_seconds = Some(w.number("affinity seconds")?),

@@ -34,7 +34,7 @@ pub use interface::{
 pub use network::{MAX_VNI, NeighborSpec, NetworkSpec, RouteSpec};
 pub use parse::{ConfigError, Problem};
 pub use policy::{AddressSetSpec, PolicySpec};
-pub use service::{BackendSpec, BackendState, MAX_BACKENDS, Protocol, ServiceSpec};
+pub use service::{BackendSpec, MAX_BACKENDS, ServiceSpec};
 pub use uplink::{AfPacketSpec, AfXdpSpec, XdpMode};
 // The tests name these through `super::*`, as they did when the sections' types lived here.
 #[cfg(test)]

@@ -6,82 +6,7 @@ use std::net::Ipv4Addr;
 use serde::{Deserialize, Serialize};
 
 use super::is_zero;
-
-/// A transport protocol a service balances.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Protocol {
-    Tcp,
-    Udp,
-}
-
-impl Protocol {
-    /// The IP protocol number.
-    pub fn number(self) -> u8 {
-        match self {
-            Protocol::Tcp => 6,
-            Protocol::Udp => 17,
-        }
-    }
-}
-
-impl std::str::FromStr for Protocol {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Protocol, String> {
-        match s {
-            "tcp" => Ok(Protocol::Tcp),
-            "udp" => Ok(Protocol::Udp),
-            x => Err(format!("protocol {x:?}: expected tcp or udp")),
-        }
-    }
-}
-
-impl std::fmt::Display for Protocol {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Protocol::Tcp => "tcp",
-            Protocol::Udp => "udp",
-        })
-    }
-}
-
-/// A backend's state, as a Kubernetes EndpointSlice's conditions say it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum BackendState {
-    /// Ready: takes new flows.
-    #[default]
-    Ready,
-    /// Serving but terminating: takes new flows only while no backend is ready (kube-proxy's
-    /// fallback), and keeps its sessions.
-    Terminating,
-    /// Neither: takes no new flow, keeps its sessions.
-    NotReady,
-}
-
-impl std::str::FromStr for BackendState {
-    type Err = String;
-    fn from_str(s: &str) -> Result<BackendState, String> {
-        match s {
-            "ready" => Ok(BackendState::Ready),
-            "terminating" => Ok(BackendState::Terminating),
-            "not-ready" => Ok(BackendState::NotReady),
-            x => Err(format!(
-                "backend state {x:?}: expected ready, terminating or not-ready"
-            )),
-        }
-    }
-}
-
-impl std::fmt::Display for BackendState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            BackendState::Ready => "ready",
-            BackendState::Terminating => "terminating",
-            BackendState::NotReady => "not-ready",
-        })
-    }
-}
+use crate::types::{BackendState, Protocol};
 
 fn is_ready(s: &BackendState) -> bool {
     *s == BackendState::Ready
@@ -102,7 +27,10 @@ impl std::str::FromStr for BackendSpec {
     /// `A.B.C.D:PORT[=ready|terminating|not-ready]`.
     fn from_str(s: &str) -> Result<BackendSpec, String> {
         let (ap, state) = match s.split_once('=') {
-            Some((ap, st)) => (ap, st.parse()?),
+            Some((ap, st)) => (
+                ap,
+                st.parse().map_err(|e: crate::ParseError| e.to_string())?,
+            ),
             None => (s, BackendState::Ready),
         };
         let (a, p) = ap
