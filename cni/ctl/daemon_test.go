@@ -91,6 +91,52 @@ func TestTheDaemonTakesEveryRequest(t *testing.T) {
 	must("network_del", c.Do(ctl.NetworkDel{Name: "green"}))
 }
 
+// Services, address sets and policies against the real daemon: each request is taken as
+// sent (the daemon refuses unknown fields), and show_service reads the service back.
+func TestTheDaemonTakesServicesAndPolicies(t *testing.T) {
+	_, c := startDaemon(t)
+	must := func(what string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	svc := ctl.ServiceAdd{
+		Name: "default/web:http", Network: "blue", VIP: netip.MustParseAddr("10.96.0.10"), Port: 80, Protocol: "tcp",
+		Backends: []ctl.Backend{
+			{Addr: netip.MustParseAddr("10.1.0.11"), Port: 8080},
+			{Addr: netip.MustParseAddr("10.1.0.12"), Port: 8080, State: "terminating"},
+		},
+		Local: true, AffinitySeconds: 10800,
+	}
+	must("service_add", c.Do(svc))
+	got, err := ctl.Call[ctl.Services](c, ctl.ShowService{})
+	must("show_service", err)
+	if len(got.Services) != 1 || got.Services[0].Spec.Name != svc.Name || len(got.Services[0].Spec.Backends) != 2 ||
+		got.Services[0].Spec.Backends[1].State != "terminating" || !got.Services[0].Spec.Local || got.Services[0].Spec.AffinitySeconds != 10800 {
+		t.Fatalf("services: %+v", got)
+	}
+	must("address_set_add", c.Do(ctl.AddressSetAdd{Name: "frontend", Members: []netip.Prefix{netip.MustParsePrefix("10.1.0.5/32")}}))
+	isolated := []ctl.Rule{}
+	must("policy_add", c.Do(ctl.PolicyAdd{
+		Name: "default/db", Interfaces: []string{"pod-x-eth1"},
+		Ingress: &[]ctl.Rule{{
+			Peers: []ctl.Peer{
+				{Set: "frontend"},
+				{CIDR: &ctl.CIDR{Prefix: netip.MustParsePrefix("10.0.0.0/8"), Except: []netip.Prefix{netip.MustParsePrefix("10.9.0.0/16")}}},
+			},
+			Ports: []ctl.PortMatch{{Protocol: "tcp", Port: &ctl.PortRange{First: 5432, Last: 5433}}, {Protocol: "icmp"}},
+		}},
+		Egress: &isolated,
+	}))
+	must("policy_del", c.Do(ctl.PolicyDel{Name: "default/db"}))
+	must("address_set_del", c.Do(ctl.AddressSetDel{Name: "frontend"}))
+	must("service_del", c.Do(ctl.ServiceDel{Name: svc.Name}))
+	if err := c.Do(ctl.ServiceDel{Name: svc.Name}); err == nil {
+		t.Fatal("deleting a service twice")
+	}
+}
+
 // What each refusal of the real daemon reads as: NoInterface for a missing interface, with
 // or without codes; the code of every kind of refusal when the daemon sends codes.
 func TestTheDaemonsErrorCodes(t *testing.T) {
