@@ -126,3 +126,143 @@ pub(crate) fn translate(table: &Table, vrf: u32, ip: &mut [u8]) -> Outcome {
     icmp[2..4].copy_from_slice(&c.to_be_bytes());
     Outcome::Translated
 }
+
+#[cfg(test)]
+mod tests {
+    use session::{Config, NewSession, Timeouts, Translation};
+
+    use super::*;
+
+    const CLIENT: [u8; 4] = [10, 1, 0, 5];
+    const VIP: [u8; 4] = [10, 96, 0, 10];
+    const BACKEND: [u8; 4] = [10, 1, 0, 12];
+    const ROUTER: [u8; 4] = [10, 1, 0, 1];
+
+    /// A table with one session: CLIENT:40000 -> VIP:80 (UDP) translated to BACKEND:8080.
+    fn table() -> (std::sync::Arc<Table>, session::Owner) {
+        let (t, mut owners) = Table::new(Config {
+            max_sessions: 16,
+            workers: 1,
+            timeouts: Timeouts::default(),
+        })
+        .unwrap();
+        let mut o = owners.remove(0);
+        let k = Key::new(
+            0,
+            session::PROTO_UDP,
+            u32::from_be_bytes(CLIENT),
+            u32::from_be_bytes(VIP),
+            40000,
+            80,
+        );
+        let s = NewSession {
+            xlate: Translation {
+                dst: u32::from_be_bytes(BACKEND),
+                dport: 8080,
+                ..Translation::identity(&k)
+            },
+            ..NewSession::plain(k)
+        };
+        o.create(&s, 0).unwrap();
+        (t, o)
+    }
+
+    /// An ICMP error from `from` to `to` quoting a UDP datagram `q_src:q_sport ->
+    /// q_dst:q_dport` (its header and 8 bytes), with valid checksums all through.
+    fn error(from: [u8; 4], to: [u8; 4], q: Ends) -> Vec<u8> {
+        let mut quoted = Vec::new();
+        etherparse::PacketBuilder::ipv4(q.0, q.2, 63)
+            .udp(q.1, q.3)
+            .write(&mut quoted, &[0x5a; 16])
+            .unwrap();
+        quoted.truncate(28);
+        let mut v = Vec::new();
+        etherparse::PacketBuilder::ipv4(from, to, 64)
+            .icmpv4(etherparse::Icmpv4Type::DestinationUnreachable(
+                etherparse::icmpv4::DestUnreachableHeader::FragmentationNeeded {
+                    next_hop_mtu: 1450,
+                },
+            ))
+            .write(&mut v, &quoted)
+            .unwrap();
+        v
+    }
+
+    /// A packet's (src, sport, dst, dport).
+    type Ends = ([u8; 4], u16, [u8; 4], u16);
+
+    /// The outer (src, dst), the quoted (src, sport, dst, dport), after checking every
+    /// checksum the message carries.
+    fn read(v: &[u8]) -> (([u8; 4], [u8; 4]), Ends) {
+        let outer = etherparse::Ipv4HeaderSlice::from_slice(v).unwrap();
+        assert_eq!(
+            outer.header_checksum(),
+            outer.to_header().calc_header_checksum()
+        );
+        let total = usize::from(outer.total_len());
+        assert_eq!(wire::checksum::checksum(&v[20..total]), 0, "icmp checksum");
+        let q = etherparse::Ipv4HeaderSlice::from_slice(&v[28..]).unwrap();
+        assert_eq!(q.header_checksum(), q.to_header().calc_header_checksum());
+        let p = |o: usize| u16::from_be_bytes([v[o], v[o + 1]]);
+        (
+            (outer.source(), outer.destination()),
+            (q.source(), p(48), q.destination(), p(50)),
+        )
+    }
+
+    /// An error about the client's translated packet (from a router on the way, or from the
+    /// backend itself) reaches the client as about its packet to the VIP.
+    #[test]
+    fn an_error_about_a_forward_packet_reads_as_the_client_sent_it() {
+        let (t, _o) = table();
+        let mut e = error(ROUTER, CLIENT, (CLIENT, 40000, BACKEND, 8080));
+        assert_eq!(translate(&t, 0, &mut e), Outcome::Translated);
+        assert_eq!(read(&e), ((ROUTER, CLIENT), (CLIENT, 40000, VIP, 80)));
+        let mut e = error(BACKEND, CLIENT, (CLIENT, 40000, BACKEND, 8080));
+        assert_eq!(translate(&t, 0, &mut e), Outcome::Translated);
+        assert_eq!(
+            read(&e),
+            ((VIP, CLIENT), (CLIENT, 40000, VIP, 80)),
+            "from the VIP"
+        );
+    }
+
+    /// An error about a reply (sent to the VIP) reaches the backend as about its own packet.
+    #[test]
+    fn an_error_about_a_reply_reads_as_the_backend_sent_it() {
+        let (t, _o) = table();
+        let mut e = error(ROUTER, VIP, (VIP, 80, CLIENT, 40000));
+        assert_eq!(translate(&t, 0, &mut e), Outcome::Translated);
+        assert_eq!(
+            read(&e),
+            ((ROUTER, BACKEND), (BACKEND, 8080, CLIENT, 40000))
+        );
+    }
+
+    /// Errors about no session, in another VRF, cut short, or not errors at all are left as
+    /// they are.
+    #[test]
+    fn anything_else_is_left_alone() {
+        let (t, _o) = table();
+        let foreign = error(ROUTER, CLIENT, (CLIENT, 40001, BACKEND, 8080));
+        for (vrf, mut e, want) in [
+            (0, foreign.clone(), Outcome::NoSession),
+            (
+                1,
+                error(ROUTER, CLIENT, (CLIENT, 40000, BACKEND, 8080)),
+                Outcome::NoSession,
+            ),
+            (0, foreign[..40].to_vec(), Outcome::Short),
+        ] {
+            let before = e.clone();
+            assert_eq!(translate(&t, vrf, &mut e), want);
+            assert_eq!(e, before, "untouched");
+        }
+        let mut udp = Vec::new();
+        etherparse::PacketBuilder::ipv4(CLIENT, VIP, 64)
+            .udp(1, 2)
+            .write(&mut udp, b"x")
+            .unwrap();
+        assert_eq!(translate(&t, 0, &mut udp), Outcome::NotError);
+    }
+}
