@@ -339,15 +339,18 @@ impl Node for Ip4Session {
             let ours = m.flags & crate::LOCALLY_ORIGINATED != 0;
             // An ICMP error about a session's packet is translated and passes as it does;
             // our own packets (the errors we make) are judged by no policy.
-            let act = match session_icmp::translate(f.table, vrf, ip) {
-                Outcome::Translated => Act::Pass(None),
-                _ if ours => Act::Pass(None),
-                _ => match flow_of(vrf, ip) {
+            let icmp = ip.get(9) == Some(&session::PROTO_ICMP);
+            let translated =
+                icmp && session_icmp::translate(f.table, vrf, ip) == Outcome::Translated;
+            let act = if translated || ours {
+                Act::Pass(None)
+            } else {
+                match flow_of(vrf, ip) {
                     Ok(flow) => self.act(ctx, &f, &flow, rx),
                     // Only a packet to a service is lost for it.
                     Err(e) if to_service(&services, vrf, ip) => Act::Drop(e),
                     Err(_) => Act::Pass(None),
-                },
+                }
             };
             match act {
                 Act::Drop(e) => {
