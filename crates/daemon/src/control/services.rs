@@ -76,13 +76,19 @@ impl Control {
                 let moved = e.key() != key;
                 let keep: Vec<(Ipv4Addr, u16)> =
                     spec.backends.iter().map(|b| (b.addr, b.port)).collect();
+                let mut gone = Vec::new();
                 e.backend_ids.retain(|k, &mut bid| {
                     let stays = !moved && keep.contains(k);
                     if !stays {
-                        table_ref.kill_backend(e.id, bid);
+                        gone.push(bid);
                     }
                     stays
                 });
+                // One scan of the table for all the backends that left.
+                if !gone.is_empty() {
+                    let id = e.id;
+                    table_ref.kill(|s| s.service == id && gone.contains(&s.backend));
+                }
                 e.spec = spec;
                 e.table = table;
                 e
