@@ -788,23 +788,13 @@ fn a_packet_in_a_mixed_frame_goes_where_it_goes_alone() {
     run(1, 0, &bad_csum);
     run(3, 0, &good0);
 
-    type Outcome = (Vec<(u32, Vec<u8>)>, Vec<(&'static str, &'static str, u64)>);
     let outcome = |frames: Vec<Vec<(u32, Vec<u8>)>>, traced: u32| -> Outcome {
         let mut s = setup();
         s.adj.set_interface_mtu(3, 1450);
         if traced > 0 {
             s.rt.trace_add("test-input", traced).unwrap();
         }
-        for f in frames {
-            s.input.lock().unwrap().extend(f);
-            s.rt.dispatch(&mut s.pool);
-        }
-        assert_eq!(s.pool.available(), s.pool.capacity(), "a buffer leaked");
-        let mut out = s.output.lock().unwrap().clone();
-        out.sort();
-        let mut errors = s.rt.errors();
-        errors.sort();
-        (out, errors)
+        s.outcome(frames)
     };
     let alone = outcome(frame.iter().map(|p| vec![p.clone()]).collect(), 0);
     assert!(alone.0.len() > 20, "most packets are forwarded: {alone:?}");

@@ -146,20 +146,10 @@ fn spoofed_packets_in_a_mixed_frame_go_where_they_go_alone() {
     ] {
         frame.extend((0..n).map(|_| (0, p.clone())));
     }
-    type Outcome = (Vec<(u32, Vec<u8>)>, Vec<(&'static str, &'static str, u64)>);
     let outcome = |frames: Vec<Vec<(u32, Vec<u8>)>>| -> Outcome {
         let mut s = setup();
         s.set_sources(0, Some(&[([10, 0, 0, 7], 32)]));
-        for f in frames {
-            s.input.lock().unwrap().extend(f);
-            s.rt.dispatch(&mut s.pool);
-        }
-        assert_eq!(s.pool.available(), s.pool.capacity(), "a buffer leaked");
-        let mut out = s.output.lock().unwrap().clone();
-        out.sort();
-        let mut errors = s.rt.errors();
-        errors.sort();
-        (out, errors)
+        s.outcome(frames)
     };
     let alone = outcome(frame.iter().map(|p| vec![p.clone()]).collect());
     // 12 forwarded, and a port unreachable for each datagram to us.

@@ -102,6 +102,24 @@ impl Held {
     }
 }
 
+/// A tap pod as [`tap_pod`] makes it, routing the services' range (10.96.0.0/12) through its
+/// gateway too.
+fn service_pod(d: &Daemon, lab: &Lab, pod: &str, network: &str, addr: &str) -> String {
+    let name = tap_pod(d, lab, pod, network, addr);
+    let route = [
+        "ip",
+        "route",
+        "add",
+        "10.96.0.0/12",
+        "via",
+        "169.254.1.1",
+        "dev",
+        "eth1",
+    ];
+    lab.exec(pod, &route);
+    name
+}
+
 const WEB: &str = "service add web network blue vip 10.96.0.10 port 80 tcp";
 const DNS: &str = "service add dns network blue vip 10.96.0.10 port 80 udp";
 
@@ -122,20 +140,7 @@ fn a_cluster_ip_spreads_flows_and_forgets_a_removed_backend() {
         ("rb", "red", "10.1.0.11"),
     ];
     for (pod, net, addr) in pods {
-        tap_pod(&d, &lab, pod, net, addr);
-        lab.exec(
-            pod,
-            &[
-                "ip",
-                "route",
-                "add",
-                "10.96.0.0/12",
-                "via",
-                "169.254.1.1",
-                "dev",
-                "eth1",
-            ],
-        );
+        service_pod(&d, &lab, pod, net, addr);
     }
     let _servers: Vec<Server> = ["b1", "b2", "b3", "rb"]
         .iter()
@@ -245,20 +250,7 @@ fn a_syn_flood_evicts_no_established_flow() {
     let config = CONFIG.replace("buffers = 4096\n", "buffers = 4096\nsessions = 1024\n");
     let d = Daemon::start_in(Some(&lab.ns("node")), &config);
     for (pod, addr) in [("c1", "10.1.0.5"), ("a1", "10.1.0.7"), ("b1", "10.1.0.11")] {
-        tap_pod(&d, &lab, pod, "blue", addr);
-        lab.exec(
-            pod,
-            &[
-                "ip",
-                "route",
-                "add",
-                "10.96.0.0/12",
-                "via",
-                "169.254.1.1",
-                "dev",
-                "eth1",
-            ],
-        );
+        service_pod(&d, &lab, pod, "blue", addr);
     }
     let _server = Server::start(&lab, "b1", "b1", &[8080], &[8080]);
     d.ok(&format!("{WEB} backend 10.1.0.11:8080"));
@@ -390,20 +382,7 @@ fn affinity_keeps_a_client_on_one_backend() {
         ("b3", "10.1.0.13"),
     ];
     for (pod, addr) in pods {
-        tap_pod(&d, &lab, pod, "blue", addr);
-        lab.exec(
-            pod,
-            &[
-                "ip",
-                "route",
-                "add",
-                "10.96.0.0/12",
-                "via",
-                "169.254.1.1",
-                "dev",
-                "eth1",
-            ],
-        );
+        service_pod(&d, &lab, pod, "blue", addr);
     }
     let _servers: Vec<Server> = ["b1", "b2", "b3"]
         .iter()
@@ -459,20 +438,7 @@ fn a_service_balances_to_a_backend_on_another_node() {
         (&d1, "b1", "10.1.0.11"),
         (&d2, "b2", "10.1.0.12"),
     ] {
-        tap_pod(d, &lab, pod, "blue", addr);
-        lab.exec(
-            pod,
-            &[
-                "ip",
-                "route",
-                "add",
-                "10.96.0.0/12",
-                "via",
-                "169.254.1.1",
-                "dev",
-                "eth1",
-            ],
-        );
+        service_pod(d, &lab, pod, "blue", addr);
     }
     // What the node agents would program: each node routes the other's pods to its VTEP.
     d1.ok("ip route add 10.1.0.12/32 via 192.0.2.2 network blue");

@@ -47,7 +47,29 @@ pub struct Setup {
     pub policies: Arc<ArcSwap<nodes::Policies>>,
 }
 
+/// Where a run's packets went (sorted) and the counters it left (sorted).
+pub type Outcome = (Vec<(u32, Vec<u8>)>, Vec<(&'static str, &'static str, u64)>);
+
 impl Setup {
+    /// Runs `frames`, one dispatch each, and says where their packets went: for comparing a
+    /// frame's outcome with its packets' sent one per frame.
+    pub fn outcome(&mut self, frames: Vec<Vec<(u32, Vec<u8>)>>) -> Outcome {
+        for f in frames {
+            self.input.lock().unwrap().extend(f);
+            self.rt.dispatch(&mut self.pool);
+        }
+        assert_eq!(
+            self.pool.available(),
+            self.pool.capacity(),
+            "a buffer leaked"
+        );
+        let mut out = self.output.lock().unwrap().clone();
+        out.sort();
+        let mut errors = self.rt.errors();
+        errors.sort();
+        (out, errors)
+    }
+
     /// Gives interface `i` the allowed sources `prefixes` (a pod's interface), or none.
     pub fn set_sources(&self, i: usize, prefixes: Option<&[([u8; 4], u8)]>) {
         let mut ifs = (**self.ifs.load()).clone();
