@@ -16,7 +16,8 @@
 # - CMake on src/ directly with Ninja: the top-level Makefile's build-root downloads external
 #   dependencies, which these machines cannot.
 # - A release build with VPP's default LTO: what users run, so the fair comparison.
-# - Only the plugins measured against: memif, ping (ICMP echo, the `ping` CLI), vxlan (multinet).
+# - Only the plugins measured against: memif, ping (ICMP echo, the `ping` CLI), vxlan (multinet),
+#   cnat (services: the reference's load balancer) and acl (reflexive ACLs: stateful policy).
 # - The tarball has no .git, so the version string goes into src/scripts/.version.
 # - gcc 12 stops on src/vppinfra/devicetree.c with -Werror=stringop-truncation (VPP's own
 #   -Werror comes after CMAKE_C_FLAGS): a pragma in that file turns the warning off.
@@ -73,7 +74,7 @@ else
   echo "build-vpp: resuming the build in $cache" >&2
 fi
 
-keep="memif ping vxlan"
+keep="memif ping vxlan cnat acl"
 excluded=()
 for d in "$src"/plugins/*/; do
   name=$(basename "$d")
@@ -89,7 +90,7 @@ cmake -G Ninja -S "$src" -B "$cache/build" \
   -DVPP_EXCLUDED_PLUGINS="$excluded_list" >"$cache/configure.log" 2>&1 ||
   die "cmake failed; see $cache/configure.log"
 echo "build-vpp: building (this takes a while; log in $cache/build.log)" >&2
-ninja -C "$cache/build" -j "$(nproc)" vpp vppctl memif_plugin ping_plugin vxlan_plugin \
+ninja -C "$cache/build" -j "$(nproc)" vpp vppctl memif_plugin ping_plugin vxlan_plugin cnat_plugin acl_plugin \
   >"$cache/build.log" 2>&1 || die "build failed; see $cache/build.log"
 [ -x "$bin" ] || die "the build produced no $bin"
 [ -x "$cache/build/bin/vppctl" ] || die "the build produced no vppctl"

@@ -36,6 +36,10 @@ pub struct L3fwdOptions {
     /// (`--policy-rules`): the last allows them, the others never match.
     #[serde(skip_serializing_if = "is_zero")]
     pub policy_rules: u32,
+    /// With `service`: every frame a flow the DUT no longer knows (`--new-flows`; see
+    /// [`crate::stateful`]).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub new_flows: bool,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -117,11 +121,13 @@ pub(crate) fn gen_config(
         rx_iface: Some(iface(1)),
         spec: {
             let (size, mix) = crate::trial::frame_spec_size(plan.size);
-            trafgen::FrameSpec {
+            let mut spec = trafgen::FrameSpec {
                 size,
                 mix,
                 ..Default::default()
-            }
+            };
+            crate::stateful::frames(&mut spec, &cfg.l3fwd);
+            spec
         },
         burst: cfg.burst,
         // Frames still in the DUT when sending stops come back within microseconds.
@@ -177,16 +183,15 @@ pub(crate) fn start_dut(s: &DutStart<'_>) -> Result<(Running, PathBuf), DutError
             Ok((Box::new(l) as Running, sock))
         }
         Dut::Vpp => {
-            let v = crate::vpp::spawn(
-                &cfg.vpp_bin_or_missing()?,
-                None,
-                &crate::vpp::VppConfig {
-                    ring_log2: plan.ring_log2,
-                    buffer_size: plan.buffer_size,
-                    workers: plan.worker_cpus(dut.workers).to_vec(),
-                    ..crate::vpp::VppConfig::new(plan.gen_cpu, plan.dut_cpu())
-                },
-            )?;
+            let mut vc = crate::vpp::VppConfig {
+                ring_log2: plan.ring_log2,
+                buffer_size: plan.buffer_size,
+                workers: plan.worker_cpus(dut.workers).to_vec(),
+                ..crate::vpp::VppConfig::new(plan.gen_cpu, plan.dut_cpu())
+            };
+            let sink = trafgen::FrameSpec::default().src_mac.0;
+            crate::stateful::vpp(&mut vc.topology, &cfg.l3fwd, sink);
+            let v = crate::vpp::spawn(&cfg.vpp_bin_or_missing()?, None, &vc)?;
             let sock = v.memif_socket();
             Ok((Box::new(v) as Running, sock))
         }
@@ -253,65 +258,6 @@ pub fn veclane_config(cfg: &L3fwdConfig, copy: CopyMode, plan: &Plan, workers: u
         i.ring_size = Some(plan.ring_size());
         i.buffer_size = Some(plan.buffer_size);
     }
-    stateful(&mut c, &cfg.l3fwd);
+    crate::stateful::veclane(&mut c, &cfg.l3fwd);
     c
-}
-
-/// The generator's destination and its UDP port: the service's VIP and port.
-const VIP: std::net::Ipv4Addr = std::net::Ipv4Addr::new(10, 10, 2, 2);
-/// The service's backend: another address behind the sink's port (the same MAC).
-const BACKEND: std::net::Ipv4Addr = std::net::Ipv4Addr::new(10, 10, 2, 3);
-
-/// Adds `--service`'s service and `--policy-rules`' policy to a daemon configuration.
-fn stateful(c: &mut api::Config, o: &L3fwdOptions) {
-    let gen_port = trafgen::FrameSpec::default().dst_port;
-    if o.service {
-        c.service.push(api::ServiceSpec {
-            name: "bench".into(),
-            network: None,
-            table: 0,
-            vip: VIP,
-            port: gen_port,
-            protocol: api::Protocol::Udp,
-            backends: vec![api::BackendSpec {
-                addr: BACKEND,
-                port: gen_port + 1,
-                state: api::BackendState::Ready,
-            }],
-            local: false,
-            affinity_seconds: None,
-        });
-        let sink = c.neighbor[0].clone();
-        c.neighbor.push(api::NeighborSpec {
-            ip: BACKEND,
-            ..sink
-        });
-    }
-    if o.policy_rules > 0 {
-        use policy::{Peer, PortMatch, PortRange, Protocol, Rule};
-        let rule = |net: &str, protocol, port| Rule {
-            peers: vec![Peer::Cidr {
-                prefix: net.parse().expect("a prefix"),
-                except: vec![],
-            }],
-            ports: vec![PortMatch {
-                protocol,
-                port: Some(PortRange::one(port)),
-            }],
-        };
-        let mut rules: Vec<Rule> = (1..o.policy_rules)
-            .map(|k| rule("192.0.2.0/24", Protocol::Tcp, k as u16))
-            .collect();
-        rules.push(rule(
-            "10.10.2.0/24",
-            Protocol::Udp,
-            gen_port + u16::from(o.service),
-        ));
-        c.policy.push(api::PolicySpec {
-            name: "bench".into(),
-            interfaces: vec![c.memif_names()[0].clone()],
-            ingress: None,
-            egress: Some(rules),
-        });
-    }
 }

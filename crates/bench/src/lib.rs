@@ -30,6 +30,7 @@ pub mod scenario;
 mod sched;
 pub mod search;
 pub mod seed;
+pub mod stateful;
 pub mod testpmd;
 pub mod trial;
 pub mod underlay;

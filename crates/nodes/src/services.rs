@@ -141,9 +141,9 @@ impl Service {
 /// Every service of the node, published as a whole.
 #[derive(Debug, Default)]
 pub struct Services {
-    pub vips: HashMap<VipKey, Arc<Service>>,
+    pub vips: HashMap<VipKey, Arc<Service>, session::FixedState>,
     /// (VRF slot, VIP) of every service, whatever its port and protocol.
-    pub addrs: HashSet<(u32, u32)>,
+    pub addrs: HashSet<(u32, u32), session::FixedState>,
     /// Whether VRF slot `i` keeps sessions (it has a service).
     pub stateful: Vec<bool>,
 }

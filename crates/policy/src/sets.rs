@@ -10,42 +10,14 @@
 //! bound whatever the control plane puts in it.
 
 use std::collections::{HashMap, HashSet};
-use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
 use crate::spec::{Prefix, SetSpec, mask};
 
-/// A hash for addresses: the keys are networks with their host bits cleared (a /24's low
-/// byte is always zero), so the finaliser must spread every input bit over the low bits the
-/// table indexes by and the high bits it tags with. The members come from the control plane
-/// and the probes are only looked up, never inserted, so a sender cannot fill a chain: no
-/// random seed is needed, and SipHash's cost would be most of an evaluation.
-#[derive(Debug, Default, Clone, Copy)]
-pub(crate) struct AddrHasher(u64);
-
-impl Hasher for AddrHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 << 8 | u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        }
-    }
-
-    fn write_u32(&mut self, x: u32) {
-        self.0 = u64::from(x);
-    }
-
-    fn finish(&self) -> u64 {
-        // MurmurHash3's 64-bit finaliser: every input bit reaches every output bit.
-        let mut h = self.0;
-        h ^= h >> 33;
-        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-        h ^= h >> 33;
-        h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-        h ^ (h >> 33)
-    }
-}
-
-type AddrHashSet = HashSet<u32, BuildHasherDefault<AddrHasher>>;
+/// Networks hash with `session`'s [`FixedHasher`](session::FixedHasher): the members come
+/// from the control plane and probes only look up, so no seed is needed, and SipHash's cost
+/// would be most of an evaluation.
+type AddrHashSet = HashSet<u32, session::FixedState>;
 
 /// The networks of one prefix length.
 #[derive(Debug, Clone)]
@@ -257,19 +229,6 @@ mod tests {
                 big.contains(0x0a00_0000 + 9_999 * 3) || big.contains(0x0b00_0000 + (9_999 << 8))
             );
         }
-    }
-
-    #[test]
-    fn the_hash_spreads_networks() {
-        // /24 networks differ only above bit 8: their hashes must still differ in the low bits.
-        let low: HashSet<u64> = (0..1024u32)
-            .map(|i| {
-                let mut h = AddrHasher::default();
-                h.write_u32(0x0a00_0000 + (i << 8));
-                h.finish() & 1023
-            })
-            .collect();
-        assert!(low.len() > 600, "{} distinct low bits of 1024", low.len());
     }
 
     #[test]

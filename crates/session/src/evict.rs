@@ -10,6 +10,8 @@
 
 use std::collections::HashMap;
 
+use crate::FixedState;
+
 /// End of a list.
 const NIL: u32 = u32::MAX;
 /// Not on any list.
@@ -31,7 +33,7 @@ pub(crate) struct Lists {
     next: Box<[u32]>,
     /// The interface whose list id `i` is on, or `OFF`.
     on: Box<[u32]>,
-    lists: HashMap<u32, Ends>,
+    lists: HashMap<u32, Ends, FixedState>,
 }
 
 impl Lists {
@@ -41,7 +43,7 @@ impl Lists {
             next: vec![NIL; len as usize].into(),
             on: vec![OFF; len as usize].into(),
             // Room for the interfaces of a busy node without growing on the packet path.
-            lists: HashMap::with_capacity(256),
+            lists: HashMap::with_capacity_and_hasher(256, FixedState::default()),
         }
     }
 

@@ -73,6 +73,7 @@
 
 pub mod checksum;
 mod evict;
+pub mod fixed_hash;
 pub mod key;
 pub mod maglev;
 mod owner;
@@ -80,6 +81,7 @@ mod record;
 mod table;
 
 pub use checksum::{Delta, Deltas};
+pub use fixed_hash::{FixedHasher, FixedState};
 pub use key::{Fields, Key, PROTO_ICMP, PROTO_TCP, PROTO_UDP};
 pub use maglev::{Maglev, MaglevError};
 pub use owner::{Counters, CreateError, Owner, Swept};

@@ -434,6 +434,32 @@ fn l3fwd_through_a_service_and_a_policy() {
     }
 }
 
+/// `--service --new-flows`: every frame is a flow the daemon no longer has a session for
+/// (1,024,000 flows in turn through 16 VIPs, more than its table holds), and it still
+/// forwards them: its zero-loss rate is new flows per second.
+#[test]
+fn l3fwd_new_flows_through_services() {
+    let r = bench(&[
+        "l3fwd",
+        "--sizes",
+        "64",
+        "--dut",
+        "veclane",
+        "--service",
+        "--new-flows",
+        "--search",
+        "continuous",
+        "--mrr-secs",
+        "0.3",
+    ]);
+    assert_eq!(r["config"]["new_flows"], true);
+    for o in r["searches"].as_array().unwrap() {
+        assert!(o["error"].is_null(), "{o}");
+        let goal = &o["search"]["goals"][0];
+        assert!(goal["forwarding_pps"].as_f64().unwrap() > 0.0, "{o}");
+    }
+}
+
 #[test]
 fn cost_counts_instructions_per_packet_of_each_dut() {
     if bench::cost::available().is_err() {

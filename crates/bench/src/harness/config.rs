@@ -188,6 +188,23 @@ impl L3fwdConfig {
         if self.node.underlay.is_kernel() {
             self.check_underlay()?;
         }
+        if let Some(what) = crate::stateful::required(&self.l3fwd) {
+            let scenario = self.topology.name();
+            if scenario != "l3fwd" {
+                return Err(E::StatefulScenario { what, scenario });
+            }
+            if let Some(d) = self.duts.iter().find(|d| {
+                !matches!(
+                    d.dut,
+                    crate::Dut::Veclane | crate::Dut::Vpp | crate::Dut::None
+                )
+            }) {
+                return Err(E::StatefulDut { what, dut: d.dut });
+            }
+            if self.l3fwd.new_flows && !self.l3fwd.service {
+                return Err(E::NewFlowsWithoutService);
+            }
+        }
         if self.dut_cpus.is_empty() {
             return Err(E::NoDutCpu);
         }
@@ -272,6 +289,17 @@ pub enum ConfigError {
     LatencyFraction(f64),
     #[error("--underlay: only the singlenet and multinet scenarios have an uplink, not {0}")]
     UnderlayScenario(&'static str),
+    #[error("{what}: only the l3fwd scenario has services and policies, not {scenario}")]
+    StatefulScenario {
+        what: &'static str,
+        scenario: &'static str,
+    },
+    #[error(
+        "{what}: {dut} has no services or policies (veclane and vpp have, VPP through its cnat and acl plugins; none, the bare reflector, bounds the generator)"
+    )]
+    StatefulDut { what: &'static str, dut: crate::Dut },
+    #[error("--new-flows needs --service: the new flows are new sessions of services")]
+    NewFlowsWithoutService,
     #[error(
         "--underlay: the harness configures veclane on a kernel underlay, not {0} (leave it out of --dut)"
     )]

@@ -258,6 +258,10 @@ pub struct BenchArgs {
     /// interface (the last allows them).
     #[arg(long, default_value_t = 0)]
     pub(super) policy_rules: u32,
+    /// l3fwd with --service: 16 VIPs and 1,024,000 flows in turn, so that every frame is a
+    /// new flow to the DUT (its zero-loss rate is new flows per second).
+    #[arg(long)]
+    pub(super) new_flows: bool,
     /// VPP's binary, for --dut vpp.
     #[arg(long)]
     pub(super) vpp_bin: Option<std::path::PathBuf>,
