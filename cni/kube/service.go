@@ -1,0 +1,203 @@
+package kube
+
+import (
+	"fmt"
+	"net/netip"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"veclane.dev/cni/ctl"
+)
+
+// ServiceNetworkAnnotation puts a Service in a secondary network (the multus-service
+// convention): its value names the NetworkAttachmentDefinition ("name" in the Service's
+// namespace, or "namespace/name"). Its backends are then the addresses in that network of
+// the pods its selector picks, worked out here from the pods: the default network's
+// EndpointSlices hold the pods' default-network addresses, which mean nothing in another.
+const ServiceNetworkAnnotation = "k8s.v1.cni.cncf.io/service-network"
+
+// maxBackends is the most backends the daemon takes for a service (api::MAX_BACKENDS).
+const maxBackends = 4096
+
+// defaultAffinitySeconds is Kubernetes' sessionAffinity ClientIP timeout when unset.
+const defaultAffinitySeconds = 10800
+
+// Services translates svc for network: one daemon service per IPv4 cluster IP and port
+// (TCP and UDP; SCTP and IPv6 are said as problems and left out). Backends come from the
+// EndpointSlices given (the caller passes those of svc's namespace; only the ones labelled
+// with svc's name count) when fromPods is false, else from the pods of w (a Service in a
+// secondary network). A headless Service, or one without a selector in a secondary
+// network, has none.
+func Services(w *World, network string, svc *corev1.Service, slices []discoveryv1.EndpointSlice, fromPods bool) ([]ctl.ServiceAdd, []string) {
+	var out []ctl.ServiceAdd
+	var problems []string
+	ips := svc.Spec.ClusterIPs
+	if len(ips) == 0 && svc.Spec.ClusterIP != "" {
+		ips = []string{svc.Spec.ClusterIP}
+	}
+	var vips []netip.Addr
+	for _, s := range ips {
+		if s == corev1.ClusterIPNone {
+			return nil, nil
+		}
+		a, err := netip.ParseAddr(s)
+		if err != nil || !a.Is4() {
+			problems = append(problems, fmt.Sprintf("service %s/%s: cluster IP %q is not IPv4: left out", svc.Namespace, svc.Name, s))
+			continue
+		}
+		vips = append(vips, a)
+	}
+	local := svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == corev1.ServiceInternalTrafficPolicyLocal
+	var affinity uint32
+	if svc.Spec.SessionAffinity == corev1.ServiceAffinityClientIP {
+		affinity = defaultAffinitySeconds
+		if c := svc.Spec.SessionAffinityConfig; c != nil && c.ClientIP != nil && c.ClientIP.TimeoutSeconds != nil {
+			affinity = uint32(*c.ClientIP.TimeoutSeconds)
+		}
+	}
+	for _, port := range svc.Spec.Ports {
+		proto := "tcp"
+		switch port.Protocol {
+		case corev1.ProtocolUDP:
+			proto = "udp"
+		case corev1.ProtocolSCTP:
+			problems = append(problems, fmt.Sprintf("service %s/%s port %d: SCTP services are not supported: left out", svc.Namespace, svc.Name, port.Port))
+			continue
+		}
+		var backends []ctl.Backend
+		if fromPods {
+			backends = podBackends(w, network, svc, port)
+		} else {
+			backends = sliceBackends(svc, port, slices)
+		}
+		if len(backends) > maxBackends {
+			problems = append(problems, fmt.Sprintf("service %s/%s port %d: %d backends, the daemon takes %d: the rest left out", svc.Namespace, svc.Name, port.Port, len(backends), maxBackends))
+			backends = backends[:maxBackends]
+		}
+		for k, vip := range vips {
+			name := fmt.Sprintf("%s/%s:%d/%s", svc.Namespace, svc.Name, port.Port, proto)
+			if k > 0 {
+				name += "@" + vip.String()
+			}
+			out = append(out, ctl.ServiceAdd{
+				Name: name, Network: network, VIP: vip, Port: uint16(port.Port), Protocol: proto,
+				Backends: backends, Local: local, AffinitySeconds: affinity,
+			})
+		}
+	}
+	return out, problems
+}
+
+// sliceBackends reads the backends of one Service port from EndpointSlices: those of the
+// Service's namespace labelled kubernetes.io/service-name with its name, IPv4 ones, the
+// slice port of the same name and protocol. An endpoint is ready, else serving and
+// terminating ("terminating"), else "not-ready" (Kubernetes' conditions; an unset ready
+// means ready).
+func sliceBackends(svc *corev1.Service, port corev1.ServicePort, slices []discoveryv1.EndpointSlice) []ctl.Backend {
+	seen := map[ctl.Backend]bool{}
+	backends := []ctl.Backend{}
+	for i := range slices {
+		s := &slices[i]
+		if s.Namespace != svc.Namespace || s.Labels[discoveryv1.LabelServiceName] != svc.Name || s.AddressType != discoveryv1.AddressTypeIPv4 {
+			continue
+		}
+		var target int32
+		for _, p := range s.Ports {
+			proto := corev1.ProtocolTCP
+			if p.Protocol != nil {
+				proto = *p.Protocol
+			}
+			name := ""
+			if p.Name != nil {
+				name = *p.Name
+			}
+			if name == port.Name && proto == protoOr(port.Protocol) && p.Port != nil {
+				target = *p.Port
+			}
+		}
+		if target <= 0 || target > 65535 {
+			continue
+		}
+		for _, e := range s.Endpoints {
+			state := endpointState(e.Conditions)
+			for _, a := range e.Addresses {
+				addr, err := netip.ParseAddr(a)
+				if err != nil || !addr.Is4() {
+					continue
+				}
+				b := ctl.Backend{Addr: addr, Port: uint16(target), State: state}
+				if !seen[b] {
+					seen[b] = true
+					backends = append(backends, b)
+				}
+			}
+		}
+	}
+	sortBackends(backends)
+	return backends
+}
+
+func protoOr(p corev1.Protocol) corev1.Protocol {
+	if p == "" {
+		return corev1.ProtocolTCP
+	}
+	return p
+}
+
+func endpointState(c discoveryv1.EndpointConditions) string {
+	switch {
+	case c.Ready == nil || *c.Ready:
+		return "ready"
+	case c.Serving != nil && *c.Serving && c.Terminating != nil && *c.Terminating:
+		return "terminating"
+	}
+	return "not-ready"
+}
+
+// podBackends works out one Service port's backends in a secondary network: the pods of
+// the Service's namespace its selector matches (every label), attached to network, at
+// their targetPort (a number, or a container port's name on each pod). A pod being deleted
+// is "terminating" while ready, a pod not ready "not-ready".
+func podBackends(w *World, network string, svc *corev1.Service, port corev1.ServicePort) []ctl.Backend {
+	backends := []ctl.Backend{}
+	if len(svc.Spec.Selector) == 0 {
+		return backends
+	}
+	sel := labels.SelectorFromSet(svc.Spec.Selector)
+	for _, p := range w.podsIn(network, func(ns string) bool { return ns == svc.Namespace }, sel) {
+		target := uint16(port.Port)
+		switch tp := port.TargetPort; {
+		case tp.Type == intstr.String && tp.StrVal != "":
+			n, ok := p.namedPort(tp.StrVal, protoOr(port.Protocol))
+			if !ok {
+				continue
+			}
+			target = n
+		case tp.Type == intstr.Int && tp.IntVal > 0:
+			target = uint16(tp.IntVal)
+		}
+		state := "ready"
+		switch {
+		case p.Ready && p.Terminating:
+			state = "terminating"
+		case !p.Ready:
+			state = "not-ready"
+		}
+		backends = append(backends, ctl.Backend{Addr: p.Networks[network].Addr, Port: target, State: state})
+	}
+	sortBackends(backends)
+	return backends
+}
+
+func sortBackends(b []ctl.Backend) {
+	sort.Slice(b, func(i, j int) bool {
+		if b[i].Addr != b[j].Addr {
+			return b[i].Addr.Less(b[j].Addr)
+		}
+		return b[i].Port < b[j].Port
+	})
+}
