@@ -129,6 +129,12 @@ func TestTheDaemonTakesServicesAndPolicies(t *testing.T) {
 		}},
 		Egress: &isolated,
 	}))
+	pols, err := ctl.Call[ctl.Policies](c, ctl.ShowPolicy{})
+	must("show_policy", err)
+	if r := pols.Report; len(r.Policies) != 1 || r.Policies[0].Name != "default/db" || (*r.Policies[0].Ingress)[0].Peers[0].Set != "frontend" ||
+		len(r.Sets) != 1 || r.Sets[0] != (ctl.SetInfo{Name: "frontend", Members: 1}) {
+		t.Fatalf("policies: %+v", r)
+	}
 	must("policy_del", c.Do(ctl.PolicyDel{Name: "default/db"}))
 	must("address_set_del", c.Do(ctl.AddressSetDel{Name: "frontend"}))
 	must("service_del", c.Do(ctl.ServiceDel{Name: svc.Name}))

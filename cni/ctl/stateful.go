@@ -1,6 +1,9 @@
 package ctl
 
-import "net/netip"
+import (
+	"encoding/json"
+	"net/netip"
+)
 
 // Services, network policies and address sets, as the daemon's ServiceSpec, PolicySpec and
 // policy::SetSpec (crates/api/src/config/{service,policy}.rs) spell them: kebab-case fields.
@@ -99,12 +102,39 @@ type AddressSetAdd struct {
 	Members []netip.Prefix `json:"members"`
 }
 
+// MarshalJSON sends an empty set's members as [] (the daemon refuses null).
+func (a AddressSetAdd) MarshalJSON() ([]byte, error) {
+	type plain AddressSetAdd
+	if a.Members == nil {
+		a.Members = []netip.Prefix{}
+	}
+	return json.Marshal(plain(a))
+}
+
 // AddressSetDel deletes an address set.
 type AddressSetDel struct {
 	Name string `json:"name"`
 }
 
+// ShowPolicy lists the policies, the address sets and each interface's compiled rules.
+type ShowPolicy struct{}
+
+// Policies is the reply to ShowPolicy (the interfaces' compiled rules are not read here).
+type Policies struct {
+	Report struct {
+		Policies []PolicyAdd `json:"policies"`
+		Sets     []SetInfo   `json:"sets"`
+	} `json:"report"`
+}
+
+// SetInfo is an address set as show_policy lists it: its name and size.
+type SetInfo struct {
+	Name    string `json:"name"`
+	Members int    `json:"members"`
+}
+
 func (ServiceAdd) RequestName() string    { return "service_add" }
+func (ShowPolicy) RequestName() string    { return "show_policy" }
 func (ServiceDel) RequestName() string    { return "service_del" }
 func (ShowService) RequestName() string   { return "show_service" }
 func (PolicyAdd) RequestName() string     { return "policy_add" }
@@ -115,9 +145,11 @@ func (AddressSetDel) RequestName() string { return "address_set_del" }
 func (ServiceAdd) reply() Ok        { return Ok{} }
 func (ServiceDel) reply() Ok        { return Ok{} }
 func (ShowService) reply() Services { return Services{} }
+func (ShowPolicy) reply() Policies  { return Policies{} }
 func (PolicyAdd) reply() Ok         { return Ok{} }
 func (PolicyDel) reply() Ok         { return Ok{} }
 func (AddressSetAdd) reply() Ok     { return Ok{} }
 func (AddressSetDel) reply() Ok     { return Ok{} }
 
 func (Services) ReplyName() string { return "services" }
+func (Policies) ReplyName() string { return "policies" }

@@ -14,6 +14,13 @@ import (
 	"veclane.dev/cni/ctl"
 )
 
+// Policy kinds: what the names of the daemon policies and address sets made from a
+// NetworkPolicy or a MultiNetworkPolicy begin with ("np/NETWORK/NAMESPACE/NAME...").
+const (
+	NetworkPolicyKind      = "np"
+	MultiNetworkPolicyKind = "mnp"
+)
+
 // PolicyRef names a policy object: its kind ("np" for a NetworkPolicy, "mnp" for a
 // MultiNetworkPolicy), namespace and name, and the network it is translated for.
 type PolicyRef struct {

@@ -20,6 +20,10 @@ import (
 // EndpointSlices hold the pods' default-network addresses, which mean nothing in another.
 const ServiceNetworkAnnotation = "k8s.v1.cni.cncf.io/service-network"
 
+// ServicePrefix begins the name of every daemon service made from a Service
+// ("svc/NETWORK/NAMESPACE/NAME:PORT/PROTO"): what marks it as Kubernetes'.
+const ServicePrefix = "svc"
+
 // maxBackends is the most backends the daemon takes for a service (api::MAX_BACKENDS).
 const maxBackends = 4096
 
@@ -79,7 +83,7 @@ func Services(w *World, network string, svc *corev1.Service, slices []discoveryv
 			backends = backends[:maxBackends]
 		}
 		for k, vip := range vips {
-			name := fmt.Sprintf("%s/%s:%d/%s", svc.Namespace, svc.Name, port.Port, proto)
+			name := fmt.Sprintf("%s/%s/%s/%s:%d/%s", ServicePrefix, network, svc.Namespace, svc.Name, port.Port, proto)
 			if k > 0 {
 				name += "@" + vip.String()
 			}

@@ -69,11 +69,11 @@ func TestServicesFromEndpointSlicesByNamespaceAndLabel(t *testing.T) {
 		{Addr: netip.MustParseAddr("10.244.0.2"), Port: 8080, State: "terminating"},
 		{Addr: netip.MustParseAddr("10.244.0.3"), Port: 8080, State: "not-ready"},
 	}
-	if h.Name != "shop/web:80/tcp" || h.VIP.String() != "10.96.0.10" || h.Port != 80 || h.Protocol != "tcp" || h.AffinitySeconds != 10800 || h.Network != "pods" || !reflect.DeepEqual(h.Backends, want) {
+	if h.Name != "svc/pods/shop/web:80/tcp" || h.VIP.String() != "10.96.0.10" || h.Port != 80 || h.Protocol != "tcp" || h.AffinitySeconds != 10800 || h.Network != "pods" || !reflect.DeepEqual(h.Backends, want) {
 		t.Fatalf("%+v", h)
 	}
 	// The slices name no "dns" port: the UDP service has no backends.
-	if d := got[1]; d.Name != "shop/web:53/udp" || d.Protocol != "udp" || len(d.Backends) != 0 {
+	if d := got[1]; d.Name != "svc/pods/shop/web:53/udp" || d.Protocol != "udp" || len(d.Backends) != 0 {
 		t.Fatalf("%+v", d)
 	}
 }
