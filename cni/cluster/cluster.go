@@ -102,6 +102,17 @@ type PodAttachment struct {
 	// Interface is how the pod's interface was made, for its node's agent to make it again
 	// after the daemon restarts (absent in records written by hand).
 	Interface *PodInterface `json:"interface,omitempty"`
+	// Pod is the Kubernetes pod the interface is for, when the runtime said (CNI_ARGS'
+	// K8S_POD_NAMESPACE and K8S_POD_NAME): how the agent finds a pod's addresses and
+	// interfaces for its services and policies.
+	Pod *PodRef `json:"pod,omitempty"`
+}
+
+// PodRef names a Kubernetes pod.
+type PodRef struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	UID       string `json:"uid,omitempty"`
 }
 
 // PodInterface is a pod interface as the CNI plugin asked the daemon for it.

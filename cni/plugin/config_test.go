@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/containernetworking/cni/pkg/types"
+
+	"veclane.dev/cni/cluster"
 )
 
 // confWith is a valid configuration with set's keys changed (nil: removed); under "interface"
@@ -96,5 +98,17 @@ func TestLoad(t *testing.T) {
 				t.Fatalf("%+v, want %+v", g, c.want)
 			}
 		})
+	}
+}
+
+func TestThePodComesFromCNIArgs(t *testing.T) {
+	got := podRef("IgnoreUnknown=1;K8S_POD_NAMESPACE=shop;K8S_POD_NAME=web-0;K8S_POD_INFRA_CONTAINER_ID=abc;K8S_POD_UID=u-1")
+	if got == nil || *got != (cluster.PodRef{Namespace: "shop", Name: "web-0", UID: "u-1"}) {
+		t.Fatalf("%+v", got)
+	}
+	for _, args := range []string{"", "IgnoreUnknown=1", "K8S_POD_NAME=web-0"} {
+		if got := podRef(args); got != nil {
+			t.Fatalf("%q: %+v", args, got)
+		}
 	}
 }

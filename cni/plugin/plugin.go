@@ -220,8 +220,29 @@ func attachment(c *netConf, args *skel.CmdArgs, addr, gw netip.Addr, routes []*t
 	}
 	return cluster.PodAttachment{
 		Network: c.NetworkName, ContainerID: args.ContainerID, IfName: args.IfName, Node: cluster.LocalNode(),
-		Address: addr, Interface: pi,
+		Address: addr, Interface: pi, Pod: podRef(args.Args),
 	}
+}
+
+// podRef reads the pod's namespace, name and UID from CNI_ARGS ("K=V;K=V", as Kubernetes
+// runtimes pass them); nil outside Kubernetes.
+func podRef(cniArgs string) *cluster.PodRef {
+	var r cluster.PodRef
+	for _, kv := range strings.Split(cniArgs, ";") {
+		k, v, _ := strings.Cut(kv, "=")
+		switch k {
+		case "K8S_POD_NAMESPACE":
+			r.Namespace = v
+		case "K8S_POD_NAME":
+			r.Name = v
+		case "K8S_POD_UID":
+			r.UID = v
+		}
+	}
+	if r.Namespace == "" || r.Name == "" {
+		return nil
+	}
+	return &r
 }
 
 // addResult is ADD's result: the daemon's interface and the pod's (with memif's socket),
