@@ -42,6 +42,8 @@ type KubeObjects struct {
 	Policies      []*networkingv1.NetworkPolicy
 	MultiPolicies []MultiPolicy
 	NADs          []NAD
+	// Problems are objects that could not be read.
+	Problems []string
 }
 
 // NADNetwork reads the veclane network a NetworkAttachmentDefinition's spec.config names: a
@@ -123,7 +125,7 @@ func World(k *KubeObjects, atts []cluster.PodAttachment) *kube.World {
 func DesiredStateful(k *KubeObjects, atts []cluster.PodAttachment, node, defaultNet string) (Stateful, []string) {
 	w := World(k, atts)
 	st := NewStateful()
-	var problems []string
+	problems := append([]string(nil), k.Problems...)
 	slices := map[string][]discoveryv1.EndpointSlice{}
 	for _, s := range k.Slices {
 		slices[s.Namespace] = append(slices[s.Namespace], *s)

@@ -24,6 +24,11 @@ type Config struct {
 	// MaxBackoff bounds the wait between attempts while etcd or the daemon is unreachable.
 	MaxBackoff time.Duration
 	Log        *slog.Logger
+	// Kube, if set, is the Kubernetes API the node's services and policies come from, and
+	// DefaultNetwork the veclane network of pods' eth0 (where Services and NetworkPolicies
+	// without a network of their own are).
+	Kube           KubeSource
+	DefaultNetwork string
 }
 
 // Run registers the node and keeps its daemon in step with the cluster until ctx ends:
@@ -58,6 +63,11 @@ var errLeaseLost = errors.New("lease lost")
 // serve reconciles while the registration holds.
 func serve(ctx context.Context, s *cluster.Store, cfg Config, reg *cluster.Registration, log *slog.Logger, backoff *backoff) error {
 	var d *Daemon
+	var stateful StatefulApplier
+	var kubeChanged <-chan struct{}
+	if cfg.Kube != nil {
+		kubeChanged = cfg.Kube.Changed()
+	}
 	defer func() {
 		if d != nil {
 			_ = d.Close()
@@ -77,6 +87,9 @@ func serve(ctx context.Context, s *cluster.Store, cfg Config, reg *cluster.Regis
 		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		round, err := Reconcile(rctx, s, d, cfg.Node.Name, cfg.Uplinks)
 		cancel()
+		if err == nil && cfg.Kube != nil {
+			err = applyKube(d, cfg, &stateful, &round)
+		}
 		if err != nil {
 			if !ctl.Refused(err) {
 				// The daemon went away (or etcd did): start over with a new connection.
@@ -106,6 +119,7 @@ func serve(ctx context.Context, s *cluster.Store, cfg Config, reg *cluster.Regis
 		case <-ctx.Done():
 		case <-reg.Lost:
 		case <-changed:
+		case <-kubeChanged:
 		case <-t.C:
 		}
 		t.Stop()
@@ -120,6 +134,24 @@ func serve(ctx context.Context, s *cluster.Store, cfg Config, reg *cluster.Regis
 		}
 		// Failed rounds are retried at once on the next change; refused actions every Resync.
 	}
+}
+
+// applyKube makes the daemon's services and policies what the Kubernetes objects want of
+// this node, the pods' interfaces being those of round's attachments; what it did goes
+// into round.
+func applyKube(d *Daemon, cfg Config, a *StatefulApplier, round *Round) error {
+	objs, err := cfg.Kube.Objects()
+	if err != nil {
+		return err
+	}
+	want, problems := DesiredStateful(objs, round.Attachments, cfg.Node.Name, cfg.DefaultNetwork)
+	round.Problems = append(round.Problems, problems...)
+	applied, failed, err := a.Apply(d, want)
+	for _, x := range applied {
+		round.Applied = append(round.Applied, Action{Kind: "kubernetes", Detail: x})
+	}
+	round.Failed = append(round.Failed, failed...)
+	return err
 }
 
 // backoff doubles from 100 ms to a bound.

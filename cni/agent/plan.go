@@ -113,6 +113,9 @@ type Action struct {
 	Network *NetworkState
 	Route   Route
 	Pod     *cluster.PodAttachment
+	// Detail says what a "kubernetes" action (a service, policy or address set applied from
+	// the Kubernetes API) did.
+	Detail string
 }
 
 func (a Action) String() string {
@@ -121,6 +124,8 @@ func (a Action) String() string {
 		return fmt.Sprintf("pod-add %s (container %s interface %s, %s) network %s", a.Pod.Interface.Name, a.Pod.ContainerID, a.Pod.IfName, a.Pod.Address, a.Pod.Network)
 	case "network-add", "network-del":
 		return fmt.Sprintf("%s %s vni %d %v uplink %s", a.Kind, a.Network.Name, a.Network.VNI, a.Network.Ranges, a.Network.Uplink)
+	case "kubernetes":
+		return a.Detail
 	default:
 		return a.Kind + " " + a.Route.String()
 	}

@@ -20,6 +20,8 @@ type Round struct {
 	// Problems are parts of the cluster state this node cannot apply (see Desired), and
 	// unreadable keys.
 	Problems []string
+	// Attachments are the state's pod attachments (every node's).
+	Attachments []cluster.PodAttachment
 }
 
 // Reconcile reads the cluster state, reads the daemon's, and applies the difference. It
@@ -31,7 +33,7 @@ func Reconcile(ctx context.Context, s *cluster.Store, d *Daemon, self string, up
 		return Round{}, err
 	}
 	want, problems := Desired(snap, self, uplinks)
-	round := Round{Revision: snap.Revision, Problems: append(problems, snap.Invalid...)}
+	round := Round{Revision: snap.Revision, Problems: append(problems, snap.Invalid...), Attachments: snap.Attachments}
 	have, err := d.State()
 	if err != nil {
 		return round, err

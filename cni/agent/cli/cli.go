@@ -25,6 +25,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"veclane.dev/cni/agent"
 	"veclane.dev/cni/cluster"
@@ -63,7 +65,11 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		ttl       = fs.Duration("lease-ttl", 10*time.Second, "how long the node outlives its agent")
 		resync    = fs.Duration("resync", 30*time.Second, "reconcile at least this often")
 		logJSON   = fs.Bool("log-json", false, "log one JSON object per line")
+		kf        kubeFlags
 	)
+	fs.StringVar(&kf.kubeconfig, "kubeconfig", "", "take services and policies from the Kubernetes API this kubeconfig names")
+	fs.BoolVar(&kf.inCluster, "kubernetes-in-cluster", false, "take services and policies from the Kubernetes API the agent's pod is given")
+	fs.StringVar(&kf.defaultNet, "default-network", "", "with Kubernetes: the veclane network of pods' eth0 (Services and NetworkPolicies without a network of their own)")
 	phys := pairs{}
 	fs.Var(phys, "physical-network", "NAME=INTERFACE: the uplink of a physical network (repeatable)")
 	if err := fs.Parse(args); err != nil {
@@ -77,14 +83,14 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		h = slog.NewJSONHandler(stderr, nil)
 	}
 	log := slog.New(h)
-	if err := run(log, *endpoints, *node, *vtep, *uplink, *ctl, *ttl, *resync, phys); err != nil {
+	if err := run(log, *endpoints, *node, *vtep, *uplink, *ctl, *ttl, *resync, phys, kf); err != nil {
 		log.Error("veclane-agent", "error", err)
 		return 1
 	}
 	return 0
 }
 
-func run(log *slog.Logger, endpoints, node, vtep, uplink, ctl string, ttl, resync time.Duration, phys pairs) error {
+func run(log *slog.Logger, endpoints, node, vtep, uplink, ctl string, ttl, resync time.Duration, phys pairs, kf kubeFlags) error {
 	if node == "" {
 		h, err := os.Hostname()
 		if err != nil {
@@ -113,17 +119,59 @@ func run(log *slog.Logger, endpoints, node, vtep, uplink, ctl string, ttl, resyn
 	defer c.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	kube, err := kf.watch(ctx, log)
+	if err != nil {
+		return err
+	}
 	err = agent.Run(ctx, cluster.NewStore(c), agent.Config{
-		Node:      cluster.Node{Name: node, VTEP: addr},
-		Uplinks:   uplinks,
-		CtlSocket: ctl,
-		LeaseTTL:  ttl,
-		Resync:    resync,
-		Log:       log,
+		Node:           cluster.Node{Name: node, VTEP: addr},
+		Uplinks:        uplinks,
+		CtlSocket:      ctl,
+		LeaseTTL:       ttl,
+		Resync:         resync,
+		Log:            log,
+		Kube:           kube,
+		DefaultNetwork: kf.defaultNet,
 	})
 	if ctx.Err() != nil {
 		log.Info("stopped", "node", node)
 		return nil
 	}
 	return err
+}
+
+// kubeFlags say whether and how the agent reads the Kubernetes API.
+type kubeFlags struct {
+	kubeconfig string
+	inCluster  bool
+	defaultNet string
+}
+
+// watch starts watching the API the flags name; nil without Kubernetes.
+func (k kubeFlags) watch(ctx context.Context, log *slog.Logger) (agent.KubeSource, error) {
+	if k.kubeconfig == "" && !k.inCluster {
+		return nil, nil
+	}
+	if k.kubeconfig != "" && k.inCluster {
+		return nil, fmt.Errorf("--kubeconfig and --kubernetes-in-cluster: give one")
+	}
+	if k.defaultNet == "" {
+		return nil, fmt.Errorf("with Kubernetes, --default-network names the network of pods' eth0")
+	}
+	var cfg *rest.Config
+	var err error
+	if k.inCluster {
+		cfg, err = rest.InClusterConfig()
+	} else {
+		cfg, err = clientcmd.BuildConfigFromFlags("", k.kubeconfig)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes: %w", err)
+	}
+	log.Info("watching the Kubernetes API", "host", cfg.Host, "default_network", k.defaultNet)
+	w, err := agent.WatchKube(ctx, cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	return w, nil
 }

@@ -21,9 +21,22 @@ func TestBadArgumentsAreRefusedWithTheirFlag(t *testing.T) {
 		{"fd00::1", "eth0", "--vtep"},
 		{"192.0.2.1", "", "no uplink"},
 	} {
-		err := run(log, "http://127.0.0.1:1", "n1", c.vtep, c.uplink, "/nonexistent", time.Second, time.Second, pairs{})
+		err := run(log, "http://127.0.0.1:1", "n1", c.vtep, c.uplink, "/nonexistent", time.Second, time.Second, pairs{}, kubeFlags{})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("vtep %q uplink %q: %v, want %q", c.vtep, c.uplink, err, c.want)
+		}
+	}
+	for _, c := range []struct {
+		kf   kubeFlags
+		want string
+	}{
+		{kubeFlags{kubeconfig: "/k", inCluster: true, defaultNet: "pods"}, "give one"},
+		{kubeFlags{kubeconfig: "/k"}, "--default-network"},
+		{kubeFlags{kubeconfig: "/nonexistent/kubeconfig", defaultNet: "pods"}, "kubernetes:"},
+	} {
+		err := run(log, "http://127.0.0.1:1", "n1", "192.0.2.1", "eth0", "/nonexistent", time.Second, time.Second, pairs{}, c.kf)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want %q", c.kf, err, c.want)
 		}
 	}
 	p := pairs{}

@@ -1,0 +1,186 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+)
+
+// The custom resources the agent reads when the cluster has them: Multus'
+// NetworkAttachmentDefinitions and the multi-networkpolicy project's MultiNetworkPolicies.
+var (
+	nadResource = schema.GroupVersionResource{Group: "k8s.cni.cncf.io", Version: "v1", Resource: "network-attachment-definitions"}
+	mnpResource = schema.GroupVersionResource{Group: "k8s.cni.cncf.io", Version: "v1beta1", Resource: "multi-networkpolicies"}
+)
+
+// KubeSource is where the agent's Kubernetes objects come from.
+type KubeSource interface {
+	// Objects is the current view.
+	Objects() (*KubeObjects, error)
+	// Changed receives after any object changed (coalesced: one value for many changes).
+	Changed() <-chan struct{}
+}
+
+// KubeWatch is a KubeSource over the API server: informers on pods, namespaces, services,
+// EndpointSlices and NetworkPolicies, and, if their resources exist when it starts, on
+// NetworkAttachmentDefinitions and MultiNetworkPolicies.
+type KubeWatch struct {
+	factory informers.SharedInformerFactory
+	dyn     dynamicinformer.DynamicSharedInformerFactory
+	nads    cache.GenericLister
+	mnps    cache.GenericLister
+	changed chan struct{}
+}
+
+// WatchKube starts the informers and waits until their caches have synced (or ctx ends).
+func WatchKube(ctx context.Context, cfg *rest.Config, log *slog.Logger) (*KubeWatch, error) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	dc, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	k := &KubeWatch{
+		factory: informers.NewSharedInformerFactory(cs, 10*time.Minute),
+		dyn:     dynamicinformer.NewDynamicSharedInformerFactory(dc, 10*time.Minute),
+		changed: make(chan struct{}, 1),
+	}
+	poke := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { k.poke() },
+		UpdateFunc: func(any, any) { k.poke() },
+		DeleteFunc: func(any) { k.poke() },
+	}
+	for _, inf := range []cache.SharedIndexInformer{
+		k.factory.Core().V1().Pods().Informer(),
+		k.factory.Core().V1().Namespaces().Informer(),
+		k.factory.Core().V1().Services().Informer(),
+		k.factory.Discovery().V1().EndpointSlices().Informer(),
+		k.factory.Networking().V1().NetworkPolicies().Informer(),
+	} {
+		if _, err := inf.AddEventHandler(poke); err != nil {
+			return nil, err
+		}
+	}
+	for _, r := range []struct {
+		gvr    schema.GroupVersionResource
+		lister *cache.GenericLister
+	}{{nadResource, &k.nads}, {mnpResource, &k.mnps}} {
+		if !served(cs, r.gvr) {
+			log.Info("resource not served: not watched", "resource", r.gvr.String())
+			continue
+		}
+		inf := k.dyn.ForResource(r.gvr)
+		if _, err := inf.Informer().AddEventHandler(poke); err != nil {
+			return nil, err
+		}
+		*r.lister = inf.Lister()
+	}
+	k.factory.Start(ctx.Done())
+	k.dyn.Start(ctx.Done())
+	for t, ok := range k.factory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return nil, fmt.Errorf("kubernetes: the %v cache did not sync", t)
+		}
+	}
+	for r, ok := range k.dyn.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return nil, fmt.Errorf("kubernetes: the %v cache did not sync", r)
+		}
+	}
+	return k, nil
+}
+
+// served says whether the API server serves gvr (its CRD is installed).
+func served(cs kubernetes.Interface, gvr schema.GroupVersionResource) bool {
+	list, err := cs.Discovery().ServerResourcesForGroupVersion(gvr.GroupVersion().String())
+	if err != nil {
+		return false
+	}
+	for _, r := range list.APIResources {
+		if r.Name == gvr.Resource {
+			return true
+		}
+	}
+	return false
+}
+
+func (k *KubeWatch) poke() {
+	select {
+	case k.changed <- struct{}{}:
+	default:
+	}
+}
+
+// Changed implements KubeSource.
+func (k *KubeWatch) Changed() <-chan struct{} { return k.changed }
+
+// Objects implements KubeSource: a copy of the caches' contents (the objects are shared
+// with the caches: read only).
+func (k *KubeWatch) Objects() (*KubeObjects, error) {
+	var o KubeObjects
+	var err error
+	all := labels.Everything()
+	if o.Pods, err = k.factory.Core().V1().Pods().Lister().List(all); err != nil {
+		return nil, err
+	}
+	if o.Namespaces, err = k.factory.Core().V1().Namespaces().Lister().List(all); err != nil {
+		return nil, err
+	}
+	if o.Services, err = k.factory.Core().V1().Services().Lister().List(all); err != nil {
+		return nil, err
+	}
+	if o.Slices, err = k.factory.Discovery().V1().EndpointSlices().Lister().List(all); err != nil {
+		return nil, err
+	}
+	if o.Policies, err = k.factory.Networking().V1().NetworkPolicies().Lister().List(all); err != nil {
+		return nil, err
+	}
+	if k.nads != nil {
+		list, err := k.nads.List(all)
+		if err != nil {
+			return nil, err
+		}
+		for _, x := range list {
+			u, ok := x.(*unstructured.Unstructured)
+			if !ok {
+				continue
+			}
+			conf, _, _ := unstructured.NestedString(u.Object, "spec", "config")
+			o.NADs = append(o.NADs, NAD{Namespace: u.GetNamespace(), Name: u.GetName(), Network: NADNetwork(conf)})
+		}
+	}
+	if k.mnps != nil {
+		list, err := k.mnps.List(all)
+		if err != nil {
+			return nil, err
+		}
+		for _, x := range list {
+			u, ok := x.(*unstructured.Unstructured)
+			if !ok {
+				continue
+			}
+			mp := MultiPolicy{Namespace: u.GetNamespace(), Name: u.GetName(), PolicyFor: u.GetAnnotations()[PolicyForAnnotation]}
+			spec, _, _ := unstructured.NestedMap(u.Object, "spec")
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(spec, &mp.Spec); err != nil {
+				o.Problems = append(o.Problems, fmt.Sprintf("multi-network policy %s/%s: its spec: %v: left out", mp.Namespace, mp.Name, err))
+				continue
+			}
+			o.MultiPolicies = append(o.MultiPolicies, mp)
+		}
+	}
+	return &o, nil
+}
