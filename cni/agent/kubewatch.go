@@ -46,6 +46,9 @@ type KubeWatch struct {
 
 // WatchKube starts the informers and waits until their caches have synced (or ctx ends).
 func WatchKube(ctx context.Context, cfg *rest.Config, log *slog.Logger) (*KubeWatch, error) {
+	if log == nil {
+		log = slog.Default()
+	}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
