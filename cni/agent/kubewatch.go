@@ -152,38 +152,42 @@ func (k *KubeWatch) Objects() (*KubeObjects, error) {
 	if o.Policies, err = k.factory.Networking().V1().NetworkPolicies().Lister().List(all); err != nil {
 		return nil, err
 	}
-	if k.nads != nil {
-		list, err := k.nads.List(all)
-		if err != nil {
-			return nil, err
-		}
-		for _, x := range list {
-			u, ok := x.(*unstructured.Unstructured)
-			if !ok {
-				continue
-			}
-			conf, _, _ := unstructured.NestedString(u.Object, "spec", "config")
-			o.NADs = append(o.NADs, NAD{Namespace: u.GetNamespace(), Name: u.GetName(), Network: NADNetwork(conf)})
-		}
+	err = each(k.nads, func(u *unstructured.Unstructured) {
+		conf, _, _ := unstructured.NestedString(u.Object, "spec", "config")
+		o.NADs = append(o.NADs, NAD{Namespace: u.GetNamespace(), Name: u.GetName(), Network: NADNetwork(conf)})
+	})
+	if err != nil {
+		return nil, err
 	}
-	if k.mnps != nil {
-		list, err := k.mnps.List(all)
-		if err != nil {
-			return nil, err
+	err = each(k.mnps, func(u *unstructured.Unstructured) {
+		mp := MultiPolicy{Namespace: u.GetNamespace(), Name: u.GetName(), PolicyFor: u.GetAnnotations()[PolicyForAnnotation]}
+		spec, _, _ := unstructured.NestedMap(u.Object, "spec")
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(spec, &mp.Spec); err != nil {
+			o.Problems = append(o.Problems, fmt.Sprintf("multi-network policy %s/%s: its spec: %v: left out", mp.Namespace, mp.Name, err))
+			return
 		}
-		for _, x := range list {
-			u, ok := x.(*unstructured.Unstructured)
-			if !ok {
-				continue
-			}
-			mp := MultiPolicy{Namespace: u.GetNamespace(), Name: u.GetName(), PolicyFor: u.GetAnnotations()[PolicyForAnnotation]}
-			spec, _, _ := unstructured.NestedMap(u.Object, "spec")
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(spec, &mp.Spec); err != nil {
-				o.Problems = append(o.Problems, fmt.Sprintf("multi-network policy %s/%s: its spec: %v: left out", mp.Namespace, mp.Name, err))
-				continue
-			}
-			o.MultiPolicies = append(o.MultiPolicies, mp)
-		}
+		o.MultiPolicies = append(o.MultiPolicies, mp)
+	})
+	if err != nil {
+		return nil, err
 	}
 	return &o, nil
+}
+
+// each calls f with every object of a dynamic lister (none when the resource is not
+// watched).
+func each(l cache.GenericLister, f func(*unstructured.Unstructured)) error {
+	if l == nil {
+		return nil
+	}
+	list, err := l.List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	for _, x := range list {
+		if u, ok := x.(*unstructured.Unstructured); ok {
+			f(u)
+		}
+	}
+	return nil
 }

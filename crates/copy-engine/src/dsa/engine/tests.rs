@@ -141,25 +141,36 @@ fn a_lost_record_waits_then_is_redone_and_trips_the_breaker() {
     );
     // Once tripped, every batch is copied on the CPU (however many batches the
     // rounds above submitted before the watchdog fired: that depends on timing).
-    let src = vec![5u8; 4 * 256];
-    let mut dst = vec![0u8; 4 * 256];
-    let reqs: Vec<CopyReq> = (0..4)
+    one_batch_on_the_cpu(&mut e, 4, 256);
+    assert_eq!(e.dsa_stats().fallback, s.fallback + 1);
+}
+
+/// Submits one batch of `n` pieces of `len` bytes and drains: it must come back copied,
+/// all `n` on the CPU.
+fn one_batch_on_the_cpu(e: &mut DsaEngine, n: usize, len: usize) {
+    let src: Vec<u8> = (0..n * len).map(|i| i as u8).collect();
+    let mut dst = vec![0u8; n * len];
+    let reqs: Vec<CopyReq> = (0..n)
         .map(|k| CopyReq {
-            src: src.as_ptr().wrapping_add(k * 256),
-            dst: dst.as_mut_ptr().wrapping_add(k * 256),
-            len: 256,
+            src: src.as_ptr().wrapping_add(k * len),
+            dst: dst.as_mut_ptr().wrapping_add(k * len),
+            len: len as u32,
         })
         .collect();
     // SAFETY: both buffers outlive the engine's use of them (drained below).
-    let t = unsafe { e.submit(&reqs) }.expect("a tripped engine never says Full");
+    let t = unsafe { e.submit(&reqs) }.expect("never Full for a batch the CPU copies");
     let mut got = Vec::new();
     e.drain(|r| got.push(r));
     assert_eq!(
-        (got[0].ticket, got[0].hw_copies, got[0].cpu_copies),
-        (t, 0, 4)
+        (
+            got.len(),
+            got[0].ticket,
+            got[0].hw_copies,
+            got[0].cpu_copies
+        ),
+        (1, t, 0, n as u32)
     );
     assert_eq!(dst, src);
-    assert_eq!(e.dsa_stats().fallback, s.fallback + 1);
 }
 
 #[test]
@@ -183,25 +194,8 @@ fn a_hardware_error_is_redone_and_trips_the_breaker() {
 #[test]
 fn a_batch_too_big_for_the_queue_is_copied_on_the_cpu() {
     let mut e = DsaEngine::new(Box::new(model()), small());
-    let src = vec![9u8; 40 * 512];
-    let mut dst = vec![0u8; 40 * 512];
-    let reqs: Vec<CopyReq> = (0..40)
-        .map(|k| CopyReq {
-            src: src.as_ptr().wrapping_add(k * 512),
-            dst: dst.as_mut_ptr().wrapping_add(k * 512),
-            len: 512,
-        })
-        .collect();
     // 40 pieces need 5 batches of 8: more than the 4 credits there will ever be.
-    // SAFETY: both buffers outlive the engine's use of them (drained below).
-    let t = unsafe { e.submit(&reqs) }.expect("never Full for a batch that cannot fit");
-    let mut got = Vec::new();
-    e.drain(|r| got.push(r));
-    assert_eq!(
-        (got[0].ticket, got[0].hw_copies, got[0].cpu_copies),
-        (t, 0, 40)
-    );
-    assert_eq!(dst, src);
+    one_batch_on_the_cpu(&mut e, 40, 512);
     assert_eq!(e.dsa_stats().fallback, 1);
     assert!(e.tripped().is_none());
 }
