@@ -66,8 +66,9 @@ func taken(network string, p netip.Prefix) Route { return Route{Network: network
 // Desired computes what node `self` must hold: every valid network whose physical network
 // has an uplink here, and a /32 route to every pod of those networks on another registered
 // node. Pods of a node that is not registered (its lease expired) get no route, so their
-// routes go when the node goes. Problems (a network without an uplink here, a pod whose
-// address is outside its network's range) are returned beside the state, which omits them.
+// routes go when the node goes. Problems (a network without an uplink here) are returned
+// beside the state, which omits them. An attachment outside its network's range never gets
+// here: the snapshot refuses it (cluster.Store.Snapshot).
 func Desired(snap *cluster.Snapshot, self string, uplinks Uplinks) (State, []string) {
 	st := State{Networks: map[string]*NetworkState{}, Routes: map[Route]bool{}}
 	var problems []string
@@ -87,16 +88,11 @@ func Desired(snap *cluster.Snapshot, self string, uplinks Uplinks) (State, []str
 		if p.Node == self {
 			continue
 		}
-		net, ok := st.Networks[p.Network]
-		if !ok {
+		if _, ok := st.Networks[p.Network]; !ok {
 			continue
 		}
 		via, registered := vtep[p.Node]
 		if !registered {
-			continue
-		}
-		if !net.Ranges[0].Contains(p.Address) {
-			problems = append(problems, fmt.Sprintf("pod %s/%s on %s: address %s is outside network %s's range %s", p.ContainerID, p.IfName, p.Node, p.Address, p.Network, net.Ranges[0]))
 			continue
 		}
 		st.Routes[Route{Network: p.Network, Prefix: netip.PrefixFrom(p.Address, 32), Via: via}] = true

