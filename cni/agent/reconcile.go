@@ -3,11 +3,9 @@ package agent
 import (
 	"context"
 	"fmt"
-	"os"
 
 	"veclane.dev/cni/cluster"
 	"veclane.dev/cni/ctl"
-	"veclane.dev/cni/pod"
 )
 
 // Round is what one reconciliation did.
@@ -71,71 +69,4 @@ func Reconcile(ctx context.Context, s *cluster.Store, d *Daemon, self string, up
 		round.Applied = append(round.Applied, a)
 	}
 	return round, restorePods(ctx, s, d, snap, self, &round)
-}
-
-// restorePods makes again the pod interfaces the cluster records on this node and the
-// daemon lacks (it restarted, and its state went with it): the daemon's side and, for a tap
-// (whose device went with the daemon's fds), the pod's side. A pod whose namespace is gone
-// is left for CNI DEL or GC; one whose network the daemon does not have waits for it. The
-// attachment is read again just before and just after: a DEL that deleted it (and the
-// interface) since the round's snapshot must not find the interface made again.
-func restorePods(ctx context.Context, s *cluster.Store, d *Daemon, snap *cluster.Snapshot, self string, round *Round) error {
-	ifs, err := d.Interfaces()
-	if err != nil {
-		return err
-	}
-	have := map[string]bool{}
-	for _, i := range ifs {
-		have[i.Name] = true
-	}
-	nets, err := d.Networks()
-	if err != nil {
-		return err
-	}
-	netHave := map[string]bool{}
-	for _, n := range nets {
-		netHave[n.Name] = true
-	}
-	for k := range snap.Attachments {
-		a := &snap.Attachments[k]
-		if a.Node != self || a.Interface == nil || have[a.Interface.Name] || !netHave[a.Network] {
-			continue
-		}
-		if _, err := os.Stat(a.Interface.Netns); err != nil {
-			round.Problems = append(round.Problems, fmt.Sprintf("pod %s interface %s: its namespace %s is gone: left for CNI DEL or GC", a.ContainerID, a.IfName, a.Interface.Netns))
-			continue
-		}
-		act := Action{Kind: "pod-add", Pod: a}
-		if there, err := s.HasAttachment(ctx, a.Network, a.ContainerID, a.IfName); err != nil || !there {
-			if err != nil {
-				return err
-			}
-			continue
-		}
-		if err := pod.Attach(d.Client, a); err != nil {
-			if !ctl.Refused(err) {
-				return fmt.Errorf("%s: %w", act, err)
-			}
-			round.Failed = append(round.Failed, fmt.Sprintf("%s: %v", act, err))
-			continue
-		}
-		if a.Interface.Kind == "tap" {
-			if err := pod.Configure(a); err != nil {
-				// Deleted, so that the next round tries the whole again.
-				_ = d.DeleteInterface(a.Interface.Name)
-				round.Failed = append(round.Failed, fmt.Sprintf("%s: the pod's side: %v", act, err))
-				continue
-			}
-		}
-		if there, err := s.HasAttachment(ctx, a.Network, a.ContainerID, a.IfName); err != nil || !there {
-			// DEL came in between: what was just made is not the pod's any more.
-			_ = d.DeleteInterface(a.Interface.Name)
-			if err != nil {
-				return err
-			}
-			continue
-		}
-		round.Applied = append(round.Applied, act)
-	}
-	return nil
 }

@@ -108,10 +108,16 @@ func Add(args *skel.CmdArgs) (err error) {
 	if args.Netns == "" {
 		return configError("CNI_NETNS is empty: a pod interface needs the pod's namespace")
 	}
+	// The rule the node agent applies before it makes the interface again (pod.OpenNetns):
+	// what it would refuse is never made.
+	target, err := pod.OpenNetns(args.Netns)
+	if err != nil {
+		return types.NewError(types.ErrInvalidEnvironmentVariables, "CNI_NETNS: "+err.Error(), "")
+	}
 	// What a failed ADD undoes, then the connections it used (closed after the undo, which
 	// needs them).
 	var u undo
-	var closers []func()
+	closers := []func(){func() { _ = target.Close() }}
 	defer func() {
 		if err != nil {
 			u.run()
@@ -120,6 +126,11 @@ func Add(args *skel.CmdArgs) (err error) {
 			closers[i]()
 		}
 	}()
+	e, err := etcd(c)
+	if err != nil {
+		return err
+	}
+	closers = append(closers, e.done)
 	// The address first: nothing else is worth doing without one.
 	r, err := ipam.ExecAdd(c.IPAM.Type, args.StdinData)
 	if err != nil {
@@ -140,6 +151,9 @@ func Add(args *skel.CmdArgs) (err error) {
 	routes := append([]*types.Route{{Dst: prefixNet(subnet)}}, res.Routes...)
 	att := attachment(c, args, addr, gw, routes)
 	pi := att.Interface
+	if err := inClusterNetwork(e, &att); err != nil {
+		return err
+	}
 	if err := pod.Attach(d, &att); err != nil {
 		return daemonError("attaching the pod", err)
 	}
@@ -152,15 +166,10 @@ func Add(args *skel.CmdArgs) (err error) {
 		// Before Configure, which may fail after making the stand-in.
 		u.push(func() { _ = pod.DeleteStandIn(args.Netns, args.IfName) })
 	}
-	if err := pod.Configure(&att); err != nil {
+	if err := pod.Configure(&att, target); err != nil {
 		return types.NewError(types.ErrInternal, "configuring "+args.IfName+" in "+args.Netns+": "+err.Error(), "")
 	}
 
-	e, err := etcd(c)
-	if err != nil {
-		return err
-	}
-	closers = append(closers, e.done)
 	// Undone even when the put fails: a put that timed out may have committed.
 	u.push(func() { _ = e.st.DeleteAttachment(e.ctx, att.Network, att.ContainerID, att.IfName) })
 	if err := e.st.PutAttachment(e.ctx, att); err != nil {
@@ -172,6 +181,24 @@ func Add(args *skel.CmdArgs) (err error) {
 		dns = c.DNS
 	}
 	return types.PrintResult(addResult(&att, int(info.MTU), routes, dns), c.CNIVersion)
+}
+
+// inClusterNetwork refuses an attachment that lies outside the cluster's record of its
+// network (cluster.PodAttachment.InNetwork: address, routes, gateway), which the node agent
+// would refuse to restore. A network the cluster does not record (the daemon's own) is not
+// checked here, and the agent does not restore its pods.
+func inClusterNetwork(e *session, att *cluster.PodAttachment) error {
+	n, ok, err := e.st.Network(e.ctx, att.Network)
+	if err != nil {
+		return types.NewError(types.ErrTryAgainLater, "reading network "+att.Network+" from etcd: "+err.Error(), "")
+	}
+	if !ok {
+		return nil
+	}
+	if err := att.InNetwork(&n); err != nil {
+		return configError(err.Error() + " (set ipam's range and routes, and gateway, inside the network)")
+	}
+	return nil
 }
 
 // ipv4Address is the IPAM plugin's result as the current version's, its first IPv4 address

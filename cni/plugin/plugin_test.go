@@ -104,12 +104,12 @@ func (c *cni) tool(verb, network, ns string) (string, error) {
 	return out.String(), err
 }
 
-// execPlugin runs veclane-cni itself as a runtime would; its stdout, and an error with its
-// stderr when it fails.
-func execPlugin(command, container, ns, conf string) ([]byte, error) {
+// execPlugin runs veclane-cni itself as a runtime would, with env (NAME=VALUE) on top; its
+// stdout, and an error with its stderr when it fails.
+func execPlugin(command, container, ns, conf string, env ...string) ([]byte, error) {
 	cmd := exec.Command(filepath.Join(bin, "veclane-cni"))
-	cmd.Env = append(os.Environ(), "CNI_COMMAND="+command, "CNI_CONTAINERID="+container,
-		"CNI_IFNAME=eth1", "CNI_NETNS="+ns, "CNI_PATH="+bin, "VECLANE_NODE=n1")
+	cmd.Env = append(append(os.Environ(), "CNI_COMMAND="+command, "CNI_CONTAINERID="+container,
+		"CNI_IFNAME=eth1", "CNI_NETNS="+ns, "CNI_PATH="+bin, "VECLANE_NODE=n1"), env...)
 	cmd.Stdin = strings.NewReader(conf)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -119,10 +119,10 @@ func execPlugin(command, container, ns, conf string) ([]byte, error) {
 	return out.Bytes(), nil
 }
 
-// plugin runs veclane-cni; its stdout as JSON and whether it succeeded.
-func plugin(t *testing.T, command, container, ns, conf string) (map[string]any, bool) {
+// plugin runs veclane-cni (see execPlugin); its stdout as JSON and whether it succeeded.
+func plugin(t *testing.T, command, container, ns, conf string, env ...string) (map[string]any, bool) {
 	t.Helper()
-	out, err := execPlugin(command, container, ns, conf)
+	out, err := execPlugin(command, container, ns, conf, env...)
 	var m map[string]any
 	if len(out) > 0 {
 		if e := json.Unmarshal(out, &m); e != nil {
@@ -365,28 +365,55 @@ func (f *pods) failedAddsUndoThemselves(t *testing.T) {
 		t.Fatalf("the failed ADD left a device: %s", out)
 	}
 
-	// A failure after the interface was made (etcd for attachments unreachable, IPAM's
-	// fine) undoes the interface and the address too.
+	// etcd for attachments unreachable (IPAM's fine): the network's record is read before
+	// anything is made, so nothing is, and the address goes back.
 	noEtcd := strings.Replace(f.memifConf, `"etcd_endpoints":["`+f.etcd.Endpoint+`"],`+"\n\t\t"+`"ipam"`, `"etcd_endpoints":["http://127.0.0.1:1"],"ipam"`, 1)
 	if noEtcd == f.memifConf {
 		t.Fatal("could not point the attachments at a dead etcd")
 	}
+	f.refusedAndUndone(t, "c-noetcd", f.m2, noEtcd, 11, "etcd")
+	// A failure after the interface was made (recording the attachment: a node name etcd
+	// refuses) undoes the interface, the stand-in and the address.
+	f.refusedAndUndone(t, "c-badnode", f.m2, f.memifConf, 11, "recording the attachment", "VECLANE_NODE=bad node")
+
+	// The host's namespace as CNI_NETNS (a runtime's mistake, or a forged call): refused
+	// before anything is made.
+	f.refusedAndUndone(t, "c-host", fmt.Sprintf("/proc/%d/ns/net", os.Getpid()), f.memifConf, 4, "is the host's")
+	// Routes outside the cluster's record of the network (a default route from IPAM's
+	// routes): refused, as the node agent would refuse to restore it.
+	st := cluster.NewStore(f.ec)
+	ctx := context.Background()
+	if err := st.PutNetwork(ctx, cluster.Network{Name: "blue", VNI: 56, Range: netip.MustParsePrefix("10.1.0.0/16")}); err != nil {
+		t.Fatal(err)
+	}
+	defaultRoute := strings.Replace(f.memifConf, `"range":"10.1.0.0/24",`, `"range":"10.1.0.0/24","routes":[{"dst":"0.0.0.0/0"}],`, 1)
+	f.refusedAndUndone(t, "c-default", f.m2, defaultRoute, 7, "route 0.0.0.0/0 is not inside the range")
+	if err := st.DeleteNetwork(ctx, "blue"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// refusedAndUndone runs an ADD on blue that must fail with code and a message containing
+// msg, and checks it left nothing: no interface, no stand-in in ns, no address.
+func (f *pods) refusedAndUndone(t *testing.T, container, ns, conf string, code int, msg string, env ...string) {
+	t.Helper()
 	blueBefore := allocated(t, f.ec, "blue")
-	if r, ok := plugin(t, "ADD", "c-noetcd", f.m2, noEtcd); ok || r["code"] != float64(11) {
-		t.Fatalf("ADD with the attachments' etcd down: %v", r)
+	if r, ok := plugin(t, "ADD", container, ns, conf, env...); ok || r["code"] != float64(code) || !strings.Contains(fmt.Sprint(r["msg"]), msg) {
+		t.Fatalf("ADD %s: %v, want code %d and %q", container, r, code, msg)
 	}
 	for _, i := range f.d.interfaces(t) {
-		if i.Pod != nil && *i.Pod == "c-noetcd" {
-			t.Fatalf("the failed ADD left %s", i.Name)
+		if i.Pod != nil && *i.Pod == container {
+			t.Fatalf("the failed ADD %s left %s", container, i.Name)
 		}
 	}
 	if n := allocated(t, f.ec, "blue"); n != blueBefore {
-		t.Fatalf("the failed ADD kept its address: %d allocations, were %d", n, blueBefore)
+		t.Fatalf("the failed ADD %s kept its address: %d allocations, were %d", container, n, blueBefore)
 	}
-	if out := testbin.Run(t, "ip", "-n", filepath.Base(f.m2), "-o", "link"); strings.Contains(out, "eth1") {
-		t.Fatalf("the failed ADD left the stand-in: %s", out)
+	if strings.HasPrefix(ns, "/var/run/netns/") {
+		if out := testbin.Run(t, "ip", "-n", filepath.Base(ns), "-o", "link"); strings.Contains(out, "eth1") {
+			t.Fatalf("the failed ADD %s left the stand-in: %s", container, out)
+		}
 	}
-
 }
 
 // gcAndTheDaemonGone: GC with no valid attachment removes red's pod; with the daemon killed

@@ -81,15 +81,16 @@ func Attach(d *ctl.Client, a *cluster.PodAttachment) (err error) {
 	return nil
 }
 
-// Configure makes the pod's side: for a tap, the device the daemon made; for memif, a
-// stand-in device (see AddStandIn) that carries the address and routes for the kernel's view.
-func Configure(a *cluster.PodAttachment) error {
+// Configure makes the pod's side in target, the pod's namespace as OpenNetns checked it:
+// for a tap, the device the daemon made; for memif, a stand-in device (see AddStandIn) that
+// carries the address and routes for the kernel's view.
+func Configure(a *cluster.PodAttachment, target ns.NetNS) error {
 	i := a.Interface
 	gwMAC, err := net.ParseMAC(i.MAC)
 	if err != nil {
 		return fmt.Errorf("gateway MAC %q: %w", i.MAC, err)
 	}
-	return ns.WithNetNSPath(i.Netns, func(ns.NetNS) error {
+	return target.Do(func(ns.NetNS) error {
 		if i.Kind == "memif" {
 			if err := AddStandIn(a.IfName, int(i.MTU)); err != nil {
 				return err
