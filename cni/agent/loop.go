@@ -74,6 +74,11 @@ func serve(ctx context.Context, s *cluster.Store, cfg Config, reg *cluster.Regis
 		}
 	}()
 	for {
+		// A wait cut short by ctx returns as if it had ended: without this, an agent told to
+		// stop while the daemon is away would spin here for ever.
+		if ctx.Err() != nil {
+			return nil
+		}
 		if d == nil {
 			var err error
 			if d, err = DialDaemon(cfg.CtlSocket); err != nil {
