@@ -23,6 +23,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"veclane.dev/cni/cluster"
+	"veclane.dev/cni/etcdclient"
 	"veclane.dev/cni/ipam"
 )
 
@@ -45,9 +46,10 @@ type netConf struct {
 	types.PluginConf
 	IPAM struct {
 		types.IPAM
-		NetworkName   string         `json:"network_name"`
-		EtcdEndpoints []string       `json:"etcd_endpoints"`
-		Routes        []*types.Route `json:"routes,omitempty"`
+		NetworkName string `json:"network_name"`
+		// etcd_endpoints and the TLS settings, where the allocations are.
+		etcdclient.Settings
+		Routes []*types.Route `json:"routes,omitempty"`
 	} `json:"ipam"`
 }
 
@@ -71,7 +73,7 @@ func load(stdin []byte) (*netConf, *ipam.Config, error) {
 		b, _ := json.Marshal(c.Name)
 		raw.IPAM["network_name"] = b
 	}
-	if len(c.IPAM.EtcdEndpoints) == 0 {
+	if len(c.IPAM.Endpoints) == 0 {
 		return nil, nil, types.NewError(types.ErrInvalidNetworkConfig, "ipam.etcd_endpoints is missing", "")
 	}
 	ipamJSON, _ := json.Marshal(raw.IPAM)
@@ -84,9 +86,9 @@ func load(stdin []byte) (*netConf, *ipam.Config, error) {
 
 // allocator connects to etcd; the caller closes the client.
 func allocator(c *netConf) (*ipam.Allocator, *clientv3.Client, error) {
-	cl, err := clientv3.New(clientv3.Config{Endpoints: c.IPAM.EtcdEndpoints, DialTimeout: 5 * time.Second})
+	cl, err := c.IPAM.CNIClient()
 	if err != nil {
-		return nil, nil, types.NewError(types.ErrTryAgainLater, "etcd client: "+err.Error(), "")
+		return nil, nil, err
 	}
 	return ipam.New(cl, cluster.LocalNode()), cl, nil
 }
@@ -231,7 +233,7 @@ func Status(args *skel.CmdArgs) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	if _, err := cl.Get(ctx, ipam.Prefix, clientv3.WithCountOnly(), clientv3.WithPrefix()); err != nil {
-		return types.NewError(types.ErrPluginNotAvailable, "etcd at "+strings.Join(c.IPAM.EtcdEndpoints, ",")+" does not answer: "+err.Error(), "")
+		return types.NewError(types.ErrPluginNotAvailable, "etcd at "+strings.Join(c.IPAM.Endpoints, ",")+" does not answer: "+err.Error(), "")
 	}
 	return nil
 }

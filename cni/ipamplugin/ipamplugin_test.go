@@ -152,3 +152,31 @@ func TestConfigurationErrorsAreCNIErrors(t *testing.T) {
 		}
 	}
 }
+
+// tlsKeys is the `ipam` object's TLS settings for files ca, cert and key.
+func tlsKeys(ca, cert, key string) string {
+	return fmt.Sprintf(`,"etcd_ca_file":%q,"etcd_cert_file":%q,"etcd_key_file":%q`, ca, cert, key)
+}
+
+// Against an etcd that requires client certificates: with the TLS keys the plugin
+// allocates; without a certificate etcd refuses it (try again later); a missing file is a
+// configuration error naming it.
+func TestTheCNICommandsOverTLS(t *testing.T) {
+	srv := testetcd.StartTLS(t)
+	c := srv.Certs
+	good := conf(srv.Endpoint, tlsKeys(c.CA, c.ClientCert, c.ClientKey))
+	if a := address(t, call(t, "ADD", "c1", "eth0", good)); a != "10.1.0.10/24" {
+		t.Fatalf("ADD over TLS: %s", a)
+	}
+	if r := call(t, "DEL", "c1", "eth0", good); !r.ok {
+		t.Fatalf("DEL over TLS: %s", r.raw)
+	}
+	noCert := conf(srv.Endpoint, fmt.Sprintf(`,"etcd_ca_file":%q`, c.CA))
+	if code, msg := errorCode(t, call(t, "ADD", "c2", "eth0", noCert)); code != 11 {
+		t.Fatalf("ADD without a client certificate: code %v: %s", code, msg)
+	}
+	missing := conf(srv.Endpoint, tlsKeys(c.CA, "/nonexistent/client.pem", c.ClientKey))
+	if code, msg := errorCode(t, call(t, "ADD", "c2", "eth0", missing)); code != 7 || !strings.Contains(msg, "/nonexistent/client.pem") {
+		t.Fatalf("ADD with a missing certificate: code %v: %s", code, msg)
+	}
+}

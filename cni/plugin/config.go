@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
+
+	"veclane.dev/cni/etcdclient"
 )
 
 // timeout bounds every call to etcd: a plugin the runtime waits for must not hang.
@@ -39,11 +41,12 @@ type ifaceConf struct {
 
 type netConf struct {
 	types.PluginConf
-	NetworkName   string    `json:"network_name"`
-	Interface     ifaceConf `json:"interface"`
-	CtlSocket     string    `json:"ctl_socket"`
-	EtcdEndpoints []string  `json:"etcd_endpoints"`
-	Gateway       string    `json:"gateway"`
+	NetworkName string    `json:"network_name"`
+	Interface   ifaceConf `json:"interface"`
+	CtlSocket   string    `json:"ctl_socket"`
+	// etcd_endpoints and the TLS settings, where the attachments are recorded.
+	etcdclient.Settings
+	Gateway string `json:"gateway"`
 }
 
 func configError(msg string) error {
@@ -65,7 +68,7 @@ func load(stdin []byte) (*netConf, error) {
 	if c.IPAM.Type == "" {
 		return nil, configError("ipam.type is missing: name the IPAM plugin (veclane-ipam)")
 	}
-	if len(c.EtcdEndpoints) == 0 {
+	if len(c.Endpoints) == 0 {
 		return nil, configError("etcd_endpoints is missing (the attachments are recorded there)")
 	}
 	if c.CtlSocket == "" {

@@ -22,7 +22,6 @@ import (
 	"net/netip"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/cni/pkg/skel"
@@ -30,7 +29,6 @@ import (
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/cni/pkg/version"
 	"github.com/containernetworking/plugins/pkg/ipam"
-	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"veclane.dev/cni/cluster"
 	"veclane.dev/cni/ctl"
@@ -65,9 +63,9 @@ type session struct {
 }
 
 func etcd(c *netConf) (*session, error) {
-	cl, err := clientv3.New(clientv3.Config{Endpoints: c.EtcdEndpoints, DialTimeout: 5 * time.Second})
+	cl, err := c.CNIClient()
 	if err != nil {
-		return nil, types.NewError(types.ErrTryAgainLater, "etcd client: "+err.Error(), "")
+		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	return &session{st: cluster.NewStore(cl), ctx: ctx, done: func() { cancel(); _ = cl.Close() }}, nil

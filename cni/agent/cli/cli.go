@@ -5,9 +5,11 @@
 //
 //	veclane-agent --etcd http://127.0.0.1:2379 --node n1 --vtep 192.0.2.1 \
 //	    --uplink uplink [--physical-network storage=uplink2] [--ctl-socket /run/veclane/ctl.sock]
+//	    [--etcd-ca CA --etcd-cert CERT --etcd-key KEY]
 //
 // `veclane-agent network add NAME --vni N --range CIDR [--physical-network P]`, `network del
-// NAME` and `network list` write and read the cluster's networks in etcd (--etcd).
+// NAME` and `network list` write and read the cluster's networks in etcd (--etcd and the TLS
+// flags, as the agent's).
 package cli
 
 import (
@@ -24,12 +26,12 @@ import (
 	"syscall"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"veclane.dev/cni/agent"
 	"veclane.dev/cni/cluster"
+	"veclane.dev/cni/etcdclient"
 )
 
 type pairs map[string]string
@@ -57,19 +59,20 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("veclane-agent", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
-		endpoints = fs.String("etcd", "http://127.0.0.1:2379", "etcd endpoints, comma-separated")
-		node      = fs.String("node", "", "this node's name (default: the host name)")
-		vtep      = fs.String("vtep", "", "this node's VTEP address (its uplink's address)")
-		uplink    = fs.String("uplink", "", "the default uplink interface (networks without a physical network)")
-		ctl       = fs.String("ctl-socket", "/run/veclane/ctl.sock", "the daemon's control socket")
-		ttl       = fs.Duration("lease-ttl", 10*time.Second, "how long the node outlives its agent")
-		resync    = fs.Duration("resync", 30*time.Second, "reconcile at least this often")
-		logJSON   = fs.Bool("log-json", false, "log one JSON object per line")
-		kf        kubeFlags
+		node    = fs.String("node", "", "this node's name (default: the host name)")
+		vtep    = fs.String("vtep", "", "this node's VTEP address (its uplink's address)")
+		uplink  = fs.String("uplink", "", "the default uplink interface (networks without a physical network)")
+		ctl     = fs.String("ctl-socket", "/run/veclane/ctl.sock", "the daemon's control socket")
+		ttl     = fs.Duration("lease-ttl", 10*time.Second, "how long the node outlives its agent")
+		resync  = fs.Duration("resync", 30*time.Second, "reconcile at least this often")
+		logJSON = fs.Bool("log-json", false, "log one JSON object per line")
+		kf      kubeFlags
 	)
 	fs.StringVar(&kf.kubeconfig, "kubeconfig", "", "take services and policies from the Kubernetes API this kubeconfig names")
 	fs.BoolVar(&kf.inCluster, "kubernetes-in-cluster", false, "take services and policies from the Kubernetes API the agent's pod is given")
 	fs.StringVar(&kf.defaultNet, "default-network", "", "with Kubernetes: the veclane network of pods' eth0 (Services and NetworkPolicies without a network of their own)")
+	var etcd etcdclient.Settings
+	etcd.AddFlags(fs)
 	phys := pairs{}
 	fs.Var(phys, "physical-network", "NAME=INTERFACE: the uplink of a physical network (repeatable)")
 	if err := fs.Parse(args); err != nil {
@@ -83,14 +86,17 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		h = slog.NewJSONHandler(stderr, nil)
 	}
 	log := slog.New(h)
-	if err := run(log, *endpoints, *node, *vtep, *uplink, *ctl, *ttl, *resync, phys, kf); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, log, etcd, *node, *vtep, *uplink, *ctl, *ttl, *resync, phys, kf); err != nil {
 		log.Error("veclane-agent", "error", err)
 		return 1
 	}
 	return 0
 }
 
-func run(log *slog.Logger, endpoints, node, vtep, uplink, ctl string, ttl, resync time.Duration, phys pairs, kf kubeFlags) error {
+// run is the agent until ctx ends (nil then).
+func run(ctx context.Context, log *slog.Logger, etcd etcdclient.Settings, node, vtep, uplink, ctl string, ttl, resync time.Duration, phys pairs, kf kubeFlags) error {
 	if node == "" {
 		h, err := os.Hostname()
 		if err != nil {
@@ -112,13 +118,11 @@ func run(log *slog.Logger, endpoints, node, vtep, uplink, ctl string, ttl, resyn
 	if len(uplinks) == 0 {
 		return fmt.Errorf("no uplink: give --uplink or --physical-network")
 	}
-	c, err := clientv3.New(clientv3.Config{Endpoints: strings.Split(endpoints, ","), DialTimeout: 5 * time.Second})
+	c, err := etcd.Client()
 	if err != nil {
-		return fmt.Errorf("etcd client for %s: %w", endpoints, err)
+		return err
 	}
 	defer c.Close()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	kube, err := kf.watch(ctx, log)
 	if err != nil {
 		return err

@@ -2,12 +2,14 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
+	"veclane.dev/cni/etcdclient"
 	"veclane.dev/cni/internal/testetcd"
 )
 
@@ -21,7 +23,8 @@ func TestBadArgumentsAreRefusedWithTheirFlag(t *testing.T) {
 		{"fd00::1", "eth0", "--vtep"},
 		{"192.0.2.1", "", "no uplink"},
 	} {
-		err := run(log, "http://127.0.0.1:1", "n1", c.vtep, c.uplink, "/nonexistent", time.Second, time.Second, pairs{}, kubeFlags{})
+		etcd := etcdclient.Settings{Endpoints: []string{"http://127.0.0.1:1"}}
+		err := run(context.Background(), log, etcd, "n1", c.vtep, c.uplink, "/nonexistent", time.Second, time.Second, pairs{}, kubeFlags{})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("vtep %q uplink %q: %v, want %q", c.vtep, c.uplink, err, c.want)
 		}
@@ -34,7 +37,8 @@ func TestBadArgumentsAreRefusedWithTheirFlag(t *testing.T) {
 		{kubeFlags{kubeconfig: "/k"}, "--default-network"},
 		{kubeFlags{kubeconfig: "/nonexistent/kubeconfig", defaultNet: "pods"}, "kubernetes:"},
 	} {
-		err := run(log, "http://127.0.0.1:1", "n1", "192.0.2.1", "eth0", "/nonexistent", time.Second, time.Second, pairs{}, c.kf)
+		etcd := etcdclient.Settings{Endpoints: []string{"http://127.0.0.1:1"}}
+		err := run(context.Background(), log, etcd, "n1", "192.0.2.1", "eth0", "/nonexistent", time.Second, time.Second, pairs{}, c.kf)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: %v, want %q", c.kf, err, c.want)
 		}
@@ -83,5 +87,54 @@ func TestNetworkCommandWritesCheckedNetworks(t *testing.T) {
 	must("list")
 	if strings.Contains(out.String(), "blue") {
 		t.Fatalf("blue after del:\n%s", out.String())
+	}
+}
+
+// The agent and its network command against an etcd that requires client certificates:
+// with the TLS flags they write, read and register the node; without a certificate etcd
+// refuses them; a missing file is named before anything is dialled.
+func TestTheAgentSpeaksTLSWithAClientCertificate(t *testing.T) {
+	etcd := testetcd.StartTLS(t)
+	tlsFlags := []string{"--etcd", etcd.Endpoint, "--etcd-ca", etcd.Certs.CA, "--etcd-cert", etcd.Certs.ClientCert, "--etcd-key", etcd.Certs.ClientKey}
+	var out bytes.Buffer
+	if err := networkCmd(append([]string{"add", "blue", "--vni", "56", "--range", "10.1.0.0/16"}, tlsFlags...), &out); err != nil {
+		t.Fatal(err)
+	}
+	if err := networkCmd(append([]string{"list"}, tlsFlags...), &out); err != nil || !strings.Contains(out.String(), "blue") {
+		t.Fatalf("list: %v\n%s", err, out.String())
+	}
+	noCert := []string{"list", "--etcd", etcd.Endpoint, "--etcd-ca", etcd.Certs.CA}
+	if err := networkCmd(noCert, io.Discard); err == nil {
+		t.Fatal("etcd answered a client without a certificate")
+	}
+	missing := append([]string{"list"}, tlsFlags...)
+	missing[len(missing)-1] = "/nonexistent/key.pem"
+	if err := networkCmd(missing, io.Discard); err == nil || !strings.Contains(err.Error(), "/nonexistent/key.pem") {
+		t.Fatalf("a missing key: %v", err)
+	}
+
+	// The agent itself registers its node through TLS (there is no daemon: it keeps trying
+	// that), and stops when told.
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	go func() {
+		done <- run(ctx, log, etcd.Settings, "n1", "192.0.2.1", "uplink", "/nonexistent/ctl.sock", 5*time.Second, time.Second, pairs{}, kubeFlags{})
+	}()
+	c := etcd.Client(t)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r, err := c.Get(context.Background(), "/veclane/v1/nodes/n1")
+		if err == nil && r.Count == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the agent did not register through TLS: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }

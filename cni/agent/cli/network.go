@@ -9,9 +9,8 @@ import (
 	"strings"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"veclane.dev/cni/cluster"
+	"veclane.dev/cni/etcdclient"
 )
 
 // networkCmd is `veclane-agent network add|del|list`: the cluster's networks in etcd, written
@@ -23,7 +22,8 @@ func networkCmd(args []string, out io.Writer) error {
 	}
 	fs := flag.NewFlagSet("network "+args[0], flag.ContinueOnError)
 	fs.SetOutput(out)
-	endpoints := fs.String("etcd", "http://127.0.0.1:2379", "etcd endpoints, comma-separated")
+	var etcd etcdclient.Settings
+	etcd.AddFlags(fs)
 	vni := fs.Uint("vni", 0, "add: the network's VXLAN network identifier (1 to 16777215, unique)")
 	rng := fs.String("range", "", "add: the network's IPv4 range (CIDR)")
 	phys := fs.String("physical-network", "", "add: the physical network it is carried on (default: each node's default uplink)")
@@ -43,9 +43,9 @@ func networkCmd(args []string, out io.Writer) error {
 	if fs.NArg() != 0 {
 		return fmt.Errorf("network %s: unexpected %q", verb, fs.Args())
 	}
-	c, err := clientv3.New(clientv3.Config{Endpoints: strings.Split(*endpoints, ","), DialTimeout: 5 * time.Second})
+	c, err := etcd.Client()
 	if err != nil {
-		return fmt.Errorf("etcd client for %s: %w", *endpoints, err)
+		return err
 	}
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -1,5 +1,6 @@
 // Package testetcd starts a real etcd server (Debian's etcd-server) for tests: one process per
-// test, on loopback ports nobody else holds, with a data directory that goes with the test.
+// test, on loopback ports nobody else holds, with a data directory that goes with the test;
+// plain, or with TLS and client certificates.
 package testetcd
 
 import (
@@ -13,19 +14,32 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"veclane.dev/cni/etcdclient"
 )
 
 // Server is a running etcd.
 type Server struct {
-	// Endpoint is the client URL, http://127.0.0.1:PORT.
+	// Endpoint is the client URL, http://127.0.0.1:PORT (https:// with TLS).
 	Endpoint string
-	cmd      *exec.Cmd
-	log      *strings.Builder
+	// Settings reach it: its endpoint and, with TLS, the CA and the good client certificate.
+	Settings etcdclient.Settings
+	// Certs are its PKI's files (StartTLS only).
+	Certs Certs
+	cmd   *exec.Cmd
+	log   *strings.Builder
 }
 
 // Start runs etcd for the life of t and waits until it answers. It fails the test when the
 // binary is missing: scripts/setup.sh installs it, and a test that skipped would prove nothing.
-func Start(t testing.TB) *Server {
+func Start(t testing.TB) *Server { return start(t, false) }
+
+// StartTLS runs etcd as a secured cluster's is (docs/cluster.md): client URLs on https with
+// a certificate of a CA made for the test, and client certificates of that CA required
+// (--client-cert-auth).
+func StartTLS(t testing.TB) *Server { return start(t, true) }
+
+func start(t testing.TB, secure bool) *Server {
 	t.Helper()
 	bin, err := exec.LookPath("etcd")
 	if err != nil {
@@ -33,18 +47,30 @@ func Start(t testing.TB) *Server {
 	}
 	dir := t.TempDir()
 	client, peer := freePort(t), freePort(t)
-	s := &Server{Endpoint: fmt.Sprintf("http://127.0.0.1:%d", client), log: &strings.Builder{}}
+	scheme := "http"
+	if secure {
+		scheme = "https"
+	}
+	s := &Server{Endpoint: fmt.Sprintf("%s://127.0.0.1:%d", scheme, client), log: &strings.Builder{}}
+	s.Settings.Endpoints = []string{s.Endpoint}
 	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peer)
-	s.cmd = exec.Command(bin,
+	args := []string{
 		"--name", "test",
 		"--data-dir", filepath.Join(dir, "data"),
 		"--listen-client-urls", s.Endpoint,
 		"--advertise-client-urls", s.Endpoint,
 		"--listen-peer-urls", peerURL,
 		"--initial-advertise-peer-urls", peerURL,
-		"--initial-cluster", "test="+peerURL,
+		"--initial-cluster", "test=" + peerURL,
 		"--log-level", "warn",
-	)
+	}
+	if secure {
+		s.Certs = makeCerts(t, dir)
+		args = append(args, "--client-cert-auth", "--trusted-ca-file", s.Certs.CA,
+			"--cert-file", s.Certs.ServerCert, "--key-file", s.Certs.ServerKey)
+		s.Settings.CAFile, s.Settings.CertFile, s.Settings.KeyFile = s.Certs.CA, s.Certs.ClientCert, s.Certs.ClientKey
+	}
+	s.cmd = exec.Command(bin, args...)
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
 	if err := s.cmd.Start(); err != nil {
 		t.Fatalf("starting etcd: %v", err)
@@ -85,13 +111,10 @@ func (s *Server) waitReady(t testing.TB) {
 	}
 }
 
-// Client returns a client of the server, closed with the test.
+// Client returns a client of the server (with its Settings), closed with the test.
 func (s *Server) Client(t testing.TB) *clientv3.Client {
 	t.Helper()
-	c, err := clientv3.New(clientv3.Config{
-		Endpoints:   []string{s.Endpoint},
-		DialTimeout: 5 * time.Second,
-	})
+	c, err := s.Settings.Client()
 	if err != nil {
 		t.Fatalf("etcd client: %v", err)
 	}
