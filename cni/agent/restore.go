@@ -79,9 +79,14 @@ func restorePods(ctx context.Context, s *cluster.Store, d *Daemon, snap *cluster
 // restorable says what in attachment a differs from what the CNI plugin records, if
 // anything: the daemon's interface is named and addressed as the plugin names it
 // (pod.DaemonName, pod.MACs), so an attachment cannot make or replace any other interface.
-// Its address and routes were checked against its network by the snapshot.
+// A memif socket must be abstract (pod.CheckMemifSocket). Its address and routes were checked against its network by the snapshot.
 func restorable(a *cluster.PodAttachment) error {
 	i := a.Interface
+	if i.Kind == "memif" {
+		if err := pod.CheckMemifSocket(i.Socket); err != nil {
+			return err
+		}
+	}
 	if want := pod.DaemonName(a.ContainerID, a.IfName); i.Name != want {
 		return fmt.Errorf("interface name %q is not the plugin's %q", i.Name, want)
 	}

@@ -27,8 +27,8 @@ func hostNetwork(t *testing.T) string {
 // Attachments anyone who can write to etcd could record on this node, restored by a real
 // agent round into a real daemon: the one a pod's namespace, range and names vouch for is
 // made (the tap in the pod, its address); the ones naming the host's namespace, routing the
-// default route or another range, naming another interface, or written under another's key
-// are refused, each reported, and the host's network is as it was.
+// default route or another range, naming another interface or a memif socket on the host's
+// file system, or written under another's key are refused, each reported, and the host's network is as it was.
 func TestRestoreMakesOnlyAttachmentsThatStayInTheirPod(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("SKIPPED: needs root for network namespaces")
@@ -59,6 +59,8 @@ func TestRestoreMakesOnlyAttachmentsThatStayInTheirPod(t *testing.T) {
 	blue := p("10.1.0.0/16")
 	renamed := att("renamed", podNS, blue)
 	renamed.Interface.Name = "uplink2"
+	hostSocket := att("host-socket", podNS, blue)
+	hostSocket.Interface.Kind, hostSocket.Interface.Socket = "memif", "/etc/veclane-test/memif.sock"
 	refused := map[string]struct {
 		att  cluster.PodAttachment
 		want string
@@ -69,6 +71,7 @@ func TestRestoreMakesOnlyAttachmentsThatStayInTheirPod(t *testing.T) {
 		"default-route": {att("default-route", podNS, p("0.0.0.0/0")), "route 0.0.0.0/0 is not inside the range"},
 		"other-range":   {att("other-range", podNS, blue, p("192.168.7.0/24")), "route 192.168.7.0/24 is not inside the range"},
 		"renamed":       {renamed, `interface name "uplink2" is not the plugin's`},
+		"host-socket":   {hostSocket, `memif socket "/etc/veclane-test/memif.sock" is not abstract`},
 	}
 	for _, r := range refused {
 		if err := s.PutAttachment(ctx, r.att); err != nil {
@@ -90,6 +93,9 @@ func TestRestoreMakesOnlyAttachmentsThatStayInTheirPod(t *testing.T) {
 	r := reconcile(t, s, d)
 	if after := hostNetwork(t); after != before {
 		t.Fatalf("the host's network changed:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	if _, err := os.Stat("/etc/veclane-test"); err == nil {
+		t.Fatal("the daemon made a directory on the host's file system")
 	}
 	var pods []string
 	for _, x := range r.Applied {

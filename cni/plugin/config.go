@@ -9,6 +9,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 
 	"veclane.dev/cni/etcdclient"
+	"veclane.dev/cni/pod"
 )
 
 // timeout bounds every call to etcd: a plugin the runtime waits for must not hang.
@@ -102,6 +103,11 @@ func load(stdin []byte) (*netConf, error) {
 	}
 	if c.Interface.SourceCheck != nil && !*c.Interface.SourceCheck && len(c.Interface.Forwards) > 0 {
 		return nil, configError("interface.forwards lists what the source check lets through; source_check is false")
+	}
+	if c.Interface.Socket != "" {
+		if err := pod.CheckMemifSocket(c.Interface.Socket); err != nil {
+			return nil, configError("interface.socket: " + err.Error())
+		}
 	}
 	if c.Interface.Kind == "tap" && (c.Interface.Socket != "" || c.Interface.RingSize != 0 || c.Interface.BufferSize != 0 || c.Interface.Mode != "" || c.Interface.RxMode != "") {
 		return nil, configError("interface.socket, ring_size, buffer_size, mode and rx_mode are memif settings; kind is tap")

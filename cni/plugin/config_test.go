@@ -76,6 +76,7 @@ func TestLoad(t *testing.T) {
 			want: defaults},
 		{name: "a forward that is no prefix", set: map[string]any{"interface": map[string]any{"forwards": []string{"10.9.0.0"}}}, code: types.ErrInvalidNetworkConfig, msg: `interface.forwards "10.9.0.0"`},
 		{name: "forwards with the check off", set: map[string]any{"interface": map[string]any{"forwards": []string{"10.9.0.0/24"}, "source_check": false}}, code: types.ErrInvalidNetworkConfig, msg: "source_check is false"},
+		{name: "a memif socket on the host's file system", set: map[string]any{"interface": map[string]any{"kind": "memif", "socket": "/run/x.sock"}}, code: types.ErrInvalidNetworkConfig, msg: `interface.socket: memif socket "/run/x.sock" is not abstract`},
 		{name: "memif settings on a tap", set: map[string]any{"interface": map[string]any{"socket": "@s"}}, code: types.ErrInvalidNetworkConfig, msg: "memif settings"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -98,3 +98,14 @@ func checkPodNetns(path string, fd int) error {
 	}
 	return nil
 }
+
+// CheckMemifSocket says what is wrong with a memif pod interface's socket, if anything: it
+// must be abstract (`@NAME`), which lives in the pod's namespace and is the pod's alone. A
+// path would be on the host's file system (the daemon's), where the daemon would make its
+// directories and the socket as root.
+func CheckMemifSocket(socket string) error {
+	if len(socket) < 2 || socket[0] != '@' {
+		return fmt.Errorf("memif socket %q is not abstract (@NAME): a path is on the host's file system", socket)
+	}
+	return nil
+}
