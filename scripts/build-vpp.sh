@@ -39,7 +39,15 @@ tarball=$(realpath "$tarball")
 hash=$(sha256sum "$tarball" | cut -c1-16)
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/veclane/vpp-$hash"
 bin="$cache/build/bin/vpp"
-if [ -f "$cache/done" ] && [ -x "$bin" ]; then
+keep="memif ping vxlan cnat acl"
+# A build made when fewer plugins were kept is resumed for the missing ones.
+have_plugins() {
+  local p
+  for p in $keep; do
+    [ -f "$cache/build/lib/x86_64-linux-gnu/vpp_plugins/${p}_plugin.so" ] || return 1
+  done
+}
+if [ -f "$cache/done" ] && [ -x "$bin" ] && have_plugins; then
   echo "$bin"
   exit 0
 fi
@@ -74,7 +82,6 @@ else
   echo "build-vpp: resuming the build in $cache" >&2
 fi
 
-keep="memif ping vxlan cnat acl"
 excluded=()
 for d in "$src"/plugins/*/; do
   name=$(basename "$d")
