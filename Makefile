@@ -9,7 +9,8 @@ GO_PEER := interop/gomemif-peer
 # cluster's control plane in cni/ tests against a real etcd and the daemon cargo built).
 GO_MODULES := $(GO_PEER) cni
 
-.PHONY: setup build bench bench-full test go-test lint fuzz fuzz-smoke clean package package-check
+.PHONY: setup build bench bench-full test go-test lint fuzz fuzz-smoke clean package package-check \
+	k8s-up k8s-down
 
 setup:
 	scripts/setup.sh
@@ -66,6 +67,14 @@ package: setup
 ## Builds the package, checks its contents and unit, unpacks it and starts the packaged daemon.
 package-check: setup
 	scripts/package-check.sh
+
+## A one-node Kubernetes cluster as plain processes on this machine (docs/kubernetes.md); the
+## first run builds Kubernetes from the Go module proxy (scripts/build-k8s.sh, once per machine).
+k8s-up:
+	scripts/k8s-up.sh
+
+k8s-down:
+	scripts/k8s-down.sh
 
 lint:
 	$(CARGO) fmt --all -- --check
