@@ -24,13 +24,12 @@ if k8s_pid containerd >/dev/null && [ -x "$bin/crictl" ] && [ -f "$K8S_DIR/crict
   timeout 120 "$bin/crictl" --config "$K8S_DIR/crictl.yaml" rmp -fa >&2 ||
     say "removing pods failed; their processes are killed below"
 fi
-for c in containerd kube-scheduler kube-controller-manager kube-apiserver etcd; do
-  k8s_stop "$c"
-done
+k8s_stop containerd kube-scheduler kube-controller-manager kube-apiserver
+k8s_stop etcd
 
 # Shims outlive containerd by design; ours name our socket.
 for d in /proc/[0-9]*; do
-  cmd=$(tr '\0' ' ' <"$d/cmdline" 2>/dev/null) || continue
+  cmd=$(tr '\0' ' ' 2>/dev/null <"$d/cmdline") || continue
   case "$cmd" in
     *containerd-shim*"-address $K8S_CONTAINERD_SOCK "*) kill -KILL "${d#/proc/}" 2>/dev/null || true ;;
   esac

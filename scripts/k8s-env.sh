@@ -60,19 +60,31 @@ k8s_pid() {
   [ -f "$pidfile" ] || return 1
   pid=$(cat "$pidfile")
   [ -n "$pid" ] && [ -d "/proc/$pid" ] || return 1
-  exe=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || return 1
+  exe=$(tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline") || return 1
   case "$exe" in *"$K8S_DIR"*) echo "$pid" ;; *) return 1 ;; esac
 }
 
-# k8s_stop NAME: SIGTERM, then SIGKILL after 15 s.
+# k8s_stop NAME...: SIGTERM to each, then SIGKILL to any still running after 15 s. Together,
+# because each component takes 1-3 s to shut down.
 k8s_stop() {
-  local name=$1 pid i
-  pid=$(k8s_pid "$name") || { rm -f "$K8S_RUN/$name.pid"; return 0; }
-  kill -TERM "$pid" 2>/dev/null || true
+  local name pid pids=() i alive
+  for name in "$@"; do
+    if pid=$(k8s_pid "$name"); then
+      kill -TERM "$pid" 2>/dev/null || true
+      pids+=("$pid")
+    fi
+    rm -f "$K8S_RUN/$name.pid"
+  done
   for i in $(seq 1 170); do
-    [ -d "/proc/$pid" ] || break
-    [ "$i" -ne 150 ] || kill -KILL "$pid" 2>/dev/null || true
+    alive=0
+    for pid in "${pids[@]}"; do
+      # A zombie has exited; its parent may be a shell that never reaps it.
+      grep -qs '^State:[[:space:]]*[^Z]' "/proc/$pid/status" && alive=1
+    done
+    [ "$alive" -eq 1 ] || break
+    if [ "$i" -eq 150 ]; then
+      for pid in "${pids[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
+    fi
     sleep 0.1
   done
-  rm -f "$K8S_RUN/$name.pid"
 }
