@@ -7,7 +7,7 @@
 #
 #   scripts/k8s-up.sh
 #
-# Builds Kubernetes first when this machine has not (scripts/build-k8s.sh: ~15 minutes once).
+# Builds Kubernetes first when this machine has not (scripts/build-k8s.sh: ~11 minutes once).
 #
 # Choices, and why:
 # - The root mount is made rshared: these machines boot with it private, and kubelet needs
