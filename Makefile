@@ -54,8 +54,10 @@ test: setup lint
 	$(MAKE) fuzz-smoke FUZZ_SECS=$(FUZZ_SECS)
 
 ## The Go modules' tests; cni/'s start a real etcd and the veclane daemon that `cargo test` built
-## (target/debug/veclane).
+## (target/debug/veclane), and a real kube-apiserver (scripts/build-k8s.sh builds Kubernetes once
+## per machine, about 11 minutes the first time; later runs find it built).
 go-test:
+	scripts/build-k8s.sh >/dev/null
 	for m in $(GO_MODULES); do \
 	  (cd $$m && go test -count=1 ./...) || { echo "go module $$m: tests failed" >&2; exit 1; }; \
 	done
