@@ -133,6 +133,12 @@ pub fn vpp(t: &mut VppTopology, o: &L3fwdOptions, sink_mac: [u8; 6]) {
             "set ip neighbor {IF_OUT} {BACKEND} {} static",
             crate::node::mac_str(sink_mac)
         ));
+        // A translation stacks on its backend's route as it is when made: made while the
+        // interface is down, it keeps dropping (VPP 25.10's cnat does not follow the route
+        // when the interface comes up). So the interfaces go up first.
+        for i in [IF_IN, IF_OUT] {
+            t.commands.push(format!("set interface state {i} up"));
+        }
         for (k, vip) in vips(o).into_iter().enumerate() {
             t.commands.push(format!(
                 "cnat translation add proto udp vip {vip} {} to ->{BACKEND} {}",

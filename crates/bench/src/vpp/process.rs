@@ -16,7 +16,7 @@ use crate::proc::DutError;
 
 /// Whether configuration command `cmd` succeeded, judged by what the CLI printed: nothing,
 /// or for `create interface memif` and `create vxlan tunnel` one line, the new interface's
-/// name.
+/// name, and for `set acl-plugin acl` the new ACL's index.
 pub fn check_reply(cmd: &str, out: &str) -> Result<(), DutError> {
     let out = out.trim();
     if out.is_empty() {
@@ -25,6 +25,7 @@ pub fn check_reply(cmd: &str, out: &str) -> Result<(), DutError> {
     let created = [
         ("create interface memif", format!("memif{SOCKET_ID}/")),
         ("create vxlan tunnel", "vxlan_tunnel".to_string()),
+        ("set acl-plugin acl ", "ACL index:".to_string()),
     ];
     if out.lines().count() == 1
         && created
@@ -348,6 +349,8 @@ mod tests {
         assert!(check_reply("create vxlan tunnel src 1.1.1.1", "vxlan_tunnel3\n").is_ok());
         assert!(check_reply("create vxlan tunnel src 1.1.1.1", "memif1/0\n").is_err());
         assert!(check_reply("create interface memif id 0", "vxlan_tunnel0\n").is_err());
+        assert!(check_reply("set acl-plugin acl permit src 0.0.0.0/0", "ACL index:0\n").is_ok());
+        assert!(check_reply("set acl-plugin acl permit src 0.0.0.0/0", "failed\n").is_err());
     }
 
     #[test]
