@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -34,15 +35,20 @@ type KubeSource interface {
 }
 
 // KubeWatch is a KubeSource over the API server: informers on pods, namespaces, services,
-// EndpointSlices and NetworkPolicies, and, if their resources exist when it starts, on
-// NetworkAttachmentDefinitions and MultiNetworkPolicies.
+// EndpointSlices and NetworkPolicies, and on NetworkAttachmentDefinitions and
+// MultiNetworkPolicies once their resources are served (looked for at start, then every
+// crdRecheck until both are: a CRD installed after the agent is watched from then on).
 type KubeWatch struct {
 	factory informers.SharedInformerFactory
 	dyn     dynamicinformer.DynamicSharedInformerFactory
+	mu      sync.Mutex
 	nads    cache.GenericLister
 	mnps    cache.GenericLister
 	changed chan struct{}
 }
+
+// crdRecheck is how often a KubeWatch looks again for the resources not served yet.
+var crdRecheck = 30 * time.Second
 
 // WatchKube starts the informers and waits until their caches have synced (or ctx ends).
 func WatchKube(ctx context.Context, cfg *rest.Config, log *slog.Logger) (*KubeWatch, error) {
@@ -78,33 +84,71 @@ func WatchKube(ctx context.Context, cfg *rest.Config, log *slog.Logger) (*KubeWa
 			return nil, err
 		}
 	}
-	for _, r := range []struct {
-		gvr    schema.GroupVersionResource
-		lister *cache.GenericLister
-	}{{nadResource, &k.nads}, {mnpResource, &k.mnps}} {
-		if !served(cs, r.gvr) {
-			log.Info("resource not served: not watched", "resource", r.gvr.String())
-			continue
-		}
-		inf := k.dyn.ForResource(r.gvr)
-		if _, err := inf.Informer().AddEventHandler(poke); err != nil {
-			return nil, err
-		}
-		*r.lister = inf.Lister()
-	}
 	k.factory.Start(ctx.Done())
-	k.dyn.Start(ctx.Done())
 	for t, ok := range k.factory.WaitForCacheSync(ctx.Done()) {
 		if !ok {
 			return nil, fmt.Errorf("kubernetes: the %v cache did not sync", t)
 		}
 	}
-	for r, ok := range k.dyn.WaitForCacheSync(ctx.Done()) {
-		if !ok {
-			return nil, fmt.Errorf("kubernetes: the %v cache did not sync", r)
-		}
+	if err := k.watchCRDs(ctx, cs, poke, log); err != nil {
+		return nil, err
 	}
+	go func() {
+		t := time.NewTicker(crdRecheck)
+		defer t.Stop()
+		for k.missing() {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if err := k.watchCRDs(ctx, cs, poke, log); err != nil {
+				log.Warn("watching a custom resource", "error", err)
+			}
+		}
+	}()
 	return k, nil
+}
+
+// watchCRDs starts an informer on each custom resource not watched yet that the API server
+// now serves, and waits for its cache.
+func (k *KubeWatch) watchCRDs(ctx context.Context, cs kubernetes.Interface, h cache.ResourceEventHandler, log *slog.Logger) error {
+	for _, r := range []struct {
+		gvr    schema.GroupVersionResource
+		lister *cache.GenericLister
+	}{{nadResource, &k.nads}, {mnpResource, &k.mnps}} {
+		k.mu.Lock()
+		have := *r.lister != nil
+		k.mu.Unlock()
+		if have {
+			continue
+		}
+		if !served(cs, r.gvr) {
+			log.Info("resource not served: not watched yet", "resource", r.gvr.String())
+			continue
+		}
+		inf := k.dyn.ForResource(r.gvr)
+		if _, err := inf.Informer().AddEventHandler(h); err != nil {
+			return err
+		}
+		k.dyn.Start(ctx.Done())
+		if !cache.WaitForCacheSync(ctx.Done(), inf.Informer().HasSynced) {
+			return fmt.Errorf("kubernetes: the %v cache did not sync", r.gvr)
+		}
+		log.Info("watching", "resource", r.gvr.String())
+		k.mu.Lock()
+		*r.lister = inf.Lister()
+		k.mu.Unlock()
+		k.poke()
+	}
+	return nil
+}
+
+// missing says whether a custom resource is not watched yet.
+func (k *KubeWatch) missing() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.nads == nil || k.mnps == nil
 }
 
 // served says whether the API server serves gvr (its CRD is installed).
@@ -152,14 +196,17 @@ func (k *KubeWatch) Objects() (*KubeObjects, error) {
 	if o.Policies, err = k.factory.Networking().V1().NetworkPolicies().Lister().List(all); err != nil {
 		return nil, err
 	}
-	err = each(k.nads, func(u *unstructured.Unstructured) {
+	k.mu.Lock()
+	nads, mnps := k.nads, k.mnps
+	k.mu.Unlock()
+	err = each(nads, func(u *unstructured.Unstructured) {
 		conf, _, _ := unstructured.NestedString(u.Object, "spec", "config")
 		o.NADs = append(o.NADs, NAD{Namespace: u.GetNamespace(), Name: u.GetName(), Network: NADNetwork(conf)})
 	})
 	if err != nil {
 		return nil, err
 	}
-	err = each(k.mnps, func(u *unstructured.Unstructured) {
+	err = each(mnps, func(u *unstructured.Unstructured) {
 		mp := MultiPolicy{Namespace: u.GetNamespace(), Name: u.GetName(), PolicyFor: u.GetAnnotations()[PolicyForAnnotation]}
 		spec, _, _ := unstructured.NestedMap(u.Object, "spec")
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(spec, &mp.Spec); err != nil {

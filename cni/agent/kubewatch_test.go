@@ -59,15 +59,17 @@ func create(t *testing.T, dc dynamic.Interface, gvr schema.GroupVersionResource,
 }
 
 // An API server, a daemon, and the agent's Kubernetes half between them: a Service of a
-// secondary network and a MultiNetworkPolicy written to the API reach the daemon, and
-// deleting them removes them.
+// secondary network and a MultiNetworkPolicy (whose CRD is installed after the agent
+// started) written to the API reach the daemon, and deleting them removes them.
 func TestServicesAndPoliciesFromTheAPIServer(t *testing.T) {
 	api := testkube.Start(t)
 	ctx := context.Background()
 	cs := kubernetes.NewForConfigOrDie(api.Config)
 	dc := dynamic.NewForConfigOrDie(api.Config)
 	crd(t, dc, nadResource, "NetworkAttachmentDefinition", "network-attachment-definition")
-	crd(t, dc, mnpResource, "MultiNetworkPolicy", "multi-networkpolicy")
+	// The MultiNetworkPolicy CRD comes after the agent started: looked for again.
+	defer func(d time.Duration) { crdRecheck = d }(crdRecheck)
+	crdRecheck = 200 * time.Millisecond
 	must := func(_ any, err error) {
 		t.Helper()
 		if err != nil {
@@ -97,6 +99,17 @@ func TestServicesAndPoliciesFromTheAPIServer(t *testing.T) {
 		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "web"},
 			Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromString("http")}}},
 	}, metav1.CreateOptions{}))
+
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	kw, err := WatchKube(wctx, api.Config, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !kw.missing() {
+		t.Fatal("the MultiNetworkPolicy resource is watched before it exists")
+	}
+	crd(t, dc, mnpResource, "MultiNetworkPolicy", "multi-networkpolicy")
 	create(t, dc, mnpResource, "shop", map[string]any{
 		"apiVersion": "k8s.cni.cncf.io/v1beta1", "kind": "MultiNetworkPolicy",
 		"metadata": map[string]any{"name": "web-in", "annotations": map[string]any{PolicyForAnnotation: "blue"}},
@@ -106,12 +119,6 @@ func TestServicesAndPoliciesFromTheAPIServer(t *testing.T) {
 		},
 	})
 
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	kw, err := WatchKube(wctx, api.Config, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	_, d := startDaemon(t, t.TempDir())
 	atts := []cluster.PodAttachment{
 		att("local", "shop", "web", "", "10.50.0.2", "n1"),
