@@ -106,6 +106,7 @@ fn tunnel(vni: u32, vtep: Ipv4Addr) -> Device {
         src: Ipv4Addr::new(192, 0, 2, 1),
         dst: vtep,
         underlay: 0,
+        uplink: 0,
         df: true,
         ranges: vec![(Ipv4Addr::new(10, 1, 0, 0), 16)],
         counters: Arc::new(TunnelCounters::default()),

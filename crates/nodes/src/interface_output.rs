@@ -182,6 +182,7 @@ mod tests {
             src: fib::Ipv4Addr::new(192, 0, 2, 1),
             dst: fib::Ipv4Addr::new(192, 0, 2, 2),
             underlay: 0,
+            uplink: 1,
             df: true,
             ranges: Vec::new(),
             counters: Arc::new(TunnelCounters::default()),

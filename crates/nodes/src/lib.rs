@@ -176,6 +176,9 @@ pub struct VxlanTunnel {
     pub dst: fib::Ipv4Addr,
     /// The slot of the VRF the outer packet is routed in (the uplink's).
     pub underlay: u32,
+    /// The uplink's interface: the only one its VXLAN is taken from (a pod in the underlay's
+    /// VRF could send VXLAN from a member VTEP's address too).
+    pub uplink: u32,
     /// Set Don't Fragment on the outer header.
     pub df: bool,
     /// The network's address ranges: the tunnel's "subnets" (ARP senders and proxy-ARP
@@ -193,9 +196,10 @@ impl PartialEq for VxlanTunnel {
             self.src,
             self.dst,
             self.underlay,
+            self.uplink,
             self.df,
             &self.ranges,
-        ) == (o.vni, o.src, o.dst, o.underlay, o.df, &o.ranges)
+        ) == (o.vni, o.src, o.dst, o.underlay, o.uplink, o.df, &o.ranges)
     }
 }
 impl Eq for VxlanTunnel {}

@@ -496,6 +496,7 @@ mod tests {
                 src: wire::Ipv4Addr::new(192, 0, 2, 1),
                 dst: wire::Ipv4Addr::new(198, 51, 100, 7),
                 underlay: 0,
+                uplink: 1,
                 df,
                 ranges: Vec::new(),
                 counters: Default::default(),

@@ -8,8 +8,9 @@
 //!
 //! The tunnel is found by (outer source address, VNI), as VPP's `vxlan4-input` does: a packet
 //! is accepted only from a VTEP we have a tunnel to for that VNI, addressed to the tunnel's own
-//! VTEP address and received in its uplink's VRF (a pod cannot send VXLAN to its gateway
-//! address, nor a network tunnel VXLAN inside VXLAN, to reach another network). VXLAN carries no
+//! VTEP address and received on its uplink (so in its VRF): a pod cannot send VXLAN to its
+//! gateway address, nor a network tunnel VXLAN inside VXLAN, nor a pod in the underlay's VRF
+//! spoof a member VTEP, to reach another network. VXLAN carries no
 //! authentication, so a host that can reach our UDP port 4789 from a configured VTEP's address
 //! can inject into the network of any VNI that VTEP serves, and into no other; filtering
 //! spoofed outer sources is the underlay's job (see `docs/multinet.md`).
@@ -56,7 +57,7 @@ graph::node! {
         BadFlags = "vxlan flags without the I bit (no valid vni)",
         UnknownVni = "vxlan vni of no network",
         NoTunnel = "vxlan from a vtep with no tunnel for its vni",
-        WrongUnderlay = "vxlan not received on its tunnel's underlay (vrf or vtep address)",
+        WrongUnderlay = "vxlan not received on its tunnel's uplink (interface, vrf or vtep address)",
     }
     trace VxlanInputTrace { vni: u32, tunnel: u32 }
 }
@@ -122,6 +123,7 @@ fn direct(
         if !v.vni_valid()
             || (ip.src_addr(), v.vni()) != tun.key
             || m.vrf != tun.t.underlay
+            || m.rx_if != tun.t.uplink
             || ip.dst_addr() != tun.t.src
             || m.flags & graph::BUFFER_TRACED != 0
             || m.next != buffer::NONE
@@ -207,7 +209,7 @@ impl Node for Vxlan4Input {
                     (tunnel, c, t)
                 }
             };
-            if m.vrf != t.underlay || dst != t.src {
+            if m.vrf != t.underlay || m.rx_if != t.uplink || dst != t.src {
                 ctx.count_error(Error::WrongUnderlay);
                 continue;
             }

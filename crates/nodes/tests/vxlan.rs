@@ -20,6 +20,8 @@ use graph_common::{Frames, Inject, Output};
 const POD: u32 = 0;
 const UPLINK: u32 = 1;
 const TUNNEL: u32 = 2;
+/// A pod interface in the underlay's VRF (table 0, the configuration's default).
+const UNDER_POD: u32 = 3;
 const BLUE: u32 = 56;
 const RED: u32 = 88;
 const POD_MAC: [u8; 6] = [2, 0xaa, 0, 0, 0, 2];
@@ -70,11 +72,13 @@ fn side_with(n: u8, uplink_mtu: u16, tunnel_mtu: u16, df: bool) -> Side {
         src: ip([192, 0, 2, n]),
         dst: ip([192, 0, 2, other]),
         underlay: 0,
+        uplink: UPLINK,
         df,
         ranges: vec![(ip([10, 1, 0, 0]), 16)],
         counters: counters.clone(),
     });
-    let ifs = vec![pod, up, tun];
+    let under_pod = IfConfig::new(mac(n, UNDER_POD), 0);
+    let ifs = vec![pod, up, tun, under_pod];
     let mut adj = AdjTable::new();
     for (i, c) in ifs.iter().enumerate() {
         adj.set_interface_mac(i as u32, c.mac);
@@ -446,7 +450,9 @@ fn vxlan_from_a_pod_a_fragment_or_a_spoofed_arp_goes_nowhere() {
     let refused = |b: &mut Side| {
         b.errors()
             .iter()
-            .find(|e| e.1 == "vxlan not received on its tunnel's underlay (vrf or vtep address)")
+            .find(|e| {
+                e.1 == "vxlan not received on its tunnel's uplink (interface, vrf or vtep address)"
+            })
             .map_or(0, |e| e.2)
     };
     assert_eq!(refused(&mut b), 1, "decapsulated only from the underlay");
@@ -454,6 +460,21 @@ fn vxlan_from_a_pod_a_fragment_or_a_spoofed_arp_goes_nowhere() {
     // one without the bypass check in a VRF where no tunnel ends; they go the same way.
     assert!(b.run(vec![(POD, from_pod); 4]).is_empty());
     assert_eq!(refused(&mut b), 4, "errors() clears what it read");
+    // A pod in the underlay's VRF (a memif in table 0) spoofing A's VTEP: the same datagram,
+    // addressed to B's VTEP, received on the pod's interface instead of the uplink. Alone,
+    // and several in one frame (the direct loop after the first).
+    let mut under = good.clone();
+    under[0..6].copy_from_slice(&mac(2, UNDER_POD));
+    assert!(b.run(vec![(UNDER_POD, under.clone())]).is_empty());
+    assert_eq!(
+        refused(&mut b),
+        1,
+        "decapsulated only from the tunnel's uplink"
+    );
+    let mut mixed = vec![(UPLINK, good.clone())];
+    mixed.extend(vec![(UNDER_POD, under); 3]);
+    assert_eq!(b.run(mixed).len(), 1);
+    assert_eq!(refused(&mut b), 3, "the direct loop too");
     // A VXLAN datagram in two fragments (a Linux VTEP sends them when its uplink's MTU is
     // too small and DF is off): the first alone is held, and with the second the datagram
     // is reassembled and decapsulated like the whole one.

@@ -168,6 +168,7 @@ impl Control {
             src,
             dst: vtep,
             underlay,
+            uplink,
             df: net.spec.df,
             ranges: net.spec.ranges.iter().map(|r| (r.addr, r.len)).collect(),
             counters: counters.clone(),
