@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"syscall"
 	"time"
 
 	"veclane.dev/cni/cluster"
@@ -119,12 +120,18 @@ func serve(ctx context.Context, s *cluster.Store, cfg Config, reg *cluster.Regis
 		}
 		wctx, stop := context.WithCancel(ctx)
 		changed := s.Watch(wctx, round.Revision)
+		restarted := watchSocket(wctx, cfg.CtlSocket)
 		t := time.NewTimer(cfg.Resync)
 		select {
 		case <-ctx.Done():
 		case <-reg.Lost:
 		case <-changed:
 		case <-kubeChanged:
+		case <-restarted:
+			// A new daemon (or none): the next round connects again and rebuilds it.
+			log.Info("the daemon's control socket changed: reconnecting", "socket", cfg.CtlSocket)
+			_ = d.Close()
+			d = nil
 		case <-t.C:
 		}
 		t.Stop()
@@ -157,6 +164,43 @@ func applyKube(d *Daemon, cfg Config, a *StatefulApplier, round *Round) error {
 	}
 	round.Failed = append(round.Failed, failed...)
 	return err
+}
+
+// socketCheck is how often the agent looks at the daemon's control socket between rounds.
+const socketCheck = time.Second
+
+// watchSocket closes the channel it returns when the control socket at path is gone or is
+// another file than now (a restarted daemon makes a new one), looking every socketCheck
+// until ctx ends: a restarted daemon is noticed in about a second, not at the next resync.
+func watchSocket(ctx context.Context, path string) <-chan struct{} {
+	out := make(chan struct{})
+	id, ok := socketID(path)
+	go func() {
+		t := time.NewTicker(socketCheck)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if now, there := socketID(path); there != ok || now != id {
+				close(out)
+				return
+			}
+		}
+	}()
+	return out
+}
+
+// socketID identifies the file at path (device, inode and change time: a file system may
+// give a new file the inode number of one just deleted); false if there is none.
+func socketID(path string) ([4]uint64, bool) {
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		return [4]uint64{}, false
+	}
+	return [4]uint64{uint64(st.Dev), st.Ino, uint64(st.Ctim.Sec), uint64(st.Ctim.Nsec)}, true
 }
 
 // backoff doubles from 100 ms to a bound.

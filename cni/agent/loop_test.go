@@ -25,7 +25,7 @@ func eventually(t *testing.T, what string, within time.Duration, ok func() bool)
 }
 
 // The agent as it runs: it registers its node, follows etcd's changes as they happen,
-// rebuilds a restarted daemon within its resync period, and leaves the dataplane alone while
+// rebuilds a restarted daemon within seconds, and leaves the dataplane alone while
 // etcd is down.
 func TestRunFollowsTheClusterAndSurvivesItsParts(t *testing.T) {
 	srv := testetcd.Start(t)
@@ -44,11 +44,12 @@ func TestRunFollowsTheClusterAndSurvivesItsParts(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(rctx, cluster.NewStore(srv.Client(t)), Config{
-			Node:       cluster.Node{Name: "n1", VTEP: a("192.0.2.1")},
-			Uplinks:    Uplinks{"": "uplink"},
-			CtlSocket:  filepath.Join(dir, "ctl.sock"),
-			LeaseTTL:   5 * time.Second,
-			Resync:     500 * time.Millisecond,
+			Node:      cluster.Node{Name: "n1", VTEP: a("192.0.2.1")},
+			Uplinks:   Uplinks{"": "uplink"},
+			CtlSocket: filepath.Join(dir, "ctl.sock"),
+			LeaseTTL:  5 * time.Second,
+			// Long: a restarted daemon must be noticed by its socket, not by the resync.
+			Resync:     time.Minute,
 			MaxBackoff: 200 * time.Millisecond,
 			Log:        slog.New(slog.NewTextHandler(io.Discard, nil)),
 		})
@@ -69,7 +70,8 @@ func TestRunFollowsTheClusterAndSurvivesItsParts(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the route to a new pod", 5*time.Second, func() bool { return tunnels(d) == "blue 56 192.0.2.2 1" })
-	// The daemon is killed and restarted empty: rebuilt within the resync period.
+	// The daemon is killed and restarted empty: rebuilt within seconds (its new control
+	// socket is noticed), long before the resync.
 	cmd.Kill()
 	_, d = startDaemon(t, dir)
 	eventually(t, "a restarted daemon rebuilt", 5*time.Second, func() bool { return tunnels(d) == "blue 56 192.0.2.2 1" })
