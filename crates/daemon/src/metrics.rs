@@ -1,6 +1,7 @@
 //! Prometheus / OpenMetrics exposition (`[daemon] metrics = "127.0.0.1:9400"`).
 //!
-//! A thread of its own serves HTTP with `tiny_http`; for every scrape of `/metrics` it asks
+//! A thread of its own serves HTTP ([`crate::metrics_http`]: bounded connections, each with a
+//! deadline); for every scrape of `/metrics` it asks
 //! the daemon over its own control socket, as `veclane ctl` would (`show interface`, `show
 //! runtime`, `show errors`, `show buffers`, `show copy-engine`, `show ip fib`), and encodes
 //! the answers with `prometheus-client`. The control thread sums each worker's counters when
@@ -12,6 +13,7 @@ use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 
 use api::{Client, Reply, Request};
@@ -27,7 +29,7 @@ pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; cha
 
 /// The metrics endpoint: stopped (and its thread joined) when dropped.
 pub struct Exporter {
-    server: Arc<tiny_http::Server>,
+    stop: Arc<AtomicBool>,
     addr: SocketAddr,
     join: Option<JoinHandle<()>>,
 }
@@ -35,21 +37,19 @@ pub struct Exporter {
 impl Exporter {
     /// Listens on `addr` and serves scrapes by asking the daemon at `ctl`.
     pub fn start(addr: &str, ctl: PathBuf) -> Result<Exporter, String> {
-        let server = tiny_http::Server::http(addr)
+        let server = crate::metrics_http::Server::bind(addr)
             .map_err(|e| format!("metrics: cannot listen on {addr}: {e}"))?;
         let addr = server
-            .server_addr()
-            .to_ip()
-            .ok_or_else(|| format!("metrics: {addr} is not an IP address"))?;
-        let server = Arc::new(server);
-        let s = server.clone();
+            .local_addr()
+            .map_err(|e| format!("metrics: {addr}: {e}"))?;
+        let stop = server.stopper();
         let join = std::thread::Builder::new()
             .name("vl_metrics".into())
-            .spawn(move || serve(&s, &ctl))
+            .spawn(move || serve(&server, &ctl))
             .map_err(|e| format!("metrics: cannot start its thread: {e}"))?;
         tracing::info!(%addr, "metrics: serving /metrics");
         Ok(Exporter {
-            server,
+            stop,
             addr,
             join: Some(join),
         })
@@ -71,45 +71,44 @@ impl std::fmt::Debug for Exporter {
 
 impl Drop for Exporter {
     fn drop(&mut self) {
-        self.server.unblock();
+        self.stop.store(true, Ordering::Relaxed);
         if let Some(j) = self.join.take() {
             let _ = j.join();
         }
     }
 }
 
-fn serve(server: &tiny_http::Server, ctl: &Path) {
+fn serve(server: &crate::metrics_http::Server, ctl: &Path) {
+    use crate::metrics_http::{Request, Response};
+    let plain = "text/plain; charset=utf-8";
     let mut client: Option<Client> = None;
-    for req in server.incoming_requests() {
-        let path = req.url().split('?').next().unwrap_or("");
-        let response = match (req.method(), path) {
-            (tiny_http::Method::Get, "/metrics") => match scrape(&mut client, ctl) {
-                Ok(body) => text(200, body, CONTENT_TYPE),
-                Err(e) => {
-                    client = None;
-                    text(503, format!("veclane: {e}\n"), "text/plain; charset=utf-8")
-                }
+    server.serve(|r: &Request<'_>| match (r.method, r.path) {
+        ("GET", "/metrics") => match scrape(&mut client, ctl) {
+            Ok(body) => Response {
+                code: 200,
+                content_type: CONTENT_TYPE,
+                body,
             },
-            (tiny_http::Method::Get, "/") => text(
-                200,
-                "veclane: metrics at /metrics\n".into(),
-                "text/plain; charset=utf-8",
-            ),
-            _ => text(
-                404,
-                "veclane: not found: metrics are at GET /metrics\n".into(),
-                "text/plain; charset=utf-8",
-            ),
-        };
-        let _ = req.respond(response);
-    }
-}
-
-fn text(code: u16, body: String, ctype: &str) -> tiny_http::Response<std::io::Cursor<Vec<u8>>> {
-    let header = tiny_http::Header::from_bytes("Content-Type", ctype).expect("a valid header");
-    tiny_http::Response::from_data(body.into_bytes())
-        .with_status_code(code)
-        .with_header(header)
+            Err(e) => {
+                client = None;
+                Response {
+                    code: 503,
+                    content_type: plain,
+                    body: format!("veclane: {e}\n"),
+                }
+            }
+        },
+        ("GET", "/") => Response {
+            code: 200,
+            content_type: plain,
+            body: "veclane: metrics at /metrics\n".into(),
+        },
+        _ => Response {
+            code: 404,
+            content_type: plain,
+            body: "veclane: not found: metrics are at GET /metrics\n".into(),
+        },
+    });
 }
 
 /// One scrape: the daemon's answers, encoded.
