@@ -10,7 +10,7 @@ GO_PEER := interop/gomemif-peer
 GO_MODULES := $(GO_PEER) cni
 
 .PHONY: setup build bench bench-full test go-test lint fuzz fuzz-smoke clean package package-check \
-	k8s-up k8s-down
+	k8s-up k8s-down k8s-e2e
 
 setup:
 	scripts/setup.sh
@@ -50,6 +50,7 @@ test: setup lint
 	$(CARGO) test --workspace --all-targets
 	$(CARGO) test -p memif --features abtime --lib abtime
 	$(MAKE) go-test
+	$(MAKE) k8s-e2e
 	$(MAKE) package-check
 	$(MAKE) fuzz-smoke FUZZ_SECS=$(FUZZ_SECS)
 
@@ -77,6 +78,11 @@ k8s-up:
 
 k8s-down:
 	scripts/k8s-down.sh
+
+## veclane as a real cluster's pod network (scripts/k8s-e2e.sh, about 30 s): up, two pods on
+## veclane reach each other and leave nothing behind, down.
+k8s-e2e:
+	scripts/k8s-e2e.sh
 
 lint:
 	$(CARGO) fmt --all -- --check

@@ -24,7 +24,7 @@ if k8s_pid containerd >/dev/null && [ -x "$bin/crictl" ] && [ -f "$K8S_DIR/crict
   timeout 120 "$bin/crictl" --config "$K8S_DIR/crictl.yaml" rmp -fa >&2 ||
     say "removing pods failed; their processes are killed below"
 fi
-k8s_stop containerd kube-scheduler kube-controller-manager kube-apiserver
+k8s_stop containerd kube-scheduler kube-controller-manager kube-apiserver veclane
 k8s_stop etcd
 
 # Shims outlive containerd by design; ours name our socket.

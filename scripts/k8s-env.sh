@@ -12,7 +12,8 @@
 #   VECLANE_K8S_API_PORT  kube-apiserver's port (6443)
 #   VECLANE_K8S_ETCD_PORT etcd's client port on loopback (23790; its peer port is this plus 10).
 #                         Not 2379, which the test suite's etcds use.
-#   VECLANE_K8S_CNI       the pod network: `bridge` (Linux bridge + host-local) for now
+#   VECLANE_K8S_CNI       the pod network: `bridge` (Linux bridge + host-local, the default) or
+#                         `veclane` (veclane's daemon and CNI plugin; target/ built first)
 #   VECLANE_K8S_SERVICE_CIDR, VECLANE_K8S_POD_CIDR (10.96.0.0/16, 10.244.0.0/16: the node
 #                         gets the first /24)
 
@@ -33,8 +34,10 @@ K8S_LOGS="$K8S_DIR/logs"
 K8S_PKI="$K8S_DIR/pki"
 K8S_CONTAINERD_SOCK="$K8S_DIR/containerd/containerd.sock"
 K8S_ADMIN_KUBECONFIG="$K8S_DIR/kubeconfig/admin.conf"
+# veclane's runtime directory (its control socket) when it is the pod network.
+K8S_VECLANE_RUN="$K8S_DIR/veclane"
 # The components in the order k8s-up.sh starts them; k8s-down.sh stops them in reverse.
-K8S_COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet)
+K8S_COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler veclane containerd kubelet)
 
 k8s_node_ip() {
   if [ -n "${VECLANE_K8S_NODE_IP:-}" ]; then

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Checks the one-node cluster scripts/k8s-up.sh started: the node is Ready, a busybox pod
-# (our local image, imagePullPolicy: Never) runs, `kubectl exec` reaches it, and its address
-# came from the pod network's range. Deletes the pod at the end. Usage:
+# Checks the one-node cluster scripts/k8s-up.sh started: the node is Ready, two busybox pods
+# (our local image, imagePullPolicy: Never) run, `kubectl exec` reaches them, their addresses
+# came from the pod network's range, and one pings the other. With veclane as the pod network
+# (k8s-up with VECLANE_K8S_CNI=veclane), its daemon holds their interfaces, and none once the
+# pods are deleted. Usage:
 #
 #   scripts/k8s-smoke.sh
 set -euo pipefail
@@ -14,17 +16,26 @@ say() { echo "k8s-smoke: $*" >&2; }
 bin="${XDG_CACHE_HOME:-$HOME/.cache}/veclane/k8s-$K8S_VERSION/bin"
 kubectl() { "$bin/kubectl" --kubeconfig "$K8S_ADMIN_KUBECONFIG" "$@"; }
 [ -f "$K8S_ADMIN_KUBECONFIG" ] || die "no cluster in $K8S_DIR (scripts/k8s-up.sh first)"
+# The pod network the cluster was started with.
+if [ -f "$K8S_DIR/cni/net.d/10-veclane.conflist" ]; then K8S_CNI=veclane; fi
 
 kubectl get nodes -o wide
 kubectl wait --for=condition=Ready "node/$K8S_NODE" --timeout=10s >/dev/null ||
   die "node $K8S_NODE is not Ready"
 
+# A pod's interfaces as veclane's daemon lists them (when it is the pod network).
+veclane_pods() {
+  "${VECLANE_BIN:-target/release/veclane}" ctl -s "$K8S_VECLANE_RUN/ctl.sock" show interface |
+    grep -c '^pod-' || true
+}
+
 t0=$(date +%s%N)
-kubectl apply -f - <<'EOF'
+for p in smoke-a smoke-b; do
+  kubectl apply -f - <<EOF
 apiVersion: v1
 kind: Pod
 metadata:
-  name: smoke-busybox
+  name: $p
   namespace: default
 spec:
   containers:
@@ -34,18 +45,31 @@ spec:
     command: ["sleep", "3600"]
   terminationGracePeriodSeconds: 1
 EOF
-kubectl wait --for=condition=Ready pod/smoke-busybox --timeout=120s ||
-  { kubectl describe pod smoke-busybox >&2; die "the pod did not become Ready"; }
-say "pod Ready in $((($(date +%s%N) - t0) / 1000000)) ms"
-kubectl get pod smoke-busybox -o wide
+done
+kubectl wait --for=condition=Ready pod/smoke-a pod/smoke-b --timeout=120s ||
+  { kubectl describe pod smoke-a smoke-b >&2; die "the pods did not become Ready"; }
+say "pods Ready in $((($(date +%s%N) - t0) / 1000000)) ms"
+kubectl get pods smoke-a smoke-b -o wide
 
-pod_ip=$(kubectl get pod smoke-busybox -o jsonpath='{.status.podIP}')
-in_pod=$(kubectl exec smoke-busybox -- sh -c 'ip -4 -o addr show dev eth0; uname -n')
-echo "$in_pod"
-case "$pod_ip" in
-  "${K8S_POD_CIDR%.*.*/*}".*) ;;
-  *) die "pod address $pod_ip is not in $K8S_POD_CIDR" ;;
-esac
-grep -q "inet $pod_ip/" <<<"$in_pod" || die "eth0 in the pod does not have $pod_ip"
-kubectl delete pod smoke-busybox --wait=true >/dev/null
-say "ok: pod address $pod_ip from $K8S_POD_CIDR, exec works"
+for p in smoke-a smoke-b; do
+  pod_ip=$(kubectl get pod "$p" -o jsonpath='{.status.podIP}')
+  in_pod=$(kubectl exec "$p" -- sh -c 'ip -4 -o addr show dev eth0; uname -n')
+  echo "$in_pod"
+  case "$pod_ip" in
+    "${K8S_POD_CIDR%.*.*/*}".*) ;;
+    *) die "pod address $pod_ip is not in $K8S_POD_CIDR" ;;
+  esac
+  grep -q "inet $pod_ip/" <<<"$in_pod" || die "eth0 in $p does not have $pod_ip"
+done
+b_ip=$(kubectl get pod smoke-b -o jsonpath='{.status.podIP}')
+kubectl exec smoke-a -- ping -c 3 -W 2 "$b_ip" || die "smoke-a does not reach smoke-b at $b_ip"
+if [ "$K8S_CNI" = veclane ]; then
+  n=$(veclane_pods)
+  [ "$n" -ge 2 ] || die "veclane's daemon lists $n pod interfaces, not 2 or more"
+fi
+kubectl delete pod smoke-a smoke-b --wait=true >/dev/null
+if [ "$K8S_CNI" = veclane ]; then
+  n=$(veclane_pods)
+  [ "$n" -eq 0 ] || die "veclane's daemon still lists $n pod interfaces after the pods went"
+fi
+say "ok ($K8S_CNI): two pods with addresses from $K8S_POD_CIDR reach each other, exec works, deleting them removes their interfaces"

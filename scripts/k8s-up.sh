@@ -19,8 +19,9 @@
 #   NodeRestriction apply) and the API server's own for reaching kubelet (exec, logs).
 # - containerd gets a config of its own: root, state, socket, CNI bin and conf dirs all under
 #   the state directory, so it never meets a system containerd; cgroupfs, as kubelet.
-# - The pod network is chosen by VECLANE_K8S_CNI: `bridge` is Debian's bridge + host-local
-#   plugins on the node's pod CIDR (veclane's CNI replaces it later).
+# - The pod network is chosen by VECLANE_K8S_CNI: `bridge` (the default) is Debian's bridge +
+#   host-local plugins on the node's pod CIDR; `veclane` is veclane's daemon (VECLANE_BIN,
+#   default target/release/veclane) and its CNI plugins from target/cni (docs/kubernetes.md).
 # - kubelet: cgroupDriver cgroupfs (no systemd), failSwapOn false, failCgroupV1 false (the
 #   default on 1.34, written out because 1.35 flips it), image GC off (our images cannot be
 #   pulled back), eviction thresholds low (a build machine's disk is often fuller than 90%).
@@ -188,7 +189,56 @@ case "$K8S_CNI" in
 }
 EOF
     ;;
-  *) die "VECLANE_K8S_CNI=$K8S_CNI: only 'bridge' is known" ;;
+  veclane)
+    # veclane is the pod network: its daemon (interrupt mode: it sleeps while nothing moves),
+    # the network `pods` on the cluster's pod CIDR, and veclane-cni giving each pod an eth0
+    # tap in it; addresses and attachments go to this cluster's etcd (loopback only) under
+    # veclane's own prefixes. One node: no uplink and no agent.
+    pod_subnet="${K8S_POD_CIDR%.*/*}.0/24"
+    vbin=${VECLANE_BIN:-target/release/veclane}
+    cnibin=target/cni
+    for f in "$vbin" "$cnibin/veclane-cni" "$cnibin/veclane-ipam"; do
+      [ -x "$f" ] || die "$f is not built (make build; scripts/setup.sh builds target/cni)"
+    done
+    mkdir -p "$K8S_VECLANE_RUN"
+    cat >"$K8S_DIR/veclane.toml" <<EOF
+[daemon]
+mode = "interrupt"
+
+[[network]]
+name = "pods"
+vni = 1
+ranges = ["$K8S_POD_CIDR"]
+EOF
+    k8s_start veclane "$(realpath "$vbin")" run --config "$K8S_DIR/veclane.toml" \
+      --runtime-dir "$K8S_VECLANE_RUN"
+    for _ in $(seq 100); do [ -S "$K8S_VECLANE_RUN/ctl.sock" ] && break; sleep 0.1; done
+    [ -S "$K8S_VECLANE_RUN/ctl.sock" ] || die "veclane did not start; see $K8S_LOGS/veclane.log"
+    for p in veclane-cni veclane-ipam; do ln -sfn "$(realpath "$cnibin/$p")" "$K8S_DIR/cni/bin/$p"; done
+    etcd_url="http://127.0.0.1:$K8S_ETCD_PORT"
+    cat >"$K8S_DIR/cni/net.d/10-veclane.conflist" <<EOF
+{
+  "cniVersion": "1.0.0",
+  "name": "pods",
+  "plugins": [
+    {
+      "type": "veclane-cni",
+      "network_name": "pods",
+      "interface": { "kind": "tap", "mtu": 1500 },
+      "ctl_socket": "$K8S_VECLANE_RUN/ctl.sock",
+      "etcd_endpoints": ["$etcd_url"],
+      "ipam": {
+        "type": "veclane-ipam",
+        "network_name": "pods",
+        "range": "$pod_subnet",
+        "etcd_endpoints": ["$etcd_url"]
+      }
+    }
+  ]
+}
+EOF
+    ;;
+  *) die "VECLANE_K8S_CNI=$K8S_CNI: 'bridge' or 'veclane'" ;;
 esac
 
 # Without CAP_SYS_RESOURCE (these VMs drop it from every process's bounding set) no process may
