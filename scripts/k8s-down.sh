@@ -18,7 +18,7 @@ say() { echo "k8s-down: $*" >&2; }
 bin="${XDG_CACHE_HOME:-$HOME/.cache}/veclane/k8s-$K8S_VERSION/bin"
 
 # kubelet first, or it restarts the pods removed next.
-k8s_stop kubelet
+k8s_stop kubelet veclane-agent
 if k8s_pid containerd >/dev/null && [ -x "$bin/crictl" ] && [ -f "$K8S_DIR/crictl.yaml" ]; then
   say "removing pods"
   timeout 120 "$bin/crictl" --config "$K8S_DIR/crictl.yaml" rmp -fa >&2 ||

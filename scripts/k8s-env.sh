@@ -37,7 +37,8 @@ K8S_ADMIN_KUBECONFIG="$K8S_DIR/kubeconfig/admin.conf"
 # veclane's runtime directory (its control socket) when it is the pod network.
 K8S_VECLANE_RUN="$K8S_DIR/veclane"
 # The components in the order k8s-up.sh starts them; k8s-down.sh stops them in reverse.
-K8S_COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler veclane containerd kubelet)
+K8S_COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler veclane containerd kubelet
+  veclane-agent)
 
 k8s_node_ip() {
   if [ -n "${VECLANE_K8S_NODE_IP:-}" ]; then

@@ -2,8 +2,9 @@
 # Checks the one-node cluster scripts/k8s-up.sh started: the node is Ready, two busybox pods
 # (our local image, imagePullPolicy: Never) run, `kubectl exec` reaches them, their addresses
 # came from the pod network's range, and one pings the other. With veclane as the pod network
-# (k8s-up with VECLANE_K8S_CNI=veclane), its daemon holds their interfaces, and none once the
-# pods are deleted. Usage:
+# (k8s-up with VECLANE_K8S_CNI=veclane), its daemon holds their interfaces (none once the
+# pods are deleted), a Service reaches smoke-b by its cluster IP, and a NetworkPolicy keeps
+# smoke-a out until smoke-a has the label it allows. Usage:
 #
 #   scripts/k8s-smoke.sh
 set -euo pipefail
@@ -29,6 +30,66 @@ veclane_pods() {
     grep -c '^pod-' || true
 }
 
+# An HTTP GET of http://$1/ from smoke-a (busybox nc: its wget crashes, statically linked):
+# the body's last line, or nothing.
+get_from_a() {
+  kubectl exec smoke-a -- sh -c "printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 3 $1 80" 2>/dev/null |
+    tail -n 1 || true
+}
+
+# veclane only: a Service in front of smoke-b's web server, reached by its cluster IP (veclane
+# translates it: the node agent made it from the Service and its EndpointSlice), then a
+# NetworkPolicy that lets only pods labelled role=friend reach it, before and after smoke-a is
+# labelled so.
+services_and_policies() {
+  kubectl exec smoke-b -- sh -c 'mkdir -p /www && echo hello-from-b >/www/index.html &&
+    httpd -p 8080 -h /www'
+  kubectl apply -f - <<EOF
+apiVersion: v1
+kind: Service
+metadata: {name: smoke-web, namespace: default}
+spec:
+  selector: {smoke: b}
+  ports: [{port: 80, targetPort: 8080}]
+EOF
+  local vip got=""
+  vip=$(kubectl get service smoke-web -o jsonpath='{.spec.clusterIP}')
+  for _ in $(seq 30); do
+    got=$(get_from_a "$vip")
+    [ "$got" = hello-from-b ] && break
+    sleep 1
+  done
+  [ "$got" = hello-from-b ] || die "smoke-a does not reach the Service's cluster IP $vip"
+  say "smoke-a reaches smoke-b through the Service's cluster IP $vip"
+  kubectl apply -f - <<EOF
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: smoke-friends, namespace: default}
+spec:
+  podSelector: {matchLabels: {smoke: b}}
+  ingress:
+  - from: [{podSelector: {matchLabels: {role: friend}}}]
+    ports: [{port: 8080}]
+EOF
+  for _ in $(seq 30); do
+    got=$(get_from_a "$vip")
+    [ -z "$got" ] && break
+    sleep 1
+  done
+  [ -z "$got" ] || die "the NetworkPolicy does not keep smoke-a out"
+  say "the NetworkPolicy keeps smoke-a out"
+  kubectl label pod smoke-a role=friend >/dev/null
+  for _ in $(seq 30); do
+    got=$(get_from_a "$vip")
+    [ "$got" = hello-from-b ] && break
+    sleep 1
+  done
+  [ "$got" = hello-from-b ] || die "smoke-a, labelled role=friend, is still kept out"
+  say "labelled role=friend, smoke-a gets in"
+  kubectl delete networkpolicy smoke-friends >/dev/null
+  kubectl delete service smoke-web >/dev/null
+}
+
 t0=$(date +%s%N)
 for p in smoke-a smoke-b; do
   kubectl apply -f - <<EOF
@@ -37,6 +98,7 @@ kind: Pod
 metadata:
   name: $p
   namespace: default
+  labels: {smoke: ${p#smoke-}}
 spec:
   containers:
   - name: sh
@@ -66,10 +128,11 @@ kubectl exec smoke-a -- ping -c 3 -W 2 "$b_ip" || die "smoke-a does not reach sm
 if [ "$K8S_CNI" = veclane ]; then
   n=$(veclane_pods)
   [ "$n" -ge 2 ] || die "veclane's daemon lists $n pod interfaces, not 2 or more"
+  services_and_policies
 fi
 kubectl delete pod smoke-a smoke-b --wait=true >/dev/null
 if [ "$K8S_CNI" = veclane ]; then
   n=$(veclane_pods)
   [ "$n" -eq 0 ] || die "veclane's daemon still lists $n pod interfaces after the pods went"
 fi
-say "ok ($K8S_CNI): two pods with addresses from $K8S_POD_CIDR reach each other, exec works, deleting them removes their interfaces"
+say "ok ($K8S_CNI): two pods with addresses from $K8S_POD_CIDR reach each other, exec works, deleting them removes their interfaces$([ "$K8S_CNI" != veclane ] || echo '; a Service and a NetworkPolicy are enforced')"

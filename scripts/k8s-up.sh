@@ -192,12 +192,14 @@ EOF
   veclane)
     # veclane is the pod network: its daemon (interrupt mode: it sleeps while nothing moves),
     # the network `pods` on the cluster's pod CIDR, and veclane-cni giving each pod an eth0
-    # tap in it; addresses and attachments go to this cluster's etcd (loopback only) under
-    # veclane's own prefixes. One node: no uplink and no agent.
+    # tap in it, routed to the service CIDR too; addresses and attachments go to this
+    # cluster's etcd (loopback only) under veclane's own prefixes. The node agent (started
+    # below, once the API server answers) takes Services and NetworkPolicies from the API
+    # server. One node: no uplink and no tunnel.
     pod_subnet="${K8S_POD_CIDR%.*/*}.0/24"
     vbin=${VECLANE_BIN:-target/release/veclane}
     cnibin=target/cni
-    for f in "$vbin" "$cnibin/veclane-cni" "$cnibin/veclane-ipam"; do
+    for f in "$vbin" "$cnibin/veclane-cni" "$cnibin/veclane-ipam" "$cnibin/veclane-agent"; do
       [ -x "$f" ] || die "$f is not built (make build; scripts/setup.sh builds target/cni)"
     done
     mkdir -p "$K8S_VECLANE_RUN"
@@ -231,6 +233,7 @@ EOF
         "type": "veclane-ipam",
         "network_name": "pods",
         "range": "$pod_subnet",
+        "routes": [{ "dst": "$K8S_SERVICE_CIDR" }],
         "etcd_endpoints": ["$etcd_url"]
       }
     }
@@ -324,6 +327,17 @@ node_ready() {
 wait_for "node $K8S_NODE Ready" 180 node_ready
 # Pods cannot be created in a namespace before its default service account exists.
 wait_for "the default service account" 60 kubectl -n default get serviceaccount default
+
+if [ "$K8S_CNI" = veclane ]; then
+  # The node agent: the node registered in etcd, and Services and NetworkPolicies from the
+  # API server made the daemon's services and policies in `pods`. Its uplink is never used
+  # (no network of the cluster state has tunnels here).
+  say "starting veclane-agent"
+  k8s_start veclane-agent "$(realpath target/cni/veclane-agent)" \
+    --etcd "http://127.0.0.1:$K8S_ETCD_PORT" --node "$K8S_NODE" --vtep "$node_ip" \
+    --uplink none --ctl-socket "$K8S_VECLANE_RUN/ctl.sock" --resync 10s \
+    --kubeconfig "$K8S_ADMIN_KUBECONFIG" --default-network pods
+fi
 
 say "cluster up in $(($(date +%s) - t0)) s; logs in $K8S_LOGS"
 cat <<EOF
