@@ -3,7 +3,8 @@
 # (our local image, imagePullPolicy: Never) run, `kubectl exec` reaches them, their addresses
 # came from the pod network's range, and one pings the other. With veclane as the pod network
 # (k8s-up with VECLANE_K8S_CNI=veclane), its daemon holds their interfaces (none once the
-# pods are deleted), a Service reaches smoke-b by its cluster IP, and a NetworkPolicy keeps
+# pods are deleted), a pod reaches the API server through the `kubernetes` Service, a Service
+# reaches smoke-b by its cluster IP, and a NetworkPolicy keeps
 # smoke-a out until smoke-a has the label it allows. Usage:
 #
 #   scripts/k8s-smoke.sh
@@ -128,6 +129,11 @@ kubectl exec smoke-a -- ping -c 3 -W 2 "$b_ip" || die "smoke-a does not reach sm
 if [ "$K8S_CNI" = veclane ]; then
   n=$(veclane_pods)
   [ "$n" -ge 2 ] || die "veclane's daemon lists $n pod interfaces, not 2 or more"
+  # The API server through the `kubernetes` Service (10.96.0.1:443 by veclane to the node's
+  # address, over the host tap): plain HTTP to its TLS port gets Go's telling answer.
+  api=$(kubectl exec smoke-a -- sh -c "printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 3 ${K8S_SERVICE_CIDR%.*/*}.1 443" 2>&1 || true)
+  grep -q "HTTPS server" <<<"$api" || die "smoke-a does not reach the API server through the kubernetes Service: $api"
+  say "smoke-a reaches the API server through the kubernetes Service"
   services_and_policies
 fi
 kubectl delete pod smoke-a smoke-b --wait=true >/dev/null
@@ -135,4 +141,4 @@ if [ "$K8S_CNI" = veclane ]; then
   n=$(veclane_pods)
   [ "$n" -eq 0 ] || die "veclane's daemon still lists $n pod interfaces after the pods went"
 fi
-say "ok ($K8S_CNI): two pods with addresses from $K8S_POD_CIDR reach each other, exec works, deleting them removes their interfaces$([ "$K8S_CNI" != veclane ] || echo '; a Service and a NetworkPolicy are enforced')"
+say "ok ($K8S_CNI): two pods with addresses from $K8S_POD_CIDR reach each other, exec works, deleting them removes their interfaces$([ "$K8S_CNI" != veclane ] || echo '; the kubernetes Service reaches the API server; a Service and a NetworkPolicy are enforced')"

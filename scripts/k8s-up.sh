@@ -192,7 +192,7 @@ EOF
   veclane)
     # veclane is the pod network: its daemon (interrupt mode: it sleeps while nothing moves),
     # the network `pods` on the cluster's pod CIDR, and veclane-cni giving each pod an eth0
-    # tap in it, routed to the service CIDR too; addresses and attachments go to this
+    # tap in it, with its default route through it; addresses and attachments go to this
     # cluster's etcd (loopback only) under veclane's own prefixes. The node agent (started
     # below, once the API server answers) takes Services and NetworkPolicies from the API
     # server. One node: no uplink and no tunnel.
@@ -216,6 +216,22 @@ EOF
       --runtime-dir "$K8S_VECLANE_RUN"
     for _ in $(seq 100); do [ -S "$K8S_VECLANE_RUN/ctl.sock" ] && break; sleep 0.1; done
     [ -S "$K8S_VECLANE_RUN/ctl.sock" ] || die "veclane did not start; see $K8S_LOGS/veclane.log"
+    # The node's side of the pod network: a tap `vl-host` in the host's namespace, in `pods`,
+    # so that pods reach the node (the API server behind the `kubernetes` Service) and the
+    # node reaches its pods. Link-local on both sides, as a pod's gateway: the host routes the
+    # pod CIDR through 169.254.1.1 (veclane's side), veclane routes the node's address through
+    # 169.254.1.2 (the host's); the host sends from any of its addresses.
+    vctl() { "$(realpath "$vbin")" ctl -s "$K8S_VECLANE_RUN/ctl.sock" "$@"; }
+    vctl create interface tap host-if-name vl-host network pods name host allowed-sources 0.0.0.0/0 >/dev/null
+    host_mac=$(cat /sys/class/net/vl-host/address)
+    our_mac=$(vctl show interface host | sed -n 's/.* mac \([0-9a-f:]\{17\}\) .*/\1/p')
+    [ -n "$our_mac" ] || die "no MAC for veclane's side of vl-host"
+    ip addr add 169.254.1.2/32 dev vl-host
+    ip route add 169.254.1.1/32 dev vl-host scope link
+    ip neigh replace 169.254.1.1 lladdr "$our_mac" dev vl-host nud permanent
+    ip route add "$K8S_POD_CIDR" via 169.254.1.1 dev vl-host
+    vctl set ip neighbor host 169.254.1.2 "$host_mac" >/dev/null
+    vctl ip route add "$node_ip/32" via 169.254.1.2 host network pods >/dev/null
     for p in veclane-cni veclane-ipam; do ln -sfn "$(realpath "$cnibin/$p")" "$K8S_DIR/cni/bin/$p"; done
     etcd_url="http://127.0.0.1:$K8S_ETCD_PORT"
     cat >"$K8S_DIR/cni/net.d/10-veclane.conflist" <<EOF
@@ -233,7 +249,7 @@ EOF
         "type": "veclane-ipam",
         "network_name": "pods",
         "range": "$pod_subnet",
-        "routes": [{ "dst": "$K8S_SERVICE_CIDR" }],
+        "routes": [{ "dst": "0.0.0.0/0" }],
         "etcd_endpoints": ["$etcd_url"]
       }
     }
