@@ -2,7 +2,8 @@
 # Checks the one-node cluster scripts/k8s-up.sh started: the node is Ready, two busybox pods
 # (our local image, imagePullPolicy: Never) run, `kubectl exec` reaches them, their addresses
 # came from the pod network's range, and one pings the other. With veclane as the pod network
-# (k8s-up with VECLANE_K8S_CNI=veclane), its daemon holds their interfaces (none once the
+# (k8s-up with VECLANE_K8S_CNI=veclane), pods on the secondary network blue reach each other
+# and a pod on red none of them, its daemon holds their interfaces (none once the
 # pods are deleted), a pod reaches the API server through the `kubernetes` Service, a Service
 # reaches smoke-b by its cluster IP, and a NetworkPolicy keeps
 # smoke-a out until smoke-a has the label it allows. Usage:
@@ -19,7 +20,9 @@ bin="${XDG_CACHE_HOME:-$HOME/.cache}/veclane/k8s-$K8S_VERSION/bin"
 kubectl() { "$bin/kubectl" --kubeconfig "$K8S_ADMIN_KUBECONFIG" "$@"; }
 [ -f "$K8S_ADMIN_KUBECONFIG" ] || die "no cluster in $K8S_DIR (scripts/k8s-up.sh first)"
 # The pod network the cluster was started with.
-if [ -f "$K8S_DIR/cni/net.d/10-veclane.conflist" ]; then K8S_CNI=veclane; fi
+if [ -f "$K8S_DIR/cni/net.d/00-multus.conf" ]; then K8S_CNI=veclane; fi
+# shellcheck source=scripts/k8s-veclane.sh
+. scripts/k8s-veclane.sh
 
 kubectl get nodes -o wide
 kubectl wait --for=condition=Ready "node/$K8S_NODE" --timeout=10s >/dev/null ||
@@ -91,8 +94,36 @@ EOF
   kubectl delete service smoke-web >/dev/null
 }
 
+# veclane only: blue (net1 of smoke-a and smoke-b) carries between its pods; red's pod
+# (smoke-c) reaches nothing of blue's.
+secondary_networks() {
+  local b_blue
+  b_blue=$(kubectl exec smoke-b -- ip -4 -o addr show dev net1 | awk '{print $4}' | cut -d/ -f1)
+  case "$b_blue" in 10.1.0.*) ;; *) die "smoke-b's net1 has $b_blue, not a blue address" ;; esac
+  kubectl exec smoke-a -- ping -c 2 -W 2 "$b_blue" >/dev/null ||
+    die "smoke-a does not reach smoke-b on blue ($b_blue)"
+  if kubectl exec smoke-c -- ping -c 2 -W 2 "$b_blue" >/dev/null 2>&1; then
+    die "smoke-c, on red, reaches smoke-b's blue address $b_blue"
+  fi
+  say "blue carries between its pods ($b_blue); red reaches nothing of blue's"
+}
+
 t0=$(date +%s%N)
-for p in smoke-a smoke-b; do
+# With veclane: smoke-a and smoke-b also on blue (net1), smoke-c on red only (net1 too).
+pods=(smoke-a smoke-b)
+if [ "$K8S_CNI" = veclane ]; then
+  pods+=(smoke-c)
+  { veclane_nad blue blue 10.1.0.0/24; echo ---; veclane_nad red red 10.2.0.0/24; } |
+    kubectl apply -f - >/dev/null
+fi
+net_of() {
+  case "$K8S_CNI:$1" in
+    veclane:smoke-c) echo red ;;
+    veclane:*) echo blue ;;
+  esac
+}
+for p in "${pods[@]}"; do
+  net=$(net_of "$p")
   kubectl apply -f - <<EOF
 apiVersion: v1
 kind: Pod
@@ -100,6 +131,7 @@ metadata:
   name: $p
   namespace: default
   labels: {smoke: ${p#smoke-}}
+  annotations: {k8s.v1.cni.cncf.io/networks: "$net"}
 spec:
   containers:
   - name: sh
@@ -109,10 +141,10 @@ spec:
   terminationGracePeriodSeconds: 1
 EOF
 done
-kubectl wait --for=condition=Ready pod/smoke-a pod/smoke-b --timeout=120s ||
-  { kubectl describe pod smoke-a smoke-b >&2; die "the pods did not become Ready"; }
+kubectl wait --for=condition=Ready "${pods[@]/#/pod/}" --timeout=120s ||
+  { kubectl describe pod "${pods[@]}" >&2; die "the pods did not become Ready"; }
 say "pods Ready in $((($(date +%s%N) - t0) / 1000000)) ms"
-kubectl get pods smoke-a smoke-b -o wide
+kubectl get pods "${pods[@]}" -o wide
 
 for p in smoke-a smoke-b; do
   pod_ip=$(kubectl get pod "$p" -o jsonpath='{.status.podIP}')
@@ -134,11 +166,12 @@ if [ "$K8S_CNI" = veclane ]; then
   api=$(kubectl exec smoke-a -- sh -c "printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 3 ${K8S_SERVICE_CIDR%.*/*}.1 443" 2>&1 || true)
   grep -q "HTTPS server" <<<"$api" || die "smoke-a does not reach the API server through the kubernetes Service: $api"
   say "smoke-a reaches the API server through the kubernetes Service"
+  secondary_networks
   services_and_policies
 fi
-kubectl delete pod smoke-a smoke-b --wait=true >/dev/null
+kubectl delete pod "${pods[@]}" --wait=true >/dev/null
 if [ "$K8S_CNI" = veclane ]; then
   n=$(veclane_pods)
   [ "$n" -eq 0 ] || die "veclane's daemon still lists $n pod interfaces after the pods went"
 fi
-say "ok ($K8S_CNI): two pods with addresses from $K8S_POD_CIDR reach each other, exec works, deleting them removes their interfaces$([ "$K8S_CNI" != veclane ] || echo '; the kubernetes Service reaches the API server; a Service and a NetworkPolicy are enforced')"
+say "ok ($K8S_CNI): two pods with addresses from $K8S_POD_CIDR reach each other, exec works, deleting them removes their interfaces$([ "$K8S_CNI" != veclane ] || echo '; blue carries, red is apart; the kubernetes Service reaches the API server; a Service and a NetworkPolicy are enforced')"

@@ -30,6 +30,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/k8s-env.sh
 . scripts/k8s-env.sh
+# shellcheck source=scripts/k8s-veclane.sh
+. scripts/k8s-veclane.sh
 
 die() { echo "k8s-up: $*" >&2; exit 1; }
 say() { echo "k8s-up: $*" >&2; }
@@ -190,72 +192,9 @@ case "$K8S_CNI" in
 EOF
     ;;
   veclane)
-    # veclane is the pod network: its daemon (interrupt mode: it sleeps while nothing moves),
-    # the network `pods` on the cluster's pod CIDR, and veclane-cni giving each pod an eth0
-    # tap in it, with its default route through it; addresses and attachments go to this
-    # cluster's etcd (loopback only) under veclane's own prefixes. The node agent (started
-    # below, once the API server answers) takes Services and NetworkPolicies from the API
-    # server. One node: no uplink and no tunnel.
-    pod_subnet="${K8S_POD_CIDR%.*/*}.0/24"
-    vbin=${VECLANE_BIN:-target/release/veclane}
-    cnibin=target/cni
-    for f in "$vbin" "$cnibin/veclane-cni" "$cnibin/veclane-ipam" "$cnibin/veclane-agent"; do
-      [ -x "$f" ] || die "$f is not built (make build; scripts/setup.sh builds target/cni)"
-    done
-    mkdir -p "$K8S_VECLANE_RUN"
-    cat >"$K8S_DIR/veclane.toml" <<EOF
-[daemon]
-mode = "interrupt"
-
-[[network]]
-name = "pods"
-vni = 1
-ranges = ["$K8S_POD_CIDR"]
-EOF
-    k8s_start veclane "$(realpath "$vbin")" run --config "$K8S_DIR/veclane.toml" \
-      --runtime-dir "$K8S_VECLANE_RUN"
-    for _ in $(seq 100); do [ -S "$K8S_VECLANE_RUN/ctl.sock" ] && break; sleep 0.1; done
-    [ -S "$K8S_VECLANE_RUN/ctl.sock" ] || die "veclane did not start; see $K8S_LOGS/veclane.log"
-    # The node's side of the pod network: a tap `vl-host` in the host's namespace, in `pods`,
-    # so that pods reach the node (the API server behind the `kubernetes` Service) and the
-    # node reaches its pods. Link-local on both sides, as a pod's gateway: the host routes the
-    # pod CIDR through 169.254.1.1 (veclane's side), veclane routes the node's address through
-    # 169.254.1.2 (the host's); the host sends from any of its addresses.
-    vctl() { "$(realpath "$vbin")" ctl -s "$K8S_VECLANE_RUN/ctl.sock" "$@"; }
-    vctl create interface tap host-if-name vl-host network pods name host allowed-sources 0.0.0.0/0 >/dev/null
-    host_mac=$(cat /sys/class/net/vl-host/address)
-    our_mac=$(vctl show interface host | sed -n 's/.* mac \([0-9a-f:]\{17\}\) .*/\1/p')
-    [ -n "$our_mac" ] || die "no MAC for veclane's side of vl-host"
-    ip addr add 169.254.1.2/32 dev vl-host
-    ip route add 169.254.1.1/32 dev vl-host scope link
-    ip neigh replace 169.254.1.1 lladdr "$our_mac" dev vl-host nud permanent
-    ip route add "$K8S_POD_CIDR" via 169.254.1.1 dev vl-host
-    vctl set ip neighbor host 169.254.1.2 "$host_mac" >/dev/null
-    vctl ip route add "$node_ip/32" via 169.254.1.2 host network pods >/dev/null
-    for p in veclane-cni veclane-ipam; do ln -sfn "$(realpath "$cnibin/$p")" "$K8S_DIR/cni/bin/$p"; done
-    etcd_url="http://127.0.0.1:$K8S_ETCD_PORT"
-    cat >"$K8S_DIR/cni/net.d/10-veclane.conflist" <<EOF
-{
-  "cniVersion": "1.0.0",
-  "name": "pods",
-  "plugins": [
-    {
-      "type": "veclane-cni",
-      "network_name": "pods",
-      "interface": { "kind": "tap", "mtu": 1500 },
-      "ctl_socket": "$K8S_VECLANE_RUN/ctl.sock",
-      "etcd_endpoints": ["$etcd_url"],
-      "ipam": {
-        "type": "veclane-ipam",
-        "network_name": "pods",
-        "range": "$pod_subnet",
-        "routes": [{ "dst": "0.0.0.0/0" }],
-        "etcd_endpoints": ["$etcd_url"]
-      }
-    }
-  ]
-}
-EOF
+    # veclane's daemon, the host tap and Multus with veclane-cni (scripts/k8s-veclane.sh);
+    # the node agent starts below, once the API server answers.
+    veclane_pod_network "$node_ip"
     ;;
   *) die "VECLANE_K8S_CNI=$K8S_CNI: 'bridge' or 'veclane'" ;;
 esac
@@ -345,6 +284,8 @@ wait_for "node $K8S_NODE Ready" 180 node_ready
 wait_for "the default service account" 60 kubectl -n default get serviceaccount default
 
 if [ "$K8S_CNI" = veclane ]; then
+  # Multus reads NetworkAttachmentDefinitions; the agent watches them (and MultiNetworkPolicies).
+  kubectl apply -f docs/k8s/nad-crd.yaml -f docs/k8s/mnp-crd.yaml >/dev/null
   # The node agent: the node registered in etcd, and Services and NetworkPolicies from the
   # API server made the daemon's services and policies in `pods`. Its uplink is never used
   # (no network of the cluster state has tunnels here).

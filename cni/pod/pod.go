@@ -126,7 +126,10 @@ func Configure(a *cluster.PodAttachment, target ns.NetNS) error {
 		}
 		for _, r := range i.Routes {
 			dst := ipNet(r)
-			if err := netlink.RouteReplace(&netlink.Route{LinkIndex: idx, Dst: &dst, Gw: gw}); err != nil {
+			// On-link: a pod on several networks has a gateway of the same address on each
+			// interface, and the host route to it can name only one of them.
+			route := &netlink.Route{LinkIndex: idx, Dst: &dst, Gw: gw, Flags: int(netlink.FLAG_ONLINK)}
+			if err := netlink.RouteReplace(route); err != nil {
 				return fmt.Errorf("route %s via %s: %w", r, i.Gateway, err)
 			}
 		}

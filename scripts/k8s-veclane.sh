@@ -1,0 +1,131 @@
+# shellcheck shell=bash
+# veclane as the one-node cluster's pod network: sourced by scripts/k8s-up.sh (VECLANE_K8S_CNI=
+# veclane) after scripts/k8s-env.sh, and by scripts/k8s-smoke.sh for veclane_nad. Never run.
+#
+# - The daemon (VECLANE_BIN, default target/release/veclane; interrupt mode: it sleeps while
+#   nothing moves) with the network `pods` on the cluster's pod CIDR and two secondary networks,
+#   `blue` (VNI 2, 10.1.0.0/16) and `red` (VNI 3, 10.2.0.0/16). One node: no uplink, no tunnel.
+# - The node's side of `pods`: a tap `vl-host` in the host's namespace, link-local on both
+#   sides as a pod's gateway is: the host routes the pod CIDR through 169.254.1.1 (veclane's
+#   side), veclane routes the node's address through 169.254.1.2 (the host's), so pods reach
+#   the node (and the API server behind the `kubernetes` Service) and the node its pods.
+# - CNI: Multus first (containerd takes the first file), its delegate for eth0 veclane-cni on
+#   `pods` (a tap, addresses from veclane-ipam in the node's /24, the default route through
+#   veclane); the networks a pod's k8s.v1.cni.cncf.io/networks annotation names come from
+#   NetworkAttachmentDefinitions (their CRD applied here; veclane_nad writes one).
+#   Addresses and attachments go to this cluster's etcd, on loopback, under veclane's prefixes.
+
+# veclane_plugin NETWORK RANGE [ROUTE]: veclane-cni's configuration for NETWORK, addresses from
+# RANGE, the pod routed to ROUTE too (besides RANGE) when given.
+veclane_plugin() {
+  local routes=""
+  [ -z "${3:-}" ] || routes="\"routes\": [{ \"dst\": \"$3\" }],"
+  cat <<JSON
+{
+  "type": "veclane-cni",
+  "network_name": "$1",
+  "interface": { "kind": "tap", "mtu": 1500 },
+  "ctl_socket": "$K8S_VECLANE_RUN/ctl.sock",
+  "etcd_endpoints": ["http://127.0.0.1:$K8S_ETCD_PORT"],
+  "ipam": {
+    "type": "veclane-ipam",
+    "network_name": "$1",
+    "range": "$2",
+    $routes
+    "etcd_endpoints": ["http://127.0.0.1:$K8S_ETCD_PORT"]
+  }
+}
+JSON
+}
+
+# veclane_nad NAME NETWORK RANGE: a NetworkAttachmentDefinition NAME for veclane's NETWORK.
+veclane_nad() {
+  local conf
+  conf=$(veclane_plugin "$2" "$3" | sed 's/^/          /')
+  cat <<YAML
+apiVersion: k8s.cni.cncf.io/v1
+kind: NetworkAttachmentDefinition
+metadata:
+  name: $1
+spec:
+  config: |
+    {
+      "cniVersion": "1.0.0",
+      "name": "$1",
+      "plugins": [
+$conf
+      ]
+    }
+YAML
+}
+
+# veclane_pod_network NODE_IP: starts the daemon, wires the host tap, writes the CNI
+# configuration. Called by k8s-up.sh before containerd starts.
+veclane_pod_network() {
+  local node_ip=$1 vbin cnibin=target/cni pod_subnet host_mac our_mac f p
+  vbin=$(realpath "${VECLANE_BIN:-target/release/veclane}" 2>/dev/null) || vbin=""
+  for f in "$vbin" "$cnibin/veclane-cni" "$cnibin/veclane-ipam" "$cnibin/veclane-agent" \
+    "$K8S_DIR/cni/bin/multus"; do
+    if [ -z "$f" ] || [ ! -x "$f" ]; then
+      die "${f:-the veclane daemon} is not built (make build; scripts/setup.sh builds target/cni; scripts/build-k8s.sh multus)"
+    fi
+  done
+  pod_subnet="${K8S_POD_CIDR%.*/*}.0/24"
+  mkdir -p "$K8S_VECLANE_RUN" "$K8S_DIR/cni/multus"
+  cat >"$K8S_DIR/veclane.toml" <<TOML
+[daemon]
+mode = "interrupt"
+
+[[network]]
+name = "pods"
+vni = 1
+ranges = ["$K8S_POD_CIDR"]
+
+[[network]]
+name = "blue"
+vni = 2
+ranges = ["10.1.0.0/16"]
+
+[[network]]
+name = "red"
+vni = 3
+ranges = ["10.2.0.0/16"]
+TOML
+  k8s_start veclane "$vbin" run --config "$K8S_DIR/veclane.toml" --runtime-dir "$K8S_VECLANE_RUN"
+  for _ in $(seq 100); do [ -S "$K8S_VECLANE_RUN/ctl.sock" ] && break; sleep 0.1; done
+  [ -S "$K8S_VECLANE_RUN/ctl.sock" ] || die "veclane did not start; see $K8S_LOGS/veclane.log"
+
+  vctl() { "$vbin" ctl -s "$K8S_VECLANE_RUN/ctl.sock" "$@"; }
+  vctl create interface tap host-if-name vl-host network pods name host \
+    allowed-sources 0.0.0.0/0 >/dev/null
+  host_mac=$(cat /sys/class/net/vl-host/address)
+  our_mac=$(vctl show interface host | sed -n 's/.* mac \([0-9a-f:]\{17\}\) .*/\1/p')
+  [ -n "$our_mac" ] || die "no MAC for veclane's side of vl-host"
+  ip addr add 169.254.1.2/32 dev vl-host
+  ip route add 169.254.1.1/32 dev vl-host scope link
+  ip neigh replace 169.254.1.1 lladdr "$our_mac" dev vl-host nud permanent
+  ip route add "$K8S_POD_CIDR" via 169.254.1.1 dev vl-host
+  vctl set ip neighbor host 169.254.1.2 "$host_mac" >/dev/null
+  vctl ip route add "$node_ip/32" via 169.254.1.2 host network pods >/dev/null
+
+  for p in veclane-cni veclane-ipam; do ln -sfn "$(realpath "$cnibin/$p")" "$K8S_DIR/cni/bin/$p"; done
+  cat >"$K8S_DIR/cni/net.d/00-multus.conf" <<JSON
+{
+  "cniVersion": "1.0.0",
+  "name": "multus",
+  "type": "multus",
+  "kubeconfig": "$K8S_ADMIN_KUBECONFIG",
+  "cniDir": "$K8S_DIR/cni/multus",
+  "binDir": "$K8S_DIR/cni/bin",
+  "delegates": [
+    {
+      "cniVersion": "1.0.0",
+      "name": "pods",
+      "plugins": [
+$(veclane_plugin pods "$pod_subnet" 0.0.0.0/0 | sed 's/^/        /')
+      ]
+    }
+  ]
+}
+JSON
+}
