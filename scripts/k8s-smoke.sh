@@ -106,6 +106,34 @@ secondary_networks() {
     die "smoke-c, on red, reaches smoke-b's blue address $b_blue"
   fi
   say "blue carries between its pods ($b_blue); red reaches nothing of blue's"
+  # A MultiNetworkPolicy on blue isolating smoke-b's ingress there (nothing allowed): smoke-a
+  # no longer reaches it on blue, still does on eth0; deleted, blue carries again.
+  kubectl apply -f - <<EOF
+apiVersion: k8s.cni.cncf.io/v1beta1
+kind: MultiNetworkPolicy
+metadata:
+  name: smoke-b-alone
+  namespace: default
+  annotations: {k8s.v1.cni.cncf.io/policy-for: blue}
+spec:
+  podSelector: {matchLabels: {smoke: b}}
+  policyTypes: [Ingress]
+EOF
+  local blocked=""
+  for _ in $(seq 30); do
+    if ! kubectl exec smoke-a -- ping -c 1 -W 1 "$b_blue" >/dev/null 2>&1; then blocked=1; break; fi
+    sleep 1
+  done
+  [ -n "$blocked" ] || die "the MultiNetworkPolicy does not keep smoke-a from smoke-b on blue"
+  kubectl exec smoke-a -- ping -c 1 -W 2 "$(kubectl get pod smoke-b -o jsonpath='{.status.podIP}')" \
+    >/dev/null || die "the MultiNetworkPolicy on blue kept smoke-a from smoke-b's eth0 too"
+  kubectl delete multi-networkpolicy smoke-b-alone >/dev/null
+  for _ in $(seq 30); do
+    kubectl exec smoke-a -- ping -c 1 -W 1 "$b_blue" >/dev/null 2>&1 && blocked="" && break
+    sleep 1
+  done
+  [ -z "$blocked" ] || die "blue does not carry again after the MultiNetworkPolicy went"
+  say "a MultiNetworkPolicy on blue isolates smoke-b there, not on eth0, and goes away"
 }
 
 t0=$(date +%s%N)
@@ -174,4 +202,4 @@ if [ "$K8S_CNI" = veclane ]; then
   n=$(veclane_pods)
   [ "$n" -eq 0 ] || die "veclane's daemon still lists $n pod interfaces after the pods went"
 fi
-say "ok ($K8S_CNI): two pods with addresses from $K8S_POD_CIDR reach each other, exec works, deleting them removes their interfaces$([ "$K8S_CNI" != veclane ] || echo '; blue carries, red is apart; the kubernetes Service reaches the API server; a Service and a NetworkPolicy are enforced')"
+say "ok ($K8S_CNI): two pods with addresses from $K8S_POD_CIDR reach each other, exec works, deleting them removes their interfaces$([ "$K8S_CNI" != veclane ] || echo '; blue carries, red is apart, a MultiNetworkPolicy holds on blue; the kubernetes Service reaches the API server; a Service and a NetworkPolicy are enforced')"
