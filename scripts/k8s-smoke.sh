@@ -41,6 +41,23 @@ get_from_a() {
     tail -n 1 || true
 }
 
+# within30 COMMAND...: whether COMMAND succeeds within 30 tries a second apart (what the node
+# agent does follows the API within a second or so).
+within30() {
+  for _ in $(seq 30); do
+    "$@" && return 0
+    sleep 1
+  done
+  return 1
+}
+
+# Whether smoke-a gets smoke-b's page from $1 (gets), or nothing (kept_out).
+gets() { [ "$(get_from_a "$1")" = hello-from-b ]; }
+kept_out() { [ -z "$(get_from_a "$1")" ]; }
+# Whether smoke-a reaches $1 on blue (pings), or does not (blue_blocked).
+pings() { kubectl exec smoke-a -- ping -c 1 -W 1 "$1" >/dev/null 2>&1; }
+blue_blocked() { ! pings "$1"; }
+
 # veclane only: a Service in front of smoke-b's web server, reached by its cluster IP (veclane
 # translates it: the node agent made it from the Service and its EndpointSlice), then a
 # NetworkPolicy that lets only pods labelled role=friend reach it, before and after smoke-a is
@@ -56,14 +73,9 @@ spec:
   selector: {smoke: b}
   ports: [{port: 80, targetPort: 8080}]
 EOF
-  local vip got=""
+  local vip
   vip=$(kubectl get service smoke-web -o jsonpath='{.spec.clusterIP}')
-  for _ in $(seq 30); do
-    got=$(get_from_a "$vip")
-    [ "$got" = hello-from-b ] && break
-    sleep 1
-  done
-  [ "$got" = hello-from-b ] || die "smoke-a does not reach the Service's cluster IP $vip"
+  within30 gets "$vip" || die "smoke-a does not reach the Service's cluster IP $vip"
   say "smoke-a reaches smoke-b through the Service's cluster IP $vip"
   kubectl apply -f - <<EOF
 apiVersion: networking.k8s.io/v1
@@ -75,20 +87,10 @@ spec:
   - from: [{podSelector: {matchLabels: {role: friend}}}]
     ports: [{port: 8080}]
 EOF
-  for _ in $(seq 30); do
-    got=$(get_from_a "$vip")
-    [ -z "$got" ] && break
-    sleep 1
-  done
-  [ -z "$got" ] || die "the NetworkPolicy does not keep smoke-a out"
+  within30 kept_out "$vip" || die "the NetworkPolicy does not keep smoke-a out"
   say "the NetworkPolicy keeps smoke-a out"
   kubectl label pod smoke-a role=friend >/dev/null
-  for _ in $(seq 30); do
-    got=$(get_from_a "$vip")
-    [ "$got" = hello-from-b ] && break
-    sleep 1
-  done
-  [ "$got" = hello-from-b ] || die "smoke-a, labelled role=friend, is still kept out"
+  within30 gets "$vip" || die "smoke-a, labelled role=friend, is still kept out"
   say "labelled role=friend, smoke-a gets in"
   kubectl delete networkpolicy smoke-friends >/dev/null
   kubectl delete service smoke-web >/dev/null
@@ -119,20 +121,12 @@ spec:
   podSelector: {matchLabels: {smoke: b}}
   policyTypes: [Ingress]
 EOF
-  local blocked=""
-  for _ in $(seq 30); do
-    if ! kubectl exec smoke-a -- ping -c 1 -W 1 "$b_blue" >/dev/null 2>&1; then blocked=1; break; fi
-    sleep 1
-  done
-  [ -n "$blocked" ] || die "the MultiNetworkPolicy does not keep smoke-a from smoke-b on blue"
+  within30 blue_blocked "$b_blue" ||
+    die "the MultiNetworkPolicy does not keep smoke-a from smoke-b on blue"
   kubectl exec smoke-a -- ping -c 1 -W 2 "$(kubectl get pod smoke-b -o jsonpath='{.status.podIP}')" \
     >/dev/null || die "the MultiNetworkPolicy on blue kept smoke-a from smoke-b's eth0 too"
   kubectl delete multi-networkpolicy smoke-b-alone >/dev/null
-  for _ in $(seq 30); do
-    kubectl exec smoke-a -- ping -c 1 -W 1 "$b_blue" >/dev/null 2>&1 && blocked="" && break
-    sleep 1
-  done
-  [ -z "$blocked" ] || die "blue does not carry again after the MultiNetworkPolicy went"
+  within30 pings "$b_blue" || die "blue does not carry again after the MultiNetworkPolicy went"
   say "a MultiNetworkPolicy on blue isolates smoke-b there, not on eth0, and goes away"
 }
 
