@@ -30,7 +30,7 @@
 //! Sessions are judged again at their next packet after the policies change.
 
 use graph::{Ctx, Node};
-use session::{Dir, Fields, Key, Lookup, NewSession, Owner, Translation};
+use session::{Dir, Established, Fields, Key, NewSession, Owner, Seen, Translation};
 use wire::ipv4::MIN_HEADER_LEN;
 use wire::{Ipv4, Tcp, Udp};
 
@@ -290,8 +290,8 @@ impl Forwarder<'_> {
 
 /// What the node does with one packet.
 enum Act {
-    /// Goes on to `ip4-lookup`, rewritten for this direction of a translated session.
-    Pass(Option<(Dir, session::Session)>),
+    /// Goes on to `ip4-lookup`, rewritten for the matched direction of a translated session.
+    Pass(Option<Established>),
     Drop(Error),
 }
 
@@ -358,11 +358,11 @@ impl Node for Ip4Session {
                     *n = Next::Drop.into();
                 }
                 Act::Pass(translated) => {
-                    if let Some((dir, s)) = translated {
-                        let out = s.rewrite(dir);
-                        rewrite(ctx.pool.data_mut(b), out, s.deltas(dir));
+                    if let Some(s) = translated {
+                        let out = s.rewrite(s.dir);
+                        rewrite(ctx.pool.data_mut(b), out, s.deltas());
                         if traced {
-                            let d = if dir == Dir::Forward { 1 } else { 2 };
+                            let d = if s.dir == Dir::Forward { 1 } else { 2 };
                             trace(ctx, b, d, out);
                         }
                     }
@@ -405,36 +405,31 @@ impl Ip4Session {
     /// What to do with a packet of `flow` received on `rx`.
     fn act(&mut self, ctx: &mut Ctx<'_, Self>, f: &Frame<'_>, flow: &Flow, rx: u32) -> Act {
         let epoch = f.judge.policies.epoch;
-        let hit = match f.table.lookup(&flow.key) {
-            Lookup::Live(hit) => Some(hit),
+        let hit = match f.table.established(&flow.key, flow.tcp_flags, f.now) {
+            Seen::Live(hit) => Some(hit),
             // A session of a removed backend: ours is freed at once and the packet starts
             // afresh (the TCP connection's new backend resets it); another worker's is
             // dropped until that worker frees it.
-            Lookup::Killed(hit) => {
+            Seen::Killed(handle) => {
                 ctx.count_error(Error::Killed);
-                if !self
-                    .owner
-                    .as_mut()
-                    .is_some_and(|(o, _)| o.remove(hit.handle))
-                {
+                if !self.owner.as_mut().is_some_and(|(o, _)| o.remove(handle)) {
                     return Act::Drop(Error::Killed);
                 }
                 None
             }
-            Lookup::Miss => None,
+            Seen::Miss => None,
         };
-        if let Some(hit) = hit {
-            let s = hit.session;
-            f.table.observe(hit.handle, hit.dir, flow.tcp_flags, f.now);
+        if let Some(s) = hit {
             let verdict = match s.verdict(epoch) {
                 Some(v) => v,
                 // Made under older policies: judged again, as the flow's client sent it.
                 None => {
                     let (src, dst, sport, dport) = s.rewrite(Dir::Forward);
+                    let key = s.key();
                     let judged = Judged {
-                        rx: s.owner_if,
-                        vrf: u32::from(s.key.vrf),
-                        proto: s.key.proto,
+                        rx: s.owner_if(),
+                        vrf: u32::from(key.vrf),
+                        proto: key.proto,
                         src,
                         dst,
                         sport,
@@ -442,7 +437,7 @@ impl Ip4Session {
                     };
                     let v = f.judge.verdict(&judged);
                     let verdict = v.map_or(session::Verdict::Allow, |(v, _)| v);
-                    f.table.set_verdict(hit.handle, epoch, verdict);
+                    f.table.set_verdict(s.handle, epoch, verdict);
                     if let Some((_, Some(by))) = v {
                         self.report(ctx, &judged, by, true);
                         return Act::Drop(Error::DeniedLater);
@@ -453,8 +448,7 @@ impl Ip4Session {
             if verdict == session::Verdict::Deny {
                 return Act::Drop(Error::DeniedSession);
             }
-            let translated = s.service != session::NONE;
-            return Act::Pass(translated.then_some((hit.dir, s)));
+            return Act::Pass(s.translated().then_some(s));
         }
         self.start(ctx, f, flow, rx)
     }
@@ -564,7 +558,7 @@ impl Ip4Session {
             return Act::Pass(None);
         }
         ctx.count_error(Error::Created);
-        Act::Pass(f.table.session(h).map(|s| (Dir::Forward, s)))
+        Act::Pass(f.table.established_of(h, Dir::Forward))
     }
 
     /// Tells the control thread of a denied flow (it logs it, rate-limited).

@@ -86,7 +86,7 @@ pub use key::{Fields, Key, PROTO_ICMP, PROTO_TCP, PROTO_UDP};
 pub use maglev::{Maglev, MaglevError};
 pub use owner::{Counters, CreateError, Owner, Swept};
 pub use record::{
-    Dir, EPOCH_BITS, NONE, NewSession, Session, State, Timeouts, Translation, Verdict,
+    Dir, EPOCH_BITS, Established, NONE, NewSession, Session, State, Timeouts, Translation, Verdict,
     idle_longer_than, tcp_flags,
 };
-pub use table::{Config, ConfigError, Handle, Hit, Lookup, MAX_SESSIONS, SLOTS, Table};
+pub use table::{Config, ConfigError, Handle, Hit, Lookup, MAX_SESSIONS, SLOTS, Seen, Table};

@@ -319,15 +319,98 @@ impl Session {
     /// store with [`crate::Table::set_verdict`]). One compare on the fast path.
     #[inline]
     pub const fn verdict(&self, epoch: u32) -> Option<Verdict> {
-        if (self.status & EPOCH_MASK) >> EPOCH_SHIFT != epoch as u64 {
-            return None;
-        }
-        Some(if self.status & ALLOW != 0 {
-            Verdict::Allow
-        } else {
-            Verdict::Deny
-        })
+        verdict_of(self.status, epoch)
     }
+}
+
+/// A live session as a forwarded packet needs it ([`crate::Table::established`]): the
+/// record's words as stored, copied under its seqlock, unpacked only when asked. Copying the
+/// whole [`Session`] field by field cost more than the rest of the lookup.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Established {
+    pub handle: crate::Handle,
+    /// Which of the session's keys the packet matched.
+    pub dir: Dir,
+    key: [u64; 2],
+    xaddr: u64,
+    xports: u32,
+    deltas: u32,
+    service: u32,
+    owner_if: u32,
+    status: u64,
+}
+
+impl Established {
+    /// The key the session was created with.
+    #[inline]
+    pub const fn key(&self) -> Key {
+        Key::from_words(self.key)
+    }
+
+    /// The interface the forward direction came in on.
+    #[inline]
+    pub const fn owner_if(&self) -> u32 {
+        self.owner_if
+    }
+
+    /// Whether a service translates the session (else it only holds a verdict).
+    #[inline]
+    pub const fn translated(&self) -> bool {
+        self.service != NONE
+    }
+
+    /// The (src, dst, sport, dport) a packet of direction `dir` leaves with, as
+    /// [`Session::rewrite`].
+    #[inline]
+    pub const fn rewrite(&self, dir: Dir) -> (u32, u32, u16, u16) {
+        match dir {
+            Dir::Forward => (
+                (self.xaddr >> 32) as u32,
+                self.xaddr as u32,
+                (self.xports >> 16) as u16,
+                self.xports as u16,
+            ),
+            Dir::Reverse => (
+                self.key[0] as u32,
+                (self.key[0] >> 32) as u32,
+                self.key[1] as u16,
+                (self.key[1] >> 16) as u16,
+            ),
+        }
+    }
+
+    /// The checksum deltas of rewriting the matched direction's packet.
+    #[inline]
+    pub const fn deltas(&self) -> Deltas {
+        let d = Deltas::unpack(self.deltas);
+        match self.dir {
+            Dir::Forward => d,
+            Dir::Reverse => d.neg(),
+        }
+    }
+
+    /// As [`Session::verdict`].
+    #[inline]
+    pub const fn verdict(&self, epoch: u32) -> Option<Verdict> {
+        verdict_of(self.status, epoch)
+    }
+
+    pub(crate) const fn killed(&self) -> bool {
+        self.status & DEAD != 0
+    }
+}
+
+/// The cached verdict in status word `st` if it was made in policy `epoch`.
+#[inline]
+const fn verdict_of(st: u64, epoch: u32) -> Option<Verdict> {
+    if (st & EPOCH_MASK) >> EPOCH_SHIFT != epoch as u64 {
+        return None;
+    }
+    Some(if st & ALLOW != 0 {
+        Verdict::Allow
+    } else {
+        Verdict::Deny
+    })
 }
 
 /// One session's record: 64 bytes, one cache line.
@@ -438,6 +521,36 @@ impl Record {
         (self.seq.load(Ordering::Relaxed) == gen_).then_some(s)
     }
 
+    /// [`Record::read`] of what the established path needs (see [`Established`]), with the
+    /// last-seen time.
+    #[inline]
+    pub(crate) fn read_established(
+        &self,
+        h: crate::Handle,
+        dir: Dir,
+    ) -> Option<(Established, u32)> {
+        if self.seq.load(Ordering::Acquire) != h.gen_ {
+            return None;
+        }
+        let e = Established {
+            handle: h,
+            dir,
+            key: [
+                self.key[0].load(Ordering::Relaxed),
+                self.key[1].load(Ordering::Relaxed),
+            ],
+            xaddr: self.xaddr.load(Ordering::Relaxed),
+            xports: self.xports.load(Ordering::Relaxed),
+            deltas: self.deltas.load(Ordering::Relaxed),
+            service: self.service.load(Ordering::Relaxed),
+            owner_if: self.owner_if.load(Ordering::Relaxed),
+            status: self.status.load(Ordering::Relaxed),
+        };
+        let last_seen = self.last_seen.load(Ordering::Relaxed);
+        fence(Ordering::Acquire);
+        (self.seq.load(Ordering::Relaxed) == h.gen_).then_some((e, last_seen))
+    }
+
     /// A consistent copy of whatever session lives here, with its generation (control
     /// thread's scans; retried while the owner writes).
     pub(crate) fn read_any(&self) -> Option<(u32, Session)> {
@@ -515,6 +628,24 @@ impl Record {
             self.last_seen.store(now, Ordering::Relaxed);
         }
         Some(state_of(proto, st))
+    }
+
+    /// [`Record::observe`] of the live session `e` just read (its status word and
+    /// `last_seen`): stores nothing, and reads nothing again, when the packet changes no flag
+    /// and the time is fresh enough, as for nearly every packet of an established flow.
+    #[inline]
+    pub(crate) fn observe_read(&self, e: &Established, last_seen: u32, flags: u8, now: u32) {
+        let proto = (e.key[1] >> 32) as u8;
+        if next_flags(proto, e.status, e.dir, flags) != e.status {
+            self.observe_changed(e.handle.gen_, e.dir, flags, now);
+        } else if now.wrapping_sub(last_seen) as i32 >= LAST_SEEN_GRAIN as i32 {
+            self.last_seen.store(now, Ordering::Relaxed);
+        }
+    }
+
+    #[cold]
+    fn observe_changed(&self, gen_: u32, dir: Dir, flags: u8, now: u32) {
+        self.observe(gen_, dir, flags, now);
     }
 
     pub(crate) fn set_verdict(&self, gen_: u32, epoch: u32, v: Verdict) -> bool {

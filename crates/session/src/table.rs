@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::key::{Key, hash_words, random_seed};
 use crate::owner::{OWNER_BYTES_PER_SESSION, Owner};
-use crate::record::{Dir, Record, Session, State, Timeouts, Verdict};
+use crate::record::{Dir, Established, Record, Session, State, Timeouts, Verdict};
 
 /// Slots per bucket: a 64-bit sequence word and five 24-byte slots fill two cache lines.
 pub const SLOTS: usize = 5;
@@ -190,6 +190,16 @@ pub enum Lookup {
     Killed(Hit),
 }
 
+/// What [`Table::established`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Seen {
+    Miss,
+    /// A live session, the packet observed in it.
+    Live(Established),
+    /// As [`Lookup::Killed`]; nothing observed.
+    Killed(Handle),
+}
+
 /// Why an insertion of a session's two entries did not happen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Refused {
@@ -311,6 +321,37 @@ impl Table {
             }
         }
         Lookup::Miss
+    }
+
+    /// The packet path's [`Table::lookup`] and [`Table::observe`] in one: the session a
+    /// packet with `key` (TCP flags `tcp_flags`, 0 for other protocols) belongs to, seen at
+    /// `now`, copied only as far as forwarding it needs.
+    #[inline]
+    pub fn established(&self, key: &Key, tcp_flags: u8, now: u32) -> Seen {
+        let w = key.words();
+        // As in `lookup`: a record freed between the probe and the copy is probed again.
+        for _ in 0..4 {
+            let Some(v) = self.find(w) else {
+                return Seen::Miss;
+            };
+            let (id, gen_, dir) = entry_parts(v);
+            let r = &self.records[id as usize];
+            if let Some((e, last_seen)) = r.read_established(Handle { id, gen_ }, dir) {
+                if e.killed() {
+                    return Seen::Killed(e.handle);
+                }
+                r.observe_read(&e, last_seen, tcp_flags, now);
+                return Seen::Live(e);
+            }
+        }
+        Seen::Miss
+    }
+
+    /// [`Table::established`]'s copy of the session `h` refers to, for a packet of `dir`,
+    /// if it still lives (nothing observed).
+    pub fn established_of(&self, h: Handle, dir: Dir) -> Option<Established> {
+        let r = self.records.get(h.id as usize)?;
+        r.read_established(h, dir).map(|(e, _)| e)
     }
 
     /// A consistent copy of the session `h` refers to, if it still lives.
@@ -520,6 +561,7 @@ impl Table {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::record::{LAST_SEEN_GRAIN, tcp_flags};
 
     #[test]
     fn entry_values_round_trip() {
@@ -566,6 +608,63 @@ mod tests {
             })
             .err(),
             Some(ConfigError::Timeout(1 << 31))
+        );
+    }
+
+    #[test]
+    fn established_agrees_with_lookup_and_observe() {
+        let (t, mut owners) = Table::new(Config {
+            max_sessions: 4,
+            workers: 1,
+            timeouts: Timeouts::default(),
+        })
+        .unwrap();
+        let key = Key::new(3, crate::PROTO_TCP, 0x0a00_0001, 0x0a60_0001, 40_000, 80);
+        let new = crate::NewSession {
+            xlate: crate::Translation {
+                dst: 0x0a01_0005,
+                dport: 8080,
+                ..crate::Translation::identity(&key)
+            },
+            service: 7,
+            backend: 2,
+            owner_if: 4,
+            ..crate::NewSession::plain(key)
+        };
+        let h = owners[0].create(&new, 1000).unwrap();
+        let reply = new.reverse_key();
+        assert_eq!(t.established(&reply.reverse(), 0, 1000), Seen::Miss);
+        for (k, dir) in [(key, Dir::Forward), (reply, Dir::Reverse)] {
+            let Lookup::Live(hit) = t.lookup(&k) else {
+                panic!("{k:?} not live");
+            };
+            let read = t.established_of(h, dir);
+            let Seen::Live(e) = t.established(&k, tcp_flags::ACK, 1000) else {
+                panic!("{k:?} not established");
+            };
+            assert_eq!((e.handle, e.dir), (h, dir));
+            assert_eq!(e.rewrite(dir), hit.session.rewrite(dir));
+            assert_eq!(e.deltas(), hit.session.deltas(dir));
+            assert_eq!((e.key(), e.owner_if()), (key, 4));
+            assert!(e.translated());
+            assert_eq!(read, Some(e), "the status as it was before the packet");
+        }
+        // The reply, then the client's ACK: observed as `observe` would.
+        let s = t.session(h).unwrap();
+        assert!(s.replied() && !s.established());
+        t.established(&key, tcp_flags::ACK, 1000);
+        assert!(t.session(h).unwrap().established());
+        // last_seen moves only past the grain.
+        t.established(&key, tcp_flags::ACK, 1000 + LAST_SEEN_GRAIN - 1);
+        assert_eq!(t.session(h).unwrap().last_seen, 1000);
+        t.established(&key, tcp_flags::ACK, 1000 + LAST_SEEN_GRAIN);
+        assert_eq!(t.session(h).unwrap().last_seen, 1000 + LAST_SEEN_GRAIN);
+        assert_eq!(t.kill(|_| true), 1);
+        assert_eq!(t.established(&key, 0, 2000), Seen::Killed(h));
+        assert_eq!(
+            t.session(h).unwrap().last_seen,
+            1000 + LAST_SEEN_GRAIN,
+            "a killed session is not observed"
         );
     }
 }
