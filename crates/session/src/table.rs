@@ -84,26 +84,46 @@ impl Bucket {
     /// The value stored under `w`, read without writing anything.
     #[inline]
     fn find(&self, w: [u64; 2]) -> Option<u64> {
-        loop {
-            let s = self.seq.load(Ordering::Acquire);
-            if s & 1 == 0 {
-                let mut v = 0;
-                for slot in &self.slots {
-                    if slot.k[0].load(Ordering::Relaxed) == w[0]
-                        && slot.k[1].load(Ordering::Relaxed) == w[1]
-                    {
-                        v = slot.v.load(Ordering::Relaxed);
-                        break;
-                    }
-                }
-                fence(Ordering::Acquire);
-                if self.seq.load(Ordering::Relaxed) == s {
-                    return (v != 0).then_some(v);
-                }
-            }
-            // A writer holds the bucket for a few stores.
-            spin_loop();
+        match self.try_find(w) {
+            Ok(v) => v,
+            Err(()) => self.find_contended(w),
         }
+    }
+
+    /// [`Bucket::find`] while a writer holds the bucket for a few stores (out of line: the
+    /// retry loop kept in line costs every probe its hoisted slot addresses).
+    #[cold]
+    #[inline(never)]
+    fn find_contended(&self, w: [u64; 2]) -> Option<u64> {
+        loop {
+            spin_loop();
+            if let Ok(v) = self.try_find(w) {
+                return v;
+            }
+        }
+    }
+
+    /// One seqlocked probe: `Err` if a writer held the bucket meanwhile.
+    #[inline(always)]
+    fn try_find(&self, w: [u64; 2]) -> Result<Option<u64>, ()> {
+        let s = self.seq.load(Ordering::Acquire);
+        if s & 1 != 0 {
+            return Err(());
+        }
+        let mut v = 0;
+        for slot in &self.slots {
+            if slot.k[0].load(Ordering::Relaxed) == w[0]
+                && slot.k[1].load(Ordering::Relaxed) == w[1]
+            {
+                v = slot.v.load(Ordering::Relaxed);
+                break;
+            }
+        }
+        fence(Ordering::Acquire);
+        if self.seq.load(Ordering::Relaxed) != s {
+            return Err(());
+        }
+        Ok((v != 0).then_some(v))
     }
 
     fn lock(&self) {
