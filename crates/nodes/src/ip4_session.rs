@@ -222,9 +222,11 @@ const PROTO_SCTP: u8 = 132;
 const ICMP_ECHO_REQUEST: u8 = 8;
 const ICMP_ECHO_REPLY: u8 = 0;
 
-/// Rewrites the packet `ip` (TCP or UDP) to leave with (src, dst, sport, dport), its
-/// checksums updated by `deltas` (the IPv4 header's and the L4 checksum's).
-fn rewrite(ip: &mut [u8], (src, dst, sport, dport): (u32, u32, u16, u16), d: session::Deltas) {
+/// Rewrites the packet `ip` (TCP or UDP) of session `s` to leave with the addresses and ports
+/// of its direction, both checksums updated by the session's deltas. Handed the session, not
+/// the unpacked values, which the loop would otherwise keep live across the call.
+fn rewrite(ip: &mut [u8], s: &Established) {
+    let ((src, dst, sport, dport), d) = (s.rewrite(s.dir), s.deltas());
     let (h, l4) = ip.split_at_mut(MIN_HEADER_LEN);
     let mut v = Ipv4::new_unchecked(&mut *h);
     let proto = v.protocol_raw();
@@ -359,11 +361,10 @@ impl Node for Ip4Session {
                 }
                 Act::Pass(translated) => {
                     if let Some(s) = translated {
-                        let out = s.rewrite(s.dir);
-                        rewrite(ctx.pool.data_mut(b), out, s.deltas());
+                        rewrite(ctx.pool.data_mut(b), &s);
                         if traced {
                             let d = if s.dir == Dir::Forward { 1 } else { 2 };
-                            trace(ctx, b, d, out);
+                            trace(ctx, b, d, s.rewrite(s.dir));
                         }
                     }
                     if !traced
