@@ -79,6 +79,7 @@ pub mod maglev;
 mod owner;
 mod record;
 mod table;
+mod timeouts;
 
 pub use checksum::{Delta, Deltas};
 pub use fixed_hash::{FixedHasher, FixedState};
@@ -86,7 +87,8 @@ pub use key::{Fields, Key, PROTO_ICMP, PROTO_TCP, PROTO_UDP};
 pub use maglev::{Maglev, MaglevError};
 pub use owner::{Counters, CreateError, Owner, Swept};
 pub use record::{
-    Dir, EPOCH_BITS, Established, NONE, NewSession, Session, State, Timeouts, Translation, Verdict,
+    Dir, EPOCH_BITS, Established, NONE, NewSession, Session, Translation, Verdict,
     idle_longer_than, tcp_flags,
 };
 pub use table::{Config, ConfigError, Handle, Hit, Lookup, MAX_SESSIONS, SLOTS, Seen, Table};
+pub use timeouts::{State, Timeouts};

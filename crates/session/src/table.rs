@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use crate::key::{Key, hash_words, random_seed};
 use crate::owner::{OWNER_BYTES_PER_SESSION, Owner};
-use crate::record::{Dir, Established, Record, Session, State, Timeouts, Verdict};
+use crate::record::{Dir, Established, Record, Session, Verdict};
+use crate::timeouts::{State, Timeouts};
 
 /// Slots per bucket: a 64-bit sequence word and five 24-byte slots fill two cache lines.
 pub const SLOTS: usize = 5;
