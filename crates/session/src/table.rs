@@ -316,32 +316,44 @@ impl Table {
         self.buckets[a].find(w).or_else(|| self.buckets[b].find(w))
     }
 
+    /// The first read `read` makes of the record a live entry for `key` leads to (given the
+    /// record, the entry's handle and direction), or `None` on a miss. A read that fails means
+    /// the record was freed (and maybe reused) between the hash probe and the copy: the key is
+    /// probed again, which then misses or finds the new session.
+    #[inline(always)]
+    fn probe<T>(
+        &self,
+        key: &Key,
+        mut read: impl FnMut(&Record, Handle, Dir) -> Option<T>,
+    ) -> Option<T> {
+        let w = key.words();
+        for _ in 0..4 {
+            let (id, gen_, dir) = entry_parts(self.find(w)?);
+            if let Some(t) = read(&self.records[id as usize], Handle { id, gen_ }, dir) {
+                return Some(t);
+            }
+        }
+        None
+    }
+
     /// The session a packet with `key` belongs to. Writes nothing and never waits for a
     /// lock (only for a writer's few stores into the same bucket).
     #[inline]
     pub fn lookup(&self, key: &Key) -> Lookup {
-        let w = key.words();
-        // A miss on the record means it was freed (and maybe reused) between the hash probe
-        // and the copy: probe again, which then misses or finds the new session.
-        for _ in 0..4 {
-            let Some(v) = self.find(w) else {
-                return Lookup::Miss;
+        self.probe(key, |r, handle, dir| {
+            let session = r.read(handle.gen_)?;
+            let hit = Hit {
+                handle,
+                dir,
+                session,
             };
-            let (id, gen_, dir) = entry_parts(v);
-            if let Some(session) = self.records[id as usize].read(gen_) {
-                let hit = Hit {
-                    handle: Handle { id, gen_ },
-                    dir,
-                    session,
-                };
-                return if session.killed() {
-                    Lookup::Killed(hit)
-                } else {
-                    Lookup::Live(hit)
-                };
-            }
-        }
-        Lookup::Miss
+            Some(if session.killed() {
+                Lookup::Killed(hit)
+            } else {
+                Lookup::Live(hit)
+            })
+        })
+        .unwrap_or(Lookup::Miss)
     }
 
     /// The packet path's [`Table::lookup`] and [`Table::observe`] in one: the session a
@@ -349,23 +361,15 @@ impl Table {
     /// `now`, copied only as far as forwarding it needs.
     #[inline]
     pub fn established(&self, key: &Key, tcp_flags: u8, now: u32) -> Seen {
-        let w = key.words();
-        // As in `lookup`: a record freed between the probe and the copy is probed again.
-        for _ in 0..4 {
-            let Some(v) = self.find(w) else {
-                return Seen::Miss;
-            };
-            let (id, gen_, dir) = entry_parts(v);
-            let r = &self.records[id as usize];
-            if let Some((e, last_seen)) = r.read_established(Handle { id, gen_ }, dir) {
-                if e.killed() {
-                    return Seen::Killed(e.handle);
-                }
-                r.observe_read(&e, last_seen, tcp_flags, now);
-                return Seen::Live(e);
+        self.probe(key, |r, handle, dir| {
+            let (e, last_seen) = r.read_established(handle, dir)?;
+            if e.killed() {
+                return Some(Seen::Killed(e.handle));
             }
-        }
-        Seen::Miss
+            r.observe_read(&e, last_seen, tcp_flags, now);
+            Some(Seen::Live(e))
+        })
+        .unwrap_or(Seen::Miss)
     }
 
     /// [`Table::established`]'s copy of the session `h` refers to, for a packet of `dir`,
