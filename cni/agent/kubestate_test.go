@@ -119,3 +119,20 @@ func TestNADsNameTheirNetwork(t *testing.T) {
 		}
 	}
 }
+
+// NADNetwork reads what any user may write into a NAD's config: never a panic, and a name
+// only from a veclane-cni configuration.
+func FuzzNADNetwork(f *testing.F) {
+	for _, seed := range []string{
+		`{"type":"veclane-cni","name":"blue","network_name":"b"}`,
+		`{"name":"list","plugins":[{"type":"tuning"},{"type":"veclane-cni"}]}`,
+		`{"plugins":null}`, `[]`, `"x"`, `{"type":1}`, ``,
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, conf string) {
+		if got := NADNetwork(conf); got != "" && !strings.Contains(conf, "veclane-cni") {
+			t.Fatalf("%q names %q without veclane-cni", conf, got)
+		}
+	})
+}

@@ -12,7 +12,7 @@
 pub mod control;
 pub mod devices;
 pub mod metrics;
-mod metrics_http;
+pub mod metrics_http;
 pub mod rib;
 pub mod server;
 pub mod service;

@@ -184,19 +184,26 @@ fn head_end(b: &[u8]) -> Option<usize> {
     b.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4)
 }
 
-/// The answer to a request head, encoded: 400 for one that is no HTTP request.
-fn respond(head: &[u8], answer: &mut impl FnMut(&Request<'_>) -> Response) -> Vec<u8> {
-    let line = std::str::from_utf8(head)
-        .ok()
-        .and_then(|h| h.lines().next())
-        .unwrap_or("");
+/// The request a head (what a client sent up to and with its blank line) starts with: its
+/// request line's method and target (without the query), or `None` for anything that is not
+/// an HTTP/1 request line (not UTF-8, fewer than three parts, another version).
+pub fn parse_request(head: &[u8]) -> Option<Request<'_>> {
+    let line = std::str::from_utf8(head).ok()?.lines().next()?;
     let mut parts = line.split(' ');
-    let r = match (parts.next(), parts.next(), parts.next()) {
-        (Some(method), Some(target), Some(v)) if v.starts_with("HTTP/1.") => answer(&Request {
+    match (parts.next(), parts.next(), parts.next()) {
+        (Some(method), Some(target), Some(v)) if v.starts_with("HTTP/1.") => Some(Request {
             method,
             path: target.split('?').next().unwrap_or(""),
         }),
-        _ => Response {
+        _ => None,
+    }
+}
+
+/// The answer to a request head, encoded: 400 for one that is no HTTP request.
+fn respond(head: &[u8], answer: &mut impl FnMut(&Request<'_>) -> Response) -> Vec<u8> {
+    let r = match parse_request(head) {
+        Some(req) => answer(&req),
+        None => Response {
             code: 400,
             content_type: "text/plain; charset=utf-8",
             body: "veclane: not an HTTP/1 request\n".into(),
@@ -280,6 +287,26 @@ mod tests {
         assert_eq!(first.read(&mut [0u8; 16]).unwrap(), 0);
         stop.store(true, Ordering::Relaxed);
         j.join().unwrap();
+    }
+
+    #[test]
+    fn request_lines_that_lie_are_no_requests() {
+        let r = parse_request(b"GET /metrics?x=1 HTTP/1.1\r\nHost: a\r\n\r\n").unwrap();
+        assert_eq!((r.method, r.path), ("GET", "/metrics"));
+        for bad in [
+            &b""[..],
+            b"\r\n\r\n",
+            b"GET /metrics\r\n\r\n",
+            b"GET /metrics HTTP/2\r\n\r\n",
+            b"GET  HTTP/1.1\r\n\r\n",
+            b"\xff\xfe / HTTP/1.1\r\n\r\n",
+        ] {
+            let p = parse_request(bad);
+            assert!(
+                p.as_ref().is_none_or(|r| r.path.is_empty()),
+                "{bad:?}: {p:?}"
+            );
+        }
     }
 
     #[test]
