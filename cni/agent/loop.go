@@ -30,6 +30,12 @@ type Config struct {
 	// without a network of their own are).
 	Kube           KubeSource
 	DefaultNetwork string
+	// NodeLink, if set, names the network the node itself is linked into (see
+	// ensureNodeLink): pods reach the node's address (Node.VTEP), the node the network.
+	NodeLink string
+	// NodeLinkNetns is the path of the host's network namespace, where the daemon runs and
+	// the link's host side is configured; "" is the agent's own (a test gives another).
+	NodeLinkNetns string
 }
 
 // Run registers the node and keeps its daemon in step with the cluster until ctx ends:
@@ -91,7 +97,7 @@ func serve(ctx context.Context, s *cluster.Store, cfg Config, reg *cluster.Regis
 			}
 		}
 		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		round, err := Reconcile(rctx, s, d, cfg.Node.Name, cfg.Uplinks)
+		round, err := Reconcile(rctx, s, d, &cfg)
 		cancel()
 		if err == nil && cfg.Kube != nil {
 			err = applyKube(d, cfg, &stateful, &round)

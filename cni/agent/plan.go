@@ -16,6 +16,8 @@ import (
 )
 
 // Uplinks maps physical networks to this node's uplink interfaces ("" is the default uplink).
+// An uplink "" keeps the physical network's networks on this node: no tunnels, no routes to
+// other nodes' pods.
 type Uplinks map[string]string
 
 // Route is a route the agent owns: a remote pod's address, in its network's VRF, through the
@@ -93,6 +95,10 @@ func Desired(snap *cluster.Snapshot, self string, uplinks Uplinks) (State, []str
 		}
 		via, registered := vtep[p.Node]
 		if !registered {
+			continue
+		}
+		if st.Networks[p.Network].Uplink == "" {
+			problems = append(problems, fmt.Sprintf("network %s: pod %s on node %s is not reachable from node %s: the network has no uplink here (--uplink none)", p.Network, p.Address, p.Node, self))
 			continue
 		}
 		st.Routes[Route{Network: p.Network, Prefix: netip.PrefixFrom(p.Address, 32), Via: via}] = true

@@ -55,6 +55,17 @@ func TestDesiredRoutesEveryRemotePodOfARegisteredNode(t *testing.T) {
 	}
 }
 
+// A node without an uplink holds the networks, and routes no pod of another node.
+func TestDesiredWithoutUplink(t *testing.T) {
+	st, problems := Desired(snap(), "n1", Uplinks{"": ""})
+	if len(st.Networks) != 2 || st.Networks["blue"].Uplink != "" || len(st.Routes) != 0 {
+		t.Fatalf("networks %v routes %v", st.Networks, st.Routes)
+	}
+	if all := strings.Join(problems, "\n"); !strings.Contains(all, "pod 10.1.0.3 on node n2 is not reachable from node n1: the network has no uplink here") {
+		t.Fatalf("problems: %v", problems)
+	}
+}
+
 // Plan against what the daemon holds: deletes before adds, a changed network replaced, the
 // daemon's foreign networks left alone, a local address never routed away, nothing to do
 // when converged. want is always node n1's Desired state of snap().

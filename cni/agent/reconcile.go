@@ -24,13 +24,15 @@ type Round struct {
 
 // Reconcile reads the cluster state, reads the daemon's, and applies the difference. It
 // changes nothing when etcd cannot be read: an unreachable etcd leaves the dataplane as it
-// is. A refused action does not stop the others.
-func Reconcile(ctx context.Context, s *cluster.Store, d *Daemon, self string, uplinks Uplinks) (Round, error) {
+// is. A refused action does not stop the others. cfg gives the node (its name and address),
+// its uplinks and its node link.
+func Reconcile(ctx context.Context, s *cluster.Store, d *Daemon, cfg *Config) (Round, error) {
+	self := cfg.Node.Name
 	snap, err := s.Snapshot(ctx)
 	if err != nil {
 		return Round{}, err
 	}
-	want, problems := Desired(snap, self, uplinks)
+	want, problems := Desired(snap, self, cfg.Uplinks)
 	round := Round{Revision: snap.Revision, Problems: append(problems, snap.Invalid...), Attachments: snap.Attachments}
 	have, err := d.State()
 	if err != nil {
@@ -67,6 +69,11 @@ func Reconcile(ctx context.Context, s *cluster.Store, d *Daemon, self string, up
 			continue
 		}
 		round.Applied = append(round.Applied, a)
+	}
+	if cfg.NodeLink != "" {
+		if err := ensureNodeLink(d, snap, cfg, &round); err != nil {
+			return round, err
+		}
 	}
 	return round, restorePods(ctx, s, d, snap, self, &round)
 }

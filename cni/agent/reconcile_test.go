@@ -49,7 +49,7 @@ func reconcile(t *testing.T, s *cluster.Store, d *Daemon) Round {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	r, err := Reconcile(ctx, s, d, "n1", Uplinks{"": "uplink"})
+	r, err := Reconcile(ctx, s, d, &Config{Node: cluster.Node{Name: "n1"}, Uplinks: Uplinks{"": "uplink"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,7 +46,18 @@ type Network struct {
 	// PhysicalNetwork names the uplink the network's tunnels leave by ("" = the node's
 	// default uplink), as Calico VPP's physicalNetworkName.
 	PhysicalNetwork string `json:"physicalNetworkName,omitempty"`
+	// PodRoutes are what a pod's interface on the network may route through veclane besides
+	// the range (the default network's pods route 0.0.0.0/0: the node, the API server and the
+	// services are reached through it). Empty: the range only.
+	PodRoutes []netip.Prefix `json:"podRoutes,omitempty"`
+	// Origin says who writes the record: "" an operator (`veclane-agent network add`),
+	// OriginKubernetes the network controller, from a Network resource.
+	Origin string `json:"origin,omitempty"`
 }
+
+// OriginKubernetes marks a network the controller copied from a Network resource: the
+// controller replaces and deletes those, and never touches an operator's.
+const OriginKubernetes = "kubernetes"
 
 // Validate says what is wrong with a network, if anything.
 func (n *Network) Validate() error {
@@ -62,7 +73,26 @@ func (n *Network) Validate() error {
 	if n.Range.Masked() != n.Range {
 		return fmt.Errorf("network %s: range %s has host bits set (did you mean %s?)", n.Name, n.Range, n.Range.Masked())
 	}
+	for _, r := range n.PodRoutes {
+		if !r.IsValid() || !r.Addr().Is4() || r.Masked() != r {
+			return fmt.Errorf("network %s: pod route %q is not an IPv4 CIDR without host bits", n.Name, r)
+		}
+	}
+	if n.Origin != "" && n.Origin != OriginKubernetes {
+		return fmt.Errorf("network %s: origin %q is neither empty nor %q", n.Name, n.Origin, OriginKubernetes)
+	}
 	return nil
+}
+
+// Routable says whether a pod's interface on the network may route prefix r through veclane:
+// r lies inside the range or inside one of the pod routes.
+func (n *Network) Routable(r netip.Prefix) bool {
+	for _, in := range append([]netip.Prefix{n.Range}, n.PodRoutes...) {
+		if r.Bits() >= in.Bits() && in.Contains(r.Addr()) {
+			return true
+		}
+	}
+	return false
 }
 
 // LocalNode is the name of the node a plugin runs on: $VECLANE_NODE, else the host name.
@@ -179,10 +209,12 @@ func (p *PodAttachment) Validate() error {
 // linkLocal is where the plugin's default gateway (169.254.1.1) lives.
 var linkLocal = netip.MustParsePrefix("169.254.0.0/16")
 
-// InNetwork says what of an attachment lies outside network n, if anything: its address and
-// every route must be inside n's range, and its gateway link-local (the plugin's default) or
-// inside the range. An attachment that passes cannot make a pod's namespace route anything
-// but the network through veclane (no default route, no host's range).
+// InNetwork says what of an attachment lies outside network n, if anything: its address must
+// be inside n's range, every route routable (inside the range or the network's pod routes,
+// Network.Routable), and its gateway link-local (the plugin's default) or inside the range.
+// An attachment that passes cannot make a pod's namespace route anything through veclane
+// that the network does not allow (a default route only where the network's pod routes hold
+// 0.0.0.0/0).
 func (p *PodAttachment) InNetwork(n *Network) error {
 	where := fmt.Sprintf("attachment %s/%s of network %s (range %s)", p.ContainerID, p.IfName, n.Name, n.Range)
 	if !n.Range.Contains(p.Address) {
@@ -193,8 +225,8 @@ func (p *PodAttachment) InNetwork(n *Network) error {
 		return nil
 	}
 	for _, r := range i.Routes {
-		if r.Bits() < n.Range.Bits() || !n.Range.Contains(r.Addr()) {
-			return fmt.Errorf("%s: route %s is not inside the range", where, r)
+		if !n.Routable(r) {
+			return fmt.Errorf("%s: route %s is not inside the range nor the network's pod routes %v", where, r, n.PodRoutes)
 		}
 	}
 	if !linkLocal.Contains(i.Gateway) && !n.Range.Contains(i.Gateway) {

@@ -279,3 +279,42 @@ func TestSnapshotRefusesRecordsTheirKeysOrNetworksDoNotVouchFor(t *testing.T) {
 		t.Fatalf("invalid:\n%s", invalid)
 	}
 }
+
+// A network's pod routes widen what its pods may route through veclane, and nothing else.
+func TestPodRoutes(t *testing.T) {
+	p := netip.MustParsePrefix
+	pods := Network{Name: "pods", VNI: 1, Range: p("10.244.0.0/16"), PodRoutes: []netip.Prefix{p("0.0.0.0/0")}}
+	blue := Network{Name: "blue", VNI: 2, Range: p("10.1.0.0/16"), PodRoutes: []netip.Prefix{p("10.96.0.0/12")}}
+	for _, c := range []struct {
+		n    *Network
+		r    string
+		want bool
+	}{
+		{&pods, "0.0.0.0/0", true}, {&pods, "192.168.0.0/24", true},
+		{&blue, "10.1.4.0/24", true}, {&blue, "10.96.0.0/12", true}, {&blue, "10.96.0.10/32", true},
+		{&blue, "10.0.0.0/8", false}, {&blue, "0.0.0.0/0", false}, {&blue, "10.2.0.0/16", false},
+	} {
+		if got := c.n.Routable(p(c.r)); got != c.want {
+			t.Errorf("%s routes %s: %v, want %v", c.n.Name, c.r, got, c.want)
+		}
+	}
+	for _, bad := range []Network{
+		{Name: "x", VNI: 9, Range: p("10.0.0.0/8"), PodRoutes: []netip.Prefix{p("10.1.2.3/16")}},
+		{Name: "x", VNI: 9, Range: p("10.0.0.0/8"), PodRoutes: []netip.Prefix{{}}},
+		{Name: "x", VNI: 9, Range: p("10.0.0.0/8"), Origin: "someone"},
+	} {
+		if err := bad.Validate(); err == nil {
+			t.Errorf("%+v: valid", bad)
+		}
+	}
+	ll := netip.MustParseAddr("169.254.1.1")
+	a := PodAttachment{Network: "pods", ContainerID: "c", IfName: "eth0", Node: "n", Address: netip.MustParseAddr("10.244.0.5"),
+		Interface: &PodInterface{Kind: "tap", Netns: "/proc/1/ns/net", Name: "pod-c", Gateway: ll, Routes: []netip.Prefix{p("0.0.0.0/0")}}}
+	if err := a.InNetwork(&pods); err != nil {
+		t.Errorf("a default route on pods: %v", err)
+	}
+	a.Network, a.Address = "blue", netip.MustParseAddr("10.1.0.5")
+	if err := a.InNetwork(&blue); err == nil || !strings.Contains(err.Error(), "route 0.0.0.0/0 is not inside the range") {
+		t.Errorf("a default route on blue: %v", err)
+	}
+}

@@ -15,9 +15,8 @@ import (
 // timeout bounds every call to etcd: a plugin the runtime waits for must not hang.
 const timeout = 10 * time.Second
 
-// defaultGateway is the pod's next hop for the network: a link-local address no pod has,
-// answered by nothing (the pod holds a permanent neighbour entry for it).
-const defaultGateway = "169.254.1.1"
+// defaultGateway is the pod's next hop for the network (pod.Gateway).
+var defaultGateway = pod.Gateway.String()
 
 type ifaceConf struct {
 	// Kind is "tap" (default) or "memif".

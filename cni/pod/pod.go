@@ -21,6 +21,10 @@ import (
 	"veclane.dev/cni/ctl"
 )
 
+// Gateway is a pod's default next hop on a network: a link-local address no pod has,
+// answered by nothing (the pod holds a permanent neighbour entry for it, the daemon's MAC).
+var Gateway = netip.MustParseAddr("169.254.1.1")
+
 // DaemonName is the pod interface's name in the daemon: the same for the same (container,
 // interface), so DEL and CHECK find it without state of their own.
 func DaemonName(containerID, ifName string) string {

@@ -4,7 +4,7 @@
 // every pod of a network on another node.
 //
 //	veclane-agent --etcd http://127.0.0.1:2379 --node n1 --vtep 192.0.2.1 \
-//	    --uplink uplink [--physical-network storage=uplink2] [--ctl-socket /run/veclane/ctl.sock]
+//	    --uplink uplink|none [--physical-network storage=uplink2] [--ctl-socket /run/veclane/ctl.sock]
 //	    [--etcd-ca CA --etcd-cert CERT --etcd-key KEY]
 //
 // `veclane-agent network add NAME --vni N --range CIDR [--physical-network P]`, `network del
@@ -59,22 +59,24 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("veclane-agent", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
-		node    = fs.String("node", "", "this node's name (default: the host name)")
-		vtep    = fs.String("vtep", "", "this node's VTEP address (its uplink's address)")
-		uplink  = fs.String("uplink", "", "the default uplink interface (networks without a physical network)")
-		ctl     = fs.String("ctl-socket", "/run/veclane/ctl.sock", "the daemon's control socket")
-		ttl     = fs.Duration("lease-ttl", 10*time.Second, "how long the node outlives its agent")
-		resync  = fs.Duration("resync", 30*time.Second, "reconcile at least this often")
+		f       agentFlags
 		logJSON = fs.Bool("log-json", false, "log one JSON object per line")
-		kf      kubeFlags
 	)
+	fs.StringVar(&f.node, "node", "", "this node's name (default: the host name)")
+	fs.StringVar(&f.vtep, "vtep", "", "this node's VTEP address (its uplink's address)")
+	fs.StringVar(&f.uplink, "uplink", "", "the default uplink interface (networks without a physical network); none: this node has none, and its networks reach no other node")
+	fs.StringVar(&f.ctl, "ctl-socket", "/run/veclane/ctl.sock", "the daemon's control socket")
+	fs.StringVar(&f.nodeLink, "node-link", "", "link the node into this network: a tap "+agent.NodeLinkIfName+" (link-local both sides), the network's range routed through it, the node's address (--vtep) routed to it")
+	fs.DurationVar(&f.ttl, "lease-ttl", 10*time.Second, "how long the node outlives its agent")
+	fs.DurationVar(&f.resync, "resync", 30*time.Second, "reconcile at least this often")
+	kf := &f.kube
 	fs.StringVar(&kf.kubeconfig, "kubeconfig", "", "take services and policies from the Kubernetes API this kubeconfig names")
 	fs.BoolVar(&kf.inCluster, "kubernetes-in-cluster", false, "take services and policies from the Kubernetes API the agent's pod is given")
 	fs.StringVar(&kf.defaultNet, "default-network", "", "with Kubernetes: the veclane network of pods' eth0 (Services and NetworkPolicies without a network of their own)")
 	var etcd etcdclient.Settings
 	etcd.AddFlags(fs)
-	phys := pairs{}
-	fs.Var(phys, "physical-network", "NAME=INTERFACE: the uplink of a physical network (repeatable)")
+	f.phys = pairs{}
+	fs.Var(f.phys, "physical-network", "NAME=INTERFACE: the uplink of a physical network (repeatable)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -88,15 +90,24 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	log := slog.New(h)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, log, etcd, *node, *vtep, *uplink, *ctl, *ttl, *resync, phys, kf); err != nil {
+	if err := run(ctx, log, etcd, f); err != nil {
 		log.Error("veclane-agent", "error", err)
 		return 1
 	}
 	return 0
 }
 
+// agentFlags are the agent's command line, but for etcd's and the log's.
+type agentFlags struct {
+	node, vtep, uplink, ctl, nodeLink string
+	ttl, resync                       time.Duration
+	phys                              pairs
+	kube                              kubeFlags
+}
+
 // run is the agent until ctx ends (nil then).
-func run(ctx context.Context, log *slog.Logger, etcd etcdclient.Settings, node, vtep, uplink, ctl string, ttl, resync time.Duration, phys pairs, kf kubeFlags) error {
+func run(ctx context.Context, log *slog.Logger, etcd etcdclient.Settings, f agentFlags) error {
+	node := f.node
 	if node == "" {
 		h, err := os.Hostname()
 		if err != nil {
@@ -104,15 +115,20 @@ func run(ctx context.Context, log *slog.Logger, etcd etcdclient.Settings, node, 
 		}
 		node = h
 	}
-	addr, err := netip.ParseAddr(vtep)
+	addr, err := netip.ParseAddr(f.vtep)
 	if err != nil || !addr.Is4() {
-		return fmt.Errorf("--vtep %q: not an IPv4 address", vtep)
+		return fmt.Errorf("--vtep %q: not an IPv4 address", f.vtep)
 	}
 	uplinks := agent.Uplinks{}
-	if uplink != "" {
-		uplinks[""] = uplink
+	switch f.uplink {
+	case "":
+	case "none":
+		// A node without one (a one-node cluster): networks stay on this node.
+		uplinks[""] = ""
+	default:
+		uplinks[""] = f.uplink
 	}
-	for k, v := range phys {
+	for k, v := range f.phys {
 		uplinks[k] = v
 	}
 	if len(uplinks) == 0 {
@@ -123,19 +139,20 @@ func run(ctx context.Context, log *slog.Logger, etcd etcdclient.Settings, node, 
 		return err
 	}
 	defer c.Close()
-	kube, err := kf.watch(ctx, log)
+	kube, err := f.kube.watch(ctx, log)
 	if err != nil {
 		return err
 	}
 	err = agent.Run(ctx, cluster.NewStore(c), agent.Config{
 		Node:           cluster.Node{Name: node, VTEP: addr},
 		Uplinks:        uplinks,
-		CtlSocket:      ctl,
-		LeaseTTL:       ttl,
-		Resync:         resync,
+		CtlSocket:      f.ctl,
+		LeaseTTL:       f.ttl,
+		Resync:         f.resync,
 		Log:            log,
 		Kube:           kube,
-		DefaultNetwork: kf.defaultNet,
+		DefaultNetwork: f.kube.defaultNet,
+		NodeLink:       f.nodeLink,
 	})
 	if ctx.Err() != nil {
 		log.Info("stopped", "node", node)

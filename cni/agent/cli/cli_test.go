@@ -24,7 +24,7 @@ func TestBadArgumentsAreRefusedWithTheirFlag(t *testing.T) {
 		{"192.0.2.1", "", "no uplink"},
 	} {
 		etcd := etcdclient.Settings{Endpoints: []string{"http://127.0.0.1:1"}}
-		err := run(context.Background(), log, etcd, "n1", c.vtep, c.uplink, "/nonexistent", time.Second, time.Second, pairs{}, kubeFlags{})
+		err := run(context.Background(), log, etcd, agentFlags{node: "n1", vtep: c.vtep, uplink: c.uplink, ctl: "/nonexistent", ttl: time.Second, resync: time.Second})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("vtep %q uplink %q: %v, want %q", c.vtep, c.uplink, err, c.want)
 		}
@@ -38,7 +38,7 @@ func TestBadArgumentsAreRefusedWithTheirFlag(t *testing.T) {
 		{kubeFlags{kubeconfig: "/nonexistent/kubeconfig", defaultNet: "pods"}, "kubernetes:"},
 	} {
 		etcd := etcdclient.Settings{Endpoints: []string{"http://127.0.0.1:1"}}
-		err := run(context.Background(), log, etcd, "n1", "192.0.2.1", "eth0", "/nonexistent", time.Second, time.Second, pairs{}, c.kf)
+		err := run(context.Background(), log, etcd, agentFlags{node: "n1", vtep: "192.0.2.1", uplink: "eth0", ctl: "/nonexistent", ttl: time.Second, resync: time.Second, kube: c.kf})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: %v, want %q", c.kf, err, c.want)
 		}
@@ -65,6 +65,7 @@ func TestNetworkCommandWritesCheckedNetworks(t *testing.T) {
 	}
 	must("add", "blue", "--vni", "56", "--range", "10.1.0.0/16")
 	must("add", "red", "--vni", "88", "--range", "10.1.0.0/16", "--physical-network", "storage")
+	must("add", "pods", "--vni", "1", "--range", "10.244.0.0/16", "--pod-route", "0.0.0.0/0")
 	for _, c := range []struct {
 		args []string
 		want string
@@ -73,6 +74,8 @@ func TestNetworkCommandWritesCheckedNetworks(t *testing.T) {
 		{[]string{"add", "green", "--vni", "57", "--range", "10.2.0.1/16"}, "10.2.0.1/16"},
 		{[]string{"add", "green", "--vni", "0", "--range", "10.2.0.0/16"}, "vni"},
 		{[]string{"add", "--vni", "9"}, "network name"},
+		{[]string{"add", "green", "--vni", "58", "--range", "10.2.0.0/16", "--pod-route", "10.96.0.1/12"}, "10.96.0.1/12"},
+		{[]string{"add", "green", "--vni", "58", "--range", "10.2.0.0/16", "--pod-route", "x"}, "pod-route"},
 		{[]string{"frob", "x"}, "frob"},
 	} {
 		if err := networkCmd(append(c.args, ep...), io.Discard); err == nil || !strings.Contains(err.Error(), c.want) {
@@ -80,7 +83,7 @@ func TestNetworkCommandWritesCheckedNetworks(t *testing.T) {
 		}
 	}
 	must("list")
-	if got := out.String(); !strings.Contains(got, "blue") || !strings.Contains(got, "storage") || strings.Contains(got, "green") {
+	if got := out.String(); !strings.Contains(got, "blue") || !strings.Contains(got, "storage") || !strings.Contains(got, "[0.0.0.0/0]") || strings.Contains(got, "green") {
 		t.Fatalf("list:\n%s", got)
 	}
 	must("del", "blue")
@@ -119,7 +122,7 @@ func TestTheAgentSpeaksTLSWithAClientCertificate(t *testing.T) {
 	done := make(chan error, 1)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	go func() {
-		done <- run(ctx, log, etcd.Settings, "n1", "192.0.2.1", "uplink", "/nonexistent/ctl.sock", 5*time.Second, time.Second, pairs{}, kubeFlags{})
+		done <- run(ctx, log, etcd.Settings, agentFlags{node: "n1", vtep: "192.0.2.1", uplink: "uplink", ctl: "/nonexistent/ctl.sock", ttl: 5 * time.Second, resync: time.Second})
 	}()
 	c := etcd.Client(t)
 	deadline := time.Now().Add(10 * time.Second)

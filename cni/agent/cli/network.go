@@ -27,6 +27,8 @@ func networkCmd(args []string, out io.Writer) error {
 	vni := fs.Uint("vni", 0, "add: the network's VXLAN network identifier (1 to 16777215, unique)")
 	rng := fs.String("range", "", "add: the network's IPv4 range (CIDR)")
 	phys := fs.String("physical-network", "", "add: the physical network it is carried on (default: each node's default uplink)")
+	var podRoutes prefixes
+	fs.Var(&podRoutes, "pod-route", "add: a prefix its pods may route through veclane besides the range (repeatable; 0.0.0.0/0 for the default network)")
 	verb := args[0]
 	// The name comes first (`add blue --vni 56 ...`), as in `veclane ctl network add`.
 	var name string
@@ -57,7 +59,7 @@ func networkCmd(args []string, out io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("network add %s: --range %q: %v", name, *rng, err)
 		}
-		return st.PutNetwork(ctx, cluster.Network{Name: name, VNI: uint32(*vni), Range: p, PhysicalNetwork: *phys})
+		return st.PutNetwork(ctx, cluster.Network{Name: name, VNI: uint32(*vni), Range: p, PhysicalNetwork: *phys, PodRoutes: podRoutes})
 	case "del":
 		return st.DeleteNetwork(ctx, name)
 	case "list":
@@ -65,9 +67,9 @@ func networkCmd(args []string, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "%-20s %9s  %-18s %s\n", "Network", "VNI", "Range", "Physical network")
+		fmt.Fprintf(out, "%-20s %9s  %-18s %-16s %-10s %s\n", "Network", "VNI", "Range", "Physical network", "Origin", "Pod routes")
 		for _, n := range snap.Networks {
-			fmt.Fprintf(out, "%-20s %9d  %-18s %s\n", n.Name, n.VNI, n.Range, n.PhysicalNetwork)
+			fmt.Fprintf(out, "%-20s %9d  %-18s %-16s %-10s %v\n", n.Name, n.VNI, n.Range, n.PhysicalNetwork, n.Origin, n.PodRoutes)
 		}
 		for _, bad := range snap.Invalid {
 			fmt.Fprintf(out, "not applied: %s\n", bad)
@@ -75,4 +77,17 @@ func networkCmd(args []string, out io.Writer) error {
 		return nil
 	}
 	return fmt.Errorf("network: unknown %q: expected add, del or list", verb)
+}
+
+// prefixes is a repeatable flag of IPv4 CIDRs.
+type prefixes []netip.Prefix
+
+func (p *prefixes) String() string { return fmt.Sprint([]netip.Prefix(*p)) }
+func (p *prefixes) Set(v string) error {
+	x, err := netip.ParsePrefix(v)
+	if err != nil {
+		return err
+	}
+	*p = append(*p, x)
+	return nil
 }
