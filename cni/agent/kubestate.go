@@ -42,6 +42,10 @@ type KubeObjects struct {
 	Policies      []*networkingv1.NetworkPolicy
 	MultiPolicies []MultiPolicy
 	NADs          []NAD
+	// Networks are the Network resources, when NetworksServed (their CRD is installed and
+	// watched): without it, no resource says nothing.
+	Networks       []NetworkResource
+	NetworksServed bool
 	// Problems are objects that could not be read.
 	Problems []string
 }

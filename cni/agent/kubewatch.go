@@ -20,10 +20,12 @@ import (
 )
 
 // The custom resources the agent reads when the cluster has them: Multus'
-// NetworkAttachmentDefinitions and the multi-networkpolicy project's MultiNetworkPolicies.
+// NetworkAttachmentDefinitions, the multi-networkpolicy project's MultiNetworkPolicies and
+// veclane's own Networks (docs/k8s/network-crd.yaml).
 var (
-	nadResource = schema.GroupVersionResource{Group: "k8s.cni.cncf.io", Version: "v1", Resource: "network-attachment-definitions"}
-	mnpResource = schema.GroupVersionResource{Group: "k8s.cni.cncf.io", Version: "v1beta1", Resource: "multi-networkpolicies"}
+	nadResource     = schema.GroupVersionResource{Group: "k8s.cni.cncf.io", Version: "v1", Resource: "network-attachment-definitions"}
+	mnpResource     = schema.GroupVersionResource{Group: "k8s.cni.cncf.io", Version: "v1beta1", Resource: "multi-networkpolicies"}
+	networkResource = schema.GroupVersionResource{Group: "veclane.dev", Version: "v1alpha1", Resource: "networks"}
 )
 
 // KubeSource is where the agent's Kubernetes objects come from.
@@ -36,15 +38,17 @@ type KubeSource interface {
 
 // KubeWatch is a KubeSource over the API server: informers on pods, namespaces, services,
 // EndpointSlices and NetworkPolicies, and on NetworkAttachmentDefinitions and
-// MultiNetworkPolicies once their resources are served (looked for at start, then every
-// crdRecheck until both are: a CRD installed after the agent is watched from then on).
+// MultiNetworkPolicies and Networks once their resources are served (looked for at start,
+// then every crdRecheck until all are: a CRD installed after the agent is watched from then
+// on).
 type KubeWatch struct {
-	factory informers.SharedInformerFactory
-	dyn     dynamicinformer.DynamicSharedInformerFactory
-	mu      sync.Mutex
-	nads    cache.GenericLister
-	mnps    cache.GenericLister
-	changed chan struct{}
+	factory  informers.SharedInformerFactory
+	dyn      dynamicinformer.DynamicSharedInformerFactory
+	mu       sync.Mutex
+	nads     cache.GenericLister
+	mnps     cache.GenericLister
+	networks cache.GenericLister
+	changed  chan struct{}
 }
 
 // crdRecheck is how often a KubeWatch looks again for the resources not served yet.
@@ -116,7 +120,7 @@ func (k *KubeWatch) watchCRDs(ctx context.Context, cs kubernetes.Interface, h ca
 	for _, r := range []struct {
 		gvr    schema.GroupVersionResource
 		lister *cache.GenericLister
-	}{{nadResource, &k.nads}, {mnpResource, &k.mnps}} {
+	}{{nadResource, &k.nads}, {mnpResource, &k.mnps}, {networkResource, &k.networks}} {
 		k.mu.Lock()
 		have := *r.lister != nil
 		k.mu.Unlock()
@@ -148,7 +152,7 @@ func (k *KubeWatch) watchCRDs(ctx context.Context, cs kubernetes.Interface, h ca
 func (k *KubeWatch) missing() bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return k.nads == nil || k.mnps == nil
+	return k.nads == nil || k.mnps == nil || k.networks == nil
 }
 
 // served says whether the API server serves gvr (its CRD is installed).
@@ -197,8 +201,17 @@ func (k *KubeWatch) Objects() (*KubeObjects, error) {
 		return nil, err
 	}
 	k.mu.Lock()
-	nads, mnps := k.nads, k.mnps
+	nads, mnps, networks := k.nads, k.mnps, k.networks
 	k.mu.Unlock()
+	o.NetworksServed = networks != nil
+	err = each(networks, func(u *unstructured.Unstructured) {
+		spec, _, _ := unstructured.NestedMap(u.Object, "spec")
+		n, err := NetworkFromSpec(u.GetName(), spec)
+		o.Networks = append(o.Networks, NetworkResource{Name: u.GetName(), Network: n, Err: err})
+	})
+	if err != nil {
+		return nil, err
+	}
 	err = each(nads, func(u *unstructured.Unstructured) {
 		conf, _, _ := unstructured.NestedString(u.Object, "spec", "config")
 		o.NADs = append(o.NADs, NAD{Namespace: u.GetNamespace(), Name: u.GetName(), Network: NADNetwork(conf)})

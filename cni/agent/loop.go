@@ -48,6 +48,11 @@ func Run(ctx context.Context, s *cluster.Store, cfg Config) error {
 		log = slog.Default()
 	}
 	backoff := newBackoff(cfg.MaxBackoff)
+	var lead *cluster.Leadership
+	if cfg.Kube != nil {
+		// Every agent campaigns; the leader copies Network resources into etcd.
+		lead = s.Campaign(ctx, "network-controller", cfg.Node.Name, cfg.LeaseTTL, log)
+	}
 	for ctx.Err() == nil {
 		reg, err := s.Register(ctx, cfg.Node, cfg.LeaseTTL)
 		if err != nil {
@@ -56,7 +61,7 @@ func Run(ctx context.Context, s *cluster.Store, cfg Config) error {
 			continue
 		}
 		log.Info("registered", "node", cfg.Node.Name, "vtep", cfg.Node.VTEP, "lease_ttl", cfg.LeaseTTL)
-		err = serve(ctx, s, cfg, reg, log, backoff)
+		err = serve(ctx, s, cfg, reg, lead, log, backoff)
 		reg.Abandon()
 		if err != nil && ctx.Err() == nil {
 			log.Warn("the node's lease was lost; registering again", "node", cfg.Node.Name, "error", err)
@@ -68,7 +73,7 @@ func Run(ctx context.Context, s *cluster.Store, cfg Config) error {
 var errLeaseLost = errors.New("lease lost")
 
 // serve reconciles while the registration holds.
-func serve(ctx context.Context, s *cluster.Store, cfg Config, reg *cluster.Registration, log *slog.Logger, backoff *backoff) error {
+func serve(ctx context.Context, s *cluster.Store, cfg Config, reg *cluster.Registration, lead *cluster.Leadership, log *slog.Logger, backoff *backoff) error {
 	var d *Daemon
 	var stateful StatefulApplier
 	var kubeChanged <-chan struct{}
@@ -97,6 +102,7 @@ func serve(ctx context.Context, s *cluster.Store, cfg Config, reg *cluster.Regis
 			}
 		}
 		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		leadNetworks(rctx, s, cfg.Kube, lead, log)
 		round, err := Reconcile(rctx, s, d, &cfg)
 		cancel()
 		if err == nil && cfg.Kube != nil {
@@ -170,6 +176,32 @@ func applyKube(d *Daemon, cfg Config, a *StatefulApplier, round *Round) error {
 	}
 	round.Failed = append(round.Failed, failed...)
 	return err
+}
+
+// leadNetworks is the network controller's pass (syncNetworks) when this agent leads it and
+// the Network resources are watched; it logs what it did.
+func leadNetworks(ctx context.Context, s *cluster.Store, kube KubeSource, lead *cluster.Leadership, log *slog.Logger) {
+	if lead == nil {
+		return
+	}
+	guard, ok := lead.Guard()
+	if !ok {
+		return
+	}
+	objs, err := kube.Objects()
+	if err != nil || !objs.NetworksServed {
+		return
+	}
+	done, problems, err := syncNetworks(ctx, s, objs.Networks, guard)
+	for _, d := range done {
+		log.Info("network controller", "applied", d)
+	}
+	for _, p := range problems {
+		log.Warn("network controller", "not applied", p)
+	}
+	if err != nil {
+		log.Warn("network controller", "error", err)
+	}
 }
 
 // socketCheck is how often the agent looks at the daemon's control socket between rounds.

@@ -12,6 +12,7 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -268,7 +269,8 @@ func (s *Store) put(ctx context.Context, key string, v any, opts ...clientv3.OpO
 // reads the networks only, and the write is a transaction that fails if any network changed
 // since that read (then both are done again), so two writers at once cannot give two
 // networks one VNI.
-func (s *Store) PutNetwork(ctx context.Context, n Network) error {
+// A guard (Leadership.Guard) must hold too, else ErrNotLeader.
+func (s *Store) PutNetwork(ctx context.Context, n Network, guards ...clientv3.Cmp) error {
 	if err := n.Validate(); err != nil {
 		return err
 	}
@@ -288,12 +290,22 @@ func (s *Store) PutNetwork(ctx context.Context, n Network) error {
 			}
 		}
 		unchanged := clientv3.Compare(clientv3.ModRevision(networksPrefix).WithPrefix(), "<", resp.Header.Revision+1)
-		t, err := s.kv.Txn(ctx).If(unchanged).Then(clientv3.OpPut(networksPrefix+n.Name, string(b))).Commit()
+		t, err := s.kv.Txn(ctx).If(append([]clientv3.Cmp{unchanged}, guards...)...).Then(clientv3.OpPut(networksPrefix+n.Name, string(b))).Commit()
 		if err != nil {
 			return fmt.Errorf("etcd: writing network %s: %w", n.Name, err)
 		}
 		if t.Succeeded {
 			return nil
+		}
+		if len(guards) > 0 {
+			// Which compare failed is not told: the guard alone says whether to go on.
+			g, err := s.kv.Txn(ctx).If(guards...).Commit()
+			if err != nil {
+				return fmt.Errorf("etcd: writing network %s: %w", n.Name, err)
+			}
+			if !g.Succeeded {
+				return ErrNotLeader
+			}
 		}
 	}
 }
@@ -319,13 +331,20 @@ func (s *Store) Network(ctx context.Context, name string) (Network, bool, error)
 	return n, err == nil && n.Name == name, nil
 }
 
-// DeleteNetwork removes a network (idempotent).
-func (s *Store) DeleteNetwork(ctx context.Context, name string) error {
-	if _, err := s.kv.Delete(ctx, networksPrefix+name); err != nil {
+// DeleteNetwork removes a network (idempotent), if the guards hold (else ErrNotLeader).
+func (s *Store) DeleteNetwork(ctx context.Context, name string, guards ...clientv3.Cmp) error {
+	t, err := s.kv.Txn(ctx).If(guards...).Then(clientv3.OpDelete(networksPrefix + name)).Commit()
+	if err != nil {
 		return fmt.Errorf("etcd: deleting network %s: %w", name, err)
+	}
+	if !t.Succeeded {
+		return ErrNotLeader
 	}
 	return nil
 }
+
+// ErrNotLeader is a guarded write refused: the writer no longer leads its job.
+var ErrNotLeader = errors.New("not the leader any more: the write was not made")
 
 // PutAttachment records a pod attachment (the CNI plugin's ADD).
 func (s *Store) PutAttachment(ctx context.Context, p PodAttachment) error {
