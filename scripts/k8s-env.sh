@@ -53,7 +53,20 @@ k8s_node_ip() {
 k8s_start() {
   local name=$1
   shift
+  printf '%s\0' "$@" >"$K8S_RUN/$name.cmd"
   setsid "$@" </dev/null >"$K8S_LOGS/$name.log" 2>&1 &
+  echo $! >"$K8S_RUN/$name.pid"
+}
+
+# k8s_restart NAME: stops a component k8s_start started and starts it again with the same
+# command line (its log goes on).
+k8s_restart() {
+  local name=$1 args=()
+  [ -f "$K8S_RUN/$name.cmd" ] || { echo "k8s_restart: $name was never started" >&2; return 1; }
+  mapfile -d '' -t args <"$K8S_RUN/$name.cmd"
+  k8s_stop "$name"
+  echo "--- restarted $(date -u +%FT%TZ)" >>"$K8S_LOGS/$name.log"
+  setsid "${args[@]}" </dev/null >>"$K8S_LOGS/$name.log" 2>&1 &
   echo $! >"$K8S_RUN/$name.pid"
 }
 

@@ -5,8 +5,9 @@
 # (k8s-up with VECLANE_K8S_CNI=veclane), pods on the secondary network blue reach each other
 # and a pod on red none of them, its daemon holds their interfaces (none once the
 # pods are deleted), a pod reaches the API server through the `kubernetes` Service, a Service
-# reaches smoke-b by its cluster IP, and a NetworkPolicy keeps
-# smoke-a out until smoke-a has the label it allows. Usage:
+# reaches smoke-b by its cluster IP, a NetworkPolicy keeps smoke-a out until smoke-a has the
+# label it allows, and restarting kubelet, containerd and veclane in turn keeps or restores
+# smoke-a's connectivity. Usage:
 #
 #   scripts/k8s-smoke.sh
 set -euo pipefail
@@ -29,10 +30,7 @@ kubectl wait --for=condition=Ready "node/$K8S_NODE" --timeout=10s >/dev/null ||
   die "node $K8S_NODE is not Ready"
 
 # A pod's interfaces as veclane's daemon lists them (when it is the pod network).
-veclane_pods() {
-  "${VECLANE_BIN:-target/release/veclane}" ctl -s "$K8S_VECLANE_RUN/ctl.sock" show interface |
-    grep -c '^pod-' || true
-}
+veclane_pods() { veclane_ctl show interface | grep -c '^pod-' || true; }
 
 # An HTTP GET of http://$1/ from smoke-a (busybox nc: its wget crashes, statically linked):
 # the body's last line, or nothing.
@@ -130,6 +128,37 @@ EOF
   say "a MultiNetworkPolicy on blue isolates smoke-b there, not on eth0, and goes away"
 }
 
+# veclane only: smoke-a reaches smoke-b on eth0 and on blue, and the API server through the
+# `kubernetes` Service (plain HTTP to its TLS port gets Go's telling answer).
+connected() {
+  local b_ip b_blue api
+  # Quiet: while a component comes back, exec fails, and a pod's net1 may not be there yet.
+  b_ip=$(kubectl get pod smoke-b -o jsonpath='{.status.podIP}' 2>/dev/null) || return 1
+  b_blue=$(kubectl exec smoke-b -- ip -4 -o addr show dev net1 2>/dev/null | awk '{print $4}' |
+    cut -d/ -f1)
+  [ -n "$b_blue" ] && pings "$b_ip" && pings "$b_blue" || return 1
+  api=$(kubectl exec smoke-a -- sh -c "printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 3 ${K8S_SERVICE_CIDR%.*/*}.1 443" 2>&1 || true)
+  grep -q "HTTPS server" <<<"$api"
+}
+
+# veclane only: kubelet, containerd and veclane's daemon restarted in turn; after each,
+# smoke-a's connectivity is kept (kubelet, containerd: the pods' interfaces are veclane's)
+# or restored (veclane: the agent makes the networks, the node link and the pods' interfaces
+# again from etcd, and the services and policies from the API).
+restarts() {
+  local c t
+  for c in kubelet containerd veclane; do
+    t=$(date +%s%N)
+    k8s_restart "$c"
+    case $c in
+      kubelet) within30 kubectl wait --for=condition=Ready "node/$K8S_NODE" --timeout=5s >/dev/null ;;
+      containerd) within30 ctr --address "$K8S_CONTAINERD_SOCK" version >/dev/null ;;
+    esac
+    within30 connected || die "after $c restarted, smoke-a lost its connectivity"
+    say "$c restarted: smoke-a connected again after $((($(date +%s%N) - t) / 1000000)) ms"
+  done
+}
+
 t0=$(date +%s%N)
 # With veclane: smoke-a and smoke-b also on blue (net1), smoke-c on red only (net1 too).
 pods=(smoke-a smoke-b)
@@ -190,10 +219,11 @@ if [ "$K8S_CNI" = veclane ]; then
   say "smoke-a reaches the API server through the kubernetes Service"
   secondary_networks
   services_and_policies
+  restarts
 fi
 kubectl delete pod "${pods[@]}" --wait=true >/dev/null
 if [ "$K8S_CNI" = veclane ]; then
   n=$(veclane_pods)
   [ "$n" -eq 0 ] || die "veclane's daemon still lists $n pod interfaces after the pods went"
 fi
-say "ok ($K8S_CNI): two pods with addresses from $K8S_POD_CIDR reach each other, exec works, deleting them removes their interfaces$([ "$K8S_CNI" != veclane ] || echo '; blue carries, red is apart, a MultiNetworkPolicy holds on blue; the kubernetes Service reaches the API server; a Service and a NetworkPolicy are enforced')"
+say "ok ($K8S_CNI): two pods with addresses from $K8S_POD_CIDR reach each other, exec works, deleting them removes their interfaces$([ "$K8S_CNI" != veclane ] || echo '; blue carries, red is apart, a MultiNetworkPolicy holds on blue; the kubernetes Service reaches the API server; a Service and a NetworkPolicy are enforced; kubelet, containerd and veclane restarted')"

@@ -194,7 +194,7 @@ EOF
   veclane)
     # veclane's daemon, the host tap and Multus with veclane-cni (scripts/k8s-veclane.sh);
     # the node agent starts below, once the API server answers.
-    veclane_pod_network "$node_ip"
+    veclane_pod_network
     ;;
   *) die "VECLANE_K8S_CNI=$K8S_CNI: 'bridge' or 'veclane'" ;;
 esac
@@ -286,14 +286,14 @@ wait_for "the default service account" 60 kubectl -n default get serviceaccount 
 if [ "$K8S_CNI" = veclane ]; then
   # Multus reads NetworkAttachmentDefinitions; the agent watches them (and MultiNetworkPolicies).
   kubectl apply -f docs/k8s/nad-crd.yaml -f docs/k8s/mnp-crd.yaml >/dev/null
-  # The node agent: the node registered in etcd, and Services and NetworkPolicies from the
-  # API server made the daemon's services and policies in `pods`. Its uplink is never used
-  # (no network of the cluster state has tunnels here).
+  veclane_networks
+  # The node agent: the node registered in etcd, the networks from their resources (its
+  # controller) made in the daemon with the node link into `pods`, and Services and
+  # NetworkPolicies from the API server made the daemon's services and policies. No uplink:
+  # one node.
   say "starting veclane-agent"
-  k8s_start veclane-agent "$(realpath target/cni/veclane-agent)" \
-    --etcd "http://127.0.0.1:$K8S_ETCD_PORT" --node "$K8S_NODE" --vtep "$node_ip" \
-    --uplink none --ctl-socket "$K8S_VECLANE_RUN/ctl.sock" --resync 10s \
-    --kubeconfig "$K8S_ADMIN_KUBECONFIG" --default-network pods
+  veclane_agent "$node_ip"
+  wait_for "veclane's node link" 60 veclane_linked
 fi
 
 say "cluster up in $(($(date +%s) - t0)) s; logs in $K8S_LOGS"

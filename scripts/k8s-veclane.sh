@@ -3,12 +3,17 @@
 # veclane) after scripts/k8s-env.sh, and by scripts/k8s-smoke.sh for veclane_nad. Never run.
 #
 # - The daemon (VECLANE_BIN, default target/release/veclane; interrupt mode: it sleeps while
-#   nothing moves) with the network `pods` on the cluster's pod CIDR and two secondary networks,
-#   `blue` (VNI 2, 10.1.0.0/16) and `red` (VNI 3, 10.2.0.0/16). One node: no uplink, no tunnel.
-# - The node's side of `pods`: a tap `vl-host` in the host's namespace, link-local on both
-#   sides as a pod's gateway is: the host routes the pod CIDR through 169.254.1.1 (veclane's
-#   side), veclane routes the node's address through 169.254.1.2 (the host's), so pods reach
-#   the node (and the API server behind the `kubernetes` Service) and the node its pods.
+#   nothing moves), with no network of its own: the node agent makes them.
+# - The networks are Network resources (docs/k8s/network-crd.yaml), applied once the API
+#   server answers (veclane_networks): `pods` on the cluster's pod CIDR (pods route everything
+#   through it: podRoutes 0.0.0.0/0) and two secondary networks, `blue` (VNI 2, 10.1.0.0/16)
+#   and `red` (VNI 3, 10.2.0.0/16). The agent's controller copies them into etcd, and the agent
+#   makes them in the daemon. One node: no uplink (--uplink none), no tunnel.
+# - The node's side of `pods`: the agent's node link (--node-link pods), a tap `vl-host` in
+#   the host's namespace, link-local on both sides as a pod's gateway is: the host routes the
+#   pod CIDR through 169.254.1.1 (veclane's side), veclane routes the node's address through
+#   169.254.1.2 (the host's), so pods reach the node (and the API server behind the
+#   `kubernetes` Service) and the node its pods. The agent makes it again after a restart.
 # - CNI: Multus first (containerd takes the first file), its delegate for eth0 veclane-cni on
 #   `pods` (a tap, addresses from veclane-ipam in the node's /24, the default route through
 #   veclane); the networks a pod's k8s.v1.cni.cncf.io/networks annotation names come from
@@ -59,10 +64,33 @@ $conf
 YAML
 }
 
-# veclane_pod_network NODE_IP: starts the daemon, wires the host tap, writes the CNI
-# configuration. Called by k8s-up.sh before containerd starts.
+# veclane_network NAME VNI RANGE [POD_ROUTE]: a Network resource.
+veclane_network() {
+  cat <<YAML
+apiVersion: veclane.dev/v1alpha1
+kind: Network
+metadata: {name: $1}
+spec:
+  vni: $2
+  range: $3
+YAML
+  [ -z "${4:-}" ] || echo "  podRoutes: [$4]"
+}
+
+# veclane_networks: the Network CRD and the cluster's three networks (once the API server
+# answers, before the agent starts).
+veclane_networks() {
+  kubectl apply -f docs/k8s/network-crd.yaml >/dev/null
+  kubectl wait --for condition=established crd/networks.veclane.dev --timeout=30s >/dev/null
+  { veclane_network pods 1 "$K8S_POD_CIDR" 0.0.0.0/0; echo ---
+    veclane_network blue 2 10.1.0.0/16; echo ---
+    veclane_network red 3 10.2.0.0/16; } | kubectl apply -f - >/dev/null
+}
+
+# veclane_pod_network: starts the daemon and writes the CNI configuration. Called by
+# k8s-up.sh before containerd starts.
 veclane_pod_network() {
-  local node_ip=$1 vbin cnibin=target/cni pod_subnet host_mac our_mac f p
+  local vbin cnibin=target/cni pod_subnet f p
   vbin=$(realpath "${VECLANE_BIN:-target/release/veclane}" 2>/dev/null) || vbin=""
   for f in "$vbin" "$cnibin/veclane-cni" "$cnibin/veclane-ipam" "$cnibin/veclane-agent" \
     "$K8S_DIR/cni/bin/multus"; do
@@ -72,41 +100,10 @@ veclane_pod_network() {
   done
   pod_subnet="${K8S_POD_CIDR%.*/*}.0/24"
   mkdir -p "$K8S_VECLANE_RUN" "$K8S_DIR/cni/multus"
-  cat >"$K8S_DIR/veclane.toml" <<TOML
-[daemon]
-mode = "interrupt"
-
-[[network]]
-name = "pods"
-vni = 1
-ranges = ["$K8S_POD_CIDR"]
-
-[[network]]
-name = "blue"
-vni = 2
-ranges = ["10.1.0.0/16"]
-
-[[network]]
-name = "red"
-vni = 3
-ranges = ["10.2.0.0/16"]
-TOML
+  printf '[daemon]\nmode = "interrupt"\n' >"$K8S_DIR/veclane.toml"
   k8s_start veclane "$vbin" run --config "$K8S_DIR/veclane.toml" --runtime-dir "$K8S_VECLANE_RUN"
   for _ in $(seq 100); do [ -S "$K8S_VECLANE_RUN/ctl.sock" ] && break; sleep 0.1; done
   [ -S "$K8S_VECLANE_RUN/ctl.sock" ] || die "veclane did not start; see $K8S_LOGS/veclane.log"
-
-  vctl() { "$vbin" ctl -s "$K8S_VECLANE_RUN/ctl.sock" "$@"; }
-  vctl create interface tap host-if-name vl-host network pods name host \
-    allowed-sources 0.0.0.0/0 >/dev/null
-  host_mac=$(cat /sys/class/net/vl-host/address)
-  our_mac=$(vctl show interface host | sed -n 's/.* mac \([0-9a-f:]\{17\}\) .*/\1/p')
-  [ -n "$our_mac" ] || die "no MAC for veclane's side of vl-host"
-  ip addr add 169.254.1.2/32 dev vl-host
-  ip route add 169.254.1.1/32 dev vl-host scope link
-  ip neigh replace 169.254.1.1 lladdr "$our_mac" dev vl-host nud permanent
-  ip route add "$K8S_POD_CIDR" via 169.254.1.1 dev vl-host
-  vctl set ip neighbor host 169.254.1.2 "$host_mac" >/dev/null
-  vctl ip route add "$node_ip/32" via 169.254.1.2 host network pods >/dev/null
 
   for p in veclane-cni veclane-ipam; do ln -sfn "$(realpath "$cnibin/$p")" "$K8S_DIR/cni/bin/$p"; done
   cat >"$K8S_DIR/cni/net.d/00-multus.conf" <<JSON
@@ -129,3 +126,19 @@ $(veclane_plugin pods "$pod_subnet" 0.0.0.0/0 | sed 's/^/        /')
 }
 JSON
 }
+
+# veclane_agent NODE_IP: starts the node agent (k8s-up.sh, once the API server answers).
+veclane_agent() {
+  k8s_start veclane-agent "$(realpath target/cni/veclane-agent)" \
+    --etcd "http://127.0.0.1:$K8S_ETCD_PORT" --node "$K8S_NODE" --vtep "$1" \
+    --uplink none --node-link pods --ctl-socket "$K8S_VECLANE_RUN/ctl.sock" --resync 10s \
+    --kubeconfig "$K8S_ADMIN_KUBECONFIG" --default-network pods
+}
+
+# veclane_ctl ARGS...: the daemon's control API.
+veclane_ctl() {
+  "$(realpath "${VECLANE_BIN:-target/release/veclane}")" ctl -s "$K8S_VECLANE_RUN/ctl.sock" "$@"
+}
+
+# veclane_linked: whether the daemon holds the node link (the agent made the networks and it).
+veclane_linked() { veclane_ctl show interface host >/dev/null 2>&1; }
