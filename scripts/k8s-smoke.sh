@@ -141,6 +141,61 @@ connected() {
   grep -q "HTTPS server" <<<"$api"
 }
 
+# backends_seen VIP N: whether smoke-a sees N distinct pages from VIP within 40 connections
+# (each a new flow, spread over the service's backends).
+backends_seen() {
+  local seen i
+  seen=$(for i in $(seq 40); do get_from_a "$1"; done | sort -u | grep -c . || true)
+  [ "$seen" -eq "$2" ]
+}
+
+# veclane only: a Service in each secondary network (the k8s.v1.cni.cncf.io/service-network
+# annotation names the NAD): on blue, three backends (web-1..3), each page its name; on red,
+# smoke-c. Each is reached from its own network, through the pod's interface on it (the
+# agent routes the cluster IP there), and from nothing else: smoke-a (eth0, blue) does not
+# reach red's, smoke-c (eth0, red) not blue's.
+network_services() {
+  local p vip_blue vip_red
+  for p in smoke-c web-1 web-2 web-3; do
+    kubectl exec "$p" -- sh -c "mkdir -p /www && echo $p >/www/index.html && httpd -p 8080 -h /www"
+  done
+  kubectl apply -f - <<EOF
+apiVersion: v1
+kind: Service
+metadata:
+  name: web-blue
+  namespace: default
+  annotations: {k8s.v1.cni.cncf.io/service-network: blue}
+spec:
+  selector: {app: web-blue}
+  ports: [{port: 80, targetPort: 8080}]
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: web-red
+  namespace: default
+  annotations: {k8s.v1.cni.cncf.io/service-network: red}
+spec:
+  selector: {smoke: c}
+  ports: [{port: 80, targetPort: 8080}]
+EOF
+  vip_blue=$(kubectl get service web-blue -o jsonpath='{.spec.clusterIP}')
+  vip_red=$(kubectl get service web-red -o jsonpath='{.spec.clusterIP}')
+  within30 backends_seen "$vip_blue" 3 ||
+    die "smoke-a does not reach the three backends of blue's Service $vip_blue"
+  say "blue's Service $vip_blue spreads smoke-a's connections over its three backends"
+  red_gets() {
+    [ "$(kubectl exec smoke-c -- sh -c "printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 3 $1 80" 2>/dev/null |
+      tail -n 1)" = "$2" ]
+  }
+  within30 red_gets "$vip_red" smoke-c || die "smoke-c does not reach red's Service $vip_red"
+  red_gets "$vip_blue" "" || die "smoke-c, on red, reaches blue's Service $vip_blue"
+  kept_out "$vip_red" || die "smoke-a, not on red, reaches red's Service $vip_red"
+  say "red's Service $vip_red serves red only; neither network reaches the other's"
+  kubectl delete service web-blue web-red >/dev/null
+}
+
 # veclane only: kubelet, containerd and veclane's daemon restarted in turn; after each,
 # smoke-a's connectivity is kept (kubelet, containerd: the pods' interfaces are veclane's)
 # or restored (veclane: the agent makes the networks, the node link and the pods' interfaces
@@ -163,7 +218,7 @@ t0=$(date +%s%N)
 # With veclane: smoke-a and smoke-b also on blue (net1), smoke-c on red only (net1 too).
 pods=(smoke-a smoke-b)
 if [ "$K8S_CNI" = veclane ]; then
-  pods+=(smoke-c)
+  pods+=(smoke-c web-1 web-2 web-3)
   { veclane_nad blue blue 10.1.0.0/24; echo ---; veclane_nad red red 10.2.0.0/24; } |
     kubectl apply -f - >/dev/null
 fi
@@ -171,6 +226,12 @@ net_of() {
   case "$K8S_CNI:$1" in
     veclane:smoke-c) echo red ;;
     veclane:*) echo blue ;;
+  esac
+}
+labels_of() {
+  case $1 in
+    web-*) echo "{app: web-blue}" ;;
+    *) echo "{smoke: ${1#smoke-}}" ;;
   esac
 }
 for p in "${pods[@]}"; do
@@ -181,7 +242,7 @@ kind: Pod
 metadata:
   name: $p
   namespace: default
-  labels: {smoke: ${p#smoke-}}
+  labels: $(labels_of "$p")
   annotations: {k8s.v1.cni.cncf.io/networks: "$net"}
 spec:
   containers:
@@ -219,6 +280,7 @@ if [ "$K8S_CNI" = veclane ]; then
   say "smoke-a reaches the API server through the kubernetes Service"
   secondary_networks
   services_and_policies
+  network_services
   restarts
 fi
 kubectl delete pod "${pods[@]}" --wait=true >/dev/null

@@ -161,8 +161,9 @@ func serve(ctx context.Context, s *cluster.Store, cfg Config, reg *cluster.Regis
 }
 
 // applyKube makes the daemon's services and policies what the Kubernetes objects want of
-// this node, the pods' interfaces being those of round's attachments; what it did goes
-// into round.
+// this node, the pods' interfaces being those of round's attachments, and the local pods'
+// routes to the services of their secondary networks (RoutePods); what it did goes into
+// round.
 func applyKube(d *Daemon, cfg Config, a *StatefulApplier, round *Round) error {
 	objs, err := cfg.Kube.Objects()
 	if err != nil {
@@ -171,11 +172,22 @@ func applyKube(d *Daemon, cfg Config, a *StatefulApplier, round *Round) error {
 	want, problems := DesiredStateful(objs, round.Attachments, cfg.Node.Name, cfg.DefaultNetwork)
 	round.Problems = append(round.Problems, problems...)
 	applied, failed, err := a.Apply(d, want)
-	for _, x := range applied {
+	if err != nil {
+		return err
+	}
+	restored := map[string]bool{}
+	for _, x := range round.Applied {
+		if x.Kind == "pod-add" {
+			restored[x.Pod.ContainerID+"/"+x.Pod.IfName] = true
+		}
+	}
+	routed, problems := a.RoutePods(want, round.Attachments, cfg.Node.Name, cfg.DefaultNetwork, restored)
+	round.Problems = append(round.Problems, problems...)
+	for _, x := range append(applied, routed...) {
 		round.Applied = append(round.Applied, Action{Kind: "kubernetes", Detail: x})
 	}
 	round.Failed = append(round.Failed, failed...)
-	return err
+	return nil
 }
 
 // leadNetworks is the network controller's pass (syncNetworks) when this agent leads it and

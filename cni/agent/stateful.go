@@ -41,6 +41,8 @@ func ownedPolicy(name string) bool {
 // round with nothing new costs three `show` requests.
 type StatefulApplier struct {
 	sent map[string]string
+	// routed is what RoutePods last made in each pod (container/interface).
+	routed map[string]routeMemo
 }
 
 // Apply makes the daemon's Kubernetes objects what want says: address sets before the
