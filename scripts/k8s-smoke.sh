@@ -39,6 +39,17 @@ get_from_a() {
     tail -n 1 || true
 }
 
+# etcd_count PREFIX/: how many keys of the cluster's etcd start with PREFIX/ (its JSON
+# gateway; the range ends at PREFIX0, '0' being '/' + 1; a count of 0 is left out).
+etcd_count() {
+  local key end
+  key=$(printf '%s' "$1" | base64 -w0)
+  end=$(printf '%s0' "${1%/}" | base64 -w0)
+  curl -fsS "http://127.0.0.1:$K8S_ETCD_PORT/v3/kv/range" \
+    -d "{\"key\":\"$key\",\"range_end\":\"$end\",\"count_only\":true}" |
+    sed -n 's/.*"count":"\([0-9]*\)".*/\1/p;t;s/.*/0/p'
+}
+
 # within30 COMMAND...: whether COMMAND succeeds within 30 tries a second apart (what the node
 # agent does follows the API within a second or so).
 within30() {
@@ -185,6 +196,9 @@ EOF
   within30 backends_seen "$vip_blue" 3 ||
     die "smoke-a does not reach the three backends of blue's Service $vip_blue"
   say "blue's Service $vip_blue spreads smoke-a's connections over its three backends"
+  kubectl delete pod web-3 --wait=true >/dev/null
+  within30 backends_seen "$vip_blue" 2 || die "web-3 deleted, blue's Service still sends to it"
+  say "web-3 deleted: blue's Service spreads over the two left"
   red_gets() {
     [ "$(kubectl exec smoke-c -- sh -c "printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 3 $1 80" 2>/dev/null |
       tail -n 1)" = "$2" ]
@@ -283,9 +297,19 @@ if [ "$K8S_CNI" = veclane ]; then
   network_services
   restarts
 fi
-kubectl delete pod "${pods[@]}" --wait=true >/dev/null
+if [ "$K8S_CNI" = veclane ]; then
+  # Non-zero before: the count below proves something.
+  n=$(etcd_count /veclane/v1/attachments/)
+  [ "$n" -ge 6 ] || die "etcd holds $n pod attachments, not one per interface of the pods"
+fi
+kubectl delete pod "${pods[@]}" --ignore-not-found --wait=true >/dev/null
 if [ "$K8S_CNI" = veclane ]; then
   n=$(veclane_pods)
   [ "$n" -eq 0 ] || die "veclane's daemon still lists $n pod interfaces after the pods went"
+  for prefix in /veclane/ipam/v1/ /veclane/v1/attachments/; do
+    n=$(etcd_count "$prefix")
+    [ "$n" -eq 0 ] || die "etcd still holds $n keys under $prefix after the pods went"
+  done
+  say "the pods' interfaces, addresses and attachments went with them"
 fi
 say "ok ($K8S_CNI): two pods with addresses from $K8S_POD_CIDR reach each other, exec works, deleting them removes their interfaces$([ "$K8S_CNI" != veclane ] || echo '; blue carries, red is apart, a MultiNetworkPolicy holds on blue; the kubernetes Service reaches the API server; a Service and a NetworkPolicy are enforced; kubelet, containerd and veclane restarted')"
