@@ -3,11 +3,12 @@
 # docker-archive tarballs that `ctr -n k8s.io images import` loads. Prints the directory that
 # holds them. Usage:
 #
-#   scripts/k8s-images.sh [--import SOCKET]
+#   scripts/k8s-images.sh [--veclane BIN] [--import SOCKET]
 #
-# The directory is ${XDG_CACHE_HOME:-~/.cache}/veclane/k8s-images; each tarball is made once.
-# With --import, also loads them into the containerd listening on SOCKET (namespace k8s.io, the
-# one the CRI plugin reads).
+# The directory is ${XDG_CACHE_HOME:-~/.cache}/veclane/k8s-images; each tarball is made once,
+# but for the veclane image, made again on every --veclane (it is the build's). With --import,
+# also loads them into the containerd listening on SOCKET (namespace k8s.io, the one the CRI
+# plugin reads).
 #
 # The images, and why:
 # - $PAUSE_IMAGE: the sandbox ("pause") container of every pod. A static C program that sleeps,
@@ -15,6 +16,8 @@
 #   SIGINT, as upstream's does. k8s-up.sh names it as containerd's `sandbox_image`.
 # - $BUSYBOX_IMAGE: a shell and coreutils for test pods, from Debian's busybox-static (fetched
 #   with `apt-get download` and unpacked here, so the host's own busybox stays as it is).
+# - $VECLANE_IMAGE (with --veclane BIN): busybox's files and the veclane binary BIN, stripped,
+#   with the shared libraries it links (ldd), for pods that run `veclane gen` on a memif.
 # Tags are fixed, never :latest, so that kubelet never tries to pull them (pods still say
 # imagePullPolicy: Never).
 set -euo pipefail
@@ -24,6 +27,17 @@ die() { echo "k8s-images: $*" >&2; exit 1; }
 
 PAUSE_IMAGE=veclane.local/pause:3.10
 BUSYBOX_IMAGE=veclane.local/busybox:1.35.0
+VECLANE_IMAGE=veclane.local/veclane:dev
+
+veclane_bin=""
+socket=""
+while [ $# -gt 0 ]; do
+  case $1 in
+    --veclane) veclane_bin=${2:?--veclane needs the binary}; shift 2 ;;
+    --import) socket=${2:?--import needs the containerd socket}; shift 2 ;;
+    *) die "unknown argument $1" ;;
+  esac
+done
 
 dir="${XDG_CACHE_HOME:-$HOME/.cache}/veclane/k8s-images"
 mkdir -p "$dir"
@@ -116,9 +130,25 @@ if [ ! -f "$busybox_tar" ]; then
   rm -rf "$work"
 fi
 
-if [ "${1:-}" = --import ]; then
-  socket=${2:?--import needs the containerd socket}
-  for t in "$pause_tar" "$busybox_tar"; do
+tars=("$pause_tar" "$busybox_tar")
+if [ -n "$veclane_bin" ]; then
+  [ -x "$veclane_bin" ] || die "$veclane_bin is not an executable"
+  work=$(mktemp -d)
+  mkdir "$work/rootfs"
+  tar -C "$work" -xf "$busybox_tar" layer/layer.tar
+  tar -C "$work/rootfs" -xf "$work/layer/layer.tar"
+  strip -o "$work/rootfs/usr/bin/veclane" "$veclane_bin"
+  ldd "$veclane_bin" | awk '/=> \//{print $3} /^\t\//{print $1}' | while read -r lib; do
+    mkdir -p "$work/rootfs$(dirname "$lib")"
+    cp -L "$lib" "$work/rootfs$lib"
+  done
+  docker_archive "$VECLANE_IMAGE" "$work/rootfs" "$dir/veclane-dev.tar" veclane
+  rm -rf "$work"
+  tars+=("$dir/veclane-dev.tar")
+fi
+
+if [ -n "$socket" ]; then
+  for t in "${tars[@]}"; do
     ctr --address "$socket" -n k8s.io images import "$t" >&2 || die "importing $t failed"
   done
 fi

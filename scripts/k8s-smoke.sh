@@ -210,6 +210,50 @@ EOF
   kubectl delete service web-blue web-red >/dev/null
 }
 
+# net1_rx POD: how many packets POD's net1 has received.
+net1_rx() { kubectl exec "$1" -- cat /sys/class/net/net1/statistics/rx_packets; }
+
+# veclane only: gen-a's net1 is a memif on blue, driven by `veclane gen` in the pod (the
+# veclane image): its 1,000 frames to smoke-b's blue address all arrive there; frames to
+# smoke-c's red address, or from an address not gen-a's, arrive nowhere; smoke-b's pings to
+# gen-a arrive in its generator, which counts them.
+memif_pod() {
+  local mac gw ip b_blue c_red before out
+  ip=$(kubectl exec gen-a -- ip -4 -o addr show dev net1 | awk '{print $4}' | cut -d/ -f1)
+  mac=$(kubectl get pod gen-a -o jsonpath='{.metadata.annotations.k8s\.v1\.cni\.cncf\.io/network-status}' |
+    tr -d ' \n' | sed -n 's/.*"interface":"net1","ips":\[[^]]*\],"mac":"\([0-9a-f:]*\)".*/\1/p')
+  # The gateway's MAC: the daemon's side of the memif whose allowed source is gen-a's address.
+  gw=$(veclane_ctl show interface | awk -v ip="$ip/32" '/^[^ ]/ { m = "" }
+    / memif master / { for (i = 1; i <= NF; i++) if ($i == "mac") m = $(i + 1) }
+    /allowed sources/ && $3 == ip { print m }')
+  if [ -z "$ip" ] || [ -z "$mac" ] || [ -z "$gw" ]; then
+    die "gen-a's memif: address '$ip', MAC '$mac', gateway '$gw'"
+  fi
+  b_blue=$(kubectl exec smoke-b -- ip -4 -o addr show dev net1 | awk '{print $4}' | cut -d/ -f1)
+  c_red=$(kubectl exec smoke-c -- ip -4 -o addr show dev net1 | awk '{print $4}' | cut -d/ -f1)
+  gen() {
+    kubectl exec gen-a -- veclane gen --socket @veclane-net1 --src-mac "$mac" --dst-mac "$gw" \
+      --rate 2000 --tx-only "$@" >/dev/null
+  }
+  before=$(net1_rx smoke-b)
+  gen --src-ip "$ip" --dst-ip "$b_blue" --count 1000
+  [ $(($(net1_rx smoke-b) - before)) -ge 1000 ] ||
+    die "of gen-a's 1,000 frames, $(($(net1_rx smoke-b) - before)) reached smoke-b on blue"
+  before=$(($(net1_rx smoke-b) + $(net1_rx smoke-c)))
+  gen --src-ip "$ip" --dst-ip "$c_red" --count 500
+  gen --src-ip 10.1.0.250 --dst-ip "$b_blue" --count 500
+  [ $(($(net1_rx smoke-b) + $(net1_rx smoke-c))) -eq "$before" ] ||
+    die "frames from gen-a to red's $c_red, or from an address not gen-a's, arrived"
+  kubectl exec gen-a -- veclane gen --socket @veclane-net1 --rx-only --duration 4 \
+    >"$K8S_LOGS/smoke-gen-rx.txt" 2>&1 &
+  sleep 1.5
+  kubectl exec smoke-b -- ping -c 3 -W 1 "$ip" >/dev/null 2>&1 || true
+  wait || true
+  out=$(cat "$K8S_LOGS/smoke-gen-rx.txt")
+  grep -q "^received *3 frames" <<<"$out" || die "gen-a's generator did not count smoke-b's 3 pings: $out"
+  say "gen-a's memif on blue: 1,000 frames reach smoke-b, none to red or from a forged address; smoke-b's pings reach its generator"
+}
+
 # veclane only: kubelet, containerd and veclane's daemon restarted in turn; after each,
 # smoke-a's connectivity is kept (kubelet, containerd: the pods' interfaces are veclane's)
 # or restored (veclane: the agent makes the networks, the node link and the pods' interfaces
@@ -232,14 +276,21 @@ t0=$(date +%s%N)
 # With veclane: smoke-a and smoke-b also on blue (net1), smoke-c on red only (net1 too).
 pods=(smoke-a smoke-b)
 if [ "$K8S_CNI" = veclane ]; then
-  pods+=(smoke-c web-1 web-2 web-3)
-  { veclane_nad blue blue 10.1.0.0/24; echo ---; veclane_nad red red 10.2.0.0/24; } |
-    kubectl apply -f - >/dev/null
+  pods+=(smoke-c web-1 web-2 web-3 gen-a)
+  { veclane_nad blue blue 10.1.0.0/24; echo ---; veclane_nad red red 10.2.0.0/24; echo ---
+    veclane_nad blue-memif blue 10.1.0.0/24 memif; } | kubectl apply -f - >/dev/null
 fi
 net_of() {
   case "$K8S_CNI:$1" in
     veclane:smoke-c) echo red ;;
+    veclane:gen-a) echo blue-memif ;;
     veclane:*) echo blue ;;
+  esac
+}
+image_of() {
+  case $1 in
+    gen-a) echo veclane.local/veclane:dev ;;
+    *) echo veclane.local/busybox:1.35.0 ;;
   esac
 }
 labels_of() {
@@ -261,7 +312,7 @@ metadata:
 spec:
   containers:
   - name: sh
-    image: veclane.local/busybox:1.35.0
+    image: $(image_of "$p")
     imagePullPolicy: Never
     command: ["sleep", "3600"]
   terminationGracePeriodSeconds: 1
@@ -295,6 +346,7 @@ if [ "$K8S_CNI" = veclane ]; then
   secondary_networks
   services_and_policies
   network_services
+  memif_pod
   restarts
 fi
 if [ "$K8S_CNI" = veclane ]; then

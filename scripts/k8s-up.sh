@@ -242,7 +242,10 @@ k8s_start containerd containerd --config "$K8S_DIR/containerd/config.toml"
 wait_for containerd 30 ctr --address "$K8S_CONTAINERD_SOCK" version
 printf 'runtime-endpoint: unix://%s\nimage-endpoint: unix://%s\n' "$K8S_CONTAINERD_SOCK" \
   "$K8S_CONTAINERD_SOCK" >"$K8S_DIR/crictl.yaml"
-scripts/k8s-images.sh --import "$K8S_CONTAINERD_SOCK" >/dev/null 2>"$K8S_LOGS/images.log" ||
+# With veclane, also its own image (memif pods run `veclane gen` from it).
+image_args=()
+[ "$K8S_CNI" != veclane ] || image_args=(--veclane "$(realpath "${VECLANE_BIN:-target/release/veclane}")")
+scripts/k8s-images.sh "${image_args[@]}" --import "$K8S_CONTAINERD_SOCK" >/dev/null 2>"$K8S_LOGS/images.log" ||
   die "importing the images failed; see $K8S_LOGS/images.log"
 say "images in $images imported"
 

@@ -20,16 +20,17 @@
 #   NetworkAttachmentDefinitions (their CRD applied here; veclane_nad writes one).
 #   Addresses and attachments go to this cluster's etcd, on loopback, under veclane's prefixes.
 
-# veclane_plugin NETWORK RANGE [ROUTE]: veclane-cni's configuration for NETWORK, addresses from
-# RANGE, the pod routed to ROUTE too (besides RANGE) when given.
+# veclane_plugin NETWORK RANGE [ROUTE] [KIND]: veclane-cni's configuration for NETWORK,
+# addresses from RANGE, the pod routed to ROUTE too (besides RANGE) when given, its interface
+# a KIND (tap, the default, or memif).
 veclane_plugin() {
-  local routes=""
+  local routes="" kind=${4:-tap}
   [ -z "${3:-}" ] || routes="\"routes\": [{ \"dst\": \"$3\" }],"
   cat <<JSON
 {
   "type": "veclane-cni",
   "network_name": "$1",
-  "interface": { "kind": "tap", "mtu": 1500 },
+  "interface": { "kind": "$kind", "mtu": 1500 },
   "ctl_socket": "$K8S_VECLANE_RUN/ctl.sock",
   "etcd_endpoints": ["http://127.0.0.1:$K8S_ETCD_PORT"],
   "ipam": {
@@ -43,10 +44,11 @@ veclane_plugin() {
 JSON
 }
 
-# veclane_nad NAME NETWORK RANGE: a NetworkAttachmentDefinition NAME for veclane's NETWORK.
+# veclane_nad NAME NETWORK RANGE [KIND]: a NetworkAttachmentDefinition NAME for veclane's
+# NETWORK, its interfaces KIND (tap or memif).
 veclane_nad() {
   local conf
-  conf=$(veclane_plugin "$2" "$3" | sed 's/^/          /')
+  conf=$(veclane_plugin "$2" "$3" "" "${4:-tap}" | sed 's/^/          /')
   cat <<YAML
 apiVersion: k8s.cni.cncf.io/v1
 kind: NetworkAttachmentDefinition
