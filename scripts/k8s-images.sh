@@ -3,7 +3,7 @@
 # docker-archive tarballs that `ctr -n k8s.io images import` loads. Prints the directory that
 # holds them. Usage:
 #
-#   scripts/k8s-images.sh [--veclane BIN] [--import SOCKET]
+#   scripts/k8s-images.sh [--veclane BIN --cni DIR] [--import SOCKET]
 #
 # The directory is ${XDG_CACHE_HOME:-~/.cache}/veclane/k8s-images; each tarball is made once,
 # but for the veclane image, made again on every --veclane (it is the build's). With --import,
@@ -16,8 +16,11 @@
 #   SIGINT, as upstream's does. k8s-up.sh names it as containerd's `sandbox_image`.
 # - $BUSYBOX_IMAGE: a shell and coreutils for test pods, from Debian's busybox-static (fetched
 #   with `apt-get download` and unpacked here, so the host's own busybox stays as it is).
-# - $VECLANE_IMAGE (with --veclane BIN): busybox's files and the veclane binary BIN, stripped,
-#   with the shared libraries it links (ldd), for pods that run `veclane gen` on a memif.
+# - $VECLANE_IMAGE (with --veclane BIN --cni DIR): busybox's files, the veclane binary BIN as
+#   /usr/bin/veclane, DIR's veclane-agent as /usr/bin/veclane-agent and its CNI plugins
+#   (veclane-cni, veclane-ipam) in /usr/lib/veclane/cni, all stripped, with the shared
+#   libraries they link (ldd): the DaemonSet's image (docs/k8s/daemonset.yaml), and the one
+#   pods that run `veclane gen` on a memif use.
 # Tags are fixed, never :latest, so that kubelet never tries to pull them (pods still say
 # imagePullPolicy: Never).
 set -euo pipefail
@@ -30,10 +33,12 @@ BUSYBOX_IMAGE=veclane.local/busybox:1.35.0
 VECLANE_IMAGE=veclane.local/veclane:dev
 
 veclane_bin=""
+cni_dir=""
 socket=""
 while [ $# -gt 0 ]; do
   case $1 in
     --veclane) veclane_bin=${2:?--veclane needs the binary}; shift 2 ;;
+    --cni) cni_dir=${2:?--cni needs the directory of the CNI binaries}; shift 2 ;;
     --import) socket=${2:?--import needs the containerd socket}; shift 2 ;;
     *) die "unknown argument $1" ;;
   esac
@@ -132,15 +137,21 @@ fi
 
 tars=("$pause_tar" "$busybox_tar")
 if [ -n "$veclane_bin" ]; then
-  [ -x "$veclane_bin" ] || die "$veclane_bin is not an executable"
   work=$(mktemp -d)
-  mkdir "$work/rootfs"
+  rootfs="$work/rootfs"
+  mkdir -p "$rootfs/usr/lib/veclane/cni"
   tar -C "$work" -xf "$busybox_tar" layer/layer.tar
-  tar -C "$work/rootfs" -xf "$work/layer/layer.tar"
-  strip -o "$work/rootfs/usr/bin/veclane" "$veclane_bin"
-  ldd "$veclane_bin" | awk '/=> \//{print $3} /^\t\//{print $1}' | while read -r lib; do
-    mkdir -p "$work/rootfs$(dirname "$lib")"
-    cp -L "$lib" "$work/rootfs$lib"
+  tar -C "$rootfs" -xf "$work/layer/layer.tar"
+  for pair in "$veclane_bin:usr/bin/veclane" "$cni_dir/veclane-agent:usr/bin/veclane-agent" \
+    "$cni_dir/veclane-cni:usr/lib/veclane/cni/veclane-cni" \
+    "$cni_dir/veclane-ipam:usr/lib/veclane/cni/veclane-ipam"; do
+    src=${pair%%:*}
+    [ -x "$src" ] || die "$src is not an executable (--veclane BIN --cni DIR)"
+    strip -o "$rootfs/${pair#*:}" "$src"
+    ldd "$src" | awk '/=> \//{print $3} /^\t\//{print $1}' | while read -r lib; do
+      mkdir -p "$rootfs$(dirname "$lib")"
+      cp -L "$lib" "$rootfs$lib"
+    done
   done
   docker_archive "$VECLANE_IMAGE" "$work/rootfs" "$dir/veclane-dev.tar" veclane
   rm -rf "$work"

@@ -254,7 +254,8 @@ memif_pod() {
   say "gen-a's memif on blue: 1,000 frames reach smoke-b, none to red or from a forged address; smoke-b's pings reach its generator"
 }
 
-# veclane only: kubelet, containerd and veclane's daemon restarted in turn; after each,
+# veclane only: kubelet, containerd and veclane's pod (daemon and agent) restarted in turn;
+# after each,
 # smoke-a's connectivity is kept (kubelet, containerd: the pods' interfaces are veclane's)
 # or restored (veclane: the agent makes the networks, the node link and the pods' interfaces
 # again from etcd, and the services and policies from the API).
@@ -262,10 +263,17 @@ restarts() {
   local c t
   for c in kubelet containerd veclane; do
     t=$(date +%s%N)
-    k8s_restart "$c"
     case $c in
-      kubelet) within30 kubectl wait --for=condition=Ready "node/$K8S_NODE" --timeout=5s >/dev/null ;;
-      containerd) within30 ctr --address "$K8S_CONTAINERD_SOCK" version >/dev/null ;;
+      kubelet)
+        k8s_restart kubelet
+        within30 kubectl wait --for=condition=Ready "node/$K8S_NODE" --timeout=5s >/dev/null ;;
+      containerd)
+        k8s_restart containerd
+        within30 ctr --address "$K8S_CONTAINERD_SOCK" version >/dev/null ;;
+      veclane)
+        # The DaemonSet's pod deleted: its daemon and agent stop, and a new pod starts.
+        kubectl -n veclane-system delete pod -l app=veclane --wait=true >/dev/null
+        within30 veclane_pod_ready ;;
     esac
     within30 connected || die "after $c restarted, smoke-a lost its connectivity"
     say "$c restarted: smoke-a connected again after $((($(date +%s%N) - t) / 1000000)) ms"

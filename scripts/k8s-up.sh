@@ -192,9 +192,9 @@ case "$K8S_CNI" in
 EOF
     ;;
   veclane)
-    # veclane's daemon, the host tap and Multus with veclane-cni (scripts/k8s-veclane.sh);
-    # the node agent starts below, once the API server answers.
-    veclane_pod_network
+    # veclane comes as a DaemonSet once kubelet runs (scripts/k8s-veclane.sh); its image is
+    # imported with the others.
+    veclane_prepare
     ;;
   *) die "VECLANE_K8S_CNI=$K8S_CNI: 'bridge' or 'veclane'" ;;
 esac
@@ -244,7 +244,7 @@ printf 'runtime-endpoint: unix://%s\nimage-endpoint: unix://%s\n' "$K8S_CONTAINE
   "$K8S_CONTAINERD_SOCK" >"$K8S_DIR/crictl.yaml"
 # With veclane, also its own image (memif pods run `veclane gen` from it).
 image_args=()
-[ "$K8S_CNI" != veclane ] || image_args=(--veclane "$(realpath "${VECLANE_BIN:-target/release/veclane}")")
+[ "$K8S_CNI" != veclane ] || image_args=(--veclane "$(veclane_bin)" --cni target/cni)
 scripts/k8s-images.sh "${image_args[@]}" --import "$K8S_CONTAINERD_SOCK" >/dev/null 2>"$K8S_LOGS/images.log" ||
   die "importing the images failed; see $K8S_LOGS/images.log"
 say "images in $images imported"
@@ -278,6 +278,10 @@ k8s_start kubelet "$bin/kubelet" --config "$K8S_DIR/kubelet/config.yaml" \
   --cert-dir "$K8S_DIR/kubelet/pki" \
   --hostname-override "$K8S_NODE" --node-ip "$node_ip"
 
+if [ "$K8S_CNI" = veclane ]; then
+  say "deploying veclane (docs/k8s/daemonset.yaml)"
+  veclane_deploy "$node_ip"
+fi
 node_ready() {
   [ "$(kubectl get node "$K8S_NODE" \
     -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" = True ]
@@ -287,15 +291,8 @@ wait_for "node $K8S_NODE Ready" 180 node_ready
 wait_for "the default service account" 60 kubectl -n default get serviceaccount default
 
 if [ "$K8S_CNI" = veclane ]; then
-  # Multus reads NetworkAttachmentDefinitions; the agent watches them (and MultiNetworkPolicies).
-  kubectl apply -f docs/k8s/nad-crd.yaml -f docs/k8s/mnp-crd.yaml >/dev/null
-  veclane_networks
-  # The node agent: the node registered in etcd, the networks from their resources (its
-  # controller) made in the daemon with the node link into `pods`, and Services and
-  # NetworkPolicies from the API server made the daemon's services and policies. No uplink:
-  # one node.
-  say "starting veclane-agent"
-  veclane_agent "$node_ip"
+  # The agent made the networks from their resources and the node link into `pods`.
+  wait_for "veclane's pod" 120 veclane_pod_ready
   wait_for "veclane's node link" 60 veclane_linked
 fi
 

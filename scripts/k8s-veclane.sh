@@ -2,14 +2,18 @@
 # veclane as the one-node cluster's pod network: sourced by scripts/k8s-up.sh (VECLANE_K8S_CNI=
 # veclane) after scripts/k8s-env.sh, and by scripts/k8s-smoke.sh for veclane_nad. Never run.
 #
-# - The daemon (VECLANE_BIN, default target/release/veclane; interrupt mode: it sleeps while
-#   nothing moves), with no network of its own: the node agent makes them.
-# - The networks are Network resources (docs/k8s/network-crd.yaml), applied once the API
-#   server answers (veclane_networks): `pods` on the cluster's pod CIDR (pods route everything
-#   through it: podRoutes 0.0.0.0/0) and two secondary networks, `blue` (VNI 2, 10.1.0.0/16)
-#   and `red` (VNI 3, 10.2.0.0/16). The agent's controller copies them into etcd, and the agent
-#   makes them in the daemon. One node: no uplink (--uplink none), no tunnel.
-# - The node's side of `pods`: the agent's node link (--node-link pods), a tap `vl-host` in
+# - veclane is docs/k8s/daemonset.yaml (veclane_deploy, once kubelet runs): the daemon and the
+#   node agent in one pod on the host's network, the image veclane.local/veclane:dev made
+#   from VECLANE_BIN (default target/release/veclane) and target/cni, this cluster's
+#   ConfigMaps (veclane_config: interrupt mode, loopback etcd, no uplink), the host paths
+#   under the state directory. Its init container installs the CNI plugins and Multus'
+#   configuration, so the node turns Ready once veclane is on it.
+# - The networks are Network resources (docs/k8s/network-crd.yaml; veclane_networks): `pods`
+#   on the cluster's pod CIDR (pods route everything through it: podRoutes 0.0.0.0/0) and two
+#   secondary networks, `blue` (VNI 2, 10.1.0.0/16) and `red` (VNI 3, 10.2.0.0/16). The
+#   agent's controller copies them into etcd, and the agent makes them in the daemon. One
+#   node: no uplink, no tunnel.
+# - The node's side of `pods`: the agent's node link (node-link: pods), a tap `vl-host` in
 #   the host's namespace, link-local on both sides as a pod's gateway is: the host routes the
 #   pod CIDR through 169.254.1.1 (veclane's side), veclane routes the node's address through
 #   169.254.1.2 (the host's), so pods reach the node (and the API server behind the
@@ -89,26 +93,39 @@ veclane_networks() {
     veclane_network red 3 10.2.0.0/16; } | kubectl apply -f - >/dev/null
 }
 
-# veclane_pod_network: starts the daemon and writes the CNI configuration. Called by
-# k8s-up.sh before containerd starts.
-veclane_pod_network() {
-  local vbin cnibin=target/cni pod_subnet f p
-  vbin=$(realpath "${VECLANE_BIN:-target/release/veclane}" 2>/dev/null) || vbin=""
-  for f in "$vbin" "$cnibin/veclane-cni" "$cnibin/veclane-ipam" "$cnibin/veclane-agent" \
-    "$K8S_DIR/cni/bin/multus"; do
-    if [ -z "$f" ] || [ ! -x "$f" ]; then
-      die "${f:-the veclane daemon} is not built (make build; scripts/setup.sh builds target/cni; scripts/build-k8s.sh multus)"
-    fi
-  done
-  pod_subnet="${K8S_POD_CIDR%.*/*}.0/24"
-  mkdir -p "$K8S_VECLANE_RUN" "$K8S_DIR/cni/multus"
-  printf '[daemon]\nmode = "interrupt"\n' >"$K8S_DIR/veclane.toml"
-  k8s_start veclane "$vbin" run --config "$K8S_DIR/veclane.toml" --runtime-dir "$K8S_VECLANE_RUN"
-  for _ in $(seq 100); do [ -S "$K8S_VECLANE_RUN/ctl.sock" ] && break; sleep 0.1; done
-  [ -S "$K8S_VECLANE_RUN/ctl.sock" ] || die "veclane did not start; see $K8S_LOGS/veclane.log"
+# veclane_bin: the daemon binary the image and veclane_ctl use.
+veclane_bin() { realpath "${VECLANE_BIN:-target/release/veclane}" 2>/dev/null || echo "${VECLANE_BIN:-target/release/veclane}"; }
 
-  for p in veclane-cni veclane-ipam; do ln -sfn "$(realpath "$cnibin/$p")" "$K8S_DIR/cni/bin/$p"; done
-  cat >"$K8S_DIR/cni/net.d/00-multus.conf" <<JSON
+# veclane_prepare: checks what the DaemonSet's image is made of (k8s-up.sh imports it once
+# containerd runs) and Multus.
+veclane_prepare() {
+  local f
+  for f in "$(veclane_bin)" target/cni/veclane-cni target/cni/veclane-ipam target/cni/veclane-agent \
+    "$K8S_DIR/cni/bin/multus"; do
+    [ -x "$f" ] || die "$f is not built (make build; scripts/setup.sh builds target/cni; scripts/build-k8s.sh multus)"
+  done
+  mkdir -p "$K8S_VECLANE_RUN" "$K8S_DIR/cni/multus"
+}
+
+# veclane_config NODE_IP: this cluster's two ConfigMaps of docs/k8s/daemonset.yaml: the
+# daemon in interrupt mode (one worker, sleeping while nothing moves: the machine is shared),
+# the agent on loopback etcd with no uplink and the API server's own address; the CNI
+# configuration Multus (00-multus.conf, which containerd takes, being first).
+veclane_config() {
+  kubectl create configmap veclane-config -n veclane-system --dry-run=client -o yaml \
+    --from-literal=veclane.toml="$(printf '[daemon]\nmode = "interrupt"\n')" \
+    --from-literal=etcd-endpoints="http://127.0.0.1:$K8S_ETCD_PORT" --from-literal=uplink=none \
+    --from-literal=default-network=pods --from-literal=node-link=pods \
+    --from-literal=kubernetes-service-host="$1" --from-literal=kubernetes-service-port="$K8S_API_PORT"
+  echo ---
+  kubectl create configmap veclane-cni -n veclane-system --dry-run=client -o yaml \
+    --from-literal=00-multus.conf="$(veclane_multus_conf)"
+}
+
+# veclane_multus_conf: Multus' configuration, its delegate for eth0 veclane-cni on `pods` (a
+# tap, addresses from veclane-ipam in the node's /24, the default route through veclane).
+veclane_multus_conf() {
+  cat <<JSON
 {
   "cniVersion": "1.0.0",
   "name": "multus",
@@ -121,7 +138,7 @@ veclane_pod_network() {
       "cniVersion": "1.0.0",
       "name": "pods",
       "plugins": [
-$(veclane_plugin pods "$pod_subnet" 0.0.0.0/0 | sed 's/^/        /')
+$(veclane_plugin pods "${K8S_POD_CIDR%.*/*}.0/24" 0.0.0.0/0 | sed 's/^/        /')
       ]
     }
   ]
@@ -129,18 +146,30 @@ $(veclane_plugin pods "$pod_subnet" 0.0.0.0/0 | sed 's/^/        /')
 JSON
 }
 
-# veclane_agent NODE_IP: starts the node agent (k8s-up.sh, once the API server answers).
-veclane_agent() {
-  k8s_start veclane-agent "$(realpath target/cni/veclane-agent)" \
-    --etcd "http://127.0.0.1:$K8S_ETCD_PORT" --node "$K8S_NODE" --vtep "$1" \
-    --uplink none --node-link pods --ctl-socket "$K8S_VECLANE_RUN/ctl.sock" --resync 10s \
-    --kubeconfig "$K8S_ADMIN_KUBECONFIG" --default-network pods
+# veclane_deploy NODE_IP: veclane on the cluster, once kubelet runs: the CRDs (NADs,
+# MultiNetworkPolicies, Networks), the three networks, this cluster's ConfigMaps, and
+# docs/k8s/daemonset.yaml (but for its example ConfigMaps) with the host paths made this
+# cluster's. The DaemonSet's init container installs the CNI plugins and configuration: the
+# node turns Ready once veclane is on it.
+veclane_deploy() {
+  kubectl apply -f docs/k8s/nad-crd.yaml -f docs/k8s/mnp-crd.yaml >/dev/null
+  veclane_networks
+  kubectl create namespace veclane-system --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+  veclane_config "$1" | kubectl apply -f - >/dev/null
+  awk 'BEGIN { RS = "\n---\n"; ORS = "\n---\n" } !/\nkind: ConfigMap\n/' docs/k8s/daemonset.yaml |
+    sed -E -e "s#([{ ]path: )/run/veclane#\1$K8S_VECLANE_RUN#" \
+      -e "s#([{ ]path: )/opt/cni/bin#\1$K8S_DIR/cni/bin#" \
+      -e "s#([{ ]path: )/etc/cni/net.d#\1$K8S_DIR/cni/net.d#" |
+    kubectl apply -f - >/dev/null
+}
+
+# veclane_pod_ready: whether the DaemonSet's pod runs and is ready.
+veclane_pod_ready() {
+  kubectl -n veclane-system wait --for=condition=Ready pod -l app=veclane --timeout=2s >/dev/null 2>&1
 }
 
 # veclane_ctl ARGS...: the daemon's control API.
-veclane_ctl() {
-  "$(realpath "${VECLANE_BIN:-target/release/veclane}")" ctl -s "$K8S_VECLANE_RUN/ctl.sock" "$@"
-}
+veclane_ctl() { "$(veclane_bin)" ctl -s "$K8S_VECLANE_RUN/ctl.sock" "$@"; }
 
 # veclane_linked: whether the daemon holds the node link (the agent made the networks and it).
 veclane_linked() { veclane_ctl show interface host >/dev/null 2>&1; }
