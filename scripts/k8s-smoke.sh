@@ -210,6 +210,88 @@ EOF
   kubectl delete service web-blue web-red >/dev/null
 }
 
+# veclane only: a NetworkPolicy and MultiNetworkPolicy matrix. Two namespaces (mx-a team=alpha,
+# mx-b team=beta), a web and a cli pod in each, every pod on eth0 and blue with HTTP servers on
+# 80 and 81; in mx-a, web takes a's cli on 80 and b's cli (namespace AND pod selector) on 81;
+# in mx-b, cli may only open connections to team alpha's pods on 80 (egress); on blue, mx-b's
+# web takes cli pods of any namespace on 81. Every pod then connects to every other on both
+# ports on both networks (48 connections), and target/cni/netpol-matrix checks each outcome
+# against its oracle, computed from the objects (cni/e2e/matrix).
+policy_matrix() {
+  local p ns
+  kubectl apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Namespace
+metadata: {name: mx-a, labels: {team: alpha}}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: mx-b, labels: {team: beta}}
+EOF
+  for p in a-web a-cli b-web b-cli; do
+    ns=mx-${p%%-*}
+    kubectl apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Pod
+metadata:
+  name: $p
+  namespace: $ns
+  labels: {app: ${p#*-}}
+  annotations: {k8s.v1.cni.cncf.io/networks: default/blue}
+spec:
+  containers:
+  - name: sh
+    image: veclane.local/busybox:1.35.0
+    imagePullPolicy: Never
+    command: ["sh", "-c", "mkdir /www && echo $p >/www/index.html && httpd -p 80 -h /www && httpd -f -p 81 -h /www"]
+  terminationGracePeriodSeconds: 1
+EOF
+  done
+  kubectl apply -f - >/dev/null <<EOF
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: web-in, namespace: mx-a}
+spec:
+  podSelector: {matchLabels: {app: web}}
+  ingress:
+  - from: [{podSelector: {matchLabels: {app: cli}}}]
+    ports: [{port: 80}]
+  - from: [{namespaceSelector: {matchLabels: {team: beta}}, podSelector: {matchLabels: {app: cli}}}]
+    ports: [{port: 81}]
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: cli-out, namespace: mx-b}
+spec:
+  podSelector: {matchLabels: {app: cli}}
+  policyTypes: [Egress]
+  egress:
+  - to: [{namespaceSelector: {matchLabels: {team: alpha}}}]
+    ports: [{port: 80}]
+---
+apiVersion: k8s.cni.cncf.io/v1beta1
+kind: MultiNetworkPolicy
+metadata:
+  name: web-blue
+  namespace: mx-b
+  annotations: {k8s.v1.cni.cncf.io/policy-for: default/blue}
+spec:
+  podSelector: {matchLabels: {app: web}}
+  ingress:
+  - from: [{namespaceSelector: {}, podSelector: {matchLabels: {app: cli}}}]
+    ports: [{port: 81}]
+EOF
+  for ns in mx-a mx-b; do
+    kubectl wait --for=condition=Ready -n "$ns" pod --all --timeout=60s >/dev/null ||
+      die "the matrix's pods in $ns did not become Ready"
+  done
+  target/cni/netpol-matrix --kubeconfig "$K8S_ADMIN_KUBECONFIG" --kubectl "$bin/kubectl" \
+    --namespaces mx-a,mx-b --network default/blue --ports 80,81 ||
+    die "the connectivity matrix disagrees with the oracle"
+  say "the NetworkPolicy and MultiNetworkPolicy matrix (48 connections) is the oracle's"
+  kubectl delete namespace mx-a mx-b --wait=true >/dev/null
+}
+
 # net1_rx POD: how many packets POD's net1 has received.
 net1_rx() { kubectl exec "$1" -- cat /sys/class/net/net1/statistics/rx_packets; }
 
@@ -355,6 +437,7 @@ if [ "$K8S_CNI" = veclane ]; then
   services_and_policies
   network_services
   memif_pod
+  policy_matrix
   restarts
 fi
 if [ "$K8S_CNI" = veclane ]; then

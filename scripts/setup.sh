@@ -56,12 +56,14 @@ if command -v go >/dev/null 2>&1; then
   mkdir -p target/interop
   (cd interop/gomemif-peer && go build -o ../../target/interop/gomemif-peer .)
   # The control plane (etcd client and the rest, from the committed go.sum): the node agent,
-  # the CNI plugins (target/cni is a CNI_PATH) and cnitool at the version cni/go.mod pins.
+  # the CNI plugins (target/cni is a CNI_PATH), cnitool at the version cni/go.mod pins, and
+  # the connectivity matrix scripts/k8s-smoke.sh checks a cluster with.
   mkdir -p target/cni
   (cd cni && go build -o ../target/cni/veclane-agent ./cmd/veclane-agent \
     && go build -o ../target/cni/veclane-ipam ./cmd/veclane-ipam \
     && go build -o ../target/cni/veclane-cni ./cmd/veclane-cni \
-    && go build -o ../target/cni/cnitool github.com/containernetworking/cni/cnitool)
+    && go build -o ../target/cni/cnitool github.com/containernetworking/cni/cnitool \
+    && go build -o ../target/cni/netpol-matrix ./e2e/matrix)
 else
   echo "setup: go not found; the gomemif interop test will fail" >&2
 fi
