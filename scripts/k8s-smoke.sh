@@ -292,6 +292,40 @@ EOF
   kubectl delete namespace mx-a mx-b --wait=true >/dev/null
 }
 
+# exec_get POD ADDRESS: an HTTP GET of http://ADDRESS/ from POD: the body's last line, or
+# nothing.
+exec_get() {
+  kubectl exec "$1" -- sh -c "printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 2 $2 80" 2>/dev/null |
+    tail -n 1 || true
+}
+
+# veclane only: docs/k8s/example.yaml, as docs/kubernetes.md has a user apply it: `client`
+# reaches both servers through blue's Service `web`; `stranger`, kept out by the
+# MultiNetworkPolicy, reaches neither the Service nor a server's blue address.
+example() {
+  local vip s1
+  kubectl apply -f docs/k8s/example.yaml >/dev/null
+  kubectl wait --for=condition=Ready pod/server-1 pod/server-2 pod/client pod/stranger \
+    --timeout=60s >/dev/null || die "docs/k8s/example.yaml's pods did not become Ready"
+  vip=$(kubectl get service web -o jsonpath='{.spec.clusterIP}')
+  both() {
+    local pages
+    pages=$(for _ in $(seq 20); do exec_get client "$vip"; done | sort -u | tr '\n' ' ')
+    [ "$pages" = "server-1 server-2 " ]
+  }
+  within30 both || die "client does not reach both servers through blue's Service $vip"
+  s1=$(kubectl get pod server-1 -o jsonpath='{.metadata.annotations.k8s\.v1\.cni\.cncf\.io/network-status}' |
+    tr -d ' \n' | sed -n 's/.*"interface":"net1","ips":\["\([0-9.]*\)".*/\1/p')
+  [ -z "$(exec_get stranger "$vip")" ] || die "stranger reaches blue's Service $vip"
+  [ -n "$s1" ] || die "no blue address for server-1"
+  if [ -n "$(kubectl exec stranger -- sh -c "printf 'GET / HTTP/1.0\r\n\r\n' |
+    nc -w 2 $s1 8080" 2>/dev/null)" ]; then
+    die "stranger reaches server-1 on blue ($s1)"
+  fi
+  say "docs/k8s/example.yaml: client reaches both servers through blue's Service $vip; stranger is kept out"
+  kubectl delete -f docs/k8s/example.yaml --wait=true >/dev/null
+}
+
 # net1_rx POD: how many packets POD's net1 has received.
 net1_rx() { kubectl exec "$1" -- cat /sys/class/net/net1/statistics/rx_packets; }
 
@@ -367,8 +401,8 @@ t0=$(date +%s%N)
 pods=(smoke-a smoke-b)
 if [ "$K8S_CNI" = veclane ]; then
   pods+=(smoke-c web-1 web-2 web-3 gen-a)
-  { veclane_nad blue blue 10.1.0.0/24; echo ---; veclane_nad red red 10.2.0.0/24; echo ---
-    veclane_nad blue-memif blue 10.1.0.0/24 memif; } | kubectl apply -f - >/dev/null
+  { scripts/k8s-nad.sh blue blue 10.1.0.0/24; echo ---; scripts/k8s-nad.sh red red 10.2.0.0/24
+    echo ---; scripts/k8s-nad.sh blue-memif blue 10.1.0.0/24 memif; } | kubectl apply -f - >/dev/null
 fi
 net_of() {
   case "$K8S_CNI:$1" in
@@ -437,6 +471,7 @@ if [ "$K8S_CNI" = veclane ]; then
   services_and_policies
   network_services
   memif_pod
+  example
   policy_matrix
   restarts
 fi
