@@ -79,8 +79,9 @@ k8s-up:
 k8s-down:
 	scripts/k8s-down.sh
 
-## veclane as a real cluster's pod network (scripts/k8s-e2e.sh, about 30 s): up, two pods on
-## veclane reach each other and leave nothing behind, down.
+## veclane as a real cluster's pod network (scripts/k8s-e2e.sh, about 1.5 minutes): up with
+## veclane as a DaemonSet, the smoke test (networks, services, policies, a memif pod, a policy
+## matrix against an oracle, restarts), down.
 k8s-e2e:
 	scripts/k8s-e2e.sh
 
