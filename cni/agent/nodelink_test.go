@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -36,12 +35,7 @@ func TestNodeLinkReachesPodsAndComesBackAfterARestart(t *testing.T) {
 	if _, err := s.Register(ctx, node, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	host := fmt.Sprintf("vlnh%d", os.Getpid()%100000)
-	podNS := fmt.Sprintf("vlnp%d", os.Getpid()%100000)
-	for _, n := range []string{host, podNS} {
-		testbin.Run(t, "ip", "netns", "add", n)
-		t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", n).Run() })
-	}
+	host, podNS := testbin.Netns(t, "vlnh"), testbin.Netns(t, "vlnp")
 	// The node's own address, on its loopback: what the link routes to the node.
 	testbin.Run(t, "ip", "-n", host, "link", "set", "lo", "up")
 	testbin.Run(t, "ip", "-n", host, "addr", "add", "192.0.2.1/32", "dev", "lo")

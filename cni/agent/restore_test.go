@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -45,9 +44,7 @@ func TestRestoreMakesOnlyAttachmentsThatStayInTheirPod(t *testing.T) {
 	if _, err := s.Register(ctx, cluster.Node{Name: "n1", VTEP: a("192.0.2.1")}, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	name := fmt.Sprintf("vlag%d", os.Getpid()%100000)
-	testbin.Run(t, "ip", "netns", "add", name)
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", name).Run() })
+	name := testbin.Netns(t, "vlag")
 	podNS := "/var/run/netns/" + name
 
 	att := func(cid, netns string, routes ...netip.Prefix) cluster.PodAttachment {

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 
@@ -23,9 +22,7 @@ func TestServiceRoutesGoThroughEachSecondaryNetwork(t *testing.T) {
 	}
 	a := netip.MustParseAddr
 	mk := func(name string) string {
-		n := fmt.Sprintf("vlsr%s%d", name, os.Getpid()%100000)
-		testbin.Run(t, "ip", "netns", "add", n)
-		t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", n).Run() })
+		n := testbin.Netns(t, "vlsr"+name)
 		testbin.Run(t, "ip", "-n", n, "link", "add", "net1", "type", "veth", "peer", "name", "p1")
 		testbin.Run(t, "ip", "-n", n, "link", "set", "net1", "up")
 		testbin.Run(t, "ip", "-n", n, "link", "set", "p1", "up")

@@ -67,9 +67,7 @@ func (d testDaemon) interfaces(t *testing.T) []ctl.Interface {
 // netns makes a namespace for the life of the test; its path.
 func netns(t *testing.T, name string) string {
 	t.Helper()
-	name = fmt.Sprintf("vlcni%d-%s", os.Getpid()%100000, name)
-	testbin.Run(t, "ip", "netns", "add", name)
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", name).Run() })
+	name = testbin.Netns(t, "vlcni-"+name+"-")
 	testbin.Run(t, "ip", "netns", "exec", name, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1")
 	return "/var/run/netns/" + name
 }

@@ -22,9 +22,7 @@ func TestOpenNetnsTakesPodNamespacesOnly(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("SKIPPED: needs root for network namespaces")
 	}
-	name := fmt.Sprintf("vlpod%d", os.Getpid()%100000)
-	testbin.Run(t, "ip", "netns", "add", name)
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", name).Run() })
+	name := testbin.Netns(t, "vlpod")
 	// A process in the pod's namespace, for the /proc/PID/ns/net form.
 	sleeper := exec.Command("ip", "netns", "exec", name, "sleep", "60")
 	if err := sleeper.Start(); err != nil {

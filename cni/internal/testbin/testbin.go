@@ -130,6 +130,16 @@ func Run(t testing.TB, args ...string) string {
 	return string(out)
 }
 
+// Netns makes the network namespace `prefix` + this process's id (tests of several packages
+// run at once) for the life of t, and returns its name; its path is /var/run/netns/NAME.
+func Netns(t testing.TB, prefix string) string {
+	t.Helper()
+	name := fmt.Sprintf("%s%d", prefix, os.Getpid()%100000)
+	Run(t, "ip", "netns", "add", name)
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", name).Run() })
+	return name
+}
+
 // programs are what tests build, by the name each is built as: the module's commands, and
 // cnitool at the version go.mod's tool directive pins.
 var programs = map[string]string{
