@@ -18,13 +18,13 @@ say() { echo "k8s-down: $*" >&2; }
 bin="${XDG_CACHE_HOME:-$HOME/.cache}/veclane/k8s-$K8S_VERSION/bin"
 
 # kubelet first, or it restarts the pods removed next.
-k8s_stop kubelet veclane-agent
+k8s_stop kubelet
 if k8s_pid containerd >/dev/null && [ -x "$bin/crictl" ] && [ -f "$K8S_DIR/crictl.yaml" ]; then
   say "removing pods"
   timeout 120 "$bin/crictl" --config "$K8S_DIR/crictl.yaml" rmp -fa >&2 ||
     say "removing pods failed; their processes are killed below"
 fi
-k8s_stop containerd kube-scheduler kube-controller-manager kube-apiserver veclane
+k8s_stop containerd kube-scheduler kube-controller-manager kube-apiserver
 k8s_stop etcd
 
 # Shims outlive containerd by design; ours name our socket.

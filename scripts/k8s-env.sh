@@ -32,13 +32,24 @@ K8S_BRIDGE=vk8s0
 K8S_RUN="$K8S_DIR/run"
 K8S_LOGS="$K8S_DIR/logs"
 K8S_PKI="$K8S_DIR/pki"
+# etcd's own CA, its serving certificate and its clients' (the API server's, veclane's): only
+# a holder of a client certificate of this CA reads or writes the cluster's state.
+K8S_ETCD_PKI="$K8S_PKI/etcd"
+K8S_ETCD_URL="https://127.0.0.1:$K8S_ETCD_PORT"
 K8S_CONTAINERD_SOCK="$K8S_DIR/containerd/containerd.sock"
 K8S_ADMIN_KUBECONFIG="$K8S_DIR/kubeconfig/admin.conf"
 # veclane's runtime directory (its control socket) when it is the pod network.
 K8S_VECLANE_RUN="$K8S_DIR/veclane"
 # The components in the order k8s-up.sh starts them; k8s-down.sh stops them in reverse.
-K8S_COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler veclane containerd kubelet
-  veclane-agent)
+K8S_COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet)
+
+# k8s_etcd_curl PATH [CURL ARGS...]: a request to etcd as veclane's client.
+k8s_etcd_curl() {
+  local path=$1
+  shift
+  curl -fsS --cacert "$K8S_ETCD_PKI/ca.crt" --cert "$K8S_ETCD_PKI/veclane.crt" \
+    --key "$K8S_ETCD_PKI/veclane.key" "$@" "$K8S_ETCD_URL$path"
+}
 
 k8s_node_ip() {
   if [ -n "${VECLANE_K8S_NODE_IP:-}" ]; then

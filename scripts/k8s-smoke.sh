@@ -40,13 +40,13 @@ get_from_a() {
 }
 
 # etcd_count PREFIX/: how many keys of the cluster's etcd start with PREFIX/ (its JSON
-# gateway; the range ends at PREFIX0, '0' being '/' + 1; a count of 0 is left out).
+# gateway, as veclane's client; the range ends at PREFIX0, '0' being '/' + 1; a count of 0 is
+# left out).
 etcd_count() {
   local key end
   key=$(printf '%s' "$1" | base64 -w0)
   end=$(printf '%s0' "${1%/}" | base64 -w0)
-  curl -fsS "http://127.0.0.1:$K8S_ETCD_PORT/v3/kv/range" \
-    -d "{\"key\":\"$key\",\"range_end\":\"$end\",\"count_only\":true}" |
+  k8s_etcd_curl /v3/kv/range -d "{\"key\":\"$key\",\"range_end\":\"$end\",\"count_only\":true}" |
     sed -n 's/.*"count":"\([0-9]*\)".*/\1/p;t;s/.*/0/p'
 }
 
@@ -105,10 +105,10 @@ EOF
   kubectl delete service smoke-web >/dev/null
 }
 
-# veclane only: blue (net1 of smoke-a and smoke-b) carries between its pods; red's pod
-# (smoke-c) reaches nothing of blue's.
+# veclane only: blue (net1 of smoke-a and smoke-b) carries between its pods, red (net2 of
+# smoke-b, net1 of smoke-c) between its; neither network's pods reach the other's addresses.
 secondary_networks() {
-  local b_blue
+  local b_blue b_red
   b_blue=$(kubectl exec smoke-b -- ip -4 -o addr show dev net1 | awk '{print $4}' | cut -d/ -f1)
   case "$b_blue" in 10.1.0.*) ;; *) die "smoke-b's net1 has $b_blue, not a blue address" ;; esac
   kubectl exec smoke-a -- ping -c 2 -W 2 "$b_blue" >/dev/null ||
@@ -116,7 +116,16 @@ secondary_networks() {
   if kubectl exec smoke-c -- ping -c 2 -W 2 "$b_blue" >/dev/null 2>&1; then
     die "smoke-c, on red, reaches smoke-b's blue address $b_blue"
   fi
-  say "blue carries between its pods ($b_blue); red reaches nothing of blue's"
+  # smoke-b is on all three networks (eth0, net1 on blue, net2 on red): red carries between
+  # it and smoke-c, and smoke-a, not on red, does not reach its red address.
+  b_red=$(kubectl exec smoke-b -- ip -4 -o addr show dev net2 | awk '{print $4}' | cut -d/ -f1)
+  case "$b_red" in 10.2.0.*) ;; *) die "smoke-b's net2 has $b_red, not a red address" ;; esac
+  kubectl exec smoke-c -- ping -c 2 -W 2 "$b_red" >/dev/null ||
+    die "smoke-c does not reach smoke-b on red ($b_red)"
+  if kubectl exec smoke-a -- ping -c 2 -W 2 "$b_red" >/dev/null 2>&1; then
+    die "smoke-a, not on red, reaches smoke-b's red address $b_red"
+  fi
+  say "blue carries between its pods ($b_blue), red too ($b_red); neither reaches the other's"
   # A MultiNetworkPolicy on blue isolating smoke-b's ingress there (nothing allowed): smoke-a
   # no longer reaches it on blue, still does on eth0; deleted, blue carries again.
   kubectl apply -f - <<EOF
@@ -397,7 +406,8 @@ restarts() {
 }
 
 t0=$(date +%s%N)
-# With veclane: smoke-a and smoke-b also on blue (net1), smoke-c on red only (net1 too).
+# With veclane: smoke-a and smoke-b also on blue (net1), smoke-b on red too (net2), smoke-c
+# on red only (net1).
 pods=(smoke-a smoke-b)
 if [ "$K8S_CNI" = veclane ]; then
   pods+=(smoke-c web-1 web-2 web-3 gen-a)
@@ -408,6 +418,7 @@ net_of() {
   case "$K8S_CNI:$1" in
     veclane:smoke-c) echo red ;;
     veclane:gen-a) echo blue-memif ;;
+    veclane:smoke-b) echo blue,red ;;
     veclane:*) echo blue ;;
   esac
 }
@@ -489,5 +500,10 @@ if [ "$K8S_CNI" = veclane ]; then
     [ "$n" -eq 0 ] || die "etcd still holds $n keys under $prefix after the pods went"
   done
   say "the pods' interfaces, addresses and attachments went with them"
+  # The cluster's state is not anyone's: etcd refuses a client without a certificate of its CA.
+  if curl -fsS --cacert "$K8S_ETCD_PKI/ca.crt" "$K8S_ETCD_URL/v3/kv/range" -d '{"key":"Lw=="}' \
+    >/dev/null 2>&1; then
+    die "etcd answers a client without a certificate"
+  fi
 fi
-say "ok ($K8S_CNI): two pods with addresses from $K8S_POD_CIDR reach each other, exec works, deleting them removes their interfaces$([ "$K8S_CNI" != veclane ] || echo '; blue carries, red is apart, a MultiNetworkPolicy holds on blue; the kubernetes Service reaches the API server; a Service and a NetworkPolicy are enforced; kubelet, containerd and veclane restarted')"
+say "ok ($K8S_CNI): pods with addresses from $K8S_POD_CIDR reach each other, exec works, deleting them removes their interfaces$([ "$K8S_CNI" != veclane ] || echo '; with veclane: three networks apart, the kubernetes Service, Services and policies in each network, a memif pod, the example, the policy matrix, restarts, TLS etcd')"

@@ -107,6 +107,29 @@ if [ ! -f "$K8S_PKI/ca.crt" ]; then
 fi
 [ -f "$K8S_PKI/sa.key" ] || openssl genrsa -out "$K8S_PKI/sa.key" 2048 2>/dev/null
 openssl rsa -in "$K8S_PKI/sa.key" -pubout -out "$K8S_PKI/sa.pub" 2>/dev/null
+# etcd_cert NAME CN client|server: a certificate of etcd's CA (a server one for 127.0.0.1).
+etcd_cert() {
+  local name=$1 cn=$2 kind=$3 d="$K8S_ETCD_PKI"
+  [ -f "$d/$name.crt" ] && return 0
+  openssl req -new -newkey rsa:2048 -nodes -keyout "$d/$name.key" -subj "/CN=$cn" \
+    -out "$d/$name.csr" 2>/dev/null
+  if [ "$kind" = server ]; then
+    printf 'extendedKeyUsage=serverAuth,clientAuth\nsubjectAltName=IP:127.0.0.1\n' >"$d/$name.ext"
+  else
+    printf 'extendedKeyUsage=clientAuth\n' >"$d/$name.ext"
+  fi
+  openssl x509 -req -in "$d/$name.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial \
+    -days 365 -extfile "$d/$name.ext" -out "$d/$name.crt" 2>/dev/null
+  rm -f "$d/$name.csr" "$d/$name.ext"
+}
+mkdir -p "$K8S_ETCD_PKI"
+if [ ! -f "$K8S_ETCD_PKI/ca.crt" ]; then
+  openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=veclane-k8s-etcd-ca" \
+    -keyout "$K8S_ETCD_PKI/ca.key" -out "$K8S_ETCD_PKI/ca.crt" 2>/dev/null
+fi
+etcd_cert server etcd server
+etcd_cert apiserver kube-apiserver-etcd-client client
+etcd_cert veclane veclane client
 issue admin kubernetes-admin system:masters
 issue controller-manager system:kube-controller-manager
 issue scheduler system:kube-scheduler
@@ -115,18 +138,22 @@ issue apiserver-kubelet-client kube-apiserver-kubelet-client system:masters
 for k in admin controller-manager scheduler kubelet; do kubeconfig "$k"; done
 
 # --- etcd and the control plane -------------------------------------------------------------
-say "starting etcd on 127.0.0.1:$K8S_ETCD_PORT"
+# TLS with client certificates of its own CA: no pod (nor any local user without the keys,
+# which only root reads) reads or writes the cluster's state.
+say "starting etcd on $K8S_ETCD_URL (TLS, client certificates)"
 k8s_start etcd etcd --name veclane-k8s --data-dir "$K8S_DIR/etcd" \
-  --listen-client-urls "http://127.0.0.1:$K8S_ETCD_PORT" \
-  --advertise-client-urls "http://127.0.0.1:$K8S_ETCD_PORT" \
+  --listen-client-urls "$K8S_ETCD_URL" --advertise-client-urls "$K8S_ETCD_URL" \
+  --cert-file "$K8S_ETCD_PKI/server.crt" --key-file "$K8S_ETCD_PKI/server.key" \
+  --client-cert-auth --trusted-ca-file "$K8S_ETCD_PKI/ca.crt" \
   --listen-peer-urls "http://127.0.0.1:$K8S_ETCD_PEER_PORT" \
   --initial-advertise-peer-urls "http://127.0.0.1:$K8S_ETCD_PEER_PORT" \
   --initial-cluster "veclane-k8s=http://127.0.0.1:$K8S_ETCD_PEER_PORT"
-wait_for etcd 30 curl -fsS "http://127.0.0.1:$K8S_ETCD_PORT/health"
+wait_for etcd 30 k8s_etcd_curl /health
 
 say "starting kube-apiserver on $node_ip:$K8S_API_PORT"
 k8s_start kube-apiserver "$bin/kube-apiserver" \
-  --etcd-servers "http://127.0.0.1:$K8S_ETCD_PORT" \
+  --etcd-servers "$K8S_ETCD_URL" --etcd-cafile "$K8S_ETCD_PKI/ca.crt" \
+  --etcd-certfile "$K8S_ETCD_PKI/apiserver.crt" --etcd-keyfile "$K8S_ETCD_PKI/apiserver.key" \
   --advertise-address "$node_ip" --secure-port "$K8S_API_PORT" \
   --cert-dir "$K8S_PKI/apiserver" \
   --client-ca-file "$K8S_PKI/ca.crt" \

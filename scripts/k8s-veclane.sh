@@ -36,16 +36,23 @@ veclane_plugin() {
   "network_name": "$1",
   "interface": { "kind": "$kind", "mtu": 1500 },
   "ctl_socket": "$K8S_VECLANE_RUN/ctl.sock",
-  "etcd_endpoints": ["http://127.0.0.1:$K8S_ETCD_PORT"],
+  $(veclane_etcd_conf),
   "ipam": {
     "type": "veclane-ipam",
     "network_name": "$1",
     "range": "$2",
     $routes
-    "etcd_endpoints": ["http://127.0.0.1:$K8S_ETCD_PORT"]
+    $(veclane_etcd_conf)
   }
 }
 JSON
+}
+
+# veclane_etcd_conf: the plugins' etcd settings: the cluster's etcd, veclane's client
+# certificate (files on the host, read by the plugins, which run as root).
+veclane_etcd_conf() {
+  printf '"etcd_endpoints": ["%s"], "etcd_ca_file": "%s", "etcd_cert_file": "%s", "etcd_key_file": "%s"' \
+    "$K8S_ETCD_URL" "$K8S_ETCD_PKI/ca.crt" "$K8S_ETCD_PKI/veclane.crt" "$K8S_ETCD_PKI/veclane.key"
 }
 
 # veclane_nad NAME NETWORK RANGE [KIND]: a NetworkAttachmentDefinition NAME for veclane's
@@ -107,19 +114,24 @@ veclane_prepare() {
   mkdir -p "$K8S_VECLANE_RUN" "$K8S_DIR/cni/multus"
 }
 
-# veclane_config NODE_IP: this cluster's two ConfigMaps of docs/k8s/daemonset.yaml: the
-# daemon in interrupt mode (one worker, sleeping while nothing moves: the machine is shared),
-# the agent on loopback etcd with no uplink and the API server's own address; the CNI
-# configuration Multus (00-multus.conf, which containerd takes, being first).
+# veclane_config NODE_IP: this cluster's two ConfigMaps of docs/k8s/daemonset.yaml and its
+# Secret: the daemon in interrupt mode (one worker, sleeping while nothing moves: the machine
+# is shared), the agent on loopback etcd with no uplink and the API server's own address; the
+# CNI configuration Multus (00-multus.conf, which containerd takes, being first); veclane's
+# etcd client certificate (the Secret veclane-etcd).
 veclane_config() {
   kubectl create configmap veclane-config -n veclane-system --dry-run=client -o yaml \
     --from-literal=veclane.toml="$(printf '[daemon]\nmode = "interrupt"\n')" \
-    --from-literal=etcd-endpoints="http://127.0.0.1:$K8S_ETCD_PORT" --from-literal=uplink=none \
+    --from-literal=etcd-endpoints="$K8S_ETCD_URL" --from-literal=uplink=none \
     --from-literal=default-network=pods --from-literal=node-link=pods \
     --from-literal=kubernetes-service-host="$1" --from-literal=kubernetes-service-port="$K8S_API_PORT"
   echo ---
   kubectl create configmap veclane-cni -n veclane-system --dry-run=client -o yaml \
     --from-literal=00-multus.conf="$(veclane_multus_conf)"
+  echo ---
+  kubectl create secret generic veclane-etcd -n veclane-system --dry-run=client -o yaml \
+    --from-file=ca.crt="$K8S_ETCD_PKI/ca.crt" --from-file=client.crt="$K8S_ETCD_PKI/veclane.crt" \
+    --from-file=client.key="$K8S_ETCD_PKI/veclane.key"
 }
 
 # veclane_multus_conf: Multus' configuration, its delegate for eth0 veclane-cni on `pods` (a
