@@ -36,6 +36,10 @@ type Config struct {
 	// NodeLinkNetns is the path of the host's network namespace, where the daemon runs and
 	// the link's host side is configured; "" is the agent's own (a test gives another).
 	NodeLinkNetns string
+	// NodeGrace is how long the pods of a node whose lease expired stay routed (see
+	// nodeMemory); Run keeps the memory in nodes.
+	NodeGrace time.Duration
+	nodes     *nodeMemory
 }
 
 // Run registers the node and keeps its daemon in step with the cluster until ctx ends:
@@ -48,6 +52,7 @@ func Run(ctx context.Context, s *cluster.Store, cfg Config) error {
 		log = slog.Default()
 	}
 	backoff := newBackoff(cfg.MaxBackoff)
+	cfg.nodes = &nodeMemory{}
 	var lead *cluster.Leadership
 	if cfg.Kube != nil {
 		// Every agent campaigns; the leader copies Network resources into etcd.

@@ -67,8 +67,8 @@ func taken(network string, p netip.Prefix) Route { return Route{Network: network
 
 // Desired computes what node `self` must hold: every valid network whose physical network
 // has an uplink here, and a /32 route to every pod of those networks on another registered
-// node. Pods of a node that is not registered (its lease expired) get no route, so their
-// routes go when the node goes. Problems (a network without an uplink here) are returned
+// node (snap.Nodes: Reconcile adds the nodes still in their grace, see nodeMemory). Pods of
+// a node that is not there get no route, so their routes go when the node goes. Problems (a network without an uplink here) are returned
 // beside the state, which omits them. An attachment outside its network's range never gets
 // here: the snapshot refuses it (cluster.Store.Snapshot).
 func Desired(snap *cluster.Snapshot, self string, uplinks Uplinks) (State, []string) {

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"veclane.dev/cni/cluster"
 	"veclane.dev/cni/ctl"
@@ -32,7 +33,12 @@ func Reconcile(ctx context.Context, s *cluster.Store, d *Daemon, cfg *Config) (R
 	if err != nil {
 		return Round{}, err
 	}
+	var grace []string
+	if cfg.nodes != nil {
+		snap.Nodes, grace = cfg.nodes.withGrace(snap.Nodes, time.Now(), cfg.NodeGrace)
+	}
 	want, problems := Desired(snap, self, cfg.Uplinks)
+	problems = append(problems, grace...)
 	round := Round{Revision: snap.Revision, Problems: append(problems, snap.Invalid...), Attachments: snap.Attachments}
 	have, err := d.State()
 	if err != nil {

@@ -387,7 +387,8 @@ type Registration struct {
 }
 
 // Register puts the node under a lease of `ttl` and keeps the lease alive until Close or
-// until it is lost. Other nodes remove this node's tunnels and routes once the lease expires.
+// until it is lost. Other nodes remove this node's tunnels and routes once the lease expires
+// and their grace for it has passed (the agent's --node-grace).
 func (s *Store) Register(ctx context.Context, n Node, ttl time.Duration) (*Registration, error) {
 	if err := n.Validate(); err != nil {
 		return nil, err

@@ -100,7 +100,8 @@ func (l *lab) startDaemon(n *node) {
 func (l *lab) startAgent(n *node) {
 	l.t.Helper()
 	n.agent = exec.Command(filepath.Join(bin, "veclane-agent"), "--etcd", l.etcd.Endpoint, "--node", n.name,
-		"--vtep", n.vtep, "--uplink", "uplink", "--ctl-socket", n.sock(), "--lease-ttl", "3s", "--resync", "2s")
+		"--vtep", n.vtep, "--uplink", "uplink", "--ctl-socket", n.sock(), "--lease-ttl", "3s", "--resync", "2s",
+		"--node-grace", "5s")
 	n.agent.Stderr = os.Stderr
 	if err := n.agent.Start(); err != nil {
 		l.t.Fatal(err)
@@ -564,27 +565,44 @@ func (s *scene) killedEtcd(t *testing.T) {
 	}
 }
 
-// n3's agent dies for good: its lease (3 s) expires, and n1 and n2 drop their tunnels to
-// n3 right after (etcd checks leases every half second; the agents watch): 3.0 to 4.2 s
-// measured here, bounded at 6 s for a loaded machine.
+// n3's agent dies for good while its daemon forwards on: its lease (3 s, renewed every
+// second) expires 2 to 4.2 s later (etcd checks leases every half second; the agents watch),
+// n1 and n2 keep routing to n3's pods for their grace (5 s), so b1 keeps reaching b3 on n3,
+// and then drop their tunnels to n3: 5 s after the death they still have them, 14 s after
+// (a loaded machine) they do not.
 func (s *scene) leaseExpires(t *testing.T) {
+	b3 := addr(s.rb3)
+	eventually(t, 20*time.Second, "b1 reaches b3 on n3", reaches(s.b1, b3))
+	stop := background(s.b1, b3)
 	kill(s.n3.agent)
 	died := time.Now()
-	for _, n := range []*node{s.n1, s.n2} {
-		eventually(t, 6*time.Second-time.Since(died), n.name+" drops its tunnels to n3 within the lease and 3 s", func() error {
-			v, err := tunnels(n)
-			if err != nil {
-				return err
+	has := func(n *node) (bool, error) {
+		v, err := tunnels(n)
+		for _, tun := range v {
+			if strings.Contains(tun, s.n3.vtep) {
+				return true, err
 			}
-			for _, tun := range v {
-				if strings.Contains(tun, s.n3.vtep) {
-					return fmt.Errorf("tunnels: %v", v)
-				}
+		}
+		return false, err
+	}
+	time.Sleep(5*time.Second - time.Since(died))
+	for _, n := range []*node{s.n1, s.n2} {
+		if there, err := has(n); err != nil || !there {
+			t.Fatalf("%s dropped its tunnel to n3 within the lease and the grace (%v)", n.name, err)
+		}
+	}
+	if sent, got := stop(); sent < 50 || got < sent-2 {
+		t.Fatalf("b1 to b3 while n3's agent was away: %d of %d answered", got, sent)
+	}
+	for _, n := range []*node{s.n1, s.n2} {
+		eventually(t, 14*time.Second-time.Since(died), n.name+" drops its tunnels to n3 after the lease and the grace", func() error {
+			if there, err := has(n); err != nil || there {
+				return fmt.Errorf("still a tunnel to n3 (%v)", err)
 			}
 			return nil
 		})
 	}
-	t.Logf("n3's tunnels gone from n1 and n2 %.1f s after its agent died (lease 3 s)", time.Since(died).Seconds())
+	t.Logf("n3's tunnels gone from n1 and n2 %.1f s after its agent died (lease 3 s, grace 5 s)", time.Since(died).Seconds())
 }
 
 // DEL twice; DEL after the daemon was killed; GC with a stale attachment.

@@ -68,6 +68,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.ctl, "ctl-socket", "/run/veclane/ctl.sock", "the daemon's control socket")
 	fs.StringVar(&f.nodeLink, "node-link", "", "link the node into this network: a tap "+agent.NodeLinkIfName+" (link-local both sides), the network's range routed through it, the node's address (--vtep) routed to it")
 	fs.DurationVar(&f.ttl, "lease-ttl", 10*time.Second, "how long the node outlives its agent")
+	fs.DurationVar(&f.grace, "node-grace", 5*time.Minute, "how long this node keeps routing to the pods of a node whose lease expired (that node's daemon may still forward them)")
 	fs.DurationVar(&f.resync, "resync", 30*time.Second, "reconcile at least this often")
 	kf := &f.kube
 	fs.StringVar(&kf.kubeconfig, "kubeconfig", "", "take services and policies from the Kubernetes API this kubeconfig names")
@@ -100,7 +101,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 // agentFlags are the agent's command line, but for etcd's and the log's.
 type agentFlags struct {
 	node, vtep, uplink, ctl, nodeLink string
-	ttl, resync                       time.Duration
+	ttl, resync, grace                time.Duration
 	phys                              pairs
 	kube                              kubeFlags
 }
@@ -153,6 +154,7 @@ func run(ctx context.Context, log *slog.Logger, etcd etcdclient.Settings, f agen
 		Kube:           kube,
 		DefaultNetwork: f.kube.defaultNet,
 		NodeLink:       f.nodeLink,
+		NodeGrace:      f.grace,
 	})
 	if ctx.Err() != nil {
 		log.Info("stopped", "node", node)
