@@ -508,6 +508,10 @@ pub struct WorkerRuntime {
     /// Dispatch loops run and the loops that went to sleep.
     pub loops: u64,
     pub sleeps: u64,
+    /// Times the watchdog found the worker stalled (awake, no loop finished for 100 ms) and
+    /// interrupted it; since the daemon started.
+    #[serde(default)]
+    pub stalls: u64,
     pub nodes: Vec<NodeRuntime>,
 }
 

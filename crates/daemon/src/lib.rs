@@ -40,6 +40,8 @@ pub enum DaemonError {
     Control(#[from] control::ControlError),
     #[error("{0}")]
     Metrics(String),
+    #[error("{0}: the daemon stops, for the service manager to start it again")]
+    WorkerDied(String),
 }
 
 /// The runtime directory the configuration asks for, or the default.
@@ -108,6 +110,7 @@ pub fn run(
         ctl_path.display()
     ));
     let mut running = cfg.clone();
+    let mut died = None;
     while !signals.stop.load(Ordering::Relaxed) {
         if signals.reload.swap(false, Ordering::Relaxed) {
             service.reloading();
@@ -116,7 +119,16 @@ pub fn run(
         }
         control.tick();
         server.serve(&mut control, 20);
-        service.feed_watchdog();
+        // A worker stuck for good (control/watchdog.rs): systemd's watchdog restarts us.
+        if control.healthy() {
+            service.feed_watchdog();
+        }
+        // A worker that panicked is gone with its queues: stop rather than limp on.
+        if let Some(why) = control.dead_worker() {
+            tracing::error!(reason = %why, "a worker ended: stopping");
+            died = Some(why);
+            break;
+        }
     }
     service.stopping();
     drop(metrics);
@@ -124,7 +136,10 @@ pub fn run(
     drop(server);
     let _ = std::fs::remove_file(&ctl_path);
     tracing::info!("veclane stopped");
-    Ok(())
+    match died {
+        Some(why) => Err(DaemonError::WorkerDied(why)),
+        None => Ok(()),
+    }
 }
 
 /// Reads the configuration again and applies what changed; returns the configuration now

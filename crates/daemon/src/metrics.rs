@@ -521,6 +521,11 @@ impl Snapshot {
             "Dispatch loops that went to sleep for want of packets.",
             per_worker(|w| w.sleeps as f64),
         ));
+        v.push(counter(
+            "worker_stalls",
+            "Times the watchdog found the worker awake with no loop finished for 100 ms, and interrupted it.",
+            per_worker(|w| w.stalls as f64),
+        ));
         v
     }
 

@@ -9,7 +9,7 @@
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::mpsc::Sender;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -57,6 +57,10 @@ pub struct Activity {
     pub loops: AtomicU64,
     /// The worker is asleep (outside any lookup).
     pub parked: AtomicBool,
+    /// The worker thread's id (for memif::unblock::interrupt); 0 until it runs.
+    pub tid: AtomicI32,
+    /// Stalls the watchdog saw (control/watchdog.rs).
+    pub stalls: AtomicU64,
 }
 
 /// The control thread's handle on one worker.
@@ -69,6 +73,8 @@ pub struct WorkerHandle {
     devices: Vec<Box<dyn DeviceQueues>>,
     wake: Arc<OwnedFd>,
     pub activity: Arc<Activity>,
+    /// The control thread's watchdog state for it.
+    pub watch: crate::control::WorkerWatch,
     /// The buffer pool's size and how it was registered for a copy device, if it was.
     pub pool_registration: Option<(usize, std::io::Result<copy_engine::Registered>)>,
     join: Option<JoinHandle<()>>,
@@ -170,6 +176,8 @@ pub fn spawn(mut s: WorkerSetup) -> std::io::Result<WorkerHandle> {
     let (w, a, core, mode, index) = (wake.clone(), activity.clone(), s.core, s.mode, s.index);
     // The worker says when it is pinned: the daemon is ready only once every worker is.
     let (pinned_tx, pinned) = std::sync::mpsc::sync_channel(1);
+    // A worker caught in write(2) on a peer's eventfd is interrupted by the watchdog.
+    memif::unblock::install();
     let join = std::thread::Builder::new()
         .name(format!("vl_wk_{index}"))
         .spawn(move || {
@@ -180,6 +188,8 @@ pub fn spawn(mut s: WorkerSetup) -> std::io::Result<WorkerHandle> {
                     tracing::warn!(worker = index, core = c, "cannot pin worker: {e}");
                 }
             }
+            a.tid
+                .store(memif::unblock::current_thread(), Ordering::Relaxed);
             let _ = pinned_tx.send(());
             Worker {
                 index,
@@ -211,6 +221,7 @@ pub fn spawn(mut s: WorkerSetup) -> std::io::Result<WorkerHandle> {
         devices,
         wake,
         activity,
+        watch: crate::control::WorkerWatch::new(Instant::now()),
         pool_registration,
         join: Some(join),
     })
@@ -297,6 +308,7 @@ impl Worker {
                     core: self.core,
                     seconds: self.since.elapsed().as_secs_f64(),
                     busy_seconds: self.rt.busy_ns() as f64 / 1e9,
+                    stalls: self.activity.stalls.load(Ordering::Relaxed),
                     loops: self.loops,
                     sleeps: self.sleeps,
                     nodes,

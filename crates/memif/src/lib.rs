@@ -29,6 +29,7 @@ pub mod ring;
 pub mod secondary;
 pub mod shm;
 pub mod sock;
+pub mod unblock;
 
 pub use msg::Mode;
 pub use primary::{Listener, PrimaryQueues};

@@ -1,7 +1,7 @@
 //! Hostile peers on a connected interface: descriptors, indices and chains that lie, a peer
-//! rewriting what it posted, a hostile primary against our secondary, and signalling through
-//! an eventfd the peer controls. Each is dropped and counted or ends only that peer's
-//! connection; nothing panics.
+//! rewriting what it posted, and a hostile primary against our secondary. Each is dropped and
+//! counted or ends only that peer's connection; nothing panics. (Signalling through an
+//! eventfd the peer controls: hostile_irq.rs.)
 
 mod common;
 mod evil;
@@ -454,94 +454,4 @@ fn hostile_primary_cannot_crash_the_secondary() {
     std::fs::remove_file(dir.path().join("memif.sock")).unwrap();
     let mut l = Listener::bind(&path, vec![cfg(0)]).unwrap();
     connect(&mut l, &mut c);
-}
-
-#[test]
-fn a_peer_cannot_stall_our_signalling_through_its_eventfd() {
-    // The peer makes the shared eventfd blocking and fills its counter: our producer must skip
-    // the signal instead of blocking in write().
-    let _serial = serial();
-    let dir = tempfile::tempdir().unwrap();
-    let mut l = listener(&dir, vec![cfg(0)]);
-    let (_e, _shm, [_, m2s_irq], mut queues) = connected_with_blocking_eventfds(&mut l);
-    rustix::io::write(&m2s_irq, &0xffff_ffff_ffff_fffeu64.to_ne_bytes()).unwrap();
-    let m2s = Ring::new(_shm.clone(), 16512, 10, RingLayout::CacheLine64).unwrap();
-    m2s.set_desc(
-        0,
-        Desc {
-            flags: 0,
-            region: 0,
-            length: 2048,
-            offset: RINGS as u32,
-            metadata: 0,
-        },
-    );
-    m2s.set_head(1);
-    let mut pool = pool();
-    let b = pool.from_bytes(&[5; 64]).unwrap();
-    // Would hang forever in write() without the POLLOUT check.
-    assert_eq!(queues.tx[0].send(&pool, &[b]).unwrap(), 1);
-    assert_eq!(queues.tx[0].stats().interrupts_sent, 0);
-    pool.free(b);
-}
-
-#[test]
-fn a_peer_cannot_stall_our_receive_through_its_eventfd() {
-    // The peer makes the eventfd it signals us on blocking and leaves its counter at zero: our
-    // consumer clearing it (after a sleep, or when arming) must not block in read().
-    let _serial = serial();
-    let dir = tempfile::tempdir().unwrap();
-    let mut l = listener(&dir, vec![cfg(0)]);
-    let (e, _shm, _irqs, mut queues) = connected_with_blocking_eventfds(&mut l);
-    let (done_tx, done_rx) = std::sync::mpsc::channel();
-    let rx = queues.rx.remove(0);
-    std::thread::spawn(move || {
-        let mut rx = rx;
-        rx.set_interrupt_mode(true);
-        // Would hang forever in read() without the POLLIN check.
-        rx.arm(false);
-        assert!(!rx.wait(10));
-        let _ = done_tx.send(rx.stats().interrupts_received);
-    });
-    let received = done_rx
-        .recv_timeout(Duration::from_secs(5))
-        .expect("the consumer blocked on the peer's eventfd");
-    assert_eq!(received, 0, "no signal came");
-    drop(e);
-}
-
-/// A hostile secondary connected with one ring each way whose eventfds it made blocking
-/// again after we set O_NONBLOCK on the shared description (as a peer can): the peer, its
-/// region, the two eventfds (S2M, M2S) and our queues.
-fn connected_with_blocking_eventfds(
-    l: &mut Listener,
-) -> (
-    Evil,
-    Arc<memif::shm::SharedMemory>,
-    [std::os::fd::OwnedFd; 2],
-    memif::PrimaryQueues,
-) {
-    let e = Evil::connect(l);
-    e.init(l, 0);
-    let shm = good_region(&e, l, RINGS as usize + 2048 * 2048);
-    let irqs = [eventfd(), eventfd()];
-    e.send(add_ring(true, 0, 0, 0, 10), Some(&irqs[0]));
-    assert_eq!(e.recv(l), Some(Msg::Ack));
-    e.send(add_ring(false, 0, 0, 16512, 10), Some(&irqs[1]));
-    assert_eq!(e.recv(l), Some(Msg::Ack));
-    e.send(
-        Msg::Connect {
-            if_name: FixedStr::new("evil"),
-        },
-        None,
-    );
-    assert!(matches!(e.recv(l), Some(Msg::Connected { .. })));
-    let Some(Event::Connected { queues, .. }) = l.next_event() else {
-        panic!("no connection")
-    };
-    for fd in &irqs {
-        let fl = rustix::fs::fcntl_getfl(fd).unwrap();
-        rustix::fs::fcntl_setfl(fd, fl - rustix::fs::OFlags::NONBLOCK).unwrap();
-    }
-    (e, shm, irqs, queues)
 }

@@ -222,13 +222,18 @@ fn copy_engine_lines(s: &mut String, info: &CopyEngineInfo) {
 fn runtime_lines(s: &mut String, workers: &[WorkerRuntime]) {
     for w in workers {
         s.push_str(&format!(
-            "Thread {} vl_wk_{} (core {}): {:.1} s, {} loops, {} sleeps\n",
+            "Thread {} vl_wk_{} (core {}): {:.1} s, {} loops, {} sleeps{}\n",
             w.worker + 1,
             w.worker,
             w.core.map_or("any".to_string(), |c| c.to_string()),
             w.seconds,
             w.loops,
-            w.sleeps
+            w.sleeps,
+            if w.stalls > 0 {
+                format!(", {} stalls", w.stalls)
+            } else {
+                String::new()
+            }
         ));
         s.push_str(&format!(
             "{:<22} {:<9} {:>12} {:>14} {:>14} {:>12} {:>10}\n",

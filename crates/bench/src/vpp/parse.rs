@@ -144,6 +144,7 @@ pub fn parse_show_runtime(out: &str, tsc_per_ns: f64) -> Vec<api::WorkerRuntime>
         busy_seconds: 0.0,
         loops: 0,
         sleeps: 0,
+        stalls: 0,
         nodes: Vec::new(),
     };
     for line in out.lines() {

@@ -18,6 +18,8 @@ mod repeats;
 mod services;
 mod taps;
 mod tunnels;
+mod watchdog;
+pub use watchdog::WorkerWatch;
 mod uplinks;
 
 use std::collections::HashMap;
@@ -129,6 +131,8 @@ pub struct Control {
     /// Flows the workers denied, to be logged.
     denied: Receiver<nodes::Denied>,
     deny_log: policies::DenyLog,
+    /// Why the daemon is not healthy (a worker stuck: see watchdog.rs), if it is not.
+    unhealthy: Option<String>,
 }
 
 impl std::fmt::Debug for Control {
@@ -184,6 +188,7 @@ impl Control {
             closing_taps: Vec::new(),
             learn_wake: learn_wake.clone(),
             quiesce_after: None,
+            unhealthy: None,
             pcap: None,
             copy: copy::Copy::new(&cfg.daemon),
             repeats: repeats::Repeats::default(),
@@ -303,6 +308,7 @@ impl Control {
         self.log_denied();
         self.after_rib_change();
         self.maybe_quiesce();
+        self.watch_workers();
     }
 
     /// Starts waiting for the workers (again) when the RIB unlinked table memory.

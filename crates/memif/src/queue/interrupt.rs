@@ -1,10 +1,14 @@
 //! Interrupts: the ring's eventfd and its `MASK_INT` flag, from both sides.
 
 use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::QueueBase;
 use super::counters::bump;
 use crate::ring::RING_FLAG_MASK_INT;
+
+/// The kernel refused RWF_NOWAIT on an eventfd read (older than 5.12): poll, then read.
+static NOWAIT_UNSUPPORTED: AtomicBool = AtomicBool::new(false);
 
 impl QueueBase {
     /// Producer side: wake the consumer unless it masked interrupts.
@@ -14,25 +18,48 @@ impl QueueBase {
             // The eventfd is one open file description shared with the peer, which can clear
             // O_NONBLOCK on it and fill its counter so that a plain write would block us. Write
             // only when poll says a write cannot block; a counter that is full already means
-            // "wake up". (A peer that races poll and write precisely can still stall this
-            // thread; eventfds support neither RWF_NOWAIT nor reopening via /proc.)
+            // "wake up". A peer that fills it between the poll and the write (eventfds take no
+            // RWF_NOWAIT on writes) keeps us in write() until the daemon's watchdog interrupts
+            // us (crate::unblock): EINTR, and the peer has shown what it is.
             if self.irq_ready(rustix::event::PollFlags::OUT) {
-                let _ = rustix::io::write(&self.irq, &1u64.to_ne_bytes());
-                bump(&self.counters.interrupts_sent, 1);
+                match rustix::io::write(&self.irq, &1u64.to_ne_bytes()) {
+                    Err(rustix::io::Errno::INTR) => self.link.fault(
+                        "the peer's interrupt eventfd blocked our write (O_NONBLOCK cleared and \
+                         its counter filled)"
+                            .into(),
+                    ),
+                    _ => bump(&self.counters.interrupts_sent, 1),
+                }
             }
         }
     }
 
     /// Consumer side: clears the eventfd's counter; whether there was a signal. The eventfd is
     /// shared with the peer, which can clear O_NONBLOCK on it (we set it when the ring was
-    /// added), and a read of an empty blocking eventfd would never return: read only when
-    /// poll says a read cannot block. (As for `signal`, a peer that drains the counter
-    /// precisely between our poll and read can still stall this thread.)
+    /// added) and drain it between any look of ours and our read: a plain read of an empty
+    /// blocking eventfd would never return. `preadv2` with RWF_NOWAIT never waits, whatever
+    /// the description's flags (eventfds honour it since Linux 5.12); an older kernel refuses
+    /// the flag, and there the read comes only after a poll says it cannot block (which a
+    /// peer racing us precisely can still defeat).
     fn take_signal(&self) -> bool {
+        let mut b = [0u8; 8];
+        if !NOWAIT_UNSUPPORTED.load(Ordering::Relaxed) {
+            match rustix::io::preadv2(
+                &self.irq,
+                &mut [std::io::IoSliceMut::new(&mut b)],
+                u64::MAX,
+                rustix::io::ReadWriteFlags::NOWAIT,
+            ) {
+                Ok(n) => return n == 8,
+                Err(e) if e == rustix::io::Errno::OPNOTSUPP || e == rustix::io::Errno::NOSYS => {
+                    NOWAIT_UNSUPPORTED.store(true, Ordering::Relaxed);
+                }
+                Err(_) => return false,
+            }
+        }
         if !self.irq_ready(rustix::event::PollFlags::IN) {
             return false;
         }
-        let mut b = [0u8; 8];
         matches!(rustix::io::read(&self.irq, &mut b), Ok(8))
     }
 
@@ -85,5 +112,93 @@ impl QueueBase {
             self.ring.set_flags(RING_FLAG_MASK_INT);
         }
         ready()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::fd::AsRawFd;
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    use super::*;
+    use crate::queue::Link;
+    use crate::ring::{Ring, RingLayout};
+    use crate::shm::SharedMemory;
+    use crate::unblock;
+
+    /// The system call thread `tid` of this process waits in, if any (write(2) is 1).
+    fn waiting_in(tid: i32) -> Option<u64> {
+        let s = std::fs::read_to_string(format!("/proc/self/task/{tid}/syscall")).ok()?;
+        s.split_whitespace().next()?.parse().ok()
+    }
+
+    /// A peer that drains the eventfd and fills it to the brim again as fast as it can (with
+    /// O_NONBLOCK for its own steps, cleared for ours) catches our producer between its poll
+    /// and its write, in write(2); the test plays the daemon's watchdog and interrupts it
+    /// there. Our producer, interrupted, must end the peer's connection, not go on
+    /// signalling it.
+    #[test]
+    fn a_producer_caught_in_a_peers_write_cuts_the_peer_off_when_interrupted() {
+        unblock::install();
+        let shm = Arc::new(SharedMemory::anonymous(1 << 16).unwrap());
+        let ring = Ring::new(shm, 0, 4, RingLayout::CacheLine64).unwrap();
+        // Blocking, as a hostile peer leaves the shared description.
+        let irq = rustix::event::eventfd(0, rustix::event::EventfdFlags::CLOEXEC).unwrap();
+        let peer_fd = irq.try_clone().unwrap();
+        let link = Link::new_up();
+        let base = QueueBase::new(ring, irq, link.clone(), 0);
+        let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+        let producer = std::thread::spawn(move || {
+            let _ = tid_tx.send(unblock::current_thread());
+            while base.link.is_up() {
+                base.signal();
+            }
+        });
+        let producer_tid = tid_rx.recv().unwrap();
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (peer_tid_tx, peer_tid_rx) = std::sync::mpsc::channel();
+        let peer = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let _ = peer_tid_tx.send(unblock::current_thread());
+                let mut b = [0u8; 8];
+                let fl = rustix::fs::fcntl_getfl(&peer_fd).unwrap();
+                while !stop.load(Ordering::Relaxed) {
+                    // Non-blocking for its own steps, blocking again for ours.
+                    let _ = rustix::fs::fcntl_setfl(&peer_fd, fl | rustix::fs::OFlags::NONBLOCK);
+                    let _ = rustix::io::read(&peer_fd, &mut b);
+                    let _ = rustix::io::write(&peer_fd, &(u64::MAX - 1).to_ne_bytes());
+                    let _ = rustix::fs::fcntl_setfl(&peer_fd, fl);
+                }
+                peer_fd.as_raw_fd()
+            })
+        };
+        let peer_tid = peer_tid_rx.recv().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut interrupted = 0;
+        while link.is_up() {
+            assert!(
+                Instant::now() < deadline,
+                "the peer was never cut off ({interrupted} interrupts of our producer)"
+            );
+            std::thread::sleep(Duration::from_millis(2));
+            for tid in [producer_tid, peer_tid] {
+                if waiting_in(tid) == Some(1) {
+                    std::thread::sleep(Duration::from_millis(5));
+                    if waiting_in(tid) == Some(1) {
+                        interrupted += usize::from(tid == producer_tid);
+                        let _ = unblock::interrupt(tid);
+                    }
+                }
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        let _ = unblock::interrupt(peer_tid);
+        producer.join().unwrap();
+        let _ = peer.join();
+        let reason = link.take_fault().unwrap_or_default();
+        assert!(reason.contains("eventfd blocked our write"), "{reason}");
+        assert!(interrupted > 0);
     }
 }
