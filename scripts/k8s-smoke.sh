@@ -105,11 +105,16 @@ EOF
   kubectl delete service smoke-web >/dev/null
 }
 
+# addr_of POD DEVICE: POD's IPv4 address on DEVICE.
+addr_of() {
+  kubectl exec "$1" -- ip -4 -o addr show dev "$2" | awk '{print $4}' | cut -d/ -f1
+}
+
 # veclane only: blue (net1 of smoke-a and smoke-b) carries between its pods, red (net2 of
 # smoke-b, net1 of smoke-c) between its; neither network's pods reach the other's addresses.
 secondary_networks() {
   local b_blue b_red
-  b_blue=$(kubectl exec smoke-b -- ip -4 -o addr show dev net1 | awk '{print $4}' | cut -d/ -f1)
+  b_blue=$(addr_of smoke-b net1)
   case "$b_blue" in 10.1.0.*) ;; *) die "smoke-b's net1 has $b_blue, not a blue address" ;; esac
   kubectl exec smoke-a -- ping -c 2 -W 2 "$b_blue" >/dev/null ||
     die "smoke-a does not reach smoke-b on blue ($b_blue)"
@@ -118,7 +123,7 @@ secondary_networks() {
   fi
   # smoke-b is on all three networks (eth0, net1 on blue, net2 on red): red carries between
   # it and smoke-c, and smoke-a, not on red, does not reach its red address.
-  b_red=$(kubectl exec smoke-b -- ip -4 -o addr show dev net2 | awk '{print $4}' | cut -d/ -f1)
+  b_red=$(addr_of smoke-b net2)
   case "$b_red" in 10.2.0.*) ;; *) die "smoke-b's net2 has $b_red, not a red address" ;; esac
   kubectl exec smoke-c -- ping -c 2 -W 2 "$b_red" >/dev/null ||
     die "smoke-c does not reach smoke-b on red ($b_red)"
@@ -154,8 +159,7 @@ connected() {
   local b_ip b_blue api
   # Quiet: while a component comes back, exec fails, and a pod's net1 may not be there yet.
   b_ip=$(kubectl get pod smoke-b -o jsonpath='{.status.podIP}' 2>/dev/null) || return 1
-  b_blue=$(kubectl exec smoke-b -- ip -4 -o addr show dev net1 2>/dev/null | awk '{print $4}' |
-    cut -d/ -f1)
+  b_blue=$(addr_of smoke-b net1 2>/dev/null)
   [ -n "$b_blue" ] && pings "$b_ip" && pings "$b_blue" || return 1
   api=$(kubectl exec smoke-a -- sh -c "printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 3 ${K8S_SERVICE_CIDR%.*/*}.1 443" 2>&1 || true)
   grep -q "HTTPS server" <<<"$api"
@@ -344,7 +348,7 @@ net1_rx() { kubectl exec "$1" -- cat /sys/class/net/net1/statistics/rx_packets; 
 # gen-a arrive in its generator, which counts them.
 memif_pod() {
   local mac gw ip b_blue c_red before out
-  ip=$(kubectl exec gen-a -- ip -4 -o addr show dev net1 | awk '{print $4}' | cut -d/ -f1)
+  ip=$(addr_of gen-a net1)
   mac=$(kubectl get pod gen-a -o jsonpath='{.metadata.annotations.k8s\.v1\.cni\.cncf\.io/network-status}' |
     tr -d ' \n' | sed -n 's/.*"interface":"net1","ips":\[[^]]*\],"mac":"\([0-9a-f:]*\)".*/\1/p')
   # The gateway's MAC: the daemon's side of the memif whose allowed source is gen-a's address.
@@ -354,8 +358,8 @@ memif_pod() {
   if [ -z "$ip" ] || [ -z "$mac" ] || [ -z "$gw" ]; then
     die "gen-a's memif: address '$ip', MAC '$mac', gateway '$gw'"
   fi
-  b_blue=$(kubectl exec smoke-b -- ip -4 -o addr show dev net1 | awk '{print $4}' | cut -d/ -f1)
-  c_red=$(kubectl exec smoke-c -- ip -4 -o addr show dev net1 | awk '{print $4}' | cut -d/ -f1)
+  b_blue=$(addr_of smoke-b net1)
+  c_red=$(addr_of smoke-c net1)
   gen() {
     kubectl exec gen-a -- veclane gen --socket @veclane-net1 --src-mac "$mac" --dst-mac "$gw" \
       --rate 2000 --tx-only "$@" >/dev/null

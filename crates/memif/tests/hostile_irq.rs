@@ -5,13 +5,11 @@
 mod common;
 mod evil;
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::*;
-use memif::msg::{FixedStr, Msg};
-use memif::ring::{Desc, Ring, RingLayout};
-use memif::{Event, Listener};
+use memif::Listener;
+use memif::ring::Desc;
 
 use evil::*;
 
@@ -22,9 +20,9 @@ fn a_peer_cannot_stall_our_signalling_through_its_eventfd() {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let mut l = listener(&dir, vec![cfg(0)]);
-    let (_e, _shm, [_, m2s_irq], mut queues) = connected_with_blocking_eventfds(&mut l);
+    let (ev, [_, m2s_irq], mut queues) = connected_with_blocking_eventfds(&mut l);
     rustix::io::write(&m2s_irq, &0xffff_ffff_ffff_fffeu64.to_ne_bytes()).unwrap();
-    let m2s = Ring::new(_shm.clone(), 16512, 10, RingLayout::CacheLine64).unwrap();
+    let m2s = &ev.m2s;
     m2s.set_desc(
         0,
         Desc {
@@ -51,7 +49,7 @@ fn a_peer_cannot_stall_our_receive_through_its_eventfd() {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let mut l = listener(&dir, vec![cfg(0)]);
-    let (e, _shm, _irqs, mut queues) = connected_with_blocking_eventfds(&mut l);
+    let (e, _irqs, mut queues) = connected_with_blocking_eventfds(&mut l);
     let (done_tx, done_rx) = std::sync::mpsc::channel();
     let rx = queues.rx.remove(0);
     std::thread::spawn(move || {
@@ -70,39 +68,22 @@ fn a_peer_cannot_stall_our_receive_through_its_eventfd() {
 }
 
 /// A hostile secondary connected with one ring each way whose eventfds it made blocking
-/// again after we set O_NONBLOCK on the shared description (as a peer can): the peer, its
-/// region, the two eventfds (S2M, M2S) and our queues.
+/// again after we set O_NONBLOCK on the shared description (as a peer can): the peer (with
+/// its rings), the two eventfds (S2M, M2S) and our queues.
 fn connected_with_blocking_eventfds(
     l: &mut Listener,
 ) -> (
-    Evil,
-    Arc<memif::shm::SharedMemory>,
+    EvilConnected,
     [std::os::fd::OwnedFd; 2],
     memif::PrimaryQueues,
 ) {
-    let e = Evil::connect(l);
-    e.init(l, 0);
-    let shm = good_region(&e, l, RINGS as usize + 2048 * 2048);
     let irqs = [eventfd(), eventfd()];
-    e.send(add_ring(true, 0, 0, 0, 10), Some(&irqs[0]));
-    assert_eq!(e.recv(l), Some(Msg::Ack));
-    e.send(add_ring(false, 0, 0, 16512, 10), Some(&irqs[1]));
-    assert_eq!(e.recv(l), Some(Msg::Ack));
-    e.send(
-        Msg::Connect {
-            if_name: FixedStr::new("evil"),
-        },
-        None,
-    );
-    assert!(matches!(e.recv(l), Some(Msg::Connected { .. })));
-    let Some(Event::Connected { queues, .. }) = l.next_event() else {
-        panic!("no connection")
-    };
+    let (e, queues) = evil_connected_with(l, 0, &irqs);
     for fd in &irqs {
         let fl = rustix::fs::fcntl_getfl(fd).unwrap();
         rustix::fs::fcntl_setfl(fd, fl - rustix::fs::OFlags::NONBLOCK).unwrap();
     }
-    (e, shm, irqs, queues)
+    (e, irqs, queues)
 }
 
 /// The system call thread `tid` of this process is blocked in, if any: its number (read(2) is
@@ -121,7 +102,7 @@ fn a_peer_racing_our_receive_cannot_stall_it() {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let mut l = listener(&dir, vec![cfg(0)]);
-    let (e, _shm, [s2m_irq, _], mut queues) = connected_with_blocking_eventfds(&mut l);
+    let (e, [s2m_irq, _], mut queues) = connected_with_blocking_eventfds(&mut l);
     let rx = queues.rx.remove(0);
     let (tid_tx, tid_rx) = std::sync::mpsc::channel();
     let (done_tx, done_rx) = std::sync::mpsc::channel();

@@ -149,13 +149,23 @@ pub struct EvilConnected {
 pub const RINGS: u64 = 2 * 16512;
 
 pub fn evil_connected(l: &mut Listener, id: u32) -> (EvilConnected, memif::PrimaryQueues) {
+    evil_connected_with(l, id, &[eventfd(), eventfd()])
+}
+
+/// As [`evil_connected`], the rings' eventfds (S2M, M2S) being `irqs` (the peer keeps its
+/// own descriptors of them).
+pub fn evil_connected_with(
+    l: &mut Listener,
+    id: u32,
+    irqs: &[std::os::fd::OwnedFd; 2],
+) -> (EvilConnected, memif::PrimaryQueues) {
     let e = Evil::connect(l);
     e.init(l, id);
     let size = RINGS as usize + 2048 * 2048;
     let shm = good_region(&e, l, size);
-    e.send(add_ring(true, 0, 0, 0, 10), Some(&eventfd()));
+    e.send(add_ring(true, 0, 0, 0, 10), Some(&irqs[0]));
     assert_eq!(e.recv(l), Some(Msg::Ack));
-    e.send(add_ring(false, 0, 0, 16512, 10), Some(&eventfd()));
+    e.send(add_ring(false, 0, 0, 16512, 10), Some(&irqs[1]));
     assert_eq!(e.recv(l), Some(Msg::Ack));
     e.send(
         Msg::Connect {
