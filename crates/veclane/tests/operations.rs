@@ -690,3 +690,43 @@ fn monitor_redraws_rates_on_a_terminal() {
     );
     assert!(!text.contains('\x1b'), "no escapes off a terminal");
 }
+
+/// `pcap trace` writes only into the capture directory: a name, or a path there, works; a
+/// file elsewhere, a way out with `..`, or a symbolic link planted in the directory (to a file
+/// outside) is refused, and the file outside is untouched.
+#[test]
+fn pcap_traces_stay_in_the_capture_directory() {
+    let outside = tempfile::tempdir().unwrap();
+    let victim = outside.path().join("victim");
+    std::fs::write(&victim, "keep me").unwrap();
+    let capture = tempfile::tempdir().unwrap();
+    let d = Daemon::start(&config(&format!(
+        "capture-dir = \"{}\"",
+        capture.path().display()
+    )));
+    std::os::unix::fs::symlink(&victim, capture.path().join("link.pcap")).unwrap();
+    for file in [
+        victim.display().to_string(),
+        "../victim".to_string(),
+        format!("{}/../victim", capture.path().display()),
+        d.path("in-runtime-dir.pcap").display().to_string(),
+    ] {
+        let (ok, _, err) = d.ctl(&format!("pcap trace rx on any {file}"));
+        assert!(
+            !ok && err.contains("not in the capture directory"),
+            "{file}: {err}"
+        );
+    }
+    let (ok, _, err) = d.ctl("pcap trace rx on any link.pcap");
+    assert!(!ok && err.contains("link.pcap"), "a planted link: {err}");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
+    for file in [
+        "by-name.pcap".to_string(),
+        capture.path().join("by-path.pcap").display().to_string(),
+    ] {
+        d.ok(&format!("pcap trace rx on any {file}"));
+        assert!(d.ok("pcap trace off").contains("packets"), "{file}");
+    }
+    assert!(capture.path().join("by-name.pcap").exists());
+    assert!(capture.path().join("by-path.pcap").exists());
+}

@@ -311,7 +311,7 @@ pub const COMMANDS: &[Command] = &[
     Command {
         path: "pcap trace",
         usage: "pcap trace rx|tx|drop... on IF|any FILE [max N]",
-        help: "capture packets at those points into FILE (written at off)",
+        help: "capture packets at those points into FILE (written at off), a file of the capture directory ([daemon] capture-dir, default the runtime directory); any other path is refused",
         parse: Some(verbs::pcap_on),
     },
     Command {

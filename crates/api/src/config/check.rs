@@ -151,6 +151,17 @@ impl Config {
                 ),
             ));
         }
+        if let Some(dir) = &d.capture_dir
+            && !dir.is_absolute()
+        {
+            p.push((
+                Item::Daemon,
+                format!(
+                    "[daemon] capture-dir = {:?} is not an absolute path",
+                    dir.display()
+                ),
+            ));
+        }
         if let Some(Err(e)) = d.control_socket.mode_bits() {
             p.push((Item::Daemon, format!("[daemon] {e}")));
         }

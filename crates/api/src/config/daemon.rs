@@ -27,6 +27,10 @@ pub struct DaemonSection {
     /// Runtime directory (sockets); default `$XDG_RUNTIME_DIR/veclane` or `/run/veclane`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub runtime_dir: Option<PathBuf>,
+    /// The one directory `pcap trace` writes into (an absolute path); default the runtime
+    /// directory. A trace file named elsewhere, or through a symbolic link, is refused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capture_dir: Option<PathBuf>,
     pub copy: CopyMode,
     pub copy_engine: CopyEngine,
     /// The DSA work queue(s) engines use: default every usable one discovery finds
@@ -112,6 +116,7 @@ impl Default for DaemonSection {
             buffers: 32768,
             trace_capacity: 4096,
             runtime_dir: None,
+            capture_dir: None,
             copy: CopyMode::Single,
             copy_engine: CopyEngine::Cpu,
             dsa_queue: None,

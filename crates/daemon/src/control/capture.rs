@@ -37,20 +37,9 @@ impl Control {
         } else {
             Some(self.iface_index(interface)?)
         };
-        let path = {
-            let p = PathBuf::from(file);
-            if p.is_absolute() {
-                p
-            } else {
-                self.runtime_dir.join(p)
-            }
-        };
-        let unwritable = |source| ControlError::Write {
-            path: path.display().to_string(),
-            source,
-        };
+        let path = self.capture_path(file)?;
         // Fail now rather than after the capture.
-        std::fs::File::create(&path).map_err(unwritable)?;
+        create(&path)?;
         let max = max_packets.unwrap_or(PCAP_DEFAULT_MAX);
         let f = graph::Filter {
             rx: points.contains(&CapturePoint::Rx),
@@ -88,7 +77,7 @@ impl Control {
             path: path.display().to_string(),
             source,
         };
-        let mut f = std::io::BufWriter::new(std::fs::File::create(&path).map_err(unwritable)?);
+        let mut f = std::io::BufWriter::new(create(&path)?);
         graph::capture::write_pcap(&mut f, &all, SNAPLEN)
             .and_then(|()| std::io::Write::flush(&mut f))
             .map_err(unwritable)?;
@@ -98,4 +87,51 @@ impl Control {
             missed,
         })
     }
+
+    /// Where a trace named `file` goes: `file` inside the capture directory (`[daemon]
+    /// capture-dir`, default the runtime directory), named by itself or by a path whose
+    /// directory is that one. Anything else (another directory, `..`, a path through a
+    /// symbolic link to elsewhere) is refused: whoever may use the control socket may not
+    /// make the daemon, which runs as root, write where it likes.
+    fn capture_path(&self, file: &str) -> Result<PathBuf, ControlError> {
+        let p = PathBuf::from(file);
+        let p = if p.is_absolute() {
+            p
+        } else {
+            self.capture_dir.join(p)
+        };
+        let outside = || {
+            ControlError::Capture(format!(
+                "pcap file {file}: not in the capture directory {} ([daemon] capture-dir)",
+                self.capture_dir.display()
+            ))
+        };
+        let (Some(dir), Some(name)) = (p.parent(), p.file_name()) else {
+            return Err(outside());
+        };
+        let inside = match (dir.canonicalize(), self.capture_dir.canonicalize()) {
+            (Ok(d), Ok(c)) => d == c,
+            _ => false,
+        };
+        if !inside || name == ".." {
+            return Err(outside());
+        }
+        Ok(dir.join(name))
+    }
+}
+
+/// Creates (or truncates) a trace file, refusing a symbolic link in its place (O_NOFOLLOW):
+/// one planted there would send the write elsewhere.
+fn create(path: &std::path::Path) -> Result<std::fs::File, ControlError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(path)
+        .map_err(|source| ControlError::Write {
+            path: path.display().to_string(),
+            source,
+        })
 }

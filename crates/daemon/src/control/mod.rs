@@ -96,6 +96,8 @@ impl ControlError {
 /// The control thread's state.
 pub struct Control {
     runtime_dir: PathBuf,
+    /// Where `pcap trace` may write (capture.rs).
+    capture_dir: PathBuf,
     mode: RxMode,
     workers: Vec<WorkerHandle>,
     /// Indexed by socket id; `None`: its last interface was deleted.
@@ -173,6 +175,11 @@ impl Control {
             ..shared
         };
         let mut c = Control {
+            capture_dir: cfg
+                .daemon
+                .capture_dir
+                .clone()
+                .unwrap_or_else(|| runtime_dir.clone()),
             runtime_dir,
             mode: cfg.daemon.mode,
             workers: Vec::new(),
