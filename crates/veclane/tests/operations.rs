@@ -730,3 +730,47 @@ fn pcap_traces_stay_in_the_capture_directory() {
     assert!(capture.path().join("by-name.pcap").exists());
     assert!(capture.path().join("by-path.pcap").exists());
 }
+
+/// Over the control API a memif socket file stays in the runtime directory: a path elsewhere,
+/// a way out with `..`, or a directory link planted in it is refused (and nothing is made
+/// outside); a name, a subdirectory, or an abstract socket works.
+#[test]
+fn api_memif_sockets_stay_in_the_runtime_directory() {
+    let outside = tempfile::tempdir().unwrap();
+    let d = Daemon::start(&config(""));
+    std::os::unix::fs::symlink(outside.path(), d.path("out")).unwrap();
+    for (i, socket) in [
+        outside.path().join("x.sock").display().to_string(),
+        "../x.sock".to_string(),
+        "sub/../../x.sock".to_string(),
+        "out/x.sock".to_string(),
+        format!("{}/new/x.sock", outside.path().display()),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let (ok, _, err) = d.ctl(&format!(
+            "create interface memif id {} socket {socket} master",
+            10 + i
+        ));
+        assert!(
+            !ok && err.contains("must be in the runtime directory"),
+            "{socket}: {err}"
+        );
+    }
+    assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+    for (i, socket) in [
+        "ok.sock".to_string(),
+        d.path("sub/ok.sock").display().to_string(),
+        "@veclane-test-abstract".to_string(),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        d.ok(&format!(
+            "create interface memif id {} socket {socket} master",
+            20 + i
+        ));
+    }
+    assert!(d.path("sub/ok.sock").exists());
+}

@@ -104,6 +104,9 @@ impl Control {
                 Reply::Ok
             }
             Request::CreateMemif(spec) => {
+                // Over the API (not from the configuration file): a file socket stays in the
+                // runtime directory.
+                self.api_socket_allowed(&spec.socket)?;
                 let (name, index) = self.create_memif(&spec)?;
                 Reply::Created { name, index }
             }

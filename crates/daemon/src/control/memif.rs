@@ -80,6 +80,46 @@ impl Control {
         (SocketPath::File(p.clone()), p.display().to_string())
     }
 
+    /// Whether `create interface memif` over the control API may use socket `s`: an abstract
+    /// one, or a file in the runtime directory or below it, named without `..` and reached
+    /// through no symbolic link out of it. The daemon runs as root and makes a socket's
+    /// directories: a user of the control socket may not make it create them, or a socket,
+    /// anywhere else. (The configuration file, root's, names any path.)
+    pub(super) fn api_socket_allowed(&self, s: &str) -> Result<(), ControlError> {
+        let (SocketPath::File(p), shown) = self.socket_path(s) else {
+            return Ok(());
+        };
+        let refuse = || {
+            Err(ControlError::Interface(format!(
+                "memif socket {shown}: over the control API a socket file must be in the \
+                 runtime directory {} (or abstract, @NAME)",
+                self.runtime_dir.display()
+            )))
+        };
+        if !p.starts_with(&self.runtime_dir)
+            || p.components()
+                .any(|c| matches!(c, std::path::Component::ParentDir))
+        {
+            return refuse();
+        }
+        // The deepest part of the path that exists must still be inside, once links are
+        // followed.
+        let Ok(root) = self.runtime_dir.canonicalize() else {
+            return refuse();
+        };
+        let mut at = p.parent();
+        while let Some(d) = at {
+            if let Ok(real) = d.canonicalize() {
+                if !real.starts_with(&root) {
+                    return refuse();
+                }
+                break;
+            }
+            at = d.parent();
+        }
+        Ok(())
+    }
+
     /// `create interface memif`, with the spec's table, addresses and state: returns (name,
     /// index).
     pub(super) fn create_memif(&mut self, spec: &MemifSpec) -> Result<(String, u32), ControlError> {
