@@ -76,6 +76,7 @@ pub fn run(
     signals: Signals,
     ready: impl FnOnce(&std::path::Path),
 ) -> Result<(), DaemonError> {
+    raise_fd_limit();
     let dir = runtime_dir(cfg);
     std::fs::create_dir_all(&dir).map_err(|source| DaemonError::RuntimeDir {
         path: dir.display().to_string(),
@@ -142,6 +143,30 @@ pub fn run(
     }
 }
 
+/// Raises the soft limit on open files to the hard one. A memif pod may hold hundreds of the
+/// daemon's descriptors (regions, and an eventfd per ring), and the usual soft default
+/// (1024) would run out at a handful of pods while the hard limit (the unit's
+/// `LimitNOFILE`, or the system's) allows many more.
+fn raise_fd_limit() {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let l = getrlimit(Resource::Nofile);
+    if l.current == l.maximum {
+        return;
+    }
+    let raised = rustix::process::Rlimit {
+        current: l.maximum,
+        maximum: l.maximum,
+    };
+    match setrlimit(Resource::Nofile, raised) {
+        Ok(()) => tracing::info!(
+            from = l.current.unwrap_or(u64::MAX),
+            to = l.maximum.unwrap_or(u64::MAX),
+            "raised the open-file limit to the hard limit"
+        ),
+        Err(e) => tracing::warn!(reason = %e, "cannot raise the open-file limit"),
+    }
+}
+
 /// Reads the configuration again and applies what changed; returns the configuration now
 /// running.
 fn reload(control: &mut control::Control, running: Config, reread: Reread<'_>) -> Config {
@@ -178,5 +203,32 @@ fn reload(control: &mut control::Control, running: Config, reread: Reread<'_>) -
             );
             running
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+
+    /// A soft open-file limit below the hard one is raised to it.
+    #[test]
+    fn the_open_file_limit_is_raised_to_the_hard_one() {
+        let l = getrlimit(Resource::Nofile);
+        let Some(hard) = l.maximum.filter(|&h| h > 256) else {
+            panic!(
+                "the hard open-file limit is {:?}: too low to test",
+                l.maximum
+            );
+        };
+        setrlimit(
+            Resource::Nofile,
+            Rlimit {
+                current: Some(256),
+                maximum: Some(hard),
+            },
+        )
+        .unwrap();
+        super::raise_fd_limit();
+        assert_eq!(getrlimit(Resource::Nofile).current, Some(hard));
     }
 }
