@@ -106,12 +106,23 @@ func serve(ctx context.Context, s *cluster.Store, cfg Config, reg *cluster.Regis
 				continue
 			}
 		}
+		// The Kubernetes objects, read once for the round: the network controller's pass
+		// and the services and policies both work from them.
+		var objs *KubeObjects
+		var kerr error
+		if cfg.Kube != nil {
+			objs, kerr = cfg.Kube.Objects()
+		}
 		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		leadNetworks(rctx, s, cfg.Kube, lead, log)
+		if kerr == nil && objs != nil {
+			leadNetworks(rctx, s, objs, lead, log)
+		}
 		round, err := Reconcile(rctx, s, d, &cfg)
 		cancel()
 		if err == nil && cfg.Kube != nil {
-			err = applyKube(d, cfg, &stateful, &round)
+			if err = kerr; err == nil {
+				err = applyKube(d, cfg, objs, &stateful, &round)
+			}
 		}
 		if err != nil {
 			if !ctl.Refused(err) {
@@ -169,11 +180,7 @@ func serve(ctx context.Context, s *cluster.Store, cfg Config, reg *cluster.Regis
 // this node, the pods' interfaces being those of round's attachments, and the local pods'
 // routes to the services of their secondary networks (RoutePods); what it did goes into
 // round.
-func applyKube(d *Daemon, cfg Config, a *StatefulApplier, round *Round) error {
-	objs, err := cfg.Kube.Objects()
-	if err != nil {
-		return err
-	}
+func applyKube(d *Daemon, cfg Config, objs *KubeObjects, a *StatefulApplier, round *Round) error {
 	want, problems := DesiredStateful(objs, round.Attachments, cfg.Node.Name, cfg.DefaultNetwork)
 	round.Problems = append(round.Problems, problems...)
 	applied, failed, err := a.Apply(d, want)
@@ -197,16 +204,12 @@ func applyKube(d *Daemon, cfg Config, a *StatefulApplier, round *Round) error {
 
 // leadNetworks is the network controller's pass (syncNetworks) when this agent leads it and
 // the Network resources are watched; it logs what it did.
-func leadNetworks(ctx context.Context, s *cluster.Store, kube KubeSource, lead *cluster.Leadership, log *slog.Logger) {
-	if lead == nil {
+func leadNetworks(ctx context.Context, s *cluster.Store, objs *KubeObjects, lead *cluster.Leadership, log *slog.Logger) {
+	if lead == nil || !objs.NetworksServed {
 		return
 	}
 	guard, ok := lead.Guard()
 	if !ok {
-		return
-	}
-	objs, err := kube.Objects()
-	if err != nil || !objs.NetworksServed {
 		return
 	}
 	done, problems, err := syncNetworks(ctx, s, objs.Networks, guard)

@@ -18,9 +18,9 @@ mod repeats;
 mod services;
 mod taps;
 mod tunnels;
+mod uplinks;
 mod watchdog;
 pub use watchdog::WorkerWatch;
-mod uplinks;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -133,8 +133,8 @@ pub struct Control {
     /// Flows the workers denied, to be logged.
     denied: Receiver<nodes::Denied>,
     deny_log: policies::DenyLog,
-    /// Why the daemon is not healthy (a worker stuck: see watchdog.rs), if it is not.
-    unhealthy: Option<String>,
+    /// A worker stayed stuck (watchdog.rs): the daemon is not healthy (the log says which).
+    unhealthy: bool,
 }
 
 impl std::fmt::Debug for Control {
@@ -195,7 +195,7 @@ impl Control {
             closing_taps: Vec::new(),
             learn_wake: learn_wake.clone(),
             quiesce_after: None,
-            unhealthy: None,
+            unhealthy: false,
             pcap: None,
             copy: copy::Copy::new(&cfg.daemon),
             repeats: repeats::Repeats::default(),

@@ -115,11 +115,7 @@ impl super::Control {
                         stalled_s = stalled.as_secs(),
                         "worker stuck: the systemd watchdog is no longer fed, for a restart"
                     );
-                    self.unhealthy = Some(format!(
-                        "worker {} stuck for {} s",
-                        w.index,
-                        stalled.as_secs()
-                    ));
+                    self.unhealthy = true;
                 }
             }
         }
@@ -135,7 +131,7 @@ impl super::Control {
 
     /// Whether the daemon works: false once a worker stayed stuck for [`FATAL`].
     pub fn healthy(&self) -> bool {
-        self.unhealthy.is_none()
+        !self.unhealthy
     }
 }
 
