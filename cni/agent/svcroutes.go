@@ -43,6 +43,12 @@ func (a *StatefulApplier) RoutePods(want Stateful, atts []cluster.PodAttachment,
 			vips[s.Network] = append(vips[s.Network], s.VIP)
 		}
 	}
+	// Each network's cluster IPs, sorted and once each, and their fingerprint.
+	fps := map[string]string{}
+	for n, v := range vips {
+		vips[n] = uniqueAddrs(v)
+		fps[n] = fmt.Sprint(vips[n])
+	}
 	if a.routed == nil {
 		a.routed = map[string]routeMemo{}
 	}
@@ -54,8 +60,8 @@ func (a *StatefulApplier) RoutePods(want Stateful, atts []cluster.PodAttachment,
 		}
 		key := at.ContainerID + "/" + at.IfName
 		seen[key] = true
-		want := uniqueAddrs(vips[at.Network])
-		fp := fmt.Sprint(want)
+		// A network without services has none: no routes, fingerprint "".
+		want, fp := vips[at.Network], fps[at.Network]
 		if m, ok := a.routed[key]; ok && m.vips == fp && time.Since(m.at) < svcRouteRecheck && !restored[key] {
 			continue
 		}
