@@ -32,11 +32,19 @@ kubectl wait --for=condition=Ready "node/$K8S_NODE" --timeout=10s >/dev/null ||
 # A pod's interfaces as veclane's daemon lists them (when it is the pod network).
 veclane_pods() { veclane_ctl show interface | grep -c '^pod-' || true; }
 
-# An HTTP GET of http://$1/ from smoke-a (busybox nc: its wget crashes, statically linked):
-# the body's last line, or nothing.
-get_from_a() {
-  kubectl exec smoke-a -- sh -c "printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 3 $1 80" 2>/dev/null |
+# http_get POD ADDRESS [PORT]: an HTTP GET of http://ADDRESS:PORT/ (80) from POD (busybox nc:
+# its wget crashes, statically linked): the reply's last line, or nothing.
+http_get() {
+  kubectl exec "$1" -- sh -c "printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 3 $2 ${3:-80}" 2>/dev/null |
     tail -n 1 || true
+}
+get_from_a() { http_get smoke-a "$1"; }
+
+# reaches_api: whether smoke-a reaches the API server through the `kubernetes` Service
+# (10.96.0.1:443, by veclane to the node's address over the node link): plain HTTP to its TLS
+# port gets Go's telling answer.
+reaches_api() {
+  http_get smoke-a "${K8S_SERVICE_CIDR%.*/*}.1" 443 | grep -q "HTTPS server"
 }
 
 # etcd_count PREFIX/: how many keys of the cluster's etcd start with PREFIX/ (its JSON
@@ -156,13 +164,11 @@ EOF
 # veclane only: smoke-a reaches smoke-b on eth0 and on blue, and the API server through the
 # `kubernetes` Service (plain HTTP to its TLS port gets Go's telling answer).
 connected() {
-  local b_ip b_blue api
+  local b_ip b_blue
   # Quiet: while a component comes back, exec fails, and a pod's net1 may not be there yet.
   b_ip=$(kubectl get pod smoke-b -o jsonpath='{.status.podIP}' 2>/dev/null) || return 1
   b_blue=$(addr_of smoke-b net1 2>/dev/null)
-  [ -n "$b_blue" ] && pings "$b_ip" && pings "$b_blue" || return 1
-  api=$(kubectl exec smoke-a -- sh -c "printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 3 ${K8S_SERVICE_CIDR%.*/*}.1 443" 2>&1 || true)
-  grep -q "HTTPS server" <<<"$api"
+  [ -n "$b_blue" ] && pings "$b_ip" && pings "$b_blue" && reaches_api
 }
 
 # backends_seen VIP N: whether smoke-a sees N distinct pages from VIP within 40 connections
@@ -212,10 +218,7 @@ EOF
   kubectl delete pod web-3 --wait=true >/dev/null
   within30 backends_seen "$vip_blue" 2 || die "web-3 deleted, blue's Service still sends to it"
   say "web-3 deleted: blue's Service spreads over the two left"
-  red_gets() {
-    [ "$(kubectl exec smoke-c -- sh -c "printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 3 $1 80" 2>/dev/null |
-      tail -n 1)" = "$2" ]
-  }
+  red_gets() { [ "$(http_get smoke-c "$1")" = "$2" ]; }
   within30 red_gets "$vip_red" smoke-c || die "smoke-c does not reach red's Service $vip_red"
   red_gets "$vip_blue" "" || die "smoke-c, on red, reaches blue's Service $vip_blue"
   kept_out "$vip_red" || die "smoke-a, not on red, reaches red's Service $vip_red"
@@ -305,13 +308,6 @@ EOF
   kubectl delete namespace mx-a mx-b --wait=true >/dev/null
 }
 
-# exec_get POD ADDRESS: an HTTP GET of http://ADDRESS/ from POD: the body's last line, or
-# nothing.
-exec_get() {
-  kubectl exec "$1" -- sh -c "printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 2 $2 80" 2>/dev/null |
-    tail -n 1 || true
-}
-
 # veclane only: docs/k8s/example.yaml, as docs/kubernetes.md has a user apply it: `client`
 # reaches both servers through blue's Service `web`; `stranger`, kept out by the
 # MultiNetworkPolicy, reaches neither the Service nor a server's blue address.
@@ -323,18 +319,14 @@ example() {
   vip=$(kubectl get service web -o jsonpath='{.spec.clusterIP}')
   both() {
     local pages
-    pages=$(for _ in $(seq 20); do exec_get client "$vip"; done | sort -u | tr '\n' ' ')
+    pages=$(for _ in $(seq 20); do http_get client "$vip"; done | sort -u | tr '\n' ' ')
     [ "$pages" = "server-1 server-2 " ]
   }
   within30 both || die "client does not reach both servers through blue's Service $vip"
-  s1=$(kubectl get pod server-1 -o jsonpath='{.metadata.annotations.k8s\.v1\.cni\.cncf\.io/network-status}' |
-    tr -d ' \n' | sed -n 's/.*"interface":"net1","ips":\["\([0-9.]*\)".*/\1/p')
-  [ -z "$(exec_get stranger "$vip")" ] || die "stranger reaches blue's Service $vip"
+  s1=$(addr_of server-1 net1)
+  [ -z "$(http_get stranger "$vip")" ] || die "stranger reaches blue's Service $vip"
   [ -n "$s1" ] || die "no blue address for server-1"
-  if [ -n "$(kubectl exec stranger -- sh -c "printf 'GET / HTTP/1.0\r\n\r\n' |
-    nc -w 2 $s1 8080" 2>/dev/null)" ]; then
-    die "stranger reaches server-1 on blue ($s1)"
-  fi
+  [ -z "$(http_get stranger "$s1" 8080)" ] || die "stranger reaches server-1 on blue ($s1)"
   say "docs/k8s/example.yaml: client reaches both servers through blue's Service $vip; stranger is kept out"
   kubectl delete -f docs/k8s/example.yaml --wait=true >/dev/null
 }
@@ -477,10 +469,7 @@ kubectl exec smoke-a -- ping -c 3 -W 2 "$b_ip" || die "smoke-a does not reach sm
 if [ "$K8S_CNI" = veclane ]; then
   n=$(veclane_pods)
   [ "$n" -ge 2 ] || die "veclane's daemon lists $n pod interfaces, not 2 or more"
-  # The API server through the `kubernetes` Service (10.96.0.1:443 by veclane to the node's
-  # address, over the host tap): plain HTTP to its TLS port gets Go's telling answer.
-  api=$(kubectl exec smoke-a -- sh -c "printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 3 ${K8S_SERVICE_CIDR%.*/*}.1 443" 2>&1 || true)
-  grep -q "HTTPS server" <<<"$api" || die "smoke-a does not reach the API server through the kubernetes Service: $api"
+  reaches_api || die "smoke-a does not reach the API server through the kubernetes Service"
   say "smoke-a reaches the API server through the kubernetes Service"
   secondary_networks
   services_and_policies
