@@ -3,6 +3,7 @@ package agent
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -222,3 +223,29 @@ func TestNetworkResourcesReachTheDaemon(t *testing.T) {
 }
 
 type clientv3Guard = clientv3.Cmp
+
+// A Network resource's spec is whatever the API server let through: no spec crashes the
+// reader, and every network it accepts is one etcd's readers accept too.
+func FuzzNetworkFromSpec(f *testing.F) {
+	for _, seed := range []string{
+		`{"vni":1,"range":"10.244.0.0/16","podRoutes":["0.0.0.0/0"]}`,
+		`{"vni":2,"range":"10.1.0.0/16","physicalNetworkName":"storage"}`,
+		`{"vni":16777216,"range":"10.0.0.0/8"}`, `{"vni":-1}`, `{"vni":2.5,"range":"x"}`,
+		`{"vni":3,"range":"10.0.0.0/8","podRoutes":[1,null,"10.1.2.3/8"]}`, `{}`, `null`,
+	} {
+		f.Add("net", seed)
+	}
+	f.Fuzz(func(t *testing.T, name, spec string) {
+		var m map[string]any
+		if json.Unmarshal([]byte(spec), &m) != nil {
+			return
+		}
+		n, err := NetworkFromSpec(name, m)
+		if err != nil {
+			return
+		}
+		if verr := n.Validate(); verr != nil || n.Name != name || n.Origin != cluster.OriginKubernetes {
+			t.Fatalf("%q %s: accepted %+v (%v)", name, spec, n, verr)
+		}
+	})
+}
