@@ -81,6 +81,11 @@ pub fn veclane(c: &mut api::Config, o: &L3fwdOptions) {
                 }],
                 local: false,
                 affinity_seconds: None,
+                node_port: None,
+                external_ips: Vec::new(),
+                external_table: 0,
+                external_local: false,
+                external_source: None,
             });
         }
         let sink = c.neighbor[0].clone();

@@ -342,8 +342,13 @@ impl Node for Ip4Session {
             // An ICMP error about a session's packet is translated and passes as it does;
             // our own packets (the errors we make) are judged by no policy.
             let icmp = ip.get(9) == Some(&session::PROTO_ICMP);
-            let translated =
-                icmp && session_icmp::translate(f.table, vrf, ip) == Outcome::Translated;
+            let translated = match icmp.then(|| session_icmp::translate(f.table, vrf, ip)) {
+                Some(Outcome::Translated { vrf }) => {
+                    m.vrf = vrf;
+                    true
+                }
+                _ => false,
+            };
             let act = if translated || ours {
                 Act::Pass(None)
             } else {
@@ -361,7 +366,9 @@ impl Node for Ip4Session {
                 }
                 Act::Pass(translated) => {
                     if let Some(s) = translated {
-                        rewrite(ctx.pool.data_mut(b), &s);
+                        let (m, ip) = ctx.pool.meta_data_mut(b);
+                        rewrite(ip, &s);
+                        m.vrf = s.vrf_out();
                         if traced {
                             let d = if s.dir == Dir::Forward { 1 } else { 2 };
                             trace(ctx, b, d, s.rewrite(s.dir));
@@ -405,6 +412,9 @@ impl Drop for Ip4Session {
 impl Ip4Session {
     /// What to do with a packet of `flow` received on `rx`.
     fn act(&mut self, ctx: &mut Ctx<'_, Self>, f: &Frame<'_>, flow: &Flow, rx: u32) -> Act {
+        if f.services.entry_only(u32::from(flow.key.vrf)) && f.vip(flow).is_none() {
+            return Act::Pass(None);
+        }
         let epoch = f.judge.policies.epoch;
         let hit = match f.table.established(&flow.key, flow.tcp_flags, f.now) {
             Seen::Live(hit) => Some(hit),
@@ -429,7 +439,7 @@ impl Ip4Session {
                     let key = s.key();
                     let judged = Judged {
                         rx: s.owner_if(),
-                        vrf: u32::from(key.vrf),
+                        vrf: s.vrf_after(Dir::Forward),
                         proto: key.proto,
                         src,
                         dst,
@@ -458,18 +468,12 @@ impl Ip4Session {
     /// one, its verdict if a policy concerns it, and a session if either does.
     fn start(&mut self, ctx: &mut Ctx<'_, Self>, f: &Frame<'_>, flow: &Flow, rx: u32) -> Act {
         let k = &flow.key;
-        let vrf = u32::from(k.vrf);
-        let svc = flow
-            .translatable
-            .then(|| {
-                f.services.vips.get(&VipKey {
-                    vrf,
-                    proto: k.proto,
-                    vip: k.dst,
-                    port: k.dport,
-                })
-            })
-            .flatten();
+        let svc = f.vip(flow);
+        // An external flow (a NodePort, an external IP) goes on in its service's network,
+        // from the service's source address unless its client's is kept.
+        let external = svc.and_then(|s| s.external);
+        let vrf = external.map_or(u32::from(k.vrf), |x| x.vrf);
+        let src = external.and_then(|x| x.source).unwrap_or(k.src);
         let backend = match svc {
             Some(svc) => match svc.choose(k.src, k.hash_with(self.seed, Fields::ALL), f.now) {
                 Some(b) => Some((svc.id, *b)),
@@ -482,7 +486,7 @@ impl Ip4Session {
             rx,
             vrf,
             proto: k.proto,
-            src: k.src,
+            src,
             dst,
             sport: k.sport,
             dport,
@@ -516,8 +520,10 @@ impl Ip4Session {
         };
         let mut new = NewSession {
             xlate: Translation {
+                src,
                 dst,
                 dport,
+                vrf: vrf as u16,
                 ..Translation::identity(k)
             },
             service: backend.map_or(session::NONE, |(id, _)| id),
@@ -530,13 +536,16 @@ impl Ip4Session {
         // address as the source and answer itself directly; from the VIP instead, it
         // answers through us (the VIP is routed to its gateway), and the reply is
         // translated back. The VIP's port is the client's, or another if that is taken.
-        let hairpin = backend.is_some() && dst == k.src;
+        // An external flow from the service's source address gets another port the same way
+        // when two clients' ports meet.
+        let hairpin = backend.is_some() && external.is_none() && dst == k.src;
         if hairpin {
             new.xlate.src = k.dst;
         }
+        let renamed = hairpin || src != k.src;
         let mut created = owner.create(&new, f.now);
         for i in 1..=HAIRPIN_TRIES {
-            if !hairpin || created != Err(session::CreateError::ReverseInUse) {
+            if !renamed || created != Err(session::CreateError::ReverseInUse) {
                 break;
             }
             new.xlate.sport = hairpin_port(k.sport, i);
@@ -583,6 +592,21 @@ impl Ip4Session {
         if !self.denied.report(d) {
             ctx.count_error(Error::DenyLog);
         }
+    }
+}
+
+impl Frame<'_> {
+    /// The service whose VIP, port and protocol `flow` is to, if any.
+    #[inline]
+    fn vip(&self, flow: &Flow) -> Option<&std::sync::Arc<crate::services::Service>> {
+        let k = &flow.key;
+        let key = VipKey {
+            vrf: u32::from(k.vrf),
+            proto: k.proto,
+            vip: k.dst,
+            port: k.dport,
+        };
+        flow.translatable.then(|| self.services.vips.get(&key))?
     }
 }
 

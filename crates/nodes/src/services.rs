@@ -43,6 +43,19 @@ pub struct Service {
     pub maglev: Option<Maglev>,
     /// With ClientIP affinity: each client's backend (kept across publications).
     pub affinity: Option<Arc<Affinity>>,
+    /// Where a flow reached through this entry goes once translated, when not the VRF it
+    /// came in (a NodePort or external IP: from the underlay's table to the network's), and
+    /// the source address it then gets (none: the client's own).
+    pub external: Option<External>,
+}
+
+/// How an external flow (a NodePort, an external IP) is translated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct External {
+    /// The VRF slot of the service's network.
+    pub vrf: u32,
+    /// The source its backends see (`externalTrafficPolicy: Cluster`), or the client's.
+    pub source: Option<u32>,
 }
 
 /// ClientIP session affinity: the backend each client's last new flow went to, and when.
@@ -106,7 +119,14 @@ impl Service {
             backends,
             maglev,
             affinity: None,
+            external: None,
         }
+    }
+
+    /// This service as external clients reach it (see [`External`]).
+    pub fn with_external(mut self, x: Option<External>) -> Service {
+        self.external = x;
+        self
     }
 
     /// This service with ClientIP affinity kept in `a`.
@@ -146,12 +166,21 @@ pub struct Services {
     pub addrs: HashSet<(u32, u32), session::FixedState>,
     /// Whether VRF slot `i` keeps sessions (it has a service).
     pub stateful: Vec<bool>,
+    /// Whether VRF slot `i` keeps sessions only for flows that begin at a VIP (it has
+    /// NodePorts or external IPs, but no service of its own and no policy): a packet to
+    /// no VIP there is of no session and needs no lookup.
+    pub entry_only: Vec<bool>,
 }
 
 impl Services {
     #[inline]
     pub fn stateful(&self, vrf: u32) -> bool {
         self.stateful.get(vrf as usize).copied().unwrap_or(false)
+    }
+
+    #[inline]
+    pub fn entry_only(&self, vrf: u32) -> bool {
+        self.entry_only.get(vrf as usize).copied().unwrap_or(false)
     }
 }
 

@@ -23,8 +23,9 @@ pub(crate) enum Outcome {
     NotError,
     /// About a flow of no session: left alone.
     NoSession,
-    /// Translated: it relates to a session, and passes as the session does.
-    Translated,
+    /// Translated: it relates to a session, and passes as the session does, routed in
+    /// VRF slot `vrf` (the session's VRF on the side it goes to).
+    Translated { vrf: u32 },
     /// The quote or the whole message is not in the first buffer.
     Short,
 }
@@ -76,6 +77,10 @@ pub(crate) fn translate(table: &Table, vrf: u32, ip: &mut [u8]) -> Outcome {
     let (k, x) = (hit.session.key, hit.session.xlate);
     // The quote as its sender knew it, and the outer addresses to put back: (source as it
     // is, as it becomes), (destination as it is, as it becomes).
+    let vrf_out = match hit.dir {
+        Dir::Reverse => k.vrf,
+        Dir::Forward => x.vrf,
+    };
     let (src, dst, sport, dport, outer) = match hit.dir {
         // A forward packet, translated on its way out: back to the client's view.
         Dir::Reverse => (
@@ -124,7 +129,9 @@ pub(crate) fn translate(table: &Table, vrf: u32, ip: &mut [u8]) -> Outcome {
     icmp[2..4].fill(0);
     let c = wire::checksum::checksum(icmp);
     icmp[2..4].copy_from_slice(&c.to_be_bytes());
-    Outcome::Translated
+    Outcome::Translated {
+        vrf: u32::from(vrf_out),
+    }
 }
 
 #[cfg(test)]
@@ -140,6 +147,11 @@ mod tests {
 
     /// A table with one session: CLIENT:40000 -> VIP:80 (UDP) translated to BACKEND:8080.
     fn table() -> (std::sync::Arc<Table>, session::Owner) {
+        table_to(0)
+    }
+
+    /// As [`table`], the translated packet going on in VRF `to` (an external flow's).
+    fn table_to(to: u16) -> (std::sync::Arc<Table>, session::Owner) {
         let (t, mut owners) = Table::new(Config {
             max_sessions: 16,
             workers: 1,
@@ -159,6 +171,7 @@ mod tests {
             xlate: Translation {
                 dst: u32::from_be_bytes(BACKEND),
                 dport: 8080,
+                vrf: to,
                 ..Translation::identity(&k)
             },
             ..NewSession::plain(k)
@@ -216,10 +229,10 @@ mod tests {
     fn an_error_about_a_forward_packet_reads_as_the_client_sent_it() {
         let (t, _o) = table();
         let mut e = error(ROUTER, CLIENT, (CLIENT, 40000, BACKEND, 8080));
-        assert_eq!(translate(&t, 0, &mut e), Outcome::Translated);
+        assert_eq!(translate(&t, 0, &mut e), Outcome::Translated { vrf: 0 });
         assert_eq!(read(&e), ((ROUTER, CLIENT), (CLIENT, 40000, VIP, 80)));
         let mut e = error(BACKEND, CLIENT, (CLIENT, 40000, BACKEND, 8080));
-        assert_eq!(translate(&t, 0, &mut e), Outcome::Translated);
+        assert_eq!(translate(&t, 0, &mut e), Outcome::Translated { vrf: 0 });
         assert_eq!(
             read(&e),
             ((VIP, CLIENT), (CLIENT, 40000, VIP, 80)),
@@ -232,7 +245,7 @@ mod tests {
     fn an_error_about_a_reply_reads_as_the_backend_sent_it() {
         let (t, _o) = table();
         let mut e = error(ROUTER, VIP, (VIP, 80, CLIENT, 40000));
-        assert_eq!(translate(&t, 0, &mut e), Outcome::Translated);
+        assert_eq!(translate(&t, 0, &mut e), Outcome::Translated { vrf: 0 });
         assert_eq!(
             read(&e),
             ((ROUTER, BACKEND), (BACKEND, 8080, CLIENT, 40000))
@@ -264,5 +277,20 @@ mod tests {
             .write(&mut udp, b"x")
             .unwrap();
         assert_eq!(translate(&t, 0, &mut udp), Outcome::NotError);
+    }
+
+    /// For a session that changes VRF (a NodePort's), an error about the forward packet
+    /// arrives on the backend's side and goes on in the client's VRF, and one about a reply
+    /// the other way; the error in the wrong VRF finds no session.
+    #[test]
+    fn an_external_flows_errors_change_vrf_with_it() {
+        let (t, _o) = table_to(5);
+        let mut e = error(ROUTER, CLIENT, (CLIENT, 40000, BACKEND, 8080));
+        assert_eq!(translate(&t, 0, &mut e.clone()), Outcome::NoSession);
+        assert_eq!(translate(&t, 5, &mut e), Outcome::Translated { vrf: 0 });
+        assert_eq!(read(&e), ((ROUTER, CLIENT), (CLIENT, 40000, VIP, 80)));
+        let mut e = error(ROUTER, VIP, (VIP, 80, CLIENT, 40000));
+        assert_eq!(translate(&t, 5, &mut e.clone()), Outcome::NoSession);
+        assert_eq!(translate(&t, 0, &mut e), Outcome::Translated { vrf: 5 });
     }
 }

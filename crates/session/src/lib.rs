@@ -15,7 +15,7 @@
 //! | part | per session | what |
 //! |---|---|---|
 //! | hash buckets | 128 B | one two-line bucket (a sequence word, five 24-byte slots: key, value) per session; a session's two entries fill the table to 40% |
-//! | record | 64 B | one line: seqlock/generation, key, translation, checksum deltas, service, backend, interface, created, last seen, status |
+//! | record | 64 B | one line: seqlock/generation, key, translation (addresses, ports, VRF), checksum deltas, service, backend, interface, created, last seen, status |
 //! | owner | 16 B | a free-ring slot, two eviction-list links and the list's interface |
 //!
 //! About 208 bytes a session: a million sessions in 199 MiB ([`Table::memory_bytes`]).
@@ -87,7 +87,7 @@ pub use key::{Fields, Key, PROTO_ICMP, PROTO_TCP, PROTO_UDP};
 pub use maglev::{Maglev, MaglevError};
 pub use owner::{Counters, CreateError, Owner, Swept};
 pub use record::{
-    Dir, EPOCH_BITS, Established, NONE, NewSession, Session, Translation, Verdict,
+    Dir, EPOCH_BITS, Established, MAX_BACKEND_ID, NONE, NewSession, Session, Translation, Verdict,
     idle_longer_than, tcp_flags,
 };
 pub use table::{Config, ConfigError, Handle, Hit, Lookup, MAX_SESSIONS, SLOTS, Seen, Table};

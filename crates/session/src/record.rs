@@ -33,14 +33,18 @@ pub enum Verdict {
     Deny,
 }
 
-/// The forward direction's rewrite: the addresses and ports a forward packet leaves with.
-/// Fields that are not translated hold the key's own values.
+/// The forward direction's rewrite: the addresses and ports a forward packet leaves with,
+/// and the VRF slot it is routed in from here (replies come back in it). Fields that are not
+/// translated hold the key's own values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Translation {
     pub src: u32,
     pub dst: u32,
     pub sport: u16,
     pub dport: u16,
+    /// Another VRF than the key's for a service reached from outside its network (a
+    /// NodePort from the underlay's table to a network's backends).
+    pub vrf: u16,
 }
 
 impl Translation {
@@ -51,9 +55,14 @@ impl Translation {
             dst: k.dst,
             sport: k.sport,
             dport: k.dport,
+            vrf: k.vrf,
         }
     }
 }
+
+/// The most backend ids a session can name (they are stored in 16 bits; `0xffff` is
+/// [`NONE`]).
+pub const MAX_BACKEND_ID: u32 = 0xfffe;
 
 /// What a session is created with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,6 +70,7 @@ pub struct NewSession {
     pub key: Key,
     pub xlate: Translation,
     pub service: u32,
+    /// At most [`MAX_BACKEND_ID`], or [`NONE`].
     pub backend: u32,
     /// The interface the forward direction came in on.
     pub owner_if: u32,
@@ -90,7 +100,7 @@ impl NewSession {
 
 const fn reverse_key(k: &Key, x: &Translation) -> Key {
     Key {
-        vrf: k.vrf,
+        vrf: x.vrf,
         proto: k.proto,
         src: x.dst,
         dst: x.src,
@@ -268,11 +278,29 @@ pub struct Established {
     xports: u32,
     deltas: u32,
     service: u32,
+    /// The forward direction's VRF (high half) and the backend (low half), as stored.
+    xvrf_backend: u32,
     owner_if: u32,
     status: u64,
 }
 
 impl Established {
+    /// The VRF slot the matched direction's packet is routed in once rewritten: the
+    /// translation's for a client's packet, the key's for a reply.
+    #[inline]
+    pub const fn vrf_out(&self) -> u32 {
+        self.vrf_after(self.dir)
+    }
+
+    /// The VRF slot a packet of direction `dir` is routed in once rewritten.
+    #[inline]
+    pub const fn vrf_after(&self, dir: Dir) -> u32 {
+        match dir {
+            Dir::Forward => self.xvrf_backend >> 16,
+            Dir::Reverse => (self.key[1] >> 48) as u32,
+        }
+    }
+
     /// The key the session was created with.
     #[inline]
     pub const fn key(&self) -> Key {
@@ -345,7 +373,8 @@ const fn verdict_of(st: u64, epoch: u32) -> Option<Verdict> {
     })
 }
 
-/// One session's record: 64 bytes, one cache line.
+/// One session's record: 64 bytes, one cache line. `xvrf_backend` packs the translation's
+/// VRF (high half) and the backend id (low half, `0xffff` for none).
 ///
 /// `seq` is the record's seqlock and its generation at once: odd while the record is free or
 /// being written by its owner, even (the generation) while a session lives in it. Hash
@@ -363,7 +392,7 @@ pub(crate) struct Record {
     xports: AtomicU32,
     deltas: AtomicU32,
     service: AtomicU32,
-    backend: AtomicU32,
+    xvrf_backend: AtomicU32,
     last_seen: AtomicU32,
     created: AtomicU32,
     status: AtomicU64,
@@ -381,7 +410,7 @@ impl Default for Record {
             xports: AtomicU32::new(0),
             deltas: AtomicU32::new(0),
             service: AtomicU32::new(0),
-            backend: AtomicU32::new(0),
+            xvrf_backend: AtomicU32::new(0),
             last_seen: AtomicU32::new(0),
             created: AtomicU32::new(0),
             status: AtomicU64::new(0),
@@ -428,7 +457,11 @@ impl Record {
         );
         self.deltas.store(d.pack(), Ordering::Relaxed);
         self.service.store(s.service, Ordering::Relaxed);
-        self.backend.store(s.backend, Ordering::Relaxed);
+        debug_assert!(s.backend == NONE || s.backend <= MAX_BACKEND_ID);
+        self.xvrf_backend.store(
+            u32::from(x.vrf) << 16 | (s.backend & 0xffff),
+            Ordering::Relaxed,
+        );
         self.owner_if.store(s.owner_if, Ordering::Relaxed);
         self.last_seen.store(now, Ordering::Relaxed);
         self.created.store(now, Ordering::Relaxed);
@@ -475,6 +508,7 @@ impl Record {
             xports: self.xports.load(Ordering::Relaxed),
             deltas: self.deltas.load(Ordering::Relaxed),
             service: self.service.load(Ordering::Relaxed),
+            xvrf_backend: self.xvrf_backend.load(Ordering::Relaxed),
             owner_if: self.owner_if.load(Ordering::Relaxed),
             status: self.status.load(Ordering::Relaxed),
         };
@@ -501,6 +535,7 @@ impl Record {
     fn copy(&self) -> Session {
         let xaddr = self.xaddr.load(Ordering::Relaxed);
         let xports = self.xports.load(Ordering::Relaxed);
+        let xb = self.xvrf_backend.load(Ordering::Relaxed);
         Session {
             key: Key::from_words([
                 self.key[0].load(Ordering::Relaxed),
@@ -511,9 +546,13 @@ impl Record {
                 dst: xaddr as u32,
                 sport: (xports >> 16) as u16,
                 dport: xports as u16,
+                vrf: (xb >> 16) as u16,
             },
             service: self.service.load(Ordering::Relaxed),
-            backend: self.backend.load(Ordering::Relaxed),
+            backend: match xb & 0xffff {
+                0xffff => NONE,
+                b => b,
+            },
             owner_if: self.owner_if.load(Ordering::Relaxed),
             created: self.created.load(Ordering::Relaxed),
             last_seen: self.last_seen.load(Ordering::Relaxed),

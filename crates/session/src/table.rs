@@ -692,4 +692,46 @@ mod tests {
             "a killed session is not observed"
         );
     }
+
+    /// A session whose translation moves it to another VRF (a NodePort from the underlay's
+    /// table to a network's backend): its replies are keyed in that VRF, and each direction
+    /// says which VRF it leaves in; the backend id survives its 16-bit packing.
+    #[test]
+    fn a_translation_to_another_vrf_keys_replies_there() {
+        let (t, mut owners) = Table::new(Config {
+            max_sessions: 4,
+            workers: 1,
+            timeouts: Timeouts::default(),
+        })
+        .unwrap();
+        let key = Key::new(0, crate::PROTO_TCP, 0xc000_0209, 0xc000_0201, 40_000, 30080);
+        let new = crate::NewSession {
+            xlate: crate::Translation {
+                src: 0x0a01_ff01,
+                dst: 0x0a01_0005,
+                dport: 8080,
+                vrf: 5,
+                ..crate::Translation::identity(&key)
+            },
+            service: 1,
+            backend: crate::MAX_BACKEND_ID,
+            ..crate::NewSession::plain(key)
+        };
+        let h = owners[0].create(&new, 1000).unwrap();
+        let reply = new.reverse_key();
+        assert_eq!(reply.vrf, 5);
+        assert_eq!(t.lookup(&Key { vrf: 0, ..reply }), Lookup::Miss);
+        for (k, dir, out) in [(key, Dir::Forward, 5), (reply, Dir::Reverse, 0)] {
+            let Seen::Live(e) = t.established(&k, tcp_flags::ACK, 1000) else {
+                panic!("{k:?} not established");
+            };
+            assert_eq!((e.dir, e.vrf_out()), (dir, out));
+        }
+        let s = t.session(h).unwrap();
+        assert_eq!((s.backend, s.xlate.vrf), (crate::MAX_BACKEND_ID, 5));
+        let plain = owners[0]
+            .create(&crate::NewSession::plain(Key { sport: 1, ..key }), 1000)
+            .unwrap();
+        assert_eq!(t.session(plain).unwrap().backend, crate::NONE);
+    }
 }

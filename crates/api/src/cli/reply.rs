@@ -337,6 +337,21 @@ fn service_lines(s: &mut String, services: &[ServiceInfo]) {
             b.join(" ")
         };
         s.push_str(&format!("    backends {b}\n"));
+        if v.external() {
+            let mut x = Vec::new();
+            if let Some(p) = v.node_port {
+                x.push(format!("node-port {p}"));
+            }
+            for a in &v.external_ips {
+                x.push(format!("external-ip {a}"));
+            }
+            x.push(format!("from table {}", v.external_table));
+            x.push(match v.external_source {
+                Some(a) if !v.external_local => format!("source {a}"),
+                _ => "local, client's source kept".into(),
+            });
+            s.push_str(&format!("    external {}\n", x.join(", ")));
+        }
     }
 }
 

@@ -404,16 +404,34 @@ fn uplink_words(
 }
 
 /// `service add NAME vip A.B.C.D port P [tcp|udp] [network NET | table N]
-/// [backend A.B.C.D:P[=STATE]]...`.
+/// [backend A.B.C.D:P[=STATE]]... [local] [affinity S] [node-port P] [external-ip A,...]
+/// [external-table N] [external-local] [external-source A.B.C.D]`.
 pub(super) fn service_add(w: &mut Words<'_>) -> Result<Request, CliError> {
     let name = w.next("service name")?.to_string();
     let (mut vip, mut port, mut protocol) = (None, None, crate::Protocol::Tcp);
     let (mut network, mut table, mut backends) = (None, 0, Vec::new());
     let (mut affinity_seconds, mut local) = (None, false);
+    let (mut node_port, mut external_ips, mut external_table) = (None, Vec::new(), 0);
+    let (mut external_local, mut external_source) = (false, None);
+    let addr = |w: &mut Words<'_>, what: &str, a: &str| {
+        crate::parse_ipv4(a).map_err(|e| w.err(format!("{what}: {e}")))
+    };
     while let Some(x) = w.peek() {
         w.i += 1;
         match x {
             "vip" => vip = Some(w.next("vip A.B.C.D")?),
+            "node-port" => node_port = Some(w.number("node port")?),
+            "external-ip" => {
+                for a in w.next("external-ip A.B.C.D")?.split(',') {
+                    external_ips.push(addr(w, "external-ip", a)?);
+                }
+            }
+            "external-table" => external_table = w.number("external table")?,
+            "external-local" => external_local = true,
+            "external-source" => {
+                let a = w.next("external-source A.B.C.D")?;
+                external_source = Some(addr(w, "external-source", a)?);
+            }
             "port" => port = Some(w.number("port")?),
             "tcp" | "udp" => {
                 protocol = x
@@ -445,6 +463,11 @@ pub(super) fn service_add(w: &mut Words<'_>) -> Result<Request, CliError> {
         backends,
         local,
         affinity_seconds,
+        node_port,
+        external_ips,
+        external_table,
+        external_local,
+        external_source,
     }))
 }
 

@@ -82,7 +82,30 @@ pub struct ServiceSpec {
     /// that backend is usable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub affinity_seconds: Option<u32>,
+    /// Kubernetes' NodePort: flows to this port (and `protocol`) on the node's own addresses
+    /// in `external-table` reach the service too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_port: Option<u16>,
+    /// Kubernetes' external IPs: flows to these addresses on `port`, in `external-table`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub external_ips: Vec<Ipv4Addr>,
+    /// Where the clients from outside the service's network are: the underlay's table
+    /// (default 0, where uplinks are).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub external_table: u32,
+    /// Kubernetes' `externalTrafficPolicy: Local`: external flows go only to backends on
+    /// this node and keep their client's address; with none here they are dropped.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub external_local: bool,
+    /// The source address external flows reach a backend from (`externalTrafficPolicy:
+    /// Cluster`): an address of the service's network routed to this node, so that a
+    /// backend anywhere answers through it. Required unless `external-local`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external_source: Option<Ipv4Addr>,
 }
+
+/// The UDP port of VXLAN, which no NodePort may take.
+pub const VXLAN_PORT: u16 = 4789;
 
 /// The longest `affinity-seconds` (a day, Kubernetes' own limit).
 pub const MAX_AFFINITY_SECONDS: u32 = 86400;
@@ -116,6 +139,7 @@ impl ServiceSpec {
                 "affinity-seconds {s} is out of range 1..={MAX_AFFINITY_SECONDS}"
             ));
         }
+        p.extend(self.external_problems());
         if self.backends.len() > MAX_BACKENDS {
             p.push(format!(
                 "{} backends: at most {MAX_BACKENDS}",
@@ -132,6 +156,39 @@ impl ServiceSpec {
             {
                 p.push(format!("backend {}:{} is listed twice", b.addr, b.port));
             }
+        }
+        p
+    }
+
+    /// Whether clients outside its network reach it (a NodePort or external IPs).
+    pub fn external(&self) -> bool {
+        self.node_port.is_some() || !self.external_ips.is_empty()
+    }
+
+    fn external_problems(&self) -> Vec<String> {
+        let mut p = Vec::new();
+        if self.node_port == Some(0) {
+            p.push("node-port 0 is no port".into());
+        }
+        if self.node_port == Some(VXLAN_PORT) && self.protocol == Protocol::Udp {
+            p.push(format!("udp node-port {VXLAN_PORT} is VXLAN's"));
+        }
+        for a in &self.external_ips {
+            if a.is_unspecified() || a.is_broadcast() || a.is_multicast() || a.is_loopback() {
+                p.push(format!("external ip {a} is no unicast address"));
+            }
+        }
+        if !self.external() {
+            if self.external_local || self.external_source.is_some() || self.external_table != 0 {
+                p.push("external-local, external-source or external-table without a node-port or an external ip".into());
+            }
+        } else if !self.external_local && self.external_source.is_none() {
+            p.push("external flows need an external-source address (or external-local, which keeps the client's)".into());
+        }
+        if let Some(a) = self.external_source
+            && (a.is_unspecified() || a.is_broadcast() || a.is_multicast())
+        {
+            p.push(format!("external-source {a} is no unicast address"));
         }
         p
     }
@@ -167,6 +224,11 @@ mod tests {
                 .collect(),
             local: false,
             affinity_seconds: None,
+            node_port: None,
+            external_ips: Vec::new(),
+            external_table: 0,
+            external_local: false,
+            external_source: None,
         }
     }
 
@@ -206,5 +268,27 @@ mod tests {
         for want in ["port 0", "table both set", "listed twice", "0.0.0.0:80"] {
             assert!(p.contains(want), "{want}: {p}");
         }
+    }
+
+    #[test]
+    fn external_flows_need_a_source_or_local() {
+        let mut s = spec("10.1.0.5:80");
+        s.node_port = Some(30080);
+        assert!(s.problems().join("\n").contains("external-source"));
+        s.external_local = true;
+        assert!(s.problems().is_empty(), "{:?}", s.problems());
+        s.external_local = false;
+        s.external_source = Some("10.1.255.1".parse().unwrap());
+        assert!(s.problems().is_empty(), "{:?}", s.problems());
+        s.node_port = Some(4789);
+        s.protocol = Protocol::Udp;
+        s.external_ips = vec!["224.0.0.1".parse().unwrap()];
+        let p = s.problems().join("\n");
+        for want in ["VXLAN's", "224.0.0.1"] {
+            assert!(p.contains(want), "{want}: {p}");
+        }
+        let mut s = spec("10.1.0.5:80");
+        s.external_local = true;
+        assert!(s.problems().join("\n").contains("without a node-port"));
     }
 }

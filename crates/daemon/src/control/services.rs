@@ -7,7 +7,7 @@ use std::net::Ipv4Addr;
 use std::sync::Arc;
 
 use api::{ServiceInfo, ServiceSpec, SessionFilter, SessionInfo, SessionTotals};
-use nodes::services::{Affinity, Backend, Service, Services, VipKey};
+use nodes::services::{Affinity, Backend, External, Service, Services, VipKey};
 
 use super::{Control, ControlError};
 
@@ -26,13 +26,15 @@ struct Entry {
     table: u32,
     /// Each backend's id, kept while the backend stays.
     backend_ids: HashMap<(Ipv4Addr, u16), u32>,
-    next_backend: u32,
     /// Its clients' backends, with ClientIP affinity (kept while the timeout stays).
     affinity: Option<Arc<Affinity>>,
 }
 
+/// Where a flow reaches a service: (table, protocol, address, port).
+type Entrance = (u32, api::Protocol, Ipv4Addr, u16);
+
 impl Entry {
-    fn key(&self) -> (u32, api::Protocol, Ipv4Addr, u16) {
+    fn key(&self) -> Entrance {
         (
             self.table,
             self.spec.protocol,
@@ -40,14 +42,65 @@ impl Entry {
             self.spec.port,
         )
     }
+
+    /// What decides every session's translation: a change kills them all.
+    fn shape(&self) -> impl PartialEq + use<> {
+        let s = &self.spec;
+        (
+            self.key(),
+            s.node_port,
+            s.external_ips.clone(),
+            s.external_table,
+            s.external_local,
+            s.external_source,
+        )
+    }
+
+    /// Its entrances from outside its network: each node address in `external-table` on
+    /// the NodePort, each external IP on the service's port.
+    fn external_entrances(&self, node: &[Ipv4Addr]) -> Vec<Entrance> {
+        let s = &self.spec;
+        let t = s.external_table;
+        let nodeport = s
+            .node_port
+            .into_iter()
+            .flat_map(|p| node.iter().map(move |&a| (a, p)));
+        nodeport
+            .chain(s.external_ips.iter().map(|&a| (a, s.port)))
+            .map(|(a, p)| (t, s.protocol, a, p))
+            .collect()
+    }
+
+    fn entrances(&self, node: &[Ipv4Addr]) -> Vec<Entrance> {
+        let mut v = self.external_entrances(node);
+        v.push(self.key());
+        v
+    }
+
+    /// The smallest backend id no backend of this service holds (ids are reused, so that
+    /// they stay within a session's 16 bits however the backends churn).
+    fn free_backend_id(&self) -> u32 {
+        let mut used: Vec<u32> = self.backend_ids.values().copied().collect();
+        used.sort_unstable();
+        let mut id = 0;
+        for u in used {
+            if u != id {
+                break;
+            }
+            id += 1;
+        }
+        id
+    }
 }
 
 impl Control {
     /// `service add`: adds the service, or replaces the one of its name; a backend that left
-    /// (or every backend, when the service moved to another VIP, port, protocol or network)
-    /// has its sessions killed.
+    /// (or every backend, when the service moved to another VIP, port, protocol or network,
+    /// or its external entrances or translation changed) has its sessions killed. No address,
+    /// port and protocol of a table may be two services' entrance.
     pub(super) fn service_add(&mut self, spec: ServiceSpec) -> Result<(), ControlError> {
-        let refuse = |m: String| Err(ControlError::Service(format!("service {}: {m}", spec.name)));
+        let who = spec.name.clone();
+        let refuse = |m: String| Err(ControlError::Service(format!("service {who}: {m}")));
         if let Some(p) = spec.problems().into_iter().next() {
             return refuse(p);
         }
@@ -55,27 +108,42 @@ impl Control {
             Some(n) => self.networks[self.network_index(n)?].table,
             None => spec.table,
         };
-        if !self.rib.has_table(table) {
-            return refuse(format!("table {table} does not exist"));
+        for t in [table, spec.external_table] {
+            if !self.rib.has_table(t) {
+                return refuse(format!("table {t} does not exist"));
+            }
         }
-        let key = (table, spec.protocol, spec.vip, spec.port);
-        if let Some(o) = self
-            .services
-            .by_name
-            .values()
-            .find(|e| e.spec.name != spec.name && e.key() == key)
-        {
-            return refuse(format!(
-                "{}:{} {} is service {}'s already",
-                spec.vip, spec.port, spec.protocol, o.spec.name
-            ));
+        let node = self.node_addresses(spec.external_table);
+        let mut entry = Entry {
+            spec,
+            id: 0,
+            table,
+            backend_ids: HashMap::new(),
+            affinity: None,
+        };
+        let mine = entry.entrances(&node);
+        for o in self.services.by_name.values() {
+            if o.spec.name == entry.spec.name {
+                continue;
+            }
+            let theirs = o.entrances(&self.node_addresses(o.spec.external_table));
+            if let Some((t, proto, a, p)) = mine.iter().find(|k| theirs.contains(k)) {
+                return refuse(format!(
+                    "{a}:{p} {proto} in table {t} is service {}'s already",
+                    o.spec.name
+                ));
+            }
         }
         let table_ref = &self.shared.sessions.table;
-        let entry = match self.services.by_name.remove(&spec.name) {
+        let entry = match self.services.by_name.remove(&entry.spec.name) {
             Some(mut e) => {
-                let moved = e.key() != key;
-                let keep: Vec<(Ipv4Addr, u16)> =
-                    spec.backends.iter().map(|b| (b.addr, b.port)).collect();
+                let moved = e.shape() != entry.shape();
+                let keep: Vec<(Ipv4Addr, u16)> = entry
+                    .spec
+                    .backends
+                    .iter()
+                    .map(|b| (b.addr, b.port))
+                    .collect();
                 let mut gone = Vec::new();
                 e.backend_ids.retain(|k, &mut bid| {
                     let stays = !moved && keep.contains(k);
@@ -89,21 +157,14 @@ impl Control {
                     let id = e.id;
                     table_ref.kill(|s| s.service == id && gone.contains(&s.backend));
                 }
-                e.spec = spec;
+                e.spec = entry.spec;
                 e.table = table;
                 e
             }
             None => {
-                let id = self.services.next_id;
+                entry.id = self.services.next_id;
                 self.services.next_id += 1;
-                Entry {
-                    spec,
-                    id,
-                    table,
-                    backend_ids: HashMap::new(),
-                    next_backend: 0,
-                    affinity: None,
-                }
+                entry
             }
         };
         let mut e = entry;
@@ -111,12 +172,11 @@ impl Control {
         if e.affinity.as_ref().map(|a| a.timeout_ms()) != timeout {
             e.affinity = timeout.map(|t| Arc::new(Affinity::new(t)));
         }
-        for b in &e.spec.backends {
-            if let std::collections::hash_map::Entry::Vacant(v) =
-                e.backend_ids.entry((b.addr, b.port))
-            {
-                v.insert(e.next_backend);
-                e.next_backend += 1;
+        for i in 0..e.spec.backends.len() {
+            let b = e.spec.backends[i];
+            if !e.backend_ids.contains_key(&(b.addr, b.port)) {
+                let id = e.free_backend_id();
+                e.backend_ids.insert((b.addr, b.port), id);
             }
         }
         tracing::info!(service = %e.spec.name, vip = %e.spec.vip, port = e.spec.port,
@@ -165,11 +225,24 @@ impl Control {
     }
 
     /// Publishes the services again if one depends on where its backends are (a route came
-    /// or went).
+    /// or went) or on the node's addresses (a NodePort).
     pub(super) fn routes_changed(&self) {
-        if self.services.by_name.values().any(|e| e.spec.local) {
+        let s = |e: &Entry| e.spec.local || e.spec.external_local || e.spec.node_port.is_some();
+        if self.services.by_name.values().any(s) {
             self.publish_services();
         }
+    }
+
+    /// The node's addresses in `table`: every address of a live interface there (a NodePort
+    /// listens on them).
+    fn node_addresses(&self, table: u32) -> Vec<Ipv4Addr> {
+        let mut v: Vec<Ipv4Addr> = (0..self.ifconfigs.len() as u32)
+            .filter(|&i| self.is_live(i) && self.ifconfigs[i as usize].table == table)
+            .flat_map(|i| self.ifconfigs[i as usize].addresses.iter().map(|a| a.0))
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        v
     }
 
     /// The names of the services in `table` (a network about to go).
@@ -186,20 +259,28 @@ impl Control {
     /// service or an interface with policies).
     pub(super) fn publish_services(&self) {
         let mut v = Services::default();
+        let mut entered = Vec::new();
+        let mark = |flags: &mut Vec<bool>, vrf: u32| {
+            if flags.len() <= vrf as usize {
+                flags.resize(vrf as usize + 1, false);
+            }
+            flags[vrf as usize] = true;
+        };
         for e in self.services.by_name.values() {
             let Some(vrf) = self.rib.slot(e.table) else {
                 continue;
             };
-            let backends = e
-                .spec
-                .usable()
-                .filter(|b| !e.spec.local || self.is_local(e.table, b.addr))
-                .map(|b| Backend {
-                    id: e.backend_ids[&(b.addr, b.port)],
-                    addr: u32::from(b.addr),
-                    port: b.port,
-                })
-                .collect();
+            let backends = |local: bool| -> Vec<Backend> {
+                e.spec
+                    .usable()
+                    .filter(|b| !local || self.is_local(e.table, b.addr))
+                    .map(|b| Backend {
+                        id: e.backend_ids[&(b.addr, b.port)],
+                        addr: u32::from(b.addr),
+                        port: b.port,
+                    })
+                    .collect()
+            };
             let vip = u32::from(e.spec.vip);
             let k = VipKey {
                 vrf,
@@ -207,19 +288,50 @@ impl Control {
                 vip,
                 port: e.spec.port,
             };
-            let svc = Service::new(e.id, backends).with_affinity(e.affinity.clone());
+            let svc = Service::new(e.id, backends(e.spec.local)).with_affinity(e.affinity.clone());
             v.vips.insert(k, Arc::new(svc));
             v.addrs.insert((vrf, vip));
-            if v.stateful.len() <= vrf as usize {
-                v.stateful.resize(vrf as usize + 1, false);
+            mark(&mut v.stateful, vrf);
+            let Some(outside) = self.rib.slot(e.spec.external_table) else {
+                continue;
+            };
+            let entrances = e.external_entrances(&self.node_addresses(e.spec.external_table));
+            if entrances.is_empty() {
+                continue;
             }
-            v.stateful[vrf as usize] = true;
+            // Fragments to an external entrance are not dropped (`addrs`): a node address is
+            // the node's own too, and the node reassembles what comes to it.
+            let x = External {
+                vrf,
+                source: (!e.spec.external_local)
+                    .then_some(e.spec.external_source)
+                    .flatten()
+                    .map(u32::from),
+            };
+            let svc = Service::new(e.id, backends(e.spec.external_local))
+                .with_affinity(e.affinity.clone())
+                .with_external(Some(x));
+            let svc = Arc::new(svc);
+            for (_, proto, a, port) in entrances {
+                let k = VipKey {
+                    vrf: outside,
+                    proto: proto.number(),
+                    vip: u32::from(a),
+                    port,
+                };
+                // A node address that is also another service's VIP keeps the VIP's.
+                v.vips.entry(k).or_insert_with(|| svc.clone());
+            }
+            mark(&mut entered, outside);
         }
         for vrf in self.policy_vrfs() {
-            if v.stateful.len() <= vrf as usize {
-                v.stateful.resize(vrf as usize + 1, false);
+            mark(&mut v.stateful, vrf);
+        }
+        for (vrf, _) in entered.iter().enumerate().filter(|(_, e)| **e) {
+            if !v.stateful(vrf as u32) {
+                mark(&mut v.entry_only, vrf as u32);
+                mark(&mut v.stateful, vrf as u32);
             }
-            v.stateful[vrf as usize] = true;
         }
         self.shared.services.store(Arc::new(v));
     }

@@ -137,7 +137,12 @@ impl Server {
              for p in {udp:?}: threading.Thread(target=udp,args=(p,),daemon=True).start()\n\
              import time\ntime.sleep(0.2)\nprint('ready',flush=True)\nthreading.Event().wait()\n"
         );
-        let mut c = python(lab, ns, &code);
+        Server::program(lab, ns, &code)
+    }
+
+    /// A Python program in pod `ns` that prints `ready` once it serves.
+    pub fn program(lab: &Lab, ns: &str, code: &str) -> Server {
+        let mut c = python(lab, ns, code);
         assert_eq!(wait_line(&mut c), "ready");
         Server(c)
     }
