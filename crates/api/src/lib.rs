@@ -20,7 +20,8 @@ use serde::{Deserialize, Serialize};
 
 pub use config::{
     AddressSetSpec, AfPacketSpec, AfXdpSpec, BackendSpec, Config, MemifMode, MemifSpec,
-    NeighborSpec, NetworkSpec, PolicySpec, RouteSpec, ServiceSpec, TapSpec, XdpMode,
+    NeighborSpec, NeighbourLimits, NetworkSpec, PolicySpec, RouteSpec, ServiceSpec, TapSpec,
+    XdpMode,
 };
 pub use sessions::{
     AddressSetInfo, InterfacePolicy, PolicyInfo, PolicyReport, ServiceInfo, SessionFilter,
@@ -28,7 +29,8 @@ pub use sessions::{
 };
 pub use show::{
     CopyEngineInfo, DeviceInfo, EngineInfo, ErrorCount, FibEntry, FibTableSize, InterfaceInfo,
-    Neighbor, NetworkInfo, NodeRuntime, Placement, TunnelInfo, WorkerBuffers, WorkerRuntime,
+    Neighbor, NeighbourTotals, NetworkInfo, NodeRuntime, Placement, TunnelInfo, WorkerBuffers,
+    WorkerRuntime,
 };
 pub use types::{
     BackendState, CopyEngine, CopyMode, Ipv4Prefix, MacAddr, ParseError, Protocol, Role, RxMode,
@@ -330,6 +332,8 @@ pub enum Reply {
     },
     Neighbors {
         neighbors: Vec<Neighbor>,
+        #[serde(default)]
+        totals: NeighbourTotals,
     },
     Pcap {
         file: String,

@@ -348,3 +348,21 @@ pub struct Neighbor {
     /// Configured (`set ip neighbor`) rather than learned from ARP.
     pub static_entry: bool,
 }
+
+/// `show ip neighbors`' summary: the learned neighbours against their caps
+/// (`[daemon.neighbours]`), and what the caps and aging did since start.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct NeighbourTotals {
+    pub learned: u64,
+    pub max: u64,
+    pub per_interface: u64,
+    /// New neighbours not learned: their interface's share, or the whole table, was full of
+    /// neighbours heard recently.
+    pub refused: u64,
+    /// Learned neighbours that made room for a new one, having been silent for longer than
+    /// `stale-seconds`.
+    pub evicted: u64,
+    /// Learned neighbours forgotten after `age-seconds` without a word.
+    pub expired: u64,
+}

@@ -3,8 +3,9 @@
 //! A route's next-hop value indexes the adjacency table. Workers read the table through
 //! [`AdjReader::load`], one atomic load per frame, never a lock; the control thread edits a
 //! private copy and publishes it whole (copy-on-write: adjacencies number in the thousands,
-//! and change at control-plane speed). Learning a neighbour turns every `Glean` adjacency
-//! waiting for it into a `Rewrite`.
+//! and change at control-plane speed; a batch of changes between [`AdjTable::hold`] and
+//! [`AdjTable::release`] is published once). Learning a neighbour turns every `Glean`
+//! adjacency waiting for it into a `Rewrite` (found through an index, not a scan).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -81,6 +82,12 @@ pub struct AdjTable {
     neighbours: HashMap<(u32, Ipv4Addr), [u8; 6]>,
     if_macs: HashMap<u32, [u8; 6]>,
     if_mtus: HashMap<u32, u16>,
+    /// The adjacencies towards each (interface, next hop): what learning or forgetting a
+    /// neighbour re-resolves, without a scan of the whole table.
+    by_target: HashMap<(u32, Ipv4Addr), Vec<AdjIndex>>,
+    /// While held ([`AdjTable::hold`]), changes are published once, at [`AdjTable::release`].
+    held: bool,
+    dirty: bool,
 }
 
 impl Default for AdjTable {
@@ -103,6 +110,23 @@ impl AdjTable {
             neighbours: HashMap::new(),
             if_macs: HashMap::new(),
             if_mtus: HashMap::new(),
+            by_target: HashMap::new(),
+            held: false,
+            dirty: false,
+        }
+    }
+
+    /// Holds back publishing: a batch of changes (a tick's learned neighbours) costs one copy
+    /// of the table, not one each.
+    pub fn hold(&mut self) {
+        self.held = true;
+    }
+
+    /// Ends [`AdjTable::hold`], publishing once if anything changed.
+    pub fn release(&mut self) {
+        self.held = false;
+        if std::mem::take(&mut self.dirty) {
+            self.publish();
         }
     }
 
@@ -112,7 +136,11 @@ impl AdjTable {
         }
     }
 
-    fn publish(&self) {
+    fn publish(&mut self) {
+        if self.held {
+            self.dirty = true;
+            return;
+        }
         self.cur.store(Arc::new(self.adjs.clone()));
     }
 
@@ -153,6 +181,7 @@ impl AdjTable {
                 (self.adjs.len() - 1) as AdjIndex
             }
         };
+        self.by_target.entry((tx_if, next_hop)).or_default().push(i);
         self.publish();
         i
     }
@@ -164,6 +193,14 @@ impl AdjTable {
             && (i as usize) < self.adjs.len()
             && self.adjs[i as usize] != Adjacency::Drop
         {
+            if let Some(t) = self.adjs[i as usize].target()
+                && let Some(v) = self.by_target.get_mut(&t)
+            {
+                v.retain(|&x| x != i);
+                if v.is_empty() {
+                    self.by_target.remove(&t);
+                }
+            }
             self.adjs[i as usize] = Adjacency::Drop;
             self.free.push(i);
             self.publish();
@@ -176,7 +213,7 @@ impl AdjTable {
         if self.neighbours.insert((ifindex, ip), mac) == Some(mac) {
             return 0;
         }
-        self.refresh(|i, n| i == ifindex && n == ip)
+        self.refresh_target(ifindex, ip)
     }
 
     /// Forgets a neighbour: its rewrites go back to glean.
@@ -184,7 +221,33 @@ impl AdjTable {
         if self.neighbours.remove(&(ifindex, ip)).is_none() {
             return 0;
         }
-        self.refresh(|i, n| i == ifindex && n == ip)
+        self.refresh_target(ifindex, ip)
+    }
+
+    /// How many neighbours are known.
+    pub fn neighbour_count(&self) -> usize {
+        self.neighbours.len()
+    }
+
+    /// Re-resolves the adjacencies towards (`tx_if`, `nh`) only; publishes once.
+    fn refresh_target(&mut self, tx_if: u32, nh: Ipv4Addr) -> usize {
+        let mut changed = 0;
+        let idx = self
+            .by_target
+            .get(&(tx_if, nh))
+            .cloned()
+            .unwrap_or_default();
+        for i in idx {
+            let new = self.resolve(tx_if, nh);
+            if new != self.adjs[i as usize] {
+                self.adjs[i as usize] = new;
+                changed += 1;
+            }
+        }
+        if changed > 0 {
+            self.publish();
+        }
+        changed
     }
 
     /// `show ip neighbors`: (interface, address, MAC), sorted.
@@ -324,5 +387,31 @@ mod tests {
             t.get(a),
             Some(Adjacency::Rewrite { mtu: 1450, .. })
         ));
+    }
+
+    /// Held changes reach readers once, at release; an index finds a neighbour's
+    /// adjacencies, and a removed one leaves it.
+    #[test]
+    fn held_changes_publish_once_and_learning_uses_the_index() {
+        let mut t = AdjTable::new();
+        let r = t.reader();
+        t.set_interface_mac(1, IF_MAC);
+        let before = r.load();
+        t.hold();
+        let nh = Ipv4Addr::new(10, 0, 0, 9);
+        let a = t.add_next_hop(1, nh);
+        let b = t.add_next_hop(1, nh);
+        assert_eq!(t.learn(1, nh, NB_MAC), 2);
+        assert!(
+            Arc::ptr_eq(&before, &r.load()),
+            "nothing published while held"
+        );
+        t.release();
+        let now = r.load();
+        assert!(matches!(now[a as usize], Adjacency::Rewrite { .. }));
+        assert!(matches!(now[b as usize], Adjacency::Rewrite { .. }));
+        t.remove(a);
+        assert_eq!(t.forget(1, nh), 1, "only the adjacency still there");
+        assert_eq!(t.neighbour_count(), 0);
     }
 }

@@ -10,8 +10,9 @@
 //! gateway (an aggregate or default route) are not answered, so a node never becomes a
 //! transit hop between two others or a sink for addresses another node owns. A sender on a
 //! tunnel that claims an address this node delivers is not learned (it would hijack the pod's
-//! traffic into the tunnel). On an interface with allowed sources (a pod's) the sender must
-//! be one of them.
+//! traffic into the tunnel), nor is one the cluster does not route through that tunnel (a VTEP
+//! speaks only for its own node's pods). On an interface with allowed sources (a pod's) the
+//! sender must be one of them.
 
 use std::sync::Arc;
 use std::sync::mpsc::{SyncSender, TrySendError};
@@ -90,6 +91,7 @@ graph::node! {
         NotOurs = "arp request for an address that is not ours",
         ProxyReplied = "arp request answered for a host behind us on a tunnel (not an error)",
         Spoofed = "arp on a tunnel from an address this node delivers (not learned)",
+        NotRouted = "arp on a tunnel from an address not routed through it (not learned)",
         ReplyLearned = "arp reply: neighbour learned (not an error)",
         OffLink = "arp sender not on a connected subnet",
         SenderNotAllowed = "arp sender address not allowed on this interface",
@@ -111,6 +113,19 @@ impl core::fmt::Display for ArpTrace {
 }
 
 impl ArpInput {
+    /// Whether `sip` is routed, in `rx`'s VRF, through `rx` itself (a host or a prefix
+    /// behind the tunnel's VTEP).
+    fn routed_through(&self, ifc: &IfConfig, rx: u32, sip: fib::Ipv4Addr) -> bool {
+        let vrfs = self.shared.vrfs.load();
+        let Some(adj) = vrfs.get(ifc.vrf as usize).and_then(|v| v.lookup(sip)) else {
+            return false;
+        };
+        let adjs = self.shared.adjacencies.load();
+        adjs.get(adj as usize)
+            .and_then(Adjacency::target)
+            .is_some_and(|(tx, _)| tx == rx)
+    }
+
     /// Whether we answer for `tip` on tunnel `rx` (see the module's doc).
     fn proxies(&self, ifs: &[IfConfig], rx: u32, tip: fib::Ipv4Addr) -> bool {
         let Some(t) = ifs
@@ -176,6 +191,12 @@ impl Node for ArpInput {
             }
             if ifc.tunnel().is_some() && self.proxies(&ifs, rx, sip) {
                 ctx.count_error(Error::Spoofed);
+                continue;
+            }
+            // A VTEP speaks only for the addresses the cluster routes to it: it may not fill
+            // the neighbour table with every address of the network.
+            if ifc.tunnel().is_some() && !self.routed_through(ifc, rx, sip) {
+                ctx.count_error(Error::NotRouted);
                 continue;
             }
             // Requests and replies alike tell us where the sender is.

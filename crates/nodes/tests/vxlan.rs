@@ -518,6 +518,19 @@ fn vxlan_from_a_pod_a_fragment_or_a_spoofed_arp_goes_nowhere() {
             .iter()
             .any(|e| e.1 == "arp on a tunnel from an address this node delivers (not learned)")
     );
+    // A sender of the network that B routes nowhere near A's tunnel (10.1.9.9: neither A's
+    // /24 nor a host route through it): not learned, not answered. A's own pod is.
+    let for_pod = |sender: [u8; 4]| {
+        let mut f = req.clone();
+        f[50 + 28..50 + 32].copy_from_slice(&sender);
+        f[50 + 38..50 + 42].copy_from_slice(&[10, 1, 2, 2]);
+        f
+    };
+    let not_routed = "arp on a tunnel from an address not routed through it (not learned)";
+    assert!(b.run(vec![(UPLINK, for_pod([10, 1, 9, 9]))]).is_empty());
+    assert!(b.errors().iter().any(|e| e.1 == not_routed));
+    assert_eq!(b.run(vec![(UPLINK, for_pod([10, 1, 1, 2]))]).len(), 1);
+    assert!(!b.errors().iter().any(|e| e.1 == not_routed));
 }
 
 impl Side {

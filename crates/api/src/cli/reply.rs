@@ -76,7 +76,12 @@ pub fn format(reply: &Reply) -> String {
         Reply::Services { services } => service_lines(&mut s, services),
         Reply::Sessions { sessions, totals } => session_lines(&mut s, sessions, totals),
         Reply::Policies { report } => policy_lines(&mut s, report),
-        Reply::Neighbors { neighbors } => {
+        Reply::Neighbors { neighbors, totals } => {
+            let t = totals;
+            s.push_str(&format!(
+                "{} learned (at most {}, {} an interface); refused {}, evicted stale {}, expired {}\n",
+                t.learned, t.max, t.per_interface, t.refused, t.evicted, t.expired
+            ));
             s.push_str(&format!(
                 "{:<16} {:<18} {:<8} {}\n",
                 "IP", "MAC", "Flags", "Interface"

@@ -140,6 +140,9 @@ impl Config {
                 ),
             ));
         }
+        for m in d.neighbours.problems() {
+            p.push((Item::Daemon, m));
+        }
         if let Some(m) = &d.metrics
             && m.parse::<std::net::SocketAddr>().is_err()
         {

@@ -57,6 +57,60 @@ pub struct DaemonSection {
     /// between the workers; about 208 bytes each, allocated at start.
     #[serde(skip_serializing_if = "is_default_sessions")]
     pub sessions: u32,
+    /// `[daemon.neighbours]`: caps and times of the neighbours learned from ARP.
+    #[serde(skip_serializing_if = "NeighbourLimits::is_default")]
+    pub neighbours: NeighbourLimits,
+}
+
+/// `[daemon.neighbours]`: what others' ARP can make the daemon learn. Beyond a cap a new
+/// neighbour takes the place of the least recently heard learned one there if that one was
+/// silent for `stale-seconds`, and is refused otherwise; a learned neighbour silent for
+/// `age-seconds` is forgotten. Static neighbours are outside all of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct NeighbourLimits {
+    /// Learned neighbours in all.
+    pub max: u32,
+    /// Learned neighbours on one interface (an uplink's hosts, a tunnel's remote pods).
+    pub per_interface: u32,
+    pub stale_seconds: u32,
+    /// 0: never.
+    pub age_seconds: u32,
+}
+
+impl Default for NeighbourLimits {
+    fn default() -> NeighbourLimits {
+        NeighbourLimits {
+            max: 65536,
+            per_interface: 4096,
+            stale_seconds: 60,
+            age_seconds: 3600,
+        }
+    }
+}
+
+/// The range of `[daemon.neighbours]`' caps.
+pub const NEIGHBOUR_CAPS: std::ops::RangeInclusive<u32> = 1..=(1 << 20);
+
+impl NeighbourLimits {
+    fn is_default(&self) -> bool {
+        *self == NeighbourLimits::default()
+    }
+
+    /// What is wrong with the values.
+    pub fn problems(&self) -> Vec<String> {
+        let mut p = Vec::new();
+        for (k, v) in [("max", self.max), ("per-interface", self.per_interface)] {
+            if !NEIGHBOUR_CAPS.contains(&v) {
+                p.push(format!(
+                    "[daemon.neighbours] {k} = {v} is out of range {}..={}",
+                    NEIGHBOUR_CAPS.start(),
+                    NEIGHBOUR_CAPS.end()
+                ));
+            }
+        }
+        p
+    }
 }
 
 /// `[daemon] sessions` unless set.
@@ -125,6 +179,7 @@ impl Default for DaemonSection {
             metrics: None,
             control_socket: ControlSocket::default(),
             sessions: DEFAULT_SESSIONS,
+            neighbours: NeighbourLimits::default(),
         }
     }
 }

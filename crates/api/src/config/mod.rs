@@ -27,7 +27,9 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-pub use daemon::{ControlSocket, DaemonSection, MAX_DSA_INLINE_BELOW, MIN_BUFFERS};
+pub use daemon::{
+    ControlSocket, DaemonSection, MAX_DSA_INLINE_BELOW, MIN_BUFFERS, NeighbourLimits,
+};
 pub use interface::{
     MAX_TAP_QUEUES, MIN_MTU, MemifMode, MemifSpec, RING_SIZES, TapSpec, mtu_problem,
 };

@@ -216,6 +216,7 @@ impl Control {
             },
             Request::ShowIpNeighbors => Reply::Neighbors {
                 neighbors: self.neighbors(),
+                totals: self.rib.neighbour_totals(),
             },
             Request::SetIpNeighbor { neighbor, delete } => {
                 self.neighbor(&neighbor, delete)?;

@@ -160,7 +160,8 @@ impl Control {
             )
             .map_err(|e| ControlError::Eventfd(e.into()))?,
         );
-        let rib = Rib::new();
+        let mut rib = Rib::new();
+        rib.set_neighbour_limits((&cfg.daemon.neighbours).into());
         let workers = cfg.daemon.workers.len().max(1) as u32;
         let sessions = nodes::Sessions::with_capacity(cfg.daemon.sessions, workers)
             .map_err(|e| ControlError::Service(format!("[daemon] sessions: {e}")))?;
@@ -300,6 +301,9 @@ impl Control {
         let mut b = [0u8; 8];
         let _ = rustix::io::read(&*self.learn_wake, &mut b);
         self.poll_sockets();
+        // One copy of the adjacencies for the whole batch, however many it learns.
+        self.rib.hold();
+        self.rib.expire_neighbours(&self.ifconfigs);
         for _ in 0..1024 {
             match self.learned.try_recv() {
                 // Reports about a deleted interface are stale.
@@ -312,6 +316,7 @@ impl Control {
                 Err(_) => break,
             }
         }
+        self.rib.release();
         self.log_denied();
         self.after_rib_change();
         self.maybe_quiesce();

@@ -92,6 +92,10 @@ pub struct Rib {
     routes: BTreeMap<(u32, u32, u8), Route>,
     next_hops: HashMap<(u32, Ipv4Addr), (AdjIndex, usize)>,
     static_neighbors: HashSet<(u32, Ipv4Addr)>,
+    /// The learned neighbours' caps and ages.
+    learned: learned::Learned,
+    /// Time zero of the learned neighbours' clock.
+    start: std::time::Instant,
     vrfs: Arc<ArcSwap<Vec<LpmReader>>>,
     /// Table memory was unlinked since the last [`Rib::take_unlinked`].
     unlinked: bool,
@@ -132,6 +136,8 @@ impl Rib {
             routes: BTreeMap::new(),
             next_hops: HashMap::new(),
             static_neighbors: HashSet::new(),
+            learned: learned::Learned::default(),
+            start: std::time::Instant::now(),
             vrfs: Arc::new(ArcSwap::from_pointee(Vec::new())),
             unlinked: false,
         };
@@ -409,13 +415,81 @@ impl Rib {
         )
     }
 
-    /// A neighbour a worker learned from ARP; static entries win over it.
+    /// Sets the learned neighbours' caps and ages (`[daemon.neighbours]`).
+    pub fn set_neighbour_limits(&mut self, l: learned::Limits) {
+        self.learned.limits = l;
+    }
+
+    /// The learned neighbours' count, caps and counters.
+    pub fn neighbour_totals(&self) -> api::NeighbourTotals {
+        let (l, c) = (&self.learned.limits, &self.learned.counts);
+        api::NeighbourTotals {
+            learned: self.learned.len() as u64,
+            max: l.max as u64,
+            per_interface: l.per_interface as u64,
+            refused: c.refused,
+            evicted: c.evicted,
+            expired: c.expired,
+        }
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.start.elapsed().as_millis() as u64
+    }
+
+    /// Holds back publishing the adjacencies until [`Rib::release`]: a batch of learned
+    /// neighbours costs one copy of the table.
+    pub fn hold(&mut self) {
+        self.adj.hold();
+    }
+
+    pub fn release(&mut self) {
+        self.adj.release();
+    }
+
+    /// A neighbour a worker learned from ARP; static entries win over it. Within the caps
+    /// of [`learned`] (a refused one is only counted).
     pub fn learn(&mut self, ifs: &[IfConfig], l: Learned) -> Result<(), RibError> {
+        let now = self.now_ms();
+        self.learn_at(ifs, l, now)
+    }
+
+    /// [`Rib::learn`] at `now` (ms of the RIB's clock).
+    pub fn learn_at(&mut self, ifs: &[IfConfig], l: Learned, now: u64) -> Result<(), RibError> {
         if self.static_neighbors.contains(&(l.ifindex, l.ip)) || l.ifindex as usize >= ifs.len() {
             return Ok(());
         }
+        match self.learned.hear(l.ifindex, l.ip, now) {
+            learned::Heard::Refused => return Ok(()),
+            learned::Heard::Replaces(i, ip) => self.forget_neighbour(ifs, i, ip),
+            learned::Heard::New | learned::Heard::Refreshed => {}
+        }
         self.adj.learn(l.ifindex, l.ip, l.mac);
         self.neighbor_route(ifs, l.ifindex, l.ip)
+    }
+
+    /// Forgets the learned neighbours silent for longer than their age; how many.
+    pub fn expire_neighbours(&mut self, ifs: &[IfConfig]) -> usize {
+        let now = self.now_ms();
+        self.expire_neighbours_at(ifs, now)
+    }
+
+    pub fn expire_neighbours_at(&mut self, ifs: &[IfConfig], now: u64) -> usize {
+        let gone = self.learned.expire(now);
+        for &(i, ip) in &gone {
+            self.forget_neighbour(ifs, i, ip);
+        }
+        gone.len()
+    }
+
+    /// Forgets a neighbour's MAC and host route (not its books: the caller's).
+    fn forget_neighbour(&mut self, ifs: &[IfConfig], i: u32, ip: Ipv4Addr) {
+        self.adj.forget(i, ip);
+        if let Some(c) = ifs.get(i as usize)
+            && self.kind_of(c.table, host(ip)) == Some(RouteKind::Neighbor)
+        {
+            self.remove(c.table, host(ip));
+        }
     }
 
     /// A static neighbour (`set ip neighbor`).
@@ -427,6 +501,7 @@ impl Rib {
         mac: [u8; 6],
     ) -> Result<(), RibError> {
         self.static_neighbors.insert((i, ip));
+        self.learned.remove(i, ip);
         self.adj.learn(i, ip, mac);
         self.neighbor_route(ifs, i, ip)
     }
@@ -434,12 +509,8 @@ impl Rib {
     /// Forgets a neighbour, static or learned, and its host route.
     pub fn del_neighbor(&mut self, ifs: &[IfConfig], i: u32, ip: Ipv4Addr) {
         self.static_neighbors.remove(&(i, ip));
-        self.adj.forget(i, ip);
-        if let Some(c) = ifs.get(i as usize)
-            && self.kind_of(c.table, host(ip)) == Some(RouteKind::Neighbor)
-        {
-            self.remove(c.table, host(ip));
-        }
+        self.learned.remove(i, ip);
+        self.forget_neighbour(ifs, i, ip);
     }
 
     /// Removes every route through interface `i` that its addresses did not bring (static
@@ -470,6 +541,7 @@ impl Rib {
             }
         }
         self.static_neighbors.retain(|&(ni, _)| ni != i);
+        self.learned.remove_interface(i);
         statics
     }
 
@@ -577,6 +649,8 @@ impl Rib {
         self.next_hops.len()
     }
 }
+
+pub mod learned;
 
 #[cfg(test)]
 mod tests;

@@ -387,3 +387,69 @@ fn tables_are_separate_and_gaps_read_as_empty() {
     assert!(rib.take_unlinked());
     rib.quiesce();
 }
+
+/// A flood of learned neighbours on one interface stops at its share (refused while the
+/// learned ones are fresh, counted), the other interface still learns, a stale one makes room
+/// (its host route goes with it), and silent ones age out with their routes.
+#[test]
+fn learned_neighbours_are_capped_and_age() {
+    let (mut rib, ifs) = two_interfaces();
+    rib.set_neighbour_limits(learned::Limits {
+        max: 5,
+        per_interface: 3,
+        stale_ms: 1000,
+        age_ms: 60_000,
+    });
+    let heard = |rib: &mut Rib, i: u32, a: &str, now: u64| {
+        let l = Learned {
+            ifindex: i,
+            ip: ip(a),
+            mac: PEER,
+        };
+        rib.learn_at(&ifs, l, now).unwrap();
+    };
+    let before = Arc::clone(&*rib.adjacencies().load());
+    rib.hold();
+    for n in 2..12 {
+        heard(&mut rib, 0, &format!("10.0.0.{n}"), 0);
+    }
+    let held = Arc::clone(&*rib.adjacencies().load());
+    assert!(Arc::ptr_eq(&before, &held), "held: nothing published yet");
+    rib.release();
+    assert!(matches!(
+        lookup(&rib, 0, "10.0.0.4"),
+        Some(Adjacency::Rewrite { .. })
+    ));
+    assert!(matches!(
+        lookup(&rib, 0, "10.0.0.5"),
+        Some(Adjacency::Glean { .. })
+    ));
+    heard(&mut rib, 1, "10.0.1.2", 10);
+    heard(&mut rib, 1, "10.0.1.3", 10);
+    let t = rib.neighbour_totals();
+    assert_eq!((t.learned, t.refused, t.evicted), (5, 7, 0));
+    // 10.0.0.2 was heard at 0: stale at 1001, it makes room for 10.0.1.4 (the total's cap).
+    heard(&mut rib, 1, "10.0.1.4", 1001);
+    assert!(matches!(
+        lookup(&rib, 0, "10.0.0.2"),
+        Some(Adjacency::Glean { .. })
+    ));
+    assert!(!shown(&rib).contains(&"0 10.0.0.2/32 Neighbor".to_string()));
+    assert!(matches!(
+        lookup(&rib, 0, "10.0.1.4"),
+        Some(Adjacency::Rewrite { .. })
+    ));
+    assert_eq!(rib.neighbour_totals().evicted, 1);
+    // A static neighbour is outside the caps.
+    rib.add_neighbor(&ifs, 0, ip("10.0.0.99"), PEER).unwrap();
+    assert_eq!(rib.expire_neighbours_at(&ifs, 60_011), 4);
+    assert_eq!(rib.expire_neighbours_at(&ifs, 61_002), 1);
+    assert_eq!(
+        rib.neighbours()
+            .iter()
+            .map(|n| n.1.to_string())
+            .collect::<Vec<_>>(),
+        ["10.0.0.99"]
+    );
+    assert_eq!(rib.neighbour_totals().expired, 5);
+}
