@@ -95,7 +95,18 @@ pub struct Listener {
     events: VecDeque<Event<PrimaryQueues>>,
     refused_before_init: u64,
     evicted_before_init: u64,
+    /// After the kernel refused an accept (out of fds, most often), new connections wait
+    /// until then: the listener stays readable, and would otherwise be retried (and logged)
+    /// at every poll.
+    accept_paused_until: Option<Instant>,
+    /// Accepts the kernel refused, and whether the last one failed (a failing episode is
+    /// logged once, at its start).
+    accept_failures: u64,
+    accept_failing: bool,
 }
+
+/// How long new connections wait after a refused accept.
+const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 
 impl Listener {
     /// Listens on `path` for the given interfaces (ids must be unique).
@@ -114,6 +125,9 @@ impl Listener {
             events: VecDeque::new(),
             refused_before_init: 0,
             evicted_before_init: 0,
+            accept_paused_until: None,
+            accept_failures: 0,
+            accept_failing: false,
         })
     }
 
@@ -173,6 +187,12 @@ impl Listener {
         self.evicted_before_init
     }
 
+    /// Accepts the kernel refused (`EMFILE`, `ENFILE`, `ENOMEM`, ...); after each, new
+    /// connections wait 100 ms.
+    pub fn accept_failures(&self) -> u64 {
+        self.accept_failures
+    }
+
     /// The next event, if any.
     pub fn next_event(&mut self) -> Option<Event<PrimaryQueues>> {
         self.events.pop_front()
@@ -188,17 +208,24 @@ impl Listener {
             .map(|c| c.deadline.saturating_duration_since(now))
             .min()
             .unwrap_or(timeout);
+        let paused = self.accept_paused_until.filter(|&t| t > now);
+        let next_deadline = paused.map_or(next_deadline, |t| next_deadline.min(t - now));
         let wait_ms = timeout.min(next_deadline).as_millis().min(i32::MAX as u128) as i32;
+        // While accepting is paused the listener is not waited on (it stays readable).
+        let accepting = usize::from(paused.is_none());
         let ready = {
-            let mut fds = vec![self.fd.as_fd()];
+            let mut fds = Vec::with_capacity(self.conns.len() + 1);
+            if accepting == 1 {
+                fds.push(self.fd.as_fd());
+            }
             fds.extend(self.conns.iter().map(|c| c.chan.fd()));
             sock::wait_readable(&fds, wait_ms)?
         };
-        if ready[0] {
+        if accepting == 1 && ready[0] {
             self.accept_all();
         }
-        for ci in 0..ready.len() - 1 {
-            if ready[ci + 1] {
+        for ci in 0..ready.len() - accepting {
+            if ready[ci + accepting] {
                 self.read_conn(ci);
             }
         }
@@ -248,10 +275,19 @@ impl Listener {
                 Ok(Some(c)) => c,
                 Ok(None) => break,
                 Err(e) => {
-                    tracing::warn!(socket = %self.path, "accept: {e}");
+                    self.accept_failures += 1;
+                    if !std::mem::replace(&mut self.accept_failing, true) {
+                        tracing::warn!(socket = %self.path,
+                            "accept: {e}: new connections wait (retried every 100 ms)");
+                    }
+                    self.accept_paused_until = Some(Instant::now() + ACCEPT_PAUSE);
                     break;
                 }
             };
+            if std::mem::take(&mut self.accept_failing) {
+                tracing::info!(socket = %self.path, failures = self.accept_failures,
+                    "accepting connections again");
+            }
             let peer_pid = rustix::net::sockopt::socket_peercred(chan.fd())
                 .ok()
                 .map(|c| c.pid.as_raw_nonzero().get());

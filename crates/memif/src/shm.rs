@@ -126,7 +126,7 @@ impl SharedMemory {
     }
 
     /// Maps a peer's region fd after checking it is a file of at least `announced` bytes
-    /// sealed against shrinking (primary role).
+    /// sealed against shrinking (primary role), and closes the fd.
     pub fn map_peer(
         fd: OwnedFd,
         announced: u64,
@@ -150,10 +150,13 @@ impl SharedMemory {
             }
         }
         let ptr = map_shared(Some(fd.as_fd()), announced as usize).map_err(MapError::Io)?;
+        // The mapping outlives the descriptor, which nothing needs again: closed here, so a
+        // peer's regions cost the daemon no fd (256 of them would be 256).
+        drop(fd);
         Ok(SharedMemory {
             ptr,
             len: announced as usize,
-            fd: Some(fd),
+            fd: None,
         })
     }
 

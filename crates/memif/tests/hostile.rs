@@ -504,3 +504,87 @@ fn half_open_floods_evict_only_themselves() {
     let _ = flood.kill();
     let _ = flood.wait();
 }
+
+/// A peer's regions cost no fd once mapped: 100 regions, each from a descriptor of its own,
+/// leave the daemon's fd count where it was after the connection's socket.
+#[test]
+fn mapped_regions_hold_no_fd() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let mut l = listener(&dir, vec![cfg(0)]);
+    let e = Evil::connect(&mut l);
+    e.init(&mut l, 0);
+    let before = open_fds();
+    for index in 0..100u16 {
+        let fd = memfd(4096, SealFlags::SHRINK);
+        e.send(Msg::AddRegion { index, size: 4096 }, Some(&fd));
+        assert_eq!(e.recv(&mut l), Some(Msg::Ack), "region {index}");
+    }
+    // Ours: the test's own memfds are closed by now (each dropped after sending).
+    assert_eq!(open_fds(), before, "the regions' fds were kept");
+}
+
+/// Out of fds, a listener pauses accepting for 100 ms instead of retrying (and logging) at
+/// every poll while its socket stays readable; its polls still wait; once fds are back, the
+/// waiting peers are let in.
+#[test]
+fn out_of_fds_pauses_accepting_instead_of_spinning() {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    use std::os::fd::AsRawFd;
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let mut l = listener(&dir, vec![cfg(0)]);
+    let chans: Vec<_> = (0..3)
+        .map(|_| memif::sock::Channel::connect(l.path()).unwrap())
+        .collect();
+    /// Puts the limit back however the test ends (other tests share the process).
+    struct Restore(Rlimit);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let _ = setrlimit(Resource::Nofile, self.0);
+        }
+    }
+    let restore = Restore(getrlimit(Resource::Nofile));
+    // The lowest free fd number as the limit: no number below it is free, so every accept
+    // fails with EMFILE (and poll, which refuses more fds than the limit, still works).
+    let lowest = std::fs::File::open("/dev/null")
+        .map(|f| f.as_raw_fd())
+        .unwrap();
+    setrlimit(
+        Resource::Nofile,
+        Rlimit {
+            current: Some(lowest as u64),
+            maximum: restore.0.maximum,
+        },
+    )
+    .unwrap();
+    let t = Instant::now();
+    for _ in 0..10 {
+        l.poll(Duration::from_millis(5)).unwrap();
+    }
+    let (failures, spent) = (l.accept_failures(), t.elapsed());
+    drop(restore);
+    // Ten polls of 5 ms wait at least 50 ms in all (more on a busy machine), and in that
+    // time accepting was tried once, or twice if the machine slept past the pause.
+    assert!(
+        spent >= Duration::from_millis(45),
+        "{spent:?}: polls did not wait"
+    );
+    assert!(
+        (1..=1 + spent.as_millis() as u64 / 100).contains(&failures),
+        "{failures} in {spent:?}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut hello = 0;
+    while hello < chans.len() && Instant::now() < deadline {
+        l.poll(Duration::from_millis(20)).unwrap();
+        for c in &chans {
+            if let Ok(Some(r)) = c.recv()
+                && matches!(Msg::parse(&r.data.unwrap()), Ok(Msg::Hello(_)))
+            {
+                hello += 1;
+            }
+        }
+    }
+    assert_eq!(hello, chans.len(), "the waiting peers were let in");
+}

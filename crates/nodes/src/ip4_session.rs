@@ -78,9 +78,6 @@ pub struct Ip4Session {
     seed: u64,
     /// When the owner last swept (the sessions' clock).
     swept_at: u32,
-    /// The last packet's VRF slot and whether it keeps sessions only for flows that begin
-    /// at a VIP ([`Services::entry_only`]); reset every frame.
-    entry_only: (u32, bool),
 }
 
 impl Ip4Session {
@@ -96,7 +93,6 @@ impl Ip4Session {
             owner: shared.sessions.take_owner(),
             seed: 0x9e37_79b9_7f4a_7c15,
             swept_at: shared.sessions.now(),
-            entry_only: (buffer::NONE, false),
         }
     }
 }
@@ -326,7 +322,6 @@ impl Node for Ip4Session {
             fast: Fast::NONE,
         };
         let sessions = std::sync::Arc::clone(&self.sessions);
-        self.entry_only = (buffer::NONE, false);
         let f = Frame {
             services: &services,
             judge: Judge {
@@ -341,15 +336,17 @@ impl Node for Ip4Session {
             *n = Next::Lookup.into();
             let (m, ip) = ctx.pool.meta_data_mut(b);
             m.flags |= SESSION_DONE;
-            let (mut vrf, rx) = (m.vrf, m.rx_if);
+            let (vrf, rx) = (m.vrf, m.rx_if);
             let traced = m.flags & graph::BUFFER_TRACED != 0;
             let ours = m.flags & crate::LOCALLY_ORIGINATED != 0;
             // An ICMP error about a session's packet is translated and passes as it does;
             // our own packets (the errors we make) are judged by no policy.
             let icmp = ip.get(9) == Some(&session::PROTO_ICMP);
+            // (An error goes on in the VRF of the side it goes to.)
+            let mut icmp_to = vrf;
             let translated = match icmp.then(|| session_icmp::translate(f.table, vrf, ip)) {
                 Some(Outcome::Translated { vrf: to }) => {
-                    vrf = to;
+                    icmp_to = to;
                     true
                 }
                 _ => false,
@@ -371,22 +368,22 @@ impl Node for Ip4Session {
                 }
                 Act::Pass(translated) => {
                     if let Some(s) = translated {
-                        rewrite(ctx.pool.data_mut(b), &s);
+                        let (m, ip) = ctx.pool.meta_data_mut(b);
+                        rewrite(ip, &s);
                         // Routed where it goes: another VRF for an external flow.
-                        vrf = s.vrf_out();
+                        m.vrf = s.vrf_out();
                         if traced {
                             let d = if s.dir == Dir::Forward { 1 } else { 2 };
                             trace(ctx, b, d, s.rewrite(s.dir));
                         }
+                    } else if icmp_to != vrf {
+                        ctx.pool.meta_mut(b).vrf = icmp_to;
                     }
-                    match ctx.pool.meta_data_front_mut(b, ETH_HDR) {
-                        Some((m, f)) => {
-                            m.vrf = vrf;
-                            if !traced && let Some(device) = fwd.forward(m, f) {
-                                *n = device;
-                            }
-                        }
-                        None => ctx.pool.meta_mut(b).vrf = vrf,
+                    if !traced
+                        && let Some((m, f)) = ctx.pool.meta_data_front_mut(b, ETH_HDR)
+                        && let Some(device) = fwd.forward(m, f)
+                    {
+                        *n = device;
                     }
                 }
             }
@@ -420,13 +417,6 @@ impl Drop for Ip4Session {
 impl Ip4Session {
     /// What to do with a packet of `flow` received on `rx`.
     fn act(&mut self, ctx: &mut Ctx<'_, Self>, f: &Frame<'_>, flow: &Flow, rx: u32) -> Act {
-        let vrf = u32::from(flow.key.vrf);
-        if vrf != self.entry_only.0 {
-            self.entry_only = (vrf, f.services.entry_only(vrf));
-        }
-        if self.entry_only.1 && f.vip(flow).is_none() {
-            return Act::Pass(None);
-        }
         let epoch = f.judge.policies.epoch;
         let hit = match f.table.established(&flow.key, flow.tcp_flags, f.now) {
             Seen::Live(hit) => Some(hit),

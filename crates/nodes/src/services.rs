@@ -166,10 +166,6 @@ pub struct Services {
     pub addrs: HashSet<(u32, u32), session::FixedState>,
     /// Whether VRF slot `i` keeps sessions (it has a service).
     pub stateful: Vec<bool>,
-    /// Whether VRF slot `i` keeps sessions only for flows that begin at a VIP (it has
-    /// NodePorts or external IPs, but no service of its own and no policy): a packet to
-    /// no VIP there is of no session and needs no lookup.
-    pub entry_only: Vec<bool>,
 }
 
 impl Services {
@@ -178,10 +174,6 @@ impl Services {
         self.stateful.get(vrf as usize).copied().unwrap_or(false)
     }
 
-    #[inline]
-    pub fn entry_only(&self, vrf: u32) -> bool {
-        self.entry_only.get(vrf as usize).copied().unwrap_or(false)
-    }
 }
 
 /// The session table and what each worker's `ip4-session` takes from it: its [`Owner`]

@@ -259,7 +259,6 @@ impl Control {
     /// service or an interface with policies).
     pub(super) fn publish_services(&self) {
         let mut v = Services::default();
-        let mut entered = Vec::new();
         let mark = |flags: &mut Vec<bool>, vrf: u32| {
             if flags.len() <= vrf as usize {
                 flags.resize(vrf as usize + 1, false);
@@ -322,16 +321,10 @@ impl Control {
                 // A node address that is also another service's VIP keeps the VIP's.
                 v.vips.entry(k).or_insert_with(|| svc.clone());
             }
-            mark(&mut entered, outside);
+            mark(&mut v.stateful, outside);
         }
         for vrf in self.policy_vrfs() {
             mark(&mut v.stateful, vrf);
-        }
-        for (vrf, _) in entered.iter().enumerate().filter(|(_, e)| **e) {
-            if !v.stateful(vrf as u32) {
-                mark(&mut v.entry_only, vrf as u32);
-                mark(&mut v.stateful, vrf as u32);
-            }
         }
         self.shared.services.store(Arc::new(v));
     }
