@@ -173,7 +173,6 @@ impl Services {
     pub fn stateful(&self, vrf: u32) -> bool {
         self.stateful.get(vrf as usize).copied().unwrap_or(false)
     }
-
 }
 
 /// The session table and what each worker's `ip4-session` takes from it: its [`Owner`]

@@ -264,3 +264,46 @@ fn a_memif_in_polling_mode_keeps_its_worker_polling() {
     let (l1, _) = loops_and_sleeps(&d);
     assert!(l1 - l0 < 1_000, "asleep again: {} loops in 0.5 s", l1 - l0);
 }
+
+/// A memif master accepts 16 rings each way unless told: a peer asking for 32 gets 16, and
+/// holds 33 of the daemon's fds at most (the socket and one eventfd a ring; its regions'
+/// fds are closed once mapped). `rx-queues` raises the limit.
+#[test]
+fn a_memif_master_accepts_what_a_pod_needs_unless_told() {
+    let d = Daemon::start_in(None, CONFIG);
+    d.ok("create interface memif id 0 socket big.sock master network blue name m0");
+    d.ok(
+        "create interface memif id 0 socket bigger.sock master network blue name m1 \
+          rx-queues 32 tx-queues 32",
+    );
+    let before = fd_count(d.pid());
+    let connect = |sock: &str| {
+        let cfg = memif::InterfaceConfig {
+            s2m_rings: 32,
+            m2s_rings: 32,
+            log2_ring_size: 8,
+            ..Default::default()
+        };
+        let path = memif::SocketPath::File(d.path(sock));
+        let mut c = memif::Client::new(&path, vec![cfg]).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            c.poll(Duration::from_millis(10)).unwrap();
+            if let Some(memif::Event::Connected { queues, .. }) = c.next_event() {
+                return (c, queues.tx.len(), queues.rx.len());
+            }
+            assert!(Instant::now() < deadline, "{:?}", c.last_connect_error(0));
+        }
+    };
+    let (_c0, tx, rx) = connect("big.sock");
+    assert_eq!((tx, rx), (16, 16));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while interface(&d, "m0").rx_queues != 16 {
+        assert!(Instant::now() < deadline, "{:?}", interface(&d, "m0"));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let held = fd_count(d.pid()) - before;
+    assert!(held <= 33, "a connected peer holds {held} fds");
+    let (_c1, tx, rx) = connect("bigger.sock");
+    assert_eq!((tx, rx), (32, 32));
+}

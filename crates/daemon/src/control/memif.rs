@@ -25,6 +25,17 @@ pub(super) struct Sock {
     pub(super) kind: SockKind,
 }
 
+/// The most rings a master accepts in each direction unless told (`rx-queues`,
+/// `tx-queues`): more than a pod's cores need, far fewer than the protocol's 255 (each ring
+/// holds an fd of ours and a share of a worker's polling).
+pub const MASTER_QUEUES: u16 = 16;
+
+/// The most regions a peer may add for `rx` + `tx` rings: one for the rings, one for each
+/// ring's buffers, and one more (what libmemif, VPP, DPDK and gomemif use at most).
+fn max_regions(rx: u16, tx: u16) -> u16 {
+    (rx + tx + 2).min(256)
+}
+
 /// The queues of a connection, in the role the socket has.
 pub(super) enum Queues {
     Master(memif::PrimaryQueues),
@@ -175,7 +186,10 @@ impl Control {
         let nworkers = self.workers.len() as u16;
         let (rxq, txq) = match spec.role {
             // As master the peer chooses how many rings; these are the most we accept.
-            Role::Master => (spec.rx_queues.unwrap_or(255), spec.tx_queues.unwrap_or(255)),
+            Role::Master => (
+                spec.rx_queues.unwrap_or(MASTER_QUEUES),
+                spec.tx_queues.unwrap_or(MASTER_QUEUES),
+            ),
             // As slave we create them: one rx per worker by default, one tx per worker.
             Role::Slave => (
                 spec.rx_queues.unwrap_or(nworkers),
@@ -198,6 +212,7 @@ impl Control {
                 api::MemifMode::Ethernet => memif::Mode::Ethernet,
                 api::MemifMode::Ip => memif::Mode::Ip,
             },
+            max_regions: max_regions(rxq, txq),
             ..InterfaceConfig::default()
         };
         match existing {
