@@ -28,6 +28,7 @@ pub mod queue;
 pub mod ring;
 pub mod secondary;
 pub mod shm;
+mod fair;
 pub mod sock;
 pub mod unblock;
 

@@ -314,9 +314,15 @@ impl Engines {
 /// `memif-input`: polls every rx queue placed on this worker.
 #[derive(Debug)]
 pub struct MemifInput {
+    /// Kept grouped by interface ([`crate::fair`]).
     queues: Vec<(u32, RxQueue)>,
+    /// Each interface's range of `queues`: with two or more, a poll shares its frame between
+    /// interfaces, not queues ([`crate::fair::share`]).
+    groups: Vec<(usize, usize)>,
     /// Which queue is polled first: each in turn (a flooded one must not starve the rest).
     turn: graph::RoundRobin,
+    /// The rotating start of a shared poll.
+    rounds: usize,
     commands: graph::commands::Commands<QueueCommand>,
     /// Single-copy: bytes of each packet copied into the local buffer (0: whole packets).
     hdr: usize,
@@ -351,7 +357,9 @@ impl MemifInput {
     pub fn new(commands: impl Into<graph::commands::Commands<QueueCommand>>) -> MemifInput {
         MemifInput {
             queues: Vec::new(),
+            groups: Vec::new(),
             turn: graph::RoundRobin::default(),
+            rounds: 0,
             commands: commands.into(),
             hdr: 0,
             engines: Engines::new(),
@@ -439,12 +447,15 @@ impl Node for MemifInput {
                     if let RxQueue::Primary(q) = &queue {
                         self.peers.attach(ctx.pool, ifindex, q.peer_memory());
                     }
-                    self.queues.push((ifindex, queue));
+                    let at = crate::fair::insert_at(&self.queues, ifindex);
+                    self.queues.insert(at, (ifindex, queue));
+                    self.groups = crate::fair::groups(&self.queues);
                 }
                 QueueCommand::Detach { ifindex } => {
                     // Every buffer of earlier dispatches is gone: nothing points there now.
                     self.peers.detach(ctx.pool, ifindex);
                     self.queues.retain(|(i, _)| *i != ifindex);
+                    self.groups = crate::fair::groups(&self.queues);
                     set_flag(&mut self.polling, ifindex, false);
                     set_flag(&mut self.engines.use_dma, ifindex, false);
                 }
@@ -459,34 +470,63 @@ impl Node for MemifInput {
             }
         }
         let mut down = false;
-        for i in self.turn.turn(self.queues.len()) {
-            let (ifindex, q) = &mut self.queues[i];
-            let ifindex = *ifindex;
-            let left = room - out.len();
-            if left == 0 {
-                break;
-            }
-            match q.recv(
-                ctx.pool,
-                out,
-                left,
-                self.hdr,
-                ifindex,
-                self.engines.of(ifindex),
-            ) {
-                Ok(lost) => {
-                    if lost != 0 {
-                        ctx.count_errors(InputError::NoBuffer, lost);
-                    }
+        if self.groups.len() > 1 {
+            // Several interfaces: each its share of the frame first.
+            self.rounds = self.rounds.wrapping_add(1);
+            let start = out.len();
+            let groups = std::mem::take(&mut self.groups);
+            crate::fair::share(&groups, room - start, self.rounds, |i, most| {
+                let before = out.len();
+                down |= self.recv_one(ctx, i, out, most);
+                out.len() - before
+            });
+            self.groups = groups;
+        } else {
+            for i in self.turn.turn(self.queues.len()) {
+                let left = room - out.len();
+                if left == 0 {
+                    break;
                 }
-                Err(_) => down = true,
+                down |= self.recv_one(ctx, i, out, left);
             }
         }
         next.resize(out.len(), InputNext::EthernetInput.into());
         if down {
             let before = self.queues.len();
             self.queues.retain(|(_, q)| q.is_up());
+            self.groups = crate::fair::groups(&self.queues);
             ctx.count_errors(InputError::LinkDown, (before - self.queues.len()) as u64);
+        }
+    }
+}
+
+impl MemifInput {
+    /// Receives up to `most` packets from queue `i` into `out`; whether its link is down.
+    #[inline(always)]
+    fn recv_one(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        i: usize,
+        out: &mut Vec<u32>,
+        most: usize,
+    ) -> bool {
+        let (ifindex, q) = &mut self.queues[i];
+        let ifindex = *ifindex;
+        match q.recv(
+            ctx.pool,
+            out,
+            most,
+            self.hdr,
+            ifindex,
+            self.engines.of(ifindex),
+        ) {
+            Ok(lost) => {
+                if lost != 0 {
+                    ctx.count_errors(InputError::NoBuffer, lost);
+                }
+                false
+            }
+            Err(_) => true,
         }
     }
 }
