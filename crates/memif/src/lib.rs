@@ -21,6 +21,7 @@
 //! It must never parse packets (that is `wire`) or make forwarding decisions.
 
 pub mod abtime;
+mod fair;
 pub mod msg;
 pub mod nodes;
 pub mod primary;
@@ -28,7 +29,6 @@ pub mod queue;
 pub mod ring;
 pub mod secondary;
 pub mod shm;
-mod fair;
 pub mod sock;
 pub mod unblock;
 
