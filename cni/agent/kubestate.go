@@ -3,6 +3,7 @@ package agent
 import (
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -126,7 +127,9 @@ func World(k *KubeObjects, atts []cluster.PodAttachment) *kube.World {
 // Service (in defaultNet, or in the network of the NetworkAttachmentDefinition its
 // service-network annotation names), NetworkPolicies in defaultNet, MultiNetworkPolicies in
 // the networks of the NADs their policy-for names. Problems are what cannot be enforced.
-func DesiredStateful(k *KubeObjects, atts []cluster.PodAttachment, node, defaultNet string) (Stateful, []string) {
+//
+// sources are the node's source addresses for external flows, by network (sources.go).
+func DesiredStateful(k *KubeObjects, atts []cluster.PodAttachment, node, defaultNet string, sources map[string]netip.Addr) (Stateful, []string) {
 	w := World(k, atts)
 	st := NewStateful()
 	problems := append([]string(nil), k.Problems...)
@@ -143,7 +146,7 @@ func DesiredStateful(k *KubeObjects, atts []cluster.PodAttachment, node, default
 				continue
 			}
 		}
-		specs, p := kube.Services(w, network, svc, slices[svc.Namespace], fromPods)
+		specs, p := kube.Services(w, network, svc, slices[svc.Namespace], fromPods, sources[network])
 		problems = append(problems, p...)
 		for _, s := range specs {
 			st.Services[s.Name] = s

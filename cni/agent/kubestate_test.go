@@ -75,7 +75,7 @@ func TestTheAgentWantsWhatTheObjectsSay(t *testing.T) {
 		// A stale attachment of an earlier pod named web: not web's.
 		att("red", "shop", "web", "0", "10.2.0.2", "n1"),
 	}
-	st, problems := DesiredStateful(k, atts, "n1", "pods")
+	st, problems := DesiredStateful(k, atts, "n1", "pods", nil)
 	if len(problems) != 2 || !strings.Contains(problems[0], `"other"`) || !strings.Contains(problems[1], `"shop/other"`) {
 		t.Fatal(problems)
 	}

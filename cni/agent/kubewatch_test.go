@@ -134,7 +134,7 @@ func TestServicesAndPoliciesFromTheAPIServer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, problems := DesiredStateful(objs, atts, "n1", "local")
+		want, problems := DesiredStateful(objs, atts, "n1", "local", nil)
 		if len(problems) > 0 {
 			t.Fatal(problems)
 		}

@@ -9,6 +9,7 @@ import (
 
 	"veclane.dev/cni/cluster"
 	"veclane.dev/cni/ctl"
+	"veclane.dev/cni/ipam"
 )
 
 // Config is a node agent's configuration.
@@ -39,7 +40,10 @@ type Config struct {
 	// NodeGrace is how long the pods of a node whose lease expired stay routed (see
 	// nodeMemory); Run keeps the memory in nodes.
 	NodeGrace time.Duration
-	nodes     *nodeMemory
+	// IPAM, if set, is where the node claims its source address in a network whose Services
+	// take external flows (sources.go); without it such flows are left out.
+	IPAM  *ipam.Allocator
+	nodes *nodeMemory
 }
 
 // Run registers the node and keeps its daemon in step with the cluster until ctx ends:
@@ -121,7 +125,7 @@ func serve(ctx context.Context, s *cluster.Store, cfg Config, reg *cluster.Regis
 		cancel()
 		if err == nil && cfg.Kube != nil {
 			if err = kerr; err == nil {
-				err = applyKube(d, cfg, objs, &stateful, &round)
+				err = applyKube(ctx, s, d, cfg, objs, &stateful, &round)
 			}
 		}
 		if err != nil {
@@ -180,8 +184,12 @@ func serve(ctx context.Context, s *cluster.Store, cfg Config, reg *cluster.Regis
 // this node, the pods' interfaces being those of round's attachments, and the local pods'
 // routes to the services of their secondary networks (RoutePods); what it did goes into
 // round.
-func applyKube(d *Daemon, cfg Config, objs *KubeObjects, a *StatefulApplier, round *Round) error {
-	want, problems := DesiredStateful(objs, round.Attachments, cfg.Node.Name, cfg.DefaultNetwork)
+func applyKube(ctx context.Context, s *cluster.Store, d *Daemon, cfg Config, objs *KubeObjects, a *StatefulApplier, round *Round) error {
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	sources, problems := ensureSources(sctx, s, cfg.IPAM, cfg.Node.Name, externalNetworks(objs, cfg.DefaultNetwork))
+	cancel()
+	round.Problems = append(round.Problems, problems...)
+	want, problems := DesiredStateful(objs, round.Attachments, cfg.Node.Name, cfg.DefaultNetwork, sources)
 	round.Problems = append(round.Problems, problems...)
 	applied, failed, err := a.Apply(d, want)
 	if err != nil {

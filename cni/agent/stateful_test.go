@@ -36,7 +36,7 @@ func want(t *testing.T, backendPort int32, withPolicy bool) Stateful {
 			Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(backendPort)}},
 		},
 	}
-	svcs, problems := kube.Services(w, "local", svc, nil, true)
+	svcs, problems := kube.Services(w, "local", svc, nil, true, netip.Addr{})
 	if len(problems) > 0 {
 		t.Fatal(problems)
 	}

@@ -29,6 +29,15 @@ type ServiceAdd struct {
 	// Local is internalTrafficPolicy Local; AffinitySeconds sessionAffinity ClientIP.
 	Local           bool   `json:"local,omitempty"`
 	AffinitySeconds uint32 `json:"affinity-seconds,omitempty"`
+	// NodePort (on the node's addresses) and ExternalIPs (on Port) let clients of the
+	// underlay's table (ExternalTable, 0) in. ExternalLocal is externalTrafficPolicy Local;
+	// otherwise external flows reach backends from ExternalSource, an address of the network
+	// routed to this node.
+	NodePort       uint16       `json:"node-port,omitempty"`
+	ExternalIPs    []netip.Addr `json:"external-ips,omitempty"`
+	ExternalTable  uint32       `json:"external-table,omitempty"`
+	ExternalLocal  bool         `json:"external-local,omitempty"`
+	ExternalSource *netip.Addr  `json:"external-source,omitempty"`
 }
 
 // ServiceDel deletes a service and flushes its sessions.

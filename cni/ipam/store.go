@@ -225,6 +225,14 @@ func (al *Allocator) List(ctx context.Context, network string) ([]Allocation, er
 	return out, nil
 }
 
+// NodePrefix begins the container id of an address a node agent holds for itself (a node's
+// service source address in a network, cni/agent/sources.go), not for a pod: no runtime
+// lists it among its valid attachments, so GC leaves it alone.
+const NodePrefix = "veclane-node-"
+
+// Reserved reports whether `at` is a node's own attachment (NodePrefix), which GC keeps.
+func Reserved(at Attachment) bool { return strings.HasPrefix(at.ContainerID, NodePrefix) }
+
 // GC releases every allocation of the network whose attachment is not in `valid` (CNI GC's
 // cni.dev/valid-attachments), and returns the records it released. It also clears the halves
 // of allocations a hand edit or an older writer may have left: an address record whose
@@ -243,7 +251,7 @@ func (al *Allocator) GC(ctx context.Context, network string, valid []Attachment)
 	var errs []error
 	for _, kv := range ips.Kvs {
 		var rec Allocation
-		if json.Unmarshal(kv.Value, &rec) == nil && keep[rec.Attachment] {
+		if json.Unmarshal(kv.Value, &rec) == nil && (keep[rec.Attachment] || Reserved(rec.Attachment)) {
 			continue
 		}
 		if rec.Attachment.check() == nil {
@@ -271,7 +279,7 @@ func (al *Allocator) GC(ctx context.Context, network string, valid []Attachment)
 	for _, kv := range atts.Kvs {
 		id, ifname, ok := strings.Cut(strings.TrimPrefix(string(kv.Key), p), "/")
 		at := Attachment{ContainerID: id, IfName: ifname}
-		if !ok || keep[at] {
+		if !ok || keep[at] || Reserved(at) {
 			continue
 		}
 		if err := al.Release(ctx, network, at); err != nil {

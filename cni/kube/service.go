@@ -3,6 +3,7 @@ package kube
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
@@ -36,7 +37,14 @@ const defaultAffinitySeconds = 10800
 // with svc's name count) when fromPods is false, else from the pods of w (a Service in a
 // secondary network). A headless Service, or one without a selector in a secondary
 // network, has none.
-func Services(w *World, network string, svc *corev1.Service, slices []discoveryv1.EndpointSlice, fromPods bool) ([]ctl.ServiceAdd, []string) {
+//
+// A NodePort (of a NodePort or LoadBalancer Service), external IPs and load balancer
+// ingress IPs are entrances from the underlay (Kubernetes' kube-proxy semantics), on the
+// first cluster IP's services. With externalTrafficPolicy Cluster their flows reach backends
+// from source, this node's address in the network (sources.go in the agent); without one,
+// they are said as a problem and left out. With Local, only this node's backends take them,
+// from the client's own address.
+func Services(w *World, network string, svc *corev1.Service, slices []discoveryv1.EndpointSlice, fromPods bool, source netip.Addr) ([]ctl.ServiceAdd, []string) {
 	var out []ctl.ServiceAdd
 	var problems []string
 	ips := svc.Spec.ClusterIPs
@@ -63,6 +71,8 @@ func Services(w *World, network string, svc *corev1.Service, slices []discoveryv
 			affinity = uint32(*c.ClientIP.TimeoutSeconds)
 		}
 	}
+	externalIPs, p := externalAddrs(svc)
+	problems = append(problems, p...)
 	for _, port := range svc.Spec.Ports {
 		proto := "tcp"
 		switch port.Protocol {
@@ -87,10 +97,14 @@ func Services(w *World, network string, svc *corev1.Service, slices []discoveryv
 			if k > 0 {
 				name += "@" + vip.String()
 			}
-			out = append(out, ctl.ServiceAdd{
+			s := ctl.ServiceAdd{
 				Name: name, Network: network, VIP: vip, Port: uint16(port.Port), Protocol: proto,
 				Backends: backends, Local: local, AffinitySeconds: affinity,
-			})
+			}
+			if k == 0 {
+				problems = append(problems, external(&s, svc, port, externalIPs, source)...)
+			}
+			out = append(out, s)
 		}
 	}
 	return out, problems
@@ -204,4 +218,52 @@ func sortBackends(b []ctl.Backend) {
 		}
 		return b[i].Port < b[j].Port
 	})
+}
+
+// externalAddrs are svc's external IPs and its load balancer's ingress IPs, IPv4 ones
+// (kube-proxy takes both alike); the others are said.
+func externalAddrs(svc *corev1.Service) ([]netip.Addr, []string) {
+	var out []netip.Addr
+	var problems []string
+	all := append([]string(nil), svc.Spec.ExternalIPs...)
+	for _, in := range svc.Status.LoadBalancer.Ingress {
+		if in.IP != "" {
+			all = append(all, in.IP)
+		}
+	}
+	for _, s := range all {
+		a, err := netip.ParseAddr(s)
+		if err != nil || !a.Is4() || !a.IsGlobalUnicast() && !a.IsPrivate() {
+			problems = append(problems, fmt.Sprintf("service %s/%s: external IP %q is no IPv4 unicast address: left out", svc.Namespace, svc.Name, s))
+			continue
+		}
+		if !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	return out, problems
+}
+
+// external gives s its entrances from the underlay: the port's NodePort (NodePort and
+// LoadBalancer Services), the external IPs, and the traffic policy with its source.
+func external(s *ctl.ServiceAdd, svc *corev1.Service, port corev1.ServicePort, ips []netip.Addr, source netip.Addr) []string {
+	nodePort := svc.Spec.Type == corev1.ServiceTypeNodePort || svc.Spec.Type == corev1.ServiceTypeLoadBalancer
+	if port.NodePort > 0 && port.NodePort <= 65535 && nodePort {
+		s.NodePort = uint16(port.NodePort)
+	}
+	s.ExternalIPs = ips
+	if s.NodePort == 0 && len(ips) == 0 {
+		return nil
+	}
+	if svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal {
+		s.ExternalLocal = true
+		return nil
+	}
+	if !source.IsValid() {
+		s.NodePort, s.ExternalIPs = 0, nil
+		return []string{fmt.Sprintf("service %s/%s port %d: network %s has no source address on this node for external flows: its NodePort and external IPs are left out", svc.Namespace, svc.Name, port.Port, s.Network)}
+	}
+	src := source
+	s.ExternalSource = &src
+	return nil
 }

@@ -56,7 +56,7 @@ func TestServicesFromEndpointSlicesByNamespaceAndLabel(t *testing.T) {
 		slice("lab", "web", "web-a", 8080, ep("10.244.9.9", nil, nil, nil)),
 		slice("shop", "api", "web-c", 8080, ep("10.244.8.8", nil, nil, nil)),
 	}
-	got, problems := Services(&World{}, "pods", web(), slices, false)
+	got, problems := Services(&World{}, "pods", web(), slices, false, netip.Addr{})
 	if len(problems) != 2 || !strings.Contains(problems[0], "fd00::10") || !strings.Contains(problems[1], "SCTP") {
 		t.Fatal(problems)
 	}
@@ -86,7 +86,7 @@ func TestServicesOfASecondaryNetworkComeFromPods(t *testing.T) {
 	svc.Spec.ClusterIPs = nil
 	svc.Spec.InternalTrafficPolicy = ptr(corev1.ServiceInternalTrafficPolicyLocal)
 	svc.Spec.SessionAffinityConfig = &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr(int32(60))}}
-	got, _ := Services(w, "blue", svc, nil, true)
+	got, _ := Services(w, "blue", svc, nil, true, netip.Addr{})
 	// shop's app=web pods on blue: web1 (http 8080) and web2 (http 9090); not lab's web3,
 	// not shop's red (another network).
 	want := []ctl.Backend{
@@ -101,7 +101,45 @@ func TestServicesOfASecondaryNetworkComeFromPods(t *testing.T) {
 	}
 	// Headless: nothing.
 	svc.Spec.ClusterIP = corev1.ClusterIPNone
-	if got, _ := Services(w, "blue", svc, nil, true); got != nil {
+	if got, _ := Services(w, "blue", svc, nil, true, netip.Addr{}); got != nil {
 		t.Fatalf("%+v", got)
+	}
+}
+
+// A NodePort Service's first cluster IP takes its NodePort, external IPs and load balancer
+// IPs from the underlay: from the node's source address with the Cluster policy, from the
+// client's with Local; without a source address the Cluster policy's entrances are left
+// out and said. A ClusterIP Service's stray nodePort is nobody's entrance.
+func TestExternalEntrances(t *testing.T) {
+	svc := web()
+	svc.Spec.Type = corev1.ServiceTypeNodePort
+	svc.Spec.Ports = []corev1.ServicePort{{Name: "http", Port: 80, NodePort: 30080, TargetPort: intstr.FromInt32(8080)}}
+	svc.Spec.ExternalIPs = []string{"198.51.100.7", "2001:db8::7"}
+	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "203.0.113.9"}, {Hostname: "lb.example"}}
+	src := netip.MustParseAddr("10.244.0.250")
+	got, problems := Services(&World{}, "pods", svc, nil, false, src)
+	if len(got) != 1 || len(problems) != 2 || !strings.Contains(problems[1], "2001:db8::7") {
+		t.Fatal(got, problems)
+	}
+	g := got[0]
+	ips := []netip.Addr{netip.MustParseAddr("198.51.100.7"), netip.MustParseAddr("203.0.113.9")}
+	if g.NodePort != 30080 || !reflect.DeepEqual(g.ExternalIPs, ips) || g.ExternalLocal || g.ExternalSource == nil || *g.ExternalSource != src {
+		t.Fatalf("%+v", g)
+	}
+	svc.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+	got, _ = Services(&World{}, "pods", svc, nil, false, netip.Addr{})
+	if g := got[0]; g.NodePort != 30080 || !g.ExternalLocal || g.ExternalSource != nil {
+		t.Fatalf("%+v", g)
+	}
+	svc.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyCluster
+	got, problems = Services(&World{}, "pods", svc, nil, false, netip.Addr{})
+	if g := got[0]; g.NodePort != 0 || g.ExternalIPs != nil || !strings.Contains(strings.Join(problems, "\n"), "no source address") {
+		t.Fatalf("%+v %v", g, problems)
+	}
+	plain := web()
+	plain.Spec.Ports = []corev1.ServicePort{{Name: "http", Port: 80, NodePort: 30081}}
+	got, _ = Services(&World{}, "pods", plain, nil, false, src)
+	if g := got[0]; g.NodePort != 0 || g.ExternalSource != nil {
+		t.Fatalf("%+v", g)
 	}
 }

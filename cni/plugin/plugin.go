@@ -32,6 +32,7 @@ import (
 
 	"veclane.dev/cni/cluster"
 	"veclane.dev/cni/ctl"
+	vipam "veclane.dev/cni/ipam"
 	"veclane.dev/cni/pod"
 )
 
@@ -425,7 +426,8 @@ func GC(args *skel.CmdArgs) error {
 	defer e.done()
 	self := cluster.LocalNode()
 	for _, a := range snap.Attachments {
-		if a.Network == c.NetworkName && a.Node == self && !valid[a.ContainerID+"/"+a.IfName] {
+		reserved := vipam.Reserved(vipam.Attachment{ContainerID: a.ContainerID, IfName: a.IfName})
+		if a.Network == c.NetworkName && a.Node == self && !valid[a.ContainerID+"/"+a.IfName] && !reserved {
 			if err := e.st.DeleteAttachment(e.ctx, a.Network, a.ContainerID, a.IfName); err != nil {
 				return types.NewError(types.ErrTryAgainLater, "deleting a stale attachment: "+err.Error(), "")
 			}

@@ -32,6 +32,7 @@ import (
 	"veclane.dev/cni/agent"
 	"veclane.dev/cni/cluster"
 	"veclane.dev/cni/etcdclient"
+	"veclane.dev/cni/ipam"
 )
 
 type pairs map[string]string
@@ -155,6 +156,7 @@ func run(ctx context.Context, log *slog.Logger, etcd etcdclient.Settings, f agen
 		DefaultNetwork: f.kube.defaultNet,
 		NodeLink:       f.nodeLink,
 		NodeGrace:      f.grace,
+		IPAM:           ipam.New(c, node),
 	})
 	if ctx.Err() != nil {
 		log.Info("stopped", "node", node)

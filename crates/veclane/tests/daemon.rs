@@ -86,7 +86,7 @@ fn unconnected_masters_show_no_queues_and_their_limits() {
     for name in ["memif0/0", "memif0/1"] {
         assert_eq!(
             queues(&text, name),
-            "max-queues rx 255 tx 255 mac MAC table 0 mtu 9000 queues rx 0 tx 0"
+            "max-queues rx 16 tx 16 mac MAC table 0 mtu 9000 queues rx 0 tx 0"
                 .replace("MAC", if name == "memif0/0" { MAC0 } else { MAC1 }),
             "{text}"
         );

@@ -194,6 +194,14 @@ fn node_ports_and_external_ips_reach_a_network_from_the_underlay() {
     );
 
     // Entrances are one service's each; the VXLAN port is no NodePort.
+    // The source is ours in blue (a remote node's ARP for it is answered), and no pod's.
+    assert!(d.ok("show ip fib").contains("10.1.255.1/32"));
+    let e = refused(
+        &d,
+        "service add web4 network blue vip 10.96.0.13 port 80 tcp \
+         backend 10.1.0.11:8080 node-port 30084 external-source 10.1.0.12",
+    );
+    assert!(e.contains("external-source 10.1.0.12 is routed"), "{e}");
     let e = refused(
         &d,
         "service add web2 network blue vip 10.96.0.12 port 80 tcp \
@@ -221,4 +229,8 @@ fn node_ports_and_external_ips_reach_a_network_from_the_underlay() {
     d.ok("service del web");
     let a = ask(&lab, "ext", ("192.0.2.1", 30080), false, 2);
     assert_eq!(a.by.get("failed"), Some(&2), "{a:?}");
+    assert!(
+        !d.ok("show ip fib").contains("10.1.255.1/32"),
+        "the source went with it"
+    );
 }

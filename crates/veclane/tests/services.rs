@@ -2,7 +2,8 @@
 //! themselves; a client pod's kernel connects to a VIP. Connections spread over the backends,
 //! replies come from the VIP, removing a backend resets only its connections and sends no
 //! new one to it, a terminating backend takes new flows only when no backend is ready, and the
-//! same VIP in another network reaches that network's backends only.
+//! same VIP in another network reaches that network's backends only. Across two nodes: a
+//! backend on the other node, through a cluster IP and through a NodePort from the underlay.
 
 mod daemon_common;
 mod kernel_common;
@@ -473,6 +474,24 @@ fn a_service_balances_to_a_backend_on_another_node() {
     assert_eq!(from, "10.96.0.10:80");
     let tunnels = d1.ok("show vxlan tunnel");
     assert!(tunnels.contains("192.0.2.2"), "{tunnels}");
+
+    // A NodePort on node 1 whose only backend is on node 2, from a host on the underlay
+    // (c1's v0): the backend sees node 1's source address, which node 2 routes back to node
+    // 1 (as an agent routes a node's source attachment), and answers through node 1.
+    lab.exec("c1", &["ip", "addr", "add", "192.0.2.9/24", "dev", "v0"]);
+    d2.ok("ip route add 10.1.255.1/32 via 192.0.2.1 network blue");
+    d1.ok(
+        "service add np network blue vip 10.96.0.10 port 83 tcp backend 10.1.0.12:8080 \
+           node-port 30083 external-source 10.1.255.1",
+    );
+    let got = connections_to(&lab, "c1", ("192.0.2.1", 30083), 10);
+    assert_eq!(
+        got,
+        BTreeMap::from([("b2".to_string(), 10)]),
+        "{}\n{}",
+        d1.ok("show errors"),
+        d2.ok("show errors")
+    );
 
     // internalTrafficPolicy Local: node 1's pod reaches node 1's backend only; without a
     // backend here, nothing.

@@ -2,7 +2,7 @@
 //! control thread keeps them by name, gives each service and backend a stable id (sessions
 //! carry them), publishes what `ip4-session` reads, and kills the sessions of what goes away.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::Ipv4Addr;
 use std::sync::Arc;
 
@@ -16,6 +16,8 @@ use super::{Control, ControlError};
 pub(super) struct Registry {
     by_name: BTreeMap<String, Entry>,
     next_id: u32,
+    /// The external sources made ours (a receive route each), by table.
+    sources: BTreeSet<(u32, Ipv4Addr)>,
 }
 
 #[derive(Debug)]
@@ -77,10 +79,19 @@ impl Entry {
         v
     }
 
-    /// The smallest backend id no backend of this service holds (ids are reused, so that
-    /// they stay within a session's 16 bits however the backends churn).
-    fn free_backend_id(&self) -> u32 {
-        let mut used: Vec<u32> = self.backend_ids.values().copied().collect();
+    /// The source address its external flows get (Cluster policy), if any.
+    fn source(&self) -> Option<Ipv4Addr> {
+        let s = &self.spec;
+        (s.external() && !s.external_local)
+            .then_some(s.external_source)
+            .flatten()
+    }
+
+    /// The smallest backend id no backend of this service holds, nor `also` names (ids are
+    /// reused, so that they stay within a session's 16 bits however the backends churn; not
+    /// those whose sessions are about to be killed).
+    fn free_backend_id(&self, also: &[u32]) -> u32 {
+        let mut used: Vec<u32> = self.backend_ids.values().chain(also).copied().collect();
         used.sort_unstable();
         let mut id = 0;
         for u in used {
@@ -121,6 +132,14 @@ impl Control {
             backend_ids: HashMap::new(),
             affinity: None,
         };
+        if let Some(src) = entry.source()
+            && !self.rib.receive_or_free(table, src)
+            && !self.services.sources.contains(&(table, src))
+        {
+            return refuse(format!(
+                "external-source {src} is routed or an interface's address in table {table}"
+            ));
+        }
         let mine = entry.entrances(&node);
         for o in self.services.by_name.values() {
             if o.spec.name == entry.spec.name {
@@ -134,7 +153,7 @@ impl Control {
                 ));
             }
         }
-        let table_ref = &self.shared.sessions.table;
+        let mut gone = Vec::new();
         let entry = match self.services.by_name.remove(&entry.spec.name) {
             Some(mut e) => {
                 let moved = e.shape() != entry.shape();
@@ -144,7 +163,6 @@ impl Control {
                     .iter()
                     .map(|b| (b.addr, b.port))
                     .collect();
-                let mut gone = Vec::new();
                 e.backend_ids.retain(|k, &mut bid| {
                     let stays = !moved && keep.contains(k);
                     if !stays {
@@ -152,11 +170,6 @@ impl Control {
                     }
                     stays
                 });
-                // One scan of the table for all the backends that left.
-                if !gone.is_empty() {
-                    let id = e.id;
-                    table_ref.kill(|s| s.service == id && gone.contains(&s.backend));
-                }
                 e.spec = entry.spec;
                 e.table = table;
                 e
@@ -175,15 +188,44 @@ impl Control {
         for i in 0..e.spec.backends.len() {
             let b = e.spec.backends[i];
             if !e.backend_ids.contains_key(&(b.addr, b.port)) {
-                let id = e.free_backend_id();
+                let id = e.free_backend_id(&gone);
                 e.backend_ids.insert((b.addr, b.port), id);
             }
         }
         tracing::info!(service = %e.spec.name, vip = %e.spec.vip, port = e.spec.port,
             backends = e.spec.backends.len(), "service set");
+        let id = e.id;
         self.services.by_name.insert(e.spec.name.clone(), e);
+        self.sync_sources();
         self.publish_services();
+        // After publishing (see `service_del`), one scan for all the backends that left.
+        if !gone.is_empty() {
+            let table = &self.shared.sessions.table;
+            table.kill(|s| s.service == id && gone.contains(&s.backend));
+        }
         Ok(())
+    }
+
+    /// Makes every service's external source ours in its network's table (a receive route:
+    /// a remote node's ARP for it, inside a tunnel, is answered, so that a backend there
+    /// answers through us), and forgets those no service uses any more.
+    fn sync_sources(&mut self) {
+        let want: BTreeSet<(u32, Ipv4Addr)> = self
+            .services
+            .by_name
+            .values()
+            .filter_map(|e| e.source().map(|a| (e.table, a)))
+            .collect();
+        for &(t, a) in self.services.sources.difference(&want) {
+            self.rib.del_receive(t, a);
+        }
+        for &(t, a) in want.difference(&self.services.sources) {
+            if let Err(e) = self.rib.add_receive(t, a) {
+                tracing::warn!(table = t, address = %a, "external source: {e}");
+            }
+        }
+        self.services.sources = want;
+        self.after_rib_change();
     }
 
     /// `service del`: the service goes, and its sessions are killed.
@@ -199,9 +241,12 @@ impl Control {
                     .join(", ")
             )));
         };
+        // Published first: a packet that met the old service after the kill would start a
+        // session nothing kills.
+        self.sync_sources();
+        self.publish_services();
         let killed = self.shared.sessions.table.kill(|s| s.service == e.id);
         tracing::info!(service = %name, sessions = killed, "service deleted");
-        self.publish_services();
         Ok(())
     }
 

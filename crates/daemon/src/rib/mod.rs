@@ -35,6 +35,8 @@ pub enum RouteKind {
     Connected,
     /// A host route for a neighbour on a connected subnet.
     Neighbor,
+    /// An address of ours that no interface holds: a service's source address.
+    Receive,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -313,6 +315,40 @@ impl Rib {
     /// Forgets a deleted interface's MAC and MTU (its index will be reused).
     pub fn forget_interface(&mut self, ifindex: u32) {
         self.adj.forget_interface(ifindex);
+    }
+
+    /// Makes `a` ours in `table` without an interface (`ip4-local` takes what is sent to it;
+    /// a tunnel's ARP for it is answered): a service's source address. Refused over any
+    /// other route of that /32.
+    pub fn add_receive(&mut self, table: u32, a: Ipv4Addr) -> Result<(), RibError> {
+        match self.kind_of(table, host(a)) {
+            Some(RouteKind::Receive) => Ok(()),
+            Some(_) => Err(RibError::AddressInUse { addr: a, table }),
+            None => self.insert(
+                table,
+                host(a),
+                Route {
+                    kind: RouteKind::Receive,
+                    adj: AdjTable::LOCAL,
+                    nh: None,
+                },
+            ),
+        }
+    }
+
+    /// Removes what [`Rib::add_receive`] added (nothing else).
+    pub fn del_receive(&mut self, table: u32, a: Ipv4Addr) {
+        if self.kind_of(table, host(a)) == Some(RouteKind::Receive) {
+            self.remove(table, host(a));
+        }
+    }
+
+    /// Whether `a`'s /32 in `table` is a receive route of [`Rib::add_receive`], or free.
+    pub fn receive_or_free(&self, table: u32, a: Ipv4Addr) -> bool {
+        matches!(
+            self.kind_of(table, host(a)),
+            None | Some(RouteKind::Receive)
+        )
     }
 
     /// Refuses an address that is already one of ours in `table`.

@@ -453,3 +453,30 @@ fn learned_neighbours_are_capped_and_age() {
     );
     assert_eq!(rib.neighbour_totals().expired, 5);
 }
+
+/// A receive route makes an address ours without an interface, never over another route,
+/// and goes only when asked for as such.
+#[test]
+fn receive_routes_are_ours_and_only_theirs() {
+    let (mut rib, ifs) = two_interfaces();
+    rib.add_receive(0, ip("10.9.9.9")).unwrap();
+    assert_eq!(lookup(&rib, 0, "10.9.9.9"), Some(Adjacency::Local));
+    rib.add_receive(0, ip("10.9.9.9")).unwrap();
+    assert!(
+        rib.add_receive(0, ip("10.0.0.1")).is_err(),
+        "an interface's address"
+    );
+    rib.add_neighbor(&ifs, 0, ip("10.0.0.7"), PEER).unwrap();
+    assert!(
+        rib.add_receive(0, ip("10.0.0.7")).is_err(),
+        "a neighbour's route"
+    );
+    rib.del_receive(0, ip("10.0.0.1"));
+    assert_eq!(
+        lookup(&rib, 0, "10.0.0.1"),
+        Some(Adjacency::Local),
+        "not a receive route"
+    );
+    rib.del_receive(0, ip("10.9.9.9"));
+    assert_eq!(lookup(&rib, 0, "10.9.9.9"), None);
+}
