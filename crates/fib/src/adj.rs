@@ -116,8 +116,9 @@ impl AdjTable {
         }
     }
 
-    /// Holds back publishing: a batch of changes (a tick's learned neighbours) costs one copy
-    /// of the table, not one each.
+    /// Holds back publishing re-resolved adjacencies: a batch of them (a tick's learned
+    /// neighbours) costs one copy of the table, not one each. A new adjacency is published at
+    /// once all the same (a route is about to point at it).
     pub fn hold(&mut self) {
         self.held = true;
     }
@@ -141,6 +142,12 @@ impl AdjTable {
             self.dirty = true;
             return;
         }
+        self.publish_now();
+    }
+
+    /// Publishes the table as it is, held changes included.
+    fn publish_now(&mut self) {
+        self.dirty = false;
         self.cur.store(Arc::new(self.adjs.clone()));
     }
 
@@ -182,7 +189,10 @@ impl AdjTable {
             }
         };
         self.by_target.entry((tx_if, next_hop)).or_default().push(i);
-        self.publish();
+        // Published at once, held or not: the caller is about to point a route at `i`, and
+        // a worker that follows the route must find it (a held table would give it the
+        // slot's old value until the batch ends).
+        self.publish_now();
         i
     }
 
@@ -396,15 +406,19 @@ mod tests {
         let mut t = AdjTable::new();
         let r = t.reader();
         t.set_interface_mac(1, IF_MAC);
-        let before = r.load();
         t.hold();
         let nh = Ipv4Addr::new(10, 0, 0, 9);
         let a = t.add_next_hop(1, nh);
         let b = t.add_next_hop(1, nh);
+        let before = r.load();
+        assert!(
+            matches!(before[b as usize], Adjacency::Glean { .. }),
+            "new ones at once"
+        );
         assert_eq!(t.learn(1, nh, NB_MAC), 2);
         assert!(
             Arc::ptr_eq(&before, &r.load()),
-            "nothing published while held"
+            "re-resolved ones wait while held"
         );
         t.release();
         let now = r.load();
