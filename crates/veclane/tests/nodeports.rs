@@ -162,6 +162,13 @@ fn node_ports_and_external_ips_reach_a_network_from_the_underlay() {
         s.contains("192.0.2.9:") && s.contains("192.0.2.1:30080"),
         "{s}"
     );
+    let s = d.ok("show session network blue");
+    assert!(
+        s.contains("192.0.2.1:30080"),
+        "the network it goes on in lists it: {s}"
+    );
+    let s = d.ok("show session network red");
+    assert!(!s.contains("192.0.2.1:30080"), "{s}");
 
     // UDP, Local: only the node's pods (the not-ready 10.1.9.9 made ready is elsewhere),
     // which see the client's own address; the answers come from the node's address and port.

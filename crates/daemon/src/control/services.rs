@@ -427,8 +427,11 @@ impl Control {
         for s in sessions.table.live() {
             live += 1;
             let (table, net) = table_of(s.key.vrf);
+            // An external flow is keyed in the underlay's table and goes on in its
+            // service's network: either names it.
+            let into = (s.xlate.vrf != s.key.vrf).then(|| table_of(s.xlate.vrf).0);
             if service.is_some_and(|id| id != s.service)
-                || network.is_some_and(|t| t != table)
+                || network.is_some_and(|t| t != table && Some(t) != into)
                 || f.client.is_some_and(|c| u32::from(c) != s.key.src)
                 || out.len() >= limit
             {
