@@ -35,6 +35,15 @@ struct Entry {
 /// Where a flow reaches a service: (table, protocol, address, port).
 type Entrance = (u32, api::Protocol, Ipv4Addr, u16);
 
+/// The node's addresses by table ([`Control::node_addresses`]).
+struct NodeAddresses(HashMap<u32, Vec<Ipv4Addr>>);
+
+impl NodeAddresses {
+    fn of(&self, table: u32) -> &[Ipv4Addr] {
+        self.0.get(&table).map_or(&[], Vec::as_slice)
+    }
+}
+
 impl Entry {
     fn key(&self) -> Entrance {
         (
@@ -60,9 +69,10 @@ impl Entry {
 
     /// Its entrances from outside its network: each node address in `external-table` on
     /// the NodePort, each external IP on the service's port.
-    fn external_entrances(&self, node: &[Ipv4Addr]) -> Vec<Entrance> {
+    fn external_entrances(&self, node: &NodeAddresses) -> Vec<Entrance> {
         let s = &self.spec;
         let t = s.external_table;
+        let node = node.of(t);
         let nodeport = s
             .node_port
             .into_iter()
@@ -73,7 +83,7 @@ impl Entry {
             .collect()
     }
 
-    fn entrances(&self, node: &[Ipv4Addr]) -> Vec<Entrance> {
+    fn entrances(&self, node: &NodeAddresses) -> Vec<Entrance> {
         let mut v = self.external_entrances(node);
         v.push(self.key());
         v
@@ -87,20 +97,25 @@ impl Entry {
             .flatten()
     }
 
-    /// The smallest backend id no backend of this service holds, nor `also` names (ids are
-    /// reused, so that they stay within a session's 16 bits however the backends churn; not
-    /// those whose sessions are about to be killed).
-    fn free_backend_id(&self, also: &[u32]) -> u32 {
-        let mut used: Vec<u32> = self.backend_ids.values().chain(also).copied().collect();
-        used.sort_unstable();
-        let mut id = 0;
-        for u in used {
-            if u != id {
-                break;
+    /// Gives each of its backends without an id the smallest one free: held by no backend
+    /// of this service, nor named in `also` (ids are reused, so that they stay within a
+    /// session's 16 bits however the backends churn; not those whose sessions are about to
+    /// be killed). One pass, however many are new.
+    fn assign_backend_ids(&mut self, also: &[u32]) {
+        let mut used: std::collections::HashSet<u32> =
+            self.backend_ids.values().chain(also).copied().collect();
+        let mut next = 0;
+        for b in &self.spec.backends {
+            if let std::collections::hash_map::Entry::Vacant(v) =
+                self.backend_ids.entry((b.addr, b.port))
+            {
+                while used.contains(&next) {
+                    next += 1;
+                }
+                used.insert(next);
+                v.insert(next);
             }
-            id += 1;
         }
-        id
     }
 }
 
@@ -124,7 +139,7 @@ impl Control {
                 return refuse(format!("table {t} does not exist"));
             }
         }
-        let node = self.node_addresses(spec.external_table);
+        let node = self.node_addresses();
         let mut entry = Entry {
             spec,
             id: 0,
@@ -145,7 +160,7 @@ impl Control {
             if o.spec.name == entry.spec.name {
                 continue;
             }
-            let theirs = o.entrances(&self.node_addresses(o.spec.external_table));
+            let theirs = o.entrances(&node);
             if let Some((t, proto, a, p)) = mine.iter().find(|k| theirs.contains(k)) {
                 return refuse(format!(
                     "{a}:{p} {proto} in table {t} is service {}'s already",
@@ -185,13 +200,7 @@ impl Control {
         if e.affinity.as_ref().map(|a| a.timeout_ms()) != timeout {
             e.affinity = timeout.map(|t| Arc::new(Affinity::new(t)));
         }
-        for i in 0..e.spec.backends.len() {
-            let b = e.spec.backends[i];
-            if !e.backend_ids.contains_key(&(b.addr, b.port)) {
-                let id = e.free_backend_id(&gone);
-                e.backend_ids.insert((b.addr, b.port), id);
-            }
-        }
+        e.assign_backend_ids(&gone);
         tracing::info!(service = %e.spec.name, vip = %e.spec.vip, port = e.spec.port,
             backends = e.spec.backends.len(), "service set");
         let id = e.id;
@@ -278,16 +287,22 @@ impl Control {
         }
     }
 
-    /// The node's addresses in `table`: every address of a live interface there (a NodePort
-    /// listens on them).
-    fn node_addresses(&self, table: u32) -> Vec<Ipv4Addr> {
-        let mut v: Vec<Ipv4Addr> = (0..self.ifconfigs.len() as u32)
-            .filter(|&i| self.is_live(i) && self.ifconfigs[i as usize].table == table)
-            .flat_map(|i| self.ifconfigs[i as usize].addresses.iter().map(|a| a.0))
-            .collect();
-        v.sort_unstable();
-        v.dedup();
-        v
+    /// The node's addresses, by table: every address of a live interface there (a NodePort
+    /// listens on them). One pass over the interfaces for every service that asks.
+    fn node_addresses(&self) -> NodeAddresses {
+        let mut m: HashMap<u32, Vec<Ipv4Addr>> = HashMap::new();
+        for (i, c) in self.ifconfigs.iter().enumerate() {
+            if self.is_live(i as u32) {
+                m.entry(c.table)
+                    .or_default()
+                    .extend(c.addresses.iter().map(|a| a.0));
+            }
+        }
+        for v in m.values_mut() {
+            v.sort_unstable();
+            v.dedup();
+        }
+        NodeAddresses(m)
     }
 
     /// The names of the services in `table` (a network about to go).
@@ -304,6 +319,7 @@ impl Control {
     /// service or an interface with policies).
     pub(super) fn publish_services(&self) {
         let mut v = Services::default();
+        let node = self.node_addresses();
         let mark = |flags: &mut Vec<bool>, vrf: u32| {
             if flags.len() <= vrf as usize {
                 flags.resize(vrf as usize + 1, false);
@@ -339,7 +355,7 @@ impl Control {
             let Some(outside) = self.rib.slot(e.spec.external_table) else {
                 continue;
             };
-            let entrances = e.external_entrances(&self.node_addresses(e.spec.external_table));
+            let entrances = e.external_entrances(&node);
             if entrances.is_empty() {
                 continue;
             }
@@ -347,10 +363,7 @@ impl Control {
             // the node's own too, and the node reassembles what comes to it.
             let x = External {
                 vrf,
-                source: (!e.spec.external_local)
-                    .then_some(e.spec.external_source)
-                    .flatten()
-                    .map(u32::from),
+                source: e.source().map(u32::from),
             };
             let svc = Service::new(e.id, backends(e.spec.external_local))
                 .with_affinity(e.affinity.clone())
