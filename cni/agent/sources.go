@@ -37,7 +37,7 @@ func sourceAttachment(node string) ipam.Attachment {
 func externalNetworks(k *KubeObjects, defaultNet string) []string {
 	set := map[string]bool{}
 	for _, svc := range k.Services {
-		if svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal || !exposed(svc) {
+		if svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal || !kube.Exposed(svc) {
 			continue
 		}
 		network := defaultNet
@@ -54,22 +54,6 @@ func externalNetworks(k *KubeObjects, defaultNet string) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// exposed reports whether svc has an entrance from outside the cluster's networks.
-func exposed(svc *corev1.Service) bool {
-	if len(svc.Spec.ExternalIPs) > 0 || len(svc.Status.LoadBalancer.Ingress) > 0 {
-		return true
-	}
-	if svc.Spec.Type != corev1.ServiceTypeNodePort && svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
-		return false
-	}
-	for _, p := range svc.Spec.Ports {
-		if p.NodePort > 0 {
-			return true
-		}
-	}
-	return false
 }
 
 // ensureSources returns node's source address in each of nets, claiming and recording the

@@ -247,10 +247,7 @@ func externalAddrs(svc *corev1.Service) ([]netip.Addr, []string) {
 // external gives s its entrances from the underlay: the port's NodePort (NodePort and
 // LoadBalancer Services), the external IPs, and the traffic policy with its source.
 func external(s *ctl.ServiceAdd, svc *corev1.Service, port corev1.ServicePort, ips []netip.Addr, source netip.Addr) []string {
-	nodePort := svc.Spec.Type == corev1.ServiceTypeNodePort || svc.Spec.Type == corev1.ServiceTypeLoadBalancer
-	if port.NodePort > 0 && port.NodePort <= 65535 && nodePort {
-		s.NodePort = uint16(port.NodePort)
-	}
+	s.NodePort = nodePort(svc, port)
 	s.ExternalIPs = ips
 	if s.NodePort == 0 && len(ips) == 0 {
 		return nil
@@ -266,4 +263,25 @@ func external(s *ctl.ServiceAdd, svc *corev1.Service, port corev1.ServicePort, i
 	src := source
 	s.ExternalSource = &src
 	return nil
+}
+
+// nodePort is port's NodePort if svc has them (a NodePort or LoadBalancer Service), else 0.
+func nodePort(svc *corev1.Service, port corev1.ServicePort) uint16 {
+	typed := svc.Spec.Type == corev1.ServiceTypeNodePort || svc.Spec.Type == corev1.ServiceTypeLoadBalancer
+	if typed && port.NodePort > 0 && port.NodePort <= 65535 {
+		return uint16(port.NodePort)
+	}
+	return 0
+}
+
+// Exposed reports whether Services gives svc entrances from the underlay: a NodePort, or
+// an external or load balancer IP it takes.
+func Exposed(svc *corev1.Service) bool {
+	for _, p := range svc.Spec.Ports {
+		if nodePort(svc, p) != 0 {
+			return true
+		}
+	}
+	ips, _ := externalAddrs(svc)
+	return len(ips) > 0
 }
