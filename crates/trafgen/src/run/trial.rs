@@ -170,7 +170,13 @@ impl Trial {
             self.win = (Instant::now(), total(&self.senders));
             self.win_seqs = next_seqs(&self.senders);
             self.rx.start_window(&self.win_seqs);
-            self.gaps = Gaps::default();
+            // The window's gaps start afresh, but a stall that spans its start counts in it:
+            // the backlog it left is caught up inside the window.
+            self.gaps = Gaps {
+                prev_ns: self.gaps.prev_ns,
+                last_got_ns: self.gaps.last_got_ns,
+                ..Gaps::default()
+            };
         }
     }
 
