@@ -99,6 +99,19 @@ impl Daemon {
             }
             std::thread::sleep(Duration::from_millis(10));
         }
+        // The sockets exist before the configuration is applied; a request is answered only
+        // after (its interfaces are up then).
+        while d.call(&api::Request::ShowInterface { name: None }).is_err() {
+            if Instant::now() > deadline {
+                return Err(DutError::Timeout {
+                    dut: DUT,
+                    what: "no answer on the control socket".into(),
+                    waited: timeout,
+                    log: d.log(),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
         Ok(d)
     }
 

@@ -40,8 +40,9 @@ fn an_arp_flood_from_the_underlay_fills_only_its_share() {
     let lab = Lab::with_mtu(&["node", "ext", "bad"], 1500);
     let d = Daemon::start_in(Some(&lab.ns("node")), CONFIG);
     lab.exec("ext", &["ip", "addr", "add", "10.50.0.9/16", "dev", "v0"]);
-    // The host is learned before the flood (its first pings may be lost to a glean: see
-    // the note on start-up).
+    // The host is learned before the flood. Its first ping may be lost: the host sends it
+    // the moment our ARP reply arrives, and the worker can route the echo's reply before
+    // the control thread has installed what that ARP request taught it (a glean then).
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while ping_from(&lab, "ext", "10.50.0.1", 1) == 0 {
         assert!(

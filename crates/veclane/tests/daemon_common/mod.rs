@@ -80,8 +80,15 @@ impl Daemon {
             child: Some(child),
             dir,
         };
+        // The socket takes connections before the configuration is applied; a request is
+        // answered only after (its interfaces are up then).
         let deadline = Instant::now() + Duration::from_secs(20);
-        while api::Client::connect(&d.ctl_path()).is_err() {
+        let answered = || {
+            api::Client::connect(&d.ctl_path())
+                .and_then(|mut c| c.call(&api::Request::ShowInterface { name: None }))
+                .is_ok()
+        };
+        while !answered() {
             assert!(Instant::now() < deadline, "daemon did not start");
             std::thread::sleep(Duration::from_millis(20));
         }
