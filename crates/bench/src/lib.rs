@@ -22,6 +22,7 @@ pub mod node;
 pub mod p2p;
 pub mod placement;
 pub mod plot;
+pub mod pods;
 pub mod proc;
 pub mod pvp;
 pub mod reflect;

@@ -24,6 +24,8 @@ pub enum Kind {
     Continuous,
     /// Searches through a DUT ([`crate::harness`]) on this topology.
     Searched(&'static dyn Topology),
+    /// Ordinary programs in two pods ([`crate::pods`]).
+    Pods,
 }
 
 /// A scenario `veclane bench` knows.
@@ -51,6 +53,12 @@ pub fn registry() -> Vec<Scenario> {
         searched(&crate::node::SINGLENET),
         searched(&crate::node::MULTINET),
         searched(&crate::pvp::PVP),
+        Scenario {
+            name: "pods",
+            about: "Two pods on one node, through veclane's tap and the kernel's veth path: \
+                    iperf3 TCP and UDP, request/response latency, CPU used",
+            kind: Kind::Pods,
+        },
     ]
 }
 

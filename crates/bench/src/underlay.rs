@@ -182,13 +182,13 @@ impl Drop for VethNetns {
 }
 
 /// Deletes namespace `name` (and the veth ends in it), if it is there.
-fn delete(name: &str) {
+pub(crate) fn delete(name: &str) {
     let _ = Command::new("ip").args(["netns", "del", name]).output();
 }
 
 /// Deletes the namespaces of harnesses that are gone (killed before they could): those whose
 /// name's pid no process has any more.
-fn remove_stale() {
+pub(crate) fn remove_stale() {
     let Ok(out) = Command::new("ip").args(["netns", "list"]).output() else {
         return;
     };
@@ -211,7 +211,7 @@ fn remove_stale() {
 }
 
 /// Runs `ip ARGS`; an error carries the command and what it printed.
-fn ip(args: &[&str]) -> Result<(), DutError> {
+pub(crate) fn ip(args: &[&str]) -> Result<(), DutError> {
     let shown = format!("ip {}", args.join(" "));
     let out = Command::new("ip")
         .args(args)

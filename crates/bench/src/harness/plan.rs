@@ -76,7 +76,7 @@ mod tests {
             .into_iter()
             .filter_map(|s| match s.kind {
                 crate::scenario::Kind::Searched(t) => Some(t),
-                crate::scenario::Kind::Continuous => None,
+                crate::scenario::Kind::Continuous | crate::scenario::Kind::Pods => None,
             });
         for topology in searched {
             let mut c = super::super::test_config(vec![Subject::plain(Dut::Veclane)]);

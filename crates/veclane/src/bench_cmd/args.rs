@@ -13,6 +13,16 @@ fn scenario_names() -> clap::builder::PossibleValuesParser {
     )
 }
 
+/// The pods scenario's tests as clap values.
+fn pod_tests() -> clap::builder::PossibleValuesParser {
+    clap::builder::PossibleValuesParser::new(bench::pods::PodTest::ALL.map(|t| t.name()))
+}
+
+/// The pods scenario's paths as clap values.
+fn pod_paths() -> clap::builder::PossibleValuesParser {
+    clap::builder::PossibleValuesParser::new(bench::pods::PodPath::ALL.map(|p| p.name()))
+}
+
 /// The copy modes as clap values, spelled as everywhere else (`api::CopyMode`).
 fn copy_modes() -> impl clap::builder::TypedValueParser<Value = CopyMode> {
     use clap::builder::TypedValueParser;
@@ -211,6 +221,13 @@ pub struct BenchArgs {
     pub(super) check_payload: bool,
     #[arg(long, default_value_t = 2048)]
     pub(super) buffer_size: u32,
+    /// pods: the tests, in this order [default: tcp-1,tcp-4,udp-64,udp-1400,rr].
+    #[arg(long, value_delimiter = ',', value_parser = pod_tests())]
+    pub(super) pod_tests: Vec<String>,
+    /// pods: the paths between the pods, taking turns in this order [default:
+    /// veclane-tap,kernel-veth].
+    #[arg(long, value_delimiter = ',', value_parser = pod_paths())]
+    pub(super) pod_paths: Vec<String>,
     /// Directory for the reports (JSON, CSV, SVG) [default: $VECLANE_RESULTS, else
     /// $XDG_DATA_HOME/veclane/results, else ~/.local/share/veclane/results: outside any
     /// checkout, so that runs do not pile up in a repository].

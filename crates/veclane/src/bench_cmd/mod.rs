@@ -9,6 +9,8 @@ mod cost;
 mod output;
 /// The p2p scenario.
 mod p2p;
+/// The pods scenario.
+mod pods;
 /// What a run prints while it goes.
 mod progress;
 /// The searched scenarios (l3fwd, the node scenarios, pvp).
@@ -26,6 +28,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
     let topology = match scenario.kind {
         Kind::Continuous => None,
         Kind::Searched(t) => Some(t),
+        Kind::Pods => return pods::run(&a),
     };
     let trial_secs = a.trial_secs.unwrap_or(match topology {
         None => 2.0,

@@ -1,0 +1,266 @@
+//! The two pods and what joins them. Each pod is a network namespace whose `eth0` has its
+//! address as a /32 and reaches the other pod through gateway [`GW`], a permanent neighbour,
+//! the way the CNI plugin wires a pod (and Calico does). What is behind `eth0` is the path
+//! under test:
+//!
+//! - veclane: `eth0` is a tap veclane made in the pod ([`PodPath::VeclaneTap`]); the daemon
+//!   routes between the two in a network of its own, with a host route and a static neighbour
+//!   for each pod.
+//! - the kernel: `eth0` is one end of a veth pair whose other end is in a third namespace, a
+//!   router with forwarding on, a host route to each pod and a static neighbour for it: what
+//!   the standard `ptp` CNI plugin builds, without veclane anywhere.
+//!
+//! Every namespace's name starts with the harness's `vlbench-PID-`, so a harness killed
+//! before it could delete them has them deleted by the next one.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use super::PodPath;
+use crate::daemon::Daemon;
+use crate::proc::DutError;
+use crate::underlay::{delete, ip, remove_stale};
+
+/// The pods' addresses (the first is the client's, the second the server's).
+pub const POD_A: &str = "10.99.0.2";
+pub const POD_B: &str = "10.99.0.3";
+/// The network the pods are in.
+const RANGE: &str = "10.99.0.0/16";
+/// Each pod's gateway: a link-local address answered by a permanent neighbour entry.
+const GW: &str = "169.254.1.1";
+
+/// A network namespace of the harness's, deleted (and the devices in it) when dropped.
+#[derive(Debug)]
+pub struct Netns {
+    pub name: String,
+}
+
+impl Netns {
+    fn create(name: String) -> Result<Netns, DutError> {
+        delete(&name);
+        ip(&["netns", "add", &name])?;
+        let ns = Netns { name };
+        ns.exec(&["sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1"])?;
+        ip(&["-n", &ns.name, "link", "set", "lo", "up"])?;
+        Ok(ns)
+    }
+
+    /// Runs `cmd` inside the namespace; an error carries what it printed.
+    pub fn exec(&self, cmd: &[&str]) -> Result<(), DutError> {
+        let mut args = vec!["netns", "exec", &self.name];
+        args.extend(cmd);
+        ip(&args)
+    }
+
+    /// The namespace's file, for threads that enter it.
+    pub fn path(&self) -> PathBuf {
+        Path::new("/var/run/netns").join(&self.name)
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        delete(&self.name);
+    }
+}
+
+/// Two pods joined by one path; what joins them lives as long as this.
+#[derive(Debug)]
+pub struct Pods {
+    pub path: PodPath,
+    pub a: Netns,
+    pub b: Netns,
+    /// veclane, when it is the path (its worker's CPU time is the path's cost).
+    pub daemon: Option<Daemon>,
+    /// The kernel path's router.
+    pub router: Option<Netns>,
+    /// The daemon's runtime directory.
+    _dir: Option<tempfile::TempDir>,
+}
+
+/// Where the pods of one path run: CPUs and the veclane binary.
+#[derive(Debug, Clone)]
+pub struct Placement {
+    pub bin: PathBuf,
+    /// veclane's worker.
+    pub worker_cpu: usize,
+    /// veclane's control thread.
+    pub main_cpu: usize,
+}
+
+impl Pods {
+    /// The pods joined by `path`.
+    pub fn create(path: PodPath, at: &Placement) -> Result<Pods, DutError> {
+        if !rustix::process::geteuid().is_root() {
+            return Err(DutError::Unsupported(
+                "the pods scenario needs root: it makes network namespaces".into(),
+            ));
+        }
+        remove_stale();
+        let tag = format!("vlbench-{}-{}", std::process::id(), path.tag());
+        let a = Netns::create(format!("{tag}-a"))?;
+        let b = Netns::create(format!("{tag}-b"))?;
+        match path {
+            PodPath::Kernel => {
+                let r = Netns::create(format!("{tag}-r"))?;
+                r.exec(&["sysctl", "-qw", "net.ipv4.ip_forward=1"])?;
+                for (pod, dev, addr) in [(&a, "va", POD_A), (&b, "vb", POD_B)] {
+                    let mac = veth(&r, dev, pod)?;
+                    let pod_mac = link_mac(&pod.name, "eth0")?;
+                    ip(&[
+                        "-n",
+                        &r.name,
+                        "route",
+                        "add",
+                        &format!("{addr}/32"),
+                        "dev",
+                        dev,
+                    ])?;
+                    neigh(&r.name, addr, &pod_mac, dev)?;
+                    pod_side(pod, addr, &mac)?;
+                }
+                Ok(Pods {
+                    path,
+                    a,
+                    b,
+                    daemon: None,
+                    router: Some(r),
+                    _dir: None,
+                })
+            }
+            PodPath::VeclaneTap => {
+                let dir = tempfile::tempdir()
+                    .map_err(DutError::io("cannot make the daemon's runtime directory"))?;
+                let config = format!(
+                    "[daemon]\nmode = \"interrupt\"\nworkers = [{}]\nmain-core = {}\n\n\
+                     [[network]]\nname = \"pods\"\nvni = 99\nranges = [\"{RANGE}\"]\n",
+                    at.worker_cpu, at.main_cpu
+                );
+                let d = Daemon::start_without_memif_socket(&at.bin, dir.path(), &config)?;
+                for (pod, addr) in [(&a, POD_A), (&b, POD_B)] {
+                    tap_pod(&d, &at.bin, dir.path(), pod, addr)?;
+                }
+                Ok(Pods {
+                    path,
+                    a,
+                    b,
+                    daemon: Some(d),
+                    router: None,
+                    _dir: Some(dir),
+                })
+            }
+        }
+    }
+}
+
+/// A veth pair, `dev` in `r` and `eth0` in `pod`, both up; `dev`'s MAC.
+fn veth(r: &Netns, dev: &str, pod: &Netns) -> Result<String, DutError> {
+    ip(&[
+        "-n", &r.name, "link", "add", dev, "type", "veth", "peer", "name", "eth0", "netns",
+        &pod.name,
+    ])?;
+    ip(&["-n", &r.name, "link", "set", dev, "up"])?;
+    link_mac(&r.name, dev)
+}
+
+/// A pod's tap from veclane, wired as the CNI plugin wires one.
+fn tap_pod(d: &Daemon, bin: &Path, dir: &Path, pod: &Netns, addr: &str) -> Result<(), DutError> {
+    let out = ctl(
+        bin,
+        dir,
+        &format!(
+            "create interface tap host-if-name eth0 netns {} network pods \
+             allowed-sources {addr}/32",
+            pod.name
+        ),
+    )?;
+    let name = out
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    let r = d.call(&api::Request::ShowInterface {
+        name: Some(name.clone()),
+    })?;
+    let api::Reply::Interfaces { interfaces } = r else {
+        return Err(DutError::reply("veclane", format!("{r:?}")));
+    };
+    let Some(api::DeviceInfo::Tap { host_mac, .. }) = interfaces.first().map(|i| &i.device) else {
+        return Err(DutError::reply("veclane", format!("{name} is no tap")));
+    };
+    let gw_mac = interfaces[0].mac.to_string();
+    ctl(
+        bin,
+        dir,
+        &format!("ip route add {addr}/32 via {addr} {name} network pods"),
+    )?;
+    ctl(
+        bin,
+        dir,
+        &format!("set ip neighbor {name} {addr} {host_mac}"),
+    )?;
+    pod_side(pod, addr, &gw_mac)
+}
+
+/// The pod's own side: `eth0` up with `addr`/32, the gateway a permanent neighbour at
+/// `gw_mac`, the pods' range through it.
+fn pod_side(pod: &Netns, addr: &str, gw_mac: &str) -> Result<(), DutError> {
+    let n = pod.name.as_str();
+    ip(&["-n", n, "link", "set", "eth0", "up"])?;
+    ip(&["-n", n, "addr", "add", &format!("{addr}/32"), "dev", "eth0"])?;
+    ip(&["-n", n, "route", "add", GW, "dev", "eth0", "scope", "link"])?;
+    ip(&["-n", n, "route", "add", RANGE, "via", GW, "dev", "eth0"])?;
+    neigh(n, GW, gw_mac, "eth0")?;
+    // The link's carrier may come a moment after the device is up.
+    std::thread::sleep(Duration::from_millis(50));
+    Ok(())
+}
+
+fn neigh(ns: &str, addr: &str, mac: &str, dev: &str) -> Result<(), DutError> {
+    ip(&[
+        "-n",
+        ns,
+        "neigh",
+        "replace",
+        addr,
+        "lladdr",
+        mac,
+        "dev",
+        dev,
+        "nud",
+        "permanent",
+    ])
+}
+
+/// Device `dev`'s MAC in namespace `ns`.
+fn link_mac(ns: &str, dev: &str) -> Result<String, DutError> {
+    let out = Command::new("ip")
+        .args(["-n", ns, "-j", "link", "show", dev])
+        .output()
+        .map_err(DutError::io("cannot run ip -j link show"))?;
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .map_err(|e| DutError::Unsupported(format!("ip -j link show {dev} in {ns}: {e}")))?;
+    v[0]["address"]
+        .as_str()
+        .map(String::from)
+        .ok_or_else(|| DutError::Unsupported(format!("{dev} in {ns} has no MAC")))
+}
+
+/// `veclane ctl LINE` against the daemon in `dir`; its output.
+fn ctl(bin: &Path, dir: &Path, line: &str) -> Result<String, DutError> {
+    let out = Command::new(bin)
+        .arg("ctl")
+        .arg("--socket")
+        .arg(dir.join("ctl.sock"))
+        .args(line.split_whitespace())
+        .output()
+        .map_err(DutError::io(format!("cannot run {} ctl", bin.display())))?;
+    if !out.status.success() {
+        return Err(DutError::reply(
+            "veclane",
+            format!("`{line}`: {}", String::from_utf8_lossy(&out.stderr).trim()),
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}

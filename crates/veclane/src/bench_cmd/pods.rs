@@ -1,0 +1,89 @@
+//! The pods scenario: two pods' ordinary programs through veclane and through the kernel.
+
+use anyhow::bail;
+use bench::pods::{self, Placement, PodPath, PodTest, PodsConfig};
+
+use super::args::BenchArgs;
+
+/// Every test over every path, `--reps` times, `--trial-secs` each (default 8).
+pub(super) fn run(a: &BenchArgs) -> anyhow::Result<()> {
+    let pick = |names: &[String], all: &[&'static str]| -> Vec<usize> {
+        if names.is_empty() {
+            (0..all.len()).collect()
+        } else {
+            names
+                .iter()
+                .filter_map(|n| all.iter().position(|a| a == n))
+                .collect()
+        }
+    };
+    let tests = pick(&a.pod_tests, &PodTest::ALL.map(|t| t.name()))
+        .into_iter()
+        .map(|i| PodTest::ALL[i])
+        .collect();
+    let paths = pick(&a.pod_paths, &PodPath::ALL.map(|p| p.name()))
+        .into_iter()
+        .map(|i| PodPath::ALL[i])
+        .collect();
+    let secs = a.trial_secs.unwrap_or(8.0);
+    if a.reps == 0 || !secs.is_finite() || secs < 1.0 {
+        bail!("--reps must be at least 1 and --trial-secs at least 1 for pods");
+    }
+    if a.sender_cpu == a.receiver_cpu {
+        bail!(
+            "--sender-cpu (the pods' programs) and --receiver-cpu (veclane's worker) must differ"
+        );
+    }
+    let cfg = PodsConfig {
+        place: Placement {
+            bin: bench::veclane_bin(),
+            worker_cpu: a.receiver_cpu,
+            main_cpu: a.sender_cpu,
+        },
+        app_cpu: a.sender_cpu,
+        paths,
+        tests,
+        secs,
+        reps: a.reps,
+    };
+    println!(
+        "pods: iperf3 and the echo on CPU {}, veclane's worker on CPU {} (its control thread on {}); \
+         {} s a test, {} repetitions, paths taking turns",
+        cfg.app_cpu, cfg.place.worker_cpu, cfg.place.main_cpu, cfg.secs, cfg.reps
+    );
+    let rows = pods::run(&cfg, &mut |r| {
+        println!(
+            "  {:<9} {:<12} {}",
+            r.test.map_or("", PodTest::name),
+            r.path.map_or("", PodPath::name),
+            r.result()
+        );
+    })?;
+    let med = pods::medians(&rows);
+    print!("\nmedians of {}:\n{}", cfg.reps, pods::table(&med));
+    let report = serde_json::json!({
+        "scenario": "pods",
+        "config": {
+            "app_cpu": cfg.app_cpu,
+            "worker_cpu": cfg.place.worker_cpu,
+            "main_cpu": cfg.place.main_cpu,
+            "secs": cfg.secs,
+            "reps": cfg.reps,
+        },
+        "environment": bench::report::Environment::probe(None),
+        "medians": med,
+        "rows": rows,
+    });
+    let path = bench::report::write_named_json(
+        &a.out_dir(),
+        &format!(
+            "pods-{}",
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs())
+        ),
+        &report,
+    )?;
+    println!("\nJSON: {}", path.display());
+    Ok(())
+}
