@@ -87,6 +87,8 @@ pub struct Placement {
     pub worker_cpu: usize,
     /// veclane's control thread.
     pub main_cpu: usize,
+    /// veclane's receive mode.
+    pub mode: api::RxMode,
 }
 
 impl Pods {
@@ -133,9 +135,9 @@ impl Pods {
                 let dir = tempfile::tempdir()
                     .map_err(DutError::io("cannot make the daemon's runtime directory"))?;
                 let config = format!(
-                    "[daemon]\nmode = \"interrupt\"\nworkers = [{}]\nmain-core = {}\n\n\
+                    "[daemon]\nmode = \"{}\"\nworkers = [{}]\nmain-core = {}\n\n\
                      [[network]]\nname = \"pods\"\nvni = 99\nranges = [\"{RANGE}\"]\n",
-                    at.worker_cpu, at.main_cpu
+                    at.mode, at.worker_cpu, at.main_cpu
                 );
                 let d = Daemon::start_without_memif_socket(&at.bin, dir.path(), &config)?;
                 for (pod, addr) in [(&a, POD_A), (&b, POD_B)] {

@@ -228,6 +228,9 @@ pub struct BenchArgs {
     /// veclane-tap,kernel-veth].
     #[arg(long, value_delimiter = ',', value_parser = pod_paths())]
     pub(super) pod_paths: Vec<String>,
+    /// pods: veclane's receive mode (the daemon's `mode`: adaptive, interrupt, polling).
+    #[arg(long, default_value = "adaptive")]
+    pub(super) pod_rx_mode: api::RxMode,
     /// Directory for the reports (JSON, CSV, SVG) [default: $VECLANE_RESULTS, else
     /// $XDG_DATA_HOME/veclane/results, else ~/.local/share/veclane/results: outside any
     /// checkout, so that runs do not pile up in a repository].

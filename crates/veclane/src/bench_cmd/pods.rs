@@ -29,9 +29,10 @@ pub(super) fn run(a: &BenchArgs) -> anyhow::Result<()> {
     if a.reps == 0 || !secs.is_finite() || secs < 1.0 {
         bail!("--reps must be at least 1 and --trial-secs at least 1 for pods");
     }
-    if a.sender_cpu == a.receiver_cpu {
+    if a.sender_cpu == a.receiver_cpu && a.pod_rx_mode != api::RxMode::Interrupt {
         bail!(
-            "--sender-cpu (the pods' programs) and --receiver-cpu (veclane's worker) must differ"
+            "veclane's worker shares the pods' CPU only in interrupt mode (--pod-rx-mode \
+             interrupt): polling, it would take the CPU from them"
         );
     }
     let cfg = PodsConfig {
@@ -39,6 +40,7 @@ pub(super) fn run(a: &BenchArgs) -> anyhow::Result<()> {
             bin: bench::veclane_bin(),
             worker_cpu: a.receiver_cpu,
             main_cpu: a.sender_cpu,
+            mode: a.pod_rx_mode,
         },
         app_cpu: a.sender_cpu,
         paths,
@@ -47,9 +49,14 @@ pub(super) fn run(a: &BenchArgs) -> anyhow::Result<()> {
         reps: a.reps,
     };
     println!(
-        "pods: iperf3 and the echo on CPU {}, veclane's worker on CPU {} (its control thread on {}); \
-         {} s a test, {} repetitions, paths taking turns",
-        cfg.app_cpu, cfg.place.worker_cpu, cfg.place.main_cpu, cfg.secs, cfg.reps
+        "pods: iperf3 and the echo on CPU {}, veclane's worker on CPU {} in {} mode (its control \
+         thread on {}); {} s a test, {} repetitions, paths taking turns",
+        cfg.app_cpu,
+        cfg.place.worker_cpu,
+        cfg.place.mode,
+        cfg.place.main_cpu,
+        cfg.secs,
+        cfg.reps
     );
     let rows = pods::run(&cfg, &mut |r| {
         println!(
@@ -67,6 +74,7 @@ pub(super) fn run(a: &BenchArgs) -> anyhow::Result<()> {
             "app_cpu": cfg.app_cpu,
             "worker_cpu": cfg.place.worker_cpu,
             "main_cpu": cfg.place.main_cpu,
+            "rx_mode": cfg.place.mode.name(),
             "secs": cfg.secs,
             "reps": cfg.reps,
         },
