@@ -360,6 +360,10 @@ pub struct NeighbourTotals {
     /// New neighbours not learned: their interface's share, or the whole table, was full of
     /// neighbours heard recently.
     pub refused: u64,
+    /// New neighbours not learned because their host route would have taken one of the last
+    /// quarter of their table's second-level groups (a /24 with longer routes each), which is
+    /// kept for configured routes.
+    pub refused_room: u64,
     /// Learned neighbours that made room for a new one, having been silent for longer than
     /// `stale-seconds`.
     pub evicted: u64,

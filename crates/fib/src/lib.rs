@@ -181,6 +181,13 @@ impl Lpm {
         self.reader().lookup(addr)
     }
 
+    /// Whether adding `prefix/len` would take a free second-level group (a route longer than
+    /// /24 in a /24 that has none yet).
+    pub fn needs_group(&self, prefix: Ipv4Addr, len: u8) -> bool {
+        let p = u32::from(prefix) & mask(len.min(32));
+        len > 24 && self.t.tbl24[(p >> 8) as usize].load(Ordering::Relaxed) & EXT == 0
+    }
+
     /// Groups free for reuse now, and groups waiting for a quiescent point.
     pub fn groups_free(&self) -> (usize, usize) {
         (self.free_groups.len(), self.retired.len())
@@ -201,10 +208,7 @@ impl Lpm {
             return Err(FibError::BadNextHop(next_hop));
         }
         let p = u32::from(prefix) & mask(len);
-        if len > 24
-            && self.t.tbl24[(p >> 8) as usize].load(Ordering::Relaxed) & EXT == 0
-            && self.free_groups.is_empty()
-        {
+        if self.needs_group(prefix, len) && self.free_groups.is_empty() {
             return Err(FibError::NoGroups(self.groups));
         }
         self.rules.insert((p, len), next_hop);

@@ -79,8 +79,9 @@ pub fn format(reply: &Reply) -> String {
         Reply::Neighbors { neighbors, totals } => {
             let t = totals;
             s.push_str(&format!(
-                "{} learned (at most {}, {} an interface); refused {}, evicted stale {}, expired {}\n",
-                t.learned, t.max, t.per_interface, t.refused, t.evicted, t.expired
+                "{} learned (at most {}, {} an interface); refused {}, refused for table room {}, \
+                 evicted stale {}, expired {}\n",
+                t.learned, t.max, t.per_interface, t.refused, t.refused_room, t.evicted, t.expired
             ));
             s.push_str(&format!(
                 "{:<16} {:<18} {:<8} {}\n",

@@ -57,6 +57,8 @@ pub enum Heard {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counts {
     pub refused: u64,
+    /// Refused because its host route would have taken the room kept for configured routes.
+    pub refused_room: u64,
     pub evicted: u64,
     pub expired: u64,
 }
@@ -229,6 +231,7 @@ mod tests {
             l.counts,
             Counts {
                 refused: 3,
+                refused_room: 0,
                 evicted: 4,
                 expired: 0
             }

@@ -23,6 +23,10 @@ use nodes::{IfConfig, Learned};
 pub const MAX_TABLES: usize = 1 << 16;
 /// Second-level groups per table (routes longer than /24 need one per /24).
 const TABLE_GROUPS: u32 = 4096;
+/// Groups of a table that learned neighbours' host routes never take: what others send (ARP
+/// from addresses in many /24s) cannot use up the room the configured routes (a pod's /32)
+/// need.
+const GROUPS_KEPT_FROM_LEARNING: usize = TABLE_GROUPS as usize / 4;
 
 /// Why a route exists.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -464,6 +468,7 @@ impl Rib {
             max: l.max as u64,
             per_interface: l.per_interface as u64,
             refused: c.refused,
+            refused_room: c.refused_room,
             evicted: c.evicted,
             expired: c.expired,
         }
@@ -495,6 +500,10 @@ impl Rib {
         if self.static_neighbors.contains(&(l.ifindex, l.ip)) || l.ifindex as usize >= ifs.len() {
             return Ok(());
         }
+        if self.would_crowd_table(ifs, l) {
+            self.learned.counts.refused_room += 1;
+            return Ok(());
+        }
         match self.learned.hear(l.ifindex, l.ip, now) {
             learned::Heard::Refused => return Ok(()),
             learned::Heard::Replaces(i, ip) => self.forget_neighbour(ifs, i, ip),
@@ -502,6 +511,18 @@ impl Rib {
         }
         self.adj.learn(l.ifindex, l.ip, l.mac);
         self.neighbor_route(ifs, l.ifindex, l.ip)
+    }
+
+    /// Whether learning `l` would give its host route one of the table's last groups
+    /// ([`GROUPS_KEPT_FROM_LEARNING`]); a neighbour already known is refreshed all the same.
+    fn would_crowd_table(&self, ifs: &[IfConfig], l: Learned) -> bool {
+        let c = &ifs[l.ifindex as usize];
+        if !c.on_link(l.ip) || c.owns(l.ip) || self.routes.contains_key(&key(c.table, host(l.ip))) {
+            return false;
+        }
+        self.tables.get(&c.table).is_some_and(|(_, lpm)| {
+            lpm.needs_group(l.ip, 32) && lpm.groups_free().0 <= GROUPS_KEPT_FROM_LEARNING
+        })
     }
 
     /// Forgets the learned neighbours silent for longer than their age; how many.

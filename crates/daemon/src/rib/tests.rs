@@ -488,3 +488,58 @@ fn receive_routes_are_ours_and_only_theirs() {
     rib.del_receive(0, ip("10.9.9.9"));
     assert_eq!(lookup(&rib, 0, "10.9.9.9"), None);
 }
+
+/// Neighbours learned in many /24s (ARP from anywhere in a wide connected subnet) take at
+/// most three quarters of a table's second-level groups: configured /32s in other /24s (a
+/// pod's host route) still find room, and a neighbour in a /24 with a group is still learned.
+#[test]
+fn learned_neighbours_leave_room_for_configured_routes() {
+    let mut rib = Rib::new();
+    let mut ifs = vec![IfConfig::new(MAC0, 0)];
+    rib.set_interface_mac(0, MAC0);
+    let a = p("10.0.0.1/8");
+    ifs[0].addresses.push((a.addr, a.len));
+    rib.add_address(&ifs, 0, 0, a).unwrap();
+    rib.set_neighbour_limits(learned::Limits {
+        max: 65536,
+        per_interface: 65536,
+        stale_ms: 60_000,
+        age_ms: 0,
+    });
+    let learn = |rib: &mut Rib, a: Ipv4Addr| {
+        let l = Learned {
+            ifindex: 0,
+            ip: a,
+            mac: PEER,
+        };
+        rib.learn_at(&ifs, l, 0).unwrap();
+    };
+    rib.hold();
+    for n in 1..=4000u32 {
+        learn(&mut rib, Ipv4Addr::from(0x0a00_0002 + (n << 8)));
+    }
+    rib.release();
+    let t = rib.neighbour_totals();
+    assert_eq!(t.learned + t.refused_room, 4000, "{t:?}");
+    assert!(t.refused_room > 0 && t.learned >= 3000, "{t:?}");
+    // Refused: traffic to it is gleaned, never forwarded to the sender's claim.
+    assert!(matches!(
+        lookup(&rib, 0, "10.15.159.2"),
+        Some(Adjacency::Glean { .. })
+    ));
+    // The /24 of the node's own address has its group: a neighbour there is learned.
+    learn(&mut rib, ip("10.0.0.7"));
+    assert!(matches!(
+        lookup(&rib, 0, "10.0.0.7"),
+        Some(Adjacency::Rewrite { .. })
+    ));
+    // A thousand pods' host routes, each in a /24 of its own, all fit.
+    for n in 0..1000u32 {
+        let pfx = Ipv4Prefix {
+            addr: Ipv4Addr::from(0x0b00_0005 + (n << 8)),
+            len: 32,
+        };
+        rib.add_route(&ifs, 0, pfx, Via::Drop, None)
+            .unwrap_or_else(|e| panic!("pod route {n}: {e}"));
+    }
+}

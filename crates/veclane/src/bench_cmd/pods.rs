@@ -51,12 +51,7 @@ pub(super) fn run(a: &BenchArgs) -> anyhow::Result<()> {
     println!(
         "pods: iperf3 and the echo on CPU {}, veclane's worker on CPU {} in {} mode (its control \
          thread on {}); {} s a test, {} repetitions, paths taking turns",
-        cfg.app_cpu,
-        cfg.place.worker_cpu,
-        cfg.place.mode,
-        cfg.place.main_cpu,
-        cfg.secs,
-        cfg.reps
+        cfg.app_cpu, cfg.place.worker_cpu, cfg.place.mode, cfg.place.main_cpu, cfg.secs, cfg.reps
     );
     let rows = pods::run(&cfg, &mut |r| {
         println!(
