@@ -26,5 +26,13 @@ pub use view::{RoomPtrs, View};
 /// The index of no buffer: ends a chain.
 pub const NONE: u32 = u32::MAX;
 
+/// `Meta::flags`: the packet's TCP or UDP checksum was computed by veclane over the bytes as
+/// they are (tap-input completing a pod's partial checksum, or cutting a super-frame), not
+/// received from a peer unchecked. Nodes that change the packet update the checksum
+/// incrementally, which keeps it true. tap-output merges only such segments into a
+/// super-frame whose checksum the receiving kernel will not check. (Bits 0 to 2 are the
+/// graph's and the protocol nodes'.)
+pub const L4_CHECKSUM_OURS: u16 = 1 << 3;
+
 #[cfg(test)]
 mod tests;

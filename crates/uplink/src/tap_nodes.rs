@@ -164,6 +164,7 @@ graph::node! {
         NoRoom = "tap queue full",
         Malformed = "frame shorter than an Ethernet header or payload unreadable",
         LinkDown = "tap device down or vanished",
+        Coalesced = "TCP segment written in a super-frame (not an error)",
     }
 }
 
@@ -213,6 +214,9 @@ impl RunOutput for TapOutput {
         let left = (n - st.consumed) as u64;
         if st.malformed != 0 {
             ctx.count_errors(OutputError::Malformed, st.malformed as u64);
+        }
+        if st.coalesced != 0 {
+            ctx.count_errors(OutputError::Coalesced, st.coalesced as u64);
         }
         if st.link_down || st.vanished {
             ctx.count_errors(OutputError::LinkDown, left);

@@ -21,14 +21,18 @@
 //! the size the header gives, as the kernel's software segmentation would (lengths, IDs,
 //! sequence numbers, flags and checksums per segment), since no path out of the graph takes
 //! a super-frame. Anything else marked for segmentation (UDP, IPv6: not announced) would be
-//! dropped and counted (`gso`). What we write carries an all-zero header: a plain frame,
-//! checksums as they are.
+//! dropped and counted (`gso`). What we write carries an all-zero header (a plain frame,
+//! checksums as they are), except a run of one flow's TCP segments whose checksums we
+//! computed: that goes as one super-frame, its checksum partial (`coalesce`), so that the
+//! receiving pod's stack takes up to 64 KiB in one pass.
 //!
 //! Reading and writing are one system call per frame (`readv`/`writev`, fd non-blocking):
 //! the kernel's tap has no rings to share. A frame lands in one pool buffer when it fits
 //! (2048 bytes of data by default: any frame of a 1500-byte MTU) and in a chain otherwise,
 //! by way of a per-queue overflow area, so no frame is ever cut.
 
+/// Writing runs of TCP segments as super-frames.
+mod coalesce;
 /// The queues' counters.
 mod counters;
 /// Creating the device and its queues.
@@ -52,3 +56,6 @@ pub const VNET_HDR_LEN: usize = crate::vnet::LEN_V1;
 /// The most a tap hands us in one read: a 64 KiB super-frame and its header.
 const OVERFLOW: usize = 65536 + VNET_HDR_LEN;
 const ETH_HDR: usize = wire::ethernet::HEADER_LEN;
+/// The smallest TCP segment size a super-frame is cut into or merged at (IPv4's minimum
+/// MSS); a smaller one would multiply one read into thousands of packets.
+const MIN_MSS: usize = 536;

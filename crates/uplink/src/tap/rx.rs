@@ -251,6 +251,9 @@ impl RxQueue {
         let m = pool.meta_mut(b);
         m.len = head as u16;
         m.total_len = len as u32;
+        if hdr.partial_csum().is_some() {
+            m.flags |= buffer::L4_CHECKSUM_OURS;
+        }
         if rest != 0 {
             // The rest as a chain of its own behind `b` (nothing is left behind if the pool
             // runs out: `from_bytes` frees what it took).

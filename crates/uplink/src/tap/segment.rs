@@ -5,12 +5,8 @@ use buffer::Pool;
 use wire::{EtherType, Ethernet, IpProtocol, Ipv4, Tcp, ipv4, tcp};
 
 use super::rx::{Lost, RxQueue};
-use super::{ETH_HDR, VNET_HDR_LEN};
+use super::{ETH_HDR, MIN_MSS, VNET_HDR_LEN};
 use crate::vnet::VnetHdr;
-
-/// The smallest segment size a super-frame is cut into (IPv4's minimum MSS); a smaller one
-/// would multiply one read into thousands of packets.
-const MIN_MSS: usize = 536;
 
 impl RxQueue {
     /// Cuts a TCP/IPv4 super-frame (its first `first` bytes in `b`, the rest in the overflow
@@ -83,6 +79,7 @@ impl RxQueue {
             let Some(nb) = pool.from_bytes(&seg) else {
                 return Err(Lost::NoBuffer);
             };
+            pool.meta_mut(nb).flags |= buffer::L4_CHECKSUM_OURS;
             self.pending.push_back((nb, seg.len() as u32));
         }
         Ok(())
