@@ -23,15 +23,19 @@ impl RxQueue {
         first: usize,
     ) -> Result<(), Lost> {
         let len = n.saturating_sub(VNET_HDR_LEN);
-        self.linear.clear();
+        // The frame is `linear` (its start: what `b` holds, and enough of the overflow area
+        // for the longest headers) followed by the rest of the overflow area: the payload is
+        // copied once, into the segments.
         let head = len.min(first);
+        let lin = len.min(head.max(MAX_HDRS));
+        self.linear.clear();
         self.linear.extend_from_slice(&pool.room_mut(b)[..head]);
-        self.linear.extend_from_slice(&self.overflow[..len - head]);
+        self.linear.extend_from_slice(&self.overflow[..lin - head]);
         pool.free(b);
-        let f = &self.linear;
+        let (f, rest) = (&self.linear[..], &self.overflow[lin - head..len - head]);
         let mss = usize::from(VnetHdr::new(hdr).gso_size());
         // Ethernet, IPv4, TCP; the lengths from the headers, checked.
-        let eth = Ethernet::new_checked(&f[..]).map_err(|_| Lost::Bad)?;
+        let eth = Ethernet::new_checked(f).map_err(|_| Lost::Bad)?;
         if eth.ethertype() != EtherType::Ipv4 || eth.payload().len() < ipv4::MIN_HEADER_LEN {
             return Err(Lost::Bad);
         }
@@ -48,42 +52,85 @@ impl RxQueue {
             .and_then(|t| Tcp::new_checked(t).ok())
             .ok_or(Lost::Bad)?;
         let hdrs = tcp_at + t.header_len();
-        let payload = f.len() - hdrs;
+        let payload = len - hdrs;
         if mss < MIN_MSS || payload == 0 {
             return Err(Lost::Gso);
         }
         let (id0, src, dst) = (ip.ident(), ip.src_addr(), ip.dst_addr());
         let seq0 = t.seq_number();
         let count = payload.div_ceil(mss);
-        let mut seg = Vec::with_capacity(hdrs + mss);
         for k in 0..count {
             let at = hdrs + k * mss;
-            let chunk = &f[at..(at + mss).min(f.len())];
-            seg.clear();
-            seg.extend_from_slice(&f[..hdrs]);
-            seg.extend_from_slice(chunk);
-            let (ip, t) = seg[ETH_HDR..].split_at_mut(tcp_at - ETH_HDR);
-            let mut ip = Ipv4::new_unchecked(ip);
-            ip.set_total_len((hdrs - ETH_HDR + chunk.len()) as u16);
-            ip.set_ident(id0.wrapping_add(k as u16));
-            ip.fill_checksum();
-            let mut t = Tcp::new_unchecked(t);
-            t.set_seq_number(seq0.wrapping_add((k * mss) as u32));
-            if k + 1 < count {
-                t.clear_flags(tcp::flags::FIN | tcp::flags::PSH); // the last segment's alone
+            let size = hdrs + mss.min(len - at);
+            let nb = pool.alloc().ok_or(Lost::NoBuffer)?;
+            let room = pool.room_mut(nb);
+            if room.len() < size {
+                // A segment larger than a buffer (a jumbo MTU): built aside, then chained.
+                pool.free(nb);
+                let mut seg = vec![0; size];
+                fill(&mut seg, f, rest, at, hdrs);
+                fix(&mut seg, (k, count), (tcp_at, id0, seq0, mss, src, dst));
+                let nb = pool.from_bytes(&seg).ok_or(Lost::NoBuffer)?;
+                pool.meta_mut(nb).flags |= buffer::L4_CHECKSUM_OURS;
+                self.pending.push_back((nb, size as u32));
+                continue;
             }
-            if k > 0 {
-                t.clear_flags(tcp::flags::CWR); // the first segment's alone
-            }
-            t.fill_checksum(src, dst);
-            let Some(nb) = pool.from_bytes(&seg) else {
-                return Err(Lost::NoBuffer);
-            };
-            pool.meta_mut(nb).flags |= buffer::L4_CHECKSUM_OURS;
-            self.pending.push_back((nb, seg.len() as u32));
+            let seg = &mut room[..size];
+            fill(seg, f, rest, at, hdrs);
+            fix(seg, (k, count), (tcp_at, id0, seq0, mss, src, dst));
+            let m = pool.meta_mut(nb);
+            m.len = size as u16;
+            m.total_len = size as u32;
+            m.flags |= buffer::L4_CHECKSUM_OURS;
+            self.pending.push_back((nb, size as u32));
         }
         Ok(())
     }
+}
+
+/// The longest Ethernet, IPv4 and TCP headers (both with 40 bytes of options).
+const MAX_HDRS: usize = ETH_HDR + 60 + 60;
+
+/// What each segment's headers are made from: where TCP starts, the first IPv4 ID and
+/// sequence number, the segment size, the addresses.
+type Hdrs = (usize, u16, u32, usize, wire::Ipv4Addr, wire::Ipv4Addr);
+
+/// Writes into `seg` the frame's headers (from `f`) and its payload from `at` on (the frame
+/// being `f` followed by `rest`).
+fn fill(seg: &mut [u8], f: &[u8], rest: &[u8], at: usize, hdrs: usize) {
+    seg[..hdrs].copy_from_slice(&f[..hdrs]);
+    let dst = &mut seg[hdrs..];
+    let from_f = f.len().saturating_sub(at).min(dst.len());
+    if from_f > 0 {
+        dst[..from_f].copy_from_slice(&f[at..at + from_f]);
+    }
+    let k = dst.len() - from_f;
+    if k > 0 {
+        // What `f` did not hold starts in `rest` where `f` ended.
+        let o = at + from_f - f.len();
+        dst[from_f..].copy_from_slice(&rest[o..o + k]);
+    }
+}
+
+/// Makes segment `k` of `count`'s headers: IPv4 length, ID and checksum, sequence number,
+/// FIN and PSH on the last only, CWR on the first only, the TCP checksum.
+fn fix(seg: &mut [u8], (k, count): (usize, usize), h: Hdrs) {
+    let (tcp_at, id0, seq0, mss, src, dst) = h;
+    let len = seg.len();
+    let (ip, t) = seg[ETH_HDR..].split_at_mut(tcp_at - ETH_HDR);
+    let mut ip = Ipv4::new_unchecked(ip);
+    ip.set_total_len((len - ETH_HDR) as u16);
+    ip.set_ident(id0.wrapping_add(k as u16));
+    ip.fill_checksum();
+    let mut t = Tcp::new_unchecked(t);
+    t.set_seq_number(seq0.wrapping_add((k * mss) as u32));
+    if k + 1 < count {
+        t.clear_flags(tcp::flags::FIN | tcp::flags::PSH); // the last segment's alone
+    }
+    if k > 0 {
+        t.clear_flags(tcp::flags::CWR); // the first segment's alone
+    }
+    t.fill_checksum(src, dst);
 }
 
 #[cfg(test)]
@@ -120,15 +167,34 @@ mod tests {
         q.overflow = vec![0; OVERFLOW];
         let mut hdr = [0u8; VNET_HDR_LEN];
         hdr[1] = GSO_TCPV4;
-        let cut = |q: &mut RxQueue, pool: &mut Pool, hdr: &[u8; VNET_HDR_LEN], f: &[u8]| {
+        // The read put `first` bytes in the buffer and the rest in the overflow area: a
+        // start shorter than the headers, a part of the payload, most of it.
+        let first = 100;
+        let cut = |q: &mut RxQueue, pool: &mut Pool, hdr: &[u8; VNET_HDR_LEN], f: &[u8], first| {
             let b = pool.alloc().unwrap();
-            let first = 100;
+            let first = f.len().min(first);
             pool.room_mut(b)[..first].copy_from_slice(&f[..first]);
             q.overflow[..f.len() - first].copy_from_slice(&f[first..]);
             q.segment(pool, b, hdr, f.len() + VNET_HDR_LEN, first)
         };
         hdr[4..6].copy_from_slice(&1448u16.to_ne_bytes());
-        assert!(cut(&mut q, &mut pool, &hdr, &frame).is_ok());
+        for head in [40, 1000, 2048] {
+            assert!(cut(&mut q, &mut pool, &hdr, &frame, head).is_ok());
+            let again: Vec<(u32, u32)> = q.pending.drain(..).collect();
+            let mut bytes = Vec::new();
+            for &(b, _) in &again {
+                pool.read_chain(b, &mut bytes);
+                pool.free(b);
+            }
+            assert!(cut(&mut q, &mut pool, &hdr, &frame, first).is_ok());
+            let mut want = Vec::new();
+            for (b, _) in q.pending.drain(..) {
+                pool.read_chain(b, &mut want);
+                pool.free(b);
+            }
+            assert_eq!(bytes, want, "first {head}");
+        }
+        assert!(cut(&mut q, &mut pool, &hdr, &frame, first).is_ok());
         let segs: Vec<(u32, u32)> = q.pending.drain(..).collect();
         assert_eq!(segs.len(), 4);
         let mut got = Vec::new();
@@ -166,7 +232,7 @@ mod tests {
         assert_eq!(got, payload);
         hdr[4..6].copy_from_slice(&100u16.to_ne_bytes());
         assert!(matches!(
-            cut(&mut q, &mut pool, &hdr, &frame),
+            cut(&mut q, &mut pool, &hdr, &frame, first),
             Err(Lost::Gso)
         ));
         hdr[4..6].copy_from_slice(&1448u16.to_ne_bytes());
@@ -176,7 +242,10 @@ mod tests {
             .udp(1, 2)
             .write(&mut udp, &payload)
             .unwrap();
-        assert!(matches!(cut(&mut q, &mut pool, &hdr, &udp), Err(Lost::Bad)));
+        assert!(matches!(
+            cut(&mut q, &mut pool, &hdr, &udp, first),
+            Err(Lost::Bad)
+        ));
         assert!(q.pending.is_empty());
         assert_eq!(pool.available(), pool.capacity());
     }
