@@ -81,8 +81,11 @@ impl Daemon {
             netns: None,
         };
         let deadline = Instant::now() + timeout;
-        while !(dir.join("ctl.sock").exists() && (!memif_socket || dir.join("memif.sock").exists()))
-        {
+        // The sockets exist before the configuration is applied; a request is answered only
+        // after (its interfaces are up then).
+        let sockets =
+            || dir.join("ctl.sock").exists() && (!memif_socket || dir.join("memif.sock").exists());
+        while !(sockets() && d.call(&api::Request::ShowInterface { name: None }).is_ok()) {
             if let Ok(Some(st)) = d.child.try_wait() {
                 return Err(DutError::Exited {
                     dut: DUT,
@@ -92,20 +95,7 @@ impl Daemon {
             if Instant::now() > deadline {
                 return Err(DutError::Timeout {
                     dut: DUT,
-                    what: "no control and memif sockets".into(),
-                    waited: timeout,
-                    log: d.log(),
-                });
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        // The sockets exist before the configuration is applied; a request is answered only
-        // after (its interfaces are up then).
-        while d.call(&api::Request::ShowInterface { name: None }).is_err() {
-            if Instant::now() > deadline {
-                return Err(DutError::Timeout {
-                    dut: DUT,
-                    what: "no answer on the control socket".into(),
+                    what: "no control and memif sockets, or no answer on the control socket".into(),
                     waited: timeout,
                     log: d.log(),
                 });
