@@ -11,9 +11,11 @@
 //! size (at least [`MIN_MSS`]), the last no larger; at most [`MAX_RUN`] segments and 64 KiB
 //! of IPv4. Each segment is one buffer of the pool (no chain, nothing external), as
 //! tap-input's segments are. The pod's kernel takes a partial checksum as verified, as it does
-//! from a NIC that verified it, so only segments whose checksum veclane computed itself are
-//! merged ([`buffer::L4_CHECKSUM_OURS`]: a pod's on this node); one from a peer or a wire,
-//! which may be corrupt, goes alone and is checked by the kernel as before.
+//! from a NIC that verified it, so every merged segment's checksum is known good: computed by
+//! veclane ([`buffer::L4_CHECKSUM_OURS`]: a pod's on this node), or checked here (one from
+//! another node, a memif pod, a wire), only once a second segment of its flow is there to
+//! merge with (a segment that goes alone is checked by the kernel, as before). A segment
+//! whose checksum is wrong ends the run and goes alone, for the kernel to drop.
 
 use buffer::{L4_CHECKSUM_OURS, NONE, Pool};
 
@@ -34,6 +36,8 @@ struct Seg<'a> {
     hdrs: usize,
     seq: u32,
     flags: u8,
+    /// Its checksum was computed by veclane ([`L4_CHECKSUM_OURS`]).
+    ours: bool,
 }
 
 impl<'a> Seg<'a> {
@@ -43,7 +47,7 @@ impl<'a> Seg<'a> {
 
     fn parse(pool: &'a Pool, b: u32) -> Option<Seg<'a>> {
         let m = pool.meta(b);
-        if m.next != NONE || m.ext.len != 0 || m.flags & L4_CHECKSUM_OURS == 0 {
+        if m.next != NONE || m.ext.len != 0 {
             return None;
         }
         let d = pool.data(b);
@@ -68,7 +72,17 @@ impl<'a> Seg<'a> {
             hdrs,
             seq: u32::from_be_bytes([t[4], t[5], t[6], t[7]]),
             flags,
+            ours: m.flags & L4_CHECKSUM_OURS != 0,
         })
+    }
+
+    /// Whether the TCP checksum is right: computed here, or checked now.
+    fn checksum_good(&self) -> bool {
+        let d = self.data;
+        let ip = ETH_HDR;
+        let addr = |at: usize| core::net::Ipv4Addr::new(d[at], d[at + 1], d[at + 2], d[at + 3]);
+        self.ours
+            || wire::checksum::ipv4_pseudo(&d[ip + IP_HDR..], addr(ip + 12), addr(ip + 16), 6) == 0
     }
 
     /// Whether `next` continues this segment's flow right after it, headers the same.
@@ -111,6 +125,8 @@ pub(super) fn run_len(pool: &Pool, bufs: &[u32]) -> usize {
             || s.payload() > mss
             || ip_len + s.payload() > usize::from(u16::MAX)
             || !last.followed_by(&s)
+            || !s.checksum_good()
+            || (n == 1 && !first.checksum_good())
         {
             break;
         }
@@ -243,8 +259,8 @@ mod tests {
         assert_eq!(u16::from_ne_bytes([vh[4], vh[5]]), 1448);
     }
 
-    /// What a run stops at: another flow, a gap, a segment whose checksum is not ours, a
-    /// segment after the one with PSH.
+    /// What a run stops at: another flow, a gap, a segment after the one with PSH, a
+    /// checksum that is wrong (one from a peer is checked; a right one merges).
     #[test]
     fn a_run_is_only_what_gro_would_merge() {
         let mut pool = Pool::new(buffer::PoolConfig {
@@ -265,9 +281,22 @@ mod tests {
         // A gap in the sequence.
         let gap = [a[0], a[2]];
         assert_eq!(run_len(&pool, &gap), 1);
-        // A checksum not computed here (from a peer, unchecked) is never merged.
+        // Checksums not computed here (from a peer or a wire) are checked: right ones merge.
+        for &s in &b {
+            pool.meta_mut(s).flags &= !L4_CHECKSUM_OURS;
+        }
+        assert_eq!(run_len(&pool, &b), 7);
+        // A wrong one ends the run and goes alone; one before it that is ours is written
+        // alone too, and one after it starts the next run.
         pool.meta_mut(a[1]).flags &= !L4_CHECKSUM_OURS;
+        let last = pool.data(a[1]).len() - 1;
+        pool.data_mut(a[1])[last] ^= 0xff;
         assert_eq!(run_len(&pool, &a), 1);
+        assert_eq!(run_len(&pool, &a[1..]), 1);
         assert_eq!(run_len(&pool, &a[2..]), 5);
+        // A wrong first one, from a peer, starts none.
+        pool.meta_mut(b[0]).flags &= !L4_CHECKSUM_OURS;
+        pool.data_mut(b[0])[60] ^= 0xff;
+        assert_eq!(run_len(&pool, &b), 1);
     }
 }
