@@ -60,6 +60,15 @@ impl DutError {
     }
 }
 
+/// Program `name` in a directory of `PATH`, if there is one.
+pub fn on_path(name: &str) -> Option<std::path::PathBuf> {
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|d| std::path::Path::new(d).join(name))
+        .find(|p| p.is_file())
+}
+
 /// A name for one running instance of a peer, `kind` saying which (DPDK's `--file-prefix`,
 /// VPP's api-segment prefix): unique across processes by the pid and within this one by a
 /// count, so that instances alive at once (`--interleave trials`, a DUT at several worker

@@ -21,11 +21,7 @@ const DUT: &str = "testpmd";
 
 /// `dpdk-testpmd` on PATH, if installed.
 pub fn find() -> Option<PathBuf> {
-    std::env::var_os("PATH")?
-        .to_str()?
-        .split(':')
-        .map(|d| Path::new(d).join("dpdk-testpmd"))
-        .find(|p| p.is_file())
+    crate::proc::on_path("dpdk-testpmd")
 }
 
 /// A running interactive testpmd.

@@ -192,7 +192,7 @@ impl PodRow {
 /// Sets up every path's pods, then runs each test over each path in turn, `reps` times.
 /// `progress` sees each row as it is measured.
 pub fn run(cfg: &PodsConfig, progress: &mut dyn FnMut(&PodRow)) -> Result<Vec<PodRow>, DutError> {
-    if which("iperf3").is_none() {
+    if crate::proc::on_path("iperf3").is_none() {
         return Err(DutError::Unsupported(
             "iperf3 is not installed (apt-get install iperf3)".into(),
         ));
@@ -253,13 +253,4 @@ pub fn table(medians: &[PodRow]) -> String {
         );
     }
     s
-}
-
-/// The path of program `name` in `PATH`.
-fn which(name: &str) -> Option<std::path::PathBuf> {
-    std::env::var_os("PATH").and_then(|p| {
-        std::env::split_paths(&p)
-            .map(|d| d.join(name))
-            .find(|f| f.is_file())
-    })
 }

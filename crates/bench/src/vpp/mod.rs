@@ -49,6 +49,7 @@ mod startup;
 use std::path::{Path, PathBuf};
 
 use crate::node::mac_str;
+use crate::proc::on_path;
 
 pub use parse::{
     VppInterface, no_free_tx_slots, parse_base_ghz, parse_show_interface, parse_show_runtime,
@@ -178,14 +179,6 @@ pub fn cached() -> Option<PathBuf> {
         })
         .max_by_key(|(at, _)| *at)
         .map(|(_, bin)| bin)
-}
-
-fn on_path(name: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH")?
-        .to_str()?
-        .split(':')
-        .map(|d| Path::new(d).join(name))
-        .find(|p| p.is_file())
 }
 
 /// The `vppctl` next to `vpp_bin`, else on PATH.
