@@ -76,9 +76,7 @@ impl core::fmt::Display for Placement {
 struct Line(AtomicU64);
 
 fn pin(cpu: usize) -> bool {
-    let mut set = rustix::thread::CpuSet::new();
-    set.set(cpu);
-    rustix::thread::sched_setaffinity(None, &set).is_ok()
+    trafgen::pin_to_cpu(cpu).is_ok()
 }
 
 /// Median one-way cache-line transfer time between `a` and `b` in ns, over three runs of

@@ -150,7 +150,7 @@ fn rr(pods: &Pods, secs: f64, cpu: usize, row: &mut PodRow) -> Result<(), DutErr
     .map_err(in_ns("the echo's listener"))?
     .map_err(DutError::io("cannot listen for the echo"))?;
     let server = std::thread::spawn(move || -> std::io::Result<()> {
-        pin(cpu);
+        let _ = trafgen::pin_to_cpu(cpu);
         let (mut s, _) = listener.accept()?;
         s.set_nodelay(true)?;
         let mut b = [0u8; 1];
@@ -167,43 +167,29 @@ fn rr(pods: &Pods, secs: f64, cpu: usize, row: &mut PodRow) -> Result<(), DutErr
     s.set_nodelay(true)
         .and_then(|()| s.set_read_timeout(Some(Duration::from_secs(2))))
         .map_err(DutError::io("echo socket"))?;
-    pin(cpu);
-    let mut lat = Vec::with_capacity(1 << 20);
-    let start = Instant::now();
-    let mut b = [7u8; 1];
-    while start.elapsed().as_secs_f64() < secs {
-        let t = Instant::now();
-        s.write_all(&b)
-            .and_then(|()| s.read_exact(&mut b))
-            .map_err(DutError::io("echo round trip"))?;
-        lat.push(t.elapsed().as_nanos() as u64);
-    }
-    let took = start.elapsed().as_secs_f64();
-    drop(s);
+    // The client on a thread of its own, pinned as the server is.
+    let client = std::thread::spawn(move || -> std::io::Result<(Vec<u64>, f64)> {
+        let _ = trafgen::pin_to_cpu(cpu);
+        let mut lat = Vec::with_capacity(1 << 20);
+        let start = Instant::now();
+        let mut b = [7u8; 1];
+        while start.elapsed().as_secs_f64() < secs {
+            let t = Instant::now();
+            s.write_all(&b)?;
+            s.read_exact(&mut b)?;
+            lat.push(t.elapsed().as_nanos() as u64);
+        }
+        Ok((lat, start.elapsed().as_secs_f64()))
+    });
+    let got = client.join().expect("the echo's client does not panic");
     let _ = server.join();
-    unpin();
+    let (mut lat, took) = got.map_err(DutError::io("echo round trip"))?;
     lat.sort_unstable();
     let pct = |p: f64| lat[((lat.len() - 1) as f64 * p) as usize] as f64 / 1e3;
     row.rr_per_s = Some(lat.len() as f64 / took);
     row.p50_us = Some(pct(0.5));
     row.p99_us = Some(pct(0.99));
     Ok(())
-}
-
-/// Pins the calling thread to `cpu`.
-fn pin(cpu: usize) {
-    let mut set = rustix::thread::CpuSet::new();
-    set.set(cpu);
-    let _ = rustix::thread::sched_setaffinity(None, &set);
-}
-
-/// Lets the calling thread run anywhere again.
-fn unpin() {
-    let mut set = rustix::thread::CpuSet::new();
-    for c in 0..rustix::thread::CpuSet::MAX_CPU {
-        set.set(c);
-    }
-    let _ = rustix::thread::sched_setaffinity(None, &set);
 }
 
 /// The counters a test is measured by, at one moment.
