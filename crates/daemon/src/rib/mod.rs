@@ -433,16 +433,13 @@ impl Rib {
     /// A host route for a neighbour on one of `i`'s connected subnets, unless a more
     /// deliberate route for that /32 exists.
     fn neighbor_route(&mut self, ifs: &[IfConfig], i: u32, ip: Ipv4Addr) -> Result<(), RibError> {
-        let Some(c) = ifs.get(i as usize) else {
+        let Some(c) = ifs
+            .get(i as usize)
+            .filter(|c| self.wants_neighbour_route(c, ip))
+        else {
             return Ok(());
         };
-        if !c.on_link(ip) || c.owns(ip) {
-            return Ok(());
-        }
         let t = c.table;
-        if self.routes.contains_key(&key(t, host(ip))) {
-            return Ok(());
-        }
         let adj = self.acquire_nh(i, ip);
         self.insert(
             t,
@@ -517,12 +514,16 @@ impl Rib {
     /// ([`GROUPS_KEPT_FROM_LEARNING`]); a neighbour already known is refreshed all the same.
     fn would_crowd_table(&self, ifs: &[IfConfig], l: Learned) -> bool {
         let c = &ifs[l.ifindex as usize];
-        if !c.on_link(l.ip) || c.owns(l.ip) || self.routes.contains_key(&key(c.table, host(l.ip))) {
-            return false;
-        }
-        self.tables.get(&c.table).is_some_and(|(_, lpm)| {
-            lpm.needs_group(l.ip, 32) && lpm.groups_free().0 <= GROUPS_KEPT_FROM_LEARNING
-        })
+        self.wants_neighbour_route(c, l.ip)
+            && self.tables.get(&c.table).is_some_and(|(_, lpm)| {
+                lpm.needs_group(l.ip, 32) && lpm.groups_free().0 <= GROUPS_KEPT_FROM_LEARNING
+            })
+    }
+
+    /// Whether neighbour `ip` on interface `c` is to get a host route: on its link, not its
+    /// own address, and no route to it there yet.
+    fn wants_neighbour_route(&self, c: &IfConfig, ip: Ipv4Addr) -> bool {
+        c.on_link(ip) && !c.owns(ip) && !self.routes.contains_key(&key(c.table, host(ip)))
     }
 
     /// Forgets the learned neighbours silent for longer than their age; how many.
