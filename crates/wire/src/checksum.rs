@@ -58,14 +58,22 @@ pub fn checksum(data: &[u8]) -> u16 {
 /// pseudo-header holds in 16 bits (an IPv4 datagram's payload is under 64 KiB). Zero over a
 /// segment whose checksum field verifies.
 pub fn ipv4_pseudo(seg: &[u8], src: Ipv4Addr, dst: Ipv4Addr, protocol: u8) -> u16 {
+    let p = ipv4_pseudo_header(src, dst, protocol, seg.len() as u16);
+    !fold(accumulate(p, seg))
+}
+
+/// The IPv4 pseudo-header's sum, not folded: source, destination, `protocol` and the
+/// segment's length `len`. Folded, it is what a partial checksum's field holds (the sender
+/// leaves the rest of the sum to the receiver).
+pub fn ipv4_pseudo_header(src: Ipv4Addr, dst: Ipv4Addr, protocol: u8, len: u16) -> u32 {
     // Summed as the 12 bytes it is on the wire: adding protocol and length to a 32-bit
     // accumulator after the addresses would overflow it for 255.255.255.255 to itself.
     let mut p = [0u8; 12];
     p[..4].copy_from_slice(&src.octets());
     p[4..8].copy_from_slice(&dst.octets());
     p[9] = protocol;
-    p[10..].copy_from_slice(&(seg.len() as u16).to_be_bytes());
-    !fold(accumulate(accumulate(0, &p), seg))
+    p[10..].copy_from_slice(&len.to_be_bytes());
+    accumulate(0, &p)
 }
 
 /// RFC 1624 eqn. 3: the new checksum after one 16-bit word changed from `old` to `new`.

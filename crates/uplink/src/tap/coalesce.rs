@@ -17,6 +17,8 @@
 //! merge with (a segment that goes alone is checked by the kernel, as before). A segment
 //! whose checksum is wrong ends the run and goes alone, for the kernel to drop.
 
+use core::net::Ipv4Addr;
+
 use buffer::{L4_CHECKSUM_OURS, NONE, Pool};
 
 use super::{ETH_HDR, MIN_MSS};
@@ -25,6 +27,9 @@ use crate::vnet;
 /// Most segments in one super-frame (the kernel's GRO stops at 64 too: `MAX_GRO_SKBS`).
 pub(super) const MAX_RUN: usize = 64;
 const IP_HDR: usize = 20;
+/// The longest headers of a run's segments: Ethernet, IPv4 without options, TCP with 40
+/// bytes of them.
+pub(super) const MAX_HDRS: usize = ETH_HDR + IP_HDR + 60;
 const TCP_ACK: u8 = 0x10;
 const TCP_PSH: u8 = 0x08;
 
@@ -80,7 +85,7 @@ impl<'a> Seg<'a> {
     fn checksum_good(&self) -> bool {
         let d = self.data;
         let ip = ETH_HDR;
-        let addr = |at: usize| core::net::Ipv4Addr::new(d[at], d[at + 1], d[at + 2], d[at + 3]);
+        let addr = |at: usize| Ipv4Addr::new(d[at], d[at + 1], d[at + 2], d[at + 3]);
         self.ours
             || wire::checksum::ipv4_pseudo(&d[ip + IP_HDR..], addr(ip + 12), addr(ip + 16), 6) == 0
     }
@@ -145,7 +150,7 @@ pub(super) fn super_header(
     pool: &Pool,
     run: &[u32],
     vnet_hdr: &mut [u8; super::VNET_HDR_LEN],
-    head: &mut [u8; ETH_HDR + IP_HDR + 60],
+    head: &mut [u8; MAX_HDRS],
 ) -> usize {
     let first = Seg::parse(pool, run[0]).expect("a run's segments parse");
     let last = Seg::parse(pool, run[run.len() - 1]).expect("a run's segments parse");
@@ -160,11 +165,13 @@ pub(super) fn super_header(
     head[ip + 10..ip + 12].copy_from_slice(&c.to_be_bytes());
     head[tcp + 13] = last.flags;
     // The pseudo-header's sum, not inverted: what a partial checksum's field holds.
-    let mut pseudo = [0u8; 12];
-    pseudo[..8].copy_from_slice(&head[ip + 12..ip + 20]);
-    pseudo[9] = 6;
-    pseudo[10..].copy_from_slice(&(tcp_len as u16).to_be_bytes());
-    let sum = wire::checksum::fold(wire::checksum::accumulate(0, &pseudo));
+    let addr = |at: usize| Ipv4Addr::new(head[at], head[at + 1], head[at + 2], head[at + 3]);
+    let sum = wire::checksum::fold(wire::checksum::ipv4_pseudo_header(
+        addr(ip + 12),
+        addr(ip + 16),
+        6,
+        tcp_len as u16,
+    ));
     head[tcp + 16..tcp + 18].copy_from_slice(&sum.to_be_bytes());
     vnet_hdr.fill(0);
     vnet_hdr[0] = vnet::F_NEEDS_CSUM;
@@ -225,7 +232,7 @@ mod tests {
         assert_eq!(segs.len(), 7);
         assert_eq!(run_len(&pool, &segs), 7);
         let mut vh = [0u8; VNET_HDR_LEN];
-        let mut head = [0u8; ETH_HDR + IP_HDR + 60];
+        let mut head = [0u8; MAX_HDRS];
         let hdrs = super_header(&pool, &segs, &mut vh, &mut head);
         let mut whole = head[..hdrs].to_vec();
         for &b in &segs {

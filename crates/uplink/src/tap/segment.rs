@@ -56,8 +56,14 @@ impl RxQueue {
         if mss < MIN_MSS || payload == 0 {
             return Err(Lost::Gso);
         }
-        let (id0, src, dst) = (ip.ident(), ip.src_addr(), ip.dst_addr());
-        let seq0 = t.seq_number();
+        let h = Hdrs {
+            tcp_at,
+            id0: ip.ident(),
+            seq0: t.seq_number(),
+            mss,
+            src: ip.src_addr(),
+            dst: ip.dst_addr(),
+        };
         let count = payload.div_ceil(mss);
         for k in 0..count {
             let at = hdrs + k * mss;
@@ -69,7 +75,7 @@ impl RxQueue {
                 pool.free(nb);
                 let mut seg = vec![0; size];
                 fill(&mut seg, f, rest, at, hdrs);
-                fix(&mut seg, (k, count), (tcp_at, id0, seq0, mss, src, dst));
+                fix(&mut seg, (k, count), &h);
                 let nb = pool.from_bytes(&seg).ok_or(Lost::NoBuffer)?;
                 pool.meta_mut(nb).flags |= buffer::L4_CHECKSUM_OURS;
                 self.pending.push_back((nb, size as u32));
@@ -77,7 +83,7 @@ impl RxQueue {
             }
             let seg = &mut room[..size];
             fill(seg, f, rest, at, hdrs);
-            fix(seg, (k, count), (tcp_at, id0, seq0, mss, src, dst));
+            fix(seg, (k, count), &h);
             let m = pool.meta_mut(nb);
             m.len = size as u16;
             m.total_len = size as u32;
@@ -91,9 +97,18 @@ impl RxQueue {
 /// The longest Ethernet, IPv4 and TCP headers (both with 40 bytes of options).
 const MAX_HDRS: usize = ETH_HDR + 60 + 60;
 
-/// What each segment's headers are made from: where TCP starts, the first IPv4 ID and
-/// sequence number, the segment size, the addresses.
-type Hdrs = (usize, u16, u32, usize, wire::Ipv4Addr, wire::Ipv4Addr);
+/// What each segment's headers are made from.
+struct Hdrs {
+    /// Where TCP starts.
+    tcp_at: usize,
+    /// The super-frame's IPv4 ID and sequence number: the first segment's.
+    id0: u16,
+    seq0: u32,
+    /// The segment size.
+    mss: usize,
+    src: wire::Ipv4Addr,
+    dst: wire::Ipv4Addr,
+}
 
 /// Writes into `seg` the frame's headers (from `f`) and its payload from `at` on (the frame
 /// being `f` followed by `rest`).
@@ -114,8 +129,15 @@ fn fill(seg: &mut [u8], f: &[u8], rest: &[u8], at: usize, hdrs: usize) {
 
 /// Makes segment `k` of `count`'s headers: IPv4 length, ID and checksum, sequence number,
 /// FIN and PSH on the last only, CWR on the first only, the TCP checksum.
-fn fix(seg: &mut [u8], (k, count): (usize, usize), h: Hdrs) {
-    let (tcp_at, id0, seq0, mss, src, dst) = h;
+fn fix(seg: &mut [u8], (k, count): (usize, usize), h: &Hdrs) {
+    let Hdrs {
+        tcp_at,
+        id0,
+        seq0,
+        mss,
+        src,
+        dst,
+    } = *h;
     let len = seg.len();
     let (ip, t) = seg[ETH_HDR..].split_at_mut(tcp_at - ETH_HDR);
     let mut ip = Ipv4::new_unchecked(ip);

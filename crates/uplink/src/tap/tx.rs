@@ -23,9 +23,8 @@ pub struct SendStats {
     pub link_down: bool,
     /// The device is gone.
     pub vanished: bool,
-    /// Segments written as parts of super-frames, and the super-frames.
+    /// Segments written as parts of super-frames.
     pub coalesced: usize,
-    pub super_frames: usize,
 }
 
 /// One queue's transmit side.
@@ -72,7 +71,6 @@ impl TxQueue {
                     st.consumed += run;
                     if run > 1 {
                         st.coalesced += run;
-                        st.super_frames += 1;
                     }
                 }
                 Written::Malformed => {
@@ -153,7 +151,7 @@ impl TxQueue {
     /// Writes a run of segments as one super-frame: its header, then each payload.
     fn write_run(&mut self, pool: &Pool, run: &[u32]) -> Written {
         let mut vnet_hdr = [0u8; VNET_HDR_LEN];
-        let mut head = [0u8; ETH_HDR + 20 + 60];
+        let mut head = [0u8; coalesce::MAX_HDRS];
         let hdrs = coalesce::super_header(pool, run, &mut vnet_hdr, &mut head);
         let mut iov: [IoSlice<'_>; coalesce::MAX_RUN + 2] =
             [IoSlice::new(&[]); coalesce::MAX_RUN + 2];
