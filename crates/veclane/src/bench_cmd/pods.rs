@@ -7,24 +7,18 @@ use super::args::BenchArgs;
 
 /// Every test over every path, `--reps` times, `--trial-secs` each (default 8).
 pub(super) fn run(a: &BenchArgs) -> anyhow::Result<()> {
-    let pick = |names: &[String], all: &[&'static str]| -> Vec<usize> {
+    // Those named (clap took only known names), in their order; all by default.
+    fn pick<T: Copy>(names: &[String], all: &[T], name: fn(T) -> &'static str) -> Vec<T> {
         if names.is_empty() {
-            (0..all.len()).collect()
-        } else {
-            names
-                .iter()
-                .filter_map(|n| all.iter().position(|a| a == n))
-                .collect()
+            return all.to_vec();
         }
-    };
-    let tests = pick(&a.pod_tests, &PodTest::ALL.map(|t| t.name()))
-        .into_iter()
-        .map(|i| PodTest::ALL[i])
-        .collect();
-    let paths = pick(&a.pod_paths, &PodPath::ALL.map(|p| p.name()))
-        .into_iter()
-        .map(|i| PodPath::ALL[i])
-        .collect();
+        names
+            .iter()
+            .filter_map(|n| all.iter().copied().find(|&v| name(v) == n))
+            .collect()
+    }
+    let tests = pick(&a.pod_tests, &PodTest::ALL, PodTest::name);
+    let paths = pick(&a.pod_paths, &PodPath::ALL, PodPath::name);
     let secs = a.trial_secs.unwrap_or(8.0);
     if a.reps == 0 || !secs.is_finite() || secs < 1.0 {
         bail!("--reps must be at least 1 and --trial-secs at least 1 for pods");
@@ -63,6 +57,9 @@ pub(super) fn run(a: &BenchArgs) -> anyhow::Result<()> {
     })?;
     let med = pods::medians(&rows);
     print!("\nmedians of {}:\n{}", cfg.reps, pods::table(&med));
+    let environment = bench::report::Environment::probe(None);
+    // Named as every scenario's report: SCENARIO-UNIXTIME.json.
+    let stem = format!("pods-{}", environment.unix_time);
     let report = serde_json::json!({
         "scenario": "pods",
         "config": {
@@ -73,20 +70,11 @@ pub(super) fn run(a: &BenchArgs) -> anyhow::Result<()> {
             "secs": cfg.secs,
             "reps": cfg.reps,
         },
-        "environment": bench::report::Environment::probe(None),
+        "environment": environment,
         "medians": med,
         "rows": rows,
     });
-    let path = bench::report::write_named_json(
-        &a.out_dir(),
-        &format!(
-            "pods-{}",
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs())
-        ),
-        &report,
-    )?;
+    let path = bench::report::write_named_json(&a.out_dir(), &stem, &report)?;
     println!("\nJSON: {}", path.display());
     Ok(())
 }
