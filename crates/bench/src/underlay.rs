@@ -85,11 +85,54 @@ pub fn netns_name(dir: &Path) -> String {
     format!("vlbench-{}-{:08x}", std::process::id(), h as u32)
 }
 
+/// A network namespace of the harness's, IPv6 off (no neighbour discovery or router
+/// solicitation from the devices put in it); deleted, and the devices in it, when dropped.
+#[derive(Debug)]
+pub struct Netns {
+    pub name: String,
+}
+
+impl Netns {
+    /// Makes namespace `name` (one of ours by that name that an earlier start could not
+    /// delete goes first).
+    pub fn create(name: String) -> Result<Netns, DutError> {
+        delete(&name);
+        ip(&["netns", "add", &name])?;
+        let ns = Netns { name };
+        for k in ["all", "default"] {
+            ns.exec(&[
+                "sysctl",
+                "-qw",
+                &format!("net.ipv6.conf.{k}.disable_ipv6=1"),
+            ])?;
+        }
+        Ok(ns)
+    }
+
+    /// Runs `cmd` inside the namespace; an error carries what it printed.
+    pub fn exec(&self, cmd: &[&str]) -> Result<(), DutError> {
+        let mut args = vec!["netns", "exec", &self.name];
+        args.extend(cmd);
+        ip(&args)
+    }
+
+    /// The namespace's file, for threads that enter it.
+    pub fn path(&self) -> std::path::PathBuf {
+        Path::new("/var/run/netns").join(&self.name)
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        delete(&self.name);
+    }
+}
+
 /// A network namespace of the harness's holding the veth pair; deleted (and the pair with it)
 /// when dropped.
 #[derive(Debug)]
 pub struct VethNetns {
-    name: String,
+    ns: Netns,
 }
 
 impl VethNetns {
@@ -104,10 +147,9 @@ impl VethNetns {
             ));
         }
         remove_stale();
-        // One of ours by this name that an earlier start could not delete.
-        delete(name);
-        ip(&["netns", "add", name])?;
-        let ns = VethNetns { name: name.into() };
+        let ns = VethNetns {
+            ns: Netns::create(name.into())?,
+        };
         let (mtu, q) = (mtu.to_string(), queues.max(1).to_string());
         // Each end's MTU and queue counts, the same.
         let each = ["mtu", &mtu, "numtxqueues", &q, "numrxqueues", &q];
@@ -116,14 +158,6 @@ impl VethNetns {
         add.extend(["type", "veth", "peer", "name", GEN_IF]);
         add.extend(each);
         ip(&add)?;
-        ip(&[
-            "netns",
-            "exec",
-            name,
-            "sysctl",
-            "-qw",
-            "net.ipv6.conf.all.disable_ipv6=1",
-        ])?;
         for dev in [DUT_IF, GEN_IF] {
             ip(&["-n", name, "link", "set", dev, "up"])?;
         }
@@ -133,37 +167,63 @@ impl VethNetns {
     /// Frames the veth pair dropped so far, each way: its ends' own counters (a full
     /// receive backlog, a failed transmit), read with `ip -s -j link`.
     pub fn losses(&self) -> Result<VethLosses, DutError> {
-        let out = Command::new("ip")
-            .args(["-n", &self.name, "-s", "-j", "link", "show"])
-            .output()
-            .map_err(DutError::io("cannot run ip -s -j link show"))?;
-        let links: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| {
-            DutError::Unsupported(format!("ip -s -j link show in {}: {e}", self.name))
-        })?;
-        let dropped = |dev: &str, dir: &str| -> Result<u64, DutError> {
-            links
-                .as_array()
-                .and_then(|a| a.iter().find(|l| l["ifname"] == dev))
-                .and_then(|l| l["stats64"][dir]["dropped"].as_u64())
-                .ok_or_else(|| {
-                    DutError::Unsupported(format!(
-                        "ip -s -j link show in {} has no {dir} drops for {dev}",
-                        self.name
-                    ))
-                })
-        };
+        let [dut, generator] = link_stats(&self.ns.name, [DUT_IF, GEN_IF])?;
         Ok(VethLosses {
-            into_dut: dropped(GEN_IF, "tx")? + dropped(DUT_IF, "rx")?,
-            out_of_dut: dropped(DUT_IF, "tx")? + dropped(GEN_IF, "rx")?,
+            into_dut: generator.tx_dropped + dut.rx_dropped,
+            out_of_dut: dut.tx_dropped + generator.rx_dropped,
         })
     }
 
     /// The command prefix that runs a program inside the namespace.
     pub fn exec_prefix(&self) -> Vec<String> {
-        ["ip", "netns", "exec", &self.name]
+        ["ip", "netns", "exec", &self.ns.name]
             .map(String::from)
             .to_vec()
     }
+}
+
+/// One device's packet counters.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct LinkStats {
+    pub tx: u64,
+    pub rx: u64,
+    pub tx_dropped: u64,
+    pub rx_dropped: u64,
+}
+
+/// The counters of devices `devs` in namespace `ns`, read at once (`ip -s -j link`); a device
+/// or a counter missing is an error.
+pub(crate) fn link_stats<const N: usize>(
+    ns: &str,
+    devs: [&str; N],
+) -> Result<[LinkStats; N], DutError> {
+    let out = Command::new("ip")
+        .args(["-n", ns, "-s", "-j", "link", "show"])
+        .output()
+        .map_err(DutError::io("cannot run ip -s -j link show"))?;
+    let links: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .map_err(|e| DutError::Unsupported(format!("ip -s -j link show in {ns}: {e}")))?;
+    let mut got = [LinkStats::default(); N];
+    for (g, dev) in got.iter_mut().zip(devs) {
+        let s = links
+            .as_array()
+            .and_then(|a| a.iter().find(|l| l["ifname"] == dev))
+            .map(|l| &l["stats64"]);
+        let n = |dir: &str, k: &str| {
+            s.and_then(|s| s[dir][k].as_u64()).ok_or_else(|| {
+                DutError::Unsupported(format!(
+                    "ip -s -j link show in {ns} has no {dir} {k} for {dev}"
+                ))
+            })
+        };
+        *g = LinkStats {
+            tx: n("tx", "packets")?,
+            rx: n("rx", "packets")?,
+            tx_dropped: n("tx", "dropped")?,
+            rx_dropped: n("rx", "dropped")?,
+        };
+    }
+    Ok(got)
 }
 
 /// Frames a veth pair dropped, by direction.
@@ -173,12 +233,6 @@ pub struct VethLosses {
     pub into_dut: u64,
     /// From the DUT's end towards the generator's.
     pub out_of_dut: u64,
-}
-
-impl Drop for VethNetns {
-    fn drop(&mut self) {
-        delete(&self.name);
-    }
 }
 
 /// Deletes namespace `name` (and the veth ends in it), if it is there.

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use super::topo::{POD_B, Pods};
 use super::{PodRow, PodTest};
 use crate::proc::DutError;
+use crate::underlay::link_stats;
 
 /// The port iperf3 and the echo listen on in the server pod.
 const PORT: u16 = 5201;
@@ -237,7 +238,7 @@ impl Snapshot {
             path_dropped: 0,
         };
         for ns in [&pods.a, &pods.b] {
-            let l = link_stats(&ns.name, "eth0")?;
+            let [l] = link_stats(&ns.name, ["eth0"])?;
             s.pods_tx += l.tx;
             s.pods_rx += l.rx;
             s.pods_tx_dropped += l.tx_dropped;
@@ -252,8 +253,7 @@ impl Snapshot {
             }
             None => {
                 if let Some(r) = &pods.router {
-                    for dev in ["va", "vb"] {
-                        let l = link_stats(&r.name, dev)?;
+                    for l in link_stats(&r.name, ["va", "vb"])? {
                         s.path_dropped += l.tx_dropped + l.rx_dropped;
                     }
                 }
@@ -275,16 +275,8 @@ fn dut_drops(d: &crate::daemon::Daemon) -> Result<u64, DutError> {
     }
 }
 
-/// One device's packet counters.
-struct LinkStats {
-    tx: u64,
-    rx: u64,
-    tx_dropped: u64,
-    rx_dropped: u64,
-}
-
 /// The UDP datagrams namespace `ns`'s sockets had no room for.
-fn udp_rcvbuf_errors(ns: &super::topo::Netns) -> Result<u64, DutError> {
+fn udp_rcvbuf_errors(ns: &crate::underlay::Netns) -> Result<u64, DutError> {
     let out = Command::new("ip")
         .args(["netns", "exec", &ns.name, "cat", "/proc/net/snmp"])
         .output()
@@ -298,22 +290,4 @@ fn udp_rcvbuf_errors(ns: &super::topo::Netns) -> Result<u64, DutError> {
         .find(|(n, _)| *n == "RcvbufErrors")
         .and_then(|(_, v)| v.parse().ok())
         .unwrap_or(0))
-}
-
-/// Device `dev`'s counters in namespace `ns` (`ip -s -j link`).
-fn link_stats(ns: &str, dev: &str) -> Result<LinkStats, DutError> {
-    let out = Command::new("ip")
-        .args(["-n", ns, "-s", "-j", "link", "show", dev])
-        .output()
-        .map_err(DutError::io("cannot run ip -s -j link show"))?;
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .map_err(|e| DutError::Unsupported(format!("ip -s -j link show {dev} in {ns}: {e}")))?;
-    let s = &v[0]["stats64"];
-    let n = |dir: &str, k: &str| s[dir][k].as_u64().unwrap_or(0);
-    Ok(LinkStats {
-        tx: n("tx", "packets"),
-        rx: n("rx", "packets"),
-        tx_dropped: n("tx", "dropped"),
-        rx_dropped: n("rx", "dropped"),
-    })
 }

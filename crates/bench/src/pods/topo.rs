@@ -20,7 +20,7 @@ use std::time::Duration;
 use super::PodPath;
 use crate::daemon::Daemon;
 use crate::proc::DutError;
-use crate::underlay::{delete, ip, remove_stale};
+use crate::underlay::{Netns, ip, remove_stale};
 
 /// The pods' addresses (the first is the client's, the second the server's).
 pub const POD_A: &str = "10.99.0.2";
@@ -29,41 +29,6 @@ pub const POD_B: &str = "10.99.0.3";
 const RANGE: &str = "10.99.0.0/16";
 /// Each pod's gateway: a link-local address answered by a permanent neighbour entry.
 const GW: &str = "169.254.1.1";
-
-/// A network namespace of the harness's, deleted (and the devices in it) when dropped.
-#[derive(Debug)]
-pub struct Netns {
-    pub name: String,
-}
-
-impl Netns {
-    fn create(name: String) -> Result<Netns, DutError> {
-        delete(&name);
-        ip(&["netns", "add", &name])?;
-        let ns = Netns { name };
-        ns.exec(&["sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1"])?;
-        ip(&["-n", &ns.name, "link", "set", "lo", "up"])?;
-        Ok(ns)
-    }
-
-    /// Runs `cmd` inside the namespace; an error carries what it printed.
-    pub fn exec(&self, cmd: &[&str]) -> Result<(), DutError> {
-        let mut args = vec!["netns", "exec", &self.name];
-        args.extend(cmd);
-        ip(&args)
-    }
-
-    /// The namespace's file, for threads that enter it.
-    pub fn path(&self) -> PathBuf {
-        Path::new("/var/run/netns").join(&self.name)
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        delete(&self.name);
-    }
-}
 
 /// Two pods joined by one path; what joins them lives as long as this.
 #[derive(Debug)]
@@ -101,11 +66,11 @@ impl Pods {
         }
         remove_stale();
         let tag = format!("vlbench-{}-{}", std::process::id(), path.tag());
-        let a = Netns::create(format!("{tag}-a"))?;
-        let b = Netns::create(format!("{tag}-b"))?;
+        let a = pod_netns(format!("{tag}-a"))?;
+        let b = pod_netns(format!("{tag}-b"))?;
         match path {
             PodPath::Kernel => {
-                let r = Netns::create(format!("{tag}-r"))?;
+                let r = pod_netns(format!("{tag}-r"))?;
                 r.exec(&["sysctl", "-qw", "net.ipv4.ip_forward=1"])?;
                 for (pod, dev, addr) in [(&a, "va", POD_A), (&b, "vb", POD_B)] {
                     let mac = veth(&r, dev, pod)?;
@@ -154,6 +119,13 @@ impl Pods {
             }
         }
     }
+}
+
+/// A namespace for a pod (or the router), its loopback up.
+fn pod_netns(name: String) -> Result<Netns, DutError> {
+    let ns = Netns::create(name)?;
+    ip(&["-n", &ns.name, "link", "set", "lo", "up"])?;
+    Ok(ns)
 }
 
 /// A veth pair, `dev` in `r` and `eth0` in `pod`, both up; `dev`'s MAC.
