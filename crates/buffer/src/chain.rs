@@ -52,6 +52,58 @@ impl Pool {
         }
     }
 
+    /// Copies `len` bytes of the chain at `head`, from byte `from` of the packet on, into
+    /// buffer `dst`'s room at `at` (both in the pool's memory: one copy, no staging). False,
+    /// copying nothing, when the chain is shorter, has an external segment in the way, or
+    /// the room is too small.
+    pub fn copy_from_chain(
+        &mut self,
+        head: u32,
+        from: usize,
+        dst: u32,
+        at: usize,
+        len: usize,
+    ) -> bool {
+        let room = usize::from(self.headroom) + usize::from(self.data_size);
+        let d_off = usize::from(self.meta[dst as usize].offset) + at;
+        if d_off + len > room {
+            return false;
+        }
+        let d_base = dst as usize * self.stride + d_off;
+        // Where each piece comes from, checked before anything is written.
+        let (mut i, mut skip, mut left, mut pieces) = (head, from, len, 0usize);
+        let mut plan = [(0usize, 0usize); 64];
+        while left > 0 {
+            if i == NONE || pieces == plan.len() {
+                return false;
+            }
+            let m = self.meta[i as usize];
+            let here = usize::from(m.len);
+            if skip >= here {
+                if m.ext.len != 0 {
+                    return false;
+                }
+                skip -= here;
+            } else {
+                let n = (here - skip).min(left);
+                plan[pieces] = (i as usize * self.stride + usize::from(m.offset) + skip, n);
+                pieces += 1;
+                left -= n;
+                skip = 0;
+                if left > 0 && m.ext.len != 0 {
+                    return false;
+                }
+            }
+            i = m.next;
+        }
+        let mut to = d_base;
+        for &(src, n) in &plan[..pieces] {
+            self.mem.copy_within(src..src + n, to);
+            to += n;
+        }
+        true
+    }
+
     /// Number of buffers in a chain.
     pub fn chain_len(&self, head: u32) -> usize {
         let mut n = 0;

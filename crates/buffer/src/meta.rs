@@ -25,6 +25,11 @@ pub struct Meta {
     pub flags: u16,
     /// Bytes of this packet that stay outside the pool (see [`Ext`]); counted in `total_len`.
     pub ext: Ext,
+    /// Not 0: the packet is a TCP/IPv4 super-frame (a pod's segmentation offload), to be cut
+    /// into segments of this many payload bytes where it leaves for anything but a pod's tap;
+    /// its TCP checksum is partial (the field holds the pseudo-header's sum, not inverted).
+    /// Kept on the head buffer only.
+    pub gso_size: u16,
 }
 
 impl Meta {
@@ -43,6 +48,7 @@ impl Meta {
             error: 0,
             flags: 0,
             ext: Ext::default(),
+            gso_size: 0,
         }
     }
 

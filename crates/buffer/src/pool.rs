@@ -98,6 +98,7 @@ impl Pool {
         m.error = 0;
         m.flags = 0;
         m.ext = Ext::default();
+        m.gso_size = 0;
     }
 
     /// Receives up to `n` packets into fresh buffers in one pass, the receive loop of a

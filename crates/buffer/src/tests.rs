@@ -377,3 +377,51 @@ fn rejects_bad_geometry() {
         .is_err()
     );
 }
+
+#[test]
+fn copy_from_chain_takes_any_range_across_buffers() {
+    let mut p = Pool::new(PoolConfig {
+        count: 16,
+        data_size: 64,
+        headroom: 16,
+    })
+    .unwrap();
+    let bytes: Vec<u8> = (0..200u32).map(|i| i as u8).collect();
+    let head = p.from_bytes(&bytes).unwrap();
+    assert_eq!(p.chain_len(head), 4);
+    let dst = p.alloc().unwrap();
+    for (from, at, len) in [
+        (0, 0, 14),
+        (60, 2, 62),
+        (63, 0, 64),
+        (150, 10, 50),
+        (199, 0, 1),
+    ] {
+        assert!(
+            p.copy_from_chain(head, from, dst, at, len),
+            "{from} {at} {len}"
+        );
+        assert_eq!(&p.room_mut(dst)[at..at + len], &bytes[from..from + len]);
+    }
+    // Past the chain's end or the room's: refused, nothing written.
+    p.room_mut(dst).fill(0xee);
+    assert!(!p.copy_from_chain(head, 150, dst, 0, 51));
+    assert!(!p.copy_from_chain(head, 0, dst, 10, 60));
+    assert!(p.room_mut(dst).iter().all(|&b| b == 0xee));
+    p.free(dst);
+    p.free(head);
+    assert_eq!(p.available(), p.capacity());
+}
+
+#[test]
+fn a_buffer_comes_back_plain() {
+    let mut p = small();
+    let b = p.alloc().unwrap();
+    let m = p.meta_mut(b);
+    (m.gso_size, m.flags, m.error) = (1448, 0xff, 3);
+    p.free(b);
+    let again = p.alloc().unwrap();
+    assert_eq!(again, b);
+    let m = p.meta(again);
+    assert_eq!((m.gso_size, m.flags, m.error), (0, 0, 0));
+}

@@ -295,6 +295,12 @@ impl<'a, N: Declare + ?Sized> Ctx<'a, N> {
         self.extra.push((b, to.index()));
     }
 
+    /// [`emit`](Self::emit) to a next index: a device output node's, from
+    /// [`NextNodes::device`], for a node declared with `+ devices`.
+    pub fn emit_index(&mut self, b: u32, to: u16) {
+        self.extra.push((b, to));
+    }
+
     /// Whether packets at `point` are being captured (`pcap trace`); check once per frame.
     #[inline]
     pub fn capturing(&self, point: Point) -> bool {

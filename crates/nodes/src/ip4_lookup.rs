@@ -156,6 +156,7 @@ impl Node for Ip4Lookup {
                 let mut to = Next::Rewrite.into();
                 if let Some(r) = &fast.rw
                     && m.total_len <= r.mtu
+                    && m.gso_size == 0
                     && front == ETH_HDR
                     && forward(&r.hdr, f)
                 {
@@ -213,7 +214,7 @@ impl Node for Ip4Lookup {
 
 /// The direct loop: takes packets from the front of `bufs` for as long as each is one this
 /// node forwards and rewrites itself to the adjacency `fast` was made for, in VRF `vrf`
-/// (looked up in `table`), untraced and not our own, and returns how many it took; the node's
+/// (looked up in `table`), untraced, not our own and not a super-frame, and returns how many it took; the node's
 /// loop takes the rest, from the first packet that is anything else. What it does to a
 /// packet is exactly what that loop would; it only does it with the frame's state in
 /// registers and the pool borrowed once.
@@ -237,7 +238,7 @@ fn forward_run(
         let Some((m, f)) = pool.meta_data_front_mut(b, ETH_HDR) else {
             return i;
         };
-        if m.vrf != vrf || m.flags & skip != 0 || m.total_len > mtu {
+        if m.vrf != vrf || m.flags & skip != 0 || m.total_len > mtu || m.gso_size != 0 {
             return i;
         }
         let Some(ip) = f

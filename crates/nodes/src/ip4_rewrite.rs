@@ -12,6 +12,10 @@
 //! dropped and counted, because fragmenting would cost a copy per fragment on the fast path
 //! and every modern sender sets DF (RFC 8900 on why fragmentation is fragile anyway). Its own
 //! packets without DF (echo replies) go to `ip4-frag`, as a host's would.
+//!
+//! A TCP super-frame (a pod's segmentation offload, [`buffer::Meta::gso_size`]) is within the
+//! MTU when its segments are. It goes whole to an interface that takes super-frames (a pod's
+//! tap) and to `gso-ip4`, to be cut into segments, on the way to any other.
 
 use fib::adj::Adjacency;
 use graph::{Ctx, Node};
@@ -39,6 +43,7 @@ graph::node! {
         Drop = "error-drop",
         IcmpError = "ip4-icmp-error",
         Frag = "ip4-frag",
+        Gso = "gso-ip4",
     } + devices
     error Error {
         AdminDown = "tx interface admin down",
@@ -49,6 +54,7 @@ graph::node! {
         MtuOwn = "our own packet over the interface mtu with df set (an encapsulated one: the uplink's mtu is too small)",
         NoHeadroom = "no headroom for the l2 header",
         StaleAdj = "adjacency changed",
+        BadSuperFrame = "super-frame whose headers do not parse (dropped)",
     }
     trace RewriteTrace { tx_if: u32 }
 }
@@ -138,12 +144,14 @@ impl Node for Ip4Rewrite {
             if m.adj != fast.adj {
                 fast = Fast::of(&adjs, &ifs, m.adj, |out| out.next(Next::Vxlan));
             }
-            let (flags, total) = (m.flags, m.total_len);
+            let (flags, total, gso) = (m.flags, m.total_len, m.gso_size);
             // Fast path, almost every packet: a rewrite on an interface that is up, a packet
-            // we forward (not our own, not traced) within the MTU, TTL above one.
+            // we forward (not our own, not traced, not a super-frame) within the MTU, TTL
+            // above one.
             if let Some(r) = &fast.rw
                 && flags & (crate::LOCALLY_ORIGINATED | graph::BUFFER_TRACED) == 0
                 && total <= r.mtu
+                && gso == 0
                 && let Some((m, f)) = ctx.pool.push_front_meta(b, ETH_HDR)
             {
                 // ip4-input left a whole IPv4 header in the head buffer.
@@ -157,6 +165,7 @@ impl Node for Ip4Rewrite {
                 && flags & (crate::LOCALLY_ORIGINATED | graph::BUFFER_TRACED)
                     == crate::LOCALLY_ORIGINATED
                 && total <= r.mtu
+                && gso == 0
                 && let Some((m, f)) = ctx.pool.push_front_meta(b, ETH_HDR)
             {
                 // Our own packet within the MTU (an encapsulated one, on its way to the
@@ -202,6 +211,18 @@ fn rewrite(
         ctx.count_error(Error::NoHeadroom);
         return Next::Drop.into();
     };
+    // What the MTU bounds: the packet, or a super-frame's segments.
+    let gso = m.gso_size;
+    let size = if gso == 0 {
+        Some(m.total_len as usize - ETH_HDR)
+    } else {
+        wire::tso::SuperFrame::segment_ip_len(&f[ETH_HDR..], gso)
+    };
+    let Some(size) = size else {
+        m.skip(ETH_HDR as u16);
+        ctx.count_error(Error::BadSuperFrame);
+        return Next::Drop.into();
+    };
     let Some((eth, ip)) = f.split_first_chunk_mut::<ETH_HDR>() else {
         // `push_front` just made room for the header; unreachable.
         return Next::Drop.into();
@@ -223,7 +244,7 @@ fn rewrite(
         ctx.count_error(Error::TtlExpired);
         return Next::IcmpError.into();
     }
-    if m.total_len - ETH_HDR as u32 > u32::from(mtu) {
+    if size > usize::from(mtu) {
         m.skip(ETH_HDR as u16);
         // Our own packets get no error (it would be addressed to ourselves): without
         // DF they are fragmented (an echo reply to a large ping), with it (an
@@ -265,6 +286,8 @@ fn rewrite(
     }
     if let Some(e) = *last_err {
         ctx.count_error(e);
+    } else if gso != 0 && ifs.get(tx_if as usize).is_some_and(|c| !c.super_frames) {
+        return Next::Gso.into();
     }
     *last_next
 }
@@ -296,5 +319,68 @@ mod tests {
         let before = f;
         assert!(!forward(&hdr, &mut f), "a TTL of 1 expires here");
         assert_eq!(f, before, "nothing written");
+    }
+}
+
+#[cfg(test)]
+mod super_frame_tests {
+    use std::sync::Arc;
+
+    use arc_swap::ArcSwap;
+    use fib::Ipv4Addr;
+    use fib::adj::AdjTable;
+
+    use super::*;
+    use crate::testing::run_one;
+    use crate::{Device, IfConfig};
+
+    /// ip4-rewrite over interface 0 (`edit`ed) to a known neighbour with `mtu`.
+    fn node(mtu: u16, edit: impl FnOnce(&mut IfConfig)) -> (Ip4Rewrite, AdjTable, u32) {
+        let mut adj = AdjTable::new();
+        adj.set_interface_mac(0, [2, 0, 0, 0, 0, 1]);
+        adj.set_interface_mtu(0, mtu);
+        let a = adj.add_next_hop(0, Ipv4Addr::new(10, 0, 0, 2));
+        adj.learn(0, Ipv4Addr::new(10, 0, 0, 2), [2, 0, 0, 0, 0, 2]);
+        let mut c = IfConfig::new([2, 0, 0, 0, 0, 1], 0);
+        edit(&mut c);
+        let shared = Shared::new(
+            Arc::new(ArcSwap::from_pointee(vec![c])),
+            Arc::new(ArcSwap::from_pointee(Vec::new())),
+            adj.reader(),
+        );
+        (Ip4Rewrite::new(shared), adj, a)
+    }
+
+    /// A super-frame of 10,000 bytes in segments of 1448 is within an MTU of 1500 (its
+    /// segments are): whole to a tap, to `gso-ip4` for anything else; over an MTU of 1400
+    /// with DF, ICMP fragmentation needed.
+    #[test]
+    fn a_super_frame_is_measured_by_its_segments_and_cut_only_for_others() {
+        let f = crate::gso_ip4::tests::super_frame(&[5; 10_000]);
+        let ip = &f[ETH_HDR..];
+        let run = |n: Ip4Rewrite, a: u32| {
+            run_one(n, &ip[..200], &ip[200..], move |m| {
+                (m.adj, m.gso_size) = (a, 1448);
+            })
+        };
+        let tap = |c: &mut IfConfig| {
+            c.device = Device::Output(3);
+            c.super_frames = true;
+        };
+        let (n, _adj, a) = node(1500, tap);
+        let ((next, bytes, _, m), errors) = run(n, a);
+        assert_eq!((next, errors), ("tap-output", vec![]));
+        assert_eq!((bytes.len(), m.gso_size), (f.len(), 1448));
+        assert_eq!(&bytes[..ETH_HDR], &f[..ETH_HDR]);
+        assert_eq!(bytes[ETH_HDR + 8], 63, "TTL decremented");
+        let (n, _adj, a) = node(1500, |c| c.device = Device::Output(3));
+        assert_eq!(run(n, a).0.0, "gso-ip4");
+        let (n, _adj, a) = node(1400, tap);
+        let ((next, _, _, m), errors) = run(n, a);
+        assert_eq!((next, m.error), ("ip4-icmp-error", FRAG_NEEDED));
+        assert_eq!(
+            errors,
+            ["over the interface mtu with df set (sent to ip4-icmp-error)"]
+        );
     }
 }

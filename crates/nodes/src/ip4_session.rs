@@ -224,8 +224,9 @@ const ICMP_ECHO_REPLY: u8 = 0;
 
 /// Rewrites the packet `ip` (TCP or UDP) of session `s` to leave with the addresses and ports
 /// of its direction, both checksums updated by the session's deltas. Handed the session, not
-/// the unpacked values, which the loop would otherwise keep live across the call.
-fn rewrite(ip: &mut [u8], s: &Established) {
+/// the unpacked values, which the loop would otherwise keep live across the call. A TCP
+/// super-frame's checksum (`partial`) takes the addresses' change alone.
+fn rewrite(ip: &mut [u8], s: &Established, partial: bool) {
     let ((src, dst, sport, dport), d) = (s.rewrite(s.dir), s.deltas());
     let (h, l4) = ip.split_at_mut(MIN_HEADER_LEN);
     let mut v = Ipv4::new_unchecked(&mut *h);
@@ -238,7 +239,11 @@ fn rewrite(ip: &mut [u8], s: &Established) {
         let mut t = Tcp::new_unchecked(&mut l4[..wire::tcp::MIN_HEADER_LEN]);
         t.set_src_port(sport);
         t.set_dst_port(dport);
-        let c = d.l4.apply(t.checksum());
+        let c = if partial {
+            d.ip.apply_partial(t.checksum())
+        } else {
+            d.l4.apply(t.checksum())
+        };
         t.set_checksum(c);
     } else {
         let mut u = Udp::new_unchecked(&mut l4[..wire::udp::HEADER_LEN]);
@@ -264,10 +269,11 @@ impl Forwarder<'_> {
     /// Looks up and rewrites a packet to be forwarded through a rewrite adjacency, as
     /// ip4-lookup's fast path would (`f` its head buffer from the room for its Ethernet
     /// header on): its device node, or `None`, nothing changed, when `ip4-lookup` must take
-    /// it (our own packet, no route, not a rewrite, over the MTU, a TTL that expires).
+    /// it (our own packet, a super-frame, no route, not a rewrite, over the MTU, a TTL that
+    /// expires).
     #[inline(always)]
     fn forward(&mut self, m: &mut buffer::Meta, f: &mut [u8]) -> Option<u16> {
-        if m.flags & crate::LOCALLY_ORIGINATED != 0 {
+        if m.flags & crate::LOCALLY_ORIGINATED != 0 || m.gso_size != 0 {
             return None;
         }
         let ip = f.get(ETH_HDR..)?.first_chunk::<MIN_HEADER_LEN>()?;
@@ -369,7 +375,7 @@ impl Node for Ip4Session {
                 Act::Pass(translated) => {
                     if let Some(s) = translated {
                         let (m, ip) = ctx.pool.meta_data_mut(b);
-                        rewrite(ip, &s);
+                        rewrite(ip, &s, m.gso_size != 0);
                         // Routed where it goes: another VRF for an external flow.
                         m.vrf = s.vrf_out();
                         if traced {

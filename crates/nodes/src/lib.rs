@@ -10,7 +10,8 @@
 //! Here now: `ethernet-input`, `arp-input`, `ip4-input`, `ip4-lookup`, `ip4-local` (ICMP
 //! echo), `ip4-reassembly` (fragments to us), `udp4-local` (UDP port dispatch), `ip4-rewrite`,
 //! `ip4-icmp-error` (time exceeded,
-//! unreachable, fragmentation needed), `ip4-glean` (ARP requests for unresolved next hops),
+//! unreachable, fragmentation needed), `gso-ip4` (TCP super-frames cut into segments),
+//! `ip4-glean` (ARP requests for unresolved next hops),
 //! `vxlan4-input` and `vxlan4-encap` (RFC 7348 tunnels), `interface-output` (hands each packet
 //! to its interface's device node) and `error-drop`. A graph with `ip4-lookup` needs all of
 //! them, plus a device's input node and the device output nodes `interface-output` names.
@@ -26,6 +27,7 @@
 pub mod arp_input;
 pub mod error_drop;
 pub mod ethernet_input;
+pub mod gso_ip4;
 pub mod interface_output;
 pub mod ip4_frag;
 pub mod ip4_glean;
@@ -55,6 +57,7 @@ use fib::adj::AdjReader;
 pub use arp_input::{ArpInput, LearnSink};
 pub use error_drop::ErrorDrop;
 pub use ethernet_input::EthernetInput;
+pub use gso_ip4::GsoIp4;
 pub use interface_output::InterfaceOutput;
 pub use ip4_frag::Ip4Frag;
 pub use ip4_glean::Ip4Glean;
@@ -101,6 +104,7 @@ pub fn protocol_nodes(
         Box::new(Vxlan4Encap::new(shared.clone())),
         Box::new(Ip4Rewrite::new(shared.clone())),
         Box::new(Ip4Frag::new(shared.clone())),
+        Box::new(GsoIp4::new(shared.clone())),
         Box::new(Ip4IcmpError::new(shared.clone())),
         Box::new(Ip4Glean::new(shared.clone()).with_learn_sink(learned.clone())),
         Box::new(InterfaceOutput::new(shared.clone())),
@@ -153,6 +157,9 @@ pub struct IfConfig {
     /// The only sources it takes packets from (a pod's interface: anti-spoofing); `None`
     /// checks nothing.
     pub sources: Option<AllowedSources>,
+    /// Its device takes TCP super-frames whole (a pod's tap); any other gets them cut into
+    /// segments by `gso-ip4`.
+    pub super_frames: bool,
 }
 
 /// What sends for an interface.
@@ -281,6 +288,7 @@ impl IfConfig {
             device: Device::Output(0),
             l3: false,
             sources: None,
+            super_frames: false,
         }
     }
 
@@ -549,6 +557,20 @@ pub(crate) mod testing {
         tail: &[u8],
         set: impl FnOnce(&mut Meta) + Send + 'static,
     ) -> (Seen, Vec<&'static str>) {
+        let (mut seen, errors) = run_all(node, head, tail, set, 16);
+        assert_eq!(seen.len(), 1);
+        (seen.remove(0), errors)
+    }
+
+    /// [`run_one`] for a node that may make packets of its own, in a pool of `buffers`:
+    /// everything that came out, in order.
+    pub(crate) fn run_all<N: Node>(
+        node: N,
+        head: &[u8],
+        tail: &[u8],
+        set: impl FnOnce(&mut Meta) + Send + 'static,
+        buffers: u32,
+    ) -> (Vec<Seen>, Vec<&'static str>) {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let nexts = <N::Next as graph::NextNodes>::NAMES;
         let mut nodes: Vec<Box<dyn AnyNode>> = vec![
@@ -563,16 +585,15 @@ pub(crate) mod testing {
         }
         let mut rt = Runtime::new(nodes, 0).unwrap();
         let mut pool = Pool::new(PoolConfig {
-            count: 16,
+            count: buffers,
             ..Default::default()
         })
         .unwrap();
         rt.dispatch(&mut pool);
         assert_eq!(pool.available(), pool.capacity(), "a buffer leaked");
-        let mut seen = seen.lock().unwrap();
-        assert_eq!(seen.len(), 1);
+        let seen = std::mem::take(&mut *seen.lock().unwrap());
         let errors = rt.errors().into_iter().map(|(_, e, _)| e).collect();
-        (seen.remove(0), errors)
+        (seen, errors)
     }
 }
 

@@ -59,9 +59,8 @@ impl TapInput {
         }
     }
 
-    fn close(&mut self, pool: &mut buffer::Pool, ifindex: u32) {
-        for (_, mut q) in self.queues.extract_if(.., |(i, _)| *i == ifindex) {
-            q.release(pool);
+    fn close(&mut self, ifindex: u32) {
+        for (_, q) in self.queues.extract_if(.., |(i, _)| *i == ifindex) {
             self.closer.close(q);
         }
     }
@@ -75,7 +74,7 @@ graph::node! {
     error InputError {
         NoBuffer = "no buffer, frame dropped",
         Gso = "GSO super-frame dropped (not TCP/IPv4, or segments under 536 bytes)",
-        Segmented = "TCP super-frame cut into segments (not an error)",
+        SuperFrame = "TCP super-frame taken whole (not an error)",
         BadFrame = "frame shorter than an Ethernet header or bad offload header, dropped",
         Vanished = "tap device vanished (deleted inside its namespace)",
     }
@@ -84,12 +83,6 @@ graph::node! {
 impl Node for TapInput {
     fn idle(&self) -> bool {
         self.queues.is_empty()
-    }
-
-    /// The fds are level-triggered, so only segments already cut and not yet handed out
-    /// keep the worker awake.
-    fn arm(&mut self, on: bool) -> bool {
-        on && self.queues.iter().any(|(_, q)| q.pending())
     }
 
     fn wake_fds(&self, f: &mut dyn FnMut(BorrowedFd<'_>)) {
@@ -108,7 +101,7 @@ impl Node for TapInput {
         while let Some(c) = self.commands.try_recv() {
             match c {
                 QueueCommand::Rx { ifindex, queue } => self.queues.push((ifindex, queue)),
-                QueueCommand::Detach { ifindex } => self.close(ctx.pool, ifindex),
+                QueueCommand::Detach { ifindex } => self.close(ifindex),
                 QueueCommand::Tx { .. } => {}
             }
         }
@@ -125,8 +118,8 @@ impl Node for TapInput {
                 ctx.pool.meta_mut(b).rx_if = *ifindex;
             }
             out.extend_from_slice(&self.scratch);
-            if st.no_buffer + st.gso + st.bad_frame + st.segmented != 0 {
-                ctx.count_errors(InputError::Segmented, u64::from(st.segmented));
+            if st.no_buffer + st.gso + st.bad_frame + st.super_frames != 0 {
+                ctx.count_errors(InputError::SuperFrame, u64::from(st.super_frames));
                 ctx.count_errors(InputError::NoBuffer, u64::from(st.no_buffer));
                 ctx.count_errors(InputError::Gso, u64::from(st.gso));
                 ctx.count_errors(InputError::BadFrame, u64::from(st.bad_frame));
@@ -140,8 +133,7 @@ impl Node for TapInput {
             // The turn visits queues in a rotated order: remove from the highest index down.
             vanished.sort_unstable();
             for &k in vanished.iter().rev() {
-                let (_, mut q) = self.queues.remove(k);
-                q.release(ctx.pool);
+                let (_, q) = self.queues.remove(k);
                 self.closer.close(q);
             }
         }
@@ -165,6 +157,7 @@ graph::node! {
         Malformed = "frame shorter than an Ethernet header or payload unreadable",
         LinkDown = "tap device down or vanished",
         Coalesced = "TCP segment written in a super-frame (not an error)",
+        Whole = "TCP super-frame written whole (not an error)",
     }
 }
 
@@ -217,6 +210,9 @@ impl RunOutput for TapOutput {
         }
         if st.coalesced != 0 {
             ctx.count_errors(OutputError::Coalesced, st.coalesced as u64);
+        }
+        if st.whole != 0 {
+            ctx.count_errors(OutputError::Whole, st.whole as u64);
         }
         if st.link_down || st.vanished {
             ctx.count_errors(OutputError::LinkDown, left);

@@ -26,9 +26,27 @@ mod field {
     use core::ops::Range;
     pub(super) const FLAGS: usize = 0;
     pub(super) const GSO_TYPE: usize = 1;
+    pub(super) const HDR_LEN: Range<usize> = 2..4;
     pub(super) const GSO_SIZE: Range<usize> = 4..6;
     pub(super) const CSUM_START: Range<usize> = 6..8;
     pub(super) const CSUM_OFFSET: Range<usize> = 8..10;
+}
+
+/// The tap's header of a TCP/IPv4 super-frame `sf` with its checksum partial, to be cut (by
+/// the receiving kernel, if it must) into segments of `gso_size` payload bytes; ECN when its
+/// CWR is set, as the kernel's own segmentation offload marks it.
+pub(crate) fn tcp4_super_frame(sf: &wire::tso::SuperFrame, gso_size: u16) -> [u8; LEN_V1] {
+    let mut h = [0u8; LEN_V1];
+    let mut put = |r: core::ops::Range<usize>, v: usize| {
+        h[r].copy_from_slice(&(v as u16).to_ne_bytes());
+    };
+    put(field::HDR_LEN, sf.hdrs);
+    put(field::GSO_SIZE, usize::from(gso_size));
+    put(field::CSUM_START, sf.tcp_at);
+    put(field::CSUM_OFFSET, wire::tso::CHECKSUM_OFFSET);
+    h[field::FLAGS] = F_NEEDS_CSUM;
+    h[field::GSO_TYPE] = GSO_TCPV4 | if sf.cwr { GSO_ECN } else { 0 };
+    h
 }
 
 /// A view of a virtio-net header's [`LEN`] bytes.

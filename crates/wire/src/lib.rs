@@ -13,7 +13,8 @@
 //! - a `Repr` (`EthernetRepr`, `ArpRepr`, `Ipv4Repr`, `Icmpv4Repr`, `UdpRepr`, `TcpRepr`,
 //!   `VxlanRepr`): the header as plain values, with `parse` (which verifies the checksums the
 //!   header carries) and `emit` (which fills them in);
-//! - the Internet checksum, including the RFC 1624 incremental update (`checksum`).
+//! - the Internet checksum, including the RFC 1624 incremental update (`checksum`);
+//! - TCP segmentation offload's super-frames and the segments they are cut into (`tso`).
 //!
 //! It never does I/O, never allocates and never keeps a buffer beyond the view that borrows it.
 //! Protocol numbers it does not know are kept as `Unknown(raw)` so that a caller can count them
@@ -27,6 +28,7 @@ pub mod ethernet;
 pub mod icmp;
 pub mod ipv4;
 pub mod tcp;
+pub mod tso;
 pub mod udp;
 pub mod vxlan;
 

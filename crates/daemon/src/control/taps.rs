@@ -94,6 +94,7 @@ impl Control {
         c.up = spec.up;
         c.mtu = host_mtu;
         c.device = crate::devices::device::<uplink::tap_nodes::TapOutput>();
+        c.super_frames = true;
         c.sources = spec.allowed_sources.as_deref().map(super::allowed_sources);
         self.install_ifconfig(index, c);
         let mut iface = Iface::new(

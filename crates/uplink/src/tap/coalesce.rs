@@ -164,34 +164,21 @@ pub(super) fn super_header(
     let c = wire::checksum::checksum(&head[ip..tcp]);
     head[ip + 10..ip + 12].copy_from_slice(&c.to_be_bytes());
     head[tcp + 13] = last.flags;
+    let sf = wire::tso::SuperFrame::parse(&head[..hdrs], hdrs + payload)
+        .expect("a run's headers are a super-frame's");
     // The pseudo-header's sum, not inverted: what a partial checksum's field holds.
-    let addr = |at: usize| Ipv4Addr::new(head[at], head[at + 1], head[at + 2], head[at + 3]);
-    let sum = wire::checksum::fold(wire::checksum::ipv4_pseudo_header(
-        addr(ip + 12),
-        addr(ip + 16),
-        6,
-        tcp_len as u16,
-    ));
-    head[tcp + 16..tcp + 18].copy_from_slice(&sum.to_be_bytes());
-    vnet_hdr.fill(0);
-    vnet_hdr[0] = vnet::F_NEEDS_CSUM;
-    vnet_hdr[1] = vnet::GSO_TCPV4;
-    vnet_hdr[2..4].copy_from_slice(&(hdrs as u16).to_ne_bytes());
-    vnet_hdr[4..6].copy_from_slice(&((first.payload()) as u16).to_ne_bytes());
-    vnet_hdr[6..8].copy_from_slice(&(tcp as u16).to_ne_bytes());
-    vnet_hdr[8..10].copy_from_slice(&16u16.to_ne_bytes());
+    head[tcp + 16..tcp + 18].copy_from_slice(&sf.partial_checksum().to_be_bytes());
+    *vnet_hdr = vnet::tcp4_super_frame(&sf, first.payload() as u16);
     hdrs
 }
 
 #[cfg(test)]
 mod tests {
-    use rustix::fs::{Mode, OFlags};
-
     use super::*;
-    use crate::tap::rx::RxQueue;
-    use crate::tap::{OVERFLOW, VNET_HDR_LEN};
+    use crate::tap::VNET_HDR_LEN;
 
-    /// A 10,000-byte TCP super-frame cut by tap-input's segmentation into seven segments.
+    /// A 10,000-byte TCP super-frame cut into seven segments as `gso-ip4` cuts them: their
+    /// checksums computed here.
     fn segments(pool: &mut Pool, payload: &[u8], sport: u16) -> Vec<u32> {
         let mut frame = Vec::new();
         etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
@@ -201,20 +188,19 @@ mod tests {
             .ack(7)
             .write(&mut frame, payload)
             .unwrap();
-        let fd = rustix::fs::open("/dev/null", OFlags::RDONLY, Mode::empty()).unwrap();
-        let mut q = RxQueue::from_fd(fd);
-        q.overflow = vec![0; OVERFLOW];
-        let mut hdr = [0u8; VNET_HDR_LEN];
-        hdr[1] = vnet::GSO_TCPV4;
-        hdr[4..6].copy_from_slice(&1448u16.to_ne_bytes());
-        let b = pool.alloc().unwrap();
-        pool.room_mut(b)[..100].copy_from_slice(&frame[..100]);
-        q.overflow[..frame.len() - 100].copy_from_slice(&frame[100..]);
-        assert!(
-            q.segment(pool, b, &hdr, frame.len() + VNET_HDR_LEN, 100)
-                .is_ok()
-        );
-        q.pending.drain(..).map(|(b, _)| b).collect()
+        let sf = wire::tso::SuperFrame::parse(&frame, frame.len()).unwrap();
+        let count = sf.segments(1448);
+        (0..count)
+            .map(|k| {
+                let at = sf.hdrs + k * 1448;
+                let n = sf.segment_len(1448, k) - sf.hdrs;
+                let mut seg = [&frame[..sf.hdrs], &frame[at..at + n]].concat();
+                sf.fix(&mut seg, 1448, (k, count));
+                let b = pool.from_bytes(&seg).unwrap();
+                pool.meta_mut(b).flags |= L4_CHECKSUM_OURS;
+                b
+            })
+            .collect()
     }
 
     /// The segments of one super-frame make one run, written as a super-frame the kernel

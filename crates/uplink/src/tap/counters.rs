@@ -17,8 +17,8 @@ pub struct RxCounters {
     pub bad_frame: AtomicU64,
     /// Checksums the pod's stack left to offload, completed here.
     pub csum_completed: AtomicU64,
-    /// TCP segmentation-offload super-frames cut into segments here.
-    pub segmented: AtomicU64,
+    /// TCP segmentation-offload super-frames taken whole.
+    pub super_frames: AtomicU64,
     /// Reads that failed for another reason than an empty queue.
     pub read_errors: AtomicU64,
 }
@@ -32,7 +32,7 @@ pub struct RxStats {
     pub gso: u64,
     pub bad_frame: u64,
     pub csum_completed: u64,
-    pub segmented: u64,
+    pub super_frames: u64,
     pub read_errors: u64,
 }
 
@@ -46,7 +46,7 @@ impl RxCounters {
             gso: l(&self.gso),
             bad_frame: l(&self.bad_frame),
             csum_completed: l(&self.csum_completed),
-            segmented: l(&self.segmented),
+            super_frames: l(&self.super_frames),
             read_errors: l(&self.read_errors),
         }
     }

@@ -17,14 +17,14 @@
 //! receive does before the frame enters the graph, as every path out of it (memif, VXLAN,
 //! another tap) needs a finished checksum; it is counted. It announces TCP segmentation
 //! offload for IPv4 (`TUN_F_TSO4`, with ECN), so the pod's stack hands us TCP in super-frames
-//! of up to 64 KiB, one system call for dozens of segments; receive cuts each into segments of
-//! the size the header gives, as the kernel's software segmentation would (lengths, IDs,
-//! sequence numbers, flags and checksums per segment), since no path out of the graph takes
-//! a super-frame. Anything else marked for segmentation (UDP, IPv6: not announced) would be
-//! dropped and counted (`gso`). What we write carries an all-zero header (a plain frame,
-//! checksums as they are), except a run of one flow's TCP segments whose checksums we
-//! computed: that goes as one super-frame, its checksum partial (`coalesce`), so that the
-//! receiving pod's stack takes up to 64 KiB in one pass.
+//! of up to 64 KiB, one system call for dozens of segments. Receive keeps each whole, one
+//! chain (`gso_size` set, its checksum partial: [`wire::tso`]); it goes whole to another pod's
+//! tap, written with a header that says what it is, and is cut into segments (`gso-ip4`)
+//! only on its way to an interface that takes none. Anything else marked for segmentation
+//! (UDP, IPv6: not announced) is dropped and counted (`gso`). Plain frames are written with
+//! an all-zero header (checksums as they are), except a run of one flow's TCP segments whose
+//! checksums are known good: that goes as one super-frame, its checksum partial
+//! (`coalesce`), so that the receiving pod's stack takes up to 64 KiB in one pass.
 //!
 //! Reading and writing are one system call per frame (`readv`/`writev`, fd non-blocking):
 //! the kernel's tap has no rings to share. A frame lands in one pool buffer when it fits
@@ -39,8 +39,6 @@ mod counters;
 mod device;
 /// The receive side.
 mod rx;
-/// Cutting TCP super-frames into segments.
-mod segment;
 /// The ioctls (all of the tap's `unsafe`).
 mod sys;
 /// The transmit side.
@@ -56,6 +54,5 @@ pub const VNET_HDR_LEN: usize = crate::vnet::LEN_V1;
 /// The most a tap hands us in one read: a 64 KiB super-frame and its header.
 const OVERFLOW: usize = 65536 + VNET_HDR_LEN;
 const ETH_HDR: usize = wire::ethernet::HEADER_LEN;
-/// The smallest TCP segment size a super-frame is cut into or merged at (IPv4's minimum
-/// MSS); a smaller one would multiply one read into thousands of packets.
-const MIN_MSS: usize = 536;
+/// The smallest TCP segment size a run of segments is merged at.
+const MIN_MSS: usize = wire::tso::MIN_MSS;

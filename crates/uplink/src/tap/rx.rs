@@ -1,12 +1,13 @@
 //! A tap queue's receive side: one frame per read, behind its virtio-net header, into a pool
 //! buffer (a chain when it is larger), its checksum completed where the pod's stack left it
-//! to us; super-frames go to the `segment` module.
+//! to us; a TCP super-frame is kept whole, its checksum partial (`gso_size` set).
 
 use std::io::IoSliceMut;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
 
 use buffer::Pool;
+use wire::tso::{MIN_MSS, SuperFrame};
 
 use super::counters::RxCounters;
 use super::{ETH_HDR, OVERFLOW, VNET_HDR_LEN};
@@ -20,8 +21,8 @@ pub struct RecvStats {
     pub no_buffer: u32,
     pub gso: u32,
     pub bad_frame: u32,
-    /// Super-frames cut into segments (each segment is one of `packets`).
-    pub segmented: u32,
+    /// TCP super-frames taken whole (each is one of `packets`).
+    pub super_frames: u32,
     /// The device is gone (deleted inside its namespace): the queue will never read again.
     pub vanished: bool,
 }
@@ -33,11 +34,6 @@ pub struct RxQueue {
     /// Where a frame larger than one buffer goes on, before it is copied into a chain;
     /// allocated at the first such frame.
     pub(super) overflow: Vec<u8>,
-    /// A super-frame made contiguous, and one segment being built.
-    pub(super) linear: Vec<u8>,
-    /// Segments of a super-frame that did not fit the caller's frame: handed out first at
-    /// the next call. At most one super-frame's.
-    pub(super) pending: std::collections::VecDeque<(u32, u32)>,
     counters: Arc<RxCounters>,
 }
 
@@ -64,21 +60,7 @@ impl RxQueue {
         RxQueue {
             fd,
             overflow: Vec::new(),
-            linear: Vec::new(),
-            pending: std::collections::VecDeque::new(),
             counters: Arc::default(),
-        }
-    }
-
-    /// Whether segments of a super-frame wait to be handed out (the worker must not sleep).
-    pub fn pending(&self) -> bool {
-        !self.pending.is_empty()
-    }
-
-    /// Gives segments not handed out back to `pool`: before the queue is closed.
-    pub fn release(&mut self, pool: &mut Pool) {
-        for (b, _) in self.pending.drain(..) {
-            pool.free(b);
         }
     }
 
@@ -86,8 +68,8 @@ impl RxQueue {
         &self.counters
     }
 
-    /// Reads up to `max` frames into pool buffers appended to `out` (their `rx_if` is the
-    /// caller's to set).
+    /// Reads frames into pool buffers appended to `out` (their `rx_if` is the caller's to
+    /// set), until `max` frames or `max` buffers are taken or `max` reads made.
     pub fn recv(&mut self, pool: &mut Pool, out: &mut Vec<u32>, max: usize) -> RecvStats {
         let mut st = RecvStats::default();
         let mut bytes = 0u64;
@@ -96,19 +78,9 @@ impl RxQueue {
             self.overflow = vec![0; OVERFLOW];
         }
         // Every read counts, dropped or not: a pod writing frames that are all refused must
-        // not hold the worker here.
-        let mut reads = 0;
-        loop {
-            while st.packets < max
-                && let Some((b, len)) = self.pending.pop_front()
-            {
-                out.push(b);
-                st.packets += 1;
-                bytes += u64::from(len);
-            }
-            if st.packets >= max || !self.pending.is_empty() || reads >= max {
-                break;
-            }
+        // not hold the worker here. Buffers count too: a read of 64 KiB takes 33.
+        let (mut reads, mut buffers) = (0, 0);
+        while st.packets < max && reads < max && buffers < max {
             reads += 1;
             let Some(b) = pool.alloc() else {
                 // Read the frame anyway: left in the device it would keep the worker awake.
@@ -150,19 +122,15 @@ impl RxQueue {
                     break;
                 }
             };
-            if VnetHdr::new(&hdr).is_tcp4_super_frame() {
-                match self.segment(pool, b, &hdr, n, first) {
-                    Ok(()) => st.segmented += 1,
-                    Err(lost) => match lost {
-                        Lost::NoBuffer => st.no_buffer += 1,
-                        Lost::Gso => st.gso += 1,
-                        Lost::Bad => st.bad_frame += 1,
-                    },
-                }
-                continue;
-            }
-            match self.take(pool, b, &hdr, n, first, &mut csum) {
+            let taken = if VnetHdr::new(&hdr).is_tcp4_super_frame() {
+                self.take_whole(pool, b, &hdr, n, first)
+                    .inspect(|_| st.super_frames += 1)
+            } else {
+                self.take(pool, b, &hdr, n, first, &mut csum)
+            };
+            match taken {
                 Ok(len) => {
+                    buffers += len.div_ceil(first.max(1));
                     out.push(b);
                     st.packets += 1;
                     bytes += len as u64;
@@ -182,8 +150,8 @@ impl RxQueue {
             bump(&c.packets, st.packets as u64);
             bump(&c.bytes, bytes);
         }
-        if st.no_buffer + st.gso + st.bad_frame + st.segmented != 0 || csum != 0 {
-            bump(&c.segmented, u64::from(st.segmented));
+        if st.no_buffer + st.gso + st.bad_frame + st.super_frames != 0 || csum != 0 {
+            bump(&c.super_frames, u64::from(st.super_frames));
             bump(&c.no_buffer, u64::from(st.no_buffer));
             bump(&c.gso, u64::from(st.gso));
             bump(&c.bad_frame, u64::from(st.bad_frame));
@@ -257,6 +225,42 @@ impl RxQueue {
         if rest != 0 {
             // The rest as a chain of its own behind `b` (nothing is left behind if the pool
             // runs out: `from_bytes` frees what it took).
+            let tail = pool
+                .from_bytes(&self.overflow[..rest])
+                .ok_or(Lost::NoBuffer)?;
+            pool.link(b, tail);
+        }
+        Ok(len)
+    }
+}
+
+impl RxQueue {
+    /// Makes buffer `b` (the first `first` bytes of the frame, the rest in the overflow
+    /// area) the head of a TCP/IPv4 super-frame's chain, kept whole: its segment size in
+    /// `gso_size`, its TCP checksum field set to the pseudo-header's sum whatever the pod
+    /// wrote there (what a super-frame's partial checksum is, [`wire::tso`]).
+    fn take_whole(
+        &mut self,
+        pool: &mut Pool,
+        b: u32,
+        hdr: &[u8; VNET_HDR_LEN],
+        n: usize,
+        first: usize,
+    ) -> Result<usize, Lost> {
+        let len = n.checked_sub(VNET_HDR_LEN).ok_or(Lost::Bad)?;
+        let head = len.min(first);
+        let room = pool.room_mut(b);
+        let sf = SuperFrame::parse(&room[..head], len).ok_or(Lost::Bad)?;
+        let mss = VnetHdr::new(hdr).gso_size();
+        if usize::from(mss) < MIN_MSS {
+            return Err(Lost::Gso);
+        }
+        let field = sf.tcp_at + wire::tso::CHECKSUM_OFFSET;
+        room[field..field + 2].copy_from_slice(&sf.partial_checksum().to_be_bytes());
+        let m = pool.meta_mut(b);
+        (m.len, m.total_len, m.gso_size) = (head as u16, len as u32, mss);
+        let rest = len - head;
+        if rest != 0 {
             let tail = pool
                 .from_bytes(&self.overflow[..rest])
                 .ok_or(Lost::NoBuffer)?;

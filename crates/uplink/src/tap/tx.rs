@@ -1,6 +1,7 @@
 //! A tap queue's transmit side: each packet written with an all-zero virtio-net header, its
-//! chain gathered into one `writev` (linearised when it is long or has an external part), or
-//! a run of one flow's TCP segments written as one super-frame ([`super::coalesce`]).
+//! chain gathered into one `writev` (linearised when it is long or has an external part); a
+//! TCP super-frame kept whole from a pod's tap written as one, its header saying so; a run of
+//! one flow's TCP segments written as one super-frame ([`super::coalesce`]).
 
 use std::io::IoSlice;
 use std::os::fd::OwnedFd;
@@ -8,10 +9,13 @@ use std::sync::Arc;
 
 use buffer::{NONE, Pool};
 
+use wire::tso::MAX_HDRS;
+
 use super::coalesce;
 use super::counters::TxCounters;
 use super::{ETH_HDR, VNET_HDR_LEN};
 use crate::af_packet::counters::bump;
+use crate::vnet;
 
 /// What one `send` did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -25,6 +29,8 @@ pub struct SendStats {
     pub vanished: bool,
     /// Segments written as parts of super-frames.
     pub coalesced: usize,
+    /// Super-frames written whole.
+    pub whole: usize,
 }
 
 /// One queue's transmit side.
@@ -62,7 +68,7 @@ impl TxQueue {
             let r = if run > 1 {
                 self.write_run(pool, &rest[..run])
             } else {
-                self.write_one(pool, rest[0])
+                self.write_one(pool, rest[0], &mut st)
             };
             match r {
                 Written::Sent(len) => {
@@ -106,14 +112,27 @@ impl TxQueue {
         st
     }
 
-    /// Writes one packet with an all-zero virtio-net header: a plain frame.
-    fn write_one(&mut self, pool: &Pool, head: u32) -> Written {
-        const HDR: [u8; VNET_HDR_LEN] = [0; VNET_HDR_LEN];
-        /// Segments of one frame written at once; a longer chain is linearised first.
-        const MAX_IOV: usize = 16;
+    /// Writes one packet with an all-zero virtio-net header (a plain frame), or a
+    /// super-frame's.
+    fn write_one(&mut self, pool: &Pool, head: u32, st: &mut SendStats) -> Written {
+        /// Segments of one frame written at once (a 64 KiB super-frame is 33 buffers); a
+        /// longer chain is linearised first.
+        const MAX_IOV: usize = 40;
+        let gso = pool.meta(head).gso_size;
+        let hdr = if gso == 0 {
+            [0; VNET_HDR_LEN]
+        } else {
+            let d = pool.data(head);
+            let len = pool.meta(head).total_len as usize;
+            let Some(sf) = wire::tso::SuperFrame::parse(&d[..d.len().min(MAX_HDRS)], len) else {
+                return Written::Malformed;
+            };
+            st.whole += 1;
+            vnet::tcp4_super_frame(&sf, gso)
+        };
         let mut len = 0;
         let mut iov: [IoSlice<'_>; MAX_IOV] = [IoSlice::new(&[]); MAX_IOV];
-        iov[0] = IoSlice::new(&HDR);
+        iov[0] = IoSlice::new(&hdr);
         let mut k = 1;
         let mut linear = false;
         let mut i = head;
