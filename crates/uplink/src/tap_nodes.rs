@@ -59,8 +59,9 @@ impl TapInput {
         }
     }
 
-    fn close(&mut self, ifindex: u32) {
-        for (_, q) in self.queues.extract_if(.., |(i, _)| *i == ifindex) {
+    fn close(&mut self, pool: &mut buffer::Pool, ifindex: u32) {
+        for (_, mut q) in self.queues.extract_if(.., |(i, _)| *i == ifindex) {
+            q.release(pool);
             self.closer.close(q);
         }
     }
@@ -101,7 +102,7 @@ impl Node for TapInput {
         while let Some(c) = self.commands.try_recv() {
             match c {
                 QueueCommand::Rx { ifindex, queue } => self.queues.push((ifindex, queue)),
-                QueueCommand::Detach { ifindex } => self.close(ifindex),
+                QueueCommand::Detach { ifindex } => self.close(ctx.pool, ifindex),
                 QueueCommand::Tx { .. } => {}
             }
         }
@@ -133,7 +134,8 @@ impl Node for TapInput {
             // The turn visits queues in a rotated order: remove from the highest index down.
             vanished.sort_unstable();
             for &k in vanished.iter().rev() {
-                let (_, q) = self.queues.remove(k);
+                let (_, mut q) = self.queues.remove(k);
+                q.release(ctx.pool);
                 self.closer.close(q);
             }
         }
