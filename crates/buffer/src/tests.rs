@@ -425,38 +425,3 @@ fn a_buffer_comes_back_plain() {
     let m = p.meta(again);
     assert_eq!((m.gso_size, m.flags, m.error), (0, 0, 0));
 }
-
-#[test]
-fn rooms_of_many_buffers_are_borrowed_at_once() {
-    let mut p = small();
-    let mut bufs: Vec<u32> = (0..4).map(|_| p.alloc().unwrap()).collect();
-    bufs.sort_unstable();
-    p.advance(bufs[1], -4);
-    let mut rooms: [&mut [u8]; 8] = Default::default();
-    assert!(p.rooms_mut(&bufs, &mut rooms));
-    assert_eq!(
-        rooms[..4].iter().map(|r| r.len()).collect::<Vec<_>>(),
-        [64, 68, 64, 64]
-    );
-    assert!(rooms[4].is_empty());
-    for (k, r) in rooms.iter_mut().take(4).enumerate() {
-        r.fill(k as u8 + 1);
-    }
-    for (k, &b) in bufs.iter().enumerate() {
-        assert!(
-            p.room_mut(b).iter().all(|&x| x == k as u8 + 1),
-            "buffer {k}"
-        );
-    }
-    let backwards = [bufs[1], bufs[0]];
-    for (what, refused) in [
-        ("not ascending", &backwards[..]),
-        ("twice", &[bufs[0], bufs[0]]),
-        ("no such buffer", &[bufs[0], 999]),
-    ] {
-        let mut rooms: [&mut [u8]; 8] = Default::default();
-        assert!(!p.rooms_mut(refused, &mut rooms), "{what}");
-    }
-    let mut two: [&mut [u8]; 2] = Default::default();
-    assert!(!p.rooms_mut(&bufs, &mut two), "too many");
-}

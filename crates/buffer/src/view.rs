@@ -57,34 +57,6 @@ impl Pool {
         }
     }
 
-    /// The rooms (from each data offset to the buffer's end) of buffers `bufs`, in strictly
-    /// ascending order, borrowed at once into `rooms` (as many as `bufs`; the rest left
-    /// empty): for a read that scatters one frame over many buffers. False, borrowing
-    /// nothing, when `bufs` is not ascending, names no buffer of the pool or outnumbers
-    /// `rooms`.
-    pub fn rooms_mut<'a>(&'a mut self, bufs: &[u32], rooms: &mut [&'a mut [u8]]) -> bool {
-        let end = usize::from(self.headroom) + usize::from(self.data_size);
-        let ascending = bufs.windows(2).all(|w| w[0] < w[1]);
-        if !ascending
-            || bufs.len() > rooms.len()
-            || bufs.last().is_some_and(|&b| b as usize >= self.meta.len())
-        {
-            return false;
-        }
-        let mut rest: &'a mut [u8] = &mut self.mem;
-        let mut at = 0;
-        for (&b, room) in bufs.iter().zip(rooms.iter_mut()) {
-            let base = b as usize * self.stride;
-            let start = base + usize::from(self.meta[b as usize].offset);
-            let (_, tail) = core::mem::take(&mut rest).split_at_mut(start - at);
-            let (r, tail) = tail.split_at_mut(base + end - start);
-            *room = r;
-            rest = tail;
-            at = base + end;
-        }
-        true
-    }
-
     /// Addresses in the rooms of many buffers at once, for a copy engine that writes them
     /// after this call: every pointer derives from one borrow of the pool's memory, so that
     /// none is invalidated by another (as pointers taken from successive `room_mut` calls

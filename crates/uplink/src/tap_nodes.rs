@@ -59,9 +59,8 @@ impl TapInput {
         }
     }
 
-    fn close(&mut self, pool: &mut buffer::Pool, ifindex: u32) {
-        for (_, mut q) in self.queues.extract_if(.., |(i, _)| *i == ifindex) {
-            q.release(pool);
+    fn close(&mut self, ifindex: u32) {
+        for (_, q) in self.queues.extract_if(.., |(i, _)| *i == ifindex) {
             self.closer.close(q);
         }
     }
@@ -102,7 +101,7 @@ impl Node for TapInput {
         while let Some(c) = self.commands.try_recv() {
             match c {
                 QueueCommand::Rx { ifindex, queue } => self.queues.push((ifindex, queue)),
-                QueueCommand::Detach { ifindex } => self.close(ctx.pool, ifindex),
+                QueueCommand::Detach { ifindex } => self.close(ifindex),
                 QueueCommand::Tx { .. } => {}
             }
         }
@@ -134,8 +133,7 @@ impl Node for TapInput {
             // The turn visits queues in a rotated order: remove from the highest index down.
             vanished.sort_unstable();
             for &k in vanished.iter().rev() {
-                let (_, mut q) = self.queues.remove(k);
-                q.release(ctx.pool);
+                let (_, q) = self.queues.remove(k);
                 self.closer.close(q);
             }
         }

@@ -27,12 +27,9 @@
 //! (`coalesce`), so that the receiving pod's stack takes up to 64 KiB in one pass.
 //!
 //! Reading and writing are one system call per frame (`readv`/`writev`, fd non-blocking):
-//! the kernel's tap has no rings to share. Each read scatters the frame straight over pool
-//! buffers (the queue keeps a reserve of them, enough for a 64 KiB frame, given back when
-//! the queue closes): one buffer when it fits (2048 bytes of data by default: any frame of
-//! a 1500-byte MTU), a chain otherwise, never a copy of ours. Only when the pool cannot
-//! fill the reserve does the end of a frame go to an overflow area and be copied into a
-//! chain from there (or dropped, counted, if no buffer is left): no frame is ever cut.
+//! the kernel's tap has no rings to share. A frame lands in one pool buffer when it fits
+//! (2048 bytes of data by default: any frame of a 1500-byte MTU) and in a chain otherwise,
+//! by way of a per-queue overflow area, so no frame is ever cut.
 
 /// Writing runs of TCP segments as super-frames.
 mod coalesce;

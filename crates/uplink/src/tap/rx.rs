@@ -31,30 +31,10 @@ pub struct RecvStats {
 #[derive(Debug)]
 pub struct RxQueue {
     fd: Arc<OwnedFd>,
-    /// Pool buffers the next read scatters its frame over, ascending: enough for the
-    /// largest frame, kept from read to read (a queue's reserve, given back by
-    /// [`RxQueue::release`]).
-    spare: Vec<u32>,
-    /// Where the end of a frame goes when the pool could not fill the reserve; allocated at
-    /// the first such read.
+    /// Where a frame larger than one buffer goes on, before it is copied into a chain;
+    /// allocated at the first such frame.
     pub(super) overflow: Vec<u8>,
-    /// A chained frame made contiguous, to complete its checksum.
-    linear: Vec<u8>,
-    /// A read found the device gone.
-    vanished: bool,
     counters: Arc<RxCounters>,
-}
-
-/// What one read gave.
-enum Read {
-    /// A frame of this length behind this header, in the reserve (and overflow area).
-    Frame([u8; VNET_HDR_LEN], usize),
-    /// A frame read into the overflow area and dropped: the pool had no buffer.
-    NoBuffer,
-    /// A frame longer than a read takes (or shorter than its header), dropped.
-    TooLong,
-    /// Nothing to read, or an error (counted; the device's vanishing noted).
-    Nothing,
 }
 
 /// Why a frame was not taken.
@@ -63,10 +43,6 @@ pub(super) enum Lost {
     Gso,
     Bad,
 }
-
-/// Most buffers one read scatters over: a 64 KiB frame in 2 KiB buffers (smaller buffers
-/// leave the rest to the overflow area).
-const MAX_BUFS: usize = OVERFLOW.div_ceil(2048);
 
 impl RxQueue {
     pub fn fd(&self) -> BorrowedFd<'_> {
@@ -83,18 +59,9 @@ impl RxQueue {
     pub(super) fn shared(fd: Arc<OwnedFd>) -> RxQueue {
         RxQueue {
             fd,
-            spare: Vec::with_capacity(MAX_BUFS),
             overflow: Vec::new(),
-            linear: Vec::new(),
-            vanished: false,
             counters: Arc::default(),
         }
-    }
-
-    /// Gives the queue's reserve of buffers back to `pool`: before the queue is closed.
-    pub fn release(&mut self, pool: &mut Pool) {
-        pool.free_bulk(&self.spare);
-        self.spare.clear();
     }
 
     pub fn counters(&self) -> &Arc<RxCounters> {
@@ -107,44 +74,69 @@ impl RxQueue {
         let mut st = RecvStats::default();
         let mut bytes = 0u64;
         let mut csum = 0u64;
+        if self.overflow.is_empty() {
+            self.overflow = vec![0; OVERFLOW];
+        }
         // Every read counts, dropped or not: a pod writing frames that are all refused must
         // not hold the worker here. Buffers count too: a read of 64 KiB takes 33.
         let (mut reads, mut buffers) = (0, 0);
         while st.packets < max && reads < max && buffers < max {
             reads += 1;
-            let (hdr, len) = match self.read(pool) {
-                Read::Frame(hdr, len) => (hdr, len),
-                Read::NoBuffer => {
-                    st.no_buffer += 1;
-                    continue;
+            let Some(b) = pool.alloc() else {
+                // Read the frame anyway: left in the device it would keep the worker awake.
+                match rustix::io::read(&*self.fd, &mut self.overflow) {
+                    Ok(_) => {
+                        st.no_buffer += 1;
+                        continue;
+                    }
+                    Err(e) => {
+                        self.read_error(e, &mut st);
+                        break;
+                    }
                 }
-                Read::TooLong => {
+            };
+            let mut hdr = [0u8; VNET_HDR_LEN];
+            let room = pool.room_mut(b);
+            let first = room.len();
+            let n = {
+                let mut iov = [
+                    IoSliceMut::new(&mut hdr),
+                    IoSliceMut::new(room),
+                    IoSliceMut::new(&mut self.overflow),
+                ];
+                rustix::io::readv(&*self.fd, &mut iov)
+            };
+            let n = match n {
+                // The kernel returns the frame's whole length even when it cut the copy short
+                // (a frame larger than the room given): such a frame is refused, and nothing
+                // past what was read is ever looked at.
+                Ok(n) if n > VNET_HDR_LEN + first + self.overflow.len() => {
+                    pool.free(b);
                     st.bad_frame += 1;
                     continue;
                 }
-                Read::Nothing => break,
-            };
-            let (head, n) = match self.chain(pool, len) {
-                Ok(r) => r,
-                Err(_) => {
-                    st.no_buffer += 1;
-                    continue;
+                Ok(n) => n,
+                Err(e) => {
+                    pool.free(b);
+                    self.read_error(e, &mut st);
+                    break;
                 }
             };
             let taken = if VnetHdr::new(&hdr).is_tcp4_super_frame() {
-                take_whole(pool, head, &hdr, len).inspect(|_| st.super_frames += 1)
+                self.take_whole(pool, b, &hdr, n, first)
+                    .inspect(|_| st.super_frames += 1)
             } else {
-                self.take(pool, head, &hdr, len, &mut csum)
+                self.take(pool, b, &hdr, n, first, &mut csum)
             };
             match taken {
-                Ok(()) => {
-                    buffers += n;
-                    out.push(head);
+                Ok(len) => {
+                    buffers += len.div_ceil(first.max(1));
+                    out.push(b);
                     st.packets += 1;
                     bytes += len as u64;
                 }
                 Err(lost) => {
-                    pool.free(head);
+                    pool.free(b);
                     match lost {
                         Lost::NoBuffer => st.no_buffer += 1,
                         Lost::Gso => st.gso += 1,
@@ -152,10 +144,6 @@ impl RxQueue {
                     }
                 }
             }
-        }
-        if self.vanished {
-            st.vanished = true;
-            self.vanished = false;
         }
         let c = &self.counters;
         if st.packets != 0 {
@@ -172,106 +160,27 @@ impl RxQueue {
         st
     }
 
-    /// One read, scattered over the reserve (topped up first) and, when the pool could not
-    /// fill it, the overflow area.
-    fn read(&mut self, pool: &mut Pool) -> Read {
-        let need = OVERFLOW.div_ceil(pool.data_size()).min(MAX_BUFS);
-        let before = self.spare.len();
-        while self.spare.len() < need
-            && let Some(b) = pool.alloc()
-        {
-            self.spare.push(b);
-        }
-        if self.spare.len() != before {
-            self.spare.sort_unstable();
-        }
-        let short = self.spare.len() * pool.data_size() < OVERFLOW;
-        if short && self.overflow.is_empty() {
-            self.overflow = vec![0; OVERFLOW];
-        }
-        let mut hdr = [0u8; VNET_HDR_LEN];
-        let mut rooms: [&mut [u8]; MAX_BUFS] = std::array::from_fn(|_| Default::default());
-        let ok = pool.rooms_mut(&self.spare, &mut rooms);
-        debug_assert!(ok, "the reserve is ascending, distinct, the pool's");
-        let k = self.spare.len();
-        let mut iov: [IoSliceMut<'_>; MAX_BUFS + 2] =
-            std::array::from_fn(|_| IoSliceMut::new(&mut []));
-        iov[0] = IoSliceMut::new(&mut hdr);
-        let mut room = 0;
-        for (slot, r) in iov[1..].iter_mut().zip(rooms.iter_mut().take(k)) {
-            room += r.len();
-            *slot = IoSliceMut::new(r);
-        }
-        let mut count = k + 1;
-        if short {
-            room += self.overflow.len();
-            iov[count] = IoSliceMut::new(&mut self.overflow);
-            count += 1;
-        }
-        match rustix::io::readv(&*self.fd, &mut iov[..count]) {
-            // The kernel returns the frame's whole length even when it cut the copy short
-            // (a frame larger than the room given): such a frame is refused, and nothing
-            // past what was read is ever looked at.
-            Ok(n) if n > VNET_HDR_LEN + room || n < VNET_HDR_LEN => Read::TooLong,
-            Ok(_) if k == 0 => Read::NoBuffer,
-            Ok(n) => Read::Frame(hdr, n - VNET_HDR_LEN),
-            Err(e) => {
-                self.read_error(e);
-                Read::Nothing
-            }
-        }
-    }
-
-    /// Makes the `len` bytes the last read put in the reserve (and overflow area) one
-    /// chain, its buffers out of the reserve: its head and how many buffers it took.
-    fn chain(&mut self, pool: &mut Pool, len: usize) -> Result<(u32, usize), Lost> {
-        let size = pool.data_size();
-        let in_bufs = len.min(self.spare.len() * size);
-        let used = in_bufs.div_ceil(size).max(1);
-        let head = self.spare[0];
-        let mut left = in_bufs;
-        for (i, &b) in self.spare[..used].iter().enumerate() {
-            let m = pool.meta_mut(b);
-            m.len = left.min(size) as u16;
-            left -= usize::from(m.len);
-            if i + 1 < used {
-                m.next = self.spare[i + 1];
-            }
-        }
-        pool.meta_mut(head).total_len = in_bufs as u32;
-        let last = self.spare[used - 1];
-        self.spare.drain(..used);
-        let rest = len - in_bufs;
-        if rest != 0 {
-            let Some(tail) = pool.from_bytes(&self.overflow[..rest]) else {
-                pool.free(head);
-                return Err(Lost::NoBuffer);
-            };
-            pool.link(last, tail);
-            pool.meta_mut(head).total_len = len as u32;
-        }
-        Ok((head, used + rest.div_ceil(size)))
-    }
-
-    fn read_error(&mut self, e: rustix::io::Errno) {
+    fn read_error(&self, e: rustix::io::Errno, st: &mut RecvStats) {
         match e {
             rustix::io::Errno::AGAIN | rustix::io::Errno::INTR => {}
             // The device was unregistered under the fd (`ip link del` in the pod).
-            rustix::io::Errno::BADFD | rustix::io::Errno::NODEV => self.vanished = true,
+            rustix::io::Errno::BADFD | rustix::io::Errno::NODEV => st.vanished = true,
             _ => bump(&self.counters.read_errors, 1),
         }
     }
 
-    /// Takes the plain frame of `len` bytes at `head`, its checksum completed where the
-    /// pod's stack left it to us.
+    /// Makes buffer `b` (which holds the first `first` bytes of the frame, the rest being in
+    /// the overflow area) the head of the frame's chain, its checksum completed.
     fn take(
         &mut self,
         pool: &mut Pool,
-        head: u32,
+        b: u32,
         hdr: &[u8; VNET_HDR_LEN],
-        len: usize,
+        n: usize,
+        first: usize,
         csum: &mut u64,
-    ) -> Result<(), Lost> {
+    ) -> Result<usize, Lost> {
+        let len = n.checked_sub(VNET_HDR_LEN).ok_or(Lost::Bad)?;
         if len < ETH_HDR {
             return Err(Lost::Bad);
         }
@@ -279,67 +188,114 @@ impl RxQueue {
         if hdr.gso_type() != vnet::GSO_NONE {
             return Err(Lost::Gso);
         }
-        let Some((start, offset)) = hdr.partial_csum() else {
-            return Ok(());
-        };
-        let start = usize::from(start);
-        let field = start + usize::from(offset);
-        if field + 2 > len || start > len {
-            return Err(Lost::Bad);
-        }
-        // As the kernel's skb_checksum_help: the field holds the pseudo-header's sum; sum
-        // from csum_start to the end, fold, invert, never 0 (UDP's "no checksum").
-        let sum = |d: &[u8]| {
-            let c = !wire::checksum::fold(wire::checksum::accumulate(0, &d[start..]));
-            if c == 0 { 0xffff } else { c }.to_be_bytes()
-        };
-        if pool.meta(head).next == buffer::NONE {
-            let d = pool.data_mut(head);
-            let c = sum(d);
-            d[field..field + 2].copy_from_slice(&c);
-        } else {
-            // A chain (a jumbo frame): summed from a contiguous copy, the field written
-            // back where it lies.
-            self.linear.clear();
-            pool.read_chain(head, &mut self.linear);
-            let c = sum(&self.linear);
-            self.linear[field..field + 2].copy_from_slice(&c);
-            let mut at = 0;
-            let mut b = head;
-            while b != buffer::NONE {
-                let d = pool.data_mut(b);
-                let end = at + d.len();
-                let (from, to) = (field.max(at), (field + 2).min(end));
-                if from < to {
-                    d[from - at..to - at].copy_from_slice(&self.linear[from..to]);
-                }
-                at = end;
-                b = pool.meta(b).next;
+        let head = len.min(first);
+        let rest = len - head;
+        if let Some((start, offset)) = hdr.partial_csum() {
+            let start = usize::from(start);
+            let field = start + usize::from(offset);
+            if field + 2 > len || start > len {
+                return Err(Lost::Bad);
             }
+            // As the kernel's skb_checksum_help: the field holds the pseudo-header's sum;
+            // sum from csum_start to the end, fold, invert, never 0 (UDP's "no checksum").
+            let room = pool.room_mut(b);
+            let (a, o) = if start < head {
+                (&room[start..head], &self.overflow[..rest])
+            } else {
+                (&[][..], &self.overflow[start - head..rest])
+            };
+            let c = !wire::checksum::fold(sum_split(a, o));
+            let c = if c == 0 { 0xffff } else { c }.to_be_bytes();
+            for (k, byte) in c.into_iter().enumerate() {
+                let at = field + k;
+                if at < head {
+                    room[at] = byte;
+                } else {
+                    self.overflow[at - head] = byte;
+                }
+            }
+            *csum += 1;
         }
-        pool.meta_mut(head).flags |= buffer::L4_CHECKSUM_OURS;
-        *csum += 1;
-        Ok(())
+        let m = pool.meta_mut(b);
+        m.len = head as u16;
+        m.total_len = len as u32;
+        if hdr.partial_csum().is_some() {
+            m.flags |= buffer::L4_CHECKSUM_OURS;
+        }
+        if rest != 0 {
+            // The rest as a chain of its own behind `b` (nothing is left behind if the pool
+            // runs out: `from_bytes` frees what it took).
+            let tail = pool
+                .from_bytes(&self.overflow[..rest])
+                .ok_or(Lost::NoBuffer)?;
+            pool.link(b, tail);
+        }
+        Ok(len)
     }
 }
 
-/// Takes the TCP/IPv4 super-frame of `len` bytes at `head` whole: its segment size in
-/// `gso_size`, its TCP checksum field set to the pseudo-header's sum whatever the pod wrote
-/// there (what a super-frame's partial checksum is, [`wire::tso`]).
-fn take_whole(
-    pool: &mut Pool,
-    head: u32,
-    hdr: &[u8; VNET_HDR_LEN],
-    len: usize,
-) -> Result<(), Lost> {
-    let d = pool.data_mut(head);
-    let sf = SuperFrame::parse(d, len).ok_or(Lost::Bad)?;
-    let mss = VnetHdr::new(hdr).gso_size();
-    if usize::from(mss) < MIN_MSS {
-        return Err(Lost::Gso);
+impl RxQueue {
+    /// Makes buffer `b` (the first `first` bytes of the frame, the rest in the overflow
+    /// area) the head of a TCP/IPv4 super-frame's chain, kept whole: its segment size in
+    /// `gso_size`, its TCP checksum field set to the pseudo-header's sum whatever the pod
+    /// wrote there (what a super-frame's partial checksum is, [`wire::tso`]).
+    fn take_whole(
+        &mut self,
+        pool: &mut Pool,
+        b: u32,
+        hdr: &[u8; VNET_HDR_LEN],
+        n: usize,
+        first: usize,
+    ) -> Result<usize, Lost> {
+        let len = n.checked_sub(VNET_HDR_LEN).ok_or(Lost::Bad)?;
+        let head = len.min(first);
+        let room = pool.room_mut(b);
+        let sf = SuperFrame::parse(&room[..head], len).ok_or(Lost::Bad)?;
+        let mss = VnetHdr::new(hdr).gso_size();
+        if usize::from(mss) < MIN_MSS {
+            return Err(Lost::Gso);
+        }
+        let field = sf.tcp_at + wire::tso::CHECKSUM_OFFSET;
+        room[field..field + 2].copy_from_slice(&sf.partial_checksum().to_be_bytes());
+        let m = pool.meta_mut(b);
+        (m.len, m.total_len, m.gso_size) = (head as u16, len as u32, mss);
+        let rest = len - head;
+        if rest != 0 {
+            let tail = pool
+                .from_bytes(&self.overflow[..rest])
+                .ok_or(Lost::NoBuffer)?;
+            pool.link(b, tail);
+        }
+        Ok(len)
     }
-    let field = sf.tcp_at + wire::tso::CHECKSUM_OFFSET;
-    d[field..field + 2].copy_from_slice(&sf.partial_checksum().to_be_bytes());
-    pool.meta_mut(head).gso_size = mss;
-    Ok(())
+}
+
+/// The one's-complement sum of `a` followed by `b`, whatever the parity of `a`'s length.
+fn sum_split(a: &[u8], b: &[u8]) -> u32 {
+    if a.len().is_multiple_of(2) || b.is_empty() {
+        return wire::checksum::accumulate(wire::checksum::accumulate(0, a), b);
+    }
+    let (last, a) = a.split_last().expect("odd length");
+    let acc = wire::checksum::accumulate(0, a);
+    let acc = wire::checksum::accumulate(acc, &[*last, b[0]]);
+    wire::checksum::accumulate(acc, &b[1..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sum_split_anywhere_is_the_sum_of_the_whole() {
+        let data: Vec<u8> = (0..301u32).map(|i| (i * 37 + 11) as u8).collect();
+        let whole = wire::checksum::fold(wire::checksum::accumulate(0, &data));
+        for at in 0..=data.len() {
+            let (a, b) = data.split_at(at);
+            assert_eq!(
+                wire::checksum::fold(sum_split(a, b)),
+                whole,
+                "split at {at}"
+            );
+        }
+    }
 }
