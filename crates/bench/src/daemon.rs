@@ -115,6 +115,18 @@ impl Daemon {
         Daemon::start_waiting(&[], bin, dir, config, Duration::from_secs(10), false)
     }
 
+    /// As [`start_without_memif_socket`](Self::start_without_memif_socket), the daemon run
+    /// inside network namespace `ns` (a node's, in a two-node topology).
+    pub fn start_in_netns(
+        ns: &str,
+        bin: &Path,
+        dir: &Path,
+        config: &str,
+    ) -> Result<Daemon, DutError> {
+        let wrapper = ["ip", "netns", "exec", ns].map(String::from);
+        Daemon::start_waiting(&wrapper, bin, dir, config, Duration::from_secs(10), false)
+    }
+
     /// The daemon, keeping `ns` (the namespace it runs in) until it has stopped.
     pub fn holding(mut self, ns: crate::underlay::VethNetns) -> Daemon {
         self.netns = Some(ns);

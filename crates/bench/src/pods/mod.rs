@@ -13,6 +13,8 @@
 mod measure;
 /// The pods and the paths between them.
 pub mod topo;
+/// The two-node paths.
+mod two_nodes;
 
 use serde::Serialize;
 
@@ -28,15 +30,28 @@ pub enum PodPath {
     /// The kernel's veth pairs and a routing namespace.
     #[serde(rename = "kernel-veth")]
     Kernel,
+    /// The pods on two nodes (namespaces joined by a veth pair, the underlay), veclane on
+    /// each with the pods' network in VXLAN over an AF_PACKET uplink.
+    VeclaneVxlan,
+    /// The pods on two nodes over the same underlay, each node a router with the pod's veth
+    /// pair and a Linux VXLAN device.
+    KernelVxlan,
 }
 
 impl PodPath {
-    pub const ALL: [PodPath; 2] = [PodPath::VeclaneTap, PodPath::Kernel];
+    pub const ALL: [PodPath; 4] = [
+        PodPath::VeclaneTap,
+        PodPath::Kernel,
+        PodPath::VeclaneVxlan,
+        PodPath::KernelVxlan,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             PodPath::VeclaneTap => "veclane-tap",
             PodPath::Kernel => "kernel-veth",
+            PodPath::VeclaneVxlan => "veclane-vxlan",
+            PodPath::KernelVxlan => "kernel-vxlan",
         }
     }
 
@@ -45,6 +60,8 @@ impl PodPath {
         match self {
             PodPath::VeclaneTap => "vt",
             PodPath::Kernel => "kv",
+            PodPath::VeclaneVxlan => "vx",
+            PodPath::KernelVxlan => "kx",
         }
     }
 }

@@ -10,6 +10,10 @@
 //!   router with forwarding on, a host route to each pod and a static neighbour for it: what
 //!   the standard `ptp` CNI plugin builds, without veclane anywhere.
 //!
+//! - two nodes ([`super::two_nodes`]): the same two kinds, each pod on a node of its own, the
+//!   nodes namespaces joined by a veth pair (the underlay) and the pods' traffic in VXLAN
+//!   between them.
+//!
 //! Every namespace's name starts with the harness's `vlbench-PID-`, so a harness killed
 //! before it could delete them has them deleted by the next one.
 
@@ -26,7 +30,7 @@ use crate::underlay::{Netns, ip, remove_stale};
 pub const POD_A: &str = "10.99.0.2";
 pub const POD_B: &str = "10.99.0.3";
 /// The network the pods are in.
-const RANGE: &str = "10.99.0.0/16";
+pub(super) const RANGE: &str = "10.99.0.0/16";
 /// Each pod's gateway: a link-local address answered by a permanent neighbour entry.
 const GW: &str = "169.254.1.1";
 
@@ -36,12 +40,14 @@ pub struct Pods {
     pub path: PodPath,
     pub a: Netns,
     pub b: Netns,
-    /// veclane, when it is the path (its worker's CPU time is the path's cost).
-    pub daemon: Option<Daemon>,
-    /// The kernel path's router.
-    pub router: Option<Netns>,
-    /// The daemon's runtime directory.
-    _dir: Option<tempfile::TempDir>,
+    /// veclane, when it is the path: one daemon per node (their threads' CPU time is the
+    /// path's cost).
+    pub daemons: Vec<Daemon>,
+    /// The namespaces between the pods (the kernel path's routers, the two-node paths'
+    /// nodes), each with the devices in it whose drops are the path's.
+    pub between: Vec<(Netns, Vec<&'static str>)>,
+    /// The daemons' runtime directories.
+    pub(super) _dirs: Vec<tempfile::TempDir>,
 }
 
 /// Where the pods of one path run: CPUs and the veclane binary.
@@ -91,9 +97,9 @@ impl Pods {
                     path,
                     a,
                     b,
-                    daemon: None,
-                    router: Some(r),
-                    _dir: None,
+                    daemons: Vec::new(),
+                    between: vec![(r, vec!["va", "vb"])],
+                    _dirs: Vec::new(),
                 })
             }
             PodPath::VeclaneTap => {
@@ -106,30 +112,32 @@ impl Pods {
                 );
                 let d = Daemon::start_without_memif_socket(&at.bin, dir.path(), &config)?;
                 for (pod, addr) in [(&a, POD_A), (&b, POD_B)] {
-                    tap_pod(&d, &at.bin, dir.path(), pod, addr)?;
+                    tap_pod(&d, &at.bin, dir.path(), pod, addr, 1500)?;
                 }
                 Ok(Pods {
                     path,
                     a,
                     b,
-                    daemon: Some(d),
-                    router: None,
-                    _dir: Some(dir),
+                    daemons: vec![d],
+                    between: Vec::new(),
+                    _dirs: vec![dir],
                 })
             }
+            PodPath::VeclaneVxlan => super::two_nodes::veclane(&tag, a, b, at),
+            PodPath::KernelVxlan => super::two_nodes::kernel(&tag, a, b),
         }
     }
 }
 
 /// A namespace for a pod (or the router), its loopback up.
-fn pod_netns(name: String) -> Result<Netns, DutError> {
+pub(super) fn pod_netns(name: String) -> Result<Netns, DutError> {
     let ns = Netns::create(name)?;
     ip(&["-n", &ns.name, "link", "set", "lo", "up"])?;
     Ok(ns)
 }
 
 /// A veth pair, `dev` in `r` and `eth0` in `pod`, both up; `dev`'s MAC.
-fn veth(r: &Netns, dev: &str, pod: &Netns) -> Result<String, DutError> {
+pub(super) fn veth(r: &Netns, dev: &str, pod: &Netns) -> Result<String, DutError> {
     ip(&[
         "-n", &r.name, "link", "add", dev, "type", "veth", "peer", "name", "eth0", "netns",
         &pod.name,
@@ -138,13 +146,20 @@ fn veth(r: &Netns, dev: &str, pod: &Netns) -> Result<String, DutError> {
     link_mac(&r.name, dev)
 }
 
-/// A pod's tap from veclane, wired as the CNI plugin wires one.
-fn tap_pod(d: &Daemon, bin: &Path, dir: &Path, pod: &Netns, addr: &str) -> Result<(), DutError> {
+/// A pod's tap from veclane with `mtu`, wired as the CNI plugin wires one.
+pub(super) fn tap_pod(
+    d: &Daemon,
+    bin: &Path,
+    dir: &Path,
+    pod: &Netns,
+    addr: &str,
+    mtu: u16,
+) -> Result<(), DutError> {
     let out = ctl(
         bin,
         dir,
         &format!(
-            "create interface tap host-if-name eth0 netns {} network pods \
+            "create interface tap host-if-name eth0 netns {} network pods mtu {mtu} \
              allowed-sources {addr}/32",
             pod.name
         ),
@@ -179,7 +194,7 @@ fn tap_pod(d: &Daemon, bin: &Path, dir: &Path, pod: &Netns, addr: &str) -> Resul
 
 /// The pod's own side: `eth0` up with `addr`/32, the gateway a permanent neighbour at
 /// `gw_mac`, the pods' range through it.
-fn pod_side(pod: &Netns, addr: &str, gw_mac: &str) -> Result<(), DutError> {
+pub(super) fn pod_side(pod: &Netns, addr: &str, gw_mac: &str) -> Result<(), DutError> {
     let n = pod.name.as_str();
     ip(&["-n", n, "link", "set", "eth0", "up"])?;
     ip(&["-n", n, "addr", "add", &format!("{addr}/32"), "dev", "eth0"])?;
@@ -191,7 +206,7 @@ fn pod_side(pod: &Netns, addr: &str, gw_mac: &str) -> Result<(), DutError> {
     Ok(())
 }
 
-fn neigh(ns: &str, addr: &str, mac: &str, dev: &str) -> Result<(), DutError> {
+pub(super) fn neigh(ns: &str, addr: &str, mac: &str, dev: &str) -> Result<(), DutError> {
     ip(&[
         "-n",
         ns,
@@ -208,7 +223,7 @@ fn neigh(ns: &str, addr: &str, mac: &str, dev: &str) -> Result<(), DutError> {
 }
 
 /// Device `dev`'s MAC in namespace `ns`.
-fn link_mac(ns: &str, dev: &str) -> Result<String, DutError> {
+pub(super) fn link_mac(ns: &str, dev: &str) -> Result<String, DutError> {
     let out = Command::new("ip")
         .args(["-n", ns, "-j", "link", "show", dev])
         .output()
@@ -222,7 +237,7 @@ fn link_mac(ns: &str, dev: &str) -> Result<String, DutError> {
 }
 
 /// `veclane ctl LINE` against the daemon in `dir`; its output.
-fn ctl(bin: &Path, dir: &Path, line: &str) -> Result<String, DutError> {
+pub(super) fn ctl(bin: &Path, dir: &Path, line: &str) -> Result<String, DutError> {
     let out = Command::new(bin)
         .arg("ctl")
         .arg("--socket")

@@ -225,7 +225,7 @@ pub struct BenchArgs {
     #[arg(long, value_delimiter = ',', value_parser = pod_tests())]
     pub(super) pod_tests: Vec<String>,
     /// pods: the paths between the pods, taking turns in this order [default:
-    /// veclane-tap,kernel-veth].
+    /// veclane-tap,kernel-veth,veclane-vxlan,kernel-vxlan].
     #[arg(long, value_delimiter = ',', value_parser = pod_paths())]
     pub(super) pod_paths: Vec<String>,
     /// pods: veclane's receive mode (the daemon's `mode`: adaptive, interrupt, polling).
