@@ -113,7 +113,8 @@ pub fn protocol_nodes(
 }
 
 /// Returns the rest of `head`'s chain to the pool: for nodes that turn a packet into a small
-/// one of their own (ICMP error, ARP request) and need only the head's bytes.
+/// one of their own (ICMP error, ARP request) and need only the head's bytes. What is left is
+/// no super-frame, whatever the packet was.
 pub(crate) fn free_chain_tail(pool: &mut buffer::Pool, head: u32) {
     let tail = pool.meta(head).next;
     if tail != buffer::NONE {
@@ -122,6 +123,7 @@ pub(crate) fn free_chain_tail(pool: &mut buffer::Pool, head: u32) {
     }
     let m = pool.meta_mut(head);
     m.ext.len = 0;
+    m.gso_size = 0;
     m.total_len = u32::from(m.len);
 }
 
@@ -630,9 +632,11 @@ mod tests {
         .unwrap();
         let b = pool.from_bytes(&[1u8; 200]).unwrap();
         assert_eq!(pool.chain_len(b), 4);
+        pool.meta_mut(b).gso_size = 1448;
         free_chain_tail(&mut pool, b);
         assert_eq!(pool.chain_len(b), 1);
         assert_eq!(pool.meta(b).total_len, 64);
+        assert_eq!(pool.meta(b).gso_size, 0, "no super-frame any more");
         assert_eq!(pool.available(), 7);
         free_chain_tail(&mut pool, b); // a lone buffer is left alone
         assert_eq!((pool.available(), pool.meta(b).total_len), (7, 64));
