@@ -270,14 +270,8 @@ fn tap_name_taken_vanished_namespace_and_fds() {
     assert!(st.vanished || st.link_down, "{st:?}");
 }
 
-/// What a hostile pod can write into its tap, fed to the receive path through a
-/// `SOCK_SEQPACKET` pair (one message per read, as a tap gives): runts, a checksum offset
-/// outside the frame, segmentation of a frame that is not TCP, a tiny segment size, header
-/// lengths that lie. Each is dropped and counted; the worker's read budget holds; no buffer
-/// is kept. (A frame larger than a read can take is refused by the length a tap's read
-/// returns, the whole frame's; a socket returns what it copied, so that case needs a tap.)
-#[test]
-fn hostile_frames_from_a_pod_are_counted_and_dropped() {
+/// A receive queue over a `SOCK_SEQPACKET` pair standing in for a tap, and the pod's end.
+fn pod_socket() -> (RxQueue, std::os::fd::OwnedFd) {
     use rustix::net::{AddressFamily, SocketFlags, SocketType, socketpair};
     let (ours, pods) = socketpair(
         AddressFamily::UNIX,
@@ -287,7 +281,18 @@ fn hostile_frames_from_a_pod_are_counted_and_dropped() {
     )
     .unwrap();
     rustix::net::sockopt::set_socket_send_buffer_size(&pods, 1 << 20).unwrap();
-    let mut q = RxQueue::from_fd(ours);
+    (RxQueue::from_fd(ours), pods)
+}
+
+/// What a hostile pod can write into its tap, fed to the receive path through a
+/// `SOCK_SEQPACKET` pair (one message per read, as a tap gives): runts, a checksum offset
+/// outside the frame, segmentation of a frame that is not TCP, a tiny segment size, header
+/// lengths that lie. Each is dropped and counted; the worker's read budget holds; no buffer
+/// is kept. (A frame larger than a read can take is refused by the length a tap's read
+/// returns, the whole frame's; a socket returns what it copied, so that case needs a tap.)
+#[test]
+fn hostile_frames_from_a_pod_are_counted_and_dropped() {
+    let (mut q, pods) = pod_socket();
     let mut pool = pool();
     let hdr = |flags: u8, gso: u8, gso_size: u16, start: u16, off: u16| {
         let mut h = vec![flags, gso, 0, 0];
@@ -370,16 +375,7 @@ fn hostile_frames_from_a_pod_are_counted_and_dropped() {
 /// lie), and nothing else of the header trusted; the read budget counts its buffers.
 #[test]
 fn a_super_frame_is_taken_whole() {
-    use rustix::net::{AddressFamily, SocketFlags, SocketType, socketpair};
-    let (ours, pods) = socketpair(
-        AddressFamily::UNIX,
-        SocketType::SEQPACKET,
-        SocketFlags::NONBLOCK | SocketFlags::CLOEXEC,
-        None,
-    )
-    .unwrap();
-    rustix::net::sockopt::set_socket_send_buffer_size(&pods, 1 << 20).unwrap();
-    let mut q = RxQueue::from_fd(ours);
+    let (mut q, pods) = pod_socket();
     let mut pool = pool();
     let payload: Vec<u8> = (0..60_000u32).map(|i| (i * 7) as u8).collect();
     let mut tcp = Vec::new();

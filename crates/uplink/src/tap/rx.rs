@@ -222,15 +222,21 @@ impl RxQueue {
         if hdr.partial_csum().is_some() {
             m.flags |= buffer::L4_CHECKSUM_OURS;
         }
+        self.chain_rest(pool, b, rest)?;
+        Ok(len)
+    }
+
+    /// Chains the first `rest` bytes of the overflow area behind buffer `b`, as a chain of
+    /// their own (nothing is left behind if the pool runs out: `from_bytes` frees what it
+    /// took).
+    fn chain_rest(&self, pool: &mut Pool, b: u32, rest: usize) -> Result<(), Lost> {
         if rest != 0 {
-            // The rest as a chain of its own behind `b` (nothing is left behind if the pool
-            // runs out: `from_bytes` frees what it took).
             let tail = pool
                 .from_bytes(&self.overflow[..rest])
                 .ok_or(Lost::NoBuffer)?;
             pool.link(b, tail);
         }
-        Ok(len)
+        Ok(())
     }
 }
 
@@ -259,13 +265,7 @@ impl RxQueue {
         room[field..field + 2].copy_from_slice(&sf.partial_checksum().to_be_bytes());
         let m = pool.meta_mut(b);
         (m.len, m.total_len, m.gso_size) = (head as u16, len as u32, mss);
-        let rest = len - head;
-        if rest != 0 {
-            let tail = pool
-                .from_bytes(&self.overflow[..rest])
-                .ok_or(Lost::NoBuffer)?;
-            pool.link(b, tail);
-        }
+        self.chain_rest(pool, b, len - head)?;
         Ok(len)
     }
 }
