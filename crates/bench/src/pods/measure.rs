@@ -261,8 +261,8 @@ impl Snapshot {
 }
 
 /// What veclane dropped: every error count that is one, and what the kernel dropped for an
-/// AF_PACKET uplink's receive ring (the two-node paths): that uplink's `rx_errors`, which
-/// holds those and `af-packet-input`'s own drops (left out of the error counts for it).
+/// uplink's receive ring (the two-node paths): that uplink's `rx_errors`, which holds those
+/// and its input node's own drops (left out of the error counts for it).
 fn dut_drops(d: &crate::daemon::Daemon) -> Result<u64, DutError> {
     let api::Reply::Interfaces { interfaces } =
         d.call(&api::Request::ShowInterface { name: None })?
@@ -271,7 +271,12 @@ fn dut_drops(d: &crate::daemon::Daemon) -> Result<u64, DutError> {
     };
     let uplinks: u64 = interfaces
         .iter()
-        .filter(|i| matches!(i.device, api::DeviceInfo::AfPacket { .. }))
+        .filter(|i| {
+            matches!(
+                i.device,
+                api::DeviceInfo::AfPacket { .. } | api::DeviceInfo::AfXdp { .. }
+            )
+        })
         .map(|i| i.rx_errors)
         .sum();
     match d.call(&api::Request::ShowErrors)? {
@@ -286,10 +291,10 @@ fn dut_drops(d: &crate::daemon::Daemon) -> Result<u64, DutError> {
     }
 }
 
-/// Whether an AF_PACKET uplink's `rx_errors` counts this error already.
+/// Whether an uplink's `rx_errors` counts this error already.
 fn in_rx_errors(node: &str, reason: &str) -> bool {
-    node == "af-packet-input"
-        && ["no buffer", "truncated", "inconsistent"]
+    matches!(node, "af-packet-input" | "af-xdp-input")
+        && ["no buffer", "truncated", "inconsistent", "outside the UMEM"]
             .iter()
             .any(|w| reason.contains(w))
 }

@@ -19,7 +19,7 @@ mod two_nodes;
 use serde::Serialize;
 
 use crate::proc::DutError;
-pub use topo::{Placement, Pods};
+pub use topo::{Placement, Pods, Uplink};
 
 /// What joins the two pods.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -60,6 +60,39 @@ pub struct Placement {
     pub main_cpu: usize,
     /// veclane's receive mode.
     pub mode: api::RxMode,
+    /// The kind of uplink veclane's nodes use on the two-node path.
+    pub uplink: Uplink,
+}
+
+/// The kind of veclane's uplink on the two-node path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Uplink {
+    AfPacket,
+    AfXdp,
+}
+
+impl Uplink {
+    pub const ALL: [Uplink; 2] = [Uplink::AfPacket, Uplink::AfXdp];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Uplink::AfPacket => "af-packet",
+            Uplink::AfXdp => "af-xdp",
+        }
+    }
+
+    /// Its configuration section on interface `u0` with `addr`, and the interface's name.
+    pub(super) fn config(self, addr: &str) -> (String, &'static str) {
+        let (section, name) = match self {
+            Uplink::AfPacket => ("af-packet", "host-u0"),
+            Uplink::AfXdp => ("af-xdp", "xdp-u0"),
+        };
+        (
+            format!("[[{section}]]\nhost-if = \"u0\"\naddresses = [\"{addr}\"]\nmtu = 1500\n\n"),
+            name,
+        )
+    }
 }
 
 impl Pods {

@@ -57,10 +57,10 @@ pub(super) fn veclane(tag: &str, a: Netns, b: Netns, at: &Placement) -> Result<P
     ] {
         let dir = tempfile::tempdir()
             .map_err(DutError::io("cannot make the daemon's runtime directory"))?;
+        let (uplink, name) = at.uplink.config(&format!("192.0.2.{k}/24"));
         let config = format!(
-            "[daemon]\nmode = \"{}\"\nworkers = [{}]\nmain-core = {}\n\n\
-             [[af-packet]]\nhost-if = \"u0\"\naddresses = [\"192.0.2.{k}/24\"]\nmtu = 1500\n\n\
-             [[network]]\nname = \"pods\"\nvni = 99\nranges = [\"{}\"]\nuplink = \"host-u0\"\n",
+            "[daemon]\nmode = \"{}\"\nworkers = [{}]\nmain-core = {}\n\n{uplink}\
+             [[network]]\nname = \"pods\"\nvni = 99\nranges = [\"{}\"]\nuplink = \"{name}\"\n",
             at.mode,
             at.worker_cpu,
             at.main_cpu,

@@ -23,6 +23,11 @@ fn pod_paths() -> clap::builder::PossibleValuesParser {
     clap::builder::PossibleValuesParser::new(bench::pods::PodPath::ALL.map(|p| p.name()))
 }
 
+/// The pods scenario's uplinks as clap values.
+fn pod_uplinks() -> clap::builder::PossibleValuesParser {
+    clap::builder::PossibleValuesParser::new(bench::pods::Uplink::ALL.map(|u| u.name()))
+}
+
 /// The copy modes as clap values, spelled as everywhere else (`api::CopyMode`).
 fn copy_modes() -> impl clap::builder::TypedValueParser<Value = CopyMode> {
     use clap::builder::TypedValueParser;
@@ -231,6 +236,9 @@ pub struct BenchArgs {
     /// pods: veclane's receive mode (the daemon's `mode`: adaptive, interrupt, polling).
     #[arg(long, default_value = "adaptive")]
     pub(super) pod_rx_mode: api::RxMode,
+    /// pods: the uplink veclane's nodes use on the two-node path.
+    #[arg(long, default_value = "af-packet", value_parser = pod_uplinks())]
+    pub(super) pod_uplink: String,
     /// Directory for the reports (JSON, CSV, SVG) [default: $VECLANE_RESULTS, else
     /// $XDG_DATA_HOME/veclane/results, else ~/.local/share/veclane/results: outside any
     /// checkout, so that runs do not pile up in a repository].

@@ -35,6 +35,10 @@ pub(super) fn run(a: &BenchArgs) -> anyhow::Result<()> {
             worker_cpu: a.receiver_cpu,
             main_cpu: a.sender_cpu,
             mode: a.pod_rx_mode,
+            uplink: *bench::pods::Uplink::ALL
+                .iter()
+                .find(|u| u.name() == a.pod_uplink)
+                .expect("one of the possible values"),
         },
         app_cpu: a.sender_cpu,
         paths,
@@ -47,6 +51,13 @@ pub(super) fn run(a: &BenchArgs) -> anyhow::Result<()> {
          thread on {}); {} s a test, {} repetitions, paths taking turns",
         cfg.app_cpu, cfg.place.worker_cpu, cfg.place.mode, cfg.place.main_cpu, cfg.secs, cfg.reps
     );
+    if cfg.paths.contains(&PodPath::VeclaneVxlan) {
+        println!(
+            "two nodes: both daemons' workers on CPU {}, an {} uplink each",
+            cfg.place.worker_cpu,
+            cfg.place.uplink.name()
+        );
+    }
     let rows = pods::run(&cfg, &mut |r| {
         println!(
             "  {:<9} {:<12} {}",
@@ -67,6 +78,7 @@ pub(super) fn run(a: &BenchArgs) -> anyhow::Result<()> {
             "worker_cpu": cfg.place.worker_cpu,
             "main_cpu": cfg.place.main_cpu,
             "rx_mode": cfg.place.mode.name(),
+            "uplink": cfg.place.uplink.name(),
             "secs": cfg.secs,
             "reps": cfg.reps,
         },
