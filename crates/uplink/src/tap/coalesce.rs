@@ -21,7 +21,9 @@ use core::net::Ipv4Addr;
 
 use buffer::{L4_CHECKSUM_OURS, NONE, Pool};
 
-use super::{ETH_HDR, MIN_MSS};
+use wire::tso::MIN_MSS;
+
+use super::ETH_HDR;
 use crate::vnet;
 
 /// Most segments in one super-frame (the kernel's GRO stops at 64 too: `MAX_GRO_SKBS`).

@@ -54,5 +54,3 @@ pub const VNET_HDR_LEN: usize = crate::vnet::LEN_V1;
 /// The most a tap hands us in one read: a 64 KiB super-frame and its header.
 const OVERFLOW: usize = 65536 + VNET_HDR_LEN;
 const ETH_HDR: usize = wire::ethernet::HEADER_LEN;
-/// The smallest TCP segment size a run of segments is merged at.
-const MIN_MSS: usize = wire::tso::MIN_MSS;

@@ -238,15 +238,13 @@ impl RxQueue {
         }
         Ok(())
     }
-}
 
-impl RxQueue {
     /// Makes buffer `b` (the first `first` bytes of the frame, the rest in the overflow
     /// area) the head of a TCP/IPv4 super-frame's chain, kept whole: its segment size in
     /// `gso_size`, its TCP checksum field set to the pseudo-header's sum whatever the pod
     /// wrote there (what a super-frame's partial checksum is, [`wire::tso`]).
     fn take_whole(
-        &mut self,
+        &self,
         pool: &mut Pool,
         b: u32,
         hdr: &[u8; VNET_HDR_LEN],

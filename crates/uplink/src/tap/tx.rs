@@ -68,7 +68,7 @@ impl TxQueue {
             let r = if run > 1 {
                 self.write_run(pool, &rest[..run])
             } else {
-                self.write_one(pool, rest[0], &mut st)
+                self.write_one(pool, rest[0])
             };
             match r {
                 Written::Sent(len) => {
@@ -77,6 +77,8 @@ impl TxQueue {
                     st.consumed += run;
                     if run > 1 {
                         st.coalesced += run;
+                    } else if pool.meta(rest[0]).gso_size != 0 {
+                        st.whole += 1;
                     }
                 }
                 Written::Malformed => {
@@ -114,7 +116,7 @@ impl TxQueue {
 
     /// Writes one packet with an all-zero virtio-net header (a plain frame), or a
     /// super-frame's.
-    fn write_one(&mut self, pool: &Pool, head: u32, st: &mut SendStats) -> Written {
+    fn write_one(&mut self, pool: &Pool, head: u32) -> Written {
         /// Segments of one frame written at once (a 64 KiB super-frame is 33 buffers); a
         /// longer chain is linearised first.
         const MAX_IOV: usize = 40;
@@ -127,7 +129,6 @@ impl TxQueue {
             let Some(sf) = wire::tso::SuperFrame::parse(&d[..d.len().min(MAX_HDRS)], len) else {
                 return Written::Malformed;
             };
-            st.whole += 1;
             vnet::tcp4_super_frame(&sf, gso)
         };
         let mut len = 0;
