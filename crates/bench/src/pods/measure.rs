@@ -245,9 +245,18 @@ impl Snapshot {
             s.pods_rx_dropped += l.rx_dropped;
             s.socket_drops += udp_rcvbuf_errors(ns)?;
         }
+        if !pods.daemons.is_empty() {
+            // Every daemon's threads, or none when one's cannot be read.
+            s.dut_ns = pods
+                .daemons
+                .iter()
+                .map(|d| {
+                    crate::proc::thread_times(d.pid())
+                        .map(|t| t.iter().map(|t| t.run_ns).sum::<u64>())
+                })
+                .sum::<Option<u64>>();
+        }
         for d in &pods.daemons {
-            let ns = crate::proc::thread_times(d.pid()).map(|t| t.iter().map(|t| t.run_ns).sum());
-            s.dut_ns = Some(s.dut_ns.unwrap_or(0) + ns.unwrap_or(0));
             s.path_dropped += dut_drops(d)?;
         }
         for (r, devs) in &pods.between {
