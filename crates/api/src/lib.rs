@@ -20,8 +20,8 @@ use serde::{Deserialize, Serialize};
 
 pub use config::{
     AddressSetSpec, AfPacketSpec, AfXdpSpec, BackendSpec, Config, MemifMode, MemifSpec,
-    NeighborSpec, NeighbourLimits, NetworkSpec, PolicySpec, RouteSpec, ServiceSpec, TapSpec,
-    XdpMode,
+    NeighborSpec, NeighbourLimits, NetworkSpec, PolicySpec, RouteSpec, RxRing, ServiceSpec,
+    TapSpec, XdpMode,
 };
 pub use sessions::{
     AddressSetInfo, InterfacePolicy, PolicyInfo, PolicyReport, ServiceInfo, SessionFilter,

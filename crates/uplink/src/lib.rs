@@ -39,6 +39,6 @@ pub mod xdp_nodes;
 
 pub use af_packet::{
     AfPacket, AfPacketConfig, AfPacketError, Fanout, Interface, LinkError, PacketSocket, RecvStats,
-    RingGeometry, RxCounters, RxQueue, RxStats, SendStats, TxCounters, TxQueue, TxStats,
+    RingGeometry, RxCounters, RxQueue, RxRing, RxStats, SendStats, TxCounters, TxQueue, TxStats,
 };
 pub use af_xdp::{AfXdp, AfXdpConfig, AfXdpError, XdpAttach, XskMode};

@@ -8,9 +8,27 @@ use std::time::Duration;
 
 use buffer::{Ext, ExtSource, Pool, PoolConfig};
 use common::{Netns, collect, frame, recv_frames, seq_of};
-use uplink::{AfPacket, AfPacketConfig, LinkError, PacketSocket, RingGeometry};
+use uplink::{AfPacket, AfPacketConfig, LinkError, PacketSocket, RingGeometry, RxRing};
 
 const WAIT: Duration = Duration::from_secs(5);
+
+/// Both receive ring layouts, each with its default geometry: the receive tests run on both.
+fn rings() -> [(&'static str, AfPacketConfig); 2] {
+    let blocks = AfPacketConfig {
+        rx_ring: RxRing::Blocks { timeout_ms: 1 },
+        ..AfPacketConfig::default()
+    };
+    [("frames", AfPacketConfig::default()), ("blocks", blocks)]
+}
+
+/// The one queue pair of a single-queue uplink on `host_if`.
+fn one_queue(host_if: &str, cfg: AfPacketConfig) -> (uplink::RxQueue, uplink::TxQueue) {
+    AfPacket::open(host_if, cfg)
+        .unwrap()
+        .into_queues()
+        .pop()
+        .unwrap()
+}
 
 fn pool(data_size: u16) -> Pool {
     Pool::new(PoolConfig {
@@ -32,7 +50,14 @@ fn tagged(seq: u32, len: usize) -> Vec<u8> {
 fn received_frames_arrive_intact_and_jumbo_frames_as_chains() {
     let Some(ns) = Netns::enter() else { return };
     ns.veth("u0", "h0", 9000);
-    let up = AfPacket::open("u0", AfPacketConfig::default()).unwrap();
+    for (ring, cfg) in rings() {
+        eprintln!("ring of {ring}");
+        frames_arrive_intact(&ns, cfg);
+    }
+}
+
+fn frames_arrive_intact(ns: &Netns, cfg: AfPacketConfig) {
+    let up = AfPacket::open("u0", cfg).unwrap();
     assert_eq!(
         (up.ifindex(), up.mac(), up.mtu()),
         (ns.ifindex("u0"), ns.mac("u0"), 9000)
@@ -77,11 +102,14 @@ fn received_frames_arrive_intact_and_jumbo_frames_as_chains() {
 fn a_block_left_midway_is_resumed_in_order() {
     let Some(ns) = Netns::enter() else { return };
     ns.veth("u0", "h0", 1500);
-    let (mut rx, _tx) = AfPacket::open("u0", AfPacketConfig::default())
-        .unwrap()
-        .into_queues()
-        .pop()
-        .unwrap();
+    for (ring, cfg) in rings() {
+        eprintln!("ring of {ring}");
+        resumed_in_order(&ns, cfg);
+    }
+}
+
+fn resumed_in_order(ns: &Netns, cfg: AfPacketConfig) {
+    let (mut rx, _tx) = one_queue("u0", cfg);
     let mut pool = pool(2048);
     let h0 = PacketSocket::open(ns.ifindex("h0")).unwrap();
     let frames: Vec<Vec<u8>> = (0..40).map(|i| frame(i, 60 + i as usize)).collect();
@@ -99,11 +127,14 @@ fn a_block_left_midway_is_resumed_in_order() {
 fn an_empty_pool_drops_and_counts_but_releases_the_ring() {
     let Some(ns) = Netns::enter() else { return };
     ns.veth("u0", "h0", 1500);
-    let (mut rx, _tx) = AfPacket::open("u0", AfPacketConfig::default())
-        .unwrap()
-        .into_queues()
-        .pop()
-        .unwrap();
+    for (ring, cfg) in rings() {
+        eprintln!("ring of {ring}");
+        empty_pool_drops(&ns, cfg);
+    }
+}
+
+fn empty_pool_drops(ns: &Netns, cfg: AfPacketConfig) {
+    let (mut rx, _tx) = one_queue("u0", cfg);
     let mut pool = pool(2048);
     let mut held = vec![0u32; pool.capacity()];
     assert!(pool.alloc_bulk(&mut held));
@@ -412,17 +443,20 @@ fn a_link_going_down_and_vanishing_gives_errors_not_panics() {
 fn a_checksum_left_to_offload_is_completed() {
     let Some(ns) = Netns::enter() else { return };
     ns.veth("u0", "h0", 1500);
-    let (mut rx, _tx) = AfPacket::open("u0", AfPacketConfig::default())
-        .unwrap()
-        .into_queues()
-        .pop()
-        .unwrap();
     // The host stack on h0 sends UDP to a neighbour behind u0; veth offers checksum offload,
     // so the stack leaves the UDP checksum partial.
     let mac = ns.mac("u0");
     let mac = mac.map(|b| format!("{b:02x}")).join(":");
     ns.ip(&["addr", "add", "10.77.0.1/24", "dev", "h0"]);
     ns.ip(&["neigh", "add", "10.77.0.2", "lladdr", &mac, "dev", "h0"]);
+    for (ring, cfg) in rings() {
+        eprintln!("ring of {ring}");
+        checksums_completed(cfg);
+    }
+}
+
+fn checksums_completed(cfg: AfPacketConfig) {
+    let (mut rx, _tx) = one_queue("u0", cfg);
     let s = std::net::UdpSocket::bind("10.77.0.1:0").unwrap();
     let payloads: Vec<Vec<u8>> = [1usize, 2, 333, 1000, 1472]
         .iter()
@@ -483,6 +517,18 @@ fn bad_configurations_are_refused_by_name() {
     let e = AfPacket::open("u0", cfg).unwrap_err();
     assert_eq!(
         e.to_string(),
+        "af_packet \"u0\": rx.block_size = 8192 is invalid: at least 16384 for MTU 9000"
+    );
+    cfg.rx.frame_size = 8192;
+    let e = AfPacket::open("u0", cfg).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "af_packet \"u0\": rx.frame_size = 8192 is invalid: at least 9114 for MTU 9000"
+    );
+    cfg.rx_ring = RxRing::Blocks { timeout_ms: 1 };
+    let e = AfPacket::open("u0", cfg).unwrap_err();
+    assert_eq!(
+        e.to_string(),
         "af_packet \"u0\": rx.block_size = 8192 is invalid: at least 9156 for MTU 9000"
     );
     cfg = AfPacketConfig::default();
@@ -501,11 +547,14 @@ fn bad_configurations_are_refused_by_name() {
 fn a_lone_frame_wakes_a_sleeper_within_the_block_timeout() {
     let Some(ns) = Netns::enter() else { return };
     ns.veth("u0", "h0", 1500);
-    let (mut rx, _tx) = AfPacket::open("u0", AfPacketConfig::default())
-        .unwrap()
-        .into_queues()
-        .pop()
-        .unwrap();
+    for (ring, cfg) in rings() {
+        eprintln!("ring of {ring}");
+        lone_frame_wakes(&ns, cfg);
+    }
+}
+
+fn lone_frame_wakes(ns: &Netns, cfg: AfPacketConfig) {
+    let (mut rx, _tx) = one_queue("u0", cfg);
     let h0 = PacketSocket::open(ns.ifindex("h0")).unwrap();
     let mut pool = pool(2048);
     let mut waits = Vec::new();

@@ -154,8 +154,8 @@ pub const COMMANDS: &[Command] = &[
     },
     Command {
         path: "create interface af-packet",
-        usage: "create interface af-packet host-if NAME [queues N] [hw-addr MAC] [name NAME]",
-        help: "an uplink on a kernel interface (AF_PACKET, TPACKET_V3 rings, PACKET_FANOUT over N queues)",
+        usage: "create interface af-packet host-if NAME [queues N] [rx-ring frames|blocks] [hw-addr MAC] [name NAME]",
+        help: "an uplink on a kernel interface (AF_PACKET rings, PACKET_FANOUT over N queues; receive slots handed over a frame at a time, or TPACKET_V3 blocks)",
         parse: Some(verbs::create_af_packet),
     },
     Command {

@@ -247,12 +247,13 @@ fn allowed_sources() {
 #[test]
 fn uplink_interfaces() {
     let Request::CreateAfPacket(a) =
-        p("create interface af-packet host-if eth0 queues 2 name up0 hw-addr 02:00:00:00:00:07")
+        p("create interface af-packet host-if eth0 queues 2 name up0 rx-ring blocks hw-addr 02:00:00:00:00:07")
             .unwrap()
     else {
         panic!()
     };
     let mut want = crate::AfPacketSpec::new("eth0");
+    want.rx_ring = crate::RxRing::Blocks;
     want.queues = Some(2);
     want.name = Some("up0".into());
     want.mac = Some(crate::parse_mac("02:00:00:00:00:07").unwrap());
@@ -276,6 +277,10 @@ fn uplink_interfaces() {
         (
             "create interface af-packet host-if eth0 mode copy",
             "unknown argument \"mode\"",
+        ),
+        (
+            "create interface af-packet host-if eth0 rx-ring v3",
+            "rx-ring \"v3\": expected frames or blocks",
         ),
         (
             "create interface af-xdp host-if eth0 table 3",

@@ -350,7 +350,16 @@ pub(super) fn create_af_packet(w: &mut Words<'_>) -> Result<Request, CliError> {
     spec.host_if = uplink_words(
         w,
         (&mut spec.queues, &mut spec.name, &mut spec.mac),
-        |_, _| Ok(false),
+        |k, w| {
+            if k != "rx-ring" {
+                return Ok(false);
+            }
+            spec.rx_ring = w
+                .next("frames or blocks")?
+                .parse()
+                .map_err(|e: String| w.err(e))?;
+            Ok(true)
+        },
     )?;
     Ok(Request::CreateAfPacket(spec))
 }

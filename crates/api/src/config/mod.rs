@@ -37,7 +37,7 @@ pub use network::{MAX_VNI, NeighborSpec, NetworkSpec, RouteSpec};
 pub use parse::{ConfigError, Problem};
 pub use policy::{AddressSetSpec, PolicySpec};
 pub use service::{BackendSpec, MAX_BACKENDS, ServiceSpec};
-pub use uplink::{AfPacketSpec, AfXdpSpec, XdpMode};
+pub use uplink::{AfPacketSpec, AfXdpSpec, RxRing, XdpMode};
 // The tests name these through `super::*`, as they did when the sections' types lived here.
 #[cfg(test)]
 use crate::types::{CopyMode, RxMode, Via};

@@ -314,7 +314,24 @@ fn uplinks_and_network_routes_are_checked() {
     )
     .unwrap();
     assert_eq!(ok.af_packet[0].name(), "host-eth0");
+    assert_eq!(ok.af_packet[0].rx_ring, crate::RxRing::Frames);
     assert!(ok.network[0].df);
+    let blocks = Config::parse(
+        "[[af-packet]]\nhost-if = \"eth0\"\nrx-ring = \"blocks\"\n",
+        "b.toml",
+    )
+    .unwrap();
+    assert_eq!(blocks.af_packet[0].rx_ring, crate::RxRing::Blocks);
+    let e = Config::parse(
+        "[[af-packet]]\nhost-if = \"eth0\"\nrx-ring = \"v3\"\n",
+        "b.toml",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("unknown variant `v3`, expected `frames` or `blocks`"),
+        "{e}"
+    );
     // An af-xdp uplink is held to the same rules, its host interface against af-packet's too.
     let p = problems(
         "[daemon]\nworkers = [1]\n\n\

@@ -4,7 +4,7 @@
 //! queues to the workers: one queue pair per worker at least, since a transmit queue has one
 //! producer and each worker needs its own.
 
-use api::{AfPacketSpec, AfXdpSpec, DeviceInfo, Ipv4Prefix, XdpMode};
+use api::{AfPacketSpec, AfXdpSpec, DeviceInfo, Ipv4Prefix, RxRing, XdpMode};
 use nodes::{Device, IfConfig};
 use uplink::{AfPacket, AfPacketConfig, AfXdp, AfXdpConfig, XskMode};
 
@@ -77,6 +77,10 @@ impl Control {
             &spec.host_if,
             AfPacketConfig {
                 queues,
+                rx_ring: match spec.rx_ring {
+                    RxRing::Frames => uplink::RxRing::Frames,
+                    RxRing::Blocks => uplink::RxRing::Blocks { timeout_ms: 1 },
+                },
                 ..AfPacketConfig::default()
             },
         )

@@ -1,10 +1,13 @@
 //! An AF_PACKET uplink: a host kernel interface (a NIC, a veth end) driven through
 //! PACKET_MMAP rings, one receive and one transmit socket per queue.
 //!
-//! Receive uses TPACKET_V3: the kernel packs frames into large blocks and retires a block to
-//! us when it is full or after a short timeout (1 ms by default), so a busy queue costs no
-//! system call per frame and an idle one still delivers within about a millisecond of a
-//! worker's epoll wake-up. Several queues of one interface join one PACKET_FANOUT_HASH group,
+//! Receive uses, by default, a TPACKET_V2 ring of fixed frame slots: each frame is handed to
+//! us (and wakes a sleeping worker) as it arrives, and a busy queue costs no system call per
+//! frame since the worker then polls the slots. The alternative, TPACKET_V3 ([`RxRing`]),
+//! packs frames into large blocks and retires a block when it is full or after a timeout of
+//! at least 1 ms: denser for small frames, but a lone frame waits up to that timeout, which a
+//! request/response crossing two nodes pays at each (about 1 ms a round trip on a quiet
+//! path: `bench pods`, docs/results/2026-11-30-pods-two-nodes.md). Several queues of one interface join one PACKET_FANOUT_HASH group,
 //! which spreads flows across them by the kernel's flow hash and keeps each flow on one queue.
 //!
 //! Transmit uses a TPACKET_V2 ring of fixed frames (the kernel's V3 transmit is the same thing
@@ -26,6 +29,7 @@
 //! The reference is the kernel's "Packet MMAP" documentation
 //! (Documentation/networking/packet_mmap.rst in the Linux sources) and `packet(7)`.
 
+mod chain;
 pub(crate) mod counters;
 mod plain;
 mod ring;
@@ -49,6 +53,14 @@ const ETH_P_ALL: u16 = 0x0003;
 const KIB: u32 = 1024;
 /// The fewest transmit frames a ring sized from the MTU gets: two graph frames' worth.
 const MIN_TX_FRAMES: u32 = 2 * graph::FRAME_SIZE as u32;
+/// A ring of frames sized from the MTU gets at least this many bytes (4096 slots at MTU 1500,
+/// as many descriptors as a NIC's receive ring commonly has) and at least [`MIN_TX_FRAMES`]
+/// slots (512 at MTU 9000).
+const MIN_RX_BYTES: u32 = 8 * 1024 * KIB;
+/// What a receive slot holds besides the frame: `struct tpacket2_hdr` and `sockaddr_ll`
+/// (52 bytes, aligned with room for a 16-byte link header: 80), the virtio-net header (10)
+/// and alignment slack. The kernel places the frame at `tp_mac` = 76 untagged.
+const RX_SLOT_OVERHEAD: u32 = 96;
 
 /// Ring geometry for one direction of one queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,10 +70,26 @@ pub struct RingGeometry {
     /// whole is a little under one block.
     pub block_size: u32,
     pub block_count: u32,
-    /// Transmit: bytes per frame slot, header (32 bytes) included; 0 picks the smallest power
-    /// of two, at least 2048, that holds an MTU-sized tagged frame. Receive: only the unit
-    /// the kernel checks the block size against (TPACKET_V3 frames are variable-length).
+    /// Bytes per frame slot, headers included; 0 picks the smallest power of two, at least
+    /// 2048, that holds an MTU-sized tagged frame, and enough blocks for a useful number of
+    /// slots. With [`RxRing::Blocks`] only the unit the kernel checks the block size against
+    /// (TPACKET_V3 frames are variable-length).
     pub frame_size: u32,
+}
+
+/// How the kernel hands received frames over: the receive ring's layout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RxRing {
+    /// TPACKET_V2 slots of `rx.frame_size` bytes: each frame is ours the moment it arrives
+    /// and wakes a sleeping worker, so a lone frame waits for nothing.
+    #[default]
+    Frames,
+    /// TPACKET_V3 blocks: frames packed back to back and handed over a block at a time, when
+    /// the block is full or `timeout_ms` after it was opened (0 lets the kernel choose from the
+    /// link speed, 8 ms for most; 1 is the least; kernels whose retire timer still counts
+    /// jiffies round it up to one jiffy, 4 ms at HZ=250). Holds many more small frames per
+    /// byte of ring and wakes a worker less often, but a lone frame waits up to the timeout.
+    Blocks { timeout_ms: u32 },
 }
 
 /// How the queues of one interface find their fanout group.
@@ -80,17 +108,15 @@ pub enum Fanout {
 pub struct AfPacketConfig {
     /// Queue pairs; with more than one, receive spreads flows over them by hash.
     pub queues: u16,
-    /// Default: 32 blocks of 128 KiB, 4 MiB per queue: about 30 000 minimum-size frames of
-    /// slack for a worker that is late, and at least 32 retire periods for one that sleeps.
+    /// Default: blocks of 128 KiB with slots sized from the MTU, 8 MiB and at least 512 slots
+    /// (4096 at MTU 1500) of slack for a worker that is late. With [`RxRing::Blocks`], 32 blocks
+    /// (4 MiB): about 30 000 minimum-size frames, and 32 retire periods for a sleeping worker.
     pub rx: RingGeometry,
     /// Default: 8 blocks of 256 KiB with frames sized from the MTU (1024 frames at MTU 1500),
     /// more blocks when that is under 512 frames (32 blocks, 8 MiB, at MTU 9000).
     pub tx: RingGeometry,
-    /// Receive block retire timeout in milliseconds: the longest a lone frame waits in a
-    /// half-filled block before the worker can see it. 0 lets the kernel choose (from the
-    /// link speed; 8 ms for most). Kernels whose retire timer still counts jiffies round it
-    /// up to one jiffy (4 ms at HZ=250) and may take two; recent ones keep to about 1 ms.
-    pub rx_block_timeout_ms: u32,
+    /// The receive ring's layout; default [`RxRing::Frames`].
+    pub rx_ring: RxRing,
     pub fanout: Fanout,
     /// Receive frames addressed to any MAC (promiscuous, through a socket membership the
     /// kernel undoes when the socket closes); the dataplane usually has its own MACs.
@@ -104,14 +130,14 @@ impl Default for AfPacketConfig {
             rx: RingGeometry {
                 block_size: 128 * KIB,
                 block_count: 32,
-                frame_size: 2048,
+                frame_size: 0,
             },
             tx: RingGeometry {
                 block_size: 256 * KIB,
                 block_count: 8,
                 frame_size: 0,
             },
-            rx_block_timeout_ms: 1,
+            rx_ring: RxRing::Frames,
             fanout: Fanout::Unique,
             promiscuous: true,
         }
@@ -322,6 +348,22 @@ impl Geometry {
         // The largest frame, tagged, with the kernel's headers in front (block descriptor,
         // frame header, sockaddr_ll, virtio-net header) must fit one receive block.
         let largest = i.mtu.saturating_add(18);
+        let mut rx = cfg.rx;
+        if rx.frame_size == 0 {
+            match cfg.rx_ring {
+                RxRing::Frames => {
+                    rx.frame_size = (largest + RX_SLOT_OVERHEAD).next_power_of_two().max(2048);
+                    if rx.block_size < rx.frame_size {
+                        let want = format!("at least {} for MTU {}", rx.frame_size, i.mtu);
+                        return Err(bad("rx.block_size", rx.block_size, want));
+                    }
+                    let slots = (MIN_RX_BYTES / rx.frame_size).max(MIN_TX_FRAMES);
+                    let per_block = rx.block_size / rx.frame_size;
+                    rx.block_count = rx.block_count.max(slots.div_ceil(per_block));
+                }
+                RxRing::Blocks { .. } => rx.frame_size = 2048,
+            }
+        }
         let mut tx = cfg.tx;
         if tx.frame_size == 0 {
             tx.frame_size = (largest + tx::TX_DATA).next_power_of_two().max(2048);
@@ -334,7 +376,7 @@ impl Geometry {
             "rx" => ["rx.block_size", "rx.block_count", "rx.frame_size"],
             _ => ["tx.block_size", "tx.block_count", "tx.frame_size"],
         };
-        for (dir, g) in [("rx", cfg.rx), ("tx", tx)] {
+        for (dir, g) in [("rx", rx), ("tx", tx)] {
             let [block_size, block_count, frame_size] = names(dir);
             if g.block_size == 0 || !g.block_size.is_multiple_of(page) || g.block_size > 1 << 30 {
                 let want = format!("a multiple of the page size ({page}), at most 1 GiB");
@@ -353,17 +395,26 @@ impl Geometry {
                 return Err(bad(frame_size, g.frame_size, want));
             }
         }
-        let rx_overhead = 48 + 48 + 32 + rx::VNET_LEN as u32;
-        if cfg.rx.block_size < largest.saturating_add(rx_overhead) {
-            let want = format!("at least {} for MTU {}", largest + rx_overhead, i.mtu);
-            return Err(bad("rx.block_size", cfg.rx.block_size, want));
+        match cfg.rx_ring {
+            RxRing::Frames if rx.frame_size < largest.saturating_add(RX_SLOT_OVERHEAD) => {
+                let want = format!("at least {} for MTU {}", largest + RX_SLOT_OVERHEAD, i.mtu);
+                return Err(bad("rx.frame_size", rx.frame_size, want));
+            }
+            RxRing::Blocks { .. } => {
+                let overhead = 48 + 48 + 32 + rx::VNET_LEN as u32;
+                if rx.block_size < largest.saturating_add(overhead) {
+                    let want = format!("at least {} for MTU {}", largest + overhead, i.mtu);
+                    return Err(bad("rx.block_size", rx.block_size, want));
+                }
+            }
+            RxRing::Frames => {}
         }
         if tx.frame_size < i.mtu + 14 + tx::TX_DATA {
             let want = format!("at least {} for MTU {}", i.mtu + 14 + tx::TX_DATA, i.mtu);
             return Err(bad("tx.frame_size", tx.frame_size, want));
         }
         Ok(Geometry {
-            rx: cfg.rx,
+            rx,
             tx,
             tx_frames: tx.block_size / tx.frame_size * tx.block_count,
         })
@@ -393,26 +444,53 @@ fn set(fd: BorrowedFd<'_>, name: libc::c_int, v: libc::c_int) -> io::Result<()> 
 
 fn open_rx(i: &Interface, cfg: &AfPacketConfig, geo: &Geometry, queue: u16) -> Step<RxQueue> {
     let fd = step("socket(AF_PACKET)", packet_socket())?;
-    let v3 = libc::tpacket_versions::TPACKET_V3 as libc::c_int;
-    step("PACKET_VERSION", set(fd.as_fd(), libc::PACKET_VERSION, v3))?;
     let g = geo.rx;
-    let req = libc::tpacket_req3 {
-        tp_block_size: g.block_size,
-        tp_block_nr: g.block_count,
-        tp_frame_size: g.frame_size,
-        tp_frame_nr: g.block_size / g.frame_size * g.block_count,
-        tp_retire_blk_tov: cfg.rx_block_timeout_ms,
-        tp_sizeof_priv: 0,
-        tp_feature_req_word: 0,
+    let frames = g.block_size / g.frame_size * g.block_count;
+    let (version, layout) = match cfg.rx_ring {
+        RxRing::Frames => (
+            libc::tpacket_versions::TPACKET_V2,
+            rx::Layout::frames(g.block_size, g.frame_size, frames),
+        ),
+        RxRing::Blocks { .. } => (
+            libc::tpacket_versions::TPACKET_V3,
+            rx::Layout::blocks(g.block_size, g.block_count),
+        ),
+    };
+    step(
+        "PACKET_VERSION",
+        set(fd.as_fd(), libc::PACKET_VERSION, version as libc::c_int),
+    )?;
+    let set_ring = || match cfg.rx_ring {
+        RxRing::Frames => {
+            let req = libc::tpacket_req {
+                tp_block_size: g.block_size,
+                tp_block_nr: g.block_count,
+                tp_frame_size: g.frame_size,
+                tp_frame_nr: frames,
+            };
+            sys::set_opt(fd.as_fd(), libc::SOL_PACKET, libc::PACKET_RX_RING, &req)
+        }
+        RxRing::Blocks { timeout_ms } => {
+            let req = libc::tpacket_req3 {
+                tp_block_size: g.block_size,
+                tp_block_nr: g.block_count,
+                tp_frame_size: g.frame_size,
+                tp_frame_nr: frames,
+                tp_retire_blk_tov: timeout_ms,
+                tp_sizeof_priv: 0,
+                tp_feature_req_word: 0,
+            };
+            sys::set_opt(fd.as_fd(), libc::SOL_PACKET, libc::PACKET_RX_RING, &req)
+        }
     };
     // The virtio-net header tells us which frames carry a checksum left to offload; a kernel
-    // that cannot put it in a V3 ring gets a ring without it.
+    // that cannot put it in the ring gets a ring without it.
     let mut vnet = set(fd.as_fd(), libc::PACKET_VNET_HDR, 1).is_ok();
-    let mut ring = sys::set_opt(fd.as_fd(), libc::SOL_PACKET, libc::PACKET_RX_RING, &req);
+    let mut ring = set_ring();
     if ring.is_err() && vnet {
         vnet = false;
         step("PACKET_VNET_HDR", set(fd.as_fd(), libc::PACKET_VNET_HDR, 0))?;
-        ring = sys::set_opt(fd.as_fd(), libc::SOL_PACKET, libc::PACKET_RX_RING, &req);
+        ring = set_ring();
     }
     step("PACKET_RX_RING", ring)?;
     let len = g.block_size as usize * g.block_count as usize;
@@ -437,15 +515,7 @@ fn open_rx(i: &Interface, cfg: &AfPacketConfig, geo: &Geometry, queue: u16) -> S
         );
         step("PACKET_ADD_MEMBERSHIP promisc", r)?;
     }
-    Ok(RxQueue::new(
-        fd,
-        mem,
-        i.ifindex,
-        queue,
-        g.block_size,
-        g.block_count,
-        vnet,
-    ))
+    Ok(RxQueue::new(fd, mem, i.ifindex, queue, layout, vnet))
 }
 
 /// Joins the hash fanout group `id`, or creates a fresh one; returns the group's id.

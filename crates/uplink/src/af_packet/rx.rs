@@ -1,6 +1,7 @@
-//! The receive side: a TPACKET_V3 ring of blocks the kernel fills with variable-length frames
-//! and retires to us when full or after the block timeout; we copy each frame into pool
-//! buffers and hand the block back.
+//! The receive side, in one of two ring layouts ([`super::RxRing`]): TPACKET_V2 frame slots,
+//! each handed to us as its frame arrives, or TPACKET_V3 blocks the kernel fills with
+//! variable-length frames and retires to us when full or after the block timeout. Either way
+//! we copy each frame into pool buffers and hand the slot or block back.
 
 use std::mem::offset_of;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -9,6 +10,7 @@ use std::sync::Arc;
 use buffer::Pool;
 
 use super::LinkError;
+use super::chain::{ChainWriter, patch};
 use super::counters::{RxCounters, bump};
 use super::ring::{OutOfBounds, RingMap};
 use super::sys;
@@ -32,6 +34,15 @@ const H_MAC: usize = offset_of!(libc::tpacket3_hdr, tp_mac);
 const H_HV1: usize = offset_of!(libc::tpacket3_hdr, hv1);
 const H_VLAN_TCI: usize = H_HV1 + offset_of!(libc::tpacket_hdr_variant1, tp_vlan_tci);
 const H_VLAN_TPID: usize = H_HV1 + offset_of!(libc::tpacket_hdr_variant1, tp_vlan_tpid);
+
+/// A frame slot's header, `struct tpacket2_hdr` (32 bytes; the frame follows at `tp_mac`).
+const F_LEN: usize = size_of::<libc::tpacket2_hdr>();
+const F_STATUS: u64 = offset_of!(libc::tpacket2_hdr, tp_status) as u64;
+const F_LEN_FIELD: usize = offset_of!(libc::tpacket2_hdr, tp_len);
+const F_SNAPLEN: usize = offset_of!(libc::tpacket2_hdr, tp_snaplen);
+const F_MAC: usize = offset_of!(libc::tpacket2_hdr, tp_mac);
+const F_VLAN_TCI: usize = offset_of!(libc::tpacket2_hdr, tp_vlan_tci);
+const F_VLAN_TPID: usize = offset_of!(libc::tpacket2_hdr, tp_vlan_tpid);
 
 /// `struct virtio_net_hdr` (PACKET_VNET_HDR), which the kernel puts just before the frame
 /// ([`crate::vnet`]).
@@ -95,11 +106,67 @@ impl RecvStats {
 
 /// A position inside a block we own.
 #[derive(Debug, Clone, Copy)]
-struct Cursor {
+pub(crate) struct Cursor {
     /// Frames of the block not yet taken.
     left: u32,
     /// Offset of the next frame header from the block start.
     offset: u32,
+}
+
+/// How the kernel lays frames out in the ring, and where we are in it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Layout {
+    /// TPACKET_V3: variable-length frames packed into blocks, each block ours once retired.
+    Blocks {
+        block_size: u32,
+        block_count: u32,
+        /// The block read next, or being read.
+        block: u32,
+        cursor: Option<Cursor>,
+    },
+    /// TPACKET_V2: fixed frame slots, `per_block` to a block, each ours once its status says.
+    Frames {
+        block_size: u32,
+        frame_size: u32,
+        per_block: u32,
+        count: u32,
+        /// The slot read next.
+        next: u32,
+    },
+}
+
+impl Layout {
+    pub(crate) fn blocks(block_size: u32, block_count: u32) -> Layout {
+        Layout::Blocks {
+            block_size,
+            block_count,
+            block: 0,
+            cursor: None,
+        }
+    }
+
+    /// `count` slots of `frame_size` bytes, as many as fit to each of `block_size` bytes.
+    pub(crate) fn frames(block_size: u32, frame_size: u32, count: u32) -> Layout {
+        Layout::Frames {
+            block_size,
+            frame_size,
+            per_block: block_size / frame_size,
+            count,
+            next: 0,
+        }
+    }
+}
+
+/// A frame header's fields, whichever layout's header they came from.
+#[derive(Debug, Clone, Copy)]
+struct FrameHdr {
+    snaplen: u32,
+    wire_len: u32,
+    status: u32,
+    /// The frame's first byte, from the header's start.
+    mac: u64,
+    vlan_tci: u16,
+    vlan_tpid: u16,
 }
 
 /// One queue's receive socket and ring. Owned by one worker; see [`RxQueue::recv`].
@@ -110,11 +177,7 @@ pub struct RxQueue {
     fd: OwnedFd,
     ifindex: u32,
     queue: u16,
-    block_size: u32,
-    block_count: u32,
-    /// The block read next, or being read.
-    block: u32,
-    cursor: Option<Cursor>,
+    layout: Layout,
     /// The socket carries a virtio-net header before each frame (checksum offload info).
     vnet: bool,
     polls: u32,
@@ -122,13 +185,14 @@ pub struct RxQueue {
 }
 
 /// Why a frame went nowhere.
-enum Lost {
+pub(super) enum Lost {
     NoBuffer,
     Truncated,
     Gso,
     /// This frame's offload header is inconsistent: drop it, the block is fine.
     BadOffload,
-    /// The ring's offsets are inconsistent: drop the rest of the block.
+    /// The ring's offsets are inconsistent: drop the rest of the block (the frame alone, in
+    /// a ring of frame slots).
     Bad,
 }
 
@@ -138,15 +202,30 @@ impl From<OutOfBounds> for Lost {
     }
 }
 
+impl RecvStats {
+    /// Counts one frame's outcome; the head of a delivered one goes to `out`.
+    fn tally(&mut self, taken: Result<(u32, u32), Lost>, out: &mut Vec<u32>) {
+        match taken {
+            Ok((head, len)) => {
+                out.push(head);
+                self.packets += 1;
+                self.bytes += u64::from(len);
+            }
+            Err(Lost::NoBuffer) => self.no_buffer += 1,
+            Err(Lost::Truncated) => self.truncated += 1,
+            Err(Lost::Gso) => self.gso += 1,
+            Err(Lost::BadOffload | Lost::Bad) => self.bad += 1,
+        }
+    }
+}
+
 impl RxQueue {
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         fd: OwnedFd,
         mem: RingMap,
         ifindex: u32,
         queue: u16,
-        block_size: u32,
-        block_count: u32,
+        layout: Layout,
         vnet: bool,
     ) -> RxQueue {
         RxQueue {
@@ -154,10 +233,7 @@ impl RxQueue {
             fd,
             ifindex,
             queue,
-            block_size,
-            block_count,
-            block: 0,
-            cursor: None,
+            layout,
             vnet,
             polls: 0,
             counters: Arc::default(),
@@ -178,23 +254,27 @@ impl RxQueue {
         self.counters.clone()
     }
 
-    /// The socket: readable when a block has been retired to us, for a worker's epoll sleep.
+    /// The socket: readable when a frame (or, in a ring of blocks, a block) has been handed
+    /// to us, for a worker's epoll sleep.
     pub fn fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
     }
 
-    fn block_offset(&self) -> u64 {
-        u64::from(self.block) * u64::from(self.block_size)
-    }
-
-    /// Whether frames are waiting: a block half read, or the next block retired to us. The
-    /// re-check before a worker sleeps, so that it never sleeps on a ready ring.
+    /// Whether frames are waiting: a block half read, or the next block or frame handed to
+    /// us. The re-check before a worker sleeps, so that it never sleeps on a ready ring.
     pub fn pending(&self) -> bool {
-        self.cursor.is_some()
-            || self
-                .mem
-                .load_status(self.block_offset() + BD_STATUS)
-                .is_ok_and(|s| s & libc::TP_STATUS_USER != 0)
+        let at = match self.layout {
+            Layout::Blocks {
+                cursor: Some(_), ..
+            } => return true,
+            Layout::Blocks {
+                block, block_size, ..
+            } => u64::from(block) * u64::from(block_size) + BD_STATUS,
+            Layout::Frames { .. } => self.slot_offset() + F_STATUS,
+        };
+        self.mem
+            .load_status(at)
+            .is_ok_and(|s| s & libc::TP_STATUS_USER != 0)
     }
 
     /// Copies up to `max` frames out of the ring into `pool` buffers (chained when a frame is
@@ -202,10 +282,10 @@ impl RxQueue {
     ///
     /// Frames that cannot be delivered (no buffers, truncated, offload super-frames) are
     /// dropped, counted and count against `max` too, so that an empty pool still drains the
-    /// ring instead of freezing it. Blocks go back to the kernel as soon as their last frame
-    /// is taken; a block left midway is resumed by the next call. An 802.1Q/802.1ad tag the
-    /// kernel moved into the frame header is put back into the frame; a checksum the sender
-    /// left to offload (a local stack on a veth) is completed.
+    /// ring instead of freezing it. Frames (blocks) go back to the kernel as soon as they (their
+    /// last frame) are taken; a block left midway is resumed by the next call. An
+    /// 802.1Q/802.1ad tag the kernel moved into the frame header is put back into the frame; a
+    /// checksum the sender left to offload (a local stack on a veth) is completed.
     pub fn recv(&mut self, pool: &mut Pool, out: &mut Vec<u32>, max: usize) -> RecvStats {
         let mut st = RecvStats::default();
         self.polls = self.polls.wrapping_add(1);
@@ -213,46 +293,9 @@ impl RxQueue {
             self.refresh_kernel_stats();
         }
         let mut csum = 0u64;
-        let mut seen = 0usize;
-        while seen < max {
-            let Some(mut cur) = self.open_block() else {
-                break;
-            };
-            while cur.left > 0 && seen < max {
-                seen += 1;
-                cur.left -= 1;
-                match self.take_frame(pool, cur.offset, &mut csum) {
-                    Ok((head, len)) => {
-                        out.push(head);
-                        st.packets += 1;
-                        st.bytes += u64::from(len);
-                    }
-                    Err(Lost::NoBuffer) => st.no_buffer += 1,
-                    Err(Lost::Truncated) => st.truncated += 1,
-                    Err(Lost::Gso) => st.gso += 1,
-                    Err(Lost::BadOffload) => st.bad += 1,
-                    Err(Lost::Bad) => {
-                        // The block's chain of offsets cannot be trusted past here.
-                        st.bad += 1 + cur.left as usize;
-                        cur.left = 0;
-                        break;
-                    }
-                }
-                if cur.left > 0 {
-                    match self.next_offset(cur.offset) {
-                        Some(next) => cur.offset = next,
-                        None => {
-                            st.bad += cur.left as usize;
-                            cur.left = 0;
-                        }
-                    }
-                }
-            }
-            if cur.left == 0 {
-                self.release_block();
-            } else {
-                self.cursor = Some(cur);
-            }
+        match self.layout {
+            Layout::Blocks { .. } => self.recv_blocks(pool, out, max, &mut st, &mut csum),
+            Layout::Frames { .. } => self.recv_slots(pool, out, max, &mut st, &mut csum),
         }
         let c = &self.counters;
         bump(&c.packets, st.packets as u64);
@@ -267,12 +310,140 @@ impl RxQueue {
         st
     }
 
-    /// The block at the cursor if it is ours, opening it (reading its descriptor) if new.
-    fn open_block(&mut self) -> Option<Cursor> {
-        if let Some(c) = self.cursor.take() {
-            return Some(c);
+    /// The slot `next` of a ring of frames, from the ring's start.
+    fn slot_offset(&self) -> u64 {
+        match self.layout {
+            Layout::Frames {
+                block_size,
+                frame_size,
+                per_block,
+                next,
+                ..
+            } => {
+                u64::from(next / per_block) * u64::from(block_size)
+                    + u64::from(next % per_block) * u64::from(frame_size)
+            }
+            Layout::Blocks { .. } => unreachable!("a ring of blocks has no slots"),
         }
-        let base = self.block_offset();
+    }
+
+    /// [`RxQueue::recv`] on a ring of frame slots: each slot ours while its status says so.
+    fn recv_slots(
+        &mut self,
+        pool: &mut Pool,
+        out: &mut Vec<u32>,
+        max: usize,
+        st: &mut RecvStats,
+        csum: &mut u64,
+    ) {
+        let Layout::Frames {
+            frame_size, count, ..
+        } = self.layout
+        else {
+            return;
+        };
+        for _ in 0..max {
+            let at = self.slot_offset();
+            let Ok(status) = self.mem.load_status(at + F_STATUS) else {
+                return;
+            };
+            if status & libc::TP_STATUS_USER == 0 {
+                return;
+            }
+            let taken = self
+                .slot_header(at)
+                .and_then(|h| self.take_frame(pool, at, u64::from(frame_size), F_LEN, h, csum));
+            st.tally(taken, out);
+            // Our reads of the slot are done; the Release store hands it back (ring.rs).
+            let _ = self.mem.store_status(at + F_STATUS, libc::TP_STATUS_KERNEL);
+            if let Layout::Frames { next, .. } = &mut self.layout {
+                *next = (*next + 1) % count;
+            }
+        }
+    }
+
+    fn slot_header(&self, at: u64) -> Result<FrameHdr, Lost> {
+        let mut h = [0u8; F_LEN];
+        self.mem.read(at, &mut h)?;
+        Ok(FrameHdr {
+            snaplen: u32_at(&h, F_SNAPLEN),
+            wire_len: u32_at(&h, F_LEN_FIELD),
+            status: u32_at(&h, F_STATUS as usize),
+            mac: u64::from(u16_at(&h, F_MAC)),
+            vlan_tci: u16_at(&h, F_VLAN_TCI),
+            vlan_tpid: u16_at(&h, F_VLAN_TPID),
+        })
+    }
+
+    /// [`RxQueue::recv`] on a ring of blocks.
+    fn recv_blocks(
+        &mut self,
+        pool: &mut Pool,
+        out: &mut Vec<u32>,
+        max: usize,
+        st: &mut RecvStats,
+        csum: &mut u64,
+    ) {
+        let Layout::Blocks {
+            block_size,
+            block_count,
+            mut block,
+            mut cursor,
+        } = self.layout
+        else {
+            return;
+        };
+        let mut seen = 0usize;
+        while seen < max {
+            let base = u64::from(block) * u64::from(block_size);
+            let Some(mut cur) = cursor.take().or_else(|| self.open_block(base)) else {
+                break;
+            };
+            while cur.left > 0 && seen < max {
+                seen += 1;
+                cur.left -= 1;
+                let at = base + u64::from(cur.offset);
+                let room = u64::from(block_size - cur.offset);
+                let taken = self
+                    .block_frame_header(base, block_size, cur.offset)
+                    .and_then(|h| self.take_frame(pool, at, room, H_LEN, h, csum));
+                if let Err(Lost::Bad) = taken {
+                    // The block's chain of offsets cannot be trusted past here.
+                    st.bad += 1 + cur.left as usize;
+                    cur.left = 0;
+                    break;
+                }
+                st.tally(taken, out);
+                if cur.left > 0 {
+                    match self.next_offset(base, block_size, cur.offset) {
+                        Some(next) => cur.offset = next,
+                        None => {
+                            st.bad += cur.left as usize;
+                            cur.left = 0;
+                        }
+                    }
+                }
+            }
+            if cur.left == 0 {
+                // Our reads of the block are done; the Release store hands it back (ring.rs).
+                let _ = self
+                    .mem
+                    .store_status(base + BD_STATUS, libc::TP_STATUS_KERNEL);
+                block = (block + 1) % block_count;
+            } else {
+                cursor = Some(cur);
+            }
+        }
+        self.layout = Layout::Blocks {
+            block_size,
+            block_count,
+            block,
+            cursor,
+        };
+    }
+
+    /// The block at `base` if it is ours, opened (its descriptor read).
+    fn open_block(&self, base: u64) -> Option<Cursor> {
         let status = self.mem.load_status(base + BD_STATUS).ok()?;
         if status & libc::TP_STATUS_USER == 0 {
             return None;
@@ -290,50 +461,59 @@ impl RxQueue {
         Some(Cursor { left, offset })
     }
 
-    fn release_block(&mut self) {
-        let at = self.block_offset() + BD_STATUS;
-        // Our reads of the block are done; the Release store hands it back (ring.rs).
-        let _ = self.mem.store_status(at, libc::TP_STATUS_KERNEL);
-        self.block = (self.block + 1) % self.block_count;
-    }
-
     /// The offset of the frame after the one at `offset`, if it stays inside the block.
-    fn next_offset(&self, offset: u32) -> Option<u32> {
+    fn next_offset(&self, base: u64, block_size: u32, offset: u32) -> Option<u32> {
         let mut h = [0u8; 4];
         self.mem
-            .read(
-                self.block_offset() + u64::from(offset) + H_NEXT as u64,
-                &mut h,
-            )
+            .read(base + u64::from(offset) + H_NEXT as u64, &mut h)
             .ok()?;
         let next = u64::from(u32::from_ne_bytes(h));
         let at = u64::from(offset) + next;
-        (next != 0 && at + H_LEN as u64 <= u64::from(self.block_size)).then_some(at as u32)
+        (next != 0 && at + H_LEN as u64 <= u64::from(block_size)).then_some(at as u32)
     }
 
-    /// Copies the frame whose header is at `offset` in the current block into a new chain.
-    fn take_frame(
-        &mut self,
-        pool: &mut Pool,
+    fn block_frame_header(
+        &self,
+        base: u64,
+        block_size: u32,
         offset: u32,
-        csum: &mut u64,
-    ) -> Result<(u32, u32), Lost> {
-        let block = self.block_offset();
-        let frame = block + u64::from(offset);
-        if u64::from(offset) + H_LEN as u64 > u64::from(self.block_size) {
+    ) -> Result<FrameHdr, Lost> {
+        if u64::from(offset) + H_LEN as u64 > u64::from(block_size) {
             return Err(Lost::Bad);
         }
         let mut h = [0u8; H_LEN];
-        self.mem.read(frame, &mut h)?;
-        let snaplen = u32_at(&h, H_SNAPLEN);
-        let wire_len = u32_at(&h, H_LEN_FIELD);
-        let status = u32_at(&h, H_STATUS);
-        let mac = u64::from(u16_at(&h, H_MAC));
-        // The frame's bytes must lie inside this block, after the header.
+        self.mem.read(base + u64::from(offset), &mut h)?;
+        Ok(FrameHdr {
+            snaplen: u32_at(&h, H_SNAPLEN),
+            wire_len: u32_at(&h, H_LEN_FIELD),
+            status: u32_at(&h, H_STATUS),
+            mac: u64::from(u16_at(&h, H_MAC)),
+            vlan_tci: u32_at(&h, H_VLAN_TCI) as u16,
+            vlan_tpid: u16_at(&h, H_VLAN_TPID),
+        })
+    }
+
+    /// Copies the frame at `frame` (its header, `hdr_len` bytes, first; `room` bytes of ring
+    /// from there belong to it) into a new chain.
+    fn take_frame(
+        &self,
+        pool: &mut Pool,
+        frame: u64,
+        room: u64,
+        hdr_len: usize,
+        h: FrameHdr,
+        csum: &mut u64,
+    ) -> Result<(u32, u32), Lost> {
+        let FrameHdr {
+            snaplen,
+            wire_len,
+            status,
+            mac,
+            ..
+        } = h;
+        // The frame's bytes must lie inside its room, after the header.
         let data = frame + mac;
-        if mac < H_LEN as u64
-            || u64::from(offset) + mac + u64::from(snaplen) > u64::from(self.block_size)
-        {
+        if mac < hdr_len as u64 || mac + u64::from(snaplen) > room {
             return Err(Lost::Bad);
         }
         if snaplen < wire_len {
@@ -341,7 +521,7 @@ impl RxQueue {
         }
         let mut fix = None;
         if self.vnet {
-            if mac < (H_LEN + VNET_LEN) as u64 {
+            if mac < (hdr_len + VNET_LEN) as u64 {
                 return Err(Lost::BadOffload);
             }
             let mut v = [0u8; VNET_LEN];
@@ -366,13 +546,12 @@ impl RxQueue {
         }
         let tag = (status & libc::TP_STATUS_VLAN_VALID != 0).then(|| {
             let tpid = if status & libc::TP_STATUS_VLAN_TPID_VALID != 0 {
-                u16_at(&h, H_VLAN_TPID)
+                h.vlan_tpid
             } else {
                 0x8100
             };
-            let tci = u32_at(&h, H_VLAN_TCI) as u16;
             let [a, b] = tpid.to_be_bytes();
-            let [c, d] = tci.to_be_bytes();
+            let [c, d] = h.vlan_tci.to_be_bytes();
             [a, b, c, d]
         });
         let total = snaplen + if tag.is_some() { 4 } else { 0 };
@@ -406,14 +585,18 @@ impl RxQueue {
     /// this queue's counters. `recv` calls it every few thousand calls and the input node
     /// before its worker sleeps; call it before reading the counters of an idle queue.
     pub fn refresh_kernel_stats(&mut self) {
-        if let Ok(s) = sys::get_opt::<libc::tpacket_stats_v3>(
-            self.fd.as_fd(),
-            libc::SOL_PACKET,
-            libc::PACKET_STATISTICS,
-        ) {
-            bump(&self.counters.kernel_drops, u64::from(s.tp_drops));
-            bump(&self.counters.kernel_freezes, u64::from(s.tp_freeze_q_cnt));
+        let (fd, level, name) = (self.fd.as_fd(), libc::SOL_PACKET, libc::PACKET_STATISTICS);
+        // The kernel answers with the statistics of the socket's ring version.
+        let (drops, freezes) = match self.layout {
+            Layout::Blocks { .. } => sys::get_opt::<libc::tpacket_stats_v3>(fd, level, name)
+                .map(|s| (s.tp_drops, s.tp_freeze_q_cnt)),
+            Layout::Frames { .. } => {
+                sys::get_opt::<libc::tpacket_stats>(fd, level, name).map(|s| (s.tp_drops, 0))
+            }
         }
+        .unwrap_or_default();
+        bump(&self.counters.kernel_drops, u64::from(drops));
+        bump(&self.counters.kernel_freezes, u64::from(freezes));
     }
 
     /// Takes the socket's pending error, if any, and says what it means for the link: the
@@ -433,91 +616,6 @@ impl RxQueue {
     }
 }
 
-/// Fills a fresh chain front to back; the caller has checked that the pool has enough.
-struct ChainWriter {
-    head: u32,
-    cur: u32,
-    at: usize,
-    size: usize,
-}
-
-impl ChainWriter {
-    fn new(pool: &mut Pool) -> Option<ChainWriter> {
-        let head = pool.alloc()?;
-        Some(ChainWriter {
-            head,
-            cur: head,
-            at: 0,
-            size: pool.data_size(),
-        })
-    }
-
-    /// The room left in the current buffer, moving to a new one when it is full.
-    fn room(&mut self, pool: &mut Pool) -> Result<usize, Lost> {
-        if self.at == self.size {
-            let b = pool.alloc().ok_or(Lost::NoBuffer)?;
-            pool.link(self.cur, b);
-            self.cur = b;
-            self.at = 0;
-        }
-        Ok(self.size - self.at)
-    }
-
-    fn put_ring(
-        &mut self,
-        pool: &mut Pool,
-        mem: &RingMap,
-        mut from: u64,
-        mut len: usize,
-    ) -> Result<(), Lost> {
-        while len > 0 {
-            let n = self.room(pool)?.min(len);
-            mem.read(from, &mut pool.room_mut(self.cur)[self.at..self.at + n])?;
-            self.advance(pool, n);
-            from += n as u64;
-            len -= n;
-        }
-        Ok(())
-    }
-
-    fn put_bytes(&mut self, pool: &mut Pool, mut bytes: &[u8]) -> Result<(), Lost> {
-        while !bytes.is_empty() {
-            let n = self.room(pool)?.min(bytes.len());
-            pool.room_mut(self.cur)[self.at..self.at + n].copy_from_slice(&bytes[..n]);
-            self.advance(pool, n);
-            bytes = &bytes[n..];
-        }
-        Ok(())
-    }
-
-    fn advance(&mut self, pool: &mut Pool, n: usize) {
-        self.at += n;
-        pool.meta_mut(self.cur).len = self.at as u16;
-    }
-}
-
-/// Overwrites two bytes at `at` from the start of a chain (they may straddle two buffers).
-fn patch(pool: &mut Pool, head: u32, at: usize, bytes: [u8; 2]) {
-    let mut b = head;
-    let mut skip = at;
-    let mut k = 0;
-    while b != buffer::NONE && k < 2 {
-        let len = usize::from(pool.meta(b).len);
-        if skip < len {
-            let d = pool.data_mut(b);
-            while k < 2 && skip < len {
-                d[skip] = bytes[k];
-                skip += 1;
-                k += 1;
-            }
-            skip = 0;
-        } else {
-            skip -= len;
-        }
-        b = pool.meta(b).next;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -531,6 +629,11 @@ mod tests {
             (48, 0, 12, 16, 20)
         );
         assert_eq!((H_MAC, H_VLAN_TCI, H_VLAN_TPID), (24, 32, 36));
+        assert_eq!(
+            (F_LEN, F_STATUS, F_LEN_FIELD, F_SNAPLEN, F_MAC),
+            (32, 0, 4, 8, 12)
+        );
+        assert_eq!((F_VLAN_TCI, F_VLAN_TPID), (24, 26));
     }
 
     #[test]
@@ -539,21 +642,5 @@ mod tests {
         let b = [0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7];
         assert_eq!(fold(sum_words(&b)), 0xddf2);
         assert_eq!(sum_words(&[0x12]), 0x1200, "odd byte pads low");
-    }
-
-    #[test]
-    fn patch_straddles_buffers() {
-        let mut pool = Pool::new(buffer::PoolConfig {
-            count: 4,
-            data_size: 64,
-            headroom: 0,
-        })
-        .unwrap();
-        let h = pool.from_bytes(&[0u8; 100]).unwrap();
-        patch(&mut pool, h, 63, [0xaa, 0xbb]);
-        let mut v = Vec::new();
-        pool.read_chain(h, &mut v);
-        assert_eq!((v[62], v[63], v[64], v[65]), (0, 0xaa, 0xbb, 0));
-        pool.free(h);
     }
 }

@@ -25,6 +25,8 @@ unsafe impl OptVal for libc::tpacket_req {}
 unsafe impl OptVal for libc::tpacket_req3 {}
 // SAFETY: `struct packet_mreq`: an int, two shorts and a byte array, no padding.
 unsafe impl OptVal for libc::packet_mreq {}
+// SAFETY: `struct tpacket_stats`: two `unsigned int`.
+unsafe impl OptVal for libc::tpacket_stats {}
 // SAFETY: `struct tpacket_stats_v3`: three `unsigned int`.
 unsafe impl OptVal for libc::tpacket_stats_v3 {}
 
