@@ -44,6 +44,40 @@ const F_MAC: usize = offset_of!(libc::tpacket2_hdr, tp_mac);
 const F_VLAN_TCI: usize = offset_of!(libc::tpacket2_hdr, tp_vlan_tci);
 const F_VLAN_TPID: usize = offset_of!(libc::tpacket2_hdr, tp_vlan_tpid);
 
+/// Where one frame header version keeps the fields we read.
+struct Fields {
+    len: usize,
+    snaplen: usize,
+    wire_len: usize,
+    status: usize,
+    mac: usize,
+    /// The TCI's 16 bits (V3 holds it in a 32-bit field).
+    tci: usize,
+    tpid: usize,
+}
+
+const _: () = assert!(F_LEN <= H_LEN);
+
+const V2_FIELDS: Fields = Fields {
+    len: F_LEN,
+    snaplen: F_SNAPLEN,
+    wire_len: F_LEN_FIELD,
+    status: F_STATUS as usize,
+    mac: F_MAC,
+    tci: F_VLAN_TCI,
+    tpid: F_VLAN_TPID,
+};
+
+const V3_FIELDS: Fields = Fields {
+    len: H_LEN,
+    snaplen: H_SNAPLEN,
+    wire_len: H_LEN_FIELD,
+    status: H_STATUS,
+    mac: H_MAC,
+    tci: H_VLAN_TCI + if cfg!(target_endian = "big") { 2 } else { 0 },
+    tpid: H_VLAN_TPID,
+};
+
 /// `struct virtio_net_hdr` (PACKET_VNET_HDR), which the kernel puts just before the frame
 /// ([`crate::vnet`]).
 pub(crate) const VNET_LEN: usize = crate::vnet::LEN;
@@ -155,6 +189,12 @@ impl Layout {
             next: 0,
         }
     }
+}
+
+/// Slot `n` of a ring of frames, from the ring's start (frames never straddle two blocks).
+fn slot_offset(block_size: u32, frame_size: u32, per_block: u32, n: u32) -> u64 {
+    u64::from(n / per_block) * u64::from(block_size)
+        + u64::from(n % per_block) * u64::from(frame_size)
 }
 
 /// A frame header's fields, whichever layout's header they came from.
@@ -270,7 +310,13 @@ impl RxQueue {
             Layout::Blocks {
                 block, block_size, ..
             } => u64::from(block) * u64::from(block_size) + BD_STATUS,
-            Layout::Frames { .. } => self.slot_offset() + F_STATUS,
+            Layout::Frames {
+                block_size,
+                frame_size,
+                per_block,
+                next,
+                ..
+            } => slot_offset(block_size, frame_size, per_block, next) + F_STATUS,
         };
         self.mem
             .load_status(at)
@@ -310,23 +356,6 @@ impl RxQueue {
         st
     }
 
-    /// The slot `next` of a ring of frames, from the ring's start.
-    fn slot_offset(&self) -> u64 {
-        match self.layout {
-            Layout::Frames {
-                block_size,
-                frame_size,
-                per_block,
-                next,
-                ..
-            } => {
-                u64::from(next / per_block) * u64::from(block_size)
-                    + u64::from(next % per_block) * u64::from(frame_size)
-            }
-            Layout::Blocks { .. } => unreachable!("a ring of blocks has no slots"),
-        }
-    }
-
     /// [`RxQueue::recv`] on a ring of frame slots: each slot ours while its status says so.
     fn recv_slots(
         &mut self,
@@ -337,13 +366,17 @@ impl RxQueue {
         csum: &mut u64,
     ) {
         let Layout::Frames {
-            frame_size, count, ..
+            block_size,
+            frame_size,
+            per_block,
+            count,
+            mut next,
         } = self.layout
         else {
             return;
         };
         for _ in 0..max {
-            let at = self.slot_offset();
+            let at = slot_offset(block_size, frame_size, per_block, next);
             let Ok(status) = self.mem.load_status(at + F_STATUS) else {
                 return;
             };
@@ -351,27 +384,31 @@ impl RxQueue {
                 return;
             }
             let taken = self
-                .slot_header(at)
+                .frame_header(at, &V2_FIELDS)
                 .and_then(|h| self.take_frame(pool, at, u64::from(frame_size), F_LEN, h, csum));
             st.tally(taken, out);
             // Our reads of the slot are done; the Release store hands it back (ring.rs).
             let _ = self.mem.store_status(at + F_STATUS, libc::TP_STATUS_KERNEL);
-            if let Layout::Frames { next, .. } = &mut self.layout {
-                *next = (*next + 1) % count;
+            next = (next + 1) % count;
+            if let Layout::Frames { next: n, .. } = &mut self.layout {
+                *n = next;
             }
         }
     }
 
-    fn slot_header(&self, at: u64) -> Result<FrameHdr, Lost> {
-        let mut h = [0u8; F_LEN];
-        self.mem.read(at, &mut h)?;
+    /// The frame header at `at`, read as `f` lays it out.
+    fn frame_header(&self, at: u64, f: &Fields) -> Result<FrameHdr, Lost> {
+        // Room for either version (V3's is the larger).
+        let mut h = [0u8; H_LEN];
+        let h = &mut h[..f.len];
+        self.mem.read(at, h)?;
         Ok(FrameHdr {
-            snaplen: u32_at(&h, F_SNAPLEN),
-            wire_len: u32_at(&h, F_LEN_FIELD),
-            status: u32_at(&h, F_STATUS as usize),
-            mac: u64::from(u16_at(&h, F_MAC)),
-            vlan_tci: u16_at(&h, F_VLAN_TCI),
-            vlan_tpid: u16_at(&h, F_VLAN_TPID),
+            snaplen: u32_at(h, f.snaplen),
+            wire_len: u32_at(h, f.wire_len),
+            status: u32_at(h, f.status),
+            mac: u64::from(u16_at(h, f.mac)),
+            vlan_tci: u16_at(h, f.tci),
+            vlan_tpid: u16_at(h, f.tpid),
         })
     }
 
@@ -403,10 +440,14 @@ impl RxQueue {
                 seen += 1;
                 cur.left -= 1;
                 let at = base + u64::from(cur.offset);
-                let room = u64::from(block_size - cur.offset);
-                let taken = self
-                    .block_frame_header(base, block_size, cur.offset)
-                    .and_then(|h| self.take_frame(pool, at, room, H_LEN, h, csum));
+                // The header, at least, must lie inside the block (the first frame's offset
+                // comes from the block descriptor unchecked).
+                let taken = match u64::from(block_size).checked_sub(u64::from(cur.offset)) {
+                    Some(room) if room >= H_LEN as u64 => self
+                        .frame_header(at, &V3_FIELDS)
+                        .and_then(|h| self.take_frame(pool, at, room, H_LEN, h, csum)),
+                    _ => Err(Lost::Bad),
+                };
                 if let Err(Lost::Bad) = taken {
                     // The block's chain of offsets cannot be trusted past here.
                     st.bad += 1 + cur.left as usize;
@@ -470,27 +511,6 @@ impl RxQueue {
         let next = u64::from(u32::from_ne_bytes(h));
         let at = u64::from(offset) + next;
         (next != 0 && at + H_LEN as u64 <= u64::from(block_size)).then_some(at as u32)
-    }
-
-    fn block_frame_header(
-        &self,
-        base: u64,
-        block_size: u32,
-        offset: u32,
-    ) -> Result<FrameHdr, Lost> {
-        if u64::from(offset) + H_LEN as u64 > u64::from(block_size) {
-            return Err(Lost::Bad);
-        }
-        let mut h = [0u8; H_LEN];
-        self.mem.read(base + u64::from(offset), &mut h)?;
-        Ok(FrameHdr {
-            snaplen: u32_at(&h, H_SNAPLEN),
-            wire_len: u32_at(&h, H_LEN_FIELD),
-            status: u32_at(&h, H_STATUS),
-            mac: u64::from(u16_at(&h, H_MAC)),
-            vlan_tci: u32_at(&h, H_VLAN_TCI) as u16,
-            vlan_tpid: u16_at(&h, H_VLAN_TPID),
-        })
     }
 
     /// Copies the frame at `frame` (its header, `hdr_len` bytes, first; `room` bytes of ring
