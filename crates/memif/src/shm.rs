@@ -77,19 +77,29 @@ pub enum MapError {
     NotSealed,
     #[error("region fd is not a regular file or memfd")]
     NotAFile,
+    #[error(
+        "region fd is on hugetlbfs (a memfd made with MFD_HUGETLB): its owner could punch a hole in it that our next touch takes as SIGBUS once the huge page pool is empty; use a plain memfd"
+    )]
+    Hugetlb,
     #[error("region fd: {0}")]
     Io(#[from] io::Error),
 }
 
-/// Whether a peer's region must carry `F_SEAL_SHRINK`.
+/// Whether a peer's region must be one it cannot take away from under us.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SealPolicy {
-    /// Refuse unsealed regions (the default: a peer could shrink them and crash us).
+    /// Refuse regions not sealed with `F_SEAL_SHRINK` (a peer could shrink them) and regions on
+    /// hugetlbfs (a peer could punch a hole whose pages the kernel cannot give back once the
+    /// huge page pool is empty): either would make our next touch SIGBUS. The default.
     Require,
-    /// Accept unsealed regions from legacy peers; a peer that shrinks one can then kill us
-    /// with SIGBUS. Only for peers that are trusted not to.
+    /// Accept both from legacy peers (or DPDK's zero-copy regions, which are its hugepage
+    /// files); a peer that shrinks one or punches a hole in it can then kill us with SIGBUS.
+    /// Only for peers that are trusted not to.
     AllowUnsealed,
 }
+
+/// `HUGETLBFS_MAGIC` (`linux/magic.h`), as `statfs` reports a hugetlbfs file's file system.
+const HUGETLBFS_MAGIC: u64 = 0x9584_58f6;
 
 /// A mapped region.
 #[derive(Debug)]
@@ -147,6 +157,14 @@ impl SharedMemory {
             let have = rustix::fs::fcntl_get_seals(&fd).map_err(|_| MapError::NotSealed)?;
             if !have.contains(SealFlags::SHRINK) {
                 return Err(MapError::NotSealed);
+            }
+            // Seals stop shrinking, not hole punching (short of F_SEAL_WRITE, which a ring
+            // cannot have). In a memfd of ordinary memory a punched hole is refilled with
+            // zeroes at the next touch; on hugetlbfs the refill needs a free huge page, and
+            // without one the touch is SIGBUS.
+            let fs = rustix::fs::fstatfs(&fd).map_err(std::io::Error::from)?;
+            if fs.f_type as u64 & 0xffff_ffff == HUGETLBFS_MAGIC {
+                return Err(MapError::Hugetlb);
             }
         }
         let ptr = map_shared(Some(fd.as_fd()), announced as usize).map_err(MapError::Io)?;

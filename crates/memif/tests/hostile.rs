@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use common::*;
 use memif::msg::{AddRing, FixedStr, Init, Mode, Msg, VERSION};
 use memif::{Client, InterfaceConfig};
-use rustix::fs::SealFlags;
+use rustix::fs::{MemfdFlags, SealFlags};
 
 use evil::*;
 
@@ -193,6 +193,35 @@ fn bad_regions_are_refused_before_mapping() {
             "not a regular file",
         ),
     ];
+    // A sealed memfd of huge pages: its owner can punch a hole (seals do not stop that) and
+    // take the freed page, and our next touch of the hole is SIGBUS. Refused before mapping,
+    // whether or not the huge page pool could back it.
+    let huge = rustix::fs::memfd_create(
+        "evil-huge",
+        MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING | MemfdFlags::HUGETLB,
+    );
+    let mut cases = cases;
+    match huge {
+        Ok(fd) => {
+            rustix::fs::ftruncate(&fd, 2 << 20).unwrap();
+            rustix::fs::fcntl_add_seals(&fd, SealFlags::SHRINK | SealFlags::GROW).unwrap();
+            let fd = std::sync::Mutex::new(Some(fd));
+            cases.push((
+                Box::new(move |e: &Evil| {
+                    let fd = fd.lock().unwrap().take().unwrap();
+                    e.send(
+                        Msg::AddRegion {
+                            index: 0,
+                            size: 2 << 20,
+                        },
+                        Some(&fd),
+                    )
+                }),
+                "region fd is on hugetlbfs",
+            ));
+        }
+        Err(e) => eprintln!("skipping the hugetlbfs region: memfd_create(MFD_HUGETLB): {e}"),
+    }
     for (act, want) in cases {
         let e = Evil::connect(&mut l);
         e.init(&mut l, 0);
