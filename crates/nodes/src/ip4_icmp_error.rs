@@ -9,8 +9,13 @@
 //! error fits in 576 bytes (RFC 1812 4.3.2.3).
 //!
 //! RFC 1812 4.3.2.7 says when not to answer: about an ICMP error, a non-first fragment, or a
-//! packet from or to a non-unicast address. Errors are rate-limited per worker (RFC 1812
-//! 4.3.2.8) by a token bucket refilled once per frame. Every packet not answered is counted.
+//! packet from or to a non-unicast address. Errors are rate-limited (RFC 1812 4.3.2.8) per
+//! worker by a token bucket refilled once per frame, and per source of the offending packets
+//! by a bucket for each of [`SOURCE_SLOTS`] slots its address (and VRF) hashes to, so that one
+//! source that keeps provoking errors (a pod looping towards an unroutable address, a host
+//! flooding expired packets) spends its own share and not the worker's: other sources still
+//! hear their "fragmentation needed" and "time exceeded". Sources that hash alike share a
+//! bucket; many spoofed sources meet the worker's. Every packet not answered is counted.
 
 use graph::{Ctx, Node, clock};
 use wire::{Icmp, IcmpType, IpProtocol, Ipv4, Ipv4Addr};
@@ -43,6 +48,11 @@ pub const PORT_UNREACHABLE: u16 = icmp_request(3, 3);
 /// Errors per second and burst size of the default rate limit (per worker).
 pub const DEFAULT_RATE: u32 = 1000;
 pub const DEFAULT_BURST: u32 = 100;
+/// Errors per second and burst size about one source's packets (per worker), by default.
+pub const DEFAULT_SOURCE_RATE: u32 = 100;
+pub const DEFAULT_SOURCE_BURST: u32 = 10;
+/// Per-source buckets of a worker (a power of two).
+pub const SOURCE_SLOTS: usize = 256;
 
 const NANOS_PER_SEC: u64 = 1_000_000_000;
 
@@ -80,8 +90,12 @@ impl TokenBucket {
             .min(self.cap);
     }
 
+    fn has_token(&self) -> bool {
+        self.credit >= NANOS_PER_SEC
+    }
+
     fn take(&mut self) -> bool {
-        if self.credit < NANOS_PER_SEC {
+        if !self.has_token() {
             return false;
         }
         self.credit -= NANOS_PER_SEC;
@@ -89,23 +103,72 @@ impl TokenBucket {
     }
 }
 
+/// Which budget an error was refused by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Limited {
+    Worker,
+    Source,
+}
+
+/// The worker's budget and its sources' (module docs).
+#[derive(Debug)]
+struct Limiter {
+    all: TokenBucket,
+    sources: Box<[TokenBucket]>,
+}
+
+impl Limiter {
+    fn new(all: (u32, u32), source: (u32, u32), now: u64) -> Limiter {
+        Limiter {
+            all: TokenBucket::new(all.0, all.1, now),
+            sources: (0..SOURCE_SLOTS)
+                .map(|_| TokenBucket::new(source.0, source.1, now))
+                .collect(),
+        }
+    }
+
+    /// Takes a token for an error about a packet from `src` in `vrf`, from the source's
+    /// bucket and the worker's, or neither. The worker's refills once per frame
+    /// ([`TokenBucket::refill`]); a source's when it is asked, at `now`.
+    fn allow(&mut self, vrf: u32, src: Ipv4Addr, now: u64) -> Result<(), Limited> {
+        if !self.all.has_token() {
+            return Err(Limited::Worker);
+        }
+        let key = u64::from(src.to_bits()) | u64::from(vrf) << 32;
+        let slot = (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 56) as usize % SOURCE_SLOTS;
+        let s = &mut self.sources[slot];
+        s.refill(now);
+        if !s.take() {
+            return Err(Limited::Source);
+        }
+        self.all.take();
+        Ok(())
+    }
+}
+
 #[derive(Debug)]
 pub struct Ip4IcmpError {
     shared: Shared,
-    bucket: TokenBucket,
+    limiter: Limiter,
 }
 
 impl Ip4IcmpError {
-    /// At most [`DEFAULT_RATE`] errors a second, in bursts of up to [`DEFAULT_BURST`].
+    /// At most [`DEFAULT_RATE`] errors a second, in bursts of up to [`DEFAULT_BURST`], and
+    /// [`DEFAULT_SOURCE_RATE`] ([`DEFAULT_SOURCE_BURST`]) about one source's packets.
     pub fn new(shared: Shared) -> Ip4IcmpError {
         Ip4IcmpError::with_rate_limit(shared, DEFAULT_RATE, DEFAULT_BURST)
     }
 
-    /// At most `per_sec` errors a second from this worker, in bursts of up to `burst`.
+    /// At most `per_sec` errors a second from this worker, in bursts of up to `burst`, and the
+    /// default share of that about one source's packets.
     pub fn with_rate_limit(shared: Shared, per_sec: u32, burst: u32) -> Ip4IcmpError {
         Ip4IcmpError {
             shared,
-            bucket: TokenBucket::new(per_sec, burst, clock::ticks()),
+            limiter: Limiter::new(
+                (per_sec, burst),
+                (DEFAULT_SOURCE_RATE, DEFAULT_SOURCE_BURST),
+                clock::ticks(),
+            ),
         }
     }
 }
@@ -131,6 +194,7 @@ graph::node! {
         DstNotUnicast = "no icmp error: destination multicast or broadcast",
         Fragment = "no icmp error about a non-first fragment",
         RateLimited = "icmp error rate limited",
+        SourceRateLimited = "icmp error rate limited for its source",
         NoAddress = "no icmp error: receiving interface has no address",
         NoHeadroom = "no headroom for the icmp error headers",
         Malformed = "offending packet malformed",
@@ -148,7 +212,8 @@ impl core::fmt::Display for IcmpErrorTrace {
 impl Node for Ip4IcmpError {
     fn process(&mut self, ctx: &mut Ctx<'_, Self>, bufs: &[u32], next: &mut [u16]) {
         let ifs = self.shared.interfaces.load();
-        self.bucket.refill(clock::ticks());
+        let now = clock::ticks();
+        self.limiter.all.refill(now);
         for (&b, n) in bufs.iter().zip(next.iter_mut()) {
             *n = Next::Drop.into();
             // Single-copy: the quoted bytes may reach into the peer's buffer; bring them in (or,
@@ -213,9 +278,16 @@ impl Node for Ip4IcmpError {
                 ctx.count_error(Error::NoAddress);
                 continue;
             };
-            if !self.bucket.take() {
-                ctx.count_error(Error::RateLimited);
-                continue;
+            match self.limiter.allow(meta.vrf, src, now) {
+                Ok(()) => {}
+                Err(Limited::Worker) => {
+                    ctx.count_error(Error::RateLimited);
+                    continue;
+                }
+                Err(Limited::Source) => {
+                    ctx.count_error(Error::SourceRateLimited);
+                    continue;
+                }
             }
             // Packets not answered were left as they came, for whoever captures drops. The
             // datagram is in the head buffer (ip4-input checked); its data may be cut, its
@@ -401,6 +473,46 @@ mod tests {
         assert_eq!((0..5).filter(|_| t.take()).count(), 3);
         t.refill(0); // a clock that went backwards adds nothing
         assert!(!t.take());
+    }
+
+    /// One source provoking errors without pause spends its own share; another source's
+    /// errors still go out, until the worker's budget is spent. Fails with the worker's
+    /// bucket alone: the first source's burst takes all of it.
+    #[test]
+    fn a_source_that_keeps_provoking_errors_spends_only_its_share() {
+        let mut l = Limiter::new((1000, 100), (100, 10), 0);
+        let noisy = Ipv4Addr::new(10, 0, 0, 7);
+        let refused: Vec<_> = (0..1000)
+            .filter_map(|_| l.allow(0, noisy, 0).err())
+            .collect();
+        assert_eq!(refused.len(), 990, "its burst of 10 and no more");
+        assert!(refused.iter().all(|&r| r == Limited::Source));
+        // Another source, and the same address in another VRF (another network's pod), are
+        // not that source: their errors go out.
+        for (vrf, a) in [(0, Ipv4Addr::new(10, 0, 0, 8)), (3, noisy)] {
+            assert_eq!((0..5).filter(|_| l.allow(vrf, a, 0).is_ok()).count(), 5);
+        }
+        // 100 ms later the noisy source has 10 more, at its rate of 100 a second.
+        let later = 100_000_000;
+        l.all.refill(later);
+        assert_eq!(
+            (0..50).filter(|_| l.allow(0, noisy, later).is_ok()).count(),
+            10
+        );
+        // Many sources spend the worker's budget, and then every source waits.
+        let mut sent = 0;
+        for i in 0..1000u32 {
+            if l.allow(0, Ipv4Addr::from(0x0b00_0000 + i * 7919), later)
+                .is_ok()
+            {
+                sent += 1;
+            }
+        }
+        assert!(sent < 100, "{sent}: the worker's burst is the bound");
+        assert_eq!(
+            l.allow(0, Ipv4Addr::new(10, 9, 9, 9), later),
+            Err(Limited::Worker)
+        );
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! ICMP errors from the forwarding graph (RFC 1812): time exceeded from our address, net
-//! unreachable, none where the RFC forbids one, and a per-worker rate limit. Checked with
+//! unreachable, none where the RFC forbids one, and rate limits per source and per worker. Checked with
 //! etherparse.
 
 mod graph_common;
@@ -218,16 +218,17 @@ fn no_icmp_error_where_rfc_1812_forbids_one() {
 }
 
 #[test]
-fn icmp_errors_are_rate_limited_per_worker() {
+fn icmp_errors_are_rate_limited_per_source_and_per_worker() {
     let mut s = setup();
     let n = 150;
+    // One source: its share, then nothing.
     s.input
         .lock()
         .unwrap()
         .extend((0..n).map(|i| (0, udp(MAC[0], [192, 0, 2, 5], 1, &[i as u8; 10]))));
     s.rt.dispatch(&mut s.pool);
-    let burst = nodes::ip4_icmp_error::DEFAULT_BURST as usize;
-    assert_eq!(s.output.lock().unwrap().len(), burst);
+    let share = nodes::ip4_icmp_error::DEFAULT_SOURCE_BURST as usize;
+    assert_eq!(s.output.lock().unwrap().len(), share);
     assert_eq!(
         s.rt.errors(),
         vec![
@@ -235,14 +236,44 @@ fn icmp_errors_are_rate_limited_per_worker() {
             (
                 "ip4-icmp-error",
                 "icmp time exceeded sent (not an error)",
-                burst as u64
+                share as u64
             ),
             (
                 "ip4-icmp-error",
-                "icmp error rate limited",
-                n - burst as u64
+                "icmp error rate limited for its source",
+                n - share as u64
             ),
         ]
+    );
+    // As many sources as packets: the worker's budget (what the first source left of it, and
+    // what a millisecond or two refill) is the bound.
+    s.input.lock().unwrap().extend((0..n).map(|i| {
+        let macs = testkit::Macs {
+            dst: MAC[0],
+            ..HOST_TO_IF0
+        };
+        let src = [10, 0, 1 + (i / 200) as u8, (i % 200) as u8 + 10];
+        (0, testkit::udp4_frame(macs, src, [192, 0, 2, 5], 1, b"x"))
+    }));
+    s.rt.dispatch(&mut s.pool);
+    let count = |what: &str| {
+        s.rt.errors()
+            .iter()
+            .find(|e| e.0 == "ip4-icmp-error" && e.1 == what)
+            .map_or(0, |e| e.2)
+    };
+    let burst = nodes::ip4_icmp_error::DEFAULT_BURST as u64;
+    let sent = count("icmp time exceeded sent (not an error)") - share as u64;
+    let worker = count("icmp error rate limited");
+    assert!(
+        (burst - share as u64..burst).contains(&sent),
+        "{sent} sent: {:?}",
+        s.rt.errors()
+    );
+    assert_eq!(sent + worker, n, "{:?}", s.rt.errors());
+    assert_eq!(
+        count("icmp error rate limited for its source"),
+        n - share as u64
     );
     assert_eq!(s.pool.available(), s.pool.capacity());
 }
