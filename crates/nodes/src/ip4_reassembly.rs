@@ -8,7 +8,9 @@
 //! Every fragment's payload is copied into the datagram's own bytes and its buffer returned
 //! at once, so reassembly holds no buffers, only memory, and that is bounded: at most
 //! [`MAX_DATAGRAMS`] datagrams per worker, each at most 65,535 bytes in at most
-//! [`MAX_FRAGMENTS`] fragments. A datagram not complete within the timeout
+//! [`MAX_FRAGMENTS`] fragments, and at most [`MAX_PER_SOURCE`] of them from one source (address
+//! and VRF): a new datagram from a source that has that many evicts the source's own oldest,
+//! so that one sender of endless first fragments churns its own datagrams, not everyone's. A datagram not complete within the timeout
 //! ([`DEFAULT_TIMEOUT`]) is dropped; expiry is checked whenever fragments arrive, so an idle
 //! worker keeps at most those bounds until the next one. A new datagram when the table is
 //! full evicts the oldest. Overlapping or duplicated fragments drop the whole datagram (as
@@ -27,6 +29,8 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1);
 pub const MAX_DATAGRAMS: usize = 64;
 /// Fragments one datagram may come in.
 pub const MAX_FRAGMENTS: usize = 64;
+/// Datagrams in reassembly at once from one source (address and VRF), per worker.
+pub const MAX_PER_SOURCE: usize = 16;
 /// The largest IPv4 payload: a datagram is at most 65,535 bytes with its header.
 const MAX_PAYLOAD: u32 = 65_535 - MIN_HEADER_LEN as u32;
 
@@ -64,6 +68,15 @@ pub enum Outcome {
     Complete,
     /// The fragment, and the datagram it belonged to, were dropped for this reason.
     Dropped(Error),
+}
+
+/// Why a datagram in reassembly made way for a new one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Eviction {
+    /// Its source had [`MAX_PER_SOURCE`] in reassembly: its own oldest went.
+    Source,
+    /// The table held [`MAX_DATAGRAMS`]: the oldest of all went.
+    Table,
 }
 
 #[derive(Debug)]
@@ -140,21 +153,25 @@ impl Reassembler {
     }
 
     /// Adds one fragment at `now` (ns). On [`Outcome::Complete`] the datagram is in
-    /// [`take_output`](Self::take_output). A new datagram when the table is full evicts the
-    /// oldest; the second value says whether that happened.
-    pub fn add(&mut self, f: Fragment<'_>, now: u64) -> (Outcome, bool) {
+    /// [`take_output`](Self::take_output). A new datagram from a source with
+    /// [`MAX_PER_SOURCE`] in reassembly evicts that source's oldest, and one when the table is
+    /// full the oldest of all; the second value says which, if either, happened.
+    pub fn add(&mut self, f: Fragment<'_>, now: u64) -> (Outcome, Option<Eviction>) {
         let len = f.payload.len() as u32;
         let end = f.offset + len;
-        let mut evicted = false;
+        let mut evicted = None;
         let i = match self.table.iter().position(|d| d.key == f.key) {
             Some(i) => i,
             None => {
-                if self.table.len() >= MAX_DATAGRAMS {
+                if let Some(own) = self.sources_oldest(&f.key) {
+                    self.table.swap_remove(own);
+                    evicted = Some(Eviction::Source);
+                } else if self.table.len() >= MAX_DATAGRAMS {
                     let oldest = (0..self.table.len())
                         .min_by_key(|&i| self.table[i].started)
                         .expect("the table is full");
                     self.table.swap_remove(oldest);
-                    evicted = true;
+                    evicted = Some(Eviction::Table);
                 }
                 self.table.push(Datagram {
                     key: f.key,
@@ -189,6 +206,19 @@ impl Reassembler {
         self.output.extend_from_slice(&header);
         self.output.extend_from_slice(&d.data[..total as usize]);
         (Outcome::Complete, evicted)
+    }
+
+    /// The oldest datagram from `key`'s source (address and VRF) if that source has
+    /// [`MAX_PER_SOURCE`] in reassembly.
+    fn sources_oldest(&self, key: &Key) -> Option<usize> {
+        let own = || {
+            (0..self.table.len())
+                .filter(|&i| self.table[i].key.src == key.src && self.table[i].key.vrf == key.vrf)
+        };
+        if own().count() < MAX_PER_SOURCE {
+            return None;
+        }
+        own().min_by_key(|&i| self.table[i].started)
     }
 
     /// Checks fragment `f` (payload ending at `end`) against datagram `i` and stores it.
@@ -273,6 +303,7 @@ graph::node! {
         TooManyFragments = "datagram in more than 64 fragments (dropped)",
         TimedOut = "datagram incomplete after the reassembly timeout (dropped)",
         Evicted = "datagram evicted: more than 64 in reassembly",
+        EvictedSource = "datagram evicted: more than 16 in reassembly from its source",
         NoBuffer = "no buffer for the reassembled datagram or its fragment",
     }
 }
@@ -309,8 +340,10 @@ impl Node for Ip4Reassembly {
                 payload,
             };
             let (outcome, evicted) = self.r.add(f, now);
-            if evicted {
-                ctx.count_error(Error::Evicted);
+            match evicted {
+                Some(Eviction::Table) => ctx.count_error(Error::Evicted),
+                Some(Eviction::Source) => ctx.count_error(Error::EvictedSource),
+                None => {}
             }
             match outcome {
                 Outcome::Held => {
@@ -368,10 +401,23 @@ mod tests {
         len: usize,
         now: u64,
     ) -> Outcome {
+        add_from(r, [10, 0, 0, 7], ident, data, at, len, now)
+    }
+
+    /// [`add`] for a datagram from `src`.
+    fn add_from(
+        r: &mut Reassembler,
+        src: [u8; 4],
+        ident: u16,
+        data: &[u8],
+        at: usize,
+        len: usize,
+        now: u64,
+    ) -> Outcome {
         let h = header(ident);
         r.add(
             Fragment {
-                key: key(ident),
+                key: Key { src, ..key(ident) },
                 offset: at as u32,
                 more: at + len < data.len(),
                 header: &h,
@@ -460,10 +506,12 @@ mod tests {
             add(&mut r, 1, &data, MAX_FRAGMENTS * 8, 8, 0),
             Outcome::Dropped(Error::TooManyFragments)
         );
-        // A full table evicts its oldest datagram for a new one.
+        // A full table evicts its oldest datagram for a new one (the datagrams from sources
+        // of their own, none at its source's limit).
         for ident in 0..MAX_DATAGRAMS as u16 {
+            let src = [10, 0, 1, ident as u8];
             assert_eq!(
-                add(&mut r, 100 + ident, &data, 0, 8, u64::from(ident)),
+                add_from(&mut r, src, 100 + ident, &data, 0, 8, u64::from(ident)),
                 Outcome::Held
             );
         }
@@ -480,13 +528,71 @@ mod tests {
         );
         assert_eq!(
             (o, evicted, r.pending()),
-            (Outcome::Held, true, MAX_DATAGRAMS)
+            (Outcome::Held, Some(Eviction::Table), MAX_DATAGRAMS)
         );
         // The evicted one (ident 100, the oldest) starts again from nothing.
-        assert_eq!(add(&mut r, 100, &data, 8, 8, 2000), Outcome::Held);
+        assert_eq!(
+            add_from(&mut r, [10, 0, 1, 0], 100, &data, 8, 8, 2000),
+            Outcome::Held
+        );
         // Everything older than the timeout goes.
         assert_eq!(r.expire(50 * MS), 0);
         assert_eq!(r.expire(200 * MS), MAX_DATAGRAMS);
         assert_eq!(r.pending(), 0);
+    }
+
+    /// One source sending endless first fragments churns its own datagrams: another source's
+    /// datagram, in reassembly meanwhile, still completes. With the table's limit alone the
+    /// flood evicts it (64 new datagrams after it).
+    #[test]
+    fn one_source_cannot_evict_another_sources_datagram() {
+        let data: Vec<u8> = (0..2000u32).map(|i| i as u8).collect();
+        let mut r = Reassembler::new(DEFAULT_TIMEOUT);
+        let (victim, flood) = ([10, 0, 0, 9], [10, 0, 0, 66]);
+        assert_eq!(
+            add_from(&mut r, victim, 7, &data, 0, 1000, 0),
+            Outcome::Held
+        );
+        // A first fragment's key and header, from `src` in `vrf`.
+        let first = |src, vrf, ident| {
+            let k = Key {
+                src,
+                vrf,
+                ..key(ident)
+            };
+            (k, header(ident))
+        };
+        let mut own = 0;
+        for ident in 0..1000u16 {
+            let (k, h) = first(flood, 0, ident);
+            let f = Fragment {
+                key: k,
+                offset: 0,
+                more: true,
+                header: &h,
+                payload: &data[..8],
+            };
+            let (o, evicted) = r.add(f, 1 + u64::from(ident));
+            assert_eq!(o, Outcome::Held);
+            assert_ne!(evicted, Some(Eviction::Table), "datagram {ident}");
+            own += usize::from(evicted == Some(Eviction::Source));
+        }
+        assert_eq!(own, 1000 - MAX_PER_SOURCE);
+        assert_eq!(r.pending(), 1 + MAX_PER_SOURCE);
+        // The same address in another VRF is another source.
+        let (k, h) = first(flood, 5, 1);
+        let f = Fragment {
+            key: k,
+            offset: 0,
+            more: true,
+            header: &h,
+            payload: &data[..8],
+        };
+        assert_eq!(r.add(f, 2000), (Outcome::Held, None));
+        assert_eq!(
+            add_from(&mut r, victim, 7, &data, 1000, 1000, 2000),
+            Outcome::Complete
+        );
+        assert_eq!(&r.take_output()[20..], &data[..]);
     }
 }
