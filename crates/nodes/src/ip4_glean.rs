@@ -9,6 +9,12 @@
 //! sends at most one per (interface, next hop) per [`DEFAULT_INTERVAL`], remembered in a small
 //! fixed table indexed by a hash of the pair. A pair that collides with another evicts it, so
 //! the table can let an extra request through but never holds one back that is due.
+//!
+//! A stream towards many next hops (a pod scanning an on-link subnet, a /16 routed out of an
+//! interface) would still be a request per packet, broadcast: so requests also come out of a
+//! worker's budget ([`DEFAULT_RATE`] a second) and the packets' source's
+//! ([`DEFAULT_SOURCE_RATE`], see [`crate::limit`]). Our own packets (VXLAN towards a VTEP not
+//! yet resolved, ICMP errors) are charged to the worker's only.
 
 use std::time::Duration;
 
@@ -17,6 +23,7 @@ use fib::adj::Adjacency;
 use graph::{Ctx, Node, clock};
 use wire::{Arp, ArpOp, EtherType, Ethernet, Ipv4, MacAddr};
 
+use crate::limit::{Limited, Limiter};
 use crate::{ETH_HDR, Shared};
 
 /// The least time between two requests for one next hop on one interface, per worker.
@@ -24,6 +31,21 @@ pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(100);
 
 /// Slots of the throttle table (a power of two).
 const SLOTS: usize = 256;
+
+/// Requests a second and burst, per worker, by default.
+pub const DEFAULT_RATE: u32 = 1000;
+pub const DEFAULT_BURST: u32 = 100;
+/// Requests a second and burst on behalf of one source's packets, per worker, by default.
+pub const DEFAULT_SOURCE_RATE: u32 = 100;
+pub const DEFAULT_SOURCE_BURST: u32 = 20;
+
+/// Why no request went out for a packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Refused {
+    /// One for this next hop went out less than an interval ago.
+    Throttled,
+    Limited(Limited),
+}
 
 /// Ethernet header and ARP packet.
 const REQUEST_LEN: usize = ETH_HDR + wire::arp::LEN;
@@ -47,6 +69,7 @@ pub struct Ip4Glean {
     shared: Shared,
     interval: u64,
     sent: Box<[Sent; SLOTS]>,
+    limiter: Limiter,
     /// Where a next hop on an interface without Ethernet is reported resolved.
     learned: Option<crate::LearnSink>,
 }
@@ -62,6 +85,11 @@ impl Ip4Glean {
             shared,
             interval: u64::try_from(interval.as_nanos()).unwrap_or(u64::MAX),
             sent: Box::new([NEVER; SLOTS]),
+            limiter: Limiter::new(
+                (DEFAULT_RATE, DEFAULT_BURST),
+                (DEFAULT_SOURCE_RATE, DEFAULT_SOURCE_BURST),
+                clock::ticks(),
+            ),
             learned: None,
         }
     }
@@ -73,22 +101,56 @@ impl Ip4Glean {
         self
     }
 
-    /// Whether a request for `(tx_if, next_hop)` may go out `now`; if so, remembers it.
-    fn may_send(&mut self, tx_if: u32, next_hop: u32, now: u64) -> bool {
+    /// The throttle table's slot for `(tx_if, next_hop)`, and whether a request is due there.
+    fn due(&self, tx_if: u32, next_hop: u32, now: u64) -> (usize, bool) {
         let key = (u64::from(tx_if) << 32) | u64::from(next_hop);
         // Fibonacci hashing: the top bits of the product mix every bit of the key.
         let slot =
             (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - SLOTS.trailing_zeros())) as usize;
-        let s = &mut self.sent[slot];
-        if s.tx_if == tx_if && s.next_hop == next_hop && now.wrapping_sub(s.at) < self.interval {
-            return false;
+        let s = &self.sent[slot];
+        let recent =
+            s.tx_if == tx_if && s.next_hop == next_hop && now.wrapping_sub(s.at) < self.interval;
+        (slot, !recent)
+    }
+
+    /// Whether a request for `(tx_if, next_hop)` may go out `now`; if so, remembers it.
+    fn may_send(&mut self, tx_if: u32, next_hop: u32, now: u64) -> bool {
+        let (slot, due) = self.due(tx_if, next_hop, now);
+        if due {
+            self.sent[slot] = Sent {
+                tx_if,
+                next_hop,
+                at: now,
+            };
         }
-        *s = Sent {
+        due
+    }
+
+    /// [`Ip4Glean::may_send`], then the budgets: the worker's, and unless the packet is
+    /// `ours` its source's (`src` in `vrf`). Remembers a request only if all say yes.
+    fn admit(
+        &mut self,
+        (tx_if, next_hop): (u32, u32),
+        (vrf, src): (u32, Ipv4Addr),
+        ours: bool,
+        now: u64,
+    ) -> Result<(), Refused> {
+        let (slot, due) = self.due(tx_if, next_hop, now);
+        if !due {
+            return Err(Refused::Throttled);
+        }
+        let budget = if ours {
+            self.limiter.allow_worker()
+        } else {
+            self.limiter.allow(vrf, src, now)
+        };
+        budget.map_err(Refused::Limited)?;
+        self.sent[slot] = Sent {
             tx_if,
             next_hop,
             at: now,
         };
-        true
+        Ok(())
     }
 }
 
@@ -101,6 +163,8 @@ graph::node! {
     error Error {
         RequestSent = "arp request sent, packet dropped",
         Throttled = "arp request throttled, packet dropped",
+        RateLimited = "arp request rate limited, packet dropped",
+        SourceRateLimited = "arp request rate limited for the packet's source, packet dropped",
         IfDown = "tx interface down or unknown",
         NoAddress = "tx interface has no address",
         OffNetwork = "tunnel: sender outside its network, no arp request on its behalf",
@@ -123,6 +187,7 @@ impl Node for Ip4Glean {
         let ifs = self.shared.interfaces.load();
         let adjs = self.shared.adjacencies.load();
         let now = clock::ticks();
+        self.limiter.refill(now);
         for (&b, n) in bufs.iter().zip(next.iter_mut()) {
             *n = Next::Drop.into();
             let Some(Adjacency::Glean { tx_if, next_hop }) =
@@ -181,9 +246,19 @@ impl Node for Ip4Glean {
                 ctx.count_error(Error::NoRoom);
                 continue;
             }
-            if !self.may_send(tx_if, u32::from(next_hop), now) {
-                ctx.count_error(Error::Throttled);
-                continue;
+            let m = ctx.pool.meta(b);
+            let (vrf, ours) = (m.vrf, m.flags & crate::LOCALLY_ORIGINATED != 0);
+            let src = Ipv4::new_unchecked(ctx.pool.data(b)).src_addr();
+            match self.admit((tx_if, u32::from(next_hop)), (vrf, src), ours, now) {
+                Ok(()) => {}
+                Err(e) => {
+                    ctx.count_error(match e {
+                        Refused::Throttled => Error::Throttled,
+                        Refused::Limited(Limited::Worker) => Error::RateLimited,
+                        Refused::Limited(Limited::Source) => Error::SourceRateLimited,
+                    });
+                    continue;
+                }
             }
             // Only the head buffer is reused: it becomes the request, whatever its length was.
             crate::free_chain_tail(ctx.pool, b);
@@ -325,5 +400,46 @@ mod tests {
         for nh in 0..10_000u32 {
             assert!(g.may_send(nh % 7, nh, 0), "first request for {nh}");
         }
+    }
+
+    /// A source asking for many next hops (a scan of an on-link /16) gets its share of
+    /// requests, not one per packet; another source, and our own packets, still get theirs.
+    /// Without the budgets the scan's every packet is a broadcast request.
+    #[test]
+    fn a_scan_of_many_next_hops_spends_its_share_not_a_request_each() {
+        let mut g = glean(Duration::from_secs(1));
+        let scanner = (0, Ipv4Addr::new(10, 1, 0, 7));
+        let refused: Vec<_> = (0..10_000u32)
+            .filter_map(|nh| g.admit((0, 0x0a01_0000 + nh), scanner, false, 0).err())
+            .collect();
+        assert_eq!(refused.len(), 10_000 - DEFAULT_SOURCE_BURST as usize);
+        assert!(
+            refused
+                .iter()
+                .all(|&r| r == Refused::Limited(Limited::Source))
+        );
+        // Refused requests were not remembered: the scanner's first next hops, asked again
+        // later with budget, go out.
+        let later = 1_000_000_000;
+        g.limiter.refill(later);
+        assert_eq!(g.admit((0, 0x0a01_1000), scanner, false, later), Ok(()));
+        // Another source, and our own packets (charged to the worker only), are not the scan.
+        let other = (0, Ipv4Addr::new(10, 1, 0, 8));
+        assert_eq!(g.admit((0, 0x0a02_0001), other, false, later), Ok(()));
+        for nh in 0..50 {
+            assert_eq!(g.admit((1, 0x0a03_0000 + nh), scanner, true, later), Ok(()));
+        }
+        // Past the worker's budget nobody's go out.
+        let worker = (0..1000u32)
+            .filter(|&nh| {
+                g.admit((2, nh), (0, Ipv4Addr::from(nh)), false, later)
+                    .is_ok()
+            })
+            .count();
+        assert!(worker < DEFAULT_BURST as usize, "{worker}");
+        assert_eq!(
+            g.admit((3, 1), other, true, later),
+            Err(Refused::Limited(Limited::Worker))
+        );
     }
 }

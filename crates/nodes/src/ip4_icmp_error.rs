@@ -11,7 +11,7 @@
 //! RFC 1812 4.3.2.7 says when not to answer: about an ICMP error, a non-first fragment, or a
 //! packet from or to a non-unicast address. Errors are rate-limited (RFC 1812 4.3.2.8) per
 //! worker by a token bucket refilled once per frame, and per source of the offending packets
-//! by a bucket for each of [`SOURCE_SLOTS`] slots its address (and VRF) hashes to, so that one
+//! by a bucket for each of [`SOURCE_SLOTS`](crate::limit::SOURCE_SLOTS) slots its address (and VRF) hashes to, so that one
 //! source that keeps provoking errors (a pod looping towards an unroutable address, a host
 //! flooding expired packets) spends its own share and not the worker's: other sources still
 //! hear their "fragmentation needed" and "time exceeded". Sources that hash alike share a
@@ -21,6 +21,7 @@ use graph::{Ctx, Node, clock};
 use wire::{Icmp, IcmpType, IpProtocol, Ipv4, Ipv4Addr};
 
 use crate::Shared;
+use crate::limit::{Limited, Limiter};
 
 /// An ICMP error is at most this long, quoted datagram included (RFC 1812 4.3.2.3).
 pub const MAX_ERROR_LEN: usize = 576;
@@ -51,100 +52,9 @@ pub const DEFAULT_BURST: u32 = 100;
 /// Errors per second and burst size about one source's packets (per worker), by default.
 pub const DEFAULT_SOURCE_RATE: u32 = 100;
 pub const DEFAULT_SOURCE_BURST: u32 = 10;
-/// Per-source buckets of a worker (a power of two).
-pub const SOURCE_SLOTS: usize = 256;
-
-const NANOS_PER_SEC: u64 = 1_000_000_000;
-
-/// A token bucket in fixed point: one token is [`NANOS_PER_SEC`] credits, and each elapsed
-/// nanosecond adds `rate` credits, so refilling needs no division.
 /// The pods' gateway (the CNI plugin's default, a link-local address every pod routes
 /// through): the source of the errors a pod's address-less interface sends.
 pub const POD_GATEWAY: Ipv4Addr = Ipv4Addr::new(169, 254, 1, 1);
-
-#[derive(Debug)]
-struct TokenBucket {
-    credit: u64,
-    cap: u64,
-    rate: u64,
-    last: u64,
-}
-
-impl TokenBucket {
-    fn new(rate: u32, burst: u32, now: u64) -> TokenBucket {
-        let cap = u64::from(burst) * NANOS_PER_SEC;
-        TokenBucket {
-            credit: cap,
-            cap,
-            rate: u64::from(rate),
-            last: now,
-        }
-    }
-
-    fn refill(&mut self, now: u64) {
-        let elapsed = now.saturating_sub(self.last);
-        self.last = now;
-        self.credit = self
-            .credit
-            .saturating_add(elapsed.saturating_mul(self.rate))
-            .min(self.cap);
-    }
-
-    fn has_token(&self) -> bool {
-        self.credit >= NANOS_PER_SEC
-    }
-
-    fn take(&mut self) -> bool {
-        if !self.has_token() {
-            return false;
-        }
-        self.credit -= NANOS_PER_SEC;
-        true
-    }
-}
-
-/// Which budget an error was refused by.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Limited {
-    Worker,
-    Source,
-}
-
-/// The worker's budget and its sources' (module docs).
-#[derive(Debug)]
-struct Limiter {
-    all: TokenBucket,
-    sources: Box<[TokenBucket]>,
-}
-
-impl Limiter {
-    fn new(all: (u32, u32), source: (u32, u32), now: u64) -> Limiter {
-        Limiter {
-            all: TokenBucket::new(all.0, all.1, now),
-            sources: (0..SOURCE_SLOTS)
-                .map(|_| TokenBucket::new(source.0, source.1, now))
-                .collect(),
-        }
-    }
-
-    /// Takes a token for an error about a packet from `src` in `vrf`, from the source's
-    /// bucket and the worker's, or neither. The worker's refills once per frame
-    /// ([`TokenBucket::refill`]); a source's when it is asked, at `now`.
-    fn allow(&mut self, vrf: u32, src: Ipv4Addr, now: u64) -> Result<(), Limited> {
-        if !self.all.has_token() {
-            return Err(Limited::Worker);
-        }
-        let key = u64::from(src.to_bits()) | u64::from(vrf) << 32;
-        let slot = (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 56) as usize % SOURCE_SLOTS;
-        let s = &mut self.sources[slot];
-        s.refill(now);
-        if !s.take() {
-            return Err(Limited::Source);
-        }
-        self.all.take();
-        Ok(())
-    }
-}
 
 #[derive(Debug)]
 pub struct Ip4IcmpError {
@@ -213,7 +123,7 @@ impl Node for Ip4IcmpError {
     fn process(&mut self, ctx: &mut Ctx<'_, Self>, bufs: &[u32], next: &mut [u16]) {
         let ifs = self.shared.interfaces.load();
         let now = clock::ticks();
-        self.limiter.all.refill(now);
+        self.limiter.refill(now);
         for (&b, n) in bufs.iter().zip(next.iter_mut()) {
             *n = Next::Drop.into();
             // Single-copy: the quoted bytes may reach into the peer's buffer; bring them in (or,
@@ -458,61 +368,6 @@ mod tests {
         );
         assert_eq!(seen.0, "error-drop");
         assert_eq!(errors, ["offending packet malformed"]);
-    }
-
-    #[test]
-    fn bucket_bursts_then_refills_at_its_rate() {
-        let mut t = TokenBucket::new(1000, 3, 0);
-        assert_eq!((0..5).filter(|_| t.take()).count(), 3, "the burst");
-        t.refill(1_500_000); // 1.5 ms: one and a half tokens
-        assert!(t.take());
-        assert!(!t.take());
-        t.refill(2_000_000); // the half left over and another half
-        assert!(t.take());
-        t.refill(u64::MAX); // an eternity refills to the burst, no more, without overflow
-        assert_eq!((0..5).filter(|_| t.take()).count(), 3);
-        t.refill(0); // a clock that went backwards adds nothing
-        assert!(!t.take());
-    }
-
-    /// One source provoking errors without pause spends its own share; another source's
-    /// errors still go out, until the worker's budget is spent. Fails with the worker's
-    /// bucket alone: the first source's burst takes all of it.
-    #[test]
-    fn a_source_that_keeps_provoking_errors_spends_only_its_share() {
-        let mut l = Limiter::new((1000, 100), (100, 10), 0);
-        let noisy = Ipv4Addr::new(10, 0, 0, 7);
-        let refused: Vec<_> = (0..1000)
-            .filter_map(|_| l.allow(0, noisy, 0).err())
-            .collect();
-        assert_eq!(refused.len(), 990, "its burst of 10 and no more");
-        assert!(refused.iter().all(|&r| r == Limited::Source));
-        // Another source, and the same address in another VRF (another network's pod), are
-        // not that source: their errors go out.
-        for (vrf, a) in [(0, Ipv4Addr::new(10, 0, 0, 8)), (3, noisy)] {
-            assert_eq!((0..5).filter(|_| l.allow(vrf, a, 0).is_ok()).count(), 5);
-        }
-        // 100 ms later the noisy source has 10 more, at its rate of 100 a second.
-        let later = 100_000_000;
-        l.all.refill(later);
-        assert_eq!(
-            (0..50).filter(|_| l.allow(0, noisy, later).is_ok()).count(),
-            10
-        );
-        // Many sources spend the worker's budget, and then every source waits.
-        let mut sent = 0;
-        for i in 0..1000u32 {
-            if l.allow(0, Ipv4Addr::from(0x0b00_0000 + i * 7919), later)
-                .is_ok()
-            {
-                sent += 1;
-            }
-        }
-        assert!(sent < 100, "{sent}: the worker's burst is the bound");
-        assert_eq!(
-            l.allow(0, Ipv4Addr::new(10, 9, 9, 9), later),
-            Err(Limited::Worker)
-        );
     }
 
     #[test]

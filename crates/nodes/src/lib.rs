@@ -38,6 +38,7 @@ pub mod ip4_lookup;
 pub mod ip4_reassembly;
 pub mod ip4_rewrite;
 pub mod ip4_session;
+mod limit;
 pub mod policies;
 pub mod services;
 mod session_icmp;
