@@ -516,7 +516,13 @@ fn cost_counts_instructions_per_packet_of_each_dut() {
             assert_eq!(halves.len(), 2, "{c}");
             assert_eq!((halves[0].0, halves[1].0), ("Send", "Receive"), "{c}");
             assert!(halves.iter().all(|&(_, v)| v > 10.0), "{c}");
-            assert!(halves[0].1 + halves[1].1 < total, "{c}");
+            // Within one run the halves are part of the loop's count; but every figure here is
+            // the difference of two runs, and the loop's passes that find nothing to do (their
+            // number depends on timing: the reflector runs natively beside a generator under
+            // callgrind) weigh on each difference differently. So the halves may together
+            // overshoot the whole a little (7% seen once, on a busy machine), never by much.
+            assert!(halves[0].1 + halves[1].1 < total * 1.25, "{c}");
+            assert!(halves.iter().all(|&(_, v)| v < total), "{c}");
         }
     }
 }
