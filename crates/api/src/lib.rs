@@ -150,6 +150,9 @@ pub enum Request {
     /// How many routes each table holds (what a metrics scrape asks for).
     ShowIpFibSummary,
     ShowIpNeighbors,
+    /// The neighbour table's totals without its entries (what a metrics scrape asks for):
+    /// a `Neighbors` reply with no neighbours.
+    ShowIpNeighborSummary,
     /// Adds a network (and allocates its VRF).
     NetworkAdd(NetworkSpec),
     /// Deletes a network that no interface is attached to (and frees its VRF).
@@ -237,6 +240,7 @@ impl Request {
                 | Request::ShowIpFib { .. }
                 | Request::ShowIpFibSummary
                 | Request::ShowIpNeighbors
+                | Request::ShowIpNeighborSummary
                 | Request::ShowNetwork
                 | Request::ShowVxlanTunnel
                 | Request::ShowService

@@ -164,6 +164,10 @@ fn scrape(client: &mut Option<Client>, ctl: &Path) -> Result<String, String> {
             Reply::Policies { report } => report,
             r => return Err(unexpected(&r)),
         },
+        neighbours: match call(Request::ShowIpNeighborSummary)? {
+            Reply::Neighbors { totals, .. } => totals,
+            r => return Err(unexpected(&r)),
+        },
     };
     encode(snap)
 }
@@ -195,6 +199,7 @@ pub struct Snapshot {
     pub sessions: api::SessionTotals,
     pub services: Vec<api::ServiceInfo>,
     pub policies: api::PolicyReport,
+    pub neighbours: api::NeighbourTotals,
 }
 
 type Labels = Vec<(&'static str, String)>;
@@ -275,6 +280,7 @@ impl Snapshot {
         v.extend(self.error_and_buffer_families());
         v.extend(self.copy_engine_families());
         v.extend(self.stateful_families());
+        v.extend(self.neighbour_families());
         v.push(gauge(
             "fib_entries",
             "Routes in the table (VRF), connected and host routes included.",
@@ -344,6 +350,45 @@ impl Snapshot {
             hits,
         ));
         v
+    }
+
+    /// The neighbour table: its fill, caps, and what the caps and aging did.
+    fn neighbour_families(&self) -> Vec<Family<'_>> {
+        let n = &self.neighbours;
+        let one = |v: u64| vec![(Labels::new(), v as f64)];
+        let reason = |r: &str, v: u64| (vec![("reason", r.to_string())], v as f64);
+        vec![
+            gauge(
+                "neighbours",
+                "Learned ARP neighbours (static ones not counted).",
+                one(n.learned),
+            ),
+            gauge(
+                "neighbours_capacity",
+                "The most learned neighbours the table holds ([daemon.neighbours] max).",
+                one(n.max),
+            ),
+            gauge(
+                "neighbours_interface_capacity",
+                "The most learned neighbours one interface may hold ([daemon.neighbours] per-interface).",
+                one(n.per_interface),
+            ),
+            counter(
+                "neighbours_refused",
+                "New neighbours not learned: reason \"full\" (their interface's share or the table full of recently heard ones), \"room\" (their host route would take a group kept for configured routes).",
+                vec![reason("full", n.refused), reason("room", n.refused_room)],
+            ),
+            counter(
+                "neighbours_evicted",
+                "Learned neighbours silent past stale-seconds that made room for a new one.",
+                one(n.evicted),
+            ),
+            counter(
+                "neighbours_expired",
+                "Learned neighbours forgotten after age-seconds without a word.",
+                one(n.expired),
+            ),
+        ]
     }
 
     /// Per interface: its counters and states, labelled with its name, kind and table.

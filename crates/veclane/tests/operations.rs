@@ -187,6 +187,22 @@ fn metrics_scraped_during_traffic_agree_with_show_interface() {
         ) >= 0.0
     );
     assert!(metric(&body, "veclane_fib_entries", &[("table", "0")]) >= 4.0);
+    // The neighbour table: its default caps, nothing refused.
+    assert_eq!(metric(&body, "veclane_neighbours_capacity", &[]), 65536.0);
+    assert_eq!(
+        metric(&body, "veclane_neighbours_interface_capacity", &[]),
+        4096.0
+    );
+    assert!(metric(&body, "veclane_neighbours", &[]) >= 0.0);
+    for reason in ["full", "room"] {
+        let refused = metric(
+            &body,
+            "veclane_neighbours_refused_total",
+            &[("reason", reason)],
+        );
+        assert_eq!(refused, 0.0, "{reason}");
+    }
+    assert_eq!(metric(&body, "veclane_neighbours_expired_total", &[]), 0.0);
     assert_eq!(metric(&body, "veclane_build_info", &[]), 1.0);
 
     // The dashboard in docs/ is built on names this scrape has.

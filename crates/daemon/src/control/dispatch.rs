@@ -218,6 +218,10 @@ impl Control {
                 neighbors: self.neighbors(),
                 totals: self.rib.neighbour_totals(),
             },
+            Request::ShowIpNeighborSummary => Reply::Neighbors {
+                neighbors: Vec::new(),
+                totals: self.rib.neighbour_totals(),
+            },
             Request::SetIpNeighbor { neighbor, delete } => {
                 self.neighbor(&neighbor, delete)?;
                 Reply::Ok
