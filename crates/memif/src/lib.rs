@@ -21,6 +21,7 @@
 //! It must never parse packets (that is `wire`) or make forwarding decisions.
 
 pub mod abtime;
+pub mod budget;
 mod fair;
 pub mod msg;
 pub mod nodes;
@@ -32,6 +33,7 @@ pub mod shm;
 pub mod sock;
 pub mod unblock;
 
+pub use budget::{RegionBudget, default_region_budget};
 pub use msg::Mode;
 pub use primary::{Listener, PrimaryQueues};
 pub use queue::{

@@ -103,6 +103,8 @@ pub struct Listener {
     /// logged once, at its start).
     accept_failures: u64,
     accept_failing: bool,
+    /// What peers' regions may take, with other listeners' ([`Listener::set_region_budget`]).
+    budget: Option<Arc<crate::RegionBudget>>,
 }
 
 /// How long new connections wait after a refused accept.
@@ -128,7 +130,14 @@ impl Listener {
             accept_paused_until: None,
             accept_failures: 0,
             accept_failing: false,
+            budget: None,
         })
+    }
+
+    /// Charges every region a peer maps here to `budget` (shared with other listeners): a
+    /// region that would take it past its limit is refused, and its peer disconnected.
+    pub fn set_region_budget(&mut self, budget: Arc<crate::RegionBudget>) {
+        self.budget = Some(budget);
     }
 
     pub fn path(&self) -> &SocketPath {
@@ -499,8 +508,8 @@ impl Listener {
         if c.mapped.saturating_add(size) > MAX_MAPPED_PER_INTERFACE {
             return Err(format!("regions exceed {MAX_MAPPED_PER_INTERFACE} bytes").into());
         }
-        let shm =
-            SharedMemory::map_peer(fd, size, seals).map_err(|e| format!("region {index}: {e}"))?;
+        let shm = SharedMemory::map_peer(fd, size, seals, self.budget.as_ref())
+            .map_err(|e| format!("region {index}: {e}"))?;
         c.mapped += size;
         c.regions.push(Arc::new(shm));
         Ok(Some(Msg::Ack))

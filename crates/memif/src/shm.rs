@@ -83,6 +83,8 @@ pub enum MapError {
     Hugetlb,
     #[error("region fd: {0}")]
     Io(#[from] io::Error),
+    #[error(transparent)]
+    OverBudget(#[from] crate::budget::OverBudget),
 }
 
 /// Whether a peer's region must be one it cannot take away from under us.
@@ -107,6 +109,8 @@ pub struct SharedMemory {
     ptr: NonNull<u8>,
     len: usize,
     fd: Option<OwnedFd>,
+    /// A peer region's share of the process's budget, given back when the mapping goes.
+    _charge: Option<crate::budget::Charge>,
 }
 
 // SAFETY: the mapping is plain memory valid for the lifetime of the value; all accesses are
@@ -132,6 +136,7 @@ impl SharedMemory {
             ptr,
             len,
             fd: Some(fd),
+            _charge: None,
         })
     }
 
@@ -141,6 +146,7 @@ impl SharedMemory {
         fd: OwnedFd,
         announced: u64,
         seals: SealPolicy,
+        budget: Option<&std::sync::Arc<crate::budget::RegionBudget>>,
     ) -> Result<SharedMemory, MapError> {
         if announced == 0 || announced > MAX_REGION_SIZE {
             return Err(MapError::BadSize(announced));
@@ -167,6 +173,7 @@ impl SharedMemory {
                 return Err(MapError::Hugetlb);
             }
         }
+        let charge = budget.map(|b| b.charge(announced)).transpose()?;
         let ptr = map_shared(Some(fd.as_fd()), announced as usize).map_err(MapError::Io)?;
         // The mapping outlives the descriptor, which nothing needs again: closed here, so a
         // peer's regions cost the daemon no fd (256 of them would be 256).
@@ -175,6 +182,7 @@ impl SharedMemory {
             ptr,
             len: announced as usize,
             fd: None,
+            _charge: charge,
         })
     }
 
@@ -185,7 +193,12 @@ impl SharedMemory {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "empty region"));
         }
         let ptr = map_shared(None, len)?;
-        Ok(SharedMemory { ptr, len, fd: None })
+        Ok(SharedMemory {
+            ptr,
+            len,
+            fd: None,
+            _charge: None,
+        })
     }
 
     pub fn len(&self) -> usize {
@@ -557,7 +570,7 @@ mod tests {
     fn peer_region_checks_size_and_seals() {
         let ours = SharedMemory::create("t", 8192).unwrap();
         let dup = ours.fd().unwrap().try_clone_to_owned().unwrap();
-        let m = SharedMemory::map_peer(dup, 8192, SealPolicy::Require).unwrap();
+        let m = SharedMemory::map_peer(dup, 8192, SealPolicy::Require, None).unwrap();
         m.write(100, b"x").unwrap();
         let mut b = [0u8];
         ours.read(100, &mut b).unwrap();
@@ -565,7 +578,7 @@ mod tests {
 
         let dup = ours.fd().unwrap().try_clone_to_owned().unwrap();
         assert!(matches!(
-            SharedMemory::map_peer(dup, 8193, SealPolicy::Require),
+            SharedMemory::map_peer(dup, 8193, SealPolicy::Require, None),
             Err(MapError::ShortFd {
                 actual: 8192,
                 announced: 8193
@@ -576,14 +589,14 @@ mod tests {
         rustix::fs::ftruncate(&unsealed, 4096).unwrap();
         let dup = unsealed.try_clone().unwrap();
         assert!(matches!(
-            SharedMemory::map_peer(dup, 4096, SealPolicy::Require),
+            SharedMemory::map_peer(dup, 4096, SealPolicy::Require, None),
             Err(MapError::NotSealed)
         ));
-        assert!(SharedMemory::map_peer(unsealed, 4096, SealPolicy::AllowUnsealed).is_ok());
+        assert!(SharedMemory::map_peer(unsealed, 4096, SealPolicy::AllowUnsealed, None).is_ok());
 
         let ev = rustix::event::eventfd(0, rustix::event::EventfdFlags::CLOEXEC).unwrap();
         assert!(matches!(
-            SharedMemory::map_peer(ev, 8, SealPolicy::Require),
+            SharedMemory::map_peer(ev, 8, SealPolicy::Require, None),
             Err(MapError::NotAFile)
         ));
     }

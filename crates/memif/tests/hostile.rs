@@ -553,6 +553,40 @@ fn mapped_regions_hold_no_fd() {
     assert_eq!(open_fds(), before, "the regions' fds were kept");
 }
 
+/// Peers' regions on every listener of the process share one budget: past it a region is
+/// refused before mapping (DISCONNECT says why), and a peer that goes gives its share back
+/// once its queues are dropped.
+#[test]
+fn regions_of_all_peers_share_one_budget() {
+    let _serial = serial();
+    let size = RINGS + 2048 * 2048;
+    let budget = memif::RegionBudget::new(size + size / 2);
+    let (dir, dir2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mut l = listener(&dir, vec![cfg(0)]);
+    let mut l2 = listener(&dir2, vec![cfg(0)]);
+    l.set_region_budget(budget.clone());
+    l2.set_region_budget(budget.clone());
+    let (first, q) = evil_connected(&mut l, 0);
+    assert_eq!(budget.used(), size);
+    // A second peer, on the other listener: its region does not fit what is left.
+    let e = Evil::connect(&mut l2);
+    e.init(&mut l2, 0);
+    e.send(
+        Msg::AddRegion { index: 0, size },
+        Some(&memfd(size, SealFlags::SHRINK)),
+    );
+    e.expect_disconnect(&mut l2, "over the budget");
+    assert_eq!(budget.used(), size);
+    // The first goes; its region is unmapped once the listener and its queues let go.
+    drop(first);
+    l.poll(Duration::from_millis(5)).unwrap();
+    while l.next_event().is_some() {}
+    drop(q);
+    assert_eq!(budget.used(), 0);
+    let (_second, _q2) = evil_connected(&mut l2, 0);
+    assert_eq!(budget.used(), size);
+}
+
 /// Out of fds, a listener pauses accepting for 100 ms instead of retrying (and logging) at
 /// every poll while its socket stays readable; its polls still wait; once fds are back, the
 /// waiting peers are let in.

@@ -143,6 +143,12 @@ impl Config {
         for m in d.neighbours.problems() {
             p.push((Item::Daemon, m));
         }
+        if d.memif_memory_mib == Some(0) {
+            p.push((
+                Item::Daemon,
+                "[daemon] memif-memory-mib = 0 would refuse every memif peer: at least 1".into(),
+            ));
+        }
         if let Some(m) = &d.metrics
             && m.parse::<std::net::SocketAddr>().is_err()
         {

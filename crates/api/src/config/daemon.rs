@@ -60,6 +60,10 @@ pub struct DaemonSection {
     /// `[daemon.neighbours]`: caps and times of the neighbours learned from ARP.
     #[serde(skip_serializing_if = "NeighbourLimits::is_default")]
     pub neighbours: NeighbourLimits,
+    /// The most MiB of memif regions mapped from peers at once, every interface together;
+    /// default half the machine's memory. A region past it is refused (DISCONNECT says why).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memif_memory_mib: Option<u64>,
 }
 
 /// `[daemon.neighbours]`: what others' ARP can make the daemon learn. Beyond a cap a new
@@ -180,6 +184,7 @@ impl Default for DaemonSection {
             control_socket: ControlSocket::default(),
             sessions: DEFAULT_SESSIONS,
             neighbours: NeighbourLimits::default(),
+            memif_memory_mib: None,
         }
     }
 }

@@ -233,7 +233,10 @@ impl Control {
                 }
             },
             None => {
-                let kind = open_socket(spec.role, &path, ns.as_deref(), &shown, cfg)?;
+                let mut kind = open_socket(spec.role, &path, ns.as_deref(), &shown, cfg)?;
+                if let SockKind::Master(l) = &mut kind {
+                    l.set_region_budget(self.region_budget.clone());
+                }
                 put(
                     &mut self.socks,
                     sock_id,

@@ -135,6 +135,9 @@ pub struct Control {
     deny_log: policies::DenyLog,
     /// A worker stayed stuck (watchdog.rs): the daemon is not healthy (the log says which).
     unhealthy: bool,
+    /// What memif peers' regions may take, every listener together (`[daemon]
+    /// memif-memory-mib`).
+    region_budget: Arc<::memif::RegionBudget>,
 }
 
 impl std::fmt::Debug for Control {
@@ -204,6 +207,13 @@ impl Control {
             policies: policies::Registry::default(),
             denied: denied_rx,
             deny_log: policies::DenyLog::default(),
+            region_budget: ::memif::RegionBudget::new(
+                cfg.daemon
+                    .memif_memory_mib
+                    .map_or_else(::memif::default_region_budget, |m| {
+                        m.saturating_mul(1 << 20)
+                    }),
+            ),
         };
         let wake = learn_wake.clone();
         let sink = nodes::LearnSink::new(
