@@ -211,6 +211,126 @@ fn index_jumps_and_endless_chains_disconnect_only_that_peer() {
     assert!(l.interfaces()[1].connected);
 }
 
+/// Two hostile peers at once, each scribbling over its own rings (heads, descriptors, chains,
+/// regions, lengths, offsets) from a thread of its own while the primary serves both and a
+/// well-behaved pod beside them: nothing panics or stalls, each hostile peer's lies are
+/// dropped and counted or end its own connection, and every frame of the good pod arrives,
+/// intact and in order, both ways.
+#[test]
+fn two_hostile_peers_at_once_hurt_only_themselves() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let mut l = listener(&dir, vec![cfg(0), cfg(1), cfg(2)]);
+    let mut good = Client::new(l.path(), vec![cfg(1)]).unwrap();
+    let (mut gp, mut gs) = connect(&mut l, &mut good);
+    let (a, mut qa) = evil_connected(&mut l, 0);
+    let (b, mut qb) = evil_connected(&mut l, 2);
+    let stop = Arc::new(AtomicBool::new(false));
+    let scribble = |ev: EvilConnected, seed: u64| {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut x = seed;
+            let mut rounds = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                // xorshift64: a different lie each round, the same sequence every run.
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let d = Desc {
+                    flags: (x >> 8) as u16 & DESC_FLAG_NEXT,
+                    region: ((x >> 12) % 3) as u16,
+                    length: ((x >> 16) % 5000) as u32,
+                    offset: if x.is_multiple_of(2) {
+                        ev.buf((x >> 40) as u16 % 1024)
+                    } else {
+                        (x >> 32) as u32
+                    },
+                    metadata: 0,
+                };
+                let slot = ((x >> 24) % 1024) as u16;
+                ev.post(slot, d);
+                ev.m2s.set_desc(slot, d);
+                if x.is_multiple_of(7) {
+                    ev.s2m
+                        .set_head(ev.s2m.head().wrapping_add((x >> 50) as u16 % 1100));
+                }
+                if x.is_multiple_of(11) {
+                    ev.m2s
+                        .set_head(ev.m2s.head().wrapping_add((x >> 50) as u16 % 1100));
+                }
+                rounds += 1;
+            }
+            (ev, rounds)
+        })
+    };
+    let (ta, tb) = (
+        scribble(a, 0x9e37_79b9_7f4a_7c15),
+        scribble(b, 0x2545_f491_4f6c_dd1d),
+    );
+    let mut pool = pool();
+    let mut out = Vec::new();
+    let mut disconnected = Vec::new();
+    let (mut sent, mut got_p, mut got_s) = (0u32, 0u32, 0u32);
+    let until = std::time::Instant::now() + Duration::from_millis(500);
+    while std::time::Instant::now() < until {
+        for q in [&mut qa, &mut qb] {
+            out.clear();
+            let _ = q.rx[0].recv(&mut pool, &mut out, 256);
+            pool.free_bulk(&out);
+            let f = pool.from_bytes(&[7; 200]).unwrap();
+            let _ = q.tx[0].send(&pool, &[f]);
+            pool.free(f);
+        }
+        // The good pod, both ways: a numbered frame each turn.
+        let frame = sent.to_be_bytes().repeat(16);
+        assert_eq!(
+            gs.tx[0]
+                .send_with(&[64], |_, w| w.write(0, &frame))
+                .unwrap(),
+            1
+        );
+        let f = pool.from_bytes(&frame).unwrap();
+        assert_eq!(gp.tx[0].send(&pool, &[f]).unwrap(), 1);
+        pool.free(f);
+        sent += 1;
+        out.clear();
+        gp.rx[0].recv(&mut pool, &mut out, 8).unwrap();
+        for &h in &out {
+            assert_eq!(pool.data(h), &got_p.to_be_bytes().repeat(16)[..]);
+            got_p += 1;
+        }
+        pool.free_bulk(&out);
+        gs.rx[0]
+            .recv_with(8, |p| {
+                assert_eq!(p.to_vec(), got_s.to_be_bytes().repeat(16));
+                got_s += 1;
+            })
+            .unwrap();
+        l.poll(Duration::ZERO).unwrap();
+        while let Some(e) = l.next_event() {
+            if let Event::Disconnected { id, reason } = e {
+                disconnected.push((id, reason));
+            }
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let (ra, rb) = (ta.join().unwrap().1, tb.join().unwrap().1);
+    assert!(ra > 100 && rb > 100, "the peers lied {ra} and {rb} times");
+    assert_eq!((got_p, got_s), (sent, sent), "the good pod lost frames");
+    assert!(gp.rx[0].is_up() && gs.rx[0].is_up());
+    let ids: Vec<u32> = disconnected.iter().map(|d| d.0).collect();
+    assert!(ids.contains(&0) && ids.contains(&2), "{disconnected:?}");
+    assert!(!ids.contains(&1), "{disconnected:?}");
+    let st = l.interfaces();
+    assert!(st[1].connected && st[1].protocol_errors == 0);
+    assert!(
+        st[0].protocol_errors >= 1 && st[2].protocol_errors >= 1,
+        "{st:?}"
+    );
+    assert_eq!(pool.available(), pool.capacity());
+}
+
 /// The primary reads the peer's M2S head only when the buffers it knows to be posted fall
 /// short (the head's line is the peer's: each read after the peer moved it is a miss). A
 /// packet that needs several buffers is placed from a fresh read all the same, and a head
