@@ -159,14 +159,40 @@ pub(crate) enum Layout {
         cursor: Option<Cursor>,
     },
     /// TPACKET_V2: fixed frame slots, `per_block` to a block, each ours once its status says.
-    Frames {
-        block_size: u32,
-        frame_size: u32,
-        per_block: u32,
-        count: u32,
-        /// The slot read next.
-        next: u32,
-    },
+    Frames(Slots),
+}
+
+/// A ring of frame slots and the one read next, whose offset is kept as it advances (no
+/// division per frame).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Slots {
+    block_size: u32,
+    frame_size: u32,
+    per_block: u32,
+    count: u32,
+    /// The slot read next: its number, its place in its block, its offset in the ring, and
+    /// the offset of its block.
+    next: u32,
+    in_block: u32,
+    at: u64,
+    block_at: u64,
+}
+
+impl Slots {
+    /// On to the slot after `next` (frames never straddle two blocks).
+    fn advance(&mut self) {
+        self.next += 1;
+        self.in_block += 1;
+        if self.next == self.count {
+            (self.next, self.in_block, self.at, self.block_at) = (0, 0, 0, 0);
+        } else if self.in_block == self.per_block {
+            self.in_block = 0;
+            self.block_at += u64::from(self.block_size);
+            self.at = self.block_at;
+        } else {
+            self.at += u64::from(self.frame_size);
+        }
+    }
 }
 
 impl Layout {
@@ -181,20 +207,17 @@ impl Layout {
 
     /// `count` slots of `frame_size` bytes, as many as fit to each of `block_size` bytes.
     pub(crate) fn frames(block_size: u32, frame_size: u32, count: u32) -> Layout {
-        Layout::Frames {
+        Layout::Frames(Slots {
             block_size,
             frame_size,
             per_block: block_size / frame_size,
             count,
             next: 0,
-        }
+            in_block: 0,
+            at: 0,
+            block_at: 0,
+        })
     }
-}
-
-/// Slot `n` of a ring of frames, from the ring's start (frames never straddle two blocks).
-fn slot_offset(block_size: u32, frame_size: u32, per_block: u32, n: u32) -> u64 {
-    u64::from(n / per_block) * u64::from(block_size)
-        + u64::from(n % per_block) * u64::from(frame_size)
 }
 
 /// A frame header's fields, whichever layout's header they came from.
@@ -310,13 +333,7 @@ impl RxQueue {
             Layout::Blocks {
                 block, block_size, ..
             } => u64::from(block) * u64::from(block_size) + BD_STATUS,
-            Layout::Frames {
-                block_size,
-                frame_size,
-                per_block,
-                next,
-                ..
-            } => slot_offset(block_size, frame_size, per_block, next) + F_STATUS,
+            Layout::Frames(s) => s.at + F_STATUS,
         };
         self.mem
             .load_status(at)
@@ -341,7 +358,7 @@ impl RxQueue {
         let mut csum = 0u64;
         match self.layout {
             Layout::Blocks { .. } => self.recv_blocks(pool, out, max, &mut st, &mut csum),
-            Layout::Frames { .. } => self.recv_slots(pool, out, max, &mut st, &mut csum),
+            Layout::Frames(_) => self.recv_slots(pool, out, max, &mut st, &mut csum),
         }
         let c = &self.counters;
         bump(&c.packets, st.packets as u64);
@@ -365,18 +382,12 @@ impl RxQueue {
         st: &mut RecvStats,
         csum: &mut u64,
     ) {
-        let Layout::Frames {
-            block_size,
-            frame_size,
-            per_block,
-            count,
-            mut next,
-        } = self.layout
-        else {
+        let Layout::Frames(mut s) = self.layout else {
             return;
         };
+        let frame_size = u64::from(s.frame_size);
         for _ in 0..max {
-            let at = slot_offset(block_size, frame_size, per_block, next);
+            let at = s.at;
             let Ok(status) = self.mem.load_status(at + F_STATUS) else {
                 return;
             };
@@ -385,14 +396,12 @@ impl RxQueue {
             }
             let taken = self
                 .frame_header(at, &V2_FIELDS)
-                .and_then(|h| self.take_frame(pool, at, u64::from(frame_size), F_LEN, h, csum));
+                .and_then(|h| self.take_frame(pool, at, frame_size, F_LEN, h, csum));
             st.tally(taken, out);
             // Our reads of the slot are done; the Release store hands it back (ring.rs).
             let _ = self.mem.store_status(at + F_STATUS, libc::TP_STATUS_KERNEL);
-            next = (next + 1) % count;
-            if let Layout::Frames { next: n, .. } = &mut self.layout {
-                *n = next;
-            }
+            s.advance();
+            self.layout = Layout::Frames(s);
         }
     }
 
@@ -610,7 +619,7 @@ impl RxQueue {
         let (drops, freezes) = match self.layout {
             Layout::Blocks { .. } => sys::get_opt::<libc::tpacket_stats_v3>(fd, level, name)
                 .map(|s| (s.tp_drops, s.tp_freeze_q_cnt)),
-            Layout::Frames { .. } => {
+            Layout::Frames(_) => {
                 sys::get_opt::<libc::tpacket_stats>(fd, level, name).map(|s| (s.tp_drops, 0))
             }
         }
@@ -654,6 +663,33 @@ mod tests {
             (32, 0, 4, 8, 12)
         );
         assert_eq!((F_VLAN_TCI, F_VLAN_TPID), (24, 26));
+    }
+
+    /// Slot offsets kept as the ring advances are those of the kernel's layout: `per_block`
+    /// slots from each block's start, the last slot of a block not reaching into the next.
+    #[test]
+    fn slots_advance_through_blocks_and_wrap() {
+        let Layout::Frames(mut s) = Layout::frames(8192, 3000, 6) else {
+            unreachable!()
+        };
+        let mut seen = Vec::new();
+        for _ in 0..8 {
+            seen.push((s.next, s.at));
+            s.advance();
+        }
+        assert_eq!(
+            seen,
+            [
+                (0, 0),
+                (1, 3000),
+                (2, 8192),
+                (3, 11192),
+                (4, 16384),
+                (5, 19384),
+                (0, 0),
+                (1, 3000)
+            ]
+        );
     }
 
     #[test]
