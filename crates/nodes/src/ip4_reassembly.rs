@@ -553,26 +553,25 @@ mod tests {
             add_from(&mut r, victim, 7, &data, 0, 1000, 0),
             Outcome::Held
         );
-        // A first fragment's key and header, from `src` in `vrf`.
-        let first = |src, vrf, ident| {
-            let k = Key {
-                src,
-                vrf,
-                ..key(ident)
-            };
-            (k, header(ident))
-        };
-        let mut own = 0;
-        for ident in 0..1000u16 {
-            let (k, h) = first(flood, 0, ident);
+        // A first fragment of datagram `ident` from `src` in `vrf`, added at `now`.
+        let first = |r: &mut Reassembler, src, vrf, ident, now| {
+            let h = header(ident);
             let f = Fragment {
-                key: k,
+                key: Key {
+                    src,
+                    vrf,
+                    ..key(ident)
+                },
                 offset: 0,
                 more: true,
                 header: &h,
                 payload: &data[..8],
             };
-            let (o, evicted) = r.add(f, 1 + u64::from(ident));
+            r.add(f, now)
+        };
+        let mut own = 0;
+        for ident in 0..1000u16 {
+            let (o, evicted) = first(&mut r, flood, 0, ident, 1 + u64::from(ident));
             assert_eq!(o, Outcome::Held);
             assert_ne!(evicted, Some(Eviction::Table), "datagram {ident}");
             own += usize::from(evicted == Some(Eviction::Source));
@@ -580,15 +579,7 @@ mod tests {
         assert_eq!(own, 1000 - MAX_PER_SOURCE);
         assert_eq!(r.pending(), 1 + MAX_PER_SOURCE);
         // The same address in another VRF is another source.
-        let (k, h) = first(flood, 5, 1);
-        let f = Fragment {
-            key: k,
-            offset: 0,
-            more: true,
-            header: &h,
-            payload: &data[..8],
-        };
-        assert_eq!(r.add(f, 2000), (Outcome::Held, None));
+        assert_eq!(first(&mut r, flood, 5, 1, 2000), (Outcome::Held, None));
         assert_eq!(
             add_from(&mut r, victim, 7, &data, 1000, 1000, 2000),
             Outcome::Complete

@@ -247,6 +247,15 @@ pub struct RxQueue {
     counters: Arc<RxCounters>,
 }
 
+/// Where one `recv` puts what it takes, and what it counts.
+struct Taking<'a> {
+    pool: &'a mut Pool,
+    out: &'a mut Vec<u32>,
+    st: &'a mut RecvStats,
+    /// Checksums completed.
+    csum: u64,
+}
+
 /// Why a frame went nowhere.
 pub(super) enum Lost {
     NoBuffer,
@@ -355,11 +364,17 @@ impl RxQueue {
         if self.polls.is_multiple_of(KERNEL_STATS_EVERY) {
             self.refresh_kernel_stats();
         }
-        let mut csum = 0u64;
+        let mut to = Taking {
+            pool,
+            out,
+            st: &mut st,
+            csum: 0,
+        };
         match self.layout {
-            Layout::Blocks { .. } => self.recv_blocks(pool, out, max, &mut st, &mut csum),
-            Layout::Frames(_) => self.recv_slots(pool, out, max, &mut st, &mut csum),
+            Layout::Blocks { .. } => self.recv_blocks(&mut to, max),
+            Layout::Frames(_) => self.recv_slots(&mut to, max),
         }
+        let csum = to.csum;
         let c = &self.counters;
         bump(&c.packets, st.packets as u64);
         bump(&c.bytes, st.bytes);
@@ -374,14 +389,7 @@ impl RxQueue {
     }
 
     /// [`RxQueue::recv`] on a ring of frame slots: each slot ours while its status says so.
-    fn recv_slots(
-        &mut self,
-        pool: &mut Pool,
-        out: &mut Vec<u32>,
-        max: usize,
-        st: &mut RecvStats,
-        csum: &mut u64,
-    ) {
+    fn recv_slots(&mut self, to: &mut Taking<'_>, max: usize) {
         let Layout::Frames(mut s) = self.layout else {
             return;
         };
@@ -396,8 +404,8 @@ impl RxQueue {
             }
             let taken = self
                 .frame_header(at, &V2_FIELDS)
-                .and_then(|h| self.take_frame(pool, at, frame_size, F_LEN, h, csum));
-            st.tally(taken, out);
+                .and_then(|h| self.take_frame(to.pool, at, frame_size, F_LEN, h, &mut to.csum));
+            to.st.tally(taken, to.out);
             // Our reads of the slot are done; the Release store hands it back (ring.rs).
             let _ = self.mem.store_status(at + F_STATUS, libc::TP_STATUS_KERNEL);
             s.advance();
@@ -422,14 +430,7 @@ impl RxQueue {
     }
 
     /// [`RxQueue::recv`] on a ring of blocks.
-    fn recv_blocks(
-        &mut self,
-        pool: &mut Pool,
-        out: &mut Vec<u32>,
-        max: usize,
-        st: &mut RecvStats,
-        csum: &mut u64,
-    ) {
+    fn recv_blocks(&mut self, to: &mut Taking<'_>, max: usize) {
         let Layout::Blocks {
             block_size,
             block_count,
@@ -454,21 +455,21 @@ impl RxQueue {
                 let taken = match u64::from(block_size).checked_sub(u64::from(cur.offset)) {
                     Some(room) if room >= H_LEN as u64 => self
                         .frame_header(at, &V3_FIELDS)
-                        .and_then(|h| self.take_frame(pool, at, room, H_LEN, h, csum)),
+                        .and_then(|h| self.take_frame(to.pool, at, room, H_LEN, h, &mut to.csum)),
                     _ => Err(Lost::Bad),
                 };
                 if let Err(Lost::Bad) = taken {
                     // The block's chain of offsets cannot be trusted past here.
-                    st.bad += 1 + cur.left as usize;
+                    to.st.bad += 1 + cur.left as usize;
                     cur.left = 0;
                     break;
                 }
-                st.tally(taken, out);
+                to.st.tally(taken, to.out);
                 if cur.left > 0 {
                     match self.next_offset(base, block_size, cur.offset) {
                         Some(next) => cur.offset = next,
                         None => {
-                            st.bad += cur.left as usize;
+                            to.st.bad += cur.left as usize;
                             cur.left = 0;
                         }
                     }
