@@ -6,9 +6,10 @@
 //! frame since the worker then polls the slots. The alternative, TPACKET_V3 ([`RxRing`]),
 //! packs frames into large blocks and retires a block when it is full or after a timeout of
 //! at least 1 ms: denser for small frames, but a lone frame waits up to that timeout, which a
-//! request/response crossing two nodes pays at each (about 1 ms a round trip on a quiet
-//! path: `bench pods`, docs/results/2026-11-30-pods-two-nodes.md). Several queues of one interface join one PACKET_FANOUT_HASH group,
-//! which spreads flows across them by the kernel's flow hash and keeps each flow on one queue.
+//! request/response crossing two nodes pays at each (1-2 ms a round trip on a quiet path:
+//! docs/results/2026-11-30-af-packet-rx-ring.md). Several queues of one interface join one
+//! PACKET_FANOUT_HASH group, which spreads flows across them by the kernel's flow hash and
+//! keeps each flow on one queue.
 //!
 //! Transmit uses a TPACKET_V2 ring of fixed frames (the kernel's V3 transmit is the same thing
 //! with a larger header) with PACKET_QDISC_BYPASS: frames go to the driver without a qdisc, as
