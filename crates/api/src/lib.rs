@@ -29,8 +29,8 @@ pub use sessions::{
 };
 pub use show::{
     CopyEngineInfo, DeviceInfo, EngineInfo, ErrorCount, FibEntry, FibTableSize, InterfaceInfo,
-    Neighbor, NeighbourTotals, NetworkInfo, NodeRuntime, Placement, TunnelInfo, WorkerBuffers,
-    WorkerRuntime,
+    MemifRegions, Neighbor, NeighbourTotals, NetworkInfo, NodeRuntime, Placement, TunnelInfo,
+    WorkerBuffers, WorkerRuntime,
 };
 pub use types::{
     BackendState, CopyEngine, CopyMode, Ipv4Prefix, MacAddr, ParseError, Protocol, Role, RxMode,
@@ -298,6 +298,9 @@ pub enum Reply {
     },
     Buffers {
         workers: Vec<WorkerBuffers>,
+        /// Peers' memif regions mapped, against their budget.
+        #[serde(default)]
+        regions: MemifRegions,
     },
     CopyEngine {
         info: CopyEngineInfo,

@@ -199,6 +199,14 @@ pub struct WorkerBuffers {
     pub free: usize,
 }
 
+/// Bytes of memif regions mapped from peers, every interface together, and their budget
+/// (`[daemon] memif-memory-mib`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemifRegions {
+    pub mapped: u64,
+    pub budget: u64,
+}
+
 /// `show copy-engine`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CopyEngineInfo {

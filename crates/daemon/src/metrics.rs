@@ -118,6 +118,10 @@ fn scrape(client: &mut Option<Client>, ctl: &Path) -> Result<String, String> {
     }
     let c = client.as_mut().expect("connected above");
     let mut call = |r: Request| c.call(&r).map_err(|e| e.to_string());
+    let (buffers, regions) = match call(Request::ShowBuffers)? {
+        Reply::Buffers { workers, regions } => (workers, regions),
+        r => return Err(unexpected(&r)),
+    };
     let snap = Snapshot {
         version: match call(Request::ShowVersion)? {
             Reply::Version { version, .. } => version,
@@ -135,10 +139,8 @@ fn scrape(client: &mut Option<Client>, ctl: &Path) -> Result<String, String> {
             Reply::Errors { errors } => errors,
             r => return Err(unexpected(&r)),
         },
-        buffers: match call(Request::ShowBuffers)? {
-            Reply::Buffers { workers } => workers,
-            r => return Err(unexpected(&r)),
-        },
+        buffers,
+        regions,
         copy: match call(Request::ShowCopyEngine)? {
             Reply::CopyEngine { info } => info,
             r => return Err(unexpected(&r)),
@@ -194,6 +196,7 @@ pub struct Snapshot {
     pub runtime: Vec<api::WorkerRuntime>,
     pub errors: Vec<api::ErrorCount>,
     pub buffers: Vec<api::WorkerBuffers>,
+    pub regions: api::MemifRegions,
     pub copy: api::CopyEngineInfo,
     pub fib: Vec<api::FibTableSize>,
     pub sessions: api::SessionTotals,
@@ -605,6 +608,16 @@ impl Snapshot {
                 .iter()
                 .map(|b| (vec![worker(b.worker)], b.free as f64))
                 .collect(),
+        ));
+        v.push(gauge(
+            "memif_region_bytes",
+            "Bytes of memif regions mapped from peers, every interface together.",
+            vec![(Labels::new(), self.regions.mapped as f64)],
+        ));
+        v.push(gauge(
+            "memif_region_budget_bytes",
+            "The most bytes of memif regions the daemon maps from peers ([daemon] memif-memory-mib).",
+            vec![(Labels::new(), self.regions.budget as f64)],
         ));
         v
     }

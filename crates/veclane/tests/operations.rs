@@ -203,6 +203,13 @@ fn metrics_scraped_during_traffic_agree_with_show_interface() {
         assert_eq!(refused, 0.0, "{reason}");
     }
     assert_eq!(metric(&body, "veclane_neighbours_expired_total", &[]), 0.0);
+    // The memif regions the two pods' interfaces mapped, within the default budget.
+    let mapped = metric(&body, "veclane_memif_region_bytes", &[]);
+    let budget = metric(&body, "veclane_memif_region_budget_bytes", &[]);
+    assert!(
+        mapped > 2.0 * 1e6 && mapped < budget,
+        "{mapped} of {budget}"
+    );
     assert_eq!(metric(&body, "veclane_build_info", &[]), 1.0);
 
     // The dashboard in docs/ is built on names this scrape has.

@@ -164,7 +164,7 @@ fn a_thousand_pod_interfaces_come_and_go_leaving_nothing() {
     let pod = lab.ns("pod");
     let buffers = |d: &Daemon| {
         let r = d.api().call(&api::Request::ShowBuffers).unwrap();
-        let api::Reply::Buffers { workers } = r else {
+        let api::Reply::Buffers { workers, .. } = r else {
             panic!("{r:?}")
         };
         workers.iter().map(|w| w.free).sum::<usize>()

@@ -101,7 +101,7 @@ pub const COMMANDS: &[Command] = &[
     Command {
         path: "show buffers",
         usage: "show buffers",
-        help: "per worker: buffers in its pool, free and in use (at rest, those held by rings and queues)",
+        help: "per worker: buffers in its pool, free and in use (at rest, those held by rings and queues); the memif regions mapped from peers against their budget",
         parse: Some(|_| Ok(Request::ShowBuffers)),
     },
     Command {

@@ -35,7 +35,7 @@ pub fn format(reply: &Reply) -> String {
             }
         }
         Reply::CopyEngine { info } => copy_engine_lines(&mut s, info),
-        Reply::Buffers { workers } => {
+        Reply::Buffers { workers, regions } => {
             for b in workers {
                 s.push_str(&format!(
                     "worker {} (core {}): {} buffers, {} free, {} in use\n",
@@ -46,6 +46,11 @@ pub fn format(reply: &Reply) -> String {
                     b.total.saturating_sub(b.free)
                 ));
             }
+            s.push_str(&format!(
+                "memif regions mapped from peers: {} of {} MiB budgeted\n",
+                regions.mapped.div_ceil(1 << 20),
+                regions.budget >> 20
+            ));
         }
         Reply::Runtime { workers } => runtime_lines(&mut s, workers),
         Reply::Errors { errors } => {

@@ -88,6 +88,10 @@ impl Control {
             },
             Request::ShowBuffers => Reply::Buffers {
                 workers: self.ask(WorkerCmd::Buffers)?,
+                regions: api::MemifRegions {
+                    mapped: self.region_budget.used(),
+                    budget: self.region_budget.limit(),
+                },
             },
             Request::ShowErrors => Reply::Errors {
                 errors: self.errors_summed()?,
