@@ -15,10 +15,14 @@ const WAIT: Duration = Duration::from_secs(5);
 /// Both receive ring layouts, each with its default geometry: the receive tests run on both.
 fn rings() -> [(&'static str, AfPacketConfig); 2] {
     let blocks = AfPacketConfig {
-        rx_ring: RxRing::Blocks { timeout_ms: 1 },
+        rx_ring: Some(RxRing::Blocks { timeout_ms: 1 }),
         ..AfPacketConfig::default()
     };
-    [("frames", AfPacketConfig::default()), ("blocks", blocks)]
+    let frames = AfPacketConfig {
+        rx_ring: Some(RxRing::Frames),
+        ..AfPacketConfig::default()
+    };
+    [("frames", frames), ("blocks", blocks)]
 }
 
 /// The one queue pair of a single-queue uplink on `host_if`.
@@ -512,7 +516,10 @@ fn bad_configurations_are_refused_by_name() {
     );
     let e = AfPacket::open("bad/name", AfPacketConfig::default()).unwrap_err();
     assert!(e.to_string().contains("is invalid"), "{e}");
-    let mut cfg = AfPacketConfig::default();
+    let mut cfg = AfPacketConfig {
+        rx_ring: Some(RxRing::Frames),
+        ..AfPacketConfig::default()
+    };
     cfg.rx.block_size = 8192;
     let e = AfPacket::open("u0", cfg).unwrap_err();
     assert_eq!(
@@ -525,7 +532,7 @@ fn bad_configurations_are_refused_by_name() {
         e.to_string(),
         "af_packet \"u0\": rx.frame_size = 8192 is invalid: at least 9114 for MTU 9000"
     );
-    cfg.rx_ring = RxRing::Blocks { timeout_ms: 1 };
+    cfg.rx_ring = Some(RxRing::Blocks { timeout_ms: 1 });
     let e = AfPacket::open("u0", cfg).unwrap_err();
     assert_eq!(
         e.to_string(),

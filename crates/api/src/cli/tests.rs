@@ -253,7 +253,7 @@ fn uplink_interfaces() {
         panic!()
     };
     let mut want = crate::AfPacketSpec::new("eth0");
-    want.rx_ring = crate::RxRing::Blocks;
+    want.rx_ring = Some(crate::RxRing::Blocks);
     want.queues = Some(2);
     want.name = Some("up0".into());
     want.mac = Some(crate::parse_mac("02:00:00:00:00:07").unwrap());

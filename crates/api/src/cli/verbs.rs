@@ -354,10 +354,11 @@ pub(super) fn create_af_packet(w: &mut Words<'_>) -> Result<Request, CliError> {
             if k != "rx-ring" {
                 return Ok(false);
             }
-            spec.rx_ring = w
-                .next("frames or blocks")?
-                .parse()
-                .map_err(|e: String| w.err(e))?;
+            spec.rx_ring = Some(
+                w.next("frames or blocks")?
+                    .parse()
+                    .map_err(|e: String| w.err(e))?,
+            );
             Ok(true)
         },
     )?;

@@ -314,14 +314,14 @@ fn uplinks_and_network_routes_are_checked() {
     )
     .unwrap();
     assert_eq!(ok.af_packet[0].name(), "host-eth0");
-    assert_eq!(ok.af_packet[0].rx_ring, crate::RxRing::Frames);
+    assert_eq!(ok.af_packet[0].rx_ring, None, "by the MTU");
     assert!(ok.network[0].df);
     let blocks = Config::parse(
         "[[af-packet]]\nhost-if = \"eth0\"\nrx-ring = \"blocks\"\n",
         "b.toml",
     )
     .unwrap();
-    assert_eq!(blocks.af_packet[0].rx_ring, crate::RxRing::Blocks);
+    assert_eq!(blocks.af_packet[0].rx_ring, Some(crate::RxRing::Blocks));
     let e = Config::parse(
         "[[af-packet]]\nhost-if = \"eth0\"\nrx-ring = \"v3\"\n",
         "b.toml",

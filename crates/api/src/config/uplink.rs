@@ -34,25 +34,21 @@ pub struct AfPacketSpec {
     /// Default: the host interface's MTU.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mtu: Option<u16>,
-    /// How the kernel hands received frames over; default `frames`.
-    #[serde(default, skip_serializing_if = "is_frames")]
-    pub rx_ring: RxRing,
+    /// How the kernel hands received frames over; default by the host interface's MTU:
+    /// `frames` up to 3982, `blocks` above.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rx_ring: Option<RxRing>,
 }
 
 /// An AF_PACKET uplink's receive ring.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum RxRing {
     /// Fixed slots (TPACKET_V2), each frame handed over as it arrives: no added latency.
-    #[default]
     Frames,
     /// Blocks (TPACKET_V3) handed over when full or 1 ms after they were opened: more small
     /// frames per byte of ring and fewer wake-ups, but a lone frame waits up to 1 ms.
     Blocks,
-}
-
-fn is_frames(r: &RxRing) -> bool {
-    *r == RxRing::Frames
 }
 
 impl std::str::FromStr for RxRing {
@@ -78,7 +74,7 @@ impl AfPacketSpec {
             rx_placement: Vec::new(),
             up: true,
             mtu: None,
-            rx_ring: RxRing::Frames,
+            rx_ring: None,
         }
     }
 

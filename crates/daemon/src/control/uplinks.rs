@@ -77,10 +77,10 @@ impl Control {
             &spec.host_if,
             AfPacketConfig {
                 queues,
-                rx_ring: match spec.rx_ring {
+                rx_ring: spec.rx_ring.map(|r| match r {
                     RxRing::Frames => uplink::RxRing::Frames,
                     RxRing::Blocks => uplink::RxRing::Blocks { timeout_ms: 1 },
-                },
+                }),
                 ..AfPacketConfig::default()
             },
         )

@@ -30,7 +30,7 @@ impl KernelQueues {
         // costs it ~90 ns a frame more (singlenet --underlay af-packet, 64 B); the price is
         // up to the 1 ms block timeout in a latency sample taken on a kernel port.
         let cfg = af_packet::AfPacketConfig {
-            rx_ring: af_packet::RxRing::Blocks { timeout_ms: 1 },
+            rx_ring: Some(af_packet::RxRing::Blocks { timeout_ms: 1 }),
             ..af_packet::AfPacketConfig::default()
         };
         let open = || af_packet::AfPacket::open(&port.host_if, cfg);

@@ -93,6 +93,20 @@ pub enum RxRing {
     Blocks { timeout_ms: u32 },
 }
 
+impl RxRing {
+    /// Frame slots where an MTU-sized frame fits a slot of 4 KiB (MTU up to 3982), blocks
+    /// (1 ms) above: slots sized for jumbo frames hold few frames per byte of ring (512 of
+    /// 16 KiB in 8 MiB at MTU 9000, against about 30 000 small frames in a 4 MiB ring of
+    /// blocks), too few to ride out a worker's absence at a high rate of small frames.
+    pub fn for_mtu(mtu: u32) -> RxRing {
+        if mtu.saturating_add(18 + RX_SLOT_OVERHEAD) <= 4096 {
+            RxRing::Frames
+        } else {
+            RxRing::Blocks { timeout_ms: 1 }
+        }
+    }
+}
+
 /// How the queues of one interface find their fanout group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Fanout {
@@ -116,8 +130,9 @@ pub struct AfPacketConfig {
     /// Default: 8 blocks of 256 KiB with frames sized from the MTU (1024 frames at MTU 1500),
     /// more blocks when that is under 512 frames (32 blocks, 8 MiB, at MTU 9000).
     pub tx: RingGeometry,
-    /// The receive ring's layout; default [`RxRing::Frames`].
-    pub rx_ring: RxRing,
+    /// The receive ring's layout; `None` (the default) picks it by the interface's MTU
+    /// ([`RxRing::for_mtu`]).
+    pub rx_ring: Option<RxRing>,
     pub fanout: Fanout,
     /// Receive frames addressed to any MAC (promiscuous, through a socket membership the
     /// kernel undoes when the socket closes); the dataplane usually has its own MACs.
@@ -138,10 +153,17 @@ impl Default for AfPacketConfig {
                 block_count: 8,
                 frame_size: 0,
             },
-            rx_ring: RxRing::Frames,
+            rx_ring: None,
             fanout: Fanout::Unique,
             promiscuous: true,
         }
+    }
+}
+
+impl AfPacketConfig {
+    /// The receive ring's layout, as [`AfPacket::open`] resolved it (by the MTU if unset).
+    fn ring(&self) -> RxRing {
+        self.rx_ring.unwrap_or(RxRing::Frames)
     }
 }
 
@@ -273,6 +295,13 @@ impl AfPacket {
             },
             LookupError::Os(step, source) => os(0, step)(source),
         })?;
+        let cfg = AfPacketConfig {
+            rx_ring: Some(
+                cfg.rx_ring
+                    .unwrap_or_else(|| RxRing::for_mtu(interface.mtu)),
+            ),
+            ..cfg
+        };
         let geo = Geometry::check(&interface, &cfg)?;
         let mut queues = Vec::with_capacity(usize::from(cfg.queues));
         let mut fanout_id = match cfg.fanout {
@@ -351,7 +380,7 @@ impl Geometry {
         let largest = i.mtu.saturating_add(18);
         let mut rx = cfg.rx;
         if rx.frame_size == 0 {
-            match cfg.rx_ring {
+            match cfg.ring() {
                 RxRing::Frames => {
                     rx.frame_size = (largest + RX_SLOT_OVERHEAD).next_power_of_two().max(2048);
                     if rx.block_size < rx.frame_size {
@@ -396,7 +425,7 @@ impl Geometry {
                 return Err(bad(frame_size, g.frame_size, want));
             }
         }
-        match cfg.rx_ring {
+        match cfg.ring() {
             RxRing::Frames if rx.frame_size < largest.saturating_add(RX_SLOT_OVERHEAD) => {
                 let want = format!("at least {} for MTU {}", largest + RX_SLOT_OVERHEAD, i.mtu);
                 return Err(bad("rx.frame_size", rx.frame_size, want));
@@ -447,7 +476,7 @@ fn open_rx(i: &Interface, cfg: &AfPacketConfig, geo: &Geometry, queue: u16) -> S
     let fd = step("socket(AF_PACKET)", packet_socket())?;
     let g = geo.rx;
     let frames = g.block_size / g.frame_size * g.block_count;
-    let (version, layout) = match cfg.rx_ring {
+    let (version, layout) = match cfg.ring() {
         RxRing::Frames => (
             libc::tpacket_versions::TPACKET_V2,
             rx::Layout::frames(g.block_size, g.frame_size, frames),
@@ -461,7 +490,7 @@ fn open_rx(i: &Interface, cfg: &AfPacketConfig, geo: &Geometry, queue: u16) -> S
         "PACKET_VERSION",
         set(fd.as_fd(), libc::PACKET_VERSION, version as libc::c_int),
     )?;
-    let set_ring = || match cfg.rx_ring {
+    let set_ring = || match cfg.ring() {
         RxRing::Frames => {
             let req = libc::tpacket_req {
                 tp_block_size: g.block_size,
@@ -575,4 +604,17 @@ fn open_tx(i: &Interface, geo: &Geometry, queue: u16) -> Step<TxQueue> {
         geo.tx_frames,
         i.mtu,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ring_is_picked_by_the_mtu() {
+        assert_eq!(RxRing::for_mtu(1500), RxRing::Frames);
+        assert_eq!(RxRing::for_mtu(3982), RxRing::Frames);
+        assert_eq!(RxRing::for_mtu(3983), RxRing::Blocks { timeout_ms: 1 });
+        assert_eq!(RxRing::for_mtu(9000), RxRing::Blocks { timeout_ms: 1 });
+    }
 }
