@@ -1,11 +1,13 @@
 //! An AF_PACKET uplink: a host kernel interface (a NIC, a veth end) driven through
 //! PACKET_MMAP rings, one receive and one transmit socket per queue.
 //!
-//! Receive uses, by default, a TPACKET_V2 ring of fixed frame slots: each frame is handed to
-//! us (and wakes a sleeping worker) as it arrives, and a busy queue costs no system call per
-//! frame since the worker then polls the slots. The alternative, TPACKET_V3 ([`RxRing`]),
-//! packs frames into large blocks and retires a block when it is full or after a timeout of
-//! at least 1 ms: denser for small frames, but a lone frame waits up to that timeout, which a
+//! Receive uses, by default up to MTU 3982 ([`RxRing::for_mtu`]), a TPACKET_V2 ring of fixed
+//! frame slots: each frame is handed to us (and wakes a sleeping worker) as it arrives, and a
+//! busy queue costs no system call per frame since the worker then polls the slots. Above
+//! that MTU, and on request, TPACKET_V3 ([`RxRing::Blocks`]) packs frames into large blocks
+//! and retires a block when it is full or after a timeout of at least 1 ms: denser for small
+//! frames (slots sized for jumbo frames hold few), but a lone frame waits up to that timeout,
+//! which a
 //! request/response crossing two nodes pays at each (1-2 ms a round trip on a quiet path:
 //! docs/results/2026-11-30-af-packet-rx-ring.md). Several queues of one interface join one
 //! PACKET_FANOUT_HASH group, which spreads flows across them by the kernel's flow hash and
