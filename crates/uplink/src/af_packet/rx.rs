@@ -251,7 +251,7 @@ pub struct RxQueue {
 struct Taking<'a> {
     pool: &'a mut Pool,
     out: &'a mut Vec<u32>,
-    st: &'a mut RecvStats,
+    st: RecvStats,
     /// Checksums completed.
     csum: u64,
 }
@@ -359,7 +359,6 @@ impl RxQueue {
     /// 802.1Q/802.1ad tag the kernel moved into the frame header is put back into the frame; a
     /// checksum the sender left to offload (a local stack on a veth) is completed.
     pub fn recv(&mut self, pool: &mut Pool, out: &mut Vec<u32>, max: usize) -> RecvStats {
-        let mut st = RecvStats::default();
         self.polls = self.polls.wrapping_add(1);
         if self.polls.is_multiple_of(KERNEL_STATS_EVERY) {
             self.refresh_kernel_stats();
@@ -367,14 +366,14 @@ impl RxQueue {
         let mut to = Taking {
             pool,
             out,
-            st: &mut st,
+            st: RecvStats::default(),
             csum: 0,
         };
         match self.layout {
             Layout::Blocks { .. } => self.recv_blocks(&mut to, max),
             Layout::Frames(_) => self.recv_slots(&mut to, max),
         }
-        let csum = to.csum;
+        let Taking { st, csum, .. } = to;
         let c = &self.counters;
         bump(&c.packets, st.packets as u64);
         bump(&c.bytes, st.bytes);
@@ -396,11 +395,12 @@ impl RxQueue {
         let frame_size = u64::from(s.frame_size);
         for _ in 0..max {
             let at = s.at;
-            let Ok(status) = self.mem.load_status(at + F_STATUS) else {
-                return;
-            };
-            if status & libc::TP_STATUS_USER == 0 {
-                return;
+            if !self
+                .mem
+                .load_status(at + F_STATUS)
+                .is_ok_and(|status| status & libc::TP_STATUS_USER != 0)
+            {
+                break;
             }
             let taken = self
                 .frame_header(at, &V2_FIELDS)
@@ -409,8 +409,8 @@ impl RxQueue {
             // Our reads of the slot are done; the Release store hands it back (ring.rs).
             let _ = self.mem.store_status(at + F_STATUS, libc::TP_STATUS_KERNEL);
             s.advance();
-            self.layout = Layout::Frames(s);
         }
+        self.layout = Layout::Frames(s);
     }
 
     /// The frame header at `at`, read as `f` lays it out.
