@@ -23,7 +23,7 @@ use fib::adj::Adjacency;
 use graph::{Ctx, Node, clock};
 use wire::{Arp, ArpOp, EtherType, Ethernet, Ipv4, MacAddr};
 
-use crate::limit::{Limited, Limiter};
+use crate::limit::{Limited, Limiter, slot_of};
 use crate::{ETH_HDR, Shared};
 
 /// The least time between two requests for one next hop on one interface, per worker.
@@ -103,10 +103,7 @@ impl Ip4Glean {
 
     /// The throttle table's slot for `(tx_if, next_hop)`, and whether a request is due there.
     fn due(&self, tx_if: u32, next_hop: u32, now: u64) -> (usize, bool) {
-        let key = (u64::from(tx_if) << 32) | u64::from(next_hop);
-        // Fibonacci hashing: the top bits of the product mix every bit of the key.
-        let slot =
-            (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - SLOTS.trailing_zeros())) as usize;
+        let slot = slot_of((u64::from(tx_if) << 32) | u64::from(next_hop), SLOTS);
         let s = &self.sent[slot];
         let recent =
             s.tx_if == tx_if && s.next_hop == next_hop && now.wrapping_sub(s.at) < self.interval;
@@ -249,16 +246,13 @@ impl Node for Ip4Glean {
             let m = ctx.pool.meta(b);
             let (vrf, ours) = (m.vrf, m.flags & crate::LOCALLY_ORIGINATED != 0);
             let src = Ipv4::new_unchecked(ctx.pool.data(b)).src_addr();
-            match self.admit((tx_if, u32::from(next_hop)), (vrf, src), ours, now) {
-                Ok(()) => {}
-                Err(e) => {
-                    ctx.count_error(match e {
-                        Refused::Throttled => Error::Throttled,
-                        Refused::Limited(Limited::Worker) => Error::RateLimited,
-                        Refused::Limited(Limited::Source) => Error::SourceRateLimited,
-                    });
-                    continue;
-                }
+            if let Err(e) = self.admit((tx_if, u32::from(next_hop)), (vrf, src), ours, now) {
+                ctx.count_error(match e {
+                    Refused::Throttled => Error::Throttled,
+                    Refused::Limited(Limited::Worker) => Error::RateLimited,
+                    Refused::Limited(Limited::Source) => Error::SourceRateLimited,
+                });
+                continue;
             }
             // Only the head buffer is reused: it becomes the request, whatever its length was.
             crate::free_chain_tail(ctx.pool, b);

@@ -8,14 +8,14 @@
 //! header in the headroom in front of the original datagram, which is cut so that the whole
 //! error fits in 576 bytes (RFC 1812 4.3.2.3).
 //!
-//! RFC 1812 4.3.2.7 says when not to answer: about an ICMP error, a non-first fragment, or a
-//! packet from or to a non-unicast address. Errors are rate-limited (RFC 1812 4.3.2.8) per
-//! worker by a token bucket refilled once per frame, and per source of the offending packets
-//! by a bucket for each of [`SOURCE_SLOTS`](crate::limit::SOURCE_SLOTS) slots its address (and VRF) hashes to, so that one
-//! source that keeps provoking errors (a pod looping towards an unroutable address, a host
-//! flooding expired packets) spends its own share and not the worker's: other sources still
-//! hear their "fragmentation needed" and "time exceeded". Sources that hash alike share a
-//! bucket; many spoofed sources meet the worker's. Every packet not answered is counted.
+//! RFC 1812 4.3.2.7 says when not to answer: about an ICMP error, a non-first fragment, or a packet
+//! from or to a non-unicast address. Errors are rate-limited (RFC 1812 4.3.2.8) per worker by a
+//! token bucket refilled once per frame, and per source of the offending packets by a bucket for
+//! each of [`SOURCE_SLOTS`](crate::limit::SOURCE_SLOTS) slots its address (and VRF) hashes to, so
+//! that one source that keeps provoking errors (a pod looping towards an unroutable address, a host
+//! flooding expired packets) spends its own share and not the worker's: other sources still hear
+//! their "fragmentation needed" and "time exceeded". Sources that hash alike share a bucket; many
+//! spoofed sources meet the worker's. Every packet not answered is counted.
 
 use graph::{Ctx, Node, clock};
 use wire::{Icmp, IcmpType, IpProtocol, Ipv4, Ipv4Addr};
@@ -188,16 +188,12 @@ impl Node for Ip4IcmpError {
                 ctx.count_error(Error::NoAddress);
                 continue;
             };
-            match self.limiter.allow(meta.vrf, src, now) {
-                Ok(()) => {}
-                Err(Limited::Worker) => {
-                    ctx.count_error(Error::RateLimited);
-                    continue;
-                }
-                Err(Limited::Source) => {
-                    ctx.count_error(Error::SourceRateLimited);
-                    continue;
-                }
+            if let Err(e) = self.limiter.allow(meta.vrf, src, now) {
+                ctx.count_error(match e {
+                    Limited::Worker => Error::RateLimited,
+                    Limited::Source => Error::SourceRateLimited,
+                });
+                continue;
             }
             // Packets not answered were left as they came, for whoever captures drops. The
             // datagram is in the head buffer (ip4-input checked); its data may be cut, its

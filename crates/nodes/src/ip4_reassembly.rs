@@ -5,17 +5,17 @@
 //!
 //! Forwarded fragments never come here: a router passes them on as they are.
 //!
-//! Every fragment's payload is copied into the datagram's own bytes and its buffer returned
-//! at once, so reassembly holds no buffers, only memory, and that is bounded: at most
-//! [`MAX_DATAGRAMS`] datagrams per worker, each at most 65,535 bytes in at most
-//! [`MAX_FRAGMENTS`] fragments, and at most [`MAX_PER_SOURCE`] of them from one source (address
-//! and VRF): a new datagram from a source that has that many evicts the source's own oldest,
-//! so that one sender of endless first fragments churns its own datagrams, not everyone's. A datagram not complete within the timeout
-//! ([`DEFAULT_TIMEOUT`]) is dropped; expiry is checked whenever fragments arrive, so an idle
-//! worker keeps at most those bounds until the next one. A new datagram when the table is
-//! full evicts the oldest. Overlapping or duplicated fragments drop the whole datagram (as
-//! Linux does since it stopped trusting overlaps), and so does a fragment that contradicts
-//! the length the last fragment set. Each outcome has its counter.
+//! Every fragment's payload is copied into the datagram's own bytes and its buffer returned at
+//! once, so reassembly holds no buffers, only memory, and that is bounded: at most
+//! [`MAX_DATAGRAMS`] datagrams per worker, each at most 65,535 bytes in at most [`MAX_FRAGMENTS`]
+//! fragments, and at most [`MAX_PER_SOURCE`] of them from one source (address and VRF): a new
+//! datagram from a source that has that many evicts the source's own oldest, so that one sender of
+//! endless first fragments churns its own datagrams, not everyone's. A datagram not complete within
+//! the timeout ([`DEFAULT_TIMEOUT`]) is dropped; expiry is checked whenever fragments arrive, so an
+//! idle worker keeps at most those bounds until the next one. A new datagram when the table is full
+//! evicts the oldest. Overlapping or duplicated fragments drop the whole datagram (as Linux does
+//! since it stopped trusting overlaps), and so does a fragment that contradicts the length the last
+//! fragment set. Each outcome has its counter.
 
 use std::time::Duration;
 

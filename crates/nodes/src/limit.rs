@@ -10,6 +10,13 @@ use wire::Ipv4Addr;
 /// Per-source buckets of a worker (a power of two).
 pub const SOURCE_SLOTS: usize = 256;
 
+/// `key`'s slot among `slots` (a power of two) by Fibonacci hashing: the top bits of the
+/// product mix every bit of the key.
+pub(crate) fn slot_of(key: u64, slots: usize) -> usize {
+    debug_assert!(slots.is_power_of_two() && slots > 1);
+    (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - slots.trailing_zeros())) as usize
+}
+
 const NANOS_PER_SEC: u64 = 1_000_000_000;
 
 /// A token bucket in fixed point: one token is [`NANOS_PER_SEC`] credits, and each elapsed
@@ -92,8 +99,7 @@ impl Limiter {
             return Err(Limited::Worker);
         }
         let key = u64::from(src.to_bits()) | u64::from(vrf) << 32;
-        let slot = (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 56) as usize % SOURCE_SLOTS;
-        let s = &mut self.sources[slot];
+        let s = &mut self.sources[slot_of(key, SOURCE_SLOTS)];
         s.refill(now);
         if !s.take() {
             return Err(Limited::Source);
