@@ -207,6 +207,11 @@ pub struct Snapshot {
 
 type Labels = Vec<(&'static str, String)>;
 
+/// The one series of a family without labels.
+fn one(v: u64) -> Vec<(Labels, f64)> {
+    vec![(Labels::new(), v as f64)]
+}
+
 /// A per-interface family: its type, name, help and the `show interface` field it reads.
 type InterfaceFamily = (
     MetricType,
@@ -298,7 +303,6 @@ impl Snapshot {
     /// The session table, services and policies.
     fn stateful_families(&self) -> Vec<Family<'_>> {
         let s = &self.sessions;
-        let one = |v: u64| vec![(Labels::new(), v as f64)];
         let mut v = vec![
             gauge(
                 "sessions",
@@ -358,7 +362,6 @@ impl Snapshot {
     /// The neighbour table: its fill, caps, and what the caps and aging did.
     fn neighbour_families(&self) -> Vec<Family<'_>> {
         let n = &self.neighbours;
-        let one = |v: u64| vec![(Labels::new(), v as f64)];
         let reason = |r: &str, v: u64| (vec![("reason", r.to_string())], v as f64);
         vec![
             gauge(
@@ -612,12 +615,12 @@ impl Snapshot {
         v.push(gauge(
             "memif_region_bytes",
             "Bytes of memif regions mapped from peers, every interface together.",
-            vec![(Labels::new(), self.regions.mapped as f64)],
+            one(self.regions.mapped),
         ));
         v.push(gauge(
             "memif_region_budget_bytes",
             "The most bytes of memif regions the daemon maps from peers ([daemon] memif-memory-mib).",
-            vec![(Labels::new(), self.regions.budget as f64)],
+            one(self.regions.budget),
         ));
         v
     }
