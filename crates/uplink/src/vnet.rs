@@ -18,6 +18,9 @@ pub(crate) const F_NEEDS_CSUM: u8 = 1;
 pub(crate) const GSO_NONE: u8 = 0;
 /// `gso_type`: a TCP/IPv4 super-frame, to be cut into segments of `gso_size`.
 pub(crate) const GSO_TCPV4: u8 = 1;
+/// `gso_type`: UDP datagrams (IPv4 or IPv6) in one super-packet, cut every `gso_size` bytes
+/// of payload (`VIRTIO_NET_HDR_GSO_UDP_L4`).
+pub(crate) const GSO_UDP_L4: u8 = 5;
 /// With a GSO type: the super-frame carries ECN (its first segment keeps CWR).
 pub(crate) const GSO_ECN: u8 = 0x80;
 
@@ -46,6 +49,23 @@ pub(crate) fn tcp4_super_frame(sf: &wire::tso::SuperFrame, gso_size: u16) -> [u8
     put(field::CSUM_OFFSET, wire::tso::CHECKSUM_OFFSET);
     h[field::FLAGS] = F_NEEDS_CSUM;
     h[field::GSO_TYPE] = GSO_TCPV4 | if sf.cwr { GSO_ECN } else { 0 };
+    h
+}
+
+/// The header of a UDP super-packet whose headers are `hdr_len` bytes, its UDP header at
+/// `udp`, to be cut into datagrams of `gso_size` payload bytes; the UDP checksum partial (the
+/// kernel requires it of `GSO_UDP_L4`).
+pub(crate) fn udp4_super_packet(hdr_len: usize, udp: usize, gso_size: usize) -> [u8; LEN] {
+    let mut h = [0u8; LEN];
+    let mut put = |r: core::ops::Range<usize>, v: usize| {
+        h[r].copy_from_slice(&(v as u16).to_ne_bytes());
+    };
+    put(field::HDR_LEN, hdr_len);
+    put(field::GSO_SIZE, gso_size);
+    put(field::CSUM_START, udp);
+    put(field::CSUM_OFFSET, 6);
+    h[field::FLAGS] = F_NEEDS_CSUM;
+    h[field::GSO_TYPE] = GSO_UDP_L4;
     h
 }
 

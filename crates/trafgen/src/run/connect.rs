@@ -29,8 +29,10 @@ impl KernelQueues {
         // into this ring in the DUT's own context, where a slot ring's per-frame hand-over
         // costs it ~90 ns a frame more (singlenet --underlay af-packet, 64 B); the price is
         // up to the 1 ms block timeout in a latency sample taken on a kernel port.
+        // No UDP super-packets: the DUT must see the frames as the generator made them.
         let cfg = af_packet::AfPacketConfig {
             rx_ring: Some(af_packet::RxRing::Blocks { timeout_ms: 1 }),
+            udp_gso: false,
             ..af_packet::AfPacketConfig::default()
         };
         let open = || af_packet::AfPacket::open(&port.host_if, cfg);

@@ -98,6 +98,14 @@ pub struct TxCounters {
     pub kick_errors: AtomicU64,
     /// Queued frames discarded because the interface went down or vanished.
     pub link_down: AtomicU64,
+    /// UDP super-packets sent (runs of one flow's datagrams, in one system call and one
+    /// skb); their datagrams are in `packets`.
+    pub gso_sends: AtomicU64,
+    /// Datagrams that left in them.
+    pub gso_segments: AtomicU64,
+    /// Runs the kernel would not take as a super-packet (no socket buffer, or the offload
+    /// refused, after which the queue sends plainly); sent through the ring instead.
+    pub gso_refused: AtomicU64,
 }
 
 /// A plain copy of [`TxCounters`].
@@ -112,6 +120,9 @@ pub struct TxStats {
     pub wrong_format: u64,
     pub kick_errors: u64,
     pub link_down: u64,
+    pub gso_sends: u64,
+    pub gso_segments: u64,
+    pub gso_refused: u64,
 }
 
 impl TxCounters {
@@ -126,6 +137,9 @@ impl TxCounters {
             wrong_format: load(&self.wrong_format),
             kick_errors: load(&self.kick_errors),
             link_down: load(&self.link_down),
+            gso_sends: load(&self.gso_sends),
+            gso_segments: load(&self.gso_segments),
+            gso_refused: load(&self.gso_refused),
         }
     }
 }

@@ -39,6 +39,8 @@ mod ring;
 pub(crate) mod rx;
 pub(crate) mod sys;
 pub(crate) mod tx;
+mod tx_gso;
+mod udp_gso;
 
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -139,6 +141,12 @@ pub struct AfPacketConfig {
     /// Receive frames addressed to any MAC (promiscuous, through a socket membership the
     /// kernel undoes when the socket closes); the dataplane usually has its own MACs.
     pub promiscuous: bool,
+    /// Send runs of datagrams of one UDP flow (VXLAN to one VTEP) as UDP super-packets
+    /// (`GSO_UDP_L4`), one system call and one skb each, which the kernel cuts only where a
+    /// device needs it ([`udp_gso`]). Whatever receives them must take super-packets: the
+    /// kernel does, and so does this uplink's receive side. Off for a generator, whose
+    /// frames must reach the wire as it made them.
+    pub udp_gso: bool,
 }
 
 impl Default for AfPacketConfig {
@@ -158,6 +166,7 @@ impl Default for AfPacketConfig {
             rx_ring: None,
             fanout: Fanout::Unique,
             promiscuous: true,
+            udp_gso: true,
         }
     }
 }
@@ -316,7 +325,7 @@ impl AfPacket {
                 let id = join_fanout(rx.fd(), fanout_id).map_err(os(q, "PACKET_FANOUT"))?;
                 fanout_id = Some(id);
             }
-            let tx = open_tx(&interface, &geo, q).map_err(|(step, e)| os(q, step)(e))?;
+            let tx = open_tx(&interface, &cfg, &geo, q).map_err(|(step, e)| os(q, step)(e))?;
             queues.push((rx, tx));
         }
         Ok(AfPacket {
@@ -525,6 +534,15 @@ fn open_rx(i: &Interface, cfg: &AfPacketConfig, geo: &Geometry, queue: u16) -> S
         ring = set_ring();
     }
     step("PACKET_RX_RING", ring)?;
+    if let RxRing::Frames = cfg.ring() {
+        // A frame larger than its slot (a UDP super-packet from a veth, a jumbo frame) is
+        // queued whole on the socket, its slot marked TP_STATUS_COPY (rx.rs reads it), as
+        // long as the socket's receive buffer has room: room for a few dozen of 64 KiB.
+        step("PACKET_COPY_THRESH", set(fd.as_fd(), PACKET_COPY_THRESH, 1))?;
+        if rustix::net::sockopt::set_socket_recv_buffer_size_force(&fd, COPY_RCVBUF).is_err() {
+            let _ = rustix::net::sockopt::set_socket_recv_buffer_size(&fd, COPY_RCVBUF);
+        }
+    }
     let len = g.block_size as usize * g.block_count as usize;
     let mem = step("mmap rx ring", ring::RingMap::map(fd.as_fd(), len))?;
     step(
@@ -569,7 +587,7 @@ fn join_fanout(fd: BorrowedFd<'_>, id: Option<u16>) -> io::Result<u16> {
     }
 }
 
-fn open_tx(i: &Interface, geo: &Geometry, queue: u16) -> Step<TxQueue> {
+fn open_tx(i: &Interface, cfg: &AfPacketConfig, geo: &Geometry, queue: u16) -> Step<TxQueue> {
     let fd = step("socket(AF_PACKET)", packet_socket())?;
     let v2 = libc::tpacket_versions::TPACKET_V2 as libc::c_int;
     step("PACKET_VERSION", set(fd.as_fd(), libc::PACKET_VERSION, v2))?;
@@ -596,7 +614,7 @@ fn open_tx(i: &Interface, geo: &Geometry, queue: u16) -> Step<TxQueue> {
     let mem = step("mmap tx ring", ring::RingMap::map(fd.as_fd(), len))?;
     // Protocol 0: a transmit-only socket, invisible to the receive path.
     step("bind", sys::bind(fd.as_fd(), i.ifindex, 0))?;
-    Ok(TxQueue::new(
+    let q = TxQueue::new(
         fd,
         mem,
         i.ifindex,
@@ -605,8 +623,41 @@ fn open_tx(i: &Interface, geo: &Geometry, queue: u16) -> Step<TxQueue> {
         g.frame_size,
         geo.tx_frames,
         i.mtu,
-    ))
+    );
+    Ok(match cfg.udp_gso.then(|| open_gso(i)).transpose()? {
+        Some(Some(gso)) => q.with_gso(gso),
+        _ => q,
+    })
 }
+
+/// The socket a transmit queue sends UDP super-packets through; `None` when the kernel
+/// gives packet sockets no virtio-net header (the queue then sends plainly).
+fn open_gso(i: &Interface) -> Step<Option<OwnedFd>> {
+    let fd = step("socket(AF_PACKET)", packet_socket())?;
+    if set(fd.as_fd(), libc::PACKET_VNET_HDR, 1).is_err() {
+        return Ok(None);
+    }
+    step(
+        "PACKET_QDISC_BYPASS",
+        set(fd.as_fd(), libc::PACKET_QDISC_BYPASS, 1),
+    )?;
+    // Room for a few super-packets in flight (each holds its socket buffer until the device
+    // or the veth's peer has taken it).
+    if rustix::net::sockopt::set_socket_send_buffer_size_force(&fd, GSO_SNDBUF).is_err() {
+        let _ = rustix::net::sockopt::set_socket_send_buffer_size(&fd, GSO_SNDBUF);
+    }
+    step("bind", sys::bind(fd.as_fd(), i.ifindex, 0))?;
+    Ok(Some(fd))
+}
+
+/// The send buffer of a queue's super-packet socket: 32 super-packets of 64 KiB.
+const GSO_SNDBUF: usize = 4 << 20;
+
+/// `PACKET_COPY_THRESH` (`<linux/if_packet.h>`; the libc crate lacks it).
+const PACKET_COPY_THRESH: libc::c_int = 7;
+/// The receive buffer of a ring of slots, for frames too large for a slot: the kernel queues
+/// them while it is under this.
+const COPY_RCVBUF: usize = 8 << 20;
 
 #[cfg(test)]
 mod tests {

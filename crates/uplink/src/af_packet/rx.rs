@@ -10,11 +10,12 @@ use std::sync::Arc;
 use buffer::Pool;
 
 use super::LinkError;
-use super::chain::{ChainWriter, patch};
+use super::chain::{Delivered, Frame, Src, deliver};
 use super::counters::{RxCounters, bump};
 use super::ring::{OutOfBounds, RingMap};
 use super::sys;
-use crate::vnet::VnetHdr;
+use super::udp_gso::MAX_RX_SEGMENTS;
+use crate::vnet::{GSO_UDP_L4, VnetHdr};
 
 /// Where the block descriptor's fields live (`struct tpacket_block_desc` with its
 /// `tpacket_hdr_v1`), from the C definitions rather than hand-counted.
@@ -108,7 +109,7 @@ pub(crate) fn sum_words(b: &[u8]) -> u64 {
     sum
 }
 
-fn fold(mut sum: u64) -> u16 {
+pub(super) fn fold(mut sum: u64) -> u16 {
     while sum >> 16 != 0 {
         sum = (sum & 0xffff) + (sum >> 16);
     }
@@ -118,14 +119,15 @@ fn fold(mut sum: u64) -> u16 {
 /// What one `recv` call did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct RecvStats {
-    /// Frames appended to `out`.
+    /// Chains appended to `out`: frames, and the datagrams of UDP super-packets.
     pub packets: usize,
     pub bytes: u64,
     /// Frames dropped for want of pool buffers.
     pub no_buffer: usize,
     /// Frames dropped because the kernel truncated them.
     pub truncated: usize,
-    /// Segmentation-offload super-frames dropped ([`RxCounters::gso`]).
+    /// Segmentation-offload super-frames dropped ([`RxCounters::gso`]): TCP ones, and UDP
+    /// ones we cannot cut.
     pub gso: usize,
     /// Frames dropped for an inconsistent ring or offload header ([`RxCounters::bad_frame`]).
     pub bad: usize,
@@ -232,6 +234,26 @@ struct FrameHdr {
     vlan_tpid: u16,
 }
 
+impl FrameHdr {
+    /// The VLAN tag the kernel took out of the frame (802.1Q unless it names its TPID).
+    fn tag(&self) -> Option<[u8; 4]> {
+        (self.status & libc::TP_STATUS_VLAN_VALID != 0).then(|| {
+            let tpid = if self.status & libc::TP_STATUS_VLAN_TPID_VALID != 0 {
+                self.vlan_tpid
+            } else {
+                0x8100
+            };
+            let [a, b] = tpid.to_be_bytes();
+            let [c, d] = self.vlan_tci.to_be_bytes();
+            [a, b, c, d]
+        })
+    }
+}
+
+/// Room for a frame read whole from the socket: an IPv4 datagram's 64 KiB and the headers
+/// around it, with its virtio-net header.
+const COPY_ROOM: usize = 65_535 + 64 + VNET_LEN;
+
 /// One queue's receive socket and ring. Owned by one worker; see [`RxQueue::recv`].
 #[derive(Debug)]
 pub struct RxQueue {
@@ -244,6 +266,8 @@ pub struct RxQueue {
     /// The socket carries a virtio-net header before each frame (checksum offload info).
     vnet: bool,
     polls: u32,
+    /// Where a frame too large for its slot is read from the socket (a ring of slots).
+    copy: Vec<u8>,
     counters: Arc<RxCounters>,
 }
 
@@ -256,6 +280,29 @@ struct Taking<'a> {
     csum: u64,
 }
 
+impl Taking<'_> {
+    /// How much of `recv`'s `max` is spent: chains delivered and frames dropped.
+    fn used(&self) -> usize {
+        self.st.packets + self.st.dropped()
+    }
+
+    /// Counts one frame's outcome (its chains are in `out` already).
+    fn tally(&mut self, taken: Result<Delivered, Lost>) {
+        let st = &mut self.st;
+        match taken {
+            Ok(d) => {
+                st.packets += d.packets;
+                st.bytes += d.bytes;
+                self.csum += d.csum;
+            }
+            Err(Lost::NoBuffer) => st.no_buffer += 1,
+            Err(Lost::Truncated) => st.truncated += 1,
+            Err(Lost::Gso) => st.gso += 1,
+            Err(Lost::BadOffload | Lost::Bad | Lost::NoRoom) => st.bad += 1,
+        }
+    }
+}
+
 /// Why a frame went nowhere.
 pub(super) enum Lost {
     NoBuffer,
@@ -263,6 +310,8 @@ pub(super) enum Lost {
     Gso,
     /// This frame's offload header is inconsistent: drop it, the block is fine.
     BadOffload,
+    /// Not taken: it makes more chains than the call has room for. The next call takes it.
+    NoRoom,
     /// The ring's offsets are inconsistent: drop the rest of the block (the frame alone, in
     /// a ring of frame slots).
     Bad,
@@ -271,23 +320,6 @@ pub(super) enum Lost {
 impl From<OutOfBounds> for Lost {
     fn from(_: OutOfBounds) -> Lost {
         Lost::Bad
-    }
-}
-
-impl RecvStats {
-    /// Counts one frame's outcome; the head of a delivered one goes to `out`.
-    fn tally(&mut self, taken: Result<(u32, u32), Lost>, out: &mut Vec<u32>) {
-        match taken {
-            Ok((head, len)) => {
-                out.push(head);
-                self.packets += 1;
-                self.bytes += u64::from(len);
-            }
-            Err(Lost::NoBuffer) => self.no_buffer += 1,
-            Err(Lost::Truncated) => self.truncated += 1,
-            Err(Lost::Gso) => self.gso += 1,
-            Err(Lost::BadOffload | Lost::Bad) => self.bad += 1,
-        }
     }
 }
 
@@ -308,6 +340,7 @@ impl RxQueue {
             layout,
             vnet,
             polls: 0,
+            copy: Vec::new(),
             counters: Arc::default(),
         }
     }
@@ -349,12 +382,15 @@ impl RxQueue {
             .is_ok_and(|s| s & libc::TP_STATUS_USER != 0)
     }
 
-    /// Copies up to `max` frames out of the ring into `pool` buffers (chained when a frame is
-    /// larger than a buffer, `total_len` on the head) and appends the heads to `out`.
+    /// Copies frames out of the ring into `pool` buffers (chained when a frame is larger than
+    /// a buffer, `total_len` on the head) and appends the heads to `out`, at most `max` of
+    /// them; a UDP super-packet is cut into its datagrams ([`super::udp_gso`]), taken only
+    /// when all of them fit under `max` (`max` from 128 up always takes it).
     ///
-    /// Frames that cannot be delivered (no buffers, truncated, offload super-frames) are
+    /// Frames that cannot be delivered (no buffers, truncated, TCP offload super-frames) are
     /// dropped, counted and count against `max` too, so that an empty pool still drains the
-    /// ring instead of freezing it. Frames (blocks) go back to the kernel as soon as they (their
+    /// ring instead of freezing it. In a ring of slots, a frame larger than its slot is read
+    /// whole from the copy the kernel queued on the socket (`PACKET_COPY_THRESH`). Frames (blocks) go back to the kernel as soon as they (their
     /// last frame) are taken; a block left midway is resumed by the next call. An
     /// 802.1Q/802.1ad tag the kernel moved into the frame header is put back into the frame; a
     /// checksum the sender left to offload (a local stack on a veth) is completed.
@@ -393,19 +429,25 @@ impl RxQueue {
             return;
         };
         let frame_size = u64::from(s.frame_size);
-        for _ in 0..max {
+        while to.used() < max {
             let at = s.at;
-            if !self
-                .mem
-                .load_status(at + F_STATUS)
-                .is_ok_and(|status| status & libc::TP_STATUS_USER != 0)
-            {
+            let Ok(status) = self.mem.load_status(at + F_STATUS) else {
+                break;
+            };
+            if status & libc::TP_STATUS_USER == 0 {
                 break;
             }
-            let taken = self
-                .frame_header(at, &V2_FIELDS)
-                .and_then(|h| self.take_frame(to.pool, at, frame_size, F_LEN, h, &mut to.csum));
-            to.st.tally(taken, to.out);
+            let slots = max - to.used();
+            let h = self.frame_header(at, &V2_FIELDS);
+            let taken = if status & libc::TP_STATUS_COPY != 0 {
+                self.take_copy(to, at, h, slots)
+            } else {
+                h.and_then(|h| self.take_frame(to.pool, at, frame_size, F_LEN, h, slots, to.out))
+            };
+            if let Err(Lost::NoRoom) = taken {
+                break;
+            }
+            to.tally(taken);
             // Our reads of the slot are done; the Release store hands it back (ring.rs).
             let _ = self.mem.store_status(at + F_STATUS, libc::TP_STATUS_KERNEL);
             s.advance();
@@ -440,31 +482,34 @@ impl RxQueue {
         else {
             return;
         };
-        let mut seen = 0usize;
-        while seen < max {
+        'blocks: while to.used() < max {
             let base = u64::from(block) * u64::from(block_size);
             let Some(mut cur) = cursor.take().or_else(|| self.open_block(base)) else {
                 break;
             };
-            while cur.left > 0 && seen < max {
-                seen += 1;
-                cur.left -= 1;
+            while cur.left > 0 && to.used() < max {
                 let at = base + u64::from(cur.offset);
+                let slots = max - to.used();
                 // The header, at least, must lie inside the block (the first frame's offset
                 // comes from the block descriptor unchecked).
                 let taken = match u64::from(block_size).checked_sub(u64::from(cur.offset)) {
                     Some(room) if room >= H_LEN as u64 => self
                         .frame_header(at, &V3_FIELDS)
-                        .and_then(|h| self.take_frame(to.pool, at, room, H_LEN, h, &mut to.csum)),
+                        .and_then(|h| self.take_frame(to.pool, at, room, H_LEN, h, slots, to.out)),
                     _ => Err(Lost::Bad),
                 };
+                if let Err(Lost::NoRoom) = taken {
+                    cursor = Some(cur);
+                    break 'blocks;
+                }
+                cur.left -= 1;
                 if let Err(Lost::Bad) = taken {
                     // The block's chain of offsets cannot be trusted past here.
                     to.st.bad += 1 + cur.left as usize;
                     cur.left = 0;
                     break;
                 }
-                to.st.tally(taken, to.out);
+                to.tally(taken);
                 if cur.left > 0 {
                     match self.next_offset(base, block_size, cur.offset) {
                         Some(next) => cur.offset = next,
@@ -523,8 +568,9 @@ impl RxQueue {
         (next != 0 && at + H_LEN as u64 <= u64::from(block_size)).then_some(at as u32)
     }
 
-    /// Copies the frame at `frame` (its header, `hdr_len` bytes, first; `room` bytes of ring
-    /// from there belong to it) into a new chain.
+    /// Delivers the frame at `frame` (its header, `hdr_len` bytes, first; `room` bytes of ring
+    /// from there belong to it) as new chains, at most `slots` of them, into `out`.
+    #[allow(clippy::too_many_arguments)]
     fn take_frame(
         &self,
         pool: &mut Pool,
@@ -532,12 +578,12 @@ impl RxQueue {
         room: u64,
         hdr_len: usize,
         h: FrameHdr,
-        csum: &mut u64,
-    ) -> Result<(u32, u32), Lost> {
+        slots: usize,
+        out: &mut Vec<u32>,
+    ) -> Result<Delivered, Lost> {
         let FrameHdr {
             snaplen,
             wire_len,
-            status,
             mac,
             ..
         } = h;
@@ -549,66 +595,95 @@ impl RxQueue {
         if snaplen < wire_len {
             return Err(Lost::Truncated);
         }
-        let mut fix = None;
-        if self.vnet {
-            if mac < (hdr_len + VNET_LEN) as u64 {
-                return Err(Lost::BadOffload);
-            }
-            let mut v = [0u8; VNET_LEN];
-            self.mem.read(data - VNET_LEN as u64, &mut v)?;
-            let v = VnetHdr::new(&v);
-            if v.gso_type() != crate::vnet::GSO_NONE {
-                return Err(Lost::Gso);
-            }
-            if let Some((start, field)) = v.partial_csum() {
-                let (start, field) = (u32::from(start), u32::from(field));
-                if start + field + 2 > snaplen {
-                    return Err(Lost::BadOffload);
-                }
-                // Complete it as the kernel's skb_checksum_help would: the field holds the
-                // pseudo-header sum; sum from csum_start to the end, fold, invert, never 0.
-                let sum = self
-                    .mem
-                    .sum16(data + u64::from(start), u64::from(snaplen - start))?;
-                let c = !fold(sum);
-                fix = Some((start + field, if c == 0 { 0xffff } else { c }));
-            }
-        }
-        let tag = (status & libc::TP_STATUS_VLAN_VALID != 0).then(|| {
-            let tpid = if status & libc::TP_STATUS_VLAN_TPID_VALID != 0 {
-                h.vlan_tpid
-            } else {
-                0x8100
-            };
-            let [a, b] = tpid.to_be_bytes();
-            let [c, d] = h.vlan_tci.to_be_bytes();
-            [a, b, c, d]
-        });
-        let total = snaplen + if tag.is_some() { 4 } else { 0 };
-        let size = pool.data_size();
-        if pool.available() < (total as usize).div_ceil(size).max(1) {
-            return Err(Lost::NoBuffer);
-        }
-        let mut w = ChainWriter::new(pool).ok_or(Lost::NoBuffer)?;
-        let filled = match tag {
-            // The tag goes back after the two MAC addresses, where the wire had it.
-            Some(tag) if snaplen >= 12 => w
-                .put_ring(pool, &self.mem, data, 12)
-                .and_then(|()| w.put_bytes(pool, &tag))
-                .and_then(|()| w.put_ring(pool, &self.mem, data + 12, snaplen as usize - 12)),
-            _ => w.put_ring(pool, &self.mem, data, snaplen as usize),
+        let vnet = self.slot_vnet(frame, hdr_len, &h)?;
+        let f = Frame {
+            src: Src::Ring(&self.mem, data),
+            len: snaplen as usize,
+            vnet,
+            tag: h.tag(),
         };
-        if let Err(e) = filled {
-            pool.free(w.head);
-            return Err(e);
+        deliver(pool, &f, slots, out)
+    }
+
+    /// The virtio-net header the kernel put before the frame at `frame` (`None` when the
+    /// socket gives none).
+    fn slot_vnet(
+        &self,
+        frame: u64,
+        hdr_len: usize,
+        h: &FrameHdr,
+    ) -> Result<Option<[u8; VNET_LEN]>, Lost> {
+        if !self.vnet {
+            return Ok(None);
         }
-        if let Some((at, value)) = fix {
-            let at = at as usize + if tag.is_some() { 4 } else { 0 };
-            patch(pool, w.head, at, value.to_be_bytes());
-            *csum += 1;
+        if h.mac < (hdr_len + VNET_LEN) as u64 {
+            return Err(Lost::BadOffload);
         }
-        pool.meta_mut(w.head).total_len = total;
-        Ok((w.head, total))
+        let mut v = [0u8; VNET_LEN];
+        self.mem.read(frame + h.mac - VNET_LEN as u64, &mut v)?;
+        Ok(Some(v))
+    }
+
+    /// Delivers the frame of the slot at `at` that was too large for it: the kernel marked the
+    /// slot `TP_STATUS_COPY` and queued the whole frame on the socket, in the slots' order,
+    /// where one `recv` reads it with its virtio-net header. Each such slot takes exactly one
+    /// copy off the queue, whatever becomes of the frame, so that slots and copies stay in
+    /// step; should they not (a length that differs), the queue is emptied and the slots
+    /// whose copies went with it are counted as bad.
+    fn take_copy(
+        &mut self,
+        to: &mut Taking<'_>,
+        at: u64,
+        h: Result<FrameHdr, Lost>,
+        slots: usize,
+    ) -> Result<Delivered, Lost> {
+        // Room for every datagram the frame may be cut into, judged from the slot's own
+        // virtio-net header before the copy is taken.
+        let need = match &h {
+            Ok(h) => match self.slot_vnet(at, F_LEN, h) {
+                Ok(Some(v)) if VnetHdr::new(&v).gso_type() == GSO_UDP_L4 => {
+                    let gso = usize::from(VnetHdr::new(&v).gso_size()).max(1);
+                    (h.wire_len as usize)
+                        .div_ceil(gso)
+                        .clamp(1, MAX_RX_SEGMENTS)
+                }
+                _ => 1,
+            },
+            Err(_) => 1,
+        };
+        if need > slots {
+            return Err(Lost::NoRoom);
+        }
+        if self.copy.is_empty() {
+            self.copy = vec![0; COPY_ROOM];
+        }
+        let flags = rustix::net::RecvFlags::DONTWAIT | rustix::net::RecvFlags::TRUNC;
+        let (n, full) = match rustix::net::recv(&self.fd, &mut self.copy[..], flags) {
+            Ok((got, full)) => (got, full),
+            Err(_) => return Err(Lost::Bad),
+        };
+        let h = h?;
+        if full > n {
+            return Err(Lost::Truncated);
+        }
+        let skip = if self.vnet { VNET_LEN } else { 0 };
+        if n < skip || n - skip != h.wire_len as usize {
+            while rustix::net::recv(&self.fd, &mut self.copy[..], flags).is_ok() {
+                bump(&self.counters.bad_frame, 1);
+            }
+            return Err(Lost::Bad);
+        }
+        let f = Frame {
+            src: Src::Bytes(&self.copy[skip..n]),
+            len: n - skip,
+            vnet: self.vnet.then(|| {
+                let mut v = [0u8; VNET_LEN];
+                v.copy_from_slice(&self.copy[..VNET_LEN]);
+                v
+            }),
+            tag: h.tag(),
+        };
+        deliver(to.pool, &f, slots, to.out)
     }
 
     /// Folds the kernel's drop counters (PACKET_STATISTICS, which resets them on read) into

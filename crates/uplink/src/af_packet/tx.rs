@@ -11,6 +11,7 @@ use rustix::io::Errno;
 use super::LinkError;
 use super::counters::{TxCounters, bump};
 use super::ring::RingMap;
+use super::tx_gso::{GsoSocket, Sent};
 
 /// Where a frame's data starts: after the TPACKET_ALIGNed `tpacket2_hdr` (the kernel's
 /// `tp_hdrlen - sizeof(struct sockaddr_ll)` without PACKET_TX_HAS_OFF).
@@ -88,6 +89,8 @@ pub struct TxQueue {
     kick_again: bool,
     /// Bounce buffer for external segments (single-copy payloads in a peer's memory).
     scratch: Vec<u8>,
+    /// Runs of one UDP flow leave through here as super-packets ([`super::tx_gso`]).
+    gso: Option<GsoSocket>,
     counters: Arc<TxCounters>,
 }
 
@@ -118,8 +121,16 @@ impl TxQueue {
             max_len: mtu.saturating_add(ETH_HLEN),
             kick_again: false,
             scratch: Vec::new(),
+            gso: None,
             counters: Arc::default(),
         }
+    }
+
+    /// Sends runs of datagrams of one UDP flow as super-packets through `fd` (a packet
+    /// socket bound to the same interface, with virtio-net headers and no ring).
+    pub(crate) fn with_gso(mut self, fd: OwnedFd) -> TxQueue {
+        self.gso = Some(GsoSocket::new(fd));
+        self
     }
 
     pub fn ifindex(&self) -> u32 {
@@ -181,8 +192,10 @@ impl TxQueue {
     /// midway it kicks the kernel, takes back the frames it sent (a qdisc-bypass send on a
     /// virtual or idle device completes within the call) and goes on, a few times at most.
     /// Returns how many were consumed from the front of `pkts`, sent or dropped (counted); it
-    /// stops when the ring stays full (counted as `ring_full`, the rest as `tx_no_room`). The caller frees every
-    /// buffer of `pkts` either way: the ring holds copies.
+    /// stops when the ring stays full (counted as `ring_full`, the rest as `tx_no_room`). The
+    /// caller frees every buffer of `pkts` either way: the ring holds copies. A run of
+    /// datagrams of one UDP flow leaves as one super-packet instead, when the queue has a
+    /// socket for them ([`TxQueue::with_gso`]), after a kick for the frames before it.
     ///
     /// An error means the interface went down or vanished; the frames it had not sent yet,
     /// this batch's included, are discarded and counted as `link_down`. After
@@ -193,13 +206,45 @@ impl TxQueue {
         let mut st = SendStats::default();
         let mut bytes = 0u64;
         let mut retries = 0;
-        for &p in pkts {
+        // Frames written since the last kick; where the next run may start.
+        let (mut unkicked, mut plain_until) = (false, 0);
+        let mut k = 0;
+        while k < pkts.len() {
+            let p = pkts[k];
+            if k >= plain_until
+                && let Some(g) = self.gso.as_mut()
+            {
+                let n = g.run(pool, &pkts[k..]);
+                if n >= 2 {
+                    if unkicked {
+                        self.kick()?;
+                        unkicked = false;
+                    }
+                    let g = self.gso.as_mut().expect("checked above");
+                    match g.send(pool, &pkts[k..k + n])? {
+                        Sent::Whole(len) => {
+                            (st.consumed, st.sent, bytes) =
+                                (st.consumed + n, st.sent + n, bytes + len as u64);
+                            bump(&self.counters.gso_sends, 1);
+                            bump(&self.counters.gso_segments, n as u64);
+                            k += n;
+                            continue;
+                        }
+                        Sent::Refused => {
+                            bump(&self.counters.gso_refused, 1);
+                            plain_until = k + n;
+                        }
+                    }
+                }
+            }
+            k += 1;
             if self.in_flight == self.frame_count {
                 if retries == RING_FULL_RETRIES {
                     break;
                 }
                 retries += 1;
                 self.kick()?;
+                unkicked = false;
                 self.reclaim();
                 if self.in_flight == self.frame_count {
                     break;
@@ -221,6 +266,7 @@ impl TxQueue {
                     }
                     self.head = (self.head + 1) % self.frame_count;
                     self.in_flight += 1;
+                    unkicked = true;
                     st.sent += 1;
                     bytes += u64::from(len);
                 }
@@ -239,7 +285,7 @@ impl TxQueue {
             bump(&c.ring_full, 1);
             bump(&c.tx_no_room, (pkts.len() - st.consumed) as u64);
         }
-        if st.sent > 0 || self.kick_again {
+        if unkicked || self.kick_again {
             self.kick()?;
         }
         Ok(st)

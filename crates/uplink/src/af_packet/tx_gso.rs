@@ -1,0 +1,207 @@
+//! The transmit side's UDP super-packets ([`super::udp_gso`]): a second packet socket of the
+//! queue, without a ring, with virtio-net headers (`PACKET_VNET_HDR`), through which a run of
+//! datagrams of one flow leaves in one `sendmsg`, gathered straight from the buffers (the
+//! kernel's one copy; the ring costs ours and its). The ring keeps everything else, and is
+//! kicked before a super-packet goes, so that a flow's datagrams leave in order.
+
+use std::io::IoSlice;
+use std::os::fd::OwnedFd;
+
+use buffer::Pool;
+use rustix::io::Errno;
+use rustix::net::{SendAncillaryBuffer, SendFlags};
+
+use super::LinkError;
+use super::udp_gso::{MAX_HDRS, MAX_TX_SEGMENTS, Udp4};
+
+/// The largest super-packet: an IPv4 datagram's 64 KiB, less room for its headers.
+const MAX_SUPER_PAYLOAD: usize = 65_535 - 60 - 8;
+
+/// What became of a run offered to [`GsoSocket::send`].
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Sent {
+    /// Gone as one super-packet of this many bytes on the wire's side of the kernel.
+    Whole(usize),
+    /// Not sent (no socket buffer, the kernel refused the offload): send it the plain way.
+    Refused,
+}
+
+/// A queue's socket for super-packets.
+#[derive(Debug)]
+pub(crate) struct GsoSocket {
+    fd: OwnedFd,
+    /// The kernel refused a super-packet as malformed once: it does not take `GSO_UDP_L4`
+    /// from a packet socket, or not on this device; the queue sends plainly from then on.
+    refused: bool,
+}
+
+impl GsoSocket {
+    pub(crate) fn new(fd: OwnedFd) -> GsoSocket {
+        GsoSocket { fd, refused: false }
+    }
+
+    /// How many packets from the front of `pkts` can leave as one super-packet: two or more
+    /// untagged UDP/IPv4 datagrams of one flow, whole in their chains' own buffers (no
+    /// payload in a peer's memory), every payload the first's size but the last's, which
+    /// may be shorter. 0 or 1: send the first plainly.
+    pub(crate) fn run(&self, pool: &Pool, pkts: &[u32]) -> usize {
+        if self.refused || pkts.len() < 2 {
+            return 0;
+        }
+        let Some((at, size)) = datagram(pool, pkts[0]) else {
+            return 0;
+        };
+        let first = &pool.data(pkts[0])[..at.hdrs()];
+        let mut payload = size;
+        let mut n = 1;
+        for &p in &pkts[1..pkts.len().min(MAX_TX_SEGMENTS)] {
+            let Some((a, s)) = datagram(pool, p) else {
+                break;
+            };
+            if a != at || s > size || payload + s > MAX_SUPER_PAYLOAD {
+                break;
+            }
+            if !at.same_flow(first, &pool.data(p)[..at.hdrs()]) {
+                break;
+            }
+            payload += s;
+            n += 1;
+            if s < size {
+                break;
+            }
+        }
+        n
+    }
+
+    /// Sends `run` (as [`GsoSocket::run`] measured it) as one super-packet.
+    pub(crate) fn send(&mut self, pool: &Pool, run: &[u32]) -> Result<Sent, LinkError> {
+        let Some((at, size)) = datagram(pool, run[0]) else {
+            return Ok(Sent::Refused);
+        };
+        let n = at.hdrs();
+        let total: usize = run
+            .iter()
+            .map(|&p| pool.meta(p).total_len as usize - n)
+            .sum();
+        let mut head = [0u8; crate::vnet::LEN + MAX_HDRS];
+        let (vnet, hdr) = head.split_at_mut(crate::vnet::LEN);
+        vnet.copy_from_slice(&crate::vnet::udp4_super_packet(n, at.udp, size));
+        hdr[..n].copy_from_slice(&pool.data(run[0])[..n]);
+        at.make_super(&mut hdr[..n], total);
+        let mut iov = Vec::with_capacity(run.len() + 1);
+        iov.push(IoSlice::new(&head[..crate::vnet::LEN + n]));
+        for &p in run {
+            let mut b = p;
+            let mut skip = n;
+            while b != buffer::NONE {
+                let d = pool.data(b);
+                if d.len() > skip {
+                    iov.push(IoSlice::new(&d[skip..]));
+                }
+                skip = skip.saturating_sub(d.len());
+                b = pool.meta(b).next;
+            }
+        }
+        let mut control = SendAncillaryBuffer::default();
+        match rustix::net::sendmsg(&self.fd, &iov, &mut control, SendFlags::DONTWAIT) {
+            Ok(_) => Ok(Sent::Whole(n + total)),
+            Err(Errno::NXIO | Errno::NODEV) => Err(LinkError::Vanished),
+            Err(Errno::NETDOWN) => Err(LinkError::Down),
+            Err(Errno::INVAL | Errno::MSGSIZE | Errno::OPNOTSUPP | Errno::PROTONOSUPPORT) => {
+                self.refused = true;
+                Ok(Sent::Refused)
+            }
+            // No socket buffer, a busy device: this run goes the plain way.
+            Err(_) => Ok(Sent::Refused),
+        }
+    }
+}
+
+/// The headers and payload size of the datagram `p`, if it may join a super-packet: its
+/// headers in its first buffer, no external segment anywhere in its chain, and its length
+/// what its chain holds.
+fn datagram(pool: &Pool, p: u32) -> Option<(Udp4, usize)> {
+    let at = Udp4::parse(pool.data(p))?;
+    let total = pool.meta(p).total_len as usize;
+    let mut held = 0;
+    let mut b = p;
+    while b != buffer::NONE {
+        let m = pool.meta(b);
+        if m.ext.len != 0 {
+            return None;
+        }
+        held += usize::from(m.len);
+        b = m.next;
+    }
+    let size = total.checked_sub(at.hdrs()).filter(|&s| s > 0)?;
+    (held == total).then_some((at, size))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pool() -> Pool {
+        Pool::new(buffer::PoolConfig {
+            count: 128,
+            data_size: 2048,
+            headroom: 0,
+        })
+        .unwrap()
+    }
+
+    fn dgram(pool: &mut Pool, payload: usize, port: u8) -> u32 {
+        let mut f = super::super::udp_gso::tests::datagram(&vec![1; payload], &[], 1);
+        f[35] = port;
+        pool.from_bytes(&f).unwrap()
+    }
+
+    fn socket() -> GsoSocket {
+        let fd = rustix::net::socket(
+            rustix::net::AddressFamily::UNIX,
+            rustix::net::SocketType::DGRAM,
+            None,
+        )
+        .unwrap();
+        GsoSocket::new(fd)
+    }
+
+    #[test]
+    fn runs_are_one_flow_of_one_size_ending_at_a_shorter_datagram() {
+        let mut pool = pool();
+        let s = socket();
+        let p: Vec<u32> = [
+            (1000, 1),
+            (1000, 1),
+            (400, 1),
+            (1000, 1),
+            (1000, 2),
+            (1000, 2),
+            (1200, 2),
+        ]
+        .iter()
+        .map(|&(len, port)| dgram(&mut pool, len, port))
+        .collect();
+        assert_eq!(s.run(&pool, &p), 3, "the shorter third ends the run");
+        assert_eq!(s.run(&pool, &p[3..]), 1, "another flow follows");
+        assert_eq!(s.run(&pool, &p[4..]), 2, "a longer datagram does not join");
+        assert_eq!(s.run(&pool, &p[6..]), 0, "alone");
+    }
+
+    #[test]
+    fn runs_stop_at_the_segment_limit_and_at_what_cannot_be_gathered() {
+        let mut pool = pool();
+        let s = socket();
+        let p: Vec<u32> = (0..MAX_TX_SEGMENTS + 2)
+            .map(|_| dgram(&mut pool, 10, 1))
+            .collect();
+        assert_eq!(s.run(&pool, &p), MAX_TX_SEGMENTS);
+        let short = pool.meta(p[1]).total_len - 1;
+        pool.meta_mut(p[1]).total_len = short;
+        assert_eq!(
+            s.run(&pool, &p),
+            1,
+            "a chain that holds more than its length says"
+        );
+    }
+}
