@@ -207,7 +207,7 @@ graph::node! {
     }
     error InputError {
         NoBuffer = "no buffer, frame dropped",
-        Truncated = "frame truncated by the kernel (larger than a ring block), dropped",
+        Truncated = "frame truncated by the kernel (larger than a block, or than a slot with the socket's buffer full), dropped",
         Gso = "GRO/GSO super-frame dropped (turn gro, gso and tso off on the host interface)",
         BadFrame = "inconsistent ring or offload header, frame dropped",
         LinkDown = "link down or vanished",

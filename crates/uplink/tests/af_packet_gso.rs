@@ -181,3 +181,41 @@ fn a_generator_queue_sends_every_datagram_as_it_is() {
     assert_eq!(got, sent);
     assert_eq!(pool.available(), pool.capacity());
 }
+
+#[test]
+fn a_super_packet_without_buffers_for_all_is_dropped_and_counted_as_its_datagrams() {
+    let Some(ns) = Netns::enter() else { return };
+    ns.veth("u0", "h0", 1500);
+    let rings = [
+        ("frames", RxRing::Frames),
+        ("blocks", RxRing::Blocks { timeout_ms: 1 }),
+    ];
+    for (name, ring) in rings {
+        eprintln!("receiving ring of {name}");
+        let (_rx_a, mut tx) = one_queue("u0", AfPacketConfig::default());
+        let cfg = AfPacketConfig {
+            rx_ring: Some(ring),
+            ..AfPacketConfig::default()
+        };
+        let (mut rx, _tx_b) = one_queue("h0", cfg);
+        let mut big = pool();
+        let sent = three_flows(ns.mac("h0"));
+        send_all(&mut tx, &mut big, &sent);
+        // Buffers for 11 datagrams, all in one call: not for the first super-packet's 20.
+        let mut small = Pool::new(PoolConfig {
+            count: 11,
+            data_size: 2048,
+            headroom: 128,
+        })
+        .unwrap();
+        let got = recv_udp(&mut rx, &mut small, 11);
+        assert_eq!(
+            got.len(),
+            11,
+            "the lone datagram and the second super-packet's 10"
+        );
+        let r = rx.counters().snapshot();
+        assert_eq!((r.no_buffer, r.packets), (20, 11));
+        assert_eq!(small.available(), small.capacity());
+    }
+}

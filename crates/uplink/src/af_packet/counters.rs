@@ -22,11 +22,13 @@ pub struct RxCounters {
     pub bytes: AtomicU64,
     /// Frames dropped because the pool had too few buffers; their ring space was released.
     pub no_buffer: AtomicU64,
-    /// Frames the kernel cut short (`tp_snaplen < tp_len`: larger than a ring block allows),
-    /// dropped.
+    /// Frames the kernel cut short (`tp_snaplen < tp_len`: larger than a ring block allows,
+    /// or than a slot while the socket's receive buffer had no room for a copy), dropped. A
+    /// UDP super-packet counts as the datagrams it stood for, here and in `no_buffer`.
     pub truncated: AtomicU64,
-    /// Segmentation-offload super-frames (from a local stack or GRO), dropped: they exceed
-    /// the MTU and only their sender could segment them cheaply.
+    /// Segmentation-offload super-frames (TCP ones from a local stack or GRO, UDP ones we
+    /// cannot cut), dropped. UDP super-packets are cut into their datagrams, which `packets`
+    /// counts.
     pub gso: AtomicU64,
     /// Frames whose L4 checksum the sender had left to offload, completed here.
     pub csum_completed: AtomicU64,

@@ -14,7 +14,7 @@ use super::chain::{Delivered, Frame, Src, deliver};
 use super::counters::{RxCounters, bump};
 use super::ring::{OutOfBounds, RingMap};
 use super::sys;
-use super::udp_gso::MAX_RX_SEGMENTS;
+use super::udp_gso::{self, MAX_RX_SEGMENTS};
 use crate::vnet::{GSO_UDP_L4, VnetHdr};
 
 /// Where the block descriptor's fields live (`struct tpacket_block_desc` with its
@@ -286,8 +286,10 @@ impl Taking<'_> {
         self.st.packets + self.st.dropped()
     }
 
-    /// Counts one frame's outcome (its chains are in `out` already).
-    fn tally(&mut self, taken: Result<Delivered, Lost>) {
+    /// Counts one frame's outcome (its chains are in `out` already); a frame lost for want
+    /// of buffers or truncated counts as the `weight` datagrams it stood for (a UDP
+    /// super-packet's, [`RxQueue::weight`]).
+    fn tally(&mut self, taken: Result<Delivered, Lost>, weight: impl FnOnce() -> usize) {
         let st = &mut self.st;
         match taken {
             Ok(d) => {
@@ -295,8 +297,8 @@ impl Taking<'_> {
                 st.bytes += d.bytes;
                 self.csum += d.csum;
             }
-            Err(Lost::NoBuffer) => st.no_buffer += 1,
-            Err(Lost::Truncated) => st.truncated += 1,
+            Err(Lost::NoBuffer) => st.no_buffer += weight(),
+            Err(Lost::Truncated) => st.truncated += weight(),
             Err(Lost::Gso) => st.gso += 1,
             Err(Lost::BadOffload | Lost::Bad | Lost::NoRoom) => st.bad += 1,
         }
@@ -447,7 +449,7 @@ impl RxQueue {
             if let Err(Lost::NoRoom) = taken {
                 break;
             }
-            to.tally(taken);
+            to.tally(taken, || self.weight(at, F_LEN, &V2_FIELDS));
             // Our reads of the slot are done; the Release store hands it back (ring.rs).
             let _ = self.mem.store_status(at + F_STATUS, libc::TP_STATUS_KERNEL);
             s.advance();
@@ -509,7 +511,7 @@ impl RxQueue {
                     cur.left = 0;
                     break;
                 }
-                to.tally(taken);
+                to.tally(taken, || self.weight(at, H_LEN, &V3_FIELDS));
                 if cur.left > 0 {
                     match self.next_offset(base, block_size, cur.offset) {
                         Some(next) => cur.offset = next,
@@ -605,6 +607,22 @@ impl RxQueue {
         deliver(pool, &f, slots, out)
     }
 
+    /// How many datagrams the frame at `frame` stands for: a UDP super-packet's (as its
+    /// virtio-net header and length say, at most [`MAX_RX_SEGMENTS`]), or 1.
+    fn weight(&self, frame: u64, hdr_len: usize, f: &Fields) -> usize {
+        let Ok(h) = self.frame_header(frame, f) else {
+            return 1;
+        };
+        match self.slot_vnet(frame, hdr_len, &h) {
+            Ok(Some(v)) if VnetHdr::new(&v).gso_type() == GSO_UDP_L4 => {
+                let gso = usize::from(VnetHdr::new(&v).gso_size()).max(1);
+                let payload = (h.wire_len as usize).saturating_sub(udp_gso::MIN_HDRS);
+                payload.div_ceil(gso).clamp(1, MAX_RX_SEGMENTS)
+            }
+            _ => 1,
+        }
+    }
+
     /// The virtio-net header the kernel put before the frame at `frame` (`None` when the
     /// socket gives none).
     fn slot_vnet(
@@ -639,19 +657,7 @@ impl RxQueue {
     ) -> Result<Delivered, Lost> {
         // Room for every datagram the frame may be cut into, judged from the slot's own
         // virtio-net header before the copy is taken.
-        let need = match &h {
-            Ok(h) => match self.slot_vnet(at, F_LEN, h) {
-                Ok(Some(v)) if VnetHdr::new(&v).gso_type() == GSO_UDP_L4 => {
-                    let gso = usize::from(VnetHdr::new(&v).gso_size()).max(1);
-                    (h.wire_len as usize)
-                        .div_ceil(gso)
-                        .clamp(1, MAX_RX_SEGMENTS)
-                }
-                _ => 1,
-            },
-            Err(_) => 1,
-        };
-        if need > slots {
+        if self.weight(at, F_LEN, &V2_FIELDS) > slots {
             return Err(Lost::NoRoom);
         }
         if self.copy.is_empty() {

@@ -30,6 +30,8 @@ pub(crate) const MAX_RX_SEGMENTS: usize = 128;
 const ETH: usize = 14;
 /// Ethernet, an IPv4 header of 60 bytes (the most options allow) and UDP.
 pub(crate) const MAX_HDRS: usize = ETH + 60 + 8;
+/// Ethernet, an IPv4 header without options, and UDP.
+pub(crate) const MIN_HDRS: usize = ETH + 20 + 8;
 
 /// An untagged Ethernet frame's UDP/IPv4 headers, unfragmented: where each starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
