@@ -154,7 +154,7 @@ pub const COMMANDS: &[Command] = &[
     },
     Command {
         path: "create interface af-packet",
-        usage: "create interface af-packet host-if NAME [queues N] [rx-ring frames|blocks] [hw-addr MAC] [name NAME]",
+        usage: "create interface af-packet host-if NAME [queues N] [rx-ring frames|blocks] [udp-gso on|off] [hw-addr MAC] [name NAME]",
         help: "an uplink on a kernel interface (AF_PACKET rings, PACKET_FANOUT over N queues; receive slots handed over a frame at a time, or TPACKET_V3 blocks)",
         parse: Some(verbs::create_af_packet),
     },

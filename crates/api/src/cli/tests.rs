@@ -247,13 +247,14 @@ fn allowed_sources() {
 #[test]
 fn uplink_interfaces() {
     let Request::CreateAfPacket(a) =
-        p("create interface af-packet host-if eth0 queues 2 name up0 rx-ring blocks hw-addr 02:00:00:00:00:07")
+        p("create interface af-packet host-if eth0 queues 2 name up0 rx-ring blocks udp-gso off hw-addr 02:00:00:00:00:07")
             .unwrap()
     else {
         panic!()
     };
     let mut want = crate::AfPacketSpec::new("eth0");
     want.rx_ring = Some(crate::RxRing::Blocks);
+    want.udp_gso = false;
     want.queues = Some(2);
     want.name = Some("up0".into());
     want.mac = Some(crate::parse_mac("02:00:00:00:00:07").unwrap());
@@ -281,6 +282,10 @@ fn uplink_interfaces() {
         (
             "create interface af-packet host-if eth0 rx-ring v3",
             "rx-ring \"v3\": expected frames or blocks",
+        ),
+        (
+            "create interface af-packet host-if eth0 udp-gso yes",
+            "udp-gso \"yes\": expected on or off",
         ),
         (
             "create interface af-xdp host-if eth0 table 3",

@@ -351,14 +351,23 @@ pub(super) fn create_af_packet(w: &mut Words<'_>) -> Result<Request, CliError> {
         w,
         (&mut spec.queues, &mut spec.name, &mut spec.mac),
         |k, w| {
-            if k != "rx-ring" {
-                return Ok(false);
+            match k {
+                "rx-ring" => {
+                    spec.rx_ring = Some(
+                        w.next("frames or blocks")?
+                            .parse()
+                            .map_err(|e: String| w.err(e))?,
+                    )
+                }
+                "udp-gso" => {
+                    spec.udp_gso = match w.next("on or off")? {
+                        "on" => true,
+                        "off" => false,
+                        x => return Err(w.err(format!("udp-gso {x:?}: expected on or off"))),
+                    }
+                }
+                _ => return Ok(false),
             }
-            spec.rx_ring = Some(
-                w.next("frames or blocks")?
-                    .parse()
-                    .map_err(|e: String| w.err(e))?,
-            );
             Ok(true)
         },
     )?;

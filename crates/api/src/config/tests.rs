@@ -315,6 +315,7 @@ fn uplinks_and_network_routes_are_checked() {
     .unwrap();
     assert_eq!(ok.af_packet[0].name(), "host-eth0");
     assert_eq!(ok.af_packet[0].rx_ring, None, "by the MTU");
+    assert!(ok.af_packet[0].udp_gso, "on by default");
     assert!(ok.network[0].df);
     let blocks = Config::parse(
         "[[af-packet]]\nhost-if = \"eth0\"\nrx-ring = \"blocks\"\n",
@@ -322,6 +323,11 @@ fn uplinks_and_network_routes_are_checked() {
     )
     .unwrap();
     assert_eq!(blocks.af_packet[0].rx_ring, Some(crate::RxRing::Blocks));
+    let plain = Config::parse(
+        "[[af-packet]]\nhost-if = \"eth0\"\nudp-gso = false\n",
+        "p.toml",
+    );
+    assert!(!plain.unwrap().af_packet[0].udp_gso);
     let e = Config::parse(
         "[[af-packet]]\nhost-if = \"eth0\"\nrx-ring = \"v3\"\n",
         "b.toml",

@@ -38,6 +38,11 @@ pub struct AfPacketSpec {
     /// `frames` up to 3982, `blocks` above.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rx_ring: Option<RxRing>,
+    /// Send a run of one UDP flow's datagrams (VXLAN to one VTEP) as one UDP super-packet
+    /// (`GSO_UDP_L4`), which the kernel cuts only where a device needs it. Default on; off
+    /// when a peer on the same veth cannot take super-packets (a veclane older than them).
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub udp_gso: bool,
 }
 
 /// An AF_PACKET uplink's receive ring.
@@ -75,6 +80,7 @@ impl AfPacketSpec {
             up: true,
             mtu: None,
             rx_ring: None,
+            udp_gso: true,
         }
     }
 

@@ -81,6 +81,7 @@ impl Control {
                     RxRing::Frames => uplink::RxRing::Frames,
                     RxRing::Blocks => uplink::RxRing::Blocks { timeout_ms: 1 },
                 }),
+                udp_gso: spec.udp_gso,
                 ..AfPacketConfig::default()
             },
         )
