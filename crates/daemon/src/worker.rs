@@ -265,7 +265,15 @@ impl Worker {
                 RxMode::Interrupt => !self.rt.keeps_awake(),
                 RxMode::Adaptive => {
                     let t = *idle_since.get_or_insert_with(Instant::now);
-                    t.elapsed() >= ADAPTIVE_IDLE && !self.rt.keeps_awake()
+                    let sleep = t.elapsed() >= ADAPTIVE_IDLE && !self.rt.keeps_awake();
+                    if !sleep {
+                        // An idle pass gives the CPU to whatever else is ready to run there
+                        // (another daemon's worker, the pod we serve) instead of holding it
+                        // to the end of our time slice; alone on the CPU it costs a system
+                        // call and returns at once.
+                        rustix::thread::sched_yield();
+                    }
+                    sleep
                 }
             };
             if sleep {
