@@ -180,7 +180,7 @@ fn a_linux_vtep_per_network_talks_to_veclane_pods_over_af_packet() {
 
     // tshark on the bridge: each VNI only between veclane and its network's VTEP, around the
     // network's inner addresses, from a source port in the dynamic range when veclane sent.
-    let seen = cap.stop();
+    let seen = cap.stop(None);
     let (mut blue, mut red) = (0, 0);
     for l in &seen {
         let f: Vec<&str> = l.split('\t').collect();

@@ -141,8 +141,13 @@ impl Capture {
     }
 
     /// Stops the capture; one line per VXLAN packet: VNI, IPv4 sources, destinations (outer
-    /// then inner, comma-separated), outer UDP source port.
-    pub fn stop(mut self) -> Vec<String> {
+    /// then inner, comma-separated), outer UDP source port. tshark decodes the outer headers;
+    /// the UDP payload, taken raw, is cut every `datagram` bytes (each VXLAN packet's UDP
+    /// payload), or when `None` at the size its first packet's inner IPv4 length gives (a
+    /// piece too short for the headers is that packet's padding): a UDP super-packet
+    /// (datagrams of one UDP flow the kernel carries as one frame, `GSO_UDP_L4`, all of one
+    /// size but the last) gives a line for each datagram it carries.
+    pub fn stop(mut self, datagram: Option<usize>) -> Vec<String> {
         std::thread::sleep(Duration::from_millis(300));
         let _ = Command::new("kill")
             .args(["-INT", &self.child.id().to_string()])
@@ -151,23 +156,45 @@ impl Capture {
         let out = Command::new("tshark")
             .arg("-r")
             .arg(&self.file)
-            .args([
-                "-Y",
-                "vxlan",
-                "-T",
-                "fields",
-                "-e",
-                "vxlan.vni",
-                "-e",
-                "ip.src",
-            ])
-            .args(["-e", "ip.dst", "-e", "udp.srcport"])
+            .args(["-d", "udp.port==4789,data", "-Y", "udp.dstport == 4789"])
+            .args(["-T", "fields", "-e", "ip.src", "-e", "ip.dst"])
+            .args(["-e", "udp.srcport", "-e", "data.data"])
             .output()
             .unwrap();
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(str::to_string)
-            .collect()
+        let mut lines = Vec::new();
+        for l in String::from_utf8_lossy(&out.stdout).lines() {
+            let f: Vec<&str> = l.split('\t').collect();
+            let hex = f[3].as_bytes();
+            let payload: Vec<u8> = hex
+                .chunks(2)
+                .map(|h| u8::from_str_radix(std::str::from_utf8(h).unwrap(), 16).unwrap())
+                .collect();
+            // VXLAN (8 bytes: the VNI in 4..7), then the inner Ethernet and IPv4 headers.
+            const HDRS: usize = 8 + 14 + 20;
+            assert!(payload.len() >= HDRS, "{l}: too short for VXLAN");
+            let size = datagram.unwrap_or_else(|| {
+                8 + 14 + usize::from(u16::from_be_bytes([payload[24], payload[25]]))
+            });
+            if datagram.is_some() {
+                assert_eq!(
+                    payload.len() % size,
+                    0,
+                    "{l}: not whole datagrams of {size}"
+                );
+            }
+            let mut pieces: Vec<&[u8]> = payload.chunks(size).collect();
+            if pieces.len() > 1 && pieces.last().is_some_and(|p| p.len() < HDRS) {
+                pieces.pop();
+            }
+            for d in pieces {
+                let vni = u32::from_be_bytes([0, d[4], d[5], d[6]]);
+                let ip =
+                    |at: usize| std::net::Ipv4Addr::new(d[at], d[at + 1], d[at + 2], d[at + 3]);
+                let (src, dst) = (ip(8 + 14 + 12), ip(8 + 14 + 16));
+                lines.push(format!("{vni}\t{},{src}\t{},{dst}\t{}", f[0], f[1], f[2]));
+            }
+        }
+        lines
     }
 }
 
