@@ -1,6 +1,7 @@
 //! One test between the pods: `iperf3` for TCP and UDP, an echo of our own for request and
 //! response, and around each the machine's CPU time and every counter on the way.
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::process::{Command, Stdio};
@@ -42,6 +43,17 @@ pub fn run(pods: &Pods, test: PodTest, secs: f64, app_cpu: usize) -> Result<PodR
         d(|s| s.path_dropped),
     );
     row.dropped_on_path = path;
+    row.path_drops = after
+        .path_detail
+        .iter()
+        .map(|(k, v)| {
+            (
+                k.clone(),
+                v.saturating_sub(*before.path_detail.get(k).unwrap_or(&0)),
+            )
+        })
+        .filter(|(_, v)| *v > 0)
+        .collect();
     row.dropped_leaving_pods = d(|s| s.pods_tx_dropped);
     row.dropped_entering_pods = rx_dropped;
     row.socket_drops = d(|s| s.socket_drops);
@@ -209,6 +221,8 @@ struct Snapshot {
     socket_drops: u64,
     /// Dropped on the path: veclane's drop counters, or the router's devices'.
     path_dropped: u64,
+    /// The same by counter.
+    path_detail: BTreeMap<String, u64>,
 }
 
 impl Snapshot {
@@ -236,6 +250,7 @@ impl Snapshot {
             pods_rx_dropped: 0,
             socket_drops: 0,
             path_dropped: 0,
+            path_detail: BTreeMap::new(),
         };
         for ns in [&pods.a, &pods.b] {
             let [l] = link_stats(&ns.name, ["eth0"])?;
@@ -257,45 +272,50 @@ impl Snapshot {
                 .sum::<Option<u64>>();
         }
         for d in &pods.daemons {
-            s.path_dropped += dut_drops(d)?;
+            dut_drops(d, &mut s.path_detail)?;
         }
         for (r, devs) in &pods.between {
             for dev in devs {
                 let [l] = link_stats(&r.name, [*dev])?;
-                s.path_dropped += l.tx_dropped + l.rx_dropped;
+                *s.path_detail.entry(format!("{dev}: dropped")).or_default() +=
+                    l.tx_dropped + l.rx_dropped;
             }
         }
+        s.path_dropped = s.path_detail.values().sum();
         Ok(s)
     }
 }
 
-/// What veclane dropped: every error count that is one, and what the kernel dropped for an
-/// uplink's receive ring (the two-node paths): that uplink's `rx_errors`, which holds those
-/// and its input node's own drops (left out of the error counts for it).
-fn dut_drops(d: &crate::daemon::Daemon) -> Result<u64, DutError> {
+/// What veclane dropped, added into `into` by counter: every error count that is one, and
+/// what the kernel dropped for an uplink's receive ring (the two-node paths): that uplink's
+/// `rx_errors`, which holds those and its input node's own drops (left out of the error
+/// counts for it).
+fn dut_drops(d: &crate::daemon::Daemon, into: &mut BTreeMap<String, u64>) -> Result<(), DutError> {
     let api::Reply::Interfaces { interfaces } =
         d.call(&api::Request::ShowInterface { name: None })?
     else {
         return Err(DutError::reply("veclane", "show interface"));
     };
-    let uplinks: u64 = interfaces
-        .iter()
-        .filter(|i| {
-            matches!(
-                i.device,
-                api::DeviceInfo::AfPacket { .. } | api::DeviceInfo::AfXdp { .. }
-            )
-        })
-        .map(|i| i.rx_errors)
-        .sum();
+    let uplinks = interfaces.iter().filter(|i| {
+        matches!(
+            i.device,
+            api::DeviceInfo::AfPacket { .. } | api::DeviceInfo::AfXdp { .. }
+        )
+    });
+    for i in uplinks {
+        *into.entry(format!("{}: rx_errors", i.name)).or_default() += i.rx_errors;
+    }
     match d.call(&api::Request::ShowErrors)? {
-        api::Reply::Errors { errors } => Ok(uplinks
-            + errors
+        api::Reply::Errors { errors } => {
+            let drops = errors
                 .iter()
                 .filter(|e| !e.reason.contains("not an error"))
-                .filter(|e| !in_rx_errors(&e.node, &e.reason))
-                .map(|e| e.count)
-                .sum::<u64>()),
+                .filter(|e| !in_rx_errors(&e.node, &e.reason));
+            for e in drops {
+                *into.entry(format!("{}: {}", e.node, e.reason)).or_default() += e.count;
+            }
+            Ok(())
+        }
         r => Err(DutError::reply("veclane", format!("{r:?}"))),
     }
 }

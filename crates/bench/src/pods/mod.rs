@@ -163,6 +163,10 @@ pub struct PodRow {
     /// pods' devices before they left (a tap's queue veclane did not empty in time, a veth
     /// whose peer's backlog was full) and as they came in; and by the receiving sockets.
     pub dropped_on_path: u64,
+    /// `dropped_on_path` by counter: veclane's (`"node: reason"`, an uplink's
+    /// `"<interface>: rx_errors"`) or a router device's (`"<device>: dropped"`).
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub path_drops: std::collections::BTreeMap<String, u64>,
     pub dropped_leaving_pods: u64,
     pub dropped_entering_pods: u64,
     pub socket_drops: u64,

@@ -625,7 +625,13 @@ fn open_tx(i: &Interface, cfg: &AfPacketConfig, geo: &Geometry, queue: u16) -> S
         i.mtu,
     );
     Ok(match cfg.udp_gso.then(|| open_gso(i)).transpose()? {
-        Some(Some(gso)) => q.with_gso(gso),
+        // Longer than a receive slot of this MTU holds (`Geometry::check`'s slot size).
+        Some(Some(gso)) => {
+            let slot = (i.mtu + 18 + RX_SLOT_OVERHEAD)
+                .next_power_of_two()
+                .max(2048);
+            q.with_gso(gso, (slot - RX_SLOT_OVERHEAD) as usize)
+        }
         _ => q,
     })
 }

@@ -128,8 +128,9 @@ impl TxQueue {
 
     /// Sends runs of datagrams of one UDP flow as super-packets through `fd` (a packet
     /// socket bound to the same interface, with virtio-net headers and no ring).
-    pub(crate) fn with_gso(mut self, fd: OwnedFd) -> TxQueue {
-        self.gso = Some(GsoSocket::new(fd));
+    /// Super-packets are longer than `above` ([`GsoSocket::new`]).
+    pub(crate) fn with_gso(mut self, fd: OwnedFd, above: usize) -> TxQueue {
+        self.gso = Some(GsoSocket::new(fd, above));
         self
     }
 

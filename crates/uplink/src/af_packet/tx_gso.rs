@@ -33,17 +33,29 @@ pub(crate) struct GsoSocket {
     /// The kernel refused a super-packet as malformed once: it does not take `GSO_UDP_L4`
     /// from a packet socket, or not on this device; the queue sends plainly from then on.
     refused: bool,
+    /// Super-packets are longer than this: a receive slot of a peer with our MTU holds a
+    /// frame up to it.
+    above: usize,
 }
 
 impl GsoSocket {
-    pub(crate) fn new(fd: OwnedFd) -> GsoSocket {
-        GsoSocket { fd, refused: false }
+    /// Sends super-packets of more than `above` bytes only: the frame a receive slot
+    /// (`PACKET_RX_RING`, TPACKET_V2) of a peer with this MTU holds. A larger one is queued
+    /// whole on the peer's socket, and lost only when that is full, counted as the datagrams
+    /// it stood for; one that fitted a slot would be lost, when the ring is full, as one
+    /// frame in the kernel's count.
+    pub(crate) fn new(fd: OwnedFd, above: usize) -> GsoSocket {
+        GsoSocket {
+            fd,
+            refused: false,
+            above,
+        }
     }
 
     /// How many packets from the front of `pkts` can leave as one super-packet: two or more
     /// untagged UDP/IPv4 datagrams of one flow, whole in their chains' own buffers (no
     /// payload in a peer's memory), every payload the first's size but the last's, which
-    /// may be shorter. 0 or 1: send the first plainly.
+    /// may be shorter, more than `above` bytes in all. 0 or 1: send the first plainly.
     pub(crate) fn run(&self, pool: &Pool, pkts: &[u32]) -> usize {
         if self.refused || pkts.len() < 2 {
             return 0;
@@ -69,6 +81,9 @@ impl GsoSocket {
             if s < size {
                 break;
             }
+        }
+        if at.hdrs() + payload <= self.above {
+            return 0;
         }
         n
     }
@@ -163,7 +178,7 @@ mod tests {
             None,
         )
         .unwrap();
-        GsoSocket::new(fd)
+        GsoSocket::new(fd, 1500)
     }
 
     #[test]
@@ -183,9 +198,14 @@ mod tests {
         .map(|&(len, port)| dgram(&mut pool, len, port))
         .collect();
         assert_eq!(s.run(&pool, &p), 3, "the shorter third ends the run");
-        assert_eq!(s.run(&pool, &p[3..]), 1, "another flow follows");
+        assert_eq!(s.run(&pool, &p[3..]), 0, "another flow follows");
         assert_eq!(s.run(&pool, &p[4..]), 2, "a longer datagram does not join");
         assert_eq!(s.run(&pool, &p[6..]), 0, "alone");
+        let small = GsoSocket::new(socket().fd, 42 + 2400);
+        assert_eq!(small.run(&pool, &p), 0, "2400 bytes of payload: not above");
+        assert_eq!(small.run(&pool, &p[4..]), 0, "2000");
+        let smaller = GsoSocket::new(socket().fd, 42 + 1999);
+        assert_eq!(smaller.run(&pool, &p[4..]), 2, "2000: above");
     }
 
     #[test]
@@ -193,14 +213,14 @@ mod tests {
         let mut pool = pool();
         let s = socket();
         let p: Vec<u32> = (0..MAX_TX_SEGMENTS + 2)
-            .map(|_| dgram(&mut pool, 10, 1))
+            .map(|_| dgram(&mut pool, 100, 1))
             .collect();
         assert_eq!(s.run(&pool, &p), MAX_TX_SEGMENTS);
         let short = pool.meta(p[1]).total_len - 1;
         pool.meta_mut(p[1]).total_len = short;
         assert_eq!(
             s.run(&pool, &p),
-            1,
+            0,
             "a chain that holds more than its length says"
         );
     }
