@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use buffer::{Ext, ExtSource, Pool, PoolConfig};
-use common::{Netns, collect, frame, recv_frames, seq_of};
+use common::{Netns, collect, frame, one_queue, recv_frames, seq_of};
 use uplink::{AfPacket, AfPacketConfig, LinkError, PacketSocket, RingGeometry, RxRing};
 
 const WAIT: Duration = Duration::from_secs(5);
@@ -23,15 +23,6 @@ fn rings() -> [(&'static str, AfPacketConfig); 2] {
         ..AfPacketConfig::default()
     };
     [("frames", frames), ("blocks", blocks)]
-}
-
-/// The one queue pair of a single-queue uplink on `host_if`.
-fn one_queue(host_if: &str, cfg: AfPacketConfig) -> (uplink::RxQueue, uplink::TxQueue) {
-    AfPacket::open(host_if, cfg)
-        .unwrap()
-        .into_queues()
-        .pop()
-        .unwrap()
 }
 
 fn pool(data_size: u16) -> Pool {

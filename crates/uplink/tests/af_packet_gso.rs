@@ -8,8 +8,8 @@ mod common;
 use std::time::{Duration, Instant};
 
 use buffer::{Pool, PoolConfig};
-use common::Netns;
-use uplink::{AfPacket, AfPacketConfig, RxRing};
+use common::{Netns, one_queue};
+use uplink::{AfPacketConfig, RxRing};
 
 const WAIT: Duration = Duration::from_secs(5);
 
@@ -20,14 +20,6 @@ fn pool() -> Pool {
         headroom: 128,
     })
     .unwrap()
-}
-
-fn one_queue(host_if: &str, cfg: AfPacketConfig) -> (uplink::RxQueue, uplink::TxQueue) {
-    AfPacket::open(host_if, cfg)
-        .unwrap()
-        .into_queues()
-        .pop()
-        .unwrap()
 }
 
 /// A UDP/IPv4 datagram from 10.77.0.1 to 10.77.0.2 port 7777, from `port`, IPv4
@@ -76,31 +68,17 @@ fn send_all(tx: &mut uplink::TxQueue, pool: &mut Pool, frames: &[Vec<u8>]) {
 
 /// The UDP datagrams to port 7777 `rx` delivers within `WAIT`, until `want` came.
 fn recv_udp(rx: &mut uplink::RxQueue, pool: &mut Pool, want: usize) -> Vec<Vec<u8>> {
-    let deadline = Instant::now() + WAIT;
-    let (mut got, mut heads) = (Vec::new(), Vec::new());
-    while got.len() < want && Instant::now() < deadline {
-        heads.clear();
-        rx.recv(pool, &mut heads, 256);
-        if heads.is_empty() {
-            std::thread::sleep(Duration::from_micros(200));
-        }
-        for &h in &heads {
-            let mut v = Vec::new();
-            pool.read_chain(h, &mut v);
-            assert_eq!(v.len(), pool.meta(h).total_len as usize, "total_len");
-            if v.len() >= 42 && v[12..14] == [8, 0] && v[23] == 17 && v[36..38] == [0x1e, 0x61] {
-                got.push(v);
-            }
-        }
-        pool.free_bulk(&heads);
-    }
-    got
+    let udp =
+        |v: &[u8]| v.len() >= 42 && v[12..14] == [8, 0] && v[23] == 17 && v[36..38] == [0x1e, 0x61];
+    common::recv_matching(rx, pool, (want, 256, WAIT), udp)
+        .into_iter()
+        .map(|(v, _)| v)
+        .collect()
 }
 
-#[test]
-fn runs_of_one_flow_leave_as_super_packets_and_arrive_as_their_datagrams() {
-    let Some(ns) = Netns::enter() else { return };
-    ns.veth("u0", "h0", 1500);
+/// For each receive ring layout: an uplink on `u0` that sent [`three_flows`] to one on `h0`,
+/// which has not received them yet.
+fn three_flows_sent(ns: &Netns, each: impl Fn(uplink::TxQueue, uplink::RxQueue, Vec<Vec<u8>>)) {
     let rings = [
         ("frames", RxRing::Frames),
         ("blocks", RxRing::Blocks { timeout_ms: 1 }),
@@ -112,10 +90,19 @@ fn runs_of_one_flow_leave_as_super_packets_and_arrive_as_their_datagrams() {
             rx_ring: Some(ring),
             ..AfPacketConfig::default()
         };
-        let (mut rx, _tx_b) = one_queue("h0", cfg);
+        let (rx, _tx_b) = one_queue("h0", cfg);
         let mut pool = pool();
         let sent = three_flows(ns.mac("h0"));
         send_all(&mut tx, &mut pool, &sent);
+        each(tx, rx, sent);
+    }
+}
+
+#[test]
+fn runs_of_one_flow_leave_as_super_packets_and_arrive_as_their_datagrams() {
+    let Some(ns) = Netns::enter() else { return };
+    ns.veth("u0", "h0", 1500);
+    three_flows_sent(&ns, |tx, mut rx, sent| {
         let c = tx.counters().snapshot();
         assert_eq!((c.gso_sends, c.gso_segments, c.packets), (2, 30, 31));
         // The first frame stands for 20 datagrams: a call with room for 5 leaves it.
@@ -123,7 +110,7 @@ fn runs_of_one_flow_leave_as_super_packets_and_arrive_as_their_datagrams() {
         while !rx.pending() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_micros(200));
         }
-        let mut heads = Vec::new();
+        let (mut pool, mut heads) = (pool(), Vec::new());
         let st = rx.recv(&mut pool, &mut heads, 5);
         assert_eq!((heads.len(), st.dropped()), (0, 0), "taken without room");
         let got = recv_udp(&mut rx, &mut pool, sent.len());
@@ -134,7 +121,7 @@ fn runs_of_one_flow_leave_as_super_packets_and_arrive_as_their_datagrams() {
         let r = rx.counters().snapshot();
         assert_eq!((r.truncated, r.gso, r.bad_frame, r.no_buffer), (0, 0, 0, 0));
         assert_eq!(pool.available(), pool.capacity());
-    }
+    });
 }
 
 #[test]
@@ -186,21 +173,7 @@ fn a_generator_queue_sends_every_datagram_as_it_is() {
 fn a_super_packet_without_buffers_for_all_is_dropped_and_counted_as_its_datagrams() {
     let Some(ns) = Netns::enter() else { return };
     ns.veth("u0", "h0", 1500);
-    let rings = [
-        ("frames", RxRing::Frames),
-        ("blocks", RxRing::Blocks { timeout_ms: 1 }),
-    ];
-    for (name, ring) in rings {
-        eprintln!("receiving ring of {name}");
-        let (_rx_a, mut tx) = one_queue("u0", AfPacketConfig::default());
-        let cfg = AfPacketConfig {
-            rx_ring: Some(ring),
-            ..AfPacketConfig::default()
-        };
-        let (mut rx, _tx_b) = one_queue("h0", cfg);
-        let mut big = pool();
-        let sent = three_flows(ns.mac("h0"));
-        send_all(&mut tx, &mut big, &sent);
+    three_flows_sent(&ns, |_tx, mut rx, _sent| {
         // Buffers for 11 datagrams, all in one call: not for the first super-packet's 20.
         let mut small = Pool::new(PoolConfig {
             count: 11,
@@ -217,5 +190,5 @@ fn a_super_packet_without_buffers_for_all_is_dropped_and_counted_as_its_datagram
         let r = rx.counters().snapshot();
         assert_eq!((r.no_buffer, r.packets), (20, 11));
         assert_eq!(small.available(), small.capacity());
-    }
+    });
 }

@@ -204,6 +204,26 @@ pub fn recv_frames(
     max: usize,
     timeout: Duration,
 ) -> Vec<(Vec<u8>, usize)> {
+    recv_matching(q, pool, (want, max, timeout), |f| seq_of(f).is_some())
+}
+
+/// The one queue pair of a single-queue AF_PACKET uplink on `host_if`.
+#[allow(dead_code)]
+pub fn one_queue(host_if: &str, cfg: uplink::AfPacketConfig) -> (RxQueue, uplink::TxQueue) {
+    uplink::AfPacket::open(host_if, cfg)
+        .unwrap()
+        .into_queues()
+        .pop()
+        .unwrap()
+}
+
+/// As [`recv_frames`], for the frames `keep` picks; `(want, max, timeout)`.
+pub fn recv_matching(
+    q: &mut RxQueue,
+    pool: &mut Pool,
+    (want, max, timeout): (usize, usize, Duration),
+    keep: impl Fn(&[u8]) -> bool,
+) -> Vec<(Vec<u8>, usize)> {
     let deadline = Instant::now() + timeout;
     let mut got = Vec::new();
     let mut heads = Vec::new();
@@ -217,7 +237,7 @@ pub fn recv_frames(
             let mut v = Vec::new();
             pool.read_chain(h, &mut v);
             assert_eq!(v.len(), pool.meta(h).total_len as usize, "total_len");
-            if seq_of(&v).is_some() {
+            if keep(&v) {
                 got.push((v, pool.chain_len(h)));
             }
         }
