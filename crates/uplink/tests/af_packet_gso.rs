@@ -105,6 +105,11 @@ fn runs_of_one_flow_leave_as_super_packets_and_arrive_as_their_datagrams() {
     three_flows_sent(&ns, |tx, mut rx, sent| {
         let c = tx.counters().snapshot();
         assert_eq!((c.gso_sends, c.gso_segments, c.packets), (2, 30, 31));
+        let bytes: usize = sent.iter().map(Vec::len).sum();
+        assert_eq!(
+            c.bytes, bytes as u64,
+            "each datagram's bytes, headers included"
+        );
         // The first frame stands for 20 datagrams: a call with room for 5 leaves it.
         let deadline = Instant::now() + WAIT;
         while !rx.pending() && Instant::now() < deadline {

@@ -20,7 +20,8 @@ const MAX_SUPER_PAYLOAD: usize = 65_535 - 60 - 8;
 /// What became of a run offered to [`GsoSocket::send`].
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Sent {
-    /// Gone as one super-packet of this many bytes on the wire's side of the kernel.
+    /// Gone as one super-packet: the datagrams' bytes, each with its headers (what the wire
+    /// carries once the kernel or a device has cut it).
     Whole(usize),
     /// Not sent (no socket buffer, the kernel refused the offload): send it the plain way.
     Refused,
@@ -119,7 +120,7 @@ impl GsoSocket {
         }
         let mut control = SendAncillaryBuffer::default();
         match rustix::net::sendmsg(&self.fd, &iov, &mut control, SendFlags::DONTWAIT) {
-            Ok(_) => Ok(Sent::Whole(n + total)),
+            Ok(_) => Ok(Sent::Whole(n * run.len() + total)),
             Err(Errno::NXIO | Errno::NODEV) => Err(LinkError::Vanished),
             Err(Errno::NETDOWN) => Err(LinkError::Down),
             Err(Errno::INVAL | Errno::MSGSIZE | Errno::OPNOTSUPP | Errno::PROTONOSUPPORT) => {
