@@ -77,8 +77,10 @@ pub struct RingGeometry {
     pub block_count: u32,
     /// Bytes per frame slot, headers included; 0 picks the smallest power of two, at least
     /// 2048, that holds an MTU-sized tagged frame, and enough blocks for a useful number of
-    /// slots. With [`RxRing::Blocks`] only the unit the kernel checks the block size against
-    /// (TPACKET_V3 frames are variable-length).
+    /// slots. A smaller slot is allowed on receive: a frame that does not fit is read whole
+    /// from the copy the kernel queues on the socket, a system call each. With
+    /// [`RxRing::Blocks`] only the unit the kernel checks the block size against (TPACKET_V3
+    /// frames are variable-length).
     pub frame_size: u32,
 }
 
@@ -436,11 +438,9 @@ impl Geometry {
                 return Err(bad(frame_size, g.frame_size, want));
             }
         }
+        // A slot smaller than the MTU's frames is allowed: what does not fit is read whole
+        // from the copy the kernel queues on the socket (PACKET_COPY_THRESH, rx.rs).
         match cfg.ring() {
-            RxRing::Frames if rx.frame_size < largest.saturating_add(RX_SLOT_OVERHEAD) => {
-                let want = format!("at least {} for MTU {}", largest + RX_SLOT_OVERHEAD, i.mtu);
-                return Err(bad("rx.frame_size", rx.frame_size, want));
-            }
             RxRing::Blocks { .. } => {
                 let overhead = 48 + 48 + 32 + rx::VNET_LEN as u32;
                 if rx.block_size < largest.saturating_add(overhead) {
