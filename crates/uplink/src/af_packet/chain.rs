@@ -46,6 +46,24 @@ impl Src<'_> {
             Src::Bytes(b) => w.put_bytes(pool, b.get(at..at + len).ok_or(Lost::Bad)?),
         }
     }
+
+    /// Appends the first `len` bytes with the VLAN `tag` the kernel took out put back after
+    /// the two MAC addresses, where the wire had it.
+    fn put_tagged(
+        &self,
+        w: &mut ChainWriter,
+        pool: &mut Pool,
+        len: usize,
+        tag: Option<[u8; 4]>,
+    ) -> Result<(), Lost> {
+        match tag {
+            Some(tag) if len >= 12 => self
+                .put(w, pool, 0, 12)
+                .and_then(|()| w.put_bytes(pool, &tag))
+                .and_then(|()| self.put(w, pool, 12, len - 12)),
+            _ => self.put(w, pool, 0, len),
+        }
+    }
 }
 
 /// A received frame, found: `len` bytes at `src`, the virtio-net header before it (when the
@@ -105,16 +123,7 @@ pub(super) fn deliver(
         return Err(Lost::NoBuffer);
     }
     let mut w = ChainWriter::new(pool).ok_or(Lost::NoBuffer)?;
-    let filled = match f.tag {
-        // The tag goes back after the two MAC addresses, where the wire had it.
-        Some(tag) if f.len >= 12 => f
-            .src
-            .put(&mut w, pool, 0, 12)
-            .and_then(|()| w.put_bytes(pool, &tag))
-            .and_then(|()| f.src.put(&mut w, pool, 12, f.len - 12)),
-        _ => f.src.put(&mut w, pool, 0, f.len),
-    };
-    if let Err(e) = filled {
+    if let Err(e) = f.src.put_tagged(&mut w, pool, f.len, f.tag) {
         pool.free(w.head);
         return Err(e);
     }
@@ -160,14 +169,9 @@ fn cut(
         let Some(mut w) = ChainWriter::new(pool) else {
             return Err(undo(pool, out, start, Lost::NoBuffer));
         };
-        let filled = match f.tag {
-            Some(tag) => w
-                .put_bytes(pool, &hdr[..12])
-                .and_then(|()| w.put_bytes(pool, &tag))
-                .and_then(|()| w.put_bytes(pool, &hdr[12..])),
-            None => w.put_bytes(pool, hdr),
-        }
-        .and_then(|()| f.src.put(&mut w, pool, payload.start, payload.len()));
+        let filled = Src::Bytes(hdr)
+            .put_tagged(&mut w, pool, hdr.len(), f.tag)
+            .and_then(|()| f.src.put(&mut w, pool, payload.start, payload.len()));
         let total = hdr.len() + extra + payload.len();
         out.push(w.head);
         if let Err(e) = filled {

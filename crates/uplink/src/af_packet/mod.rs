@@ -7,9 +7,8 @@
 //! that MTU, and on request, TPACKET_V3 ([`RxRing::Blocks`]) packs frames into large blocks
 //! and retires a block when it is full or after a timeout of at least 1 ms: denser for small
 //! frames (slots sized for jumbo frames hold few), but a lone frame waits up to that timeout,
-//! which a
-//! request/response crossing two nodes pays at each (1-2 ms a round trip on a quiet path:
-//! docs/results/2026-11-30-af-packet-rx-ring.md). Several queues of one interface join one
+//! which a request/response crossing two nodes pays at each (1-2 ms a round trip on a quiet
+//! path: docs/results/2026-11-30-af-packet-rx-ring.md). Several queues of one interface join one
 //! PACKET_FANOUT_HASH group, which spreads flows across them by the kernel's flow hash and
 //! keeps each flow on one queue.
 //!
@@ -67,6 +66,14 @@ const MIN_RX_BYTES: u32 = 8 * 1024 * KIB;
 /// and alignment slack. The kernel places the frame at `tp_mac` = 76 untagged.
 const RX_SLOT_OVERHEAD: u32 = 96;
 
+/// The receive slot an MTU gets by default: the smallest power of two, at least 2048, that
+/// holds an MTU-sized tagged frame with the slot's headers.
+fn default_rx_slot(mtu: u32) -> u32 {
+    (mtu.saturating_add(18 + RX_SLOT_OVERHEAD))
+        .next_power_of_two()
+        .max(2048)
+}
+
 /// Ring geometry for one direction of one queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RingGeometry {
@@ -105,7 +112,7 @@ impl RxRing {
     /// 16 KiB in 8 MiB at MTU 9000, against about 30 000 small frames in a 4 MiB ring of
     /// blocks), too few to ride out a worker's absence at a high rate of small frames.
     pub fn for_mtu(mtu: u32) -> RxRing {
-        if mtu.saturating_add(18 + RX_SLOT_OVERHEAD) <= 4096 {
+        if default_rx_slot(mtu) <= 4096 {
             RxRing::Frames
         } else {
             RxRing::Blocks { timeout_ms: 1 }
@@ -395,7 +402,7 @@ impl Geometry {
         if rx.frame_size == 0 {
             match cfg.ring() {
                 RxRing::Frames => {
-                    rx.frame_size = (largest + RX_SLOT_OVERHEAD).next_power_of_two().max(2048);
+                    rx.frame_size = default_rx_slot(i.mtu);
                     if rx.block_size < rx.frame_size {
                         let want = format!("at least {} for MTU {}", rx.frame_size, i.mtu);
                         return Err(bad("rx.block_size", rx.block_size, want));
@@ -625,13 +632,8 @@ fn open_tx(i: &Interface, cfg: &AfPacketConfig, geo: &Geometry, queue: u16) -> S
         i.mtu,
     );
     Ok(match cfg.udp_gso.then(|| open_gso(i)).transpose()? {
-        // Longer than a receive slot of this MTU holds (`Geometry::check`'s slot size).
-        Some(Some(gso)) => {
-            let slot = (i.mtu + 18 + RX_SLOT_OVERHEAD)
-                .next_power_of_two()
-                .max(2048);
-            q.with_gso(gso, (slot - RX_SLOT_OVERHEAD) as usize)
-        }
+        // Longer than a default receive slot of this MTU holds.
+        Some(Some(gso)) => q.with_gso(gso, (default_rx_slot(i.mtu) - RX_SLOT_OVERHEAD) as usize),
         _ => q,
     })
 }

@@ -392,8 +392,9 @@ impl RxQueue {
     /// Frames that cannot be delivered (no buffers, truncated, TCP offload super-frames) are
     /// dropped, counted and count against `max` too, so that an empty pool still drains the
     /// ring instead of freezing it. In a ring of slots, a frame larger than its slot is read
-    /// whole from the copy the kernel queued on the socket (`PACKET_COPY_THRESH`). Frames (blocks) go back to the kernel as soon as they (their
-    /// last frame) are taken; a block left midway is resumed by the next call. An
+    /// whole from the copy the kernel queued on the socket (`PACKET_COPY_THRESH`). Frames
+    /// (blocks) go back to the kernel as soon as they (their last frame) are taken; a block
+    /// left midway is resumed by the next call. An
     /// 802.1Q/802.1ad tag the kernel moved into the frame header is put back into the frame; a
     /// checksum the sender left to offload (a local stack on a veth) is completed.
     pub fn recv(&mut self, pool: &mut Pool, out: &mut Vec<u32>, max: usize) -> RecvStats {

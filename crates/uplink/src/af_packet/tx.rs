@@ -212,17 +212,18 @@ impl TxQueue {
         let mut k = 0;
         while k < pkts.len() {
             let p = pkts[k];
-            if k >= plain_until
-                && let Some(g) = self.gso.as_mut()
-            {
-                let n = g.run(pool, &pkts[k..]);
-                if n >= 2 {
-                    if unkicked {
-                        self.kick()?;
-                        unkicked = false;
-                    }
-                    let g = self.gso.as_mut().expect("checked above");
-                    match g.send(pool, &pkts[k..k + n])? {
+            let run = match &self.gso {
+                Some(g) if k >= plain_until => g.run(pool, &pkts[k..]),
+                _ => None,
+            };
+            if let Some(r) = run {
+                let n = r.n;
+                if unkicked {
+                    self.kick()?;
+                    unkicked = false;
+                }
+                if let Some(g) = &mut self.gso {
+                    match g.send(pool, &pkts[k..], r)? {
                         Sent::Whole(len) => {
                             (st.consumed, st.sent, bytes) =
                                 (st.consumed + n, st.sent + n, bytes + len as u64);

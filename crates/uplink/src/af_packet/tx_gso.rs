@@ -17,6 +17,19 @@ use super::udp_gso::{MAX_HDRS, MAX_TX_SEGMENTS, Udp4};
 /// The largest super-packet: an IPv4 datagram's 64 KiB, less room for its headers.
 const MAX_SUPER_PAYLOAD: usize = 65_535 - 60 - 8;
 
+/// A run of datagrams that can leave as one super-packet, as [`GsoSocket::run`] found it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Run {
+    /// Datagrams, from the front of the packets offered.
+    pub(crate) n: usize,
+    /// Their headers' layout (the same in each).
+    at: Udp4,
+    /// Each one's payload but the last's: the super-packet's segment size.
+    size: usize,
+    /// Their payloads in all.
+    payload: usize,
+}
+
 /// What became of a run offered to [`GsoSocket::send`].
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Sent {
@@ -56,14 +69,12 @@ impl GsoSocket {
     /// How many packets from the front of `pkts` can leave as one super-packet: two or more
     /// untagged UDP/IPv4 datagrams of one flow, whole in their chains' own buffers (no
     /// payload in a peer's memory), every payload the first's size but the last's, which
-    /// may be shorter, more than `above` bytes in all. 0 or 1: send the first plainly.
-    pub(crate) fn run(&self, pool: &Pool, pkts: &[u32]) -> usize {
+    /// may be shorter, more than `above` bytes in all. `None`: send the first plainly.
+    pub(crate) fn run(&self, pool: &Pool, pkts: &[u32]) -> Option<Run> {
         if self.refused || pkts.len() < 2 {
-            return 0;
+            return None;
         }
-        let Some((at, size)) = datagram(pool, pkts[0]) else {
-            return 0;
-        };
+        let (at, size) = datagram(pool, pkts[0])?;
         let first = &pool.data(pkts[0])[..at.hdrs()];
         let mut payload = size;
         let mut n = 1;
@@ -83,22 +94,24 @@ impl GsoSocket {
                 break;
             }
         }
-        if at.hdrs() + payload <= self.above {
-            return 0;
-        }
-        n
+        (n >= 2 && at.hdrs() + payload > self.above).then_some(Run {
+            n,
+            at,
+            size,
+            payload,
+        })
     }
 
-    /// Sends `run` (as [`GsoSocket::run`] measured it) as one super-packet.
-    pub(crate) fn send(&mut self, pool: &Pool, run: &[u32]) -> Result<Sent, LinkError> {
-        let Some((at, size)) = datagram(pool, run[0]) else {
-            return Ok(Sent::Refused);
-        };
+    /// Sends the front of `pkts` that [`GsoSocket::run`] found to be `r` as one super-packet.
+    pub(crate) fn send(&mut self, pool: &Pool, pkts: &[u32], r: Run) -> Result<Sent, LinkError> {
+        let Run {
+            at,
+            size,
+            payload: total,
+            ..
+        } = r;
+        let run = &pkts[..r.n];
         let n = at.hdrs();
-        let total: usize = run
-            .iter()
-            .map(|&p| pool.meta(p).total_len as usize - n)
-            .sum();
         let mut head = [0u8; crate::vnet::LEN + MAX_HDRS];
         let (vnet, hdr) = head.split_at_mut(crate::vnet::LEN);
         vnet.copy_from_slice(&crate::vnet::udp4_super_packet(n, at.udp, size));
@@ -198,15 +211,16 @@ mod tests {
         .iter()
         .map(|&(len, port)| dgram(&mut pool, len, port))
         .collect();
-        assert_eq!(s.run(&pool, &p), 3, "the shorter third ends the run");
-        assert_eq!(s.run(&pool, &p[3..]), 0, "another flow follows");
-        assert_eq!(s.run(&pool, &p[4..]), 2, "a longer datagram does not join");
-        assert_eq!(s.run(&pool, &p[6..]), 0, "alone");
+        let n = |s: &GsoSocket, p: &[u32]| s.run(&pool, p).map_or(0, |r| r.n);
+        assert_eq!(n(&s, &p), 3, "the shorter third ends the run");
+        assert_eq!(n(&s, &p[3..]), 0, "another flow follows");
+        assert_eq!(n(&s, &p[4..]), 2, "a longer datagram does not join");
+        assert_eq!(n(&s, &p[6..]), 0, "alone");
         let small = GsoSocket::new(socket().fd, 42 + 2400);
-        assert_eq!(small.run(&pool, &p), 0, "2400 bytes of payload: not above");
-        assert_eq!(small.run(&pool, &p[4..]), 0, "2000");
+        assert_eq!(n(&small, &p), 0, "2400 bytes of payload: not above");
+        assert_eq!(n(&small, &p[4..]), 0, "2000");
         let smaller = GsoSocket::new(socket().fd, 42 + 1999);
-        assert_eq!(smaller.run(&pool, &p[4..]), 2, "2000: above");
+        assert_eq!(n(&smaller, &p[4..]), 2, "2000: above");
     }
 
     #[test]
@@ -216,11 +230,11 @@ mod tests {
         let p: Vec<u32> = (0..MAX_TX_SEGMENTS + 2)
             .map(|_| dgram(&mut pool, 100, 1))
             .collect();
-        assert_eq!(s.run(&pool, &p), MAX_TX_SEGMENTS);
+        assert_eq!(s.run(&pool, &p).map(|r| r.n), Some(MAX_TX_SEGMENTS));
         let short = pool.meta(p[1]).total_len - 1;
         pool.meta_mut(p[1]).total_len = short;
         assert_eq!(
-            s.run(&pool, &p),
+            s.run(&pool, &p).map_or(0, |r| r.n),
             0,
             "a chain that holds more than its length says"
         );
