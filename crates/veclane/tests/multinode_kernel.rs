@@ -99,7 +99,23 @@ fn two_daemons_keep_blue_and_red_apart(kind: &str) {
 
     let cap = Capture::start(&lab, a.path("bridge.pcap"));
     let sinks = [0u32, 1].map(|id| run_gen(&pods_b, id, &["--rx-only", "--duration", "4"]));
-    std::thread::sleep(Duration::from_millis(500));
+    // The senders start once B says both sinks are connected (a fixed head start was too
+    // short on a busy machine, right after a build).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while b
+        .interfaces()
+        .iter()
+        .filter(|i| i.name.ends_with("-pod") && i.connected)
+        .count()
+        < 2
+    {
+        assert!(
+            Instant::now() < deadline,
+            "sinks: {}",
+            b.ok("show interface")
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
     let senders = [(0u32, "3000"), (1, "2000")]
         .map(|(id, n)| run_gen(&pods_a, id, &["--tx-only", "--count", n, "--rate", "20000"]));
     let sent = senders.map(report);
