@@ -30,7 +30,9 @@
 //! Sessions are judged again at their next packet after the policies change.
 
 use graph::{Ctx, Node};
-use session::{Dir, Established, Fields, Key, NewSession, Owner, Seen, Translation};
+use session::{
+    Dir, Established, Fields, Forwarding, Key, NewSession, Owner, Seen, Translation, Verdict,
+};
 use wire::ipv4::MIN_HEADER_LEN;
 use wire::{Ipv4, Tcp, Udp};
 
@@ -254,6 +256,34 @@ fn rewrite(ip: &mut [u8], s: &Established, partial: bool) {
     }
 }
 
+/// [`rewrite`] on the fast path: the header of `ip` (TCP or UDP, no options, its L4 header
+/// whole in the buffer, as [`Ip4Session::quick`] checked) as session `s` leaves it.
+#[inline(always)]
+fn rewrite_quick(ip: &mut [u8], s: &Forwarding, partial: bool) {
+    let (d, tcp) = (s.deltas, ip.get(9) == Some(&session::PROTO_TCP));
+    let Some(h) = ip.first_chunk_mut::<{ MIN_HEADER_LEN + wire::udp::HEADER_LEN }>() else {
+        return;
+    };
+    let check = |h: &[u8], at: usize| u16::from_be_bytes([h[at], h[at + 1]]);
+    let c = d.ip.apply(check(h, 10));
+    h[10..12].copy_from_slice(&c.to_be_bytes());
+    h[12..20].copy_from_slice(&s.addrs.to_be_bytes());
+    h[20..24].copy_from_slice(&s.ports.to_be_bytes());
+    if !tcp {
+        let c = d.l4.apply_udp(check(h, 26));
+        h[26..28].copy_from_slice(&c.to_be_bytes());
+    } else if let Some(t) = ip.first_chunk_mut::<{ MIN_HEADER_LEN + wire::tcp::MIN_HEADER_LEN }>() {
+        // The TCP checksum, 16 into its header; a super-frame's is partial (addresses only).
+        let c = check(t, 36);
+        let c = if partial {
+            d.ip.apply_partial(c)
+        } else {
+            d.l4.apply(c)
+        };
+        t[36..38].copy_from_slice(&c.to_be_bytes());
+    }
+}
+
 /// ip4-lookup's fast path, taken here for the packets this node let through: the frame's
 /// tables and the previous packet's VRF, table and adjacency.
 struct Forwarder<'a> {
@@ -294,6 +324,15 @@ impl Forwarder<'_> {
         m.tx_if = r.tx_if;
         Some(self.fast.next)
     }
+}
+
+/// What the established-flow fast path ([`Ip4Session::quick`]) made of a packet.
+enum Quick {
+    /// Handled: the packet's next node.
+    Done(u16),
+    /// For the general path, with the packet's flow and what its lookup found if the fast
+    /// path got that far.
+    Slow(Option<(Flow, Seen)>),
 }
 
 /// What the node does with one packet.
@@ -339,6 +378,13 @@ impl Node for Ip4Session {
             now: sessions.now(),
         };
         for (&b, n) in bufs.iter().zip(next.iter_mut()) {
+            let looked_up = match self.quick(ctx, &f, &mut fwd, b) {
+                Quick::Done(to) => {
+                    *n = to;
+                    continue;
+                }
+                Quick::Slow(looked_up) => looked_up,
+            };
             *n = Next::Lookup.into();
             let (m, ip) = ctx.pool.meta_data_mut(b);
             m.flags |= SESSION_DONE;
@@ -357,7 +403,9 @@ impl Node for Ip4Session {
                 }
                 _ => false,
             };
-            let act = if translated || ours {
+            let act = if let Some((flow, seen)) = looked_up {
+                self.act_seen(ctx, &f, &flow, seen, rx)
+            } else if translated || ours {
                 Act::Pass(None)
             } else {
                 match flow_of(vrf, ip) {
@@ -421,10 +469,93 @@ impl Drop for Ip4Session {
 }
 
 impl Ip4Session {
+    /// The fast path of nearly every packet: TCP or UDP, not traced, not ours, not a
+    /// fragment, of a live session whose verdict is current. Its key is read straight off
+    /// the headers into the table's packed form, the session looked up and observed, the
+    /// packet rewritten and forwarded as [`Ip4Session::process`]'s general path would; any
+    /// other packet goes to that path, with its lookup if one was made.
+    #[inline(always)]
+    fn quick(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        f: &Frame<'_>,
+        fwd: &mut Forwarder<'_>,
+        b: u32,
+    ) -> Quick {
+        let Some((m, fr)) = ctx.pool.meta_data_front_mut(b, ETH_HDR) else {
+            return Quick::Slow(None);
+        };
+        let ip = &fr[ETH_HDR..];
+        let Some(h) = ip.first_chunk::<{ MIN_HEADER_LEN + wire::udp::HEADER_LEN }>() else {
+            return Quick::Slow(None);
+        };
+        let proto = h[9];
+        let tcp_flags = match proto {
+            session::PROTO_UDP => 0,
+            // The flags byte, 13 into the TCP header.
+            session::PROTO_TCP if ip.len() >= MIN_HEADER_LEN + wire::tcp::MIN_HEADER_LEN => {
+                ip[MIN_HEADER_LEN + 13]
+            }
+            _ => return Quick::Slow(None),
+        };
+        let fragment = u16::from_be_bytes([h[6], h[7]]) & 0x1fff != 0;
+        if m.flags & (graph::BUFFER_TRACED | crate::LOCALLY_ORIGINATED) != 0
+            || h[0] != 0x45
+            || fragment
+        {
+            return Quick::Slow(None);
+        }
+        // Key::words: the addresses, then the VRF, protocol and ports.
+        let addrs = u64::from_be_bytes(*h[12..].first_chunk::<8>().expect("28 bytes"));
+        let ports = u32::from_be_bytes(*h[20..].first_chunk::<4>().expect("28 bytes"));
+        let w = [
+            addrs,
+            u64::from(m.vrf as u16) << 48 | u64::from(proto) << 32 | u64::from(ports),
+        ];
+        let Some(s) = f.table.forwarding(w, tcp_flags, f.now) else {
+            let flow = Flow {
+                key: Key::from_words(w),
+                tcp_flags,
+                translatable: true,
+            };
+            return Quick::Slow(Some((flow, Seen::Miss)));
+        };
+        // Killed, or judged under older policies: the general path looks it up again.
+        match s.verdict(f.judge.policies.epoch) {
+            _ if s.killed() => return Quick::Slow(None),
+            Some(Verdict::Allow) => {}
+            Some(Verdict::Deny) => {
+                ctx.count_error(Error::DeniedSession);
+                return Quick::Done(Next::Drop.into());
+            }
+            None => return Quick::Slow(None),
+        }
+        m.flags |= SESSION_DONE;
+        if s.translated {
+            rewrite_quick(&mut fr[ETH_HDR..], &s, m.gso_size != 0);
+            m.vrf = s.vrf;
+        }
+        Quick::Done(fwd.forward(m, fr).unwrap_or(Next::Lookup.into()))
+    }
+
     /// What to do with a packet of `flow` received on `rx`.
     fn act(&mut self, ctx: &mut Ctx<'_, Self>, f: &Frame<'_>, flow: &Flow, rx: u32) -> Act {
+        let seen = f.table.established(&flow.key, flow.tcp_flags, f.now);
+        self.act_seen(ctx, f, flow, seen, rx)
+    }
+
+    /// [`Ip4Session::act`] once the flow's session was looked up (and the packet observed in
+    /// it): `seen`.
+    fn act_seen(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        f: &Frame<'_>,
+        flow: &Flow,
+        seen: Seen,
+        rx: u32,
+    ) -> Act {
         let epoch = f.judge.policies.epoch;
-        let hit = match f.table.established(&flow.key, flow.tcp_flags, f.now) {
+        let hit = match seen {
             Seen::Live(hit) => Some(hit),
             // A session of a removed backend: ours is freed at once and the packet starts
             // afresh (the TCP connection's new backend resets it); another worker's is

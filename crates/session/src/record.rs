@@ -7,6 +7,9 @@ use crate::checksum::Deltas;
 use crate::key::{Key, PROTO_ICMP, PROTO_TCP};
 use crate::timeouts::{State, Timeouts};
 
+mod forwarding;
+pub use forwarding::Forwarding;
+
 /// An opaque slot (service, backend) that is not set.
 pub const NONE: u32 = u32::MAX;
 

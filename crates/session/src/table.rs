@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::key::{Key, hash_words, random_seed};
 use crate::owner::{OWNER_BYTES_PER_SESSION, Owner};
-use crate::record::{Dir, Established, Record, Session, Verdict};
+use crate::record::{Dir, Established, Forwarding, Record, Session, Verdict};
 use crate::timeouts::{State, Timeouts};
 
 /// Slots per bucket: a 64-bit sequence word and five 24-byte slots fill two cache lines.
@@ -83,7 +83,7 @@ impl Default for Bucket {
 
 impl Bucket {
     /// The value stored under `w`, read without writing anything.
-    #[inline]
+    #[inline(always)]
     fn find(&self, w: [u64; 2]) -> Option<u64> {
         match self.try_find(w) {
             Ok(v) => v,
@@ -309,7 +309,7 @@ impl Table {
         )
     }
 
-    #[inline]
+    #[inline(always)]
     fn find(&self, w: [u64; 2]) -> Option<u64> {
         let (a, b) = self.buckets_of(w);
         // Entries never move between a key's buckets, so each probe stands on its own.
@@ -323,10 +323,9 @@ impl Table {
     #[inline(always)]
     fn probe<T>(
         &self,
-        key: &Key,
+        w: [u64; 2],
         mut read: impl FnMut(&Record, Handle, Dir) -> Option<T>,
     ) -> Option<T> {
-        let w = key.words();
         for _ in 0..4 {
             let (id, gen_, dir) = entry_parts(self.find(w)?);
             if let Some(t) = read(&self.records[id as usize], Handle { id, gen_ }, dir) {
@@ -340,7 +339,7 @@ impl Table {
     /// lock (only for a writer's few stores into the same bucket).
     #[inline]
     pub fn lookup(&self, key: &Key) -> Lookup {
-        self.probe(key, |r, handle, dir| {
+        self.probe(key.words(), |r, handle, dir| {
             let session = r.read(handle.gen_)?;
             let hit = Hit {
                 handle,
@@ -361,7 +360,14 @@ impl Table {
     /// `now`, copied only as far as forwarding it needs.
     #[inline]
     pub fn established(&self, key: &Key, tcp_flags: u8, now: u32) -> Seen {
-        self.probe(key, |r, handle, dir| {
+        self.established_words(key.words(), tcp_flags, now)
+    }
+
+    /// [`Table::established`] of a key already in its packed form ([`Key::words`]), as a
+    /// packet path reads it straight from the headers.
+    #[inline]
+    pub fn established_words(&self, w: [u64; 2], tcp_flags: u8, now: u32) -> Seen {
+        self.probe(w, |r, handle, dir| {
             let (e, last_seen) = r.read_established(handle, dir)?;
             if e.killed() {
                 return Some(Seen::Killed(e.handle));
@@ -370,6 +376,16 @@ impl Table {
             Some(Seen::Live(e))
         })
         .unwrap_or(Seen::Miss)
+    }
+
+    /// The fast path's [`Table::established`]: the live session of the packed key `w` as a
+    /// packet of it with TCP `tcp_flags` at `now` leaves it ([`Forwarding`], observed unless
+    /// killed), or `None` on a miss.
+    #[inline(always)]
+    pub fn forwarding(&self, w: [u64; 2], tcp_flags: u8, now: u32) -> Option<Forwarding> {
+        self.probe(w, |r, h, dir| {
+            r.read_forwarding(h.gen_, dir, tcp_flags, now)
+        })
     }
 
     /// [`Table::established`]'s copy of the session `h` refers to, for a packet of `dir`,
@@ -634,6 +650,58 @@ mod tests {
             .err(),
             Some(ConfigError::Timeout(1 << 31))
         );
+    }
+
+    /// The fast path's view: each direction's rewrite and deltas as the session says, the
+    /// VRF it is routed in, the packet observed; a killed session observed no more.
+    #[test]
+    fn forwarding_agrees_with_the_session_both_ways() {
+        let (t, mut owners) = Table::new(Config {
+            max_sessions: 4,
+            workers: 1,
+            timeouts: Timeouts::default(),
+        })
+        .unwrap();
+        let key = Key::new(3, crate::PROTO_TCP, 0x0a00_0001, 0x0a60_0001, 40_000, 80);
+        let new = crate::NewSession {
+            xlate: crate::Translation {
+                src: 0xc000_0201,
+                dst: 0x0a01_0005,
+                dport: 8080,
+                vrf: 5,
+                ..crate::Translation::identity(&key)
+            },
+            service: 7,
+            backend: 2,
+            ..crate::NewSession::plain(key)
+        };
+        let h = owners[0].create(&new, 1000).unwrap();
+        let reply = new.reverse_key();
+        assert_eq!(t.forwarding(reply.reverse().words(), 0, 1000), None);
+        for (k, dir, vrf) in [(key, Dir::Forward, 5), (reply, Dir::Reverse, 3)] {
+            let s = t.session(h).unwrap();
+            let f = t.forwarding(k.words(), tcp_flags::ACK, 1000).unwrap();
+            let (src, dst, sport, dport) = s.rewrite(dir);
+            assert_eq!(f.addrs, u64::from(src) << 32 | u64::from(dst), "{dir:?}");
+            assert_eq!(
+                f.ports,
+                u32::from(sport) << 16 | u32::from(dport),
+                "{dir:?}"
+            );
+            assert_eq!((f.deltas, f.vrf), (s.deltas(dir), vrf), "{dir:?}");
+            assert!(f.translated && !f.killed());
+        }
+        // The reply was observed, then the client's ACK establishes it.
+        assert!(t.session(h).unwrap().replied());
+        t.forwarding(key.words(), tcp_flags::ACK, 1000);
+        assert!(t.session(h).unwrap().established());
+        t.forwarding(key.words(), tcp_flags::ACK, 1000 + LAST_SEEN_GRAIN);
+        assert_eq!(t.session(h).unwrap().last_seen, 1000 + LAST_SEEN_GRAIN);
+        // Killed: read as such, and a FIN no longer observed.
+        assert_eq!(t.kill_backend(7, 2), 1);
+        let f = t.forwarding(key.words(), tcp_flags::FIN, 2000).unwrap();
+        assert!(f.killed());
+        assert_eq!(t.session(h).unwrap().state(), crate::State::TcpEstablished);
     }
 
     #[test]

@@ -1,0 +1,103 @@
+//! The established-flow fast path's view of a session: what one packet of it needs to be
+//! rewritten and forwarded, read under the record's seqlock and observed in one step, in
+//! the form the packet's headers take it (no unpacking into a [`crate::Key`] and back).
+
+use core::sync::atomic::{Ordering, fence};
+
+use super::{DEAD, Dir, LAST_SEEN_GRAIN, NONE, Record, Verdict, next_flags, verdict_of};
+use crate::checksum::Deltas;
+
+/// A live session as one packet of the matched direction leaves it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Forwarding {
+    /// The addresses the packet leaves with, source in the high half (as the header's
+    /// eight bytes from offset 12 read big-endian).
+    pub addrs: u64,
+    /// The ports it leaves with, source in the high half (as the L4 header's first four
+    /// bytes read big-endian).
+    pub ports: u32,
+    /// Both checksums' change for this direction.
+    pub deltas: Deltas,
+    /// The VRF slot the packet is routed in once rewritten.
+    pub vrf: u32,
+    /// Whether a service translates the session (else it only holds a verdict).
+    pub translated: bool,
+    status: u64,
+}
+
+impl Forwarding {
+    /// The cached verdict if it was made in policy `epoch` (as [`crate::Session::verdict`]).
+    #[inline]
+    pub const fn verdict(&self, epoch: u32) -> Option<Verdict> {
+        verdict_of(self.status, epoch)
+    }
+
+    /// Whether the session was killed (its backend removed): nothing was observed, and the
+    /// packet is for the general path.
+    #[inline]
+    pub const fn killed(&self) -> bool {
+        self.status & DEAD != 0
+    }
+}
+
+impl Record {
+    /// The session of generation `gen_` as a packet of `dir` with TCP `flags` (0 for other
+    /// protocols) at `now` leaves it, observed unless killed; `None` if the record no longer
+    /// holds that session.
+    #[inline(always)]
+    pub(crate) fn read_forwarding(
+        &self,
+        gen_: u32,
+        dir: Dir,
+        flags: u8,
+        now: u32,
+    ) -> Option<Forwarding> {
+        if self.seq.load(Ordering::Acquire) != gen_ {
+            return None;
+        }
+        let k1 = self.key[1].load(Ordering::Relaxed);
+        let (addrs, ports, vrf) = match dir {
+            Dir::Forward => (
+                self.xaddr.load(Ordering::Relaxed),
+                self.xports.load(Ordering::Relaxed),
+                self.xvrf_backend.load(Ordering::Relaxed) >> 16,
+            ),
+            // A reply leaves with the client's key reversed, in the client's VRF.
+            Dir::Reverse => (
+                self.key[0].load(Ordering::Relaxed).rotate_left(32),
+                (k1 as u32).rotate_left(16),
+                (k1 >> 48) as u32,
+            ),
+        };
+        let deltas = Deltas::unpack(self.deltas.load(Ordering::Relaxed));
+        let translated = self.service.load(Ordering::Relaxed) != NONE;
+        let status = self.status.load(Ordering::Relaxed);
+        let last_seen = self.last_seen.load(Ordering::Relaxed);
+        fence(Ordering::Acquire);
+        if self.seq.load(Ordering::Relaxed) != gen_ {
+            return None;
+        }
+        let f = Forwarding {
+            addrs,
+            ports,
+            deltas: match dir {
+                Dir::Forward => deltas,
+                Dir::Reverse => deltas.neg(),
+            },
+            vrf,
+            translated,
+            status,
+        };
+        if f.killed() {
+            return Some(f);
+        }
+        // As `observe_read`: nothing stored when no flag changes and the time is fresh.
+        let proto = (k1 >> 32) as u8;
+        if next_flags(proto, status, dir, flags) != status {
+            self.observe_changed(gen_, dir, flags, now);
+        } else if now.wrapping_sub(last_seen) as i32 >= LAST_SEEN_GRAIN as i32 {
+            self.last_seen.store(now, Ordering::Relaxed);
+        }
+        Some(f)
+    }
+}
