@@ -403,13 +403,17 @@ impl Node for Ip4Session {
                 }
                 _ => false,
             };
-            let act = if let Some((flow, seen)) = looked_up {
-                self.act_seen(ctx, &f, &flow, seen, rx)
-            } else if translated || ours {
+            // (A packet the fast path looked up is TCP or UDP, and not ours.)
+            let act = if translated || ours {
                 Act::Pass(None)
             } else {
-                match flow_of(vrf, ip) {
-                    Ok(flow) => self.act(ctx, &f, &flow, rx),
+                let flow = looked_up.map(Ok).unwrap_or_else(|| {
+                    let flow = flow_of(vrf, ip)?;
+                    let seen = f.table.established(&flow.key, flow.tcp_flags, f.now);
+                    Ok((flow, seen))
+                });
+                match flow {
+                    Ok((flow, seen)) => self.act(ctx, &f, &flow, seen, rx),
                     // Only a packet to a service is lost for it.
                     Err(e) if to_service(&services, vrf, ip) => Act::Drop(e),
                     Err(_) => Act::Pass(None),
@@ -538,15 +542,9 @@ impl Ip4Session {
         Quick::Done(fwd.forward(m, fr).unwrap_or(Next::Lookup.into()))
     }
 
-    /// What to do with a packet of `flow` received on `rx`.
-    fn act(&mut self, ctx: &mut Ctx<'_, Self>, f: &Frame<'_>, flow: &Flow, rx: u32) -> Act {
-        let seen = f.table.established(&flow.key, flow.tcp_flags, f.now);
-        self.act_seen(ctx, f, flow, seen, rx)
-    }
-
-    /// [`Ip4Session::act`] once the flow's session was looked up (and the packet observed in
-    /// it): `seen`.
-    fn act_seen(
+    /// What to do with a packet of `flow` received on `rx`, its session as the lookup found it
+    /// (`seen`, the packet observed in it).
+    fn act(
         &mut self,
         ctx: &mut Ctx<'_, Self>,
         f: &Frame<'_>,
