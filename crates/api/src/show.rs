@@ -45,6 +45,15 @@ pub struct InterfaceInfo {
     /// memif interrupts (eventfd signals) sent and received.
     #[serde(default)]
     pub interrupts: u64,
+    /// af-packet: UDP super-packets sent (a run of one flow's datagrams in one system call;
+    /// the datagrams are counted in `tx_packets` too), the datagrams they held, and runs the
+    /// kernel refused as one (sent one by one instead).
+    #[serde(default)]
+    pub tx_super_packets: u64,
+    #[serde(default)]
+    pub tx_super_packet_datagrams: u64,
+    #[serde(default)]
+    pub tx_super_packets_refused: u64,
     pub connects: u64,
     pub disconnects: u64,
     pub last_disconnect_reason: Option<String>,

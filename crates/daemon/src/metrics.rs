@@ -422,7 +422,7 @@ impl Snapshot {
         let mut v = Vec::new();
         const C: MetricType = MetricType::Counter;
         const G: MetricType = MetricType::Gauge;
-        let interface_families: [InterfaceFamily; 13] = [
+        let interface_families: [InterfaceFamily; 16] = [
             (C, "interface_rx_packets", "Packets received.", |i| {
                 i.rx_packets
             }),
@@ -460,6 +460,24 @@ impl Snapshot {
                 "interface_tx_ring_full",
                 "Sends that found the transmit ring full.",
                 |i| i.tx_ring_full,
+            ),
+            (
+                C,
+                "interface_tx_super_packets",
+                "UDP super-packets sent (a run of one flow's datagrams in one system call).",
+                |i| i.tx_super_packets,
+            ),
+            (
+                C,
+                "interface_tx_super_packet_datagrams",
+                "Datagrams sent in UDP super-packets (also in interface_tx_packets).",
+                |i| i.tx_super_packet_datagrams,
+            ),
+            (
+                C,
+                "interface_tx_super_packets_refused",
+                "Runs of datagrams the kernel refused as one super-packet (sent one by one).",
+                |i| i.tx_super_packets_refused,
             ),
             (
                 C,

@@ -154,6 +154,12 @@ fn interface_lines(s: &mut String, interfaces: &[InterfaceInfo]) {
         if let Some(n) = &i.network {
             s.push_str(&format!("    network {n}\n"));
         }
+        if i.tx_super_packets + i.tx_super_packets_refused > 0 {
+            s.push_str(&format!(
+                "    tx super-packets {} ({} datagrams), refused {}\n",
+                i.tx_super_packets, i.tx_super_packet_datagrams, i.tx_super_packets_refused
+            ));
+        }
         if let Some(p) = &i.pod {
             s.push_str(&format!("    pod {p}\n"));
         }

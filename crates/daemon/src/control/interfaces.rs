@@ -46,6 +46,7 @@ pub(super) struct Totals {
     rx_no_buffer: u64,
     tx_ring_full: u64,
     interrupts: u64,
+    tx_super: [u64; 3],
 }
 
 impl Totals {
@@ -82,6 +83,8 @@ impl Totals {
                     t.tx_bytes += s.bytes;
                     t.tx_no_room += s.tx_no_room;
                     t.tx_ring_full += s.ring_full;
+                    let super_ = [s.gso_sends, s.gso_segments, s.gso_refused];
+                    t.tx_super = std::array::from_fn(|k| t.tx_super[k] + super_[k]);
                 }
                 Source::AfXdpRx(q) => {
                     let s = q.snapshot();
@@ -135,6 +138,7 @@ impl Totals {
             rx_no_buffer: self.rx_no_buffer + b.rx_no_buffer,
             tx_ring_full: self.tx_ring_full + b.tx_ring_full,
             interrupts: self.interrupts + b.interrupts,
+            tx_super: std::array::from_fn(|k| self.tx_super[k] + b.tx_super[k]),
         }
     }
 }
@@ -554,6 +558,9 @@ impl Control {
             rx_no_buffer: t.rx_no_buffer - b.rx_no_buffer,
             tx_ring_full: t.tx_ring_full - b.tx_ring_full,
             interrupts: t.interrupts - b.interrupts,
+            tx_super_packets: t.tx_super[0] - b.tx_super[0],
+            tx_super_packet_datagrams: t.tx_super[1] - b.tx_super[1],
+            tx_super_packets_refused: t.tx_super[2] - b.tx_super[2],
             connects: v.connects,
             disconnects: v.disconnects,
             last_disconnect_reason: v.last_disconnect_reason,
@@ -564,5 +571,34 @@ impl Control {
                     .collect()
             }),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering;
+
+    use super::*;
+
+    /// An AF_PACKET queue's super-packet counters reach the interface's totals, summed over
+    /// its queues, and survive `plus` (a recreated interface's base).
+    #[test]
+    fn super_packets_are_summed_over_the_queues() {
+        let queue = |sends, segments, refused| {
+            let c = uplink::TxCounters::default();
+            c.packets.store(segments + 1, Ordering::Relaxed);
+            c.gso_sends.store(sends, Ordering::Relaxed);
+            c.gso_segments.store(segments, Ordering::Relaxed);
+            c.gso_refused.store(refused, Ordering::Relaxed);
+            Source::AfPacketTx(Arc::new(c))
+        };
+        let c = IfCounters {
+            rx_queues: 0,
+            tx_queues: 2,
+            sources: vec![queue(2, 90, 0), queue(1, 40, 3)],
+        };
+        let t = Totals::of(&c);
+        assert_eq!((t.tx_packets, t.tx_super), (132, [3, 130, 3]));
+        assert_eq!(t.plus(t).tx_super, [6, 260, 6]);
     }
 }
