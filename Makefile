@@ -3,7 +3,7 @@ SHELL := /bin/bash
 .SHELLFLAGS := -eo pipefail -c
 CARGO ?= cargo
 FUZZ_SECS ?= 20
-FUZZ_TARGETS := control_msg primary_handshake ring_walk secondary_rx ip4_graph vxlan_uplink tap_rx metrics_http
+FUZZ_TARGETS := control_msg primary_handshake ring_walk secondary_rx ip4_graph vxlan_uplink tap_rx af_packet_rx metrics_http
 GO_PEER := interop/gomemif-peer
 # Go modules: gofmt and go vet in `make lint`, go test after the Rust tests in `make test` (the
 # cluster's control plane in cni/ tests against a real etcd and the daemon cargo built).

@@ -117,7 +117,8 @@ pub(super) fn deliver(
     if slots == 0 {
         return Err(Lost::NoRoom);
     }
-    let extra = if f.tag.is_some() { 4 } else { 0 };
+    // The tag goes back after the MAC addresses, in a frame that has them.
+    let extra = if f.tag.is_some() && f.len >= 12 { 4 } else { 0 };
     let total = f.len + extra;
     if pool.available() < total.div_ceil(pool.data_size()).max(1) {
         return Err(Lost::NoBuffer);
@@ -298,5 +299,31 @@ mod tests {
         pool.read_chain(h, &mut v);
         assert_eq!((v[62], v[63], v[64], v[65]), (0, 0xaa, 0xbb, 0));
         pool.free(h);
+    }
+
+    /// A tag goes back only into a frame with room for it after the MAC addresses; the
+    /// chain's length says what it holds either way (a runt was counted 4 bytes longer than
+    /// it was).
+    #[test]
+    fn a_runt_gets_no_tag_and_its_true_length() {
+        let mut pool = Pool::new(buffer::PoolConfig::default()).unwrap();
+        for (len, want) in [(10, 10), (12, 16), (60, 64)] {
+            let bytes = vec![7u8; len];
+            let f = Frame {
+                src: Src::Bytes(&bytes),
+                len,
+                vnet: None,
+                tag: Some([0x81, 0, 0, 5]),
+            };
+            let mut out = Vec::new();
+            let Ok(d) = deliver(&mut pool, &f, 1, &mut out) else {
+                panic!("{len} bytes not delivered");
+            };
+            assert_eq!(d.bytes, want as u64);
+            let mut v = Vec::new();
+            pool.read_chain(out[0], &mut v);
+            assert_eq!((v.len(), pool.meta(out[0]).total_len), (want, want as u32));
+            pool.free(out[0]);
+        }
     }
 }

@@ -667,6 +667,46 @@ const PACKET_COPY_THRESH: libc::c_int = 7;
 /// them while it is under this.
 const COPY_RCVBUF: usize = 8 << 20;
 
+/// An entry point for fuzz targets into the receive path, without a socket. Not part of the
+/// stable API.
+#[doc(hidden)]
+pub mod testing {
+    use buffer::Pool;
+
+    use super::chain::{Frame, Src, deliver};
+    use super::rx::Lost;
+
+    /// What the receive path makes of `frame` when the kernel queued it on the socket (a
+    /// UDP super-packet, or a frame longer than its ring slot) with the virtio-net header
+    /// `vnet` and the VLAN `tag` it took out: the chains appended to `out` (at most `slots`),
+    /// or why the frame was not taken (nothing appended then).
+    pub fn deliver_copy(
+        pool: &mut Pool,
+        vnet: [u8; crate::vnet::LEN],
+        tag: Option<[u8; 4]>,
+        frame: &[u8],
+        slots: usize,
+        out: &mut Vec<u32>,
+    ) -> Result<usize, &'static str> {
+        let f = Frame {
+            src: Src::Bytes(frame),
+            len: frame.len(),
+            vnet: Some(vnet),
+            tag,
+        };
+        deliver(pool, &f, slots, out)
+            .map(|d| d.packets)
+            .map_err(|e| match e {
+                Lost::NoBuffer => "no buffer",
+                Lost::Truncated => "truncated",
+                Lost::Gso => "super-frame not cut",
+                Lost::BadOffload => "bad offload header",
+                Lost::NoRoom => "no room",
+                Lost::Bad => "bad frame",
+            })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
