@@ -154,4 +154,38 @@ fn two_daemons_keep_blue_and_red_apart(kind: &str) {
     assert!(t.contains("blue") && t.contains("red"), "{t}");
     let i = a.ok("show interface");
     assert!(i.contains(&format!("{kind} host-if v0")), "{i}");
+    // One burst of 64 large frames (their payload left in the pod's memory by single-copy
+    // receive) leaves A's AF_PACKET uplink as UDP super-packets, runs of one outer flow
+    // longer than B's receive slot, counted beside the datagrams they held; AF_XDP has none.
+    let sent = report(run_gen(
+        &pods_a,
+        0,
+        &["--tx-only", "--count", "64", "--size", "1400"],
+    ));
+    assert_eq!(sent["tx_packets"].as_u64(), Some(64), "{sent}");
+    let up = a.interfaces().into_iter().find(|i| i.name.ends_with("-v0"));
+    let up = up.unwrap();
+    eprintln!(
+        "super-packets {} ({} datagrams), refused {}, of {} sent",
+        up.tx_super_packets,
+        up.tx_super_packet_datagrams,
+        up.tx_super_packets_refused,
+        up.tx_packets
+    );
+    if kind == "af-packet" {
+        assert!(
+            up.tx_super_packets > 0
+                && up.tx_super_packet_datagrams >= 2 * up.tx_super_packets
+                && up.tx_super_packet_datagrams <= up.tx_packets,
+            "{up:?}"
+        );
+        let i = a.ok("show interface");
+        assert!(i.contains("tx super-packets"), "{i}");
+    } else {
+        assert_eq!(
+            up.tx_super_packets + up.tx_super_packet_datagrams,
+            0,
+            "{up:?}"
+        );
+    }
 }

@@ -1,8 +1,10 @@
 //! The transmit side's UDP super-packets ([`super::udp_gso`]): a second packet socket of the
 //! queue, without a ring, with virtio-net headers (`PACKET_VNET_HDR`), through which a run of
 //! datagrams of one flow leaves in one `sendmsg`, gathered straight from the buffers (the
-//! kernel's one copy; the ring costs ours and its). The ring keeps everything else, and is
-//! kicked before a super-packet goes, so that a flow's datagrams leave in order.
+//! kernel's one copy; the ring costs ours and its). Payload in a memif peer's memory (a
+//! single-copy packet's external segment) is read into the socket's bounce buffer first, as
+//! the ring path does. The ring keeps everything else, and is kicked before a super-packet
+//! goes, so that a flow's datagrams leave in order.
 
 use std::io::IoSlice;
 use std::os::fd::OwnedFd;
@@ -36,7 +38,8 @@ pub(crate) enum Sent {
     /// Gone as one super-packet: the datagrams' bytes, each with its headers (what the wire
     /// carries once the kernel or a device has cut it).
     Whole(usize),
-    /// Not sent (no socket buffer, the kernel refused the offload): send it the plain way.
+    /// Not sent (no socket buffer, the kernel refused the offload, a peer's memory gone):
+    /// send it the plain way.
     Refused,
 }
 
@@ -50,6 +53,8 @@ pub(crate) struct GsoSocket {
     /// Super-packets are longer than this: a receive slot of a peer with our MTU holds a
     /// frame up to it.
     above: usize,
+    /// The external segments of the run being sent, one after the other.
+    bounce: Vec<u8>,
 }
 
 impl GsoSocket {
@@ -63,13 +68,14 @@ impl GsoSocket {
             fd,
             refused: false,
             above,
+            bounce: Vec::new(),
         }
     }
 
     /// How many packets from the front of `pkts` can leave as one super-packet: two or more
-    /// untagged UDP/IPv4 datagrams of one flow, whole in their chains' own buffers (no
-    /// payload in a peer's memory), every payload the first's size but the last's, which
-    /// may be shorter, more than `above` bytes in all. `None`: send the first plainly.
+    /// untagged UDP/IPv4 datagrams of one flow, their headers in their first buffers, every
+    /// payload the first's size but the last's, which may be shorter, more than `above`
+    /// bytes in all. `None`: send the first plainly.
     pub(crate) fn run(&self, pool: &Pool, pkts: &[u32]) -> Option<Run> {
         if self.refused || pkts.len() < 2 {
             return None;
@@ -117,8 +123,17 @@ impl GsoSocket {
         vnet.copy_from_slice(&crate::vnet::udp4_super_packet(n, at.udp, size));
         hdr[..n].copy_from_slice(&pool.data(run[0])[..n]);
         at.make_super(&mut hdr[..n], total);
-        let mut iov = Vec::with_capacity(run.len() + 1);
+        // External segments first (a source gone: the plain path drops and counts them).
+        self.bounce.clear();
+        for &p in run {
+            let last = last_buffer(pool, p);
+            if !pool.read_ext(last, &mut self.bounce) {
+                return Ok(Sent::Refused);
+            }
+        }
+        let mut iov = Vec::with_capacity(2 * run.len() + 1);
         iov.push(IoSlice::new(&head[..crate::vnet::LEN + n]));
+        let mut ext = &self.bounce[..];
         for &p in run {
             let mut b = p;
             let mut skip = n;
@@ -128,6 +143,11 @@ impl GsoSocket {
                     iov.push(IoSlice::new(&d[skip..]));
                 }
                 skip = skip.saturating_sub(d.len());
+                let (e, rest) = ext.split_at(pool.meta(b).ext.len as usize);
+                if !e.is_empty() {
+                    iov.push(IoSlice::new(e));
+                }
+                ext = rest;
                 b = pool.meta(b).next;
             }
         }
@@ -146,9 +166,18 @@ impl GsoSocket {
     }
 }
 
+/// The last buffer of `p`'s chain (the only one an external segment may follow).
+fn last_buffer(pool: &Pool, p: u32) -> u32 {
+    let mut b = p;
+    while pool.meta(b).next != buffer::NONE {
+        b = pool.meta(b).next;
+    }
+    b
+}
+
 /// The headers and payload size of the datagram `p`, if it may join a super-packet: its
-/// headers in its first buffer, no external segment anywhere in its chain, and its length
-/// what its chain holds.
+/// headers in its first buffer, its length what its chain holds (with an external segment
+/// after its last buffer, and nowhere else).
 fn datagram(pool: &Pool, p: u32) -> Option<(Udp4, usize)> {
     let at = Udp4::parse(pool.data(p))?;
     let total = pool.meta(p).total_len as usize;
@@ -156,10 +185,10 @@ fn datagram(pool: &Pool, p: u32) -> Option<(Udp4, usize)> {
     let mut b = p;
     while b != buffer::NONE {
         let m = pool.meta(b);
-        if m.ext.len != 0 {
+        if m.ext.len != 0 && m.next != buffer::NONE {
             return None;
         }
-        held += usize::from(m.len);
+        held += usize::from(m.len) + m.ext.len as usize;
         b = m.next;
     }
     let size = total.checked_sub(at.hdrs()).filter(|&s| s > 0)?;
@@ -238,5 +267,73 @@ mod tests {
             0,
             "a chain that holds more than its length says"
         );
+    }
+    /// A memif peer's memory, as single-copy packets leave their payload in it.
+    #[derive(Debug)]
+    struct PeerMemory(Vec<u8>);
+
+    impl buffer::ExtSource for PeerMemory {
+        fn read(&self, _region: u16, offset: u64, dst: &mut [u8]) -> bool {
+            let at = offset as usize;
+            let Some(src) = self.0.get(at..at + dst.len()) else {
+                return false;
+            };
+            dst.copy_from_slice(src);
+            true
+        }
+    }
+
+    /// Datagrams whose payload ends in a peer's memory join a super-packet, their bytes
+    /// gathered in order: the headers once, then each payload, local part then external.
+    #[test]
+    fn payload_in_a_peers_memory_is_gathered_in_order() {
+        let mut pool = pool();
+        let peer: Vec<u8> = (0..4000u32).map(|i| (i % 251) as u8).collect();
+        pool.set_ext_source(3, Some(std::sync::Arc::new(PeerMemory(peer.clone()))));
+        // Three datagrams of 1000 bytes of payload: 100 local, 900 at 1000 * i in the peer.
+        let p: Vec<u32> = (0..3u64)
+            .map(|i| {
+                let f = super::super::udp_gso::tests::datagram(&vec![1; 1000], &[], 1);
+                let b = pool.from_bytes(&f[..42 + 100]).unwrap();
+                let m = pool.meta_mut(b);
+                m.total_len = f.len() as u32;
+                m.ext = buffer::Ext {
+                    source: 3,
+                    region: 0,
+                    offset: 1000 * i,
+                    len: 900,
+                };
+                b
+            })
+            .collect();
+        let (ours, theirs) = rustix::net::socketpair(
+            rustix::net::AddressFamily::UNIX,
+            rustix::net::SocketType::DGRAM,
+            rustix::net::SocketFlags::CLOEXEC,
+            None,
+        )
+        .unwrap();
+        let mut s = GsoSocket::new(ours, 1500);
+        let r = s.run(&pool, &p).expect("a run");
+        assert_eq!((r.n, r.size, r.payload), (3, 1000, 3000));
+        assert_eq!(s.send(&pool, &p, r).unwrap(), Sent::Whole(3 * 42 + 3000));
+        let mut got = vec![0u8; 8192];
+        let n = rustix::net::recv(&theirs, &mut got, rustix::net::RecvFlags::empty())
+            .unwrap()
+            .0;
+        let got = &got[crate::vnet::LEN + 42..n];
+        for i in 0..3 {
+            let d = &got[1000 * i..1000 * (i + 1)];
+            assert_eq!(d[..100], [1; 100], "datagram {i}: its local part");
+            assert_eq!(
+                d[100..],
+                peer[1000 * i..1000 * i + 900],
+                "datagram {i}: the peer's"
+            );
+        }
+        // The peer's memory gone: the run is refused, for the plain path to count.
+        pool.set_ext_source(3, None);
+        assert_eq!(s.send(&pool, &p, r).unwrap(), Sent::Refused);
+        pool.free_bulk(&p);
     }
 }
