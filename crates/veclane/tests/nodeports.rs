@@ -94,7 +94,11 @@ struct Answers {
 }
 
 fn pod(d: &Daemon, lab: &Lab, ns: &str, addr: &str) {
-    tap_pod(d, lab, ns, "blue", addr);
+    pod_in(d, lab, ns, "blue", addr);
+}
+
+fn pod_in(d: &Daemon, lab: &Lab, ns: &str, network: &str, addr: &str) {
+    tap_pod(d, lab, ns, network, addr);
     // The underlay's addresses through the gateway too, as a pod of the default network
     // routes everything (for the Local policy's answers to the client's own address).
     lab.exec(
@@ -240,6 +244,63 @@ fn node_ports_and_external_ips_reach_a_network_from_the_underlay() {
         !d.ok("show ip fib").contains("10.1.255.1/32"),
         "the source went with it"
     );
+}
+
+/// A NodePort reached from a pod: blue's pods reach blue's backends on the node's address,
+/// TCP and UDP, the answers from the address and port they used and the backends seeing
+/// the pod's own address (the internal policy, as through the ClusterIP); a backend that
+/// reaches its own service that way is hairpinned; a pod of red, another network with the
+/// same addresses, does not get in.
+#[test]
+fn a_node_port_from_a_pod_of_its_network() {
+    if skip() {
+        return;
+    }
+    let lab = Lab::with_mtu(&["node", "b1", "b2", "c1", "r1"], 1500);
+    let d = Daemon::start_in(Some(&lab.ns("node")), &config());
+    pod(&d, &lab, "b1", "10.1.0.11");
+    pod(&d, &lab, "b2", "10.1.0.12");
+    pod(&d, &lab, "c1", "10.1.0.21");
+    pod_in(&d, &lab, "r1", "red", "10.1.0.21");
+    let _s = [server(&lab, "b1", "b1"), server(&lab, "b2", "b2")];
+    for (name, port, proto, target, node_port) in [
+        ("web", 80, "tcp", 8080, 30080),
+        ("dns", 53, "udp", 8053, 30053),
+    ] {
+        d.ok(&format!(
+            "service add {name} network blue vip 10.96.0.10 port {port} {proto} \
+             backend 10.1.0.11:{target},10.1.0.12:{target} node-port {node_port} \
+             external-source 10.1.255.1"
+        ));
+    }
+
+    let a = ask(&lab, "c1", ("192.0.2.1", 30080), false, 20);
+    let b1 = a.by.get("b1 10.1.0.21").copied().unwrap_or(0);
+    let b2 = a.by.get("b2 10.1.0.21").copied().unwrap_or(0);
+    assert!(
+        b1 + b2 == 20 && b1 >= 3 && b2 >= 3,
+        "{a:?}\n{}",
+        d.ok("show errors")
+    );
+    let s = d.ok("show session service web");
+    assert!(
+        s.contains("10.1.0.21:") && s.contains("192.0.2.1:30080"),
+        "{s}"
+    );
+    let a = ask(&lab, "c1", ("192.0.2.1", 30053), true, 10);
+    assert_eq!(a.by.values().sum::<u32>(), 10, "{a:?}");
+    assert!(!a.by.contains_key("failed"), "{a:?}");
+    assert_eq!(a.from, BTreeSet::from(["192.0.2.1:30053".to_string()]));
+
+    // A backend to its own service through the NodePort: every connection answered.
+    let a = ask(&lab, "b1", ("192.0.2.1", 30080), false, 10);
+    assert!(
+        !a.by.contains_key("failed") && a.by.values().sum::<u32>() == 10,
+        "{a:?}"
+    );
+    // Red's pod, with the same address in another network: no entrance there.
+    let a = ask(&lab, "r1", ("192.0.2.1", 30080), false, 2);
+    assert_eq!(a.by.get("failed"), Some(&2), "{a:?}");
 }
 
 /// A pod's bulk answer through a NodePort: its kernel hands the tap TCP super-frames, which

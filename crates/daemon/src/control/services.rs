@@ -349,9 +349,24 @@ impl Control {
                 port: e.spec.port,
             };
             let svc = Service::new(e.id, backends(e.spec.local)).with_affinity(e.affinity.clone());
-            v.vips.insert(k, Arc::new(svc));
+            let svc = Arc::new(svc);
+            v.vips.insert(k, svc.clone());
             v.addrs.insert((vrf, vip));
             mark(&mut v.stateful, vrf);
+            // Its NodePort reached from a pod of its own network: each node address of the
+            // underlay's table, inside the network, one more VIP of the service as the
+            // ClusterIP is (internal policy; the answers come back through this node, the
+            // pods' gateway, whichever node the backend is on).
+            if let Some(port) = e.spec.node_port {
+                for &a in node.of(e.spec.external_table) {
+                    let k = VipKey {
+                        vip: u32::from(a),
+                        port,
+                        ..k
+                    };
+                    v.vips.entry(k).or_insert_with(|| svc.clone());
+                }
+            }
             let Some(outside) = self.rib.slot(e.spec.external_table) else {
                 continue;
             };
