@@ -15,6 +15,7 @@ mod measure;
 pub mod topo;
 /// The two-node paths.
 mod two_nodes;
+pub mod wake;
 
 use serde::Serialize;
 

@@ -68,6 +68,20 @@ pub(super) fn run(a: &BenchArgs) -> anyhow::Result<()> {
     })?;
     let med = pods::medians(&rows);
     print!("\nmedians of {}:\n{}", cfg.reps, pods::table(&med));
+    // What request/response through a worker on another CPU cannot go below: the pod is
+    // woken from that CPU once each way.
+    let floor = pods::wake::measure(cfg.app_cpu, cfg.place.worker_cpu)?;
+    println!(
+        "\nwake-up floor: a blocking round trip between CPU {} (pods) and CPU {} (worker) \
+         p50 {:.1} us, p99 {:.1} us; on CPU {} alone p50 {:.1} us, p99 {:.1} us",
+        cfg.app_cpu,
+        cfg.place.worker_cpu,
+        floor.cross_cpu_p50_us,
+        floor.cross_cpu_p99_us,
+        cfg.app_cpu,
+        floor.same_cpu_p50_us,
+        floor.same_cpu_p99_us
+    );
     let environment = bench::report::Environment::probe(None);
     // Named as every scenario's report: SCENARIO-UNIXTIME.json.
     let stem = format!("pods-{}", environment.unix_time);
@@ -84,6 +98,7 @@ pub(super) fn run(a: &BenchArgs) -> anyhow::Result<()> {
         },
         "environment": environment,
         "medians": med,
+        "wake_floor": floor,
         "rows": rows,
     });
     let path = bench::report::write_named_json(&a.out_dir(), &stem, &report)?;
