@@ -604,6 +604,16 @@ mod tests {
     use super::*;
     use crate::record::{LAST_SEEN_GRAIN, tcp_flags};
 
+    /// A table of four sessions and its one worker's owner.
+    fn four_sessions() -> (Arc<Table>, Vec<Owner>) {
+        Table::new(Config {
+            max_sessions: 4,
+            workers: 1,
+            timeouts: Timeouts::default(),
+        })
+        .unwrap()
+    }
+
     #[test]
     fn entry_values_round_trip() {
         for (id, g, d) in [
@@ -656,12 +666,7 @@ mod tests {
     /// VRF it is routed in, the packet observed; a killed session observed no more.
     #[test]
     fn forwarding_agrees_with_the_session_both_ways() {
-        let (t, mut owners) = Table::new(Config {
-            max_sessions: 4,
-            workers: 1,
-            timeouts: Timeouts::default(),
-        })
-        .unwrap();
+        let (t, mut owners) = four_sessions();
         let key = Key::new(3, crate::PROTO_TCP, 0x0a00_0001, 0x0a60_0001, 40_000, 80);
         let new = crate::NewSession {
             xlate: crate::Translation {
@@ -706,12 +711,7 @@ mod tests {
 
     #[test]
     fn established_agrees_with_lookup_and_observe() {
-        let (t, mut owners) = Table::new(Config {
-            max_sessions: 4,
-            workers: 1,
-            timeouts: Timeouts::default(),
-        })
-        .unwrap();
+        let (t, mut owners) = four_sessions();
         let key = Key::new(3, crate::PROTO_TCP, 0x0a00_0001, 0x0a60_0001, 40_000, 80);
         let new = crate::NewSession {
             xlate: crate::Translation {
@@ -766,12 +766,7 @@ mod tests {
     /// says which VRF it leaves in; the backend id survives its 16-bit packing.
     #[test]
     fn a_translation_to_another_vrf_keys_replies_there() {
-        let (t, mut owners) = Table::new(Config {
-            max_sessions: 4,
-            workers: 1,
-            timeouts: Timeouts::default(),
-        })
-        .unwrap();
+        let (t, mut owners) = four_sessions();
         let key = Key::new(0, crate::PROTO_TCP, 0xc000_0209, 0xc000_0201, 40_000, 30080);
         let new = crate::NewSession {
             xlate: crate::Translation {
