@@ -320,6 +320,30 @@ pub mod sock_error {
 pub mod testing {
     use std::sync::Arc;
 
+    /// A hostile peer's next lie, for tests that scribble over a connected peer's rings from
+    /// the peer's side: advances the xorshift64 state `x` (a different lie each call, the same
+    /// sequence for a seed) and returns a slot of a ring of 1024 and a descriptor naming one
+    /// of three regions, a chain flag or not, a length below `max_len`, and for its offset a
+    /// 2048-byte buffer after `buffers_at` or any number at all.
+    pub fn next_lie(x: &mut u64, buffers_at: u64, max_len: u64) -> (u16, crate::ring::Desc) {
+        *x ^= *x << 13;
+        *x ^= *x >> 7;
+        *x ^= *x << 17;
+        let x = *x;
+        let d = crate::ring::Desc {
+            flags: (x >> 8) as u16 & crate::ring::DESC_FLAG_NEXT,
+            region: ((x >> 12) % 3) as u16,
+            length: ((x >> 16) % max_len) as u32,
+            offset: if x.is_multiple_of(2) {
+                (buffers_at + (x >> 40) % 1024 * 2048) as u32
+            } else {
+                (x >> 32) as u32
+            },
+            metadata: 0,
+        };
+        (((x >> 24) % 1024) as u16, d)
+    }
+
     use crate::queue::{Link, QueueBase, Regions, SlotBuffers};
     use crate::ring::{Ring, RingError, RingLayout};
     use crate::shm::SharedMemory;

@@ -233,22 +233,7 @@ fn two_hostile_peers_at_once_hurt_only_themselves() {
             let mut x = seed;
             let mut rounds = 0u64;
             while !stop.load(Ordering::Relaxed) {
-                // xorshift64: a different lie each round, the same sequence every run.
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                let d = Desc {
-                    flags: (x >> 8) as u16 & DESC_FLAG_NEXT,
-                    region: ((x >> 12) % 3) as u16,
-                    length: ((x >> 16) % 5000) as u32,
-                    offset: if x.is_multiple_of(2) {
-                        ev.buf((x >> 40) as u16 % 1024)
-                    } else {
-                        (x >> 32) as u32
-                    },
-                    metadata: 0,
-                };
-                let slot = ((x >> 24) % 1024) as u16;
+                let (slot, d) = memif::testing::next_lie(&mut x, RINGS, 5000);
                 ev.post(slot, d);
                 ev.m2s.set_desc(slot, d);
                 if x.is_multiple_of(7) {

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use daemon_common::*;
 use memif::msg::{AddRing, FixedStr, Init, Mode, Msg, VERSION};
-use memif::ring::{DESC_FLAG_NEXT, Desc, Ring, RingLayout};
+use memif::ring::{Ring, RingLayout};
 use memif::shm::SharedMemory;
 use memif::sock::Channel;
 
@@ -137,21 +137,7 @@ fn scribble(h: Hostile, seed: u64, stop: Arc<AtomicBool>) -> std::thread::JoinHa
         let h = h;
         let (mut x, mut rounds) = (seed, 0u64);
         while !stop.load(Ordering::Relaxed) {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let d = Desc {
-                flags: (x >> 8) as u16 & DESC_FLAG_NEXT,
-                region: ((x >> 12) % 3) as u16,
-                length: ((x >> 16) % 12_000) as u32,
-                offset: if x.is_multiple_of(2) {
-                    (BUFFERS_AT + (x >> 40) % 1024 * BUF) as u32
-                } else {
-                    (x >> 32) as u32
-                },
-                metadata: 0,
-            };
-            let slot = ((x >> 24) % 1024) as u16;
+            let (slot, d) = memif::testing::next_lie(&mut x, BUFFERS_AT, 12_000);
             h.s2m.set_desc(slot, d);
             h.m2s.set_desc(slot, d);
             // Heads moved anywhere within a ring's reach of the daemon's tail (served, every
