@@ -126,9 +126,12 @@ impl GsoSocket {
         // External segments first (a source gone: the plain path drops and counts them).
         self.bounce.clear();
         for &p in run {
-            let last = last_buffer(pool, p);
-            if !pool.read_ext(last, &mut self.bounce) {
-                return Ok(Sent::Refused);
+            let mut b = p;
+            while b != buffer::NONE {
+                if !pool.read_ext(b, &mut self.bounce) {
+                    return Ok(Sent::Refused);
+                }
+                b = pool.meta(b).next;
             }
         }
         let mut iov = Vec::with_capacity(2 * run.len() + 1);
@@ -164,15 +167,6 @@ impl GsoSocket {
             Err(_) => Ok(Sent::Refused),
         }
     }
-}
-
-/// The last buffer of `p`'s chain (the only one an external segment may follow).
-fn last_buffer(pool: &Pool, p: u32) -> u32 {
-    let mut b = p;
-    while pool.meta(b).next != buffer::NONE {
-        b = pool.meta(b).next;
-    }
-    b
 }
 
 /// The headers and payload size of the datagram `p`, if it may join a super-packet: its
