@@ -31,7 +31,7 @@
 
 use graph::{Ctx, Node};
 use session::{
-    Dir, Established, Fields, Forwarding, Key, NewSession, Owner, Seen, Translation, Verdict,
+    Deltas, Dir, Established, Fields, Key, NewSession, Owner, Seen, Translation, Verdict,
 };
 use wire::ipv4::MIN_HEADER_LEN;
 use wire::{Ipv4, Tcp, Udp};
@@ -224,56 +224,26 @@ const PROTO_SCTP: u8 = 132;
 const ICMP_ECHO_REQUEST: u8 = 8;
 const ICMP_ECHO_REPLY: u8 = 0;
 
-/// Rewrites the packet `ip` (TCP or UDP) of session `s` to leave with the addresses and ports
-/// of its direction, both checksums updated by the session's deltas. Handed the session, not
-/// the unpacked values, which the loop would otherwise keep live across the call. A TCP
-/// super-frame's checksum (`partial`) takes the addresses' change alone.
-fn rewrite(ip: &mut [u8], s: &Established, partial: bool) {
-    let ((src, dst, sport, dport), d) = (s.rewrite(s.dir), s.deltas());
-    let (h, l4) = ip.split_at_mut(MIN_HEADER_LEN);
-    let mut v = Ipv4::new_unchecked(&mut *h);
-    let proto = v.protocol_raw();
-    v.set_src_addr(src.into());
-    v.set_dst_addr(dst.into());
-    let c = d.ip.apply(v.checksum());
-    v.set_checksum(c);
-    if proto == session::PROTO_TCP {
-        let mut t = Tcp::new_unchecked(&mut l4[..wire::tcp::MIN_HEADER_LEN]);
-        t.set_src_port(sport);
-        t.set_dst_port(dport);
-        let c = if partial {
-            d.ip.apply_partial(t.checksum())
-        } else {
-            d.l4.apply(t.checksum())
-        };
-        t.set_checksum(c);
-    } else {
-        let mut u = Udp::new_unchecked(&mut l4[..wire::udp::HEADER_LEN]);
-        u.set_src_port(sport);
-        u.set_dst_port(dport);
-        let c = d.l4.apply_udp(u.checksum());
-        u.set_checksum(c);
-    }
-}
-
-/// [`rewrite`] on the fast path: the header of `ip` (TCP or UDP, no options, its L4 header
-/// whole in the buffer, as [`Ip4Session::quick`] checked) as session `s` leaves it.
+/// Rewrites the packet `ip` (TCP or UDP without IPv4 options, its L4 header whole in the
+/// buffer, as both paths checked) to leave with `addrs` and `ports` (the source in each high
+/// half, as the headers read big-endian), both checksums updated by `d`. A TCP super-frame's
+/// checksum (`partial`) takes the addresses' change alone.
 #[inline(always)]
-fn rewrite_quick(ip: &mut [u8], s: &Forwarding, partial: bool) {
-    let (d, tcp) = (s.deltas, ip.get(9) == Some(&session::PROTO_TCP));
+fn rewrite(ip: &mut [u8], (addrs, ports): (u64, u32), d: Deltas, partial: bool) {
+    let tcp = ip.get(9) == Some(&session::PROTO_TCP);
     let Some(h) = ip.first_chunk_mut::<{ MIN_HEADER_LEN + wire::udp::HEADER_LEN }>() else {
         return;
     };
     let check = |h: &[u8], at: usize| u16::from_be_bytes([h[at], h[at + 1]]);
     let c = d.ip.apply(check(h, 10));
     h[10..12].copy_from_slice(&c.to_be_bytes());
-    h[12..20].copy_from_slice(&s.addrs.to_be_bytes());
-    h[20..24].copy_from_slice(&s.ports.to_be_bytes());
+    h[12..20].copy_from_slice(&addrs.to_be_bytes());
+    h[20..24].copy_from_slice(&ports.to_be_bytes());
     if !tcp {
         let c = d.l4.apply_udp(check(h, 26));
         h[26..28].copy_from_slice(&c.to_be_bytes());
     } else if let Some(t) = ip.first_chunk_mut::<{ MIN_HEADER_LEN + wire::tcp::MIN_HEADER_LEN }>() {
-        // The TCP checksum, 16 into its header; a super-frame's is partial (addresses only).
+        // The TCP checksum, 16 into its header.
         let c = check(t, 36);
         let c = if partial {
             d.ip.apply_partial(c)
@@ -282,6 +252,16 @@ fn rewrite_quick(ip: &mut [u8], s: &Forwarding, partial: bool) {
         };
         t[36..38].copy_from_slice(&c.to_be_bytes());
     }
+}
+
+/// What [`rewrite`] takes of the general path's session `s`: its direction's addresses and
+/// ports, packed as the headers hold them.
+fn packed(s: &Established) -> (u64, u32) {
+    let (src, dst, sport, dport) = s.rewrite(s.dir);
+    (
+        u64::from(src) << 32 | u64::from(dst),
+        u32::from(sport) << 16 | u32::from(dport),
+    )
 }
 
 /// ip4-lookup's fast path, taken here for the packets this node let through: the frame's
@@ -427,7 +407,7 @@ impl Node for Ip4Session {
                 Act::Pass(translated) => {
                     if let Some(s) = translated {
                         let (m, ip) = ctx.pool.meta_data_mut(b);
-                        rewrite(ip, &s, m.gso_size != 0);
+                        rewrite(ip, packed(&s), s.deltas(), m.gso_size != 0);
                         // Routed where it goes: another VRF for an external flow.
                         m.vrf = s.vrf_out();
                         if traced {
@@ -502,10 +482,10 @@ impl Ip4Session {
             }
             _ => return Quick::Slow(None),
         };
-        let fragment = u16::from_be_bytes([h[6], h[7]]) & 0x1fff != 0;
+        let v = Ipv4::new_unchecked(h.first_chunk::<MIN_HEADER_LEN>().expect("28 bytes"));
         if m.flags & (graph::BUFFER_TRACED | crate::LOCALLY_ORIGINATED) != 0
-            || h[0] != 0x45
-            || fragment
+            || v.version_ihl() != wire::ipv4::VER_IHL_NO_OPTIONS
+            || v.frag_offset() != 0
         {
             return Quick::Slow(None);
         }
@@ -536,7 +516,12 @@ impl Ip4Session {
         }
         m.flags |= SESSION_DONE;
         if s.translated {
-            rewrite_quick(&mut fr[ETH_HDR..], &s, m.gso_size != 0);
+            rewrite(
+                &mut fr[ETH_HDR..],
+                (s.addrs, s.ports),
+                s.deltas,
+                m.gso_size != 0,
+            );
             m.vrf = s.vrf;
         }
         Quick::Done(fwd.forward(m, fr).unwrap_or(Next::Lookup.into()))

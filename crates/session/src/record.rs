@@ -609,9 +609,22 @@ impl Record {
     /// and the time is fresh enough, as for nearly every packet of an established flow.
     #[inline]
     pub(crate) fn observe_read(&self, e: &Established, last_seen: u32, flags: u8, now: u32) {
-        let proto = (e.key[1] >> 32) as u8;
-        if next_flags(proto, e.status, e.dir, flags) != e.status {
-            self.observe_changed(e.handle.gen_, e.dir, flags, now);
+        let seen = (e.handle.gen_, (e.key[1] >> 32) as u8, e.status, last_seen);
+        self.observe_seen(seen, e.dir, flags, now);
+    }
+
+    /// [`Record::observe_read`] of what a reader copied of generation `gen_`: its protocol,
+    /// status word and last-seen time.
+    #[inline(always)]
+    fn observe_seen(
+        &self,
+        (gen_, proto, status, last_seen): (u32, u8, u64, u32),
+        dir: Dir,
+        flags: u8,
+        now: u32,
+    ) {
+        if next_flags(proto, status, dir, flags) != status {
+            self.observe_changed(gen_, dir, flags, now);
         } else if now.wrapping_sub(last_seen) as i32 >= LAST_SEEN_GRAIN as i32 {
             self.last_seen.store(now, Ordering::Relaxed);
         }

@@ -360,14 +360,7 @@ impl Table {
     /// `now`, copied only as far as forwarding it needs.
     #[inline]
     pub fn established(&self, key: &Key, tcp_flags: u8, now: u32) -> Seen {
-        self.established_words(key.words(), tcp_flags, now)
-    }
-
-    /// [`Table::established`] of a key already in its packed form ([`Key::words`]), as a
-    /// packet path reads it straight from the headers.
-    #[inline]
-    pub fn established_words(&self, w: [u64; 2], tcp_flags: u8, now: u32) -> Seen {
-        self.probe(w, |r, handle, dir| {
+        self.probe(key.words(), |r, handle, dir| {
             let (e, last_seen) = r.read_established(handle, dir)?;
             if e.killed() {
                 return Some(Seen::Killed(e.handle));

@@ -4,7 +4,7 @@
 
 use core::sync::atomic::{Ordering, fence};
 
-use super::{DEAD, Dir, LAST_SEEN_GRAIN, NONE, Record, Verdict, next_flags, verdict_of};
+use super::{DEAD, Dir, NONE, Record, Verdict, verdict_of};
 use crate::checksum::Deltas;
 
 /// A live session as one packet of the matched direction leaves it.
@@ -91,13 +91,7 @@ impl Record {
         if f.killed() {
             return Some(f);
         }
-        // As `observe_read`: nothing stored when no flag changes and the time is fresh.
-        let proto = (k1 >> 32) as u8;
-        if next_flags(proto, status, dir, flags) != status {
-            self.observe_changed(gen_, dir, flags, now);
-        } else if now.wrapping_sub(last_seen) as i32 >= LAST_SEEN_GRAIN as i32 {
-            self.last_seen.store(now, Ordering::Relaxed);
-        }
+        self.observe_seen((gen_, (k1 >> 32) as u8, status, last_seen), dir, flags, now);
         Some(f)
     }
 }
