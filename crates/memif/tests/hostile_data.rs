@@ -190,7 +190,7 @@ fn index_jumps_and_endless_chains_disconnect_only_that_peer() {
             }
             other => panic!("{what}: {other:?}"),
         }
-        match ev._e.recv(&mut l) {
+        match ev.e.recv(&mut l) {
             Some(Msg::Disconnect { reason, .. }) => {
                 assert!(reason.to_string_lossy().contains(&want[..20]))
             }

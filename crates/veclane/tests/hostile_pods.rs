@@ -8,28 +8,36 @@
 
 mod daemon_common;
 
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use daemon_common::*;
-use memif::msg::{AddRing, FixedStr, Init, Mode, Msg, VERSION};
-use memif::ring::{Ring, RingLayout};
-use memif::shm::SharedMemory;
-use memif::sock::Channel;
+use memif::ring::Desc;
+use memif::testing::evil::{EvilConnected, RINGS, Remote, connect_by_hand, eventfd};
 
 const POD0: [u8; 6] = [2, 0, 0, 0, 0xb0, 0];
 const POD1: [u8; 6] = [2, 0, 0, 0, 0xb1, 0];
 
 /// Four master interfaces on one socket: 0 and 1 the good pods' (10.0.0.0/24, 10.0.1.0/24),
-/// 2 and 3 the hostile ones'.
+/// 2 and 3 the hostile ones' (at most two rings each way, as `memif::testing::lies` wants).
 fn config() -> String {
     let mut c = String::from("[daemon]\nmode = \"polling\"\nbuffers = 4096\n\n");
     for id in 0..4 {
         c.push_str(&format!(
             "[[interface]]\nsocket = \"memif.sock\"\nid = {id}\nrole = \"master\"\n\
-             mac = \"02:00:00:00:00:a{id}\"\naddresses = [\"10.0.{id}.1/24\"]\n\n"
+             mac = \"02:00:00:00:00:a{id}\"\naddresses = [\"10.0.{id}.1/24\"]\n"
+        ));
+        if id >= 2 {
+            c.push_str("rx-queues = 2\ntx-queues = 2\n");
+        }
+        c.push('\n');
+    }
+    for id in 2..4 {
+        c.push_str(&format!(
+            "[[neighbor]]\ninterface = \"memif0/{id}\"\nip = \"10.0.{id}.2\"\n\
+             mac = \"02:00:00:00:b{id}:00\"\n\n"
         ));
     }
     c.push_str(
@@ -39,94 +47,18 @@ fn config() -> String {
     c
 }
 
-/// Where each ring starts in the hostile pod's one region, and the buffers after them.
-const RING_AT: [u64; 2] = [0, 16512];
-const BUFFERS_AT: u64 = 2 * 16512;
-const BUF: u64 = 2048;
-
-/// A hostile pod after its handshake: its rings, to scribble over.
+/// A hostile pod after its handshake (done by hand): its rings, to scribble over, and their
+/// eventfds (S2M, M2S), which it shares with the daemon.
 struct Hostile {
-    _chan: Channel,
-    _shm: Arc<SharedMemory>,
-    s2m: Ring,
-    m2s: Ring,
+    pod: EvilConnected,
     irqs: [OwnedFd; 2],
 }
 
-fn eventfd() -> OwnedFd {
-    rustix::event::eventfd(
-        0,
-        rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK,
-    )
-    .unwrap()
-}
-
-/// The daemon's next message to `c`, waited for up to 5 s.
-fn reply(c: &Channel) -> Msg {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        if let Some(r) = c.recv().unwrap() {
-            return Msg::parse(&r.data.unwrap()).unwrap();
-        }
-        assert!(Instant::now() < deadline, "no reply from the daemon");
-        std::thread::sleep(Duration::from_millis(1));
-    }
-}
-
-/// Connects interface `id` by hand: HELLO, INIT, one sealed region with two rings of 1024
-/// slots and their buffers, CONNECT.
 fn hostile(socket: &std::path::Path, id: u32) -> Hostile {
-    let chan = Channel::connect(&memif::SocketPath::File(socket.to_path_buf())).unwrap();
-    assert!(matches!(reply(&chan), Msg::Hello(_)));
-    chan.send(
-        &Msg::Init(Init {
-            version: VERSION,
-            id,
-            mode: Mode::Ethernet,
-            secret: FixedStr::default(),
-            name: FixedStr::new("hostile"),
-        }),
-        None,
-    )
-    .unwrap();
-    assert_eq!(reply(&chan), Msg::Ack);
-    let size = (BUFFERS_AT + 1024 * BUF) as usize;
-    let shm = Arc::new(SharedMemory::create("hostile", size).unwrap());
-    let ring = |at| Ring::new(shm.clone(), at, 10, RingLayout::CacheLine64).unwrap();
-    for at in RING_AT {
-        ring(at).init();
-    }
-    let region = Msg::AddRegion {
-        index: 0,
-        size: size as u64,
-    };
-    chan.send(&region, shm.fd()).unwrap();
-    assert_eq!(reply(&chan), Msg::Ack);
     let irqs = [eventfd(), eventfd()];
-    for (s2m, (at, irq)) in [true, false].into_iter().zip(RING_AT.iter().zip(&irqs)) {
-        let add = Msg::AddRing(AddRing {
-            flags: u16::from(s2m),
-            index: 0,
-            region: 0,
-            offset: *at as u32,
-            log2_ring_size: 10,
-            private_hdr_size: 0,
-        });
-        chan.send(&add, Some(irq.as_fd())).unwrap();
-        assert_eq!(reply(&chan), Msg::Ack);
-    }
-    let connect = Msg::Connect {
-        if_name: FixedStr::new("hostile"),
-    };
-    chan.send(&connect, None).unwrap();
-    assert!(matches!(reply(&chan), Msg::Connected { .. }));
-    Hostile {
-        _chan: chan,
-        s2m: ring(RING_AT[0]),
-        m2s: ring(RING_AT[1]),
-        _shm: shm,
-        irqs,
-    }
+    let socket = memif::SocketPath::File(socket.to_path_buf());
+    let pod = connect_by_hand(&mut Remote(socket), id, &irqs);
+    Hostile { pod, irqs }
 }
 
 /// Writes lies into `h`'s rings until `stop`, a different one each round (xorshift from
@@ -137,19 +69,21 @@ fn scribble(h: Hostile, seed: u64, stop: Arc<AtomicBool>) -> std::thread::JoinHa
         let h = h;
         let (mut x, mut rounds) = (seed, 0u64);
         while !stop.load(Ordering::Relaxed) {
-            let (slot, d) = memif::testing::next_lie(&mut x, BUFFERS_AT, 12_000);
-            h.s2m.set_desc(slot, d);
-            h.m2s.set_desc(slot, d);
+            let (slot, d) = memif::testing::next_lie(&mut x, RINGS, 12_000);
+            h.pod.s2m.set_desc(slot, d);
+            h.pod.m2s.set_desc(slot, d);
             // Heads moved anywhere within a ring's reach of the daemon's tail (served, every
             // descriptor a lie), and now and then past it (which ends the connection).
             let reach = if x.is_multiple_of(5_000) { 2048 } else { 1024 };
             if x.is_multiple_of(7) {
-                h.s2m
-                    .set_head(h.s2m.tail().wrapping_add((x >> 50) as u16 % reach));
+                h.pod
+                    .s2m
+                    .set_head(h.pod.s2m.tail().wrapping_add((x >> 50) as u16 % reach));
             }
             if x.is_multiple_of(11) {
-                h.m2s
-                    .set_head(h.m2s.tail().wrapping_add((x >> 50) as u16 % reach));
+                h.pod
+                    .m2s
+                    .set_head(h.pod.m2s.tail().wrapping_add((x >> 50) as u16 % reach));
             }
             if x.is_multiple_of(13) {
                 for irq in &h.irqs {
@@ -172,12 +106,121 @@ fn two_hostile_pods_at_once_hurt_only_themselves() {
     let stop = Arc::new(AtomicBool::new(false));
     let threads = [(2, 0x9e37_79b9_7f4a_7c15), (3, 0x2545_f491_4f6c_dd1d)]
         .map(|(id, seed)| scribble(hostile(&d.path("memif.sock"), id), seed, stop.clone()));
+    let until = Instant::now() + Duration::from_secs(2);
+    exchange(&d, &mut pods, |_| Instant::now() < until);
+    stop.store(true, Ordering::Relaxed);
+    let rounds: Vec<u64> = threads.map(|t| t.join().unwrap()).into_iter().collect();
+    assert!(
+        rounds.iter().all(|&r| r > 1000),
+        "the hostile pods hardly ran: {rounds:?}"
+    );
+    // The lies are the liars' own: counted on their interfaces, or their connections ended.
+    for i in good_pods_unhurt(&d) {
+        assert!(
+            i.rx_errors > 0 || i.disconnects > 0,
+            "{}: nothing counted: {i:?}",
+            i.name
+        );
+    }
+    let _ = &mut pods;
+    assert!(d.terminate().success());
+}
 
-    // The good pods, pod 0 to pod 1, numbered frames in bursts, for about two seconds.
+/// Every lie of `memif::testing::lies` (malformed and out-of-order messages, bad regions and
+/// rings, floods of fds and messages, stalls, peers that vanish), told by two hostile pods at
+/// once, each from a thread of its own, to the daemon started as its packaged unit starts it,
+/// while the good pods exchange numbered frames: each lie earns its DISCONNECT with its
+/// reason, the good pods never blink, and the daemon holds the fds it held before.
+#[test]
+fn every_handshake_lie_from_two_pods_at_once_under_the_units_limits() {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let mut d = Daemon::start_as_unit(&config(), log.path());
+    let status = std::fs::read_to_string(format!("/proc/{}/status", d.pid())).unwrap();
+    assert!(status.contains("NoNewPrivs:\t1"), "{status}");
+    let mut pods = Pods::connect(&d.path("memif.sock"), &[0, 1]);
+    d.wait_connected(2);
+    // Once the API's connections of the wait above are closed too.
+    std::thread::sleep(Duration::from_millis(200));
+    let fds = fd_count(d.pid());
+    let socket = memif::SocketPath::File(d.path("memif.sock"));
+    let liars = [2, 3].map(|id| {
+        let socket = socket.clone();
+        std::thread::spawn(move || {
+            let lies = memif::testing::lies::all();
+            memif::testing::lies::tell_all(&mut Remote(socket), id, &lies);
+            lies.len()
+        })
+    });
+    let frames = exchange(&d, &mut pods, |_| liars.iter().any(|t| !t.is_finished()));
+    let told: Vec<usize> = liars.map(|t| t.join().unwrap()).into();
+    eprintln!("{told:?} lies told while the good pods exchanged {frames} frames");
+    assert!(told.iter().all(|&n| n >= 30), "{told:?}");
+    for i in good_pods_unhurt(&d) {
+        assert!(
+            !i.connected && i.last_disconnect_reason.is_some(),
+            "{}: {i:?}",
+            i.name
+        );
+    }
+
+    // Then both connect and make the eventfds they share with the daemon blocking, the one
+    // the daemon signals them on full: a worker that wrote to it would block, and every
+    // queue on it with it. Frames for them go out with the good pods' exchange.
+    let stuck = [2, 3].map(|id| {
+        let h = hostile(&d.path("memif.sock"), id);
+        for fd in &h.irqs {
+            let fl = rustix::fs::fcntl_getfl(fd).unwrap();
+            rustix::fs::fcntl_setfl(fd, fl - rustix::fs::OFlags::NONBLOCK).unwrap();
+        }
+        rustix::io::write(&h.irqs[1], &0xffff_ffff_ffff_fffeu64.to_ne_bytes()).unwrap();
+        for slot in 0..1024u16 {
+            let offset = (RINGS + u64::from(slot) * 2048) as u32;
+            let d = Desc {
+                flags: 0,
+                region: 0,
+                length: 2048,
+                offset,
+                metadata: 0,
+            };
+            h.pod.m2s.set_desc(slot, d);
+        }
+        h.pod.m2s.set_head(1024);
+        h
+    });
+    d.wait_connected(4);
+    let m0 = mac("02:00:00:00:00:a0");
+    let until = Instant::now() + Duration::from_secs(1);
+    let mut rounds = 0;
+    exchange(&d, &mut pods, |pods| {
+        for dst in [[10, 0, 2, 2], [10, 0, 3, 2]] {
+            let f = udp(POD0, m0, [10, 0, 0, 2], dst, 64, &[rounds as u8; 32]);
+            pods.send(0, &[f]);
+        }
+        rounds += 1;
+        Instant::now() < until
+    });
+    for i in good_pods_unhurt(&d) {
+        assert!(i.connected && i.tx_packets > 0, "{}: {i:?}", i.name);
+    }
+    drop(stuck);
+    // The liars are gone: what they cost the daemon is given back.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while fd_count(d.pid()) != fds && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(fd_count(d.pid()), fds, "the daemon kept fds of the liars");
+    let log_text = std::fs::read_to_string(log.path()).unwrap();
+    assert!(!log_text.contains("panicked"), "{log_text}");
+    let _ = &mut pods;
+    assert!(d.terminate().success(), "{log_text}");
+}
+
+/// Pod 0 sends numbered frames to pod 1 through the daemon in bursts of 32 while `go_on`
+/// (which may send more) says so; each must arrive intact and in order. The number of frames exchanged.
+fn exchange(d: &Daemon, pods: &mut Pods, mut go_on: impl FnMut(&mut Pods) -> bool) -> u32 {
     let (m0, m1) = (mac("02:00:00:00:00:a0"), mac("02:00:00:00:00:a1"));
     let mut next = 0u32;
-    let until = Instant::now() + Duration::from_secs(2);
-    while Instant::now() < until {
+    while go_on(pods) {
         let burst: Vec<Vec<u8>> = (next..next + 32)
             .map(|i| {
                 udp(
@@ -206,24 +249,23 @@ fn two_hostile_pods_at_once_hurt_only_themselves() {
         }
         next += 32;
     }
-    stop.store(true, Ordering::Relaxed);
-    let rounds: Vec<u64> = threads.map(|t| t.join().unwrap()).into_iter().collect();
-    assert!(
-        rounds.iter().all(|&r| r > 1000),
-        "the hostile pods hardly ran: {rounds:?}"
-    );
+    next
+}
 
-    // The daemon answers, the good pods never blinked, and the lies are the liars' own.
+/// The daemon answers and the good pods' interfaces (0 and 1) never blinked and counted no
+/// error; the hostile pods' interfaces (2 and 3) are returned.
+fn good_pods_unhurt(d: &Daemon) -> Vec<api::InterfaceInfo> {
     let all = d.interfaces();
     for i in &all {
         eprintln!(
-            "{}: connected {} connects {} disconnects {} rx {} rx errors {} ({:?})",
+            "{}: connected {} connects {} disconnects {} rx {} rx errors {} tx {} ({:?})",
             i.name,
             i.connected,
             i.connects,
             i.disconnects,
             i.rx_packets,
             i.rx_errors,
+            i.tx_packets,
             i.last_disconnect_reason
         );
     }
@@ -234,13 +276,7 @@ fn two_hostile_pods_at_once_hurt_only_themselves() {
             "{i:?}"
         );
     }
-    for bad in ["memif0/2", "memif0/3"] {
-        let i = all.iter().find(|i| i.name == bad).unwrap();
-        assert!(
-            i.rx_errors > 0 || i.disconnects > 0,
-            "{bad}: nothing counted: {i:?}"
-        );
-    }
-    let _ = &mut pods;
-    assert!(d.terminate().success());
+    all.into_iter()
+        .filter(|i| ["memif0/2", "memif0/3"].contains(&i.name.as_str()))
+        .collect()
 }

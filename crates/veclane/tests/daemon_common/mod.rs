@@ -49,13 +49,86 @@ impl Daemon {
         env: &[(&str, &str)],
         log: Option<&Path>,
     ) -> Daemon {
+        let prefix: Vec<String> = match netns {
+            Some(ns) => ["ip", "netns", "exec", ns].map(String::from).into(),
+            None => Vec::new(),
+        };
+        Daemon::spawn(&prefix, config, args, env, log)
+    }
+
+    /// Starts the daemon as its packaged unit would, with what of the unit's hardening and
+    /// limits can be had without systemd (as `scripts/package-check.sh` does): no new
+    /// privileges, the unit's capability bounding set, its open-file and locked-memory
+    /// limits, its umask. Its stderr is written to `log`.
+    pub fn start_as_unit(config: &str, log: &Path) -> Daemon {
+        let unit = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../packaging/veclane.service"
+        ))
+        .unwrap();
+        let key = |k: &str| {
+            let v = unit
+                .lines()
+                .find_map(|l| l.strip_prefix(k)?.strip_prefix('='));
+            v.unwrap_or_else(|| panic!("the unit sets no {k}"))
+                .to_string()
+        };
+        let caps: Vec<String> = key("CapabilityBoundingSet")
+            .split_whitespace()
+            .map(|c| format!("+{}", c.trim_start_matches("CAP_").to_lowercase()))
+            .collect();
+        // The unit's limit, or this process's hard limit where that is lower (raising it
+        // takes CAP_SYS_RESOURCE, which systemd has and a test may lack).
+        let limit = |k: &str, r: rustix::process::Resource| {
+            let unit = key(k);
+            let hard = rustix::process::getrlimit(r).maximum;
+            let v = match (unit.parse::<u64>().ok(), hard) {
+                (Some(u), Some(h)) if h < u => h,
+                (Some(u), _) => u,
+                (None, Some(h)) => h,
+                (None, None) => return "unlimited".to_string(),
+            };
+            if v.to_string() != unit {
+                eprintln!("{k}={unit} in the unit; {v} here (this process's hard limit)");
+            }
+            v.to_string()
+        };
+        use rustix::process::Resource::{Memlock, Nofile};
+        // prlimit first: the limits are set while the capabilities to raise them are held.
+        let prefix = [
+            "prlimit",
+            &format!("--nofile={}", limit("LimitNOFILE", Nofile)),
+            &format!("--memlock={}", limit("LimitMEMLOCK", Memlock)),
+            "setpriv",
+            "--no-new-privs",
+            "--bounding-set",
+            &format!("-all,{}", caps.join(",")),
+            "sh",
+            "-c",
+            "umask \"$1\"; shift; exec \"$@\"",
+            "sh",
+            &key("UMask"),
+        ]
+        .map(String::from);
+        Daemon::spawn(&prefix, config, &[], &[], Some(log))
+    }
+
+    /// Starts `prefix BIN run ...` (the prefix execs what follows it, so the child's pid is
+    /// the daemon's).
+    fn spawn(
+        prefix: &[String],
+        config: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+        log: Option<&Path>,
+    ) -> Daemon {
         let dir = tempfile::tempdir().unwrap();
         let cfg = dir.path().join("veclane.toml");
         std::fs::write(&cfg, config).unwrap();
-        let mut cmd = match netns {
-            Some(ns) => {
-                let mut c = Command::new("ip");
-                c.args(["netns", "exec", ns, BIN]);
+        let mut cmd = match prefix.split_first() {
+            Some((first, rest)) => {
+                let mut c = Command::new(first);
+                c.args(rest).arg(BIN);
                 c
             }
             None => Command::new(BIN),
