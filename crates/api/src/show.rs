@@ -75,6 +75,9 @@ pub enum DeviceInfo {
         id: u32,
         ring_size: u32,
         buffer_size: u32,
+        /// Master: the most MiB its peer's regions may take together.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        region_limit_mib: Option<u32>,
         /// The most queues each way: as master the peer chooses up to these, as slave we
         /// ask for these. The queues in use are [`InterfaceInfo::rx_queues`] and `tx_queues`.
         #[serde(default)]
@@ -128,6 +131,7 @@ impl std::fmt::Display for DeviceInfo {
                 id,
                 ring_size,
                 buffer_size,
+                region_limit_mib,
                 max_rx_queues,
                 max_tx_queues,
                 netns,
@@ -138,6 +142,9 @@ impl std::fmt::Display for DeviceInfo {
                     f,
                     "memif {role} id {id} socket {socket} ring {ring_size} buffer {buffer_size} max-queues rx {max_rx_queues} tx {max_tx_queues}"
                 )?;
+                if let Some(m) = region_limit_mib {
+                    write!(f, " region-limit {m} MiB")?;
+                }
                 if *mode == MemifMode::Ip {
                     write!(f, " mode ip")?;
                 }

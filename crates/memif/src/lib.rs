@@ -74,6 +74,8 @@ pub struct InterfaceConfig {
     pub seals: SealPolicy,
     /// Primary: the most regions a peer may add.
     pub max_regions: u16,
+    /// Primary: the most bytes a peer's regions may take together (each is mapped whole).
+    pub max_mapped: u64,
     /// Secondary: delay between connection attempts.
     pub reconnect_interval: Duration,
     /// Both: a handshake that takes longer than this is abandoned.
@@ -95,11 +97,16 @@ impl Default for InterfaceConfig {
             max_frame: 9216,
             seals: SealPolicy::Require,
             max_regions: 256,
+            max_mapped: DEFAULT_MAX_MAPPED,
             reconnect_interval: Duration::from_millis(500),
             handshake_timeout: Duration::from_secs(3),
         }
     }
 }
+
+/// What a primary lets one peer's regions take together unless told
+/// ([`InterfaceConfig::max_mapped`]): 16 GiB.
+pub const DEFAULT_MAX_MAPPED: u64 = 16 << 30;
 
 /// A configuration value out of range; the message names the field and the allowed range.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -171,6 +178,9 @@ impl InterfaceConfig {
         }
         if self.max_regions == 0 || self.max_regions > 256 {
             return err(format!("max regions {} must be 1..=256", self.max_regions));
+        }
+        if self.max_mapped == 0 {
+            return err("max mapped bytes must be at least 1".into());
         }
         Ok(())
     }

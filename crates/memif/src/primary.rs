@@ -25,8 +25,6 @@ const MAX_PENDING: usize = 64;
 const MAX_PENDING_PER_PEER: usize = 8;
 /// Messages handled per connection per poll, so that one chatty peer cannot starve others.
 const MSG_BUDGET: usize = 32;
-/// Bytes of peer regions one interface may map.
-const MAX_MAPPED_PER_INTERFACE: u64 = 16 << 30;
 
 /// The queues of a connected interface, in ring order.
 #[derive(Debug)]
@@ -486,7 +484,7 @@ impl Listener {
             return Err("missing memory region fd".into());
         };
         let cfg = &self.iface_of(ci).cfg;
-        let (max, seals) = (cfg.max_regions, cfg.seals);
+        let (max, seals, max_mapped) = (cfg.max_regions, cfg.seals, cfg.max_mapped);
         let c = &mut self.conns[ci];
         if usize::from(index) != c.regions.len() {
             return Err(format!(
@@ -505,8 +503,12 @@ impl Listener {
             )
             .into());
         }
-        if c.mapped.saturating_add(size) > MAX_MAPPED_PER_INTERFACE {
-            return Err(format!("regions exceed {MAX_MAPPED_PER_INTERFACE} bytes").into());
+        let would = c.mapped.saturating_add(size);
+        if would > max_mapped {
+            return Err(format!(
+                "region {index}: regions would take {would} bytes, more than the {max_mapped} the interface allows"
+            )
+            .into());
         }
         let shm = SharedMemory::map_peer(fd, size, seals, self.budget.as_ref())
             .map_err(|e| format!("region {index}: {e}"))?;

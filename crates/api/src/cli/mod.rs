@@ -136,7 +136,7 @@ pub const COMMANDS: &[Command] = &[
     },
     Command {
         path: "create interface memif",
-        usage: "create interface memif id N socket PATH master|slave [rx-queues N] [tx-queues N] [ring-size N] [buffer-size N] [secret S] [hw-addr MAC] [name NAME] [network NET] [mtu N] [mode ethernet|ip] [rx-mode polling|interrupt|adaptive] [use-dma] [netns NS] [pod ID] [allowed-sources A.B.C.D/L,...]",
+        usage: "create interface memif id N socket PATH master|slave [rx-queues N] [tx-queues N] [ring-size N] [buffer-size N] [region-limit-mib N] [secret S] [hw-addr MAC] [name NAME] [network NET] [mtu N] [mode ethernet|ip] [rx-mode polling|interrupt|adaptive] [use-dma] [netns NS] [pod ID] [allowed-sources A.B.C.D/L,...]",
         help: "a memif interface; PATH relative to the runtime directory (a file socket named over the API must be there), @name for abstract sockets; a master with `netns` listens inside that network namespace (a pod's: `ip netns` name or path); `pod` records the container id; `mode ip` carries bare IPv4 packets; `rx-mode polling` keeps the workers holding its queues polling; `use-dma` offloads its copies to an Intel DSA work queue; `allowed-sources` drops packets from any other source (anti-spoofing)",
         parse: Some(verbs::create_memif),
     },

@@ -277,6 +277,7 @@ pub(super) fn create_memif(w: &mut Words<'_>) -> Result<Request, CliError> {
             "tx-queues" => spec.tx_queues = Some(w.number("tx-queues")?),
             "ring-size" => spec.ring_size = Some(w.number("ring-size")?),
             "buffer-size" => spec.buffer_size = Some(w.number("buffer-size")?),
+            "region-limit-mib" => spec.region_limit_mib = Some(w.number("region-limit-mib")?),
             "secret" => spec.secret = Some(w.next("secret")?.to_string()),
             "name" => spec.name = Some(w.next("name")?.to_string()),
             "network" => spec.network = Some(w.next("network name")?.to_string()),

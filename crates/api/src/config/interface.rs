@@ -10,6 +10,16 @@ use crate::types::{Ipv4Prefix, MacAddr, Role, RxMode};
 /// Ring sizes a memif interface accepts (slots, a power of two).
 pub const RING_SIZES: std::ops::RangeInclusive<u32> = 2..=16384;
 
+/// The default [`MemifSpec::region_limit_mib`] of a master accepting `rx` + `tx` rings of
+/// `ring_size` slots: a copy-mode peer (libmemif, VPP with `no-zero-copy`, DPDK, gomemif)
+/// puts one buffer of `buffer_size` bytes (2048 at least: what they all use) behind each slot
+/// of each ring; twice that leaves room for a peer with larger buffers or spare ones, and one
+/// MiB more holds the rings.
+pub fn region_limit_mib(rx: u16, tx: u16, ring_size: u32, buffer_size: u32) -> u32 {
+    let bytes = 2 * u64::from(rx + tx) * u64::from(ring_size) * u64::from(buffer_size.max(2048));
+    u32::try_from(bytes.div_ceil(1 << 20) + 1).unwrap_or(u32::MAX)
+}
+
 /// A memif interface: a `[[interface]]` of the file and `create interface memif` of the API.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
@@ -31,6 +41,12 @@ pub struct MemifSpec {
     pub ring_size: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub buffer_size: Option<u32>,
+    /// Master only: the most MiB a peer's regions may take together. Default: what its
+    /// rings can use, twice over ([`region_limit_mib`]). A zero-copy peer (VPP's slave
+    /// unless `no-zero-copy`, DPDK's `zero-copy=yes`) hands over its whole buffer memory
+    /// as regions and needs more.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region_limit_mib: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret: Option<String>,
     /// Default derived from the interface index (`02:fe:00:00:HI:LO`).
@@ -92,6 +108,7 @@ impl MemifSpec {
             tx_queues: None,
             ring_size: None,
             buffer_size: None,
+            region_limit_mib: None,
             secret: None,
             mac: None,
             addresses: Vec::new(),
@@ -123,6 +140,15 @@ impl MemifSpec {
         }
         if self.buffer_size == Some(0) {
             p.push("buffer-size must be at least 1".into());
+        }
+        if self.region_limit_mib == Some(0) {
+            p.push("region-limit-mib must be at least 1".into());
+        }
+        if self.region_limit_mib.is_some() && self.role == Role::Slave {
+            p.push(
+                "region-limit-mib is for the master role: as slave the daemon makes the regions"
+                    .into(),
+            );
         }
         p.extend(mtu_problem(self.mtu));
         p.extend(duplicate_addresses(&self.addresses));

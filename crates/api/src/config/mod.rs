@@ -32,6 +32,7 @@ pub use daemon::{
 };
 pub use interface::{
     MAX_TAP_QUEUES, MIN_MTU, MemifMode, MemifSpec, RING_SIZES, TapSpec, mtu_problem,
+    region_limit_mib,
 };
 pub use network::{MAX_VNI, NeighborSpec, NetworkSpec, RouteSpec};
 pub use parse::{ConfigError, Problem};

@@ -51,6 +51,8 @@ pub(super) struct MemifDev {
     tx_queues: u16,
     ring_size: u32,
     buffer_size: u32,
+    /// Master: the most MiB the peer's regions may take together.
+    region_limit_mib: Option<u32>,
     peer: Option<String>,
     mode: api::MemifMode,
     pub(super) rx_mode: Option<api::RxMode>,
@@ -196,6 +198,10 @@ impl Control {
                 spec.tx_queues.unwrap_or(nworkers),
             ),
         };
+        let region_limit_mib = (spec.role == Role::Master).then(|| {
+            spec.region_limit_mib
+                .unwrap_or_else(|| api::config::region_limit_mib(rxq, txq, ring_size, buffer_size))
+        });
         let mac = spec
             .mac
             .map_or([0x02, 0xfe, 0, 0, (index >> 8) as u8, index as u8], |m| m.0);
@@ -213,6 +219,7 @@ impl Control {
                 api::MemifMode::Ip => memif::Mode::Ip,
             },
             max_regions: max_regions(rxq, txq),
+            max_mapped: region_limit_mib.map_or(memif::DEFAULT_MAX_MAPPED, |m| u64::from(m) << 20),
             ..InterfaceConfig::default()
         };
         match existing {
@@ -259,6 +266,7 @@ impl Control {
                 tx_queues: txq,
                 ring_size,
                 buffer_size,
+                region_limit_mib,
                 peer: None,
                 mode: spec.mode,
                 rx_mode: spec.rx_mode,
@@ -489,6 +497,7 @@ impl Control {
                 id: f.id,
                 ring_size: f.ring_size,
                 buffer_size: f.buffer_size,
+                region_limit_mib: f.region_limit_mib,
                 max_rx_queues: f.rx_queues,
                 max_tx_queues: f.tx_queues,
                 netns: self.sock(f.sock).netns.clone(),
