@@ -165,6 +165,8 @@ type PodInterface struct {
 	Socket     string `json:"socket,omitempty"`
 	RingSize   uint32 `json:"ringSize,omitempty"`
 	BufferSize uint32 `json:"bufferSize,omitempty"`
+	// RegionLimitMiB: the most MiB the pod's regions may take (0: the daemon's default).
+	RegionLimitMiB uint32 `json:"regionLimitMiB,omitempty"`
 	// Gateway is the pod's next hop; Routes what the pod routes through it.
 	Gateway netip.Addr     `json:"gateway"`
 	Routes  []netip.Prefix `json:"routes,omitempty"`

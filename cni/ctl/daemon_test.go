@@ -50,11 +50,12 @@ func TestTheDaemonTakesEveryRequest(t *testing.T) {
 	name, err := c.Create(ctl.CreateMemif{
 		Socket: filepath.Join(d.Dir, "pod.sock"), Role: ctl.Master, Name: "pod-x-eth1", Network: "green", Pod: "c1",
 		RingSize: 512, BufferSize: 4096, RxQueues: 1, TxQueues: 1, MTU: 1500, MAC: "02:fe:00:00:00:09", Mode: "ip", RxMode: "polling",
+		RegionLimitMiB: 40,
 	})
 	must("create_memif", err)
 	i, err := c.Interface(name)
 	must("show_interface", err)
-	if i.Device.Kind != "memif" || i.Device.Mode != "ip" || i.Device.RingSize != 512 || i.MTU != 1500 || i.MAC != "02:fe:00:00:00:09" ||
+	if i.Device.Kind != "memif" || i.Device.Mode != "ip" || i.Device.RingSize != 512 || i.Device.RegionLimitMiB != 40 || i.MTU != 1500 || i.MAC != "02:fe:00:00:00:09" ||
 		i.Pod == nil || *i.Pod != "c1" || i.Network == nil || *i.Network != "green" {
 		t.Fatalf("the memif as created: %+v", i)
 	}

@@ -63,14 +63,16 @@ type Interface struct {
 type Device struct {
 	Kind string `json:"kind"`
 	// memif.
-	Role        Role    `json:"role"`
-	Socket      string  `json:"socket"`
-	ID          uint32  `json:"id"`
-	RingSize    uint32  `json:"ring_size"`
-	BufferSize  uint32  `json:"buffer_size"`
-	MaxRxQueues uint16  `json:"max_rx_queues"`
-	MaxTxQueues uint16  `json:"max_tx_queues"`
-	Copy        *string `json:"copy"`
+	Role       Role   `json:"role"`
+	Socket     string `json:"socket"`
+	ID         uint32 `json:"id"`
+	RingSize   uint32 `json:"ring_size"`
+	BufferSize uint32 `json:"buffer_size"`
+	// RegionLimitMiB: a master's limit on its peer's regions.
+	RegionLimitMiB uint32  `json:"region_limit_mib"`
+	MaxRxQueues    uint16  `json:"max_rx_queues"`
+	MaxTxQueues    uint16  `json:"max_tx_queues"`
+	Copy           *string `json:"copy"`
 	// Mode: memif "ethernet" or "ip"; af-xdp "copy" or "zero-copy".
 	Mode string `json:"mode"`
 	// Netns: memif (where its socket listens) and tap (where its device is), if not the

@@ -66,21 +66,24 @@ const (
 type CreateMemif struct {
 	ID uint32 `json:"id"`
 	// Socket is a path, `@name` (abstract), or relative to the daemon's runtime directory.
-	Socket      string         `json:"socket"`
-	Role        Role           `json:"role"`
-	Name        string         `json:"name,omitempty"`
-	RxQueues    uint16         `json:"rx-queues,omitempty"`
-	TxQueues    uint16         `json:"tx-queues,omitempty"`
-	RingSize    uint32         `json:"ring-size,omitempty"`
-	BufferSize  uint32         `json:"buffer-size,omitempty"`
-	Secret      string         `json:"secret,omitempty"`
-	MAC         string         `json:"mac,omitempty"`
-	Addresses   []netip.Prefix `json:"addresses,omitempty"`
-	Table       uint32         `json:"table,omitempty"`
-	RxPlacement []int          `json:"rx-placement,omitempty"`
-	Up          *bool          `json:"up,omitempty"`
-	Network     string         `json:"network,omitempty"`
-	MTU         uint16         `json:"mtu,omitempty"`
+	Socket     string `json:"socket"`
+	Role       Role   `json:"role"`
+	Name       string `json:"name,omitempty"`
+	RxQueues   uint16 `json:"rx-queues,omitempty"`
+	TxQueues   uint16 `json:"tx-queues,omitempty"`
+	RingSize   uint32 `json:"ring-size,omitempty"`
+	BufferSize uint32 `json:"buffer-size,omitempty"`
+	// RegionLimitMiB: master only, the most MiB the peer's regions may take (0: the
+	// daemon's default, what the rings can use twice over).
+	RegionLimitMiB uint32         `json:"region-limit-mib,omitempty"`
+	Secret         string         `json:"secret,omitempty"`
+	MAC            string         `json:"mac,omitempty"`
+	Addresses      []netip.Prefix `json:"addresses,omitempty"`
+	Table          uint32         `json:"table,omitempty"`
+	RxPlacement    []int          `json:"rx-placement,omitempty"`
+	Up             *bool          `json:"up,omitempty"`
+	Network        string         `json:"network,omitempty"`
+	MTU            uint16         `json:"mtu,omitempty"`
 	// Netns: a master listens in this namespace (a pod's).
 	Netns string `json:"netns,omitempty"`
 	Pod   string `json:"pod,omitempty"`

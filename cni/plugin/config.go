@@ -29,6 +29,10 @@ type ifaceConf struct {
 	RingSize   uint32 `json:"ring_size,omitempty"`
 	BufferSize uint32 `json:"buffer_size,omitempty"`
 	Mode       string `json:"mode,omitempty"`
+	// RegionLimitMiB bounds the memory the pod's regions may take in the daemon (default:
+	// what its rings can use, twice over); a zero-copy pod that hands over its whole buffer
+	// memory may need more.
+	RegionLimitMiB uint32 `json:"region_limit_mib,omitempty"`
 	// RxMode "polling" keeps the daemon's workers polling its queues; "interrupt" or
 	// "adaptive" (or nothing) leave them to the daemon's own mode.
 	RxMode string `json:"rx_mode,omitempty"`
@@ -108,8 +112,8 @@ func load(stdin []byte) (*netConf, error) {
 			return nil, configError("interface.socket: " + err.Error())
 		}
 	}
-	if c.Interface.Kind == "tap" && (c.Interface.Socket != "" || c.Interface.RingSize != 0 || c.Interface.BufferSize != 0 || c.Interface.Mode != "" || c.Interface.RxMode != "") {
-		return nil, configError("interface.socket, ring_size, buffer_size, mode and rx_mode are memif settings; kind is tap")
+	if c.Interface.Kind == "tap" && (c.Interface.Socket != "" || c.Interface.RingSize != 0 || c.Interface.BufferSize != 0 || c.Interface.Mode != "" || c.Interface.RxMode != "" || c.Interface.RegionLimitMiB != 0) {
+		return nil, configError("interface.socket, ring_size, buffer_size, region_limit_mib, mode and rx_mode are memif settings; kind is tap")
 	}
 	return &c, nil
 }

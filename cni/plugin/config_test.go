@@ -78,6 +78,7 @@ func TestLoad(t *testing.T) {
 		{name: "forwards with the check off", set: map[string]any{"interface": map[string]any{"forwards": []string{"10.9.0.0/24"}, "source_check": false}}, code: types.ErrInvalidNetworkConfig, msg: "source_check is false"},
 		{name: "a memif socket on the host's file system", set: map[string]any{"interface": map[string]any{"kind": "memif", "socket": "/run/x.sock"}}, code: types.ErrInvalidNetworkConfig, msg: `interface.socket: memif socket "/run/x.sock" is not abstract`},
 		{name: "memif settings on a tap", set: map[string]any{"interface": map[string]any{"socket": "@s"}}, code: types.ErrInvalidNetworkConfig, msg: "memif settings"},
+		{name: "a memif region limit on a tap", set: map[string]any{"interface": map[string]any{"region_limit_mib": 64}}, code: types.ErrInvalidNetworkConfig, msg: "memif settings"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			stdin := confWith(t, c.set)

@@ -231,6 +231,7 @@ func attachment(c *netConf, args *skel.CmdArgs, addr, gw netip.Addr, routes []*t
 			pi.Mode = "ip"
 		}
 		pi.RxMode = c.Interface.RxMode
+		pi.RegionLimitMiB = c.Interface.RegionLimitMiB
 	}
 	for _, f := range c.Interface.Forwards {
 		pi.Forwards = append(pi.Forwards, netip.MustParsePrefix(f).Masked())

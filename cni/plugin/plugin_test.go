@@ -297,14 +297,15 @@ func (f *pods) memif(t *testing.T) {
 	}
 	// memif in ip mode (bare IPv4): the daemon's interface says so.
 	// It routes for 10.9.0.0/24 (a CNF): those sources pass too.
-	ipConf := strings.Replace(f.memifConf, `"kind":"memif"`, `"kind":"memif","mode":"ip","rx_mode":"polling","forwards":["10.9.0.7/24"]`, 1)
+	// A zero-copy CNF's memory: its regions may take 300 MiB.
+	ipConf := strings.Replace(f.memifConf, `"kind":"memif"`, `"kind":"memif","mode":"ip","rx_mode":"polling","forwards":["10.9.0.7/24"],"region_limit_mib":300`, 1)
 	if r, ok := plugin(t, "ADD", "c-ip", f.m2, ipConf); !ok {
 		t.Fatalf("ADD in ip mode: %v", r)
 	}
 	found := false
 	for _, i := range f.d.interfaces(t) {
 		if i.Pod != nil && *i.Pod == "c-ip" {
-			found = i.Device.Mode == "ip"
+			found = i.Device.Mode == "ip" && i.Device.RegionLimitMiB == 300
 			var want []netip.Prefix
 			for _, a := range attachments(t, f.ec) {
 				if a.ContainerID == "c-ip" {

@@ -60,7 +60,7 @@ func Attach(d *ctl.Client, a *cluster.PodAttachment) (err error) {
 	case "memif":
 		create = ctl.CreateMemif{
 			ID: 0, Socket: i.Socket, Role: ctl.Master, Name: i.Name, Netns: i.Netns, Network: a.Network,
-			Pod: a.ContainerID, RingSize: i.RingSize, BufferSize: i.BufferSize,
+			Pod: a.ContainerID, RingSize: i.RingSize, BufferSize: i.BufferSize, RegionLimitMiB: i.RegionLimitMiB,
 			RxQueues: i.Queues, TxQueues: i.Queues, MTU: i.MTU, MAC: i.MAC, Mode: i.Mode, RxMode: i.RxMode,
 			AllowedSources: a.AllowedSources(),
 		}
