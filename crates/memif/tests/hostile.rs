@@ -21,7 +21,7 @@ fn malformed_and_out_of_order_messages() {
     let dir = tempfile::tempdir().unwrap();
     let mut l = listener(&dir, vec![cfg(0)]);
     let before = open_fds();
-    tell_all(&mut l, 0, MESSAGE_LIES);
+    tell_all(&mut l, 0, &message_lies());
     l.poll(Duration::from_millis(5)).unwrap();
     // Refusals after INIT count on the interface (two lies, and the short message that
     // ends the tolerated one); those before it on the listener.
@@ -36,7 +36,7 @@ fn bad_regions_are_refused_before_mapping() {
     let dir = tempfile::tempdir().unwrap();
     let mut l = listener(&dir, vec![cfg(0)]);
     let before = open_fds();
-    tell_all(&mut l, 0, REGION_LIES);
+    tell_all(&mut l, 0, &region_lies());
     l.poll(Duration::from_millis(5)).unwrap();
     assert_eq!(open_fds(), before, "fds leaked");
 }
@@ -52,7 +52,7 @@ fn bad_rings_are_refused() {
     };
     let mut l = listener(&dir, vec![two]);
     let before = open_fds();
-    tell_all(&mut l, 0, RING_LIES);
+    tell_all(&mut l, 0, &ring_lies());
     for _ in 0..10 {
         l.poll(Duration::from_millis(2)).unwrap();
     }
@@ -69,7 +69,7 @@ fn extra_fds_are_closed_and_floods_end_the_connection() {
     // A good peer on interface 1 keeps working throughout.
     let mut good = Client::new(l.path(), vec![cfg(1)]).unwrap();
     let (mut p, mut s) = connect(&mut l, &mut good);
-    tell_all(&mut l, 0, FLOOD_LIES);
+    tell_all(&mut l, 0, &flood_lies());
     let mut pool = pool();
     s.tx[0]
         .send_with(&[64], |_, w| w.write(0, &[9; 64]))
@@ -96,7 +96,7 @@ fn stalls_and_vanishing_peers_free_the_interface() {
     let mut l = listener(&dir, vec![fast]);
     let t = Instant::now();
     // The vanished peer's interface is taken again by the lie itself.
-    tell_all(&mut l, 0, STALL_LIES);
+    tell_all(&mut l, 0, &stall_lies());
     assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
     // A real secondary gets the interface afterwards.
     let mut c = Client::new(l.path(), vec![cfg(0)]).unwrap();

@@ -142,16 +142,21 @@ pub fn eventfd() -> OwnedFd {
     .expect("eventfd")
 }
 
-/// ADD_RING for ring `index` (S2M if `s2m`) in `region` at `offset`, 2^`log2` slots.
-pub fn add_ring(s2m: bool, index: u16, region: u16, offset: u32, log2: u8) -> Msg {
-    Msg::AddRing(AddRing {
-        flags: u16::from(s2m),
+/// Ring `index` (S2M if `s2m`) in `region` at `offset`, 2^`log2` slots.
+pub const fn ring(s2m: bool, index: u16, region: u16, offset: u32, log2: u8) -> AddRing {
+    AddRing {
+        flags: s2m as u16,
         index,
         region,
         offset,
         log2_ring_size: log2,
         private_hdr_size: 0,
-    })
+    }
+}
+
+/// ADD_RING for [`ring`]`(s2m, index, region, offset, log2)`.
+pub fn add_ring(s2m: bool, index: u16, region: u16, offset: u32, log2: u8) -> Msg {
+    Msg::AddRing(ring(s2m, index, region, offset, log2))
 }
 
 /// Where the second ring of a [`good_region`] starts: two rings of 1024 slots with 64-byte

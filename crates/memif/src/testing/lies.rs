@@ -16,17 +16,33 @@ use rustix::fs::{MemfdFlags, SealFlags};
 use super::evil::*;
 use crate::msg::{AddRing, FixedStr, Hello, Init, Mode, Msg, VERSION};
 
+/// How a lie is told: to interface `id` of a primary.
+pub type Tell = dyn Fn(&mut dyn Primary, u32) + Send + Sync;
+
 /// One lie: its name, and the act that tells it to interface `id` of a primary and checks
 /// the answer (panicking, the lie's name in the message, if the answer is wrong).
-#[derive(Debug, Clone, Copy)]
 pub struct Lie {
     pub name: &'static str,
-    pub tell: fn(&mut dyn Primary, u32),
+    pub tell: Box<Tell>,
+}
+
+impl std::fmt::Debug for Lie {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
+fn lie(name: &'static str, tell: impl Fn(&mut dyn Primary, u32) + Send + Sync + 'static) -> Lie {
+    Lie {
+        name,
+        tell: Box::new(tell),
+    }
 }
 
 /// Every lie, in the order of the groups below.
 pub fn all() -> Vec<Lie> {
-    [MESSAGE_LIES, REGION_LIES, RING_LIES, FLOOD_LIES, STALL_LIES].concat()
+    let groups = [message_lies, region_lies, ring_lies, flood_lies, stall_lies];
+    groups.iter().flat_map(|g| g()).collect()
 }
 
 /// Tells each of `lies` to interface `id`, the lie's name on a failure.
@@ -56,36 +72,26 @@ fn init_msg(version: u16, id: u32) -> Msg {
 
 /// Messages that are malformed or out of order. Five are refused before INIT (counted on
 /// the listener), two after it (counted on the interface); the last is tolerated.
-pub const MESSAGE_LIES: &[Lie] = &[
-    Lie {
-        name: "a short message",
-        tell: |p, _| {
+pub fn message_lies() -> Vec<Lie> {
+    vec![
+        lie("a short message", |p, _| {
             let e = Evil::connect(p);
             e.chan.send_raw(&[1u8; 64], &[]).unwrap();
             e.expect_disconnect(p, "malformed message: 64 bytes instead of 128");
-        },
-    },
-    Lie {
-        name: "a long message",
-        tell: |p, _| {
+        }),
+        lie("a long message", |p, _| {
             let e = Evil::connect(p);
             e.chan.send_raw(&[0u8; 200], &[]).unwrap();
             e.expect_disconnect(p, "malformed message");
-        },
-    },
-    Lie {
-        name: "an unknown message type",
-        tell: |p, _| {
+        }),
+        lie("an unknown message type", |p, _| {
             let e = Evil::connect(p);
             let mut m = [0u8; 128];
             m[0] = 0x42;
             e.chan.send_raw(&m, &[]).unwrap();
             e.expect_disconnect(p, "unknown message type 0x42");
-        },
-    },
-    Lie {
-        name: "a region before INIT",
-        tell: |p, _| {
+        }),
+        lie("a region before INIT", |p, _| {
             let e = Evil::connect(p);
             let fd = memfd(4096, SealFlags::SHRINK);
             e.send(
@@ -96,28 +102,19 @@ pub const MESSAGE_LIES: &[Lie] = &[
                 Some(&fd),
             );
             e.expect_disconnect(p, "unexpected message ADD_REGION before INIT");
-        },
-    },
-    Lie {
-        name: "another protocol version",
-        tell: |p, id| {
+        }),
+        lie("another protocol version", |p, id| {
             let e = Evil::connect(p);
             e.send(init_msg(0x0100, id), None);
             e.expect_disconnect(p, "incompatible protocol version 0x0100");
-        },
-    },
-    Lie {
-        name: "INIT twice",
-        tell: |p, id| {
+        }),
+        lie("INIT twice", |p, id| {
             let e = Evil::connect(p);
             e.init(p, id);
             e.send(init_msg(VERSION, id), None);
             e.expect_disconnect(p, "unexpected message INIT during setup");
-        },
-    },
-    Lie {
-        name: "HELLO from the secondary",
-        tell: |p, id| {
+        }),
+        lie("HELLO from the secondary", |p, id| {
             let e = Evil::connect(p);
             e.init(p, id);
             e.send(
@@ -133,27 +130,27 @@ pub const MESSAGE_LIES: &[Lie] = &[
                 None,
             );
             e.expect_disconnect(p, "unexpected message HELLO during setup");
-        },
-    },
-    Lie {
-        name: "unterminated strings (tolerated: a name is bounded, never run past)",
-        tell: |p, id| {
-            let e = Evil::connect(p);
-            let mut init = Msg::Init(Init {
-                version: VERSION,
-                id,
-                mode: Mode::Ethernet,
-                secret: FixedStr([b'x'; 24]),
-                name: FixedStr([0xff; 32]),
-            })
-            .encode();
-            init[65..].fill(0xee);
-            e.chan.send_raw(&init, &[]).unwrap();
-            assert_eq!(e.recv(p), Some(Msg::Ack));
-            vanish(e, p, id);
-        },
-    },
-];
+        }),
+        lie(
+            "unterminated strings (tolerated: a name is bounded, never run past)",
+            |p, id| {
+                let e = Evil::connect(p);
+                let mut init = Msg::Init(Init {
+                    version: VERSION,
+                    id,
+                    mode: Mode::Ethernet,
+                    secret: FixedStr([b'x'; 24]),
+                    name: FixedStr([0xff; 32]),
+                })
+                .encode();
+                init[65..].fill(0xee);
+                e.chan.send_raw(&init, &[]).unwrap();
+                assert_eq!(e.recv(p), Some(Msg::Ack));
+                vanish(e, p, id);
+            },
+        ),
+    ]
+}
 
 /// After INIT, tells `region` with `fd` and expects `want`.
 fn bad_region(p: &mut dyn Primary, id: u32, region: Msg, fd: Option<OwnedFd>, want: &str) {
@@ -163,71 +160,55 @@ fn bad_region(p: &mut dyn Primary, id: u32, region: Msg, fd: Option<OwnedFd>, wa
     e.expect_disconnect(p, want);
 }
 
-fn region(index: u16, size: u64) -> Msg {
-    Msg::AddRegion { index, size }
+/// The fd a region lie hands over.
+#[derive(Clone, Copy)]
+enum RegionFd {
+    None,
+    /// A memfd of this many bytes, sealed against shrinking or not.
+    Memfd(u64, bool),
+    Eventfd,
 }
 
+/// Regions refused before they are mapped: each (what it is, its index and announced size,
+/// its fd, the reason).
+#[rustfmt::skip]
+const BAD_REGIONS: &[(&str, u16, u64, RegionFd, &str)] = &[
+    ("a region without its fd", 0, 4096, RegionFd::None, "missing memory region fd"),
+    ("a region out of order", 1, 4096, RegionFd::Memfd(4096, true), "unexpected region index 1, expected 0"),
+    ("an unsealed region", 0, 4096, RegionFd::Memfd(4096, false), "not sealed against shrinking"),
+    ("a region smaller than announced", 0, 8192, RegionFd::Memfd(4096, true), "region fd is 4096 bytes, smaller than the 8192 bytes announced"),
+    ("an empty region", 0, 0, RegionFd::Memfd(4096, true), "region 0: size 0 out of range"),
+    ("a region of a terabyte", 0, 1 << 40, RegionFd::Memfd(4096, true), "size 1099511627776 out of range"),
+    ("a region that is an eventfd", 0, 8, RegionFd::Eventfd, "not a regular file"),
+];
+
 /// Regions refused before they are mapped.
-pub const REGION_LIES: &[Lie] = &[
-    Lie {
-        name: "a region without its fd",
-        tell: |p, id| bad_region(p, id, region(0, 4096), None, "missing memory region fd"),
-    },
-    Lie {
-        name: "a region out of order",
-        tell: |p, id| {
-            let fd = memfd(4096, SealFlags::SHRINK);
-            let want = "unexpected region index 1, expected 0";
-            bad_region(p, id, region(1, 4096), Some(fd), want)
-        },
-    },
-    Lie {
-        name: "an unsealed region",
-        tell: |p, id| {
-            let fd = memfd(4096, SealFlags::empty());
-            let want = "not sealed against shrinking";
-            bad_region(p, id, region(0, 4096), Some(fd), want)
-        },
-    },
-    Lie {
-        name: "a region smaller than announced",
-        tell: |p, id| {
-            let fd = memfd(4096, SealFlags::SHRINK);
-            let want = "region fd is 4096 bytes, smaller than the 8192 bytes announced";
-            bad_region(p, id, region(0, 8192), Some(fd), want)
-        },
-    },
-    Lie {
-        name: "an empty region",
-        tell: |p, id| {
-            let fd = memfd(4096, SealFlags::SHRINK);
-            bad_region(
-                p,
-                id,
-                region(0, 0),
-                Some(fd),
-                "region 0: size 0 out of range",
-            )
-        },
-    },
-    Lie {
-        name: "a region of a terabyte",
-        tell: |p, id| {
-            let fd = memfd(4096, SealFlags::SHRINK);
-            let want = "size 1099511627776 out of range";
-            bad_region(p, id, region(0, 1 << 40), Some(fd), want)
-        },
-    },
-    Lie {
-        name: "a region that is an eventfd",
-        tell: |p, id| bad_region(p, id, region(0, 8), Some(eventfd()), "not a regular file"),
-    },
-    Lie {
+pub fn region_lies() -> Vec<Lie> {
+    let mut lies: Vec<Lie> = BAD_REGIONS
+        .iter()
+        .map(|&(name, index, size, fd, want)| {
+            lie(name, move |p, id| {
+                let fd = match fd {
+                    RegionFd::None => None,
+                    RegionFd::Memfd(len, sealed) => {
+                        let seals = if sealed {
+                            SealFlags::SHRINK
+                        } else {
+                            SealFlags::empty()
+                        };
+                        Some(memfd(len, seals))
+                    }
+                    RegionFd::Eventfd => Some(eventfd()),
+                };
+                bad_region(p, id, Msg::AddRegion { index, size }, fd, want)
+            })
+        })
+        .collect();
+    lies.push(
         // Its owner can punch a hole (seals do not stop that) and take the freed page, and
         // the primary's next touch of the hole is SIGBUS. Refused whether or not the huge
         // page pool could back it.
-        name: "a sealed region of huge pages",
-        tell: |p, id| {
+        lie("a sealed region of huge pages", |p, id| {
             let flags = MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING | MemfdFlags::HUGETLB;
             let fd = match rustix::fs::memfd_create("evil-huge", flags) {
                 Ok(fd) => fd,
@@ -239,10 +220,20 @@ pub const REGION_LIES: &[Lie] = &[
             rustix::fs::ftruncate(&fd, 2 << 20).unwrap();
             rustix::fs::fcntl_add_seals(&fd, SealFlags::SHRINK | SealFlags::GROW).unwrap();
             let want = "region fd is on hugetlbfs";
-            bad_region(p, id, region(0, 2 << 20), Some(fd), want)
-        },
-    },
-];
+            bad_region(
+                p,
+                id,
+                Msg::AddRegion {
+                    index: 0,
+                    size: 2 << 20,
+                },
+                Some(fd),
+                want,
+            )
+        }),
+    );
+    lies
+}
 
 /// After INIT and a good region of two rings, tells `ring` (with an eventfd if `with_fd`)
 /// and expects `want`.
@@ -298,94 +289,47 @@ fn connect_with_rings(p: &mut dyn Primary, id: u32, size: usize, rings: &[Msg], 
     e.expect_disconnect(p, want);
 }
 
+/// Rings refused when they are added: each (what it is, the ADD_RING, whether an eventfd
+/// comes with it, the reason).
+#[rustfmt::skip]
+const BAD_RINGS: &[(&str, AddRing, bool, &str)] = &[
+    ("a ring without its eventfd", ring(true, 0, 0, 0, 10), false, "missing ring interrupt fd"),
+    ("a ring out of order", ring(true, 1, 0, 0, 10), true, "unexpected S2M ring index 1, expected 0"),
+    ("a ring in an unknown region", ring(true, 0, 3, 0, 10), true, "S2M ring 0 in unknown region 3"),
+    ("a misaligned ring", ring(false, 0, 0, 4, 10), true, "not 8-byte aligned"),
+    ("a ring past its region", ring(false, 0, 0, 40000, 10), true, "does not fit its region"),
+    ("a ring whose end overflows", ring(false, 0, 0, u32::MAX - 7, 10), true, "does not fit its region"),
+    ("a ring of 2^15 slots", ring(true, 0, 0, 0, 15), true, "log2 size 15 too large"),
+    ("a ring with private headers", AddRing { private_hdr_size: 8, ..ring(true, 0, 0, 0, 10) }, true, "private headers not supported"),
+];
+
 /// Rings refused before they are used.
-pub const RING_LIES: &[Lie] = &[
-    Lie {
-        name: "a ring without its eventfd",
-        tell: |p, id| {
-            let want = "missing ring interrupt fd";
-            bad_ring(p, id, add_ring(true, 0, 0, 0, 10), false, want)
-        },
-    },
-    Lie {
-        name: "a ring out of order",
-        tell: |p, id| {
-            let want = "unexpected S2M ring index 1, expected 0";
-            bad_ring(p, id, add_ring(true, 1, 0, 0, 10), true, want)
-        },
-    },
-    Lie {
-        name: "a ring in an unknown region",
-        tell: |p, id| {
-            let want = "S2M ring 0 in unknown region 3";
-            bad_ring(p, id, add_ring(true, 0, 3, 0, 10), true, want)
-        },
-    },
-    Lie {
-        name: "a misaligned ring",
-        tell: |p, id| {
-            let want = "not 8-byte aligned";
-            bad_ring(p, id, add_ring(false, 0, 0, 4, 10), true, want)
-        },
-    },
-    Lie {
-        name: "a ring past its region",
-        tell: |p, id| {
-            let want = "does not fit its region";
-            bad_ring(p, id, add_ring(false, 0, 0, 40000, 10), true, want)
-        },
-    },
-    Lie {
-        name: "a ring whose end overflows",
-        tell: |p, id| {
-            let want = "does not fit its region";
-            bad_ring(p, id, add_ring(false, 0, 0, u32::MAX - 7, 10), true, want)
-        },
-    },
-    Lie {
-        name: "a ring of 2^15 slots",
-        tell: |p, id| {
-            let want = "log2 size 15 too large";
-            bad_ring(p, id, add_ring(true, 0, 0, 0, 15), true, want)
-        },
-    },
-    Lie {
-        name: "a ring with private headers",
-        tell: |p, id| {
-            let ring = Msg::AddRing(AddRing {
-                flags: 1,
-                index: 0,
-                region: 0,
-                offset: 0,
-                log2_ring_size: 10,
-                private_hdr_size: 8,
-            });
-            bad_ring(p, id, ring, true, "private headers not supported")
-        },
-    },
-    Lie {
+pub fn ring_lies() -> Vec<Lie> {
+    let mut lies: Vec<Lie> = BAD_RINGS
+        .iter()
+        .map(|&(name, r, with_fd, want)| {
+            lie(name, move |p, id| {
+                bad_ring(p, id, Msg::AddRing(r), with_fd, want)
+            })
+        })
+        .collect();
+    lies.extend([
         // Its read end would block our reads.
-        name: "a ring whose interrupt fd is a pipe",
-        tell: |p, id| {
+        lie("a ring whose interrupt fd is a pipe", |p, id| {
             let e = Evil::connect(p);
             e.init(p, id);
             let _shm = good_region(&e, p, RINGS as usize);
             let (pipe_r, _pipe_w) = rustix::pipe::pipe().unwrap();
             e.send(add_ring(true, 0, 0, 0, 10), Some(&pipe_r));
             e.expect_disconnect(p, "S2M ring 0: interrupt fd is not an eventfd");
-        },
-    },
-    Lie {
-        name: "a ring with an eventfd and a pipe",
-        tell: |p, id| ring_with_two_fds(p, id, true),
-    },
-    Lie {
-        name: "a ring with a pipe and an eventfd",
-        tell: |p, id| ring_with_two_fds(p, id, false),
-    },
-    Lie {
-        name: "three rings where two are the most",
-        tell: |p, id| {
+        }),
+        lie("a ring with an eventfd and a pipe", |p, id| {
+            ring_with_two_fds(p, id, true)
+        }),
+        lie("a ring with a pipe and an eventfd", |p, id| {
+            ring_with_two_fds(p, id, false)
+        }),
+        lie("three rings where two are the most", |p, id| {
             let e = Evil::connect(p);
             e.init(p, id);
             let _shm = good_region(&e, p, 2 * RINGS as usize);
@@ -395,18 +339,12 @@ pub const RING_LIES: &[Lie] = &[
             }
             e.send(add_ring(true, 2, 0, 0, 10), Some(&eventfd()));
             e.expect_disconnect(p, "too many S2M rings");
-        },
-    },
-    Lie {
-        name: "CONNECT without rings both ways",
-        tell: |p, id| {
+        }),
+        lie("CONNECT without rings both ways", |p, id| {
             let rings = [add_ring(true, 0, 0, 0, 10)];
             connect_with_rings(p, id, RINGS as usize, &rings, "need at least one each")
-        },
-    },
-    Lie {
-        name: "a ring never initialised",
-        tell: |p, id| {
+        }),
+        lie("a ring never initialised", |p, id| {
             // The M2S ring past the two a good region initialises: its cookie is 0.
             let rings = [
                 add_ring(true, 0, 0, 0, 10),
@@ -414,57 +352,55 @@ pub const RING_LIES: &[Lie] = &[
             ];
             let size = (RINGS + RING_STRIDE) as usize;
             connect_with_rings(p, id, size, &rings, "wrong cookie on M2S ring 0")
-        },
-    },
-];
+        }),
+    ]);
+    lies
+}
 
 /// Floods of fds and messages.
-pub const FLOOD_LIES: &[Lie] = &[Lie {
-    // Extra fds on a message are closed; thousands of messages without waiting for a
-    // reply end the connection at the first one out of place.
-    name: "fds on INIT, then a flood of ACKs",
-    tell: |p, id| {
-        let e = Evil::connect(p);
-        let fds: Vec<OwnedFd> = (0..4).map(|_| memfd(4096, SealFlags::SHRINK)).collect();
-        let b: Vec<_> = fds.iter().map(|f| f.as_fd()).collect();
-        e.chan
-            .send_raw(&init_msg(VERSION, id).encode(), &b)
-            .unwrap();
-        assert_eq!(e.recv(p), Some(Msg::Ack));
-        drop(fds);
-        let sent = (0..5000)
-            .take_while(|_| e.chan.send_raw(&Msg::Ack.encode(), &[]).is_ok())
-            .count();
-        assert!(sent > 0);
-        e.expect_disconnect(p, "unexpected message ACK during setup");
-    },
-}];
+pub fn flood_lies() -> Vec<Lie> {
+    vec![
+        // Extra fds on a message are closed; thousands of messages without waiting for a
+        // reply end the connection at the first one out of place.
+        lie("fds on INIT, then a flood of ACKs", |p, id| {
+            let e = Evil::connect(p);
+            let fds: Vec<OwnedFd> = (0..4).map(|_| memfd(4096, SealFlags::SHRINK)).collect();
+            let b: Vec<_> = fds.iter().map(|f| f.as_fd()).collect();
+            e.chan
+                .send_raw(&init_msg(VERSION, id).encode(), &b)
+                .unwrap();
+            assert_eq!(e.recv(p), Some(Msg::Ack));
+            drop(fds);
+            let sent = (0..5000)
+                .take_while(|_| e.chan.send_raw(&Msg::Ack.encode(), &[]).is_ok())
+                .count();
+            assert!(sent > 0);
+            e.expect_disconnect(p, "unexpected message ACK during setup");
+        }),
+    ]
+}
 
 /// Stalls and peers that vanish.
-pub const STALL_LIES: &[Lie] = &[
-    Lie {
+pub fn stall_lies() -> Vec<Lie> {
+    vec![
         // One peer holds the interface after INIT and says nothing more: a second is
         // refused while it does, and the first is let go when its handshake times out.
-        name: "a stall after INIT",
-        tell: |p, id| {
+        lie("a stall after INIT", |p, id| {
             let e = Evil::connect(p);
             e.init(p, id);
             let e2 = Evil::connect(p);
             e2.send(init_msg(VERSION, id), None);
             e2.expect_disconnect(p, "already connected");
             e.expect_disconnect(p, "handshake timeout");
-        },
-    },
-    Lie {
-        name: "a peer that vanishes with a region mapped",
-        tell: |p, id| {
+        }),
+        lie("a peer that vanishes with a region mapped", |p, id| {
             let e = Evil::connect(p);
             e.init(p, id);
             let _shm = good_region(&e, p, RINGS as usize);
             vanish(e, p, id);
-        },
-    },
-];
+        }),
+    ]
+}
 
 /// Closes `e`'s socket in the middle of its handshake, then waits until interface `id` is
 /// free again (INIT accepted), and leaves by a lie.
