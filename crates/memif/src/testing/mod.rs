@@ -34,14 +34,7 @@ use crate::queue::{Link, QueueBase, Regions, SlotBuffers};
 use crate::ring::{Ring, RingError, RingLayout};
 use crate::shm::SharedMemory;
 use crate::{PrimaryRx, PrimaryTx, SecondaryRx};
-
-fn eventfd() -> std::os::fd::OwnedFd {
-    rustix::event::eventfd(
-        0,
-        rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK,
-    )
-    .expect("eventfd")
-}
+use evil::eventfd;
 
 /// A primary's S2M receive queue over `regions`, its ring in region 0 at `offset`.
 pub fn primary_rx(
