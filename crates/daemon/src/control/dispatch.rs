@@ -31,6 +31,17 @@ impl Control {
                 }
                 r
             }
+            // A refused `show` changed nothing and its client has the reason (a CNI plugin
+            // asks for an interface before making it): not the operator's concern. Other
+            // refusals (a pcap path outside its directory, say) are.
+            Err(e) if name.starts_with("show_") => {
+                let message = e.to_string();
+                tracing::debug!(request = %name, reason = %message, "query refused");
+                Reply::Error {
+                    code: e.code(),
+                    message,
+                }
+            }
             Err(e) => {
                 let message = e.to_string();
                 let key = format!("{name}: {message}");
