@@ -313,14 +313,20 @@ func daemonOf(t *testing.T, n *node) *ctl.Client {
 	return c
 }
 
-// tunnels lists node n's VXLAN tunnels as "network>vtep".
-func tunnels(n *node) ([]string, error) {
+// onDaemon dials node n's daemon, asks f of it, and hangs up.
+func onDaemon[T any](n *node, f func(*ctl.Client) (T, error)) (T, error) {
 	c, err := ctl.Dial(n.sock())
 	if err != nil {
-		return nil, err
+		var none T
+		return none, err
 	}
 	defer c.Close()
-	tuns, err := c.Tunnels()
+	return f(c)
+}
+
+// tunnels lists node n's VXLAN tunnels as "network>vtep".
+func tunnels(n *node) ([]string, error) {
+	tuns, err := onDaemon(n, (*ctl.Client).Tunnels)
 	if err != nil {
 		return nil, err
 	}

@@ -341,12 +341,7 @@ func (s *soak) waitRecovered(n *node) error {
 
 // podIfaces lists n's pod interfaces.
 func podIfaces(n *node) ([]string, error) {
-	c, err := ctl.Dial(n.sock())
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
-	ifs, err := c.Interfaces()
+	ifs, err := onDaemon(n, (*ctl.Client).Interfaces)
 	var names []string
 	for _, i := range ifs {
 		if i.Pod != nil {

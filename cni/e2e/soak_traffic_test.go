@@ -205,12 +205,7 @@ func (s *soak) pathCounters() (pathCounters, error) {
 }
 
 func ifaceOf(n *node, name string) (ctl.Interface, error) {
-	c, err := ctl.Dial(n.sock())
-	if err != nil {
-		return ctl.Interface{}, err
-	}
-	defer c.Close()
-	return c.Interface(name)
+	return onDaemon(n, func(c *ctl.Client) (ctl.Interface, error) { return c.Interface(name) })
 }
 
 // flooder sends the underlay's noise into the bridge from fl0 with an AF_PACKET socket,
