@@ -23,7 +23,11 @@ pub mod adj;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+/// Every table's changes, counted together: each change (and each new table) takes the next
+/// number, so that a table's [`LpmReader::version`] is never another table's.
+static CHANGES: AtomicU64 = AtomicU64::new(1);
 
 pub use core::net::Ipv4Addr;
 
@@ -70,6 +74,17 @@ struct Tables {
     /// lookup (the top 24 bits of an address are always in range).
     tbl24: Box<[AtomicU32; 1 << 24]>,
     tbl8: Box<[AtomicU32]>,
+    /// The number of the table's last change (or of its making).
+    version: AtomicU64,
+}
+
+impl Tables {
+    /// Marks a change made: stored after its entries, so that a reader that sees the new
+    /// version (acquiring) sees them.
+    fn changed(&self) {
+        let v = CHANGES.fetch_add(1, Ordering::Relaxed);
+        self.version.store(v, Ordering::Release);
+    }
 }
 
 /// A worker's handle: lookups only, never blocks.
@@ -94,6 +109,15 @@ impl LpmReader {
             tbl24: &self.t.tbl24,
             tbl8: &self.t.tbl8,
         }
+    }
+
+    /// The table's version: it changes with every route added or removed, and no two tables
+    /// (of this process) ever have the same. A next hop looked up after reading a version is
+    /// still the route's while the version stays the same (a cache of lookups validates by
+    /// it); one looked up while a change is under way may be either.
+    #[inline]
+    pub fn version(&self) -> u64 {
+        self.t.version.load(Ordering::Acquire)
     }
 
     /// Looks up a batch (the shape a graph node uses); `None` where no route matches.
@@ -150,7 +174,11 @@ impl Lpm {
             .map(|_| AtomicU32::new(0))
             .collect();
         Lpm {
-            t: Arc::new(Tables { tbl24, tbl8 }),
+            t: Arc::new(Tables {
+                tbl24,
+                tbl8,
+                version: AtomicU64::new(CHANGES.fetch_add(1, Ordering::Relaxed)),
+            }),
             rules: BTreeMap::new(),
             free_groups: (0..groups).rev().collect(),
             retired: Vec::new(),
@@ -215,6 +243,7 @@ impl Lpm {
         self.write(p, len, entry(next_hop, len), |old| {
             old & VALID == 0 || depth(old) <= len
         });
+        self.t.changed();
         Ok(())
     }
 
@@ -237,6 +266,7 @@ impl Lpm {
         if len > 24 {
             self.collapse(p >> 8);
         }
+        self.t.changed();
         Ok(nh)
     }
 
@@ -358,6 +388,27 @@ mod tests {
             t.remove(ip("0.0.0.0"), 0),
             Err(FibError::NoSuchRoute(ip("0.0.0.0"), 0))
         );
+    }
+
+    /// Every route added or removed gives the table a new version, one no other table has;
+    /// a refused change keeps it.
+    #[test]
+    fn versions_change_with_routes_and_differ_between_tables() {
+        let (mut a, b) = (Lpm::new(4), Lpm::new(4));
+        let (ra, rb) = (a.reader(), b.reader());
+        let v0 = ra.version();
+        assert_ne!(v0, rb.version());
+        a.insert(ip("10.0.0.0"), 8, 1).unwrap();
+        let v1 = ra.version();
+        assert!(v1 > v0 && v1 != rb.version());
+        a.insert(ip("10.0.0.0"), 8, 2).unwrap();
+        let v2 = ra.version();
+        assert!(v2 > v1);
+        assert!(a.insert(ip("10.0.0.0"), 33, 2).is_err());
+        assert!(a.remove(ip("10.9.0.0"), 16).is_err());
+        assert_eq!(ra.version(), v2);
+        a.remove(ip("10.0.0.0"), 8).unwrap();
+        assert!(ra.version() > v2);
     }
 
     #[test]
