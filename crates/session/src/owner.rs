@@ -10,7 +10,7 @@ use crate::{Dir, Key};
 
 /// Bytes an owner keeps per session id: a free-ring slot and the eviction lists'.
 pub(crate) const OWNER_BYTES_PER_SESSION: usize =
-    size_of::<u32>() + crate::evict::BYTES_PER_SESSION;
+    size_of::<u32>() + crate::evict::BYTES_PER_SESSION + 1;
 
 /// What one owner did, for `show` and metrics (summed over workers when read).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -112,6 +112,8 @@ pub struct Owner {
     /// Live sessions that were not established when last looked at, per interface in
     /// creation order: the eviction candidates ([`crate::evict`]).
     evict: crate::evict::Lists,
+    /// One bit per id, set while a session lives there: the sweep skips 64 free ids a word.
+    used: Box<[u64]>,
     cursor: u32,
     live: u32,
     counters: Counters,
@@ -125,6 +127,7 @@ impl Owner {
             len,
             free: FreeRing::full(len),
             evict: crate::evict::Lists::new(len),
+            used: vec![0; len.div_ceil(64) as usize].into_boxed_slice(),
             cursor: 0,
             live: 0,
             counters: Counters::default(),
@@ -192,6 +195,7 @@ impl Owner {
             return Err(e);
         }
         self.evict.push_back(i, s.owner_if);
+        self.used[(i / 64) as usize] |= 1 << (i % 64);
         self.live += 1;
         self.counters.created += 1;
         Ok(Handle { id, gen_ })
@@ -240,13 +244,24 @@ impl Owner {
     /// Looks at up to `budget` of this owner's session ids, continuing where the last sweep
     /// stopped, and frees the killed ones and those idle past their state's timeout. Called
     /// every dispatch loop with a small budget, it bounds the work of one call and visits
-    /// every id once per `len / budget` calls.
+    /// every id once per `len / budget` calls. Free ids are passed over a word of 64 at a
+    /// time.
     pub fn sweep(&mut self, now: u32, budget: u32) -> Swept {
         let mut out = Swept::default();
         let timeouts = *self.table.timeouts();
-        for _ in 0..budget.min(self.len) {
+        let mut left = budget.min(self.len);
+        while left > 0 {
             let i = self.cursor;
-            self.cursor = if i + 1 == self.len { 0 } else { i + 1 };
+            // The ids from `i` to the end of its word (or of the range), and how many of
+            // them lead up to the first live one.
+            let span = (64 - i % 64).min(self.len - i);
+            let free = (self.used[(i / 64) as usize] >> (i % 64)).trailing_zeros();
+            let step = free.min(span).min(left).max(1);
+            left -= step;
+            self.cursor = if i + step == self.len { 0 } else { i + step };
+            if free > 0 {
+                continue;
+            }
             let rec = self.table.record(self.first + i);
             if rec.live_gen().is_none() {
                 continue;
@@ -282,6 +297,7 @@ impl Owner {
         debug_assert!(a && b, "a live session has both entries");
         rec.retire(g);
         self.evict.unlink(i);
+        self.used[(i / 64) as usize] &= !(1 << (i % 64));
         self.free.push(i);
         self.live -= 1;
     }
@@ -387,6 +403,41 @@ mod tests {
         assert_eq!(t.count_live(), 2);
         let looped = NewSession::plain(Key::new(0, PROTO_UDP, 1, 1, 7, 7));
         assert_eq!(o.create(&looped, 0), Err(CreateError::Looped));
+    }
+
+    /// The sweep's budget counts ids, live or free, from where the last one stopped: free
+    /// ones are passed over a word at a time, live ones looked at one by one, and the cursor
+    /// wraps at the end of the range.
+    #[test]
+    fn a_sweep_visits_its_budget_of_ids_free_or_live_in_order() {
+        let (t, mut o) = table(200, None);
+        let len = o.ids().len() as u16;
+        assert!(len >= 200, "{len}");
+        for n in 0..200 {
+            assert_eq!(o.create(&flow(n), 0).unwrap().id(), u32::from(n));
+        }
+        let port = |s: &crate::Session| s.key.sport - 1000;
+        // Every third session dies, and every one from 64 to 191.
+        let dies = |n: u16| n.is_multiple_of(3) || (64..192).contains(&n);
+        t.kill(|s| dies(port(s)));
+        let killed = |from: u16, to: u16| (from..to.min(200)).filter(|&n| dies(n)).count() as u32;
+        assert_eq!(o.sweep(1, 50).killed, killed(0, 50));
+        assert_eq!(o.sweep(1, 100).killed, killed(50, 150));
+        // To the end of the range, and on from its start (nothing left there).
+        let rest = len - 150;
+        assert_eq!(o.sweep(1, u32::from(rest) + 50).killed, killed(150, 200));
+        assert_eq!(o.live(), 200 - killed(0, 200));
+        // Ids 64 to 191 are now free words: a sweep from 50 of 100 ids reaches 150 only.
+        t.kill(|_| true);
+        let live = o.live();
+        assert_eq!(
+            o.sweep(1, 100).killed,
+            (50..64u16).filter(|n| !n.is_multiple_of(3)).count() as u32
+        );
+        let left = live - (50..64u16).filter(|n| !n.is_multiple_of(3)).count() as u32;
+        assert_eq!(o.sweep(1, u32::from(len)).killed, left);
+        assert_eq!(o.live(), 0);
+        assert_eq!(t.count_live(), 0);
     }
 
     #[test]
