@@ -11,12 +11,14 @@
 //! `vxlan4-input`), and every frame that fails a check to `ip4-input`, whose counters name the
 //! reason as before. So `show runtime` counts a forwarded packet's lookup and rewrite in
 //! ethernet-input, not in ip4-lookup. (An interface in ip mode has its packets checked here,
-//! not forwarded: they go on to `ip4-lookup`.)
+//! not forwarded: they go on to `ip4-lookup`.) A packet of a VRF that keeps sessions is
+//! forwarded here only from the worker's flow cache ([`crate::worker_sessions`]), rewritten as
+//! its session says (a packet of an established flow); any other goes on to `ip4-session`.
 //!
 //! A traced frame takes the same path as an untraced one (tracing must not reorder a flow);
 //! its trace record says when the IPv4 checks, the lookup and the rewrite were made here. No
-//! packet overtakes one of its frame, or one still waiting in `ip4-input` or `ip4-lookup`,
-//! that took a longer way (see [`Fuse`]).
+//! packet overtakes one of its frame, or one still waiting in `ip4-input`, `ip4-lookup` or
+//! `ip4-session`, that took a longer way (see [`Fuse`]).
 
 use fib::LpmReader;
 use fib::adj::Adjacency;
@@ -26,18 +28,38 @@ use wire::{EtherType, Ethernet, Ipv4};
 
 use crate::ip4_input::{SourceCheck, Unchecked};
 use crate::ip4_rewrite::{Fast, forward};
+use crate::worker_sessions::{self, WorkerSessions};
 use crate::{ETH_HDR, IfConfig, Shared, SharedView, ip4_input};
 
 #[derive(Debug)]
 pub struct EthernetInput {
     shared: SharedView,
+    /// The session table and the policies (their epoch), for the flow cache.
+    sessions: std::sync::Arc<crate::Sessions>,
+    policies: arc_swap::Cache<
+        std::sync::Arc<arc_swap::ArcSwap<crate::Policies>>,
+        std::sync::Arc<crate::Policies>,
+    >,
+    /// The worker's part of the sessions (its flow cache), if the node forwards packets of
+    /// established flows itself ([`EthernetInput::with_sessions`]).
+    local: Option<WorkerSessions>,
 }
 
 impl EthernetInput {
     pub fn new(shared: Shared) -> EthernetInput {
         EthernetInput {
             shared: SharedView::new(&shared),
+            sessions: shared.sessions.clone(),
+            policies: arc_swap::Cache::new(shared.policies.clone()),
+            local: None,
         }
+    }
+
+    /// The node forwards the packets of established flows that the worker's flow cache
+    /// (in `local`, filled by its `ip4-session`) holds, without `ip4-session`.
+    pub fn with_sessions(mut self, local: WorkerSessions) -> EthernetInput {
+        self.local = Some(local);
+        self
     }
 }
 
@@ -58,6 +80,7 @@ graph::node! {
         UnknownType = "unknown ethertype",
         IfDown = "interface down",
         NotIp4 = "not IPv4 on an interface in ip mode",
+        Cached = "forwarded from the flow cache (not an error)",
     }
     trace EthernetTrace { ethertype: u16, ip4_ttl: u16, vrf: u32, adj: u32, tx_if: u32 }
 }
@@ -94,13 +117,19 @@ impl core::fmt::Display for EthernetTrace {
 
 impl Node for EthernetInput {
     fn process(&mut self, ctx: &mut Ctx<'_, Self>, bufs: &[u32], next: &mut [u16]) {
+        let EthernetInput {
+            shared,
+            sessions,
+            policies,
+            local,
+        } = self;
         let SharedView {
             vxlan,
             interfaces,
             vrfs,
             adjacencies,
             services,
-        } = &mut self.shared;
+        } = shared;
         let (vxlan, ifs) = (&**vxlan.load(), &**interfaces.load());
         // Packets still waiting in ip4-input or ip4-lookup (from this node's earlier frames
         // in this dispatch, or another node's) go out after this frame's: the frame's IPv4
@@ -108,24 +137,45 @@ impl Node for EthernetInput {
         let check = !ctx.next_waiting(Next::Ip4);
         let on = check && !ctx.next_waiting(Next::Lookup);
         let services = &**services.load();
+        // A node without sessions anywhere tests nothing more per packet.
+        let session = on && !services.stateful.is_empty();
+        // Packets of established flows are forwarded here from the flow cache unless
+        // packets wait in ip4-session (which they would overtake).
+        let mut local = local
+            .as_ref()
+            .filter(|_| session && !ctx.next_waiting(Next::Session))
+            .map(|l| l.lock());
+        let now = sessions.now();
+        let cached = local
+            .as_mut()
+            .map(|l| l.cache.frame(&sessions.table, policies.load().epoch, now));
         let mut fuse = Fuse {
             services,
             vrfs: vrfs.load(),
             adjs: adjacencies.load(),
             ifs,
             vrf: buffer::NONE,
+            stateful: false,
+            version: 0,
+            used: false,
             table: None,
             fast: Fast::NONE,
             on,
             check,
-            // A node without sessions anywhere tests nothing more per packet.
-            session: on && !services.stateful.is_empty(),
+            session,
+            cached,
         };
         // A node without tunnels runs the loop without the bypass check at all.
         if vxlan.vteps.is_empty() {
             Self::input::<false>(ctx, bufs, next, &[], ifs, &mut fuse);
         } else {
             Self::input::<true>(ctx, bufs, next, &vxlan.vteps, ifs, &mut fuse);
+        }
+        // The sessions' sweep runs in a frame that used them, whichever node it was.
+        if fuse.used
+            && let Some(l) = local.as_mut()
+        {
+            l.sweep(now);
         }
     }
 }
@@ -142,9 +192,12 @@ struct Fuse<'a> {
     vrfs: &'a [LpmReader],
     adjs: &'a [Adjacency],
     ifs: &'a [IfConfig],
-    /// The previous packet's VRF and its table.
+    /// The previous packet's VRF, whether it keeps sessions, and its table (and the table's
+    /// version when taken, for the flow cache's routes).
     vrf: u32,
+    stateful: bool,
     table: Option<&'a LpmReader>,
+    version: u64,
     /// The previous adjacency's rewrite and device node.
     fast: Fast,
     /// Whether packets are still forwarded here: not while packets that `ip4-lookup` may
@@ -161,18 +214,34 @@ struct Fuse<'a> {
     /// Whether a packet of a VRF that keeps sessions goes straight to `ip4-session`: not
     /// while packets wait in `ip4-lookup` (which sends them there): it follows them.
     session: bool,
+    /// The worker's flow cache, if packets of established flows are forwarded here (see
+    /// [`worker_sessions`]), and whether the frame used it (it then sweeps).
+    cached: Option<worker_sessions::Frame<'a>>,
+    used: bool,
 }
 
 impl<'a> Fuse<'a> {
-    /// The table of VRF `vrf`, if packets of it are forwarded here (`None` for a VRF that
-    /// keeps sessions).
+    /// The table of VRF `vrf`, if packets of it are forwarded here (a VRF that keeps
+    /// sessions: only with the flow cache, by it).
     #[inline(always)]
     fn table(&mut self, vrf: u32) -> Option<&'a LpmReader> {
         if vrf != self.vrf {
-            let forwarded = !self.services.stateful(vrf);
-            (self.vrf, self.table) = (vrf, self.vrfs.get(vrf as usize).filter(|_| forwarded));
+            let stateful = self.services.stateful(vrf);
+            let forwarded = !stateful || self.cached.is_some();
+            let table = self.vrfs.get(vrf as usize).filter(|_| forwarded);
+            (self.vrf, self.stateful, self.table) = (vrf, stateful, table);
+            self.version = table.map_or(0, |t| t.version());
         }
         self.table
+    }
+
+    /// The flow cache, if packets of VRF `vrf` (the last [`Fuse::table`] was asked for) are
+    /// forwarded by it.
+    #[inline(always)]
+    fn cache(&mut self) -> Option<worker_sessions::Frame<'a>> {
+        let c = self.cached.filter(|_| self.stateful)?;
+        self.used = true;
+        Some(c)
     }
 
     /// Where a checked packet of VRF `vrf` goes for its lookup: `ip4-session` first if the
@@ -188,12 +257,38 @@ impl<'a> Fuse<'a> {
 
     /// Looks up and rewrites a packet that passed ip4-input's checks (`m` past its Ethernet
     /// header, `f` its data from that header on), as ip4-lookup's fast path would: its device
-    /// node, or `None`, with nothing changed, when `ip4-lookup` must take it.
+    /// node, or `None`, with nothing changed, when `ip4-lookup` must take it. A packet of a
+    /// VRF that keeps sessions is forwarded only by the flow cache, and rewritten as its
+    /// session says; one that is not goes to `ip4-session`, and forwarding here stops.
     #[inline(always)]
     fn forward(&mut self, m: &mut buffer::Meta, f: &mut [u8]) -> Option<u16> {
-        let ip = f.get(ETH_HDR..)?.first_chunk::<MIN_HEADER_LEN>()?;
-        let dst = Ipv4::new_unchecked(ip).dst_addr();
-        let adj = self.table(m.vrf)?.lookup(dst)?;
+        let table = self.table(m.vrf);
+        let device = self.forward_by(table?, m, f);
+        if device.is_none() && self.stateful {
+            self.on = false;
+        }
+        device
+    }
+
+    #[inline(always)]
+    fn forward_by(&mut self, table: &LpmReader, m: &mut buffer::Meta, f: &mut [u8]) -> Option<u16> {
+        let ip = f.get(ETH_HDR..)?;
+        let cached = match self.cache() {
+            Some(c) => {
+                let skip = graph::BUFFER_TRACED | crate::LOCALLY_ORIGINATED;
+                if m.flags & skip != 0 || m.gso_size != 0 {
+                    return None;
+                }
+                Some(c.hit(m.vrf, f, m.total_len)?)
+            }
+            None => None,
+        };
+        let adj = match cached {
+            Some(c) => c.route(self.version)?,
+            None => {
+                table.lookup(Ipv4::new_unchecked(ip.first_chunk::<MIN_HEADER_LEN>()?).dst_addr())?
+            }
+        };
         if adj != self.fast.adj {
             let ifs = self.ifs;
             self.fast = Fast::of(self.adjs, ifs, adj, |out| out.next(Next::Encap));
@@ -204,7 +299,14 @@ impl<'a> Fuse<'a> {
             self.on = false;
             return None;
         }
-        if m.total_len > r.mtu || !forward(&r.hdr, f) {
+        if m.total_len > r.mtu {
+            return None;
+        }
+        let forwarded = match cached {
+            Some(c) => c.forward(&r.hdr, f),
+            None => forward(&r.hdr, f),
+        };
+        if !forwarded {
             return None;
         }
         m.adj = adj;
@@ -312,6 +414,9 @@ impl EthernetInput {
                 {
                     *n = device;
                     fused = Some((m.vrf, m.adj, m.tx_if));
+                    if fuse.stateful {
+                        ctx.count_error(Error::Cached);
+                    }
                 }
                 if traced {
                     trace_ip4(ctx, b, ttl, fused);
@@ -324,9 +429,11 @@ impl EthernetInput {
                 // Forwarding here goes on while it may; after a packet it could not forward
                 // (to us, say: its followers most likely are too), the loop that leaves them
                 // to ip4-lookup takes the rest, and forwarding here stops for the frame.
-                let fwd = match fuse.table(vrf) {
+                let table = fuse.table(vrf);
+                let cache = fuse.cache();
+                let fwd = match table {
                     Some(t) if fuse.on && (fused.is_some() || to != ip4_input::Fast::Lookup) => {
-                        Some((t.view(), &fuse.fast))
+                        Some((t.view(), &fuse.fast, cache, fuse.version))
                     }
                     _ => None,
                 };
@@ -335,7 +442,7 @@ impl EthernetInput {
                 }
                 let look = fuse.lookup_next(vrf);
                 let (pool, on) = (&mut *ctx.pool, (rest, next, look));
-                i += match src {
+                let (taken, cached) = match src {
                     Some(s) => {
                         direct_any(pool, (rx, vrf, s), fast_mac, vteps, fwd, tunnels_here, on)
                     }
@@ -349,6 +456,10 @@ impl EthernetInput {
                         on,
                     ),
                 };
+                i += taken;
+                if cached != 0 {
+                    ctx.count_errors(Error::Cached, cached as u64);
+                }
                 continue;
             }
             if ifc.l3 {
@@ -411,12 +522,11 @@ impl EthernetInput {
 /// The direct loop: takes packets from the front of `bufs` for as long as each is one of
 /// a single buffer, received on `rx` (an interface that is up, not in ip mode, in VRF `vrf`,
 /// taking the sources `src` allows, whose MAC is `mac` as [`mac_key`] gives it), untraced and
-/// not our own, IPv4 to that MAC that passes the IPv4 checks of `ip4_input::fast`; returns
-/// how many it took. Each gets what
-/// the node's loop gives it (padding cut, on to `look`: `ip4-lookup`, or `ip4-session` for a
-/// VRF that keeps sessions; or to `vxlan4-input`); the node's
-/// loop takes the rest, from the first packet that is anything else. It only does it with the
-/// frame's state in registers and the pool borrowed once.
+/// not our own, IPv4 to that MAC that passes the IPv4 checks of `ip4_input::fast`
+/// ([`admit`]); returns how many it took. Each gets what the node's loop gives it (padding
+/// cut, on to `look`: `ip4-lookup`, or `ip4-session` for a VRF that keeps sessions; or to
+/// `vxlan4-input`); the node's loop takes the rest, from the first packet that is anything
+/// else. It only does it with the frame's state in registers and the pool borrowed once.
 ///
 /// With `FUSE`, `fwd` holds VRF `vrf`'s table and the rewrite of the frame's last adjacency
 /// (if any), and a packet for `ip4-lookup` is taken only when its route is that adjacency, it
@@ -437,7 +547,8 @@ fn direct<const BYPASS: bool, const FUSE: bool, S: SourceCheck>(
     let (table, fast) = match fwd {
         Some((t, f)) if FUSE => (
             Some(t),
-            f.rw.map(|r| (f.adj, f.next, r.hdr, r.mtu, r.tx_if)),
+            f.rw.as_ref()
+                .map(|r| (f.adj, f.next, &r.hdr, r.mtu, r.tx_if)),
         ),
         _ => (None, None),
     };
@@ -478,7 +589,7 @@ fn direct<const BYPASS: bool, const FUSE: bool, S: SourceCheck>(
             }
             let frame = cut.map(|c| c.checked_add(ETH_HDR as u16));
             // `forward` writes nothing when it refuses (a TTL that would expire).
-            if frame == Some(None) || !forward(&hdr, data) {
+            if frame == Some(None) || !forward(hdr, data) {
                 return i;
             }
             m.vrf = vrf;
@@ -504,24 +615,176 @@ fn direct<const BYPASS: bool, const FUSE: bool, S: SourceCheck>(
     bufs.len()
 }
 
+/// [`direct`] for a VRF that keeps sessions, with the worker's flow cache `cache` (the VRF's
+/// table at version `fib`) and the rewrite of the frame's last adjacency `fast`: a packet for
+/// `ip4-lookup` is taken only when the cache forwards it ([`worker_sessions::Frame::hit`]),
+/// through that adjacency, within its MTU and with a TTL above one, and then rewritten as its
+/// session says and forwarded.
+#[inline(never)]
+fn direct_cached<const BYPASS: bool, S: SourceCheck>(
+    pool: &mut buffer::Pool,
+    (rx, vrf, src): (u32, u32, S),
+    mac: u64,
+    vteps: &[(u32, wire::Ipv4Addr)],
+    (fast, cache, fib): (&Fast, worker_sessions::Frame<'_>, u64),
+    (bufs, next, look): (&[u32], &mut [u16], Next),
+) -> (usize, usize) {
+    let Some(r) = fast.rw.as_ref() else {
+        return (0, 0);
+    };
+    let (adj, device, hdr, mtu, tx_if) = (fast.adj, fast.next, &r.hdr, r.mtu, r.tx_if);
+    let mut pool = pool.view();
+    // The packets taken that were not forwarded (VXLAN to us: rare).
+    let mut passed = 0;
+    let taken = |i: usize, passed: usize| (i, i - passed);
+    for (i, (&b, n)) in bufs.iter().zip(next.iter_mut()).enumerate() {
+        let Some((m, data)) = pool.meta_data_mut(b) else {
+            return taken(i, passed);
+        };
+        let Some((to, cut, avail, _)) = admit::<BYPASS, S>(m, data, (rx, vrf, src), mac, vteps)
+        else {
+            return taken(i, passed);
+        };
+        if to == ip4_input::Fast::Lookup {
+            let len = cut.map_or(avail, u32::from);
+            if m.gso_size != 0 {
+                return taken(i, passed);
+            }
+            let Some(c) = cache.hit(vrf, data, len) else {
+                return taken(i, passed);
+            };
+            let frame = cut.map(|c| c.checked_add(ETH_HDR as u16));
+            // `forward` writes nothing when it refuses (a TTL that would expire).
+            if c.route(fib) != Some(adj)
+                || len > mtu
+                || frame == Some(None)
+                || !c.forward(hdr, data)
+            {
+                return taken(i, passed);
+            }
+            forwarded(m, vrf, frame.flatten(), (adj, tx_if));
+            *n = device;
+            continue;
+        }
+        *n = pass_on(m, vrf, cut, to, look);
+        passed += 1;
+    }
+    taken(bufs.len(), passed)
+}
+
+/// The direct loops' checks of a packet (`m`, its frame `data`): one buffer, received on
+/// `rx`, untraced and not our own, IPv4 to `mac` that passes the IPv4 checks of
+/// `ip4_input::fast` in VRF `vrf` with sources `src`. Where it goes, the length to cut it to
+/// (padding), its length from the IPv4 header on, and its bytes from there; `None`, nothing
+/// changed, for the node's loop. Every check comes first, so that a packet given back is
+/// untouched.
+#[inline(always)]
+fn admit<'d, const BYPASS: bool, S: SourceCheck>(
+    m: &buffer::Meta,
+    data: &'d [u8],
+    (rx, vrf, src): (u32, u32, S),
+    mac: u64,
+    vteps: &[(u32, wire::Ipv4Addr)],
+) -> Option<(ip4_input::Fast, Option<u16>, u32, &'d [u8])> {
+    let skip = crate::LOCALLY_ORIGINATED | graph::BUFFER_TRACED;
+    if m.rx_if != rx || m.flags & skip != 0 || m.next != buffer::NONE {
+        return None;
+    }
+    let (eth, ip) = data.split_first_chunk::<ETH_HDR>()?;
+    let e = Ethernet::new_unchecked(eth);
+    if e.ethertype_raw() != EtherType::Ipv4.to_raw() || mac_key(&e.dst_bytes()) != mac {
+        return None;
+    }
+    let avail = m.total_len.saturating_sub(ETH_HDR as u32);
+    let (to, cut) = ip4_input::fast_at::<BYPASS>(avail, vrf, ip, vteps, src)?;
+    Some((to, cut, avail, ip))
+}
+
+/// A packet a direct loop forwarded through adjacency `adj` to interface `tx_if`, its frame
+/// cut to `frame` bytes if it had padding (its Ethernet header was rewritten in place: the
+/// packet is never advanced past it).
+#[inline(always)]
+fn forwarded(m: &mut buffer::Meta, vrf: u32, frame: Option<u16>, (adj, tx_if): (u32, u32)) {
+    m.vrf = vrf;
+    if let Some(total) = frame {
+        m.truncate(total);
+    }
+    m.adj = adj;
+    m.tx_if = tx_if;
+}
+
+/// A packet a direct loop took without forwarding it: past its Ethernet header, its padding
+/// cut, on to `look` (or `vxlan4-input`).
+#[inline(always)]
+fn pass_on(
+    m: &mut buffer::Meta,
+    vrf: u32,
+    cut: Option<u16>,
+    to: ip4_input::Fast,
+    look: Next,
+) -> u16 {
+    m.vrf = vrf;
+    m.skip(ETH_HDR as u16);
+    if let Some(total) = cut {
+        m.truncate(total);
+    }
+    match to {
+        ip4_input::Fast::Lookup => look,
+        ip4_input::Fast::Vxlan => Next::Vxlan,
+    }
+    .into()
+}
+
+/// What the direct loop forwards with: the VRF's table, the frame's last adjacency, the flow
+/// cache for a VRF that keeps sessions, and the table's version.
+type Fused<'a> = (
+    fib::LpmView<'a>,
+    &'a Fast,
+    Option<worker_sessions::Frame<'a>>,
+    u64,
+);
+
 /// [`direct`] in the variant the frame needs: with `BYPASS` if a tunnel ends in the
 /// receiving interface's VRF (`tunnels`), with `FUSE` if there is a rewrite to forward with
-/// (`fwd`), and checking sources with `S` (no code at all for an interface without them).
+/// (`fwd`), [`direct_cached`] if that is by the flow cache, and checking sources with `S` (no
+/// code at all for an interface without them). How many packets it took, and how many of
+/// them the flow cache forwarded.
 #[inline(always)]
 fn direct_any<S: SourceCheck>(
     pool: &mut buffer::Pool,
     rx: (u32, u32, S),
     mac: u64,
     vteps: &[(u32, wire::Ipv4Addr)],
-    fwd: Option<(fib::LpmView<'_>, &Fast)>,
+    fwd: Option<Fused<'_>>,
     tunnels: bool,
     on: (&[u32], &mut [u16], Next),
-) -> usize {
-    match (fwd.is_some(), tunnels) {
-        (true, true) => direct::<true, true, S>(pool, rx, mac, vteps, fwd, on),
-        (true, false) => direct::<false, true, S>(pool, rx, mac, &[], fwd, on),
-        (false, true) => direct::<true, false, S>(pool, rx, mac, vteps, None, on),
-        (false, false) => direct::<false, false, S>(pool, rx, mac, &[], None, on),
+) -> (usize, usize) {
+    let plain = |taken| (taken, 0);
+    match (fwd, tunnels) {
+        (Some((_, f, Some(c), v)), true) => {
+            direct_cached::<true, S>(pool, rx, mac, vteps, (f, c, v), on)
+        }
+        (Some((_, f, Some(c), v)), false) => {
+            direct_cached::<false, S>(pool, rx, mac, &[], (f, c, v), on)
+        }
+        (Some((t, f, None, _)), true) => plain(direct::<true, true, S>(
+            pool,
+            rx,
+            mac,
+            vteps,
+            Some((t, f)),
+            on,
+        )),
+        (Some((t, f, None, _)), false) => plain(direct::<false, true, S>(
+            pool,
+            rx,
+            mac,
+            &[],
+            Some((t, f)),
+            on,
+        )),
+        (None, true) => plain(direct::<true, false, S>(pool, rx, mac, vteps, None, on)),
+        (None, false) => plain(direct::<false, false, S>(pool, rx, mac, &[], None, on)),
     }
 }
 

@@ -11,6 +11,9 @@
 //! session's cached deltas. A packet that starts a flow to a service's VIP, port and
 //! protocol gets a backend (Maglev over the service's usable backends, by the flow's hash)
 //! and a session for both directions; any other packet goes on untouched and keeps no state.
+//! A packet of an established flow forwarded here leaves a copy of its session in the
+//! worker's flow cache ([`crate::worker_sessions`]): `ethernet-input` forwards the flow's next
+//! packets from it, and they come here again only when something changes.
 //!
 //! A session whose backend was removed is killed by the control thread. Its owner frees it
 //! at its next packet, which then starts a session of its own like any packet of an unknown
@@ -30,9 +33,7 @@
 //! Sessions are judged again at their next packet after the policies change.
 
 use graph::{Ctx, Node};
-use session::{
-    Deltas, Dir, Established, Fields, Key, NewSession, Owner, Seen, Translation, Verdict,
-};
+use session::{Deltas, Dir, Established, Fields, Key, NewSession, Seen, Translation, Verdict};
 use wire::ipv4::MIN_HEADER_LEN;
 use wire::{Ipv4, Tcp, Udp};
 
@@ -40,6 +41,7 @@ use crate::ip4_rewrite::{Fast, forward};
 use crate::policies::{Denied, Judge, Judged, Policies};
 use crate::services::{Services, Sessions, VipKey};
 use crate::session_icmp::{self, Outcome};
+use crate::worker_sessions::{Local, WorkerSessions};
 use crate::{ETH_HDR, Shared};
 
 /// Buffer flag: `ip4-session` has seen the packet; `ip4-lookup` looks it up instead of
@@ -54,13 +56,6 @@ fn hairpin_port(sport: u16, i: u16) -> u16 {
     1024 + (u32::from(sport).wrapping_add(u32::from(i) * 7919) % 64512) as u16
 }
 
-/// The most time one frame's sweep accounts for (ms).
-const SWEEP_SPAN_MS: u32 = 2;
-
-/// How many session ids a worker's sweep looks at per frame, at least and at most.
-const SWEEP_MIN: u32 = 64;
-const SWEEP_MAX: u32 = 4096;
-
 /// A table the control thread publishes, as this node last took it.
 type Cached<T> = arc_swap::Cache<std::sync::Arc<arc_swap::ArcSwap<T>>, std::sync::Arc<T>>;
 
@@ -73,17 +68,16 @@ pub struct Ip4Session {
     interfaces: Cached<Vec<crate::IfConfig>>,
     denied: crate::policies::DenySink,
     sessions: std::sync::Arc<Sessions>,
-    /// This worker's share of the table, and where its counters are copied for `show`;
-    /// `None` on a graph built past the table's workers (it then creates no session).
-    owner: Option<(Owner, std::sync::Arc<crate::services::OwnerStats>)>,
+    /// The worker's owner of its share of the table and its flow cache, which it shares
+    /// with its `ethernet-input`.
+    local: WorkerSessions,
     /// The seed of the flow hash that picks backends.
     seed: u64,
-    /// When the owner last swept (the sessions' clock).
-    swept_at: u32,
 }
 
 impl Ip4Session {
-    pub fn new(shared: &Shared) -> Ip4Session {
+    /// The node of a worker whose part of the sessions is `local`.
+    pub fn new(shared: &Shared, local: WorkerSessions) -> Ip4Session {
         Ip4Session {
             services: arc_swap::Cache::new(shared.services.clone()),
             policies: arc_swap::Cache::new(shared.policies.clone()),
@@ -92,9 +86,8 @@ impl Ip4Session {
             interfaces: arc_swap::Cache::new(shared.interfaces.clone()),
             denied: shared.denied.clone(),
             sessions: shared.sessions.clone(),
-            owner: shared.sessions.take_owner(),
+            local,
             seed: 0x9e37_79b9_7f4a_7c15,
-            swept_at: shared.sessions.now(),
         }
     }
 }
@@ -118,6 +111,7 @@ graph::node! {
         DeniedLater = "established flow denied by a policy change",
         DeniedSession = "packet of a denied flow",
         DenyLog = "deny log queue full (flow not logged)",
+        Copied = "session copied into the flow cache (not an error)",
     }
     trace SessionTrace { dir: u16, src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16 }
 }
@@ -272,6 +266,8 @@ struct Forwarder<'a> {
     ifs: &'a [crate::IfConfig],
     vrf: u32,
     table: Option<&'a fib::LpmReader>,
+    /// The table's version when it was taken (before any lookup in it).
+    version: u64,
     fast: Fast,
 }
 
@@ -290,6 +286,7 @@ impl Forwarder<'_> {
         let dst = Ipv4::new_unchecked(ip).dst_addr();
         if m.vrf != self.vrf {
             (self.vrf, self.table) = (m.vrf, self.vrfs.get(m.vrf as usize));
+            self.version = self.table.map_or(0, |t| t.version());
         }
         let adj = self.table?.lookup(dst)?;
         if adj != self.fast.adj {
@@ -344,9 +341,12 @@ impl Node for Ip4Session {
             ifs: &ifs,
             vrf: buffer::NONE,
             table: None,
+            version: 0,
             fast: Fast::NONE,
         };
         let sessions = std::sync::Arc::clone(&self.sessions);
+        let local = self.local.clone();
+        let mut w = local.lock();
         let f = Frame {
             services: &services,
             judge: Judge {
@@ -358,7 +358,7 @@ impl Node for Ip4Session {
             now: sessions.now(),
         };
         for (&b, n) in bufs.iter().zip(next.iter_mut()) {
-            let looked_up = match self.quick(ctx, &f, &mut fwd, b) {
+            let looked_up = match self.quick(ctx, &f, &mut fwd, &mut w, b) {
                 Quick::Done(to) => {
                     *n = to;
                     continue;
@@ -393,7 +393,7 @@ impl Node for Ip4Session {
                     Ok((flow, seen))
                 });
                 match flow {
-                    Ok((flow, seen)) => self.act(ctx, &f, &flow, seen, rx),
+                    Ok((flow, seen)) => self.act(ctx, &f, &mut w, &flow, seen, rx),
                     // Only a packet to a service is lost for it.
                     Err(e) if to_service(&services, vrf, ip) => Act::Drop(e),
                     Err(_) => Act::Pass(None),
@@ -426,29 +426,7 @@ impl Node for Ip4Session {
                 }
             }
         }
-        if let Some((o, stats)) = self.owner.as_mut() {
-            // Every id about once a second while frames come at least every couple of
-            // milliseconds; when they come slower, a little each frame (a pass then takes
-            // longer, which only lets expired sessions linger: they are refreshed by nothing
-            // and evicted like any unestablished one). The work of a frame stays small and
-            // does not grow with the time a slow frame took.
-            let now = f.now;
-            let elapsed = now.wrapping_sub(self.swept_at).min(SWEEP_SPAN_MS);
-            let budget = (u64::from(o.ids().len() as u32) * u64::from(elapsed) / 1000) as u32;
-            let budget = budget.clamp(SWEEP_MIN, SWEEP_MAX);
-            o.sweep(now, budget);
-            self.swept_at = now;
-            stats.store(&o.counters());
-        }
-    }
-}
-
-impl Drop for Ip4Session {
-    /// The owner outlives the graph: the next graph built on these sessions takes it.
-    fn drop(&mut self) {
-        if let Some((o, stats)) = self.owner.take() {
-            self.sessions.give_back(o, stats);
-        }
+        w.sweep(f.now);
     }
 }
 
@@ -457,13 +435,16 @@ impl Ip4Session {
     /// fragment, of a live session whose verdict is current. Its key is read straight off
     /// the headers into the table's packed form, the session looked up and observed, the
     /// packet rewritten and forwarded as [`Ip4Session::process`]'s general path would; any
-    /// other packet goes to that path, with its lookup if one was made.
+    /// other packet goes to that path, with its lookup if one was made. A packet forwarded
+    /// here leaves a copy of its session in the worker's flow cache, for `ethernet-input` to
+    /// forward the flow's next packets by.
     #[inline(always)]
     fn quick(
         &mut self,
         ctx: &mut Ctx<'_, Self>,
         f: &Frame<'_>,
         fwd: &mut Forwarder<'_>,
+        w: &mut Local,
         b: u32,
     ) -> Quick {
         let Some((m, fr)) = ctx.pool.meta_data_front_mut(b, ETH_HDR) else {
@@ -492,13 +473,13 @@ impl Ip4Session {
         // Key::words: the addresses, then the VRF, protocol and ports.
         let addrs = u64::from_be_bytes(*h[12..].first_chunk::<8>().expect("28 bytes"));
         let ports = u32::from_be_bytes(*h[20..].first_chunk::<4>().expect("28 bytes"));
-        let w = [
+        let words = [
             addrs,
             u64::from(m.vrf as u16) << 48 | u64::from(proto) << 32 | u64::from(ports),
         ];
-        let Some(s) = f.table.forwarding(w, tcp_flags, f.now) else {
+        let Some(s) = f.table.forwarding(words, tcp_flags, f.now) else {
             let flow = Flow {
-                key: Key::from_words(w),
+                key: Key::from_words(words),
                 tcp_flags,
                 translatable: true,
             };
@@ -515,6 +496,9 @@ impl Ip4Session {
             None => return Quick::Slow(None),
         }
         m.flags |= SESSION_DONE;
+        // The headers as received, for the flow cache's key.
+        let head = *h.first_chunk().expect("28 bytes");
+        let vrf = m.vrf;
         if s.translated {
             rewrite(
                 &mut fr[ETH_HDR..],
@@ -524,7 +508,16 @@ impl Ip4Session {
             );
             m.vrf = s.vrf;
         }
-        Quick::Done(fwd.forward(m, fr).unwrap_or(Next::Lookup.into()))
+        match fwd.forward(m, fr) {
+            Some(device) => {
+                let (route, epoch) = ((m.adj, fwd.version), f.judge.policies.epoch);
+                if w.cache.put((vrf, &head, tcp_flags), &s, route, epoch) {
+                    ctx.count_error(Error::Copied);
+                }
+                Quick::Done(device)
+            }
+            None => Quick::Done(Next::Lookup.into()),
+        }
     }
 
     /// What to do with a packet of `flow` received on `rx`, its session as the lookup found it
@@ -533,6 +526,7 @@ impl Ip4Session {
         &mut self,
         ctx: &mut Ctx<'_, Self>,
         f: &Frame<'_>,
+        w: &mut Local,
         flow: &Flow,
         seen: Seen,
         rx: u32,
@@ -545,7 +539,7 @@ impl Ip4Session {
             // dropped until that worker frees it.
             Seen::Killed(handle) => {
                 ctx.count_error(Error::Killed);
-                if !self.owner.as_mut().is_some_and(|(o, _)| o.remove(handle)) {
+                if !w.owner().is_some_and(|o| o.remove(handle)) {
                     return Act::Drop(Error::Killed);
                 }
                 None
@@ -583,12 +577,19 @@ impl Ip4Session {
             }
             return Act::Pass(s.translated().then_some(s));
         }
-        self.start(ctx, f, flow, rx)
+        self.start(ctx, f, w, flow, rx)
     }
 
     /// The first packet of a flow (or one of no session): its service's backend if it is to
     /// one, its verdict if a policy concerns it, and a session if either does.
-    fn start(&mut self, ctx: &mut Ctx<'_, Self>, f: &Frame<'_>, flow: &Flow, rx: u32) -> Act {
+    fn start(
+        &mut self,
+        ctx: &mut Ctx<'_, Self>,
+        f: &Frame<'_>,
+        w: &mut Local,
+        flow: &Flow,
+        rx: u32,
+    ) -> Act {
         let k = &flow.key;
         let svc = f.vip(flow);
         // An external flow (a NodePort, an external IP) goes on in its service's network,
@@ -632,7 +633,7 @@ impl Ip4Session {
                 Act::Drop(Error::Denied)
             };
         }
-        let Some((owner, _)) = self.owner.as_mut() else {
+        let Some(owner) = w.owner() else {
             return Act::Drop(Error::NoOwner);
         };
         let v = if allowed {

@@ -46,6 +46,7 @@ pub mod sources;
 pub mod udp4_local;
 pub mod vxlan4_encap;
 pub mod vxlan4_input;
+pub mod worker_sessions;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -92,12 +93,13 @@ pub fn protocol_nodes(
     learned: impl Into<LearnSink>,
 ) -> Vec<Box<dyn graph::AnyNode>> {
     let learned: LearnSink = learned.into();
+    let local = worker_sessions::WorkerSessions::new(&shared.sessions);
     vec![
-        Box::new(EthernetInput::new(shared.clone())),
+        Box::new(EthernetInput::new(shared.clone()).with_sessions(local.clone())),
         Box::new(ArpInput::new(shared.clone(), learned.clone())),
         Box::new(Ip4Input::new(shared.clone())),
         Box::new(Ip4Lookup::new(shared.clone())),
-        Box::new(Ip4Session::new(shared)),
+        Box::new(Ip4Session::new(shared, local)),
         Box::new(Ip4Local::default()),
         Box::new(Ip4Reassembly::default()),
         Box::new(Udp4Local::default()),

@@ -1,6 +1,7 @@
 //! Network policy through the whole graph: a flow an interface's ingress policy allows
 //! passes both ways (its replies by its session), one it denies is dropped with every later
-//! packet of it, and a policy change judges established flows again.
+//! packet of it, and a policy change judges established flows again (those the flow cache
+//! forwarded too).
 
 mod graph_common;
 
@@ -123,6 +124,14 @@ fn allowed_flows_pass_both_ways_and_denied_ones_stay_denied() {
         counters.contains(&("default/web ingress rule 0".into(), 1)),
         "{counters:?}"
     );
+
+    // The handshake's last ACK, then a segment the flow cache forwards (from
+    // ethernet-input, without ip4-session), as it does every later one until a change.
+    let ack = || vec![(0, tcp(MAC[0], (CLIENT, 1000), (SERVER, 80), false))];
+    assert_eq!((send(s, ack()), send(s, ack())), (1, 1));
+    let seen = vectors(&s.rt, "ip4-session");
+    assert_eq!(send(s, ack()), 1);
+    assert_eq!(vectors(&s.rt, "ip4-session"), seen, "from the flow cache");
 
     // Now port 81 only: the established flow on 80 is judged again and dropped; a new one
     // on 81 passes.

@@ -1,7 +1,8 @@
 //! Services through the whole graph: a client's TCP or UDP to a VIP goes out to a backend
 //! with valid checksums (checked by etherparse), the backend's reply comes back from the VIP,
 //! new flows spread over the backends, a removed backend's sessions are dropped, and what is
-//! not for a service goes on untouched.
+//! not for a service goes on untouched. The flow cache forwards established packets as
+//! ip4-session does, and gives a flow back to it at any change.
 
 mod graph_common;
 
@@ -53,8 +54,13 @@ fn tcp(dst_mac: [u8; 6], src: ([u8; 4], u16), dst: ([u8; 4], u16), syn: bool) ->
 }
 
 fn udp_to(src: ([u8; 4], u16), dst: ([u8; 4], u16), checksum: bool) -> Vec<u8> {
+    udp_on(MAC[0], src, dst, checksum)
+}
+
+/// UDP to the interface whose MAC is `dst_mac`.
+fn udp_on(dst_mac: [u8; 6], src: ([u8; 4], u16), dst: ([u8; 4], u16), checksum: bool) -> Vec<u8> {
     let mut v = Vec::new();
-    etherparse::PacketBuilder::ethernet2(HOST_MAC, MAC[0])
+    etherparse::PacketBuilder::ethernet2(HOST_MAC, dst_mac)
         .ipv4(src.0, dst.0, 64)
         .udp(src.1, dst.1)
         .write(&mut v, b"hello")
@@ -238,4 +244,217 @@ fn a_service_without_backends_drops_new_flows() {
         s.rt.errors(),
         vec![("ip4-session", "service has no usable backend", 1)]
     );
+}
+
+/// Sends `frame` alone on `rx`: where it went, and whether `ip4-session` saw it (else the
+/// flow cache forwarded it from `ethernet-input`).
+fn through(s: &mut Setup, rx: u32, frame: &[u8]) -> (Vec<(u32, Vec<u8>)>, bool) {
+    let before = vectors(&s.rt, "ip4-session");
+    let out = send(s, vec![(rx, frame.to_vec())]);
+    (out, vectors(&s.rt, "ip4-session") > before)
+}
+
+/// A TCP flow from `client` to the VIP, established: the SYN, the backend's ACK, the
+/// client's ACK. Its backend.
+fn establish(s: &mut Setup, client: ([u8; 4], u16)) -> [u8; 4] {
+    let out = send(s, vec![(0, tcp(MAC[0], client, (VIP, 80), true))]);
+    let backend = checked(&out[0].1).2;
+    send(s, vec![(1, tcp(MAC[1], (backend, 8080), client, false))]);
+    send(s, vec![(0, tcp(MAC[0], client, (VIP, 80), false))]);
+    backend
+}
+
+/// A packet of an established flow that changes nothing in its session leaves the worker's
+/// flow cache (from ethernet-input, without ip4-session) exactly as ip4-session sent the
+/// same packet before it: TCP and UDP (with and without a checksum), both directions, one
+/// packet at a time and frames of several flows at once.
+#[test]
+fn the_flow_cache_forwards_established_packets_as_ip4_session_does() {
+    let s = &mut setup();
+    publish(s, &[1]);
+    let b = BACKENDS[1];
+    let mut steady = Vec::new();
+    for p in 0..4u16 {
+        let c = (CLIENT, 40000 + p);
+        establish(s, c);
+        steady.push((0, tcp(MAC[0], c, (VIP, 80), false)));
+        steady.push((1, tcp(MAC[1], (b, 8080), c, false)));
+        // UDP: a request, its reply, the next request.
+        let (u, sum) = ((CLIENT, 5000 + p), p % 2 == 0);
+        send(s, vec![(0, udp_to(u, (VIP, 80), sum))]);
+        send(s, vec![(1, udp_on(MAC[1], (b, 8080), u, sum))]);
+        send(s, vec![(0, udp_to(u, (VIP, 80), sum))]);
+        steady.push((0, udp_to(u, (VIP, 80), sum)));
+        steady.push((1, udp_on(MAC[1], (b, 8080), u, sum)));
+    }
+    let mut want = Vec::new();
+    for (rx, f) in &steady {
+        let (slow, via_session) = through(s, *rx, f);
+        assert!(via_session);
+        assert_eq!(slow.len(), 1, "{:?}", s.rt.errors());
+        checked(&slow[0].1);
+        let (fast, via_session) = through(s, *rx, f);
+        assert!(!via_session, "from the cache");
+        assert_eq!(fast, slow);
+        want.extend(slow);
+    }
+    want.sort();
+    // A frame of them as they came (each interface's in turn), then grouped by interface
+    // (the direct loop takes runs of them).
+    let mut grouped = steady.clone();
+    grouped.sort_by_key(|(rx, _)| *rx);
+    let n = steady.len() as u64;
+    for frame in [steady, grouped] {
+        let before = vectors(&s.rt, "ip4-session");
+        let mut out = send(s, frame);
+        assert_eq!(vectors(&s.rt, "ip4-session"), before);
+        out.sort();
+        assert_eq!(out, want);
+    }
+    // Counted: each steady packet copied once, and forwarded from the cache three times.
+    let count = |node, what: &str| {
+        let e = s.rt.errors();
+        e.iter()
+            .find(|e| e.0 == node && e.1.starts_with(what))
+            .map_or(0, |e| e.2)
+    };
+    assert_eq!(
+        count("ip4-session", "session copied into the flow cache"),
+        n
+    );
+    assert_eq!(
+        count("ethernet-input", "forwarded from the flow cache"),
+        3 * n
+    );
+}
+
+/// The IPv4 header checksum of `frame` made right again after a change.
+fn fix_ip_checksum(frame: &mut [u8]) {
+    frame[24..26].copy_from_slice(&[0, 0]);
+    let sum: u32 = frame[14..34]
+        .chunks(2)
+        .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
+        .sum();
+    let sum = (sum & 0xffff) + (sum >> 16);
+    let sum = (sum & 0xffff) + (sum >> 16);
+    frame[24..26].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+}
+
+/// A cached copy stands for its session only while nothing changes: a new route, a FIN and a
+/// removed backend each take the flow's next packet back to ip4-session, which acts on the
+/// change; packets of the flow that lie (a TCP header cut short, a later fragment) never
+/// leave the cache.
+#[test]
+fn a_change_takes_a_cached_flow_back_to_ip4_session() {
+    let s = &mut setup();
+    publish(s, &[0, 1]);
+    let c = (CLIENT, 40000);
+    let backend = establish(s, c);
+    let ack = tcp(MAC[0], c, (VIP, 80), false);
+    assert!(through(s, 0, &ack).1);
+    let (out, via_session) = through(s, 0, &ack);
+    assert!(!via_session);
+    assert_eq!(out[0].0, 1);
+    // The backends' route moves to a neighbour on if0.
+    let nh = fib::Ipv4Addr::new(10, 0, 0, 8);
+    let nb8 = [2, 0, 0, 0, 0, 8];
+    let a = s.adj.add_next_hop(0, nh);
+    s.adj.learn(0, nh, nb8);
+    s._lpm
+        .0
+        .insert(fib::Ipv4Addr::new(192, 0, 2, 0), 24, a)
+        .unwrap();
+    for via in [true, false] {
+        let (out, via_session) = through(s, 0, &ack);
+        assert_eq!(via_session, via);
+        assert_eq!((out[0].0, &out[0].1[..6]), (0, &nb8[..]), "the new route");
+    }
+    // Lies: the TCP header cut short by the IPv4 length, and a later fragment.
+    let mut short = ack[..14 + 30].to_vec();
+    short[16..18].copy_from_slice(&30u16.to_be_bytes());
+    fix_ip_checksum(&mut short);
+    let mut frag = ack.clone();
+    frag[20..22].copy_from_slice(&1u16.to_be_bytes());
+    fix_ip_checksum(&mut frag);
+    for f in [short, frag] {
+        let (out, via_session) = through(s, 0, &f);
+        assert!(via_session && out.is_empty(), "{:?}", s.rt.errors());
+    }
+    // A FIN: the session closes.
+    let mut fin = ack.clone();
+    fin[47] |= 0x01;
+    let t = &fin[34..];
+    let sum = etherparse::TcpHeader::from_slice(t).unwrap().0;
+    let ip = etherparse::Ipv4Header::from_slice(&fin[14..]).unwrap().0;
+    let want = sum.calc_checksum_ipv4(&ip, &t[20..]).unwrap();
+    fin[50..52].copy_from_slice(&want.to_be_bytes());
+    assert!(through(s, 0, &fin).1);
+    let key = session::Key::new(
+        0,
+        6,
+        u32::from_be_bytes(CLIENT),
+        u32::from_be_bytes(VIP),
+        c.1,
+        80,
+    );
+    let state = |s: &Setup| match s.sessions.table.lookup(&key) {
+        session::Lookup::Live(h) => Some(h.session.state()),
+        _ => None,
+    };
+    assert_eq!(state(s), Some(session::State::TcpClosing));
+    // Its backend goes: its next packet goes to the other one.
+    let id = BACKENDS.iter().position(|&b| b == backend).unwrap();
+    assert_eq!(s.sessions.table.kill_backend(1, id as u32), 1);
+    publish(s, &[1 - id]);
+    let (out, via_session) = through(s, 0, &ack);
+    assert!(via_session);
+    assert_eq!(checked(&out[0].1).2, BACKENDS[1 - id]);
+}
+
+/// While a flow's packets leave the cache its session lives on (its last-seen time moves),
+/// and the worker's sweep goes on without ip4-session: another session, killed, is freed.
+#[test]
+fn cached_packets_keep_their_session_and_the_sweep_going() {
+    let s = &mut setup();
+    publish(s, &[1]);
+    let (a, b) = ((CLIENT, 40000), (CLIENT, 40001));
+    establish(s, a);
+    establish(s, b);
+    let ack = tcp(MAC[0], a, (VIP, 80), false);
+    through(s, 0, &ack);
+    let key = session::Key::new(
+        0,
+        6,
+        u32::from_be_bytes(CLIENT),
+        u32::from_be_bytes(VIP),
+        a.1,
+        80,
+    );
+    let last_seen = |s: &Setup| match s.sessions.table.lookup(&key) {
+        session::Lookup::Live(h) => h.session.last_seen,
+        _ => panic!("the flow's session is gone"),
+    };
+    let (first, vectors0) = (last_seen(s), vectors(&s.rt, "ip4-session"));
+    assert_eq!(s.sessions.table.kill(|x| x.key.sport == b.1), 1);
+    for _ in 0..3 {
+        std::thread::sleep(std::time::Duration::from_millis(
+            u64::from(session::LAST_SEEN_GRAIN) + 10,
+        ));
+        assert_eq!(send(s, vec![(0, ack.clone())]).len(), 1);
+    }
+    assert!(
+        last_seen(s) >= first + 2 * session::LAST_SEEN_GRAIN,
+        "{first} {}",
+        last_seen(s)
+    );
+    // A frame's sweep looks at 64 ids at least: enough frames to go round the table.
+    for _ in 0..s.sessions.table.capacity() / 64 + 1 {
+        assert_eq!(send(s, vec![(0, ack.clone())]).len(), 1);
+    }
+    assert_eq!(
+        vectors(&s.rt, "ip4-session"),
+        vectors0,
+        "all from the cache"
+    );
+    assert_eq!(s.sessions.table.count_live(), 1, "the killed one swept");
 }

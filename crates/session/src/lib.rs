@@ -87,8 +87,10 @@ pub use key::{Fields, Key, PROTO_ICMP, PROTO_TCP, PROTO_UDP};
 pub use maglev::{Maglev, MaglevError};
 pub use owner::{Counters, CreateError, Owner, Swept};
 pub use record::{
-    Dir, EPOCH_BITS, Established, Forwarding, MAX_BACKEND_ID, NONE, NewSession, Session,
-    Translation, Verdict, idle_longer_than, tcp_flags,
+    Dir, EPOCH_BITS, Established, Forwarding, LAST_SEEN_GRAIN, MAX_BACKEND_ID, NONE, NewSession,
+    Session, Translation, Verdict, idle_longer_than, tcp_flags,
 };
-pub use table::{Config, ConfigError, Handle, Hit, Lookup, MAX_SESSIONS, SLOTS, Seen, Table};
+pub use table::{
+    Config, ConfigError, Handle, Hit, Lookup, MAX_SESSIONS, Records, SLOTS, Seen, Table,
+};
 pub use timeouts::{State, Timeouts};

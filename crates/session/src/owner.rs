@@ -10,7 +10,7 @@ use crate::{Dir, Key};
 
 /// Bytes an owner keeps per session id: a free-ring slot and the eviction lists'.
 pub(crate) const OWNER_BYTES_PER_SESSION: usize =
-    size_of::<u32>() + crate::evict::BYTES_PER_SESSION + 1;
+    size_of::<u32>() + crate::evict::BYTES_PER_SESSION;
 
 /// What one owner did, for `show` and metrics (summed over workers when read).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

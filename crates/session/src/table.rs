@@ -178,6 +178,24 @@ pub enum ConfigError {
     Timeout(u32),
 }
 
+/// [`Table::records`].
+#[derive(Debug, Clone, Copy)]
+pub struct Records<'a>(&'a [Record]);
+
+impl Records<'_> {
+    /// The check behind a copy of a session's [`Forwarding`] kept for packets that change
+    /// nothing in it ([`Forwarding::steady`]): whether the session `h` still lives with the
+    /// status word `status` the copy was made with (not killed, freed, re-judged or moved
+    /// on in its state since). If so it is observed as such a packet at `now` would be (its
+    /// last-seen time), and the copy still holds.
+    #[inline(always)]
+    pub fn refresh(self, h: Handle, status: u64, now: u32) -> bool {
+        self.0
+            .get(h.id as usize)
+            .is_some_and(|r| r.refresh(h.gen_, status, now))
+    }
+}
+
 /// A session as a worker refers to it after a lookup or a creation: its id and the
 /// generation of the record it was found in, so that acting on it after the record was reused
 /// does nothing.
@@ -190,6 +208,13 @@ pub struct Handle {
 impl Handle {
     pub const fn id(&self) -> u32 {
         self.id
+    }
+}
+
+/// A handle of no session: an odd generation, which no live record has.
+impl Default for Handle {
+    fn default() -> Handle {
+        Handle { id: 0, gen_: 1 }
     }
 }
 
@@ -291,6 +316,8 @@ impl Table {
             + size_of_val(&*self.buckets)
             + size_of_val(&*self.records)
             + self.records.len() * OWNER_BYTES_PER_SESSION
+            // The owners' live bits (a word more for each owner at most).
+            + self.records.len().div_ceil(64) * size_of::<u64>()
     }
 
     pub fn timeouts(&self) -> &Timeouts {
@@ -376,9 +403,14 @@ impl Table {
     /// killed), or `None` on a miss.
     #[inline(always)]
     pub fn forwarding(&self, w: [u64; 2], tcp_flags: u8, now: u32) -> Option<Forwarding> {
-        self.probe(w, |r, h, dir| {
-            r.read_forwarding(h.gen_, dir, tcp_flags, now)
-        })
+        self.probe(w, |r, h, dir| r.read_forwarding(h, dir, tcp_flags, now))
+    }
+
+    /// The table's records, for [`Records::refresh`] (a view a caller keeps for a pass
+    /// over many packets: the slice, not the table, in its registers).
+    #[inline]
+    pub fn records(&self) -> Records<'_> {
+        Records(&self.records)
     }
 
     /// [`Table::established`]'s copy of the session `h` refers to, for a packet of `dir`,
@@ -700,6 +732,36 @@ mod tests {
         let f = t.forwarding(key.words(), tcp_flags::FIN, 2000).unwrap();
         assert!(f.killed());
         assert_eq!(t.session(h).unwrap().state(), crate::State::TcpEstablished);
+    }
+
+    /// A forwarding copy is steady when its packet changed nothing and no packet of its
+    /// direction without SYN, FIN or RST would: a UDP request before and after its reply, a
+    /// TCP connection once established; never a packet that moves the state on.
+    #[test]
+    fn steady_copies_are_those_no_plain_packet_changes() {
+        let (t, mut owners) = four_sessions();
+        let udp = Key::new(3, crate::PROTO_UDP, 0x0a00_0001, 0x0a60_0001, 5000, 53);
+        owners[0].create(&crate::NewSession::plain(udp), 0).unwrap();
+        let f = |k: &Key, flags| t.forwarding(k.words(), flags, 0).unwrap();
+        assert!(f(&udp, 0).steady(0), "a request, unanswered");
+        // The first reply moves the state on (replied); later ones do not.
+        assert!(!f(&udp.reverse(), 0).steady(0));
+        assert!(f(&udp.reverse(), 0).steady(0));
+        // The next request establishes it; then requests change nothing.
+        assert!(!f(&udp, 0).steady(0));
+        assert!(f(&udp, 0).steady(0));
+        let tcp = Key::new(3, crate::PROTO_TCP, 0x0a00_0001, 0x0a60_0001, 40_000, 80);
+        owners[0].create(&crate::NewSession::plain(tcp), 0).unwrap();
+        // A SYN sent again changes nothing (the cache forwards no SYN anyway).
+        assert!(f(&tcp, tcp_flags::SYN).steady(tcp_flags::SYN));
+        assert!(!f(&tcp.reverse(), tcp_flags::SYN | tcp_flags::ACK).steady(tcp_flags::ACK));
+        assert!(
+            !f(&tcp, tcp_flags::ACK).steady(tcp_flags::ACK),
+            "the handshake's last"
+        );
+        assert!(f(&tcp, tcp_flags::ACK).steady(tcp_flags::ACK));
+        assert!(f(&tcp.reverse(), tcp_flags::ACK).steady(tcp_flags::ACK));
+        assert!(!f(&tcp, tcp_flags::FIN | tcp_flags::ACK).steady(tcp_flags::FIN));
     }
 
     #[test]

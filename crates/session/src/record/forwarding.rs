@@ -4,8 +4,10 @@
 
 use core::sync::atomic::{Ordering, fence};
 
-use super::{DEAD, Dir, NONE, Record, Verdict, verdict_of};
+use super::{DEAD, Dir, NONE, Record, Verdict, next_flags, tcp_flags, verdict_of};
 use crate::checksum::Deltas;
+use crate::key::PROTO_TCP;
+use crate::table::Handle;
 
 /// A live session as one packet of the matched direction leaves it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,6 +24,10 @@ pub struct Forwarding {
     pub vrf: u32,
     /// Whether a service translates the session (else it only holds a verdict).
     pub translated: bool,
+    /// The session, and which of its directions the packet is.
+    pub handle: Handle,
+    pub dir: Dir,
+    proto: u8,
     status: u64,
 }
 
@@ -38,20 +44,45 @@ impl Forwarding {
     pub const fn killed(&self) -> bool {
         self.status & DEAD != 0
     }
+
+    /// The session's status word as read: what [`crate::Records::refresh`] compares with.
+    #[inline]
+    pub const fn status(&self) -> u64 {
+        self.status
+    }
+
+    /// Whether the packet read with it (TCP flags `flags`) left the session's state as it
+    /// was, and so would any packet of its direction that carries no SYN, FIN or RST (any
+    /// packet, for a protocol other than TCP): then, while the status stays the same, such
+    /// a packet needs nothing of the session but this copy and its last-seen time
+    /// ([`crate::Records::refresh`]).
+    #[inline]
+    pub const fn steady(&self, flags: u8) -> bool {
+        let ack = if self.proto == PROTO_TCP {
+            tcp_flags::ACK
+        } else {
+            0
+        };
+        let st = self.status;
+        !self.killed()
+            && next_flags(self.proto, st, self.dir, flags) == st
+            && next_flags(self.proto, st, self.dir, ack) == st
+    }
 }
 
 impl Record {
-    /// The session of generation `gen_` as a packet of `dir` with TCP `flags` (0 for other
-    /// protocols) at `now` leaves it, observed unless killed; `None` if the record no longer
-    /// holds that session.
+    /// The session `h` as a packet of `dir` with TCP `flags` (0 for other protocols) at
+    /// `now` leaves it, observed unless killed; `None` if the record no longer holds that
+    /// session.
     #[inline(always)]
     pub(crate) fn read_forwarding(
         &self,
-        gen_: u32,
+        h: Handle,
         dir: Dir,
         flags: u8,
         now: u32,
     ) -> Option<Forwarding> {
+        let gen_ = h.gen_;
         if self.seq.load(Ordering::Acquire) != gen_ {
             return None;
         }
@@ -86,12 +117,31 @@ impl Record {
             },
             vrf,
             translated,
+            handle: h,
+            dir,
+            proto: (k1 >> 32) as u8,
             status,
         };
         if f.killed() {
             return Some(f);
         }
-        self.observe_seen((gen_, (k1 >> 32) as u8, status, last_seen), dir, flags, now);
+        self.observe_seen((gen_, f.proto, status, last_seen), dir, flags, now);
         Some(f)
+    }
+
+    /// [`crate::Records::refresh`] on this record. The status word carries a tag of the
+    /// generation, so a status that matches after the generation did is the same session's
+    /// (a record freed and reused between the two loads has another tag).
+    #[inline(always)]
+    pub(crate) fn refresh(&self, gen_: u32, status: u64, now: u32) -> bool {
+        if self.seq.load(Ordering::Acquire) != gen_ || self.status.load(Ordering::Relaxed) != status
+        {
+            return false;
+        }
+        let last_seen = self.last_seen.load(Ordering::Relaxed);
+        if now.wrapping_sub(last_seen) as i32 >= super::LAST_SEEN_GRAIN as i32 {
+            self.last_seen.store(now, Ordering::Relaxed);
+        }
+        true
     }
 }
