@@ -215,7 +215,8 @@ struct Fuse<'a> {
     /// while packets wait in `ip4-lookup` (which sends them there): it follows them.
     session: bool,
     /// The worker's flow cache, if packets of established flows are forwarded here (see
-    /// [`worker_sessions`]), and whether the frame used it (it then sweeps).
+    /// [`worker_sessions`]), and whether it forwarded a packet of the frame (which then
+    /// sweeps: a frame that also visits `ip4-session` sweeps there).
     cached: Option<worker_sessions::Frame<'a>>,
     used: bool,
 }
@@ -238,10 +239,8 @@ impl<'a> Fuse<'a> {
     /// The flow cache, if packets of VRF `vrf` (the last [`Fuse::table`] was asked for) are
     /// forwarded by it.
     #[inline(always)]
-    fn cache(&mut self) -> Option<worker_sessions::Frame<'a>> {
-        let c = self.cached.filter(|_| self.stateful)?;
-        self.used = true;
-        Some(c)
+    fn cache(&self) -> Option<worker_sessions::Frame<'a>> {
+        self.cached.filter(|_| self.stateful)
     }
 
     /// Where a checked packet of VRF `vrf` goes for its lookup: `ip4-session` first if the
@@ -415,6 +414,7 @@ impl EthernetInput {
                     *n = device;
                     fused = Some((m.vrf, m.adj, m.tx_if));
                     if fuse.stateful {
+                        fuse.used = true;
                         ctx.count_error(Error::Cached);
                     }
                 }
@@ -458,6 +458,7 @@ impl EthernetInput {
                 };
                 i += taken;
                 if cached != 0 {
+                    fuse.used = true;
                     ctx.count_errors(Error::Cached, cached as u64);
                 }
                 continue;

@@ -252,16 +252,18 @@ impl Owner {
         let mut left = budget.min(self.len);
         while left > 0 {
             let i = self.cursor;
-            // The ids from `i` to the end of its word (or of the range), and how many of
-            // them lead up to the first live one.
-            let span = (64 - i % 64).min(self.len - i);
-            let free = (self.used[(i / 64) as usize] >> (i % 64)).trailing_zeros();
-            let step = free.min(span).min(left).max(1);
-            left -= step;
-            self.cursor = if i + step == self.len { 0 } else { i + step };
-            if free > 0 {
+            let bits = self.used[(i / 64) as usize] >> (i % 64);
+            if bits & 1 == 0 {
+                // Free: on to the next live id of the word, or to the word's (or the
+                // range's) end.
+                let span = (64 - i % 64).min(self.len - i);
+                let step = bits.trailing_zeros().min(span).min(left);
+                left -= step;
+                self.cursor = if i + step == self.len { 0 } else { i + step };
                 continue;
             }
+            left -= 1;
+            self.cursor = if i + 1 == self.len { 0 } else { i + 1 };
             let rec = self.table.record(self.first + i);
             if rec.live_gen().is_none() {
                 continue;
