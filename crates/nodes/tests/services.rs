@@ -254,6 +254,19 @@ fn through(s: &mut Setup, rx: u32, frame: &[u8]) -> (Vec<(u32, Vec<u8>)>, bool) 
     (out, vectors(&s.rt, "ip4-session") > before)
 }
 
+/// The live session of the TCP flow from `client` to the VIP.
+fn session_of(s: &Setup, client: ([u8; 4], u16)) -> session::Session {
+    let (c, vip) = (u32::from_be_bytes(client.0), u32::from_be_bytes(VIP));
+    match s
+        .sessions
+        .table
+        .lookup(&session::Key::new(0, 6, c, vip, client.1, 80))
+    {
+        session::Lookup::Live(h) => h.session,
+        _ => panic!("the flow's session is gone"),
+    }
+}
+
 /// A TCP flow from `client` to the VIP, established: the SYN, the backend's ACK, the
 /// client's ACK. Its backend.
 fn establish(s: &mut Setup, client: ([u8; 4], u16)) -> [u8; 4] {
@@ -389,19 +402,7 @@ fn a_change_takes_a_cached_flow_back_to_ip4_session() {
     let want = sum.calc_checksum_ipv4(&ip, &t[20..]).unwrap();
     fin[50..52].copy_from_slice(&want.to_be_bytes());
     assert!(through(s, 0, &fin).1);
-    let key = session::Key::new(
-        0,
-        6,
-        u32::from_be_bytes(CLIENT),
-        u32::from_be_bytes(VIP),
-        c.1,
-        80,
-    );
-    let state = |s: &Setup| match s.sessions.table.lookup(&key) {
-        session::Lookup::Live(h) => Some(h.session.state()),
-        _ => None,
-    };
-    assert_eq!(state(s), Some(session::State::TcpClosing));
+    assert_eq!(session_of(s, c).state(), session::State::TcpClosing);
     // Its backend goes: its next packet goes to the other one.
     let id = BACKENDS.iter().position(|&b| b == backend).unwrap();
     assert_eq!(s.sessions.table.kill_backend(1, id as u32), 1);
@@ -422,18 +423,7 @@ fn cached_packets_keep_their_session_and_the_sweep_going() {
     establish(s, b);
     let ack = tcp(MAC[0], a, (VIP, 80), false);
     through(s, 0, &ack);
-    let key = session::Key::new(
-        0,
-        6,
-        u32::from_be_bytes(CLIENT),
-        u32::from_be_bytes(VIP),
-        a.1,
-        80,
-    );
-    let last_seen = |s: &Setup| match s.sessions.table.lookup(&key) {
-        session::Lookup::Live(h) => h.session.last_seen,
-        _ => panic!("the flow's session is gone"),
-    };
+    let last_seen = |s: &Setup| session_of(s, a).last_seen;
     let (first, vectors0) = (last_seen(s), vectors(&s.rt, "ip4-session"));
     assert_eq!(s.sessions.table.kill(|x| x.key.sport == b.1), 1);
     for _ in 0..3 {
