@@ -32,7 +32,7 @@ const maxBackends = 4096
 const defaultAffinitySeconds = 10800
 
 // Services translates svc for network: one daemon service per IPv4 cluster IP and port
-// (TCP and UDP; SCTP and IPv6 are said as problems and left out). Backends come from the
+// (TCP, UDP and SCTP; IPv6 is said as a problem and left out). Backends come from the
 // EndpointSlices given (the caller passes those of svc's namespace; only the ones labelled
 // with svc's name count) when fromPods is false, else from the pods of w (a Service in a
 // secondary network). A headless Service, or one without a selector in a secondary
@@ -79,8 +79,7 @@ func Services(w *World, network string, svc *corev1.Service, slices []discoveryv
 		case corev1.ProtocolUDP:
 			proto = "udp"
 		case corev1.ProtocolSCTP:
-			problems = append(problems, fmt.Sprintf("service %s/%s port %d: SCTP services are not supported: left out", svc.Namespace, svc.Name, port.Port))
-			continue
+			proto = "sctp"
 		}
 		var backends []ctl.Backend
 		if fromPods {

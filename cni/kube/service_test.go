@@ -57,10 +57,10 @@ func TestServicesFromEndpointSlicesByNamespaceAndLabel(t *testing.T) {
 		slice("shop", "api", "web-c", 8080, ep("10.244.8.8", nil, nil, nil)),
 	}
 	got, problems := Services(&World{}, "pods", web(), slices, false, netip.Addr{})
-	if len(problems) != 2 || !strings.Contains(problems[0], "fd00::10") || !strings.Contains(problems[1], "SCTP") {
+	if len(problems) != 1 || !strings.Contains(problems[0], "fd00::10") {
 		t.Fatal(problems)
 	}
-	if len(got) != 2 {
+	if len(got) != 3 {
 		t.Fatalf("%+v", got)
 	}
 	h := got[0]
@@ -75,6 +75,9 @@ func TestServicesFromEndpointSlicesByNamespaceAndLabel(t *testing.T) {
 	// The slices name no "dns" port: the UDP service has no backends.
 	if d := got[1]; d.Name != "svc/pods/shop/web:53/udp" || d.Protocol != "udp" || len(d.Backends) != 0 {
 		t.Fatalf("%+v", d)
+	}
+	if s := got[2]; s.Name != "svc/pods/shop/web:99/sctp" || s.Protocol != "sctp" || s.Port != 99 {
+		t.Fatalf("%+v", s)
 	}
 }
 

@@ -121,6 +121,7 @@ keywords! {
     Protocol {
         Tcp = "tcp",
         Udp = "udp",
+        Sctp = "sctp",
     }
 }
 
@@ -130,6 +131,7 @@ impl Protocol {
         match self {
             Protocol::Tcp => 6,
             Protocol::Udp => 17,
+            Protocol::Sctp => 132,
         }
     }
 }

@@ -11,6 +11,8 @@
 //! session's cached deltas. A packet that starts a flow to a service's VIP, port and
 //! protocol gets a backend (Maglev over the service's usable backends, by the flow's hash)
 //! and a session for both directions; any other packet goes on untouched and keeps no state.
+//! SCTP's checksum, a CRC32c of the whole packet, is computed again after a translation
+//! ([`crate::sctp`]): it cannot be updated from deltas.
 //! A packet of an established flow forwarded here leaves a copy of its session in the
 //! worker's flow cache ([`crate::worker_sessions`]): `ethernet-input` forwards the flow's next
 //! packets from it, and they come here again only when something changes.
@@ -23,7 +25,8 @@
 //! and resets it: the client learns at once, without veclane forging a reset. (Maglev sends
 //! a flow the same way while the backends stay the same, so connections also outlive a
 //! restart of the daemon.) Non-first fragments carry no ports and cannot
-//! be matched: those addressed to a service are dropped and counted; TCP and UDP only.
+//! be matched: those addressed to a service are dropped and counted; TCP, UDP and SCTP
+//! only.
 //!
 //! Network policy is judged here too ([`crate::policies`]): a flow whose ends on this node
 //! have policies gets a session (TCP from its SYN; UDP, ICMP echo and anything else from
@@ -111,6 +114,7 @@ graph::node! {
         DeniedLater = "established flow denied by a policy change",
         DeniedSession = "packet of a denied flow",
         DenyLog = "deny log queue full (flow not logged)",
+        SctpShort = "SCTP packet shorter than its IPv4 length",
         Copied = "session copied into the flow cache (not an error)",
     }
     trace SessionTrace { dir: u16, src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16 }
@@ -164,7 +168,7 @@ fn flow_of(vrf: u32, ip: &[u8]) -> Result<Flow, Error> {
     };
     let ports = matches!(
         proto,
-        session::PROTO_TCP | session::PROTO_UDP | PROTO_SCTP | session::PROTO_ICMP
+        session::PROTO_TCP | session::PROTO_UDP | session::PROTO_SCTP | session::PROTO_ICMP
     );
     if ports && v.frag_offset() != 0 {
         return Err(Error::Fragment);
@@ -181,7 +185,8 @@ fn flow_of(vrf: u32, ip: &[u8]) -> Result<Flow, Error> {
                 translatable: true,
             })
         }
-        session::PROTO_UDP | PROTO_SCTP => {
+        // SCTP's common header begins with its ports as UDP's does.
+        session::PROTO_UDP | session::PROTO_SCTP => {
             let u = l4
                 .first_chunk::<{ wire::udp::HEADER_LEN }>()
                 .ok_or(Error::Short)?;
@@ -189,7 +194,7 @@ fn flow_of(vrf: u32, ip: &[u8]) -> Result<Flow, Error> {
             Ok(Flow {
                 key: key(u.src_port(), u.dst_port()),
                 tcp_flags: 0,
-                translatable: proto == session::PROTO_UDP,
+                translatable: true,
             })
         }
         session::PROTO_ICMP => {
@@ -214,17 +219,18 @@ fn flow_of(vrf: u32, ip: &[u8]) -> Result<Flow, Error> {
     }
 }
 
-const PROTO_SCTP: u8 = 132;
 const ICMP_ECHO_REQUEST: u8 = 8;
 const ICMP_ECHO_REPLY: u8 = 0;
 
-/// Rewrites the packet `ip` (TCP or UDP without IPv4 options, its L4 header whole in the
-/// buffer, as both paths checked) to leave with `addrs` and `ports` (the source in each high
-/// half, as the headers read big-endian), both checksums updated by `d`. A TCP super-frame's
-/// checksum (`partial`) takes the addresses' change alone.
+/// Rewrites the packet `ip` (TCP, UDP or SCTP without IPv4 options, its L4 header whole in
+/// the buffer, as both paths checked) to leave with `addrs` and `ports` (the source in each
+/// high half, as the headers read big-endian), the IPv4 and TCP or UDP checksums updated by
+/// `d` (SCTP's is left for [`crate::sctp::fill_checksum`]). A TCP super-frame's checksum
+/// (`partial`) takes the addresses' change alone.
 #[inline(always)]
 fn rewrite(ip: &mut [u8], (addrs, ports): (u64, u32), d: Deltas, partial: bool) {
     let tcp = ip.get(9) == Some(&session::PROTO_TCP);
+    let sctp = ip.get(9) == Some(&session::PROTO_SCTP);
     let Some(h) = ip.first_chunk_mut::<{ MIN_HEADER_LEN + wire::udp::HEADER_LEN }>() else {
         return;
     };
@@ -233,7 +239,9 @@ fn rewrite(ip: &mut [u8], (addrs, ports): (u64, u32), d: Deltas, partial: bool) 
     h[10..12].copy_from_slice(&c.to_be_bytes());
     h[12..20].copy_from_slice(&addrs.to_be_bytes());
     h[20..24].copy_from_slice(&ports.to_be_bytes());
-    if !tcp {
+    if sctp {
+        // Its checksum is computed again over the whole packet.
+    } else if !tcp {
         let c = d.l4.apply_udp(check(h, 26));
         h[26..28].copy_from_slice(&c.to_be_bytes());
     } else if let Some(t) = ip.first_chunk_mut::<{ MIN_HEADER_LEN + wire::tcp::MIN_HEADER_LEN }>() {
@@ -407,7 +415,14 @@ impl Node for Ip4Session {
                 Act::Pass(translated) => {
                     if let Some(s) = translated {
                         let (m, ip) = ctx.pool.meta_data_mut(b);
+                        let sctp = ip.get(9) == Some(&session::PROTO_SCTP);
                         rewrite(ip, packed(&s), s.deltas(), m.gso_size != 0);
+                        if sctp && !crate::sctp::fill_checksum(ctx.pool, b) {
+                            ctx.count_error(Error::SctpShort);
+                            *n = Next::Drop.into();
+                            continue;
+                        }
+                        let m = ctx.pool.meta_mut(b);
                         // Routed where it goes: another VRF for an external flow.
                         m.vrf = s.vrf_out();
                         if traced {

@@ -40,6 +40,7 @@ pub mod ip4_rewrite;
 pub mod ip4_session;
 mod limit;
 pub mod policies;
+mod sctp;
 pub mod services;
 mod session_icmp;
 pub mod sources;

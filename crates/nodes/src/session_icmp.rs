@@ -19,7 +19,7 @@ const ERRORS: [u8; 3] = [3, 11, 12];
 /// What became of an ICMP error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Outcome {
-    /// Not an ICMP error quoting TCP or UDP.
+    /// Not an ICMP error quoting TCP, UDP or SCTP.
     NotError,
     /// About a flow of no session: left alone.
     NoSession,
@@ -54,7 +54,8 @@ pub(crate) fn translate(table: &Table, vrf: u32, ip: &mut [u8]) -> Outcome {
     };
     let ihl = usize::from(q.first().map_or(0, |v| v & 0x0f)) * 4;
     let proto = q.get(9).copied().unwrap_or(0);
-    if ihl < MIN_HEADER_LEN || !matches!(proto, session::PROTO_TCP | session::PROTO_UDP) {
+    let translated = [session::PROTO_TCP, session::PROTO_UDP, session::PROTO_SCTP];
+    if ihl < MIN_HEADER_LEN || !translated.contains(&proto) {
         return Outcome::NotError;
     }
     if ip.len() < total || total < QUOTE + ihl + 8 {
@@ -101,7 +102,8 @@ pub(crate) fn translate(table: &Table, vrf: u32, ip: &mut [u8]) -> Outcome {
     };
     let old = (quoted.src, quoted.dst, quoted.sport, quoted.dport);
     let d = Deltas::of_rewrite(proto, old, (src, dst, sport, dport));
-    // The quoted header and ports; the quoted UDP checksum too (TCP's is past the 8 bytes).
+    // The quoted header and ports; the quoted UDP checksum too (TCP's is past the 8 bytes,
+    // and SCTP's, a CRC of the whole packet, too).
     ip[QUOTE + 12..QUOTE + 16].copy_from_slice(&src.to_be_bytes());
     ip[QUOTE + 16..QUOTE + 20].copy_from_slice(&dst.to_be_bytes());
     ip[QUOTE + 10..QUOTE + 12].fill(0);
@@ -277,6 +279,41 @@ mod tests {
             .write(&mut udp, b"x")
             .unwrap();
         assert_eq!(translate(&t, 0, &mut udp), Outcome::NotError);
+    }
+
+    /// An error quoting SCTP is translated as one quoting UDP is: addresses and ports (the
+    /// quoted CRC32c lies past the 8 bytes an error must quote).
+    #[test]
+    fn an_error_about_sctp_is_translated_too() {
+        let (t, mut o) = table();
+        let k = Key::new(
+            0,
+            session::PROTO_SCTP,
+            u32::from_be_bytes(CLIENT),
+            u32::from_be_bytes(VIP),
+            40000,
+            80,
+        );
+        let s = NewSession {
+            xlate: Translation {
+                dst: u32::from_be_bytes(BACKEND),
+                dport: 9090,
+                ..Translation::identity(&k)
+            },
+            ..NewSession::plain(k)
+        };
+        o.create(&s, 0).unwrap();
+        let mut e = error(ROUTER, CLIENT, (CLIENT, 40000, BACKEND, 9090));
+        // The quoted packet becomes SCTP: its protocol, then both checksums made right.
+        e[28 + 9] = session::PROTO_SCTP;
+        e[28 + 10..28 + 12].fill(0);
+        let c = wire::checksum::checksum(&e[28..48]);
+        e[28 + 10..28 + 12].copy_from_slice(&c.to_be_bytes());
+        e[22..24].fill(0);
+        let c = wire::checksum::checksum(&e[20..]);
+        e[22..24].copy_from_slice(&c.to_be_bytes());
+        assert_eq!(translate(&t, 0, &mut e), Outcome::Translated { vrf: 0 });
+        assert_eq!(read(&e), ((ROUTER, CLIENT), (CLIENT, 40000, VIP, 80)));
     }
 
     /// For a session that changes VRF (a NodePort's), an error about the forward packet

@@ -6,6 +6,7 @@ use core::net::Ipv4Addr;
 pub const PROTO_ICMP: u8 = 1;
 pub const PROTO_TCP: u8 = 6;
 pub const PROTO_UDP: u8 = 17;
+pub const PROTO_SCTP: u8 = 132;
 
 /// A flow in one network, as a packet carries it.
 ///

@@ -83,7 +83,7 @@ mod timeouts;
 
 pub use checksum::{Delta, Deltas};
 pub use fixed_hash::{FixedHasher, FixedState};
-pub use key::{Fields, Key, PROTO_ICMP, PROTO_TCP, PROTO_UDP};
+pub use key::{Fields, Key, PROTO_ICMP, PROTO_SCTP, PROTO_TCP, PROTO_UDP};
 pub use maglev::{Maglev, MaglevError};
 pub use owner::{Counters, CreateError, Owner, Swept};
 pub use record::{

@@ -172,9 +172,16 @@ fn a_cluster_ip_spreads_flows_and_forgets_a_removed_backend() {
     // The same VIP in red is red's service: its one backend, never blue's.
     let got = connections(&lab, "r1", "10.96.0.10", 20);
     assert_eq!(got, BTreeMap::from([("rb".to_string(), 20)]));
+    // An SCTP service on the same VIP and port is another one (no kernel here speaks SCTP:
+    // its packets are tested in the nodes crate).
+    d.ok("service add sig network blue vip 10.96.0.10 port 80 sctp backend 10.1.0.11:36412");
     let show = d.ok("show service");
     assert!(
         show.contains("web: network blue 10.96.0.10:80 tcp"),
+        "{show}"
+    );
+    assert!(
+        show.contains("sig: network blue 10.96.0.10:80 sctp"),
         "{show}"
     );
     assert!(

@@ -220,7 +220,7 @@ pub const COMMANDS: &[Command] = &[
     },
     Command {
         path: "service add",
-        usage: "service add NAME vip A.B.C.D port P [tcp|udp] [network NET | table N] [local] [affinity SECONDS] [backend A.B.C.D:P[=ready|terminating|not-ready]]... [node-port P] [external-ip A.B.C.D[,...]] [external-table N] [external-local | external-source A.B.C.D]",
+        usage: "service add NAME vip A.B.C.D port P [tcp|udp|sctp] [network NET | table N] [local] [affinity SECONDS] [backend A.B.C.D:P[=ready|terminating|not-ready]]... [node-port P] [external-ip A.B.C.D[,...]] [external-table N] [external-local | external-source A.B.C.D]",
         help: "a service: new flows to VIP:P are balanced (Maglev) over the ready backends, or the terminating ones while none is ready; `local` sends new flows only to backends on this node (internalTrafficPolicy Local); `affinity` keeps a client's new flows on its last backend for SECONDS (sessionAffinity ClientIP); `node-port` and `external-ip` let clients in `external-table` (default 0) in too, from `external-source` or, with `external-local`, only to this node's backends and from their own address ([services.md](services.md#from-outside-the-network-nodeports-and-external-ips)); a name in use is replaced, and backends that leave have their sessions flushed",
         parse: Some(verbs::service_add),
     },

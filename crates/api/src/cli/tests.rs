@@ -360,3 +360,25 @@ fn policies_and_address_sets() {
     };
     assert!(s.members.is_empty());
 }
+
+/// A service's protocol: TCP unless said, UDP or SCTP by name.
+#[test]
+fn service_protocols() {
+    for (word, want) in [
+        ("", crate::types::Protocol::Tcp),
+        (" udp", crate::types::Protocol::Udp),
+        (" sctp", crate::types::Protocol::Sctp),
+    ] {
+        let line =
+            format!("service add sig vip 10.96.0.10 port 36412{word} backend 10.1.0.5:36412");
+        match p(&line) {
+            Ok(Request::ServiceAdd(s)) => assert_eq!(
+                (s.protocol, s.protocol.number()),
+                (want, want.number()),
+                "{line}"
+            ),
+            other => panic!("{line}: {other:?}"),
+        }
+    }
+    assert_eq!(crate::types::Protocol::Sctp.number(), 132);
+}

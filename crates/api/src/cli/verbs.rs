@@ -423,7 +423,7 @@ fn uplink_words(
     host.ok_or_else(|| w.err("missing `host-if NAME`".into()))
 }
 
-/// `service add NAME vip A.B.C.D port P [tcp|udp] [network NET | table N]
+/// `service add NAME vip A.B.C.D port P [tcp|udp|sctp] [network NET | table N]
 /// [backend A.B.C.D:P[=STATE]]... [local] [affinity S] [node-port P] [external-ip A,...]
 /// [external-table N] [external-local] [external-source A.B.C.D]`.
 pub(super) fn service_add(w: &mut Words<'_>) -> Result<Request, CliError> {
@@ -453,7 +453,7 @@ pub(super) fn service_add(w: &mut Words<'_>) -> Result<Request, CliError> {
                 external_source = Some(addr(w, "external-source", a)?);
             }
             "port" => port = Some(w.number("port")?),
-            "tcp" | "udp" => {
+            "tcp" | "udp" | "sctp" => {
                 protocol = x
                     .parse()
                     .map_err(|e: crate::ParseError| w.err(e.to_string()))?
