@@ -6,9 +6,10 @@
 //!
 //! Frames can ask to be made plausible (the receiving interface's MAC, IPv4's EtherType,
 //! version and checksum) so that the fuzzer reaches the nodes behind the header checks, and
-//! to be addressed to VRF 0's services (a TCP and a UDP VIP) or to come from their backend,
-//! so that `ip4-session` creates, finds, rewrites and sweeps sessions; the session table
-//! lives on from input to input, as it would in a worker.
+//! to be addressed to VRF 0's services (a TCP, a UDP and an SCTP VIP) or to come from their
+//! backend, so that `ip4-session` creates, finds, rewrites (an SCTP packet's checksum
+//! computed again) and sweeps sessions, and the flow cache forwards established flows; the
+//! session table lives on from input to input, as it would in a worker.
 #![no_main]
 
 mod graph_common;
@@ -76,7 +77,7 @@ impl Frame {
                 ip.set_src_addr(BACKEND.into());
             }
             ip.fill_checksum();
-            // The ports of TCP and UDP alike.
+            // The ports of TCP, UDP and SCTP alike.
             if f.len() >= 14 + 24 {
                 if self.to_vip {
                     f[14 + 22..14 + 24].copy_from_slice(&80u16.to_be_bytes());
@@ -143,7 +144,7 @@ fn build(adj: &mut AdjTable, lpm: &mut (Lpm, Lpm)) -> Shared {
         addr: u32::from_be_bytes(BACKEND),
         port: 8080,
     };
-    for proto in [6, 17] {
+    for proto in [6, 17, 132] {
         let k = VipKey {
             vrf: 0,
             proto,
