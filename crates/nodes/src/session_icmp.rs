@@ -161,9 +161,16 @@ mod tests {
         })
         .unwrap();
         let mut o = owners.remove(0);
+        add(&mut o, session::PROTO_UDP, 8080, to);
+        (t, o)
+    }
+
+    /// Adds to `o` a session CLIENT:40000 -> VIP:80 of `proto` translated to
+    /// BACKEND:`dport`, going on in VRF `to`.
+    fn add(o: &mut session::Owner, proto: u8, dport: u16, to: u16) {
         let k = Key::new(
             0,
-            session::PROTO_UDP,
+            proto,
             u32::from_be_bytes(CLIENT),
             u32::from_be_bytes(VIP),
             40000,
@@ -172,14 +179,13 @@ mod tests {
         let s = NewSession {
             xlate: Translation {
                 dst: u32::from_be_bytes(BACKEND),
-                dport: 8080,
+                dport,
                 vrf: to,
                 ..Translation::identity(&k)
             },
             ..NewSession::plain(k)
         };
         o.create(&s, 0).unwrap();
-        (t, o)
     }
 
     /// An ICMP error from `from` to `to` quoting a UDP datagram `q_src:q_sport ->
@@ -286,23 +292,7 @@ mod tests {
     #[test]
     fn an_error_about_sctp_is_translated_too() {
         let (t, mut o) = table();
-        let k = Key::new(
-            0,
-            session::PROTO_SCTP,
-            u32::from_be_bytes(CLIENT),
-            u32::from_be_bytes(VIP),
-            40000,
-            80,
-        );
-        let s = NewSession {
-            xlate: Translation {
-                dst: u32::from_be_bytes(BACKEND),
-                dport: 9090,
-                ..Translation::identity(&k)
-            },
-            ..NewSession::plain(k)
-        };
-        o.create(&s, 0).unwrap();
+        add(&mut o, session::PROTO_SCTP, 9090, 0);
         let mut e = error(ROUTER, CLIENT, (CLIENT, 40000, BACKEND, 9090));
         // The quoted packet becomes SCTP: its protocol, then both checksums made right.
         e[28 + 9] = session::PROTO_SCTP;

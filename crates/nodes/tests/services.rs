@@ -532,16 +532,18 @@ fn sctp_is_balanced_with_its_checksum_computed_again() {
     // tshark, an independent parser, agrees.
     let dir = tempfile::tempdir().unwrap();
     let pcap = dir.path().join("sctp.pcap");
+    let packets: Vec<graph::Captured> = forwarded
+        .into_iter()
+        .map(|data| graph::Captured {
+            unix_ns: 0,
+            point: graph::Point::Tx,
+            ifindex: 0,
+            len: data.len() as u32,
+            data,
+        })
+        .collect();
     let mut f = Vec::new();
-    for w in [0xa1b2_c3d4u32, 0x0004_0002, 0, 0, 65535, 1] {
-        f.extend_from_slice(&w.to_le_bytes());
-    }
-    for p in &forwarded {
-        for w in [0, 0, p.len() as u32, p.len() as u32] {
-            f.extend_from_slice(&w.to_le_bytes());
-        }
-        f.extend_from_slice(p);
-    }
+    graph::capture::write_pcap(&mut f, &packets, 65535).unwrap();
     std::fs::write(&pcap, f).unwrap();
     let t = std::process::Command::new("tshark")
         .args(["-n", "-r"])
