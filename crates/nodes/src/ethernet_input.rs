@@ -148,10 +148,12 @@ impl Node for EthernetInput {
             .as_ref()
             .filter(|_| session && !ctx.next_waiting(Next::Session))
             .map(|l| l.lock());
-        let now = sessions.now();
+        // (The sessions' clock is read only then: a node without sessions reads none.)
+        let now = local.as_ref().map(|_| sessions.now());
         let cached = local
             .as_mut()
-            .map(|l| l.cache.frame(&sessions.table, policies.load().epoch, now));
+            .zip(now)
+            .map(|(l, now)| l.cache.frame(&sessions.table, policies.load().epoch, now));
         let mut fuse = Fuse {
             services,
             vrfs: vrfs.load(),
@@ -176,7 +178,7 @@ impl Node for EthernetInput {
         }
         // The sessions' sweep runs in a frame that used them, whichever node it was.
         if fuse.used
-            && let Some(l) = local.as_mut()
+            && let (Some(l), Some(now)) = (local.as_mut(), now)
         {
             l.sweep(now);
         }
