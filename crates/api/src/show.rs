@@ -391,6 +391,9 @@ pub struct NeighbourTotals {
     /// Learned neighbours that made room for a new one, having been silent for longer than
     /// `stale-seconds`.
     pub evicted: u64,
-    /// Learned neighbours forgotten after `age-seconds` without a word.
+    /// Learned neighbours forgotten after `age-seconds` without a word and three
+    /// unanswered ARP requests.
     pub expired: u64,
+    /// ARP requests sent to learned neighbours silent for `age-seconds`.
+    pub probes: u64,
 }

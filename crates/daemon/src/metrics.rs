@@ -390,8 +390,13 @@ impl Snapshot {
                 one(n.evicted),
             ),
             counter(
+                "neighbours_probes",
+                "ARP requests sent to learned neighbours silent past age-seconds.",
+                one(n.probes),
+            ),
+            counter(
                 "neighbours_expired",
-                "Learned neighbours forgotten after age-seconds without a word.",
+                "Learned neighbours forgotten after age-seconds without a word and three unanswered ARP requests.",
                 one(n.expired),
             ),
         ]

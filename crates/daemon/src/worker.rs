@@ -69,6 +69,8 @@ pub struct WorkerHandle {
     pub index: usize,
     pub core: Option<usize>,
     cmds: CommandSender<WorkerCmd>,
+    /// ARP requests for its `arp-probe` node to send.
+    probes: CommandSender<nodes::Probe>,
     /// Queue hand-overs to each device kind's nodes, in [`devices::KINDS`] order.
     devices: Vec<Box<dyn DeviceQueues>>,
     wake: Arc<OwnedFd>,
@@ -84,6 +86,12 @@ impl WorkerHandle {
     /// Sends a request and wakes the worker.
     pub fn send(&self, c: WorkerCmd) {
         let _ = self.cmds.send(c);
+        self.kick();
+    }
+
+    /// Has the worker send an ARP request of the control thread's (see `arp-probe`).
+    pub fn probe(&self, p: nodes::Probe) {
+        let _ = self.probes.send(p);
         self.kick();
     }
 
@@ -170,7 +178,9 @@ pub fn spawn(mut s: WorkerSetup) -> std::io::Result<WorkerHandle> {
             copy_engine::register_slice(pool.memory()),
         )
     });
-    let (graph_nodes, devices) = graph(&mut s);
+    let (mut graph_nodes, devices) = graph(&mut s);
+    let (probes, probe_rx) = graph::commands::channel();
+    graph_nodes.push(Box::new(nodes::ArpProbe::new(s.shared.clone(), probe_rx)));
     let rt = Runtime::new(graph_nodes, s.trace_capacity)
         .map_err(|e| std::io::Error::other(e.to_string()))?;
     let (w, a, core, mode, index) = (wake.clone(), activity.clone(), s.core, s.mode, s.index);
@@ -218,6 +228,7 @@ pub fn spawn(mut s: WorkerSetup) -> std::io::Result<WorkerHandle> {
         index,
         core,
         cmds: cmd_tx,
+        probes,
         devices,
         wake,
         activity,

@@ -234,6 +234,16 @@ impl AdjTable {
         self.refresh_target(ifindex, ip)
     }
 
+    /// The MAC known for neighbour `ip` on `ifindex`.
+    pub fn mac_of(&self, ifindex: u32, ip: Ipv4Addr) -> Option<[u8; 6]> {
+        self.neighbours.get(&(ifindex, ip)).copied()
+    }
+
+    /// Every known neighbour (interface, address, MAC), in no order.
+    pub fn each_neighbour(&self) -> impl Iterator<Item = (u32, Ipv4Addr, [u8; 6])> + '_ {
+        self.neighbours.iter().map(|(&(i, a), &m)| (i, a, m))
+    }
+
     /// How many neighbours are known.
     pub fn neighbour_count(&self) -> usize {
         self.neighbours.len()
@@ -262,11 +272,7 @@ impl AdjTable {
 
     /// `show ip neighbors`: (interface, address, MAC), sorted.
     pub fn neighbours(&self) -> Vec<(u32, Ipv4Addr, [u8; 6])> {
-        let mut v: Vec<_> = self
-            .neighbours
-            .iter()
-            .map(|(&(i, a), &m)| (i, a, m))
-            .collect();
+        let mut v: Vec<_> = self.each_neighbour().collect();
         v.sort();
         v
     }

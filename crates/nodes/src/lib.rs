@@ -25,6 +25,7 @@
 #![forbid(unsafe_code)]
 
 pub mod arp_input;
+pub mod arp_probe;
 pub mod error_drop;
 pub mod ethernet_input;
 pub mod gso_ip4;
@@ -58,6 +59,7 @@ use fib::LpmReader;
 use fib::adj::AdjReader;
 
 pub use arp_input::{ArpInput, LearnSink};
+pub use arp_probe::{ArpProbe, Probe};
 pub use error_drop::ErrorDrop;
 pub use ethernet_input::EthernetInput;
 pub use gso_ip4::GsoIp4;
@@ -578,17 +580,11 @@ pub(crate) mod testing {
         buffers: u32,
     ) -> (Vec<Seen>, Vec<&'static str>) {
         let seen = Arc::new(Mutex::new(Vec::new()));
-        let nexts = <N::Next as graph::NextNodes>::NAMES;
         let mut nodes: Vec<Box<dyn AnyNode>> = vec![
             Box::new(Feed(Some((head.to_vec(), tail.to_vec(), Box::new(set))))),
             Box::new(Alias(node)),
         ];
-        for &n in nexts {
-            nodes.push(Box::new(Sink(n, seen.clone())));
-        }
-        for n in DEVICES {
-            nodes.push(Box::new(OutputSink(Sink(n, seen.clone()))));
-        }
+        nodes.extend(sinks::<N>(&seen));
         let mut rt = Runtime::new(nodes, 0).unwrap();
         let mut pool = Pool::new(PoolConfig {
             count: buffers,
@@ -600,6 +596,60 @@ pub(crate) mod testing {
         let seen = std::mem::take(&mut *seen.lock().unwrap());
         let errors = rt.errors().into_iter().map(|(_, e, _)| e).collect();
         (seen, errors)
+    }
+
+    /// A recording sink for each of `N`'s nexts and for each device output node.
+    fn sinks<N: Node>(seen: &Arc<Mutex<Vec<Seen>>>) -> Vec<Box<dyn AnyNode>> {
+        let mut nodes: Vec<Box<dyn AnyNode>> = Vec::new();
+        for &n in <N::Next as graph::NextNodes>::NAMES {
+            nodes.push(Box::new(Sink(n, seen.clone())));
+        }
+        for n in DEVICES {
+            nodes.push(Box::new(OutputSink(Sink(n, seen.clone()))));
+        }
+        nodes
+    }
+
+    /// An input node in a graph of its own, run a pass at a time in a pool of its own.
+    pub(crate) struct InputBench {
+        rt: Runtime,
+        pool: Pool,
+        seen: Arc<Mutex<Vec<Seen>>>,
+    }
+
+    impl InputBench {
+        pub(crate) fn new<N: Node>(node: N, buffers: u32) -> InputBench {
+            let seen = Arc::new(Mutex::new(Vec::new()));
+            let mut nodes: Vec<Box<dyn AnyNode>> = vec![Box::new(node)];
+            nodes.extend(sinks::<N>(&seen));
+            let pool = Pool::new(PoolConfig {
+                count: buffers,
+                ..Default::default()
+            })
+            .unwrap();
+            InputBench {
+                rt: Runtime::new(nodes, 0).unwrap(),
+                pool,
+                seen,
+            }
+        }
+
+        /// One pass of the graph, the node polled whether idle or not: where each buffer
+        /// went, and the counters that moved in it (every buffer is back in the pool).
+        pub(crate) fn pass(&mut self) -> (Vec<Seen>, Vec<(&'static str, u64)>) {
+            self.rt.housekeeping();
+            self.rt.dispatch(&mut self.pool);
+            assert_eq!(
+                self.pool.available(),
+                self.pool.capacity(),
+                "a buffer leaked"
+            );
+            let seen = std::mem::take(&mut *self.seen.lock().unwrap());
+            let errors = self.rt.errors().into_iter().filter(|e| e.2 > 0);
+            let errors = errors.map(|(_, e, n)| (e, n)).collect();
+            self.rt.clear_errors();
+            (seen, errors)
+        }
     }
 }
 

@@ -71,6 +71,97 @@ fn two_daemons_over_af_xdp_keep_blue_and_red_apart() {
     two_daemons_keep_blue_and_red_apart("af-xdp");
 }
 
+/// Resolves the paths from A's pods `ids` (the underlay, then ARP inside each tunnel,
+/// answered by B's proxy) with single frames.
+fn resolve(a: &Daemon, b: &Daemon, ids: &[u32]) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    for &id in ids {
+        while a.ok("show ip neighbors").matches("10.10.2.2").count() <= id as usize {
+            assert!(
+                Instant::now() < deadline,
+                "A: {}\nB: {}",
+                a.ok("show errors"),
+                b.ok("show errors")
+            );
+            let _ = report(run_gen(
+                &a.path("pods.sock"),
+                id,
+                &["--tx-only", "--count", "1"],
+            ));
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+/// `show ip neighbors`' summary counter after `what` (as "asked again 3").
+fn neighbour_count(d: &Daemon, what: &str) -> u64 {
+    let s = d.ok("show ip neighbors");
+    let first = s.lines().next().unwrap_or_default();
+    let at = first.find(what).unwrap_or_else(|| panic!("{what}: {s}")) + what.len();
+    let n = first[at..]
+        .trim_start()
+        .split(|c: char| !c.is_ascii_digit())
+        .next();
+    n.and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{what}: {s}"))
+}
+
+/// Between two veclane nodes nothing but their own ARP refreshes a learned neighbour. With
+/// `age-seconds = 1` a stream from A's blue pod to B's outlives every learned neighbour's
+/// age several times over (the VTEPs on the underlay, B's pod on A's tunnel, A's pod on
+/// B's) and loses nothing: each node asks its silent neighbours again before forgetting
+/// them, from its address on the uplink or, in a tunnel, on behalf of its own pod, and each
+/// answers. Without the probes every age lost the stream's next packets to a glean.
+#[test]
+fn neighbours_in_use_are_asked_again_not_lost() {
+    if let Some(why) = unable() {
+        println!("skipped: {why}");
+        return;
+    }
+    let lab = Lab::with_mtu(&["a", "b"], 9000);
+    let config = |n| {
+        node_config(n, "af-packet").replacen(
+            "\n\n",
+            "\n\n[daemon.neighbours]\nage-seconds = 1\n\n",
+            1,
+        )
+    };
+    let a = Daemon::start_in(Some(&lab.ns("a")), &config(1));
+    let b = Daemon::start_in(Some(&lab.ns("b")), &config(2));
+    resolve(&a, &b, &[0]);
+    let sink = run_gen(&b.path("pods.sock"), 0, &["--rx-only", "--duration", "7"]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !b
+        .interfaces()
+        .iter()
+        .any(|i| i.name == "blue-pod" && i.connected)
+    {
+        assert!(Instant::now() < deadline, "{}", b.ok("show interface"));
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let args = ["--tx-only", "--count", "2500", "--rate", "500"];
+    let sent = report(run_gen(&a.path("pods.sock"), 0, &args));
+    let got = report(sink);
+    assert_eq!(sent["tx_packets"].as_u64(), Some(2500), "{sent}");
+    assert_eq!(
+        got["rx_packets"].as_u64(),
+        Some(2500),
+        "sink: {got}\nA: {}\n{}\nB: {}",
+        a.ok("show errors"),
+        a.ok("show ip neighbors"),
+        b.ok("show ip neighbors")
+    );
+    for d in [&a, &b] {
+        let n = d.ok("show ip neighbors");
+        assert!(neighbour_count(d, "asked again") >= 4, "{n}");
+        assert_eq!(neighbour_count(d, "expired"), 0, "{n}");
+        assert!(
+            n.contains("10.10."),
+            "the tunnel's neighbour is still there: {n}"
+        );
+    }
+}
+
 fn two_daemons_keep_blue_and_red_apart(kind: &str) {
     if let Some(why) = unable() {
         println!("skipped: {why}");
@@ -81,21 +172,7 @@ fn two_daemons_keep_blue_and_red_apart(kind: &str) {
     let b = Daemon::start_in(Some(&lab.ns("b")), &node_config(2, kind));
     let (pods_a, pods_b) = (a.path("pods.sock"), b.path("pods.sock"));
 
-    // Resolve both paths (the underlay, then ARP inside each tunnel, answered by B's proxy)
-    // with single probe frames.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    for id in [0u32, 1] {
-        while a.ok("show ip neighbors").matches("10.10.2.2").count() <= id as usize {
-            assert!(
-                Instant::now() < deadline,
-                "A: {}\nB: {}",
-                a.ok("show errors"),
-                b.ok("show errors")
-            );
-            let _ = report(run_gen(&pods_a, id, &["--tx-only", "--count", "1"]));
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
+    resolve(&a, &b, &[0, 1]);
 
     let cap = Capture::start(&lab, a.path("bridge.pcap"));
     let sinks = [0u32, 1].map(|id| run_gen(&pods_b, id, &["--rx-only", "--duration", "4"]));

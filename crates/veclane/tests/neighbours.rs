@@ -2,7 +2,9 @@
 //! AF_PACKET uplink sends ARP requests for the node's address from 3,000 addresses of the
 //! uplink's subnet (as a spoofer, or a compromised neighbour, would to fill the table).
 //! veclane learns up to its per-interface cap and refuses the rest (counted), stays
-//! responsive, and a host it learned before the flood still reaches it.
+//! responsive, and a host it learned before the flood still reaches it. A learned host
+//! that falls silent is asked again before it is forgotten, and forgotten only if it does not
+//! answer.
 
 mod daemon_common;
 mod kernel_common;
@@ -16,20 +18,22 @@ const CONFIG: &str = "[daemon]\nmode = \"interrupt\"\nbuffers = 4096\n\n\
      [daemon.neighbours]\nper-interface = 64\nstale-seconds = 600\n\n\
      [[af-packet]]\nhost-if = \"v0\"\naddresses = [\"10.50.0.1/16\"]\nmtu = 1500\n\n";
 
-/// The summary line's numbers: (learned, refused).
-fn learned(d: &Daemon) -> (u64, u64) {
+/// The summary line's number after `after` ("" for the first).
+fn summary(d: &Daemon, after: &str) -> u64 {
     let s = d.ok("show ip neighbors");
     let first = s.lines().next().unwrap_or_default().to_string();
-    let num = |after: &str| -> u64 {
-        let i = first.find(after).unwrap_or_else(|| panic!("{after}: {s}")) + after.len();
-        first[i..]
-            .split(|c: char| !c.is_ascii_digit())
-            .find(|w| !w.is_empty())
-            .unwrap()
-            .parse()
-            .unwrap()
-    };
-    (num(""), num("refused "))
+    let i = first.find(after).unwrap_or_else(|| panic!("{after}: {s}")) + after.len();
+    first[i..]
+        .split(|c: char| !c.is_ascii_digit())
+        .find(|w| !w.is_empty())
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// The summary line's numbers: (learned, refused).
+fn learned(d: &Daemon) -> (u64, u64) {
+    (summary(d, ""), summary(d, "refused "))
 }
 
 #[test]
@@ -88,4 +92,47 @@ fn an_arp_flood_from_the_underlay_fills_only_its_share() {
     // The host learned before the flood still reaches the node, and the daemon answers.
     assert!(ping_from(&lab, "ext", "10.50.0.1", 3) >= 2);
     assert!(d.ok("show ip neighbors").contains("10.50.0.9"));
+}
+
+/// With `age-seconds = 1`, a Linux host the node learned is asked again (a unicast ARP
+/// request from the node's address) each time it has been silent for a second, answers, and
+/// stays; once it stops answering ARP it is forgotten three requests later.
+#[test]
+fn a_silent_host_is_asked_again_and_forgotten_only_unanswered() {
+    if skip() {
+        return;
+    }
+    let lab = Lab::with_mtu(&["node", "ext"], 1500);
+    let config = CONFIG.replace("stale-seconds = 600", "age-seconds = 1");
+    let d = Daemon::start_in(Some(&lab.ns("node")), &config);
+    lab.exec("ext", &["ip", "addr", "add", "10.50.0.9/16", "dev", "v0"]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while ping_from(&lab, "ext", "10.50.0.1", 1) == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{}",
+            d.ok("show errors")
+        );
+    }
+    std::thread::sleep(std::time::Duration::from_millis(3500));
+    let n = d.ok("show ip neighbors");
+    assert!(n.contains("10.50.0.9"), "{n}");
+    assert!(summary(&d, "asked again ") >= 2, "{n}");
+    assert_eq!(summary(&d, "expired "), 0, "{n}");
+    assert!(
+        d.ok("show errors")
+            .contains("arp request sent to a silent neighbour")
+    );
+    // The host stops answering ARP: asked three times, then forgotten.
+    lab.exec("ext", &["ip", "link", "set", "v0", "arp", "off"]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while summary(&d, "expired ") == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{}",
+            d.ok("show ip neighbors")
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(!d.ok("show ip neighbors").contains("10.50.0.9"));
 }

@@ -203,6 +203,7 @@ fn metrics_scraped_during_traffic_agree_with_show_interface() {
         assert_eq!(refused, 0.0, "{reason}");
     }
     assert_eq!(metric(&body, "veclane_neighbours_expired_total", &[]), 0.0);
+    assert_eq!(metric(&body, "veclane_neighbours_probes_total", &[]), 0.0);
     // The memif regions the two pods' interfaces mapped, within the default budget.
     let mapped = metric(&body, "veclane_memif_region_bytes", &[]);
     let budget = metric(&body, "veclane_memif_region_budget_bytes", &[]);

@@ -85,8 +85,15 @@ pub fn format(reply: &Reply) -> String {
             let t = totals;
             s.push_str(&format!(
                 "{} learned (at most {}, {} an interface); refused {}, refused for table room {}, \
-                 evicted stale {}, expired {}\n",
-                t.learned, t.max, t.per_interface, t.refused, t.refused_room, t.evicted, t.expired
+                 evicted stale {}, asked again {}, expired {}\n",
+                t.learned,
+                t.max,
+                t.per_interface,
+                t.refused,
+                t.refused_room,
+                t.evicted,
+                t.probes,
+                t.expired
             ));
             s.push_str(&format!(
                 "{:<16} {:<18} {:<8} {}\n",

@@ -69,7 +69,8 @@ pub struct DaemonSection {
 /// `[daemon.neighbours]`: what others' ARP can make the daemon learn. Beyond a cap a new
 /// neighbour takes the place of the least recently heard learned one there if that one was
 /// silent for `stale-seconds`, and is refused otherwise; a learned neighbour silent for
-/// `age-seconds` is forgotten. Static neighbours are outside all of it.
+/// `age-seconds` is asked again (three ARP requests a second apart) and forgotten only if it
+/// answers none. Static neighbours are outside all of it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
 pub struct NeighbourLimits {

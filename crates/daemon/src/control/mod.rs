@@ -313,7 +313,16 @@ impl Control {
         self.poll_sockets();
         // One copy of the adjacencies for the whole batch, however many it learns.
         self.rib.hold();
-        self.rib.expire_neighbours(&self.ifconfigs);
+        for (k, p) in self
+            .rib
+            .expire_neighbours(&self.ifconfigs)
+            .into_iter()
+            .enumerate()
+        {
+            if let Some(w) = self.workers.get(k % self.workers.len().max(1)) {
+                w.probe(p);
+            }
+        }
         for _ in 0..1024 {
             match self.learned.try_recv() {
                 // Reports about a deleted interface are stale.

@@ -5,12 +5,22 @@
 //! `per_interface` learned neighbours on one interface (a hostile VTEP or underlay host fills
 //! only its own interface's share) and `max` in all. A new neighbour beyond either cap takes
 //! the place of the least recently heard learned one there if that one was silent for longer
-//! than `stale` (a flood's entries, a host gone); otherwise it is refused and counted. A
-//! learned neighbour not heard for `age` is forgotten (its next packet asks again). Static
-//! neighbours are never counted, evicted or aged.
+//! than `stale` (a flood's entries, a host gone); otherwise it is refused and counted.
+//!
+//! A learned neighbour not heard for `age` is asked again before it is forgotten, as Linux
+//! and VPP do: [`PROBES`] ARP requests [`PROBE_INTERVAL_MS`] apart, its MAC still in use
+//! meanwhile, and only when none is answered is it forgotten (its next packet then asks
+//! again, broadcast). Between two veclane nodes nothing else refreshes a tunnel's neighbour:
+//! without the probes a flow in use lost packets to a glean once an hour. Static neighbours
+//! are never counted, evicted, probed or aged.
 
 use std::collections::{BTreeSet, HashMap};
 use std::net::Ipv4Addr;
+
+/// ARP requests a silent learned neighbour gets before it is forgotten.
+pub const PROBES: u8 = 3;
+/// From one probe to the next, and from the last to forgetting.
+pub const PROBE_INTERVAL_MS: u64 = 1000;
 
 /// The caps and times, in milliseconds of the caller's clock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,6 +71,19 @@ pub struct Counts {
     pub refused_room: u64,
     pub evicted: u64,
     pub expired: u64,
+    /// ARP requests sent to learned neighbours that fell silent (counted by the caller,
+    /// which sends them).
+    pub probes: u64,
+}
+
+/// What [`Learned::expire`] found due.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Due {
+    /// Neighbours to ask again now, with the probe's number (1 to [`PROBES`]).
+    pub probe: Vec<(u32, Ipv4Addr, u8)>,
+    /// Neighbours that answered none of their probes, taken out of the books (the caller
+    /// forgets them).
+    pub gone: Vec<(u32, Ipv4Addr)>,
 }
 
 #[derive(Debug, Default)]
@@ -70,6 +93,8 @@ pub struct Learned {
     /// (last heard, interface, address), oldest first: in all, and per interface.
     by_age: BTreeSet<(u64, u32, Ipv4Addr)>,
     per_if: HashMap<u32, BTreeSet<(u64, Ipv4Addr)>>,
+    /// Probes sent to each silent neighbour since it was last heard.
+    probed: HashMap<(u32, Ipv4Addr), u8>,
     pub counts: Counts,
 }
 
@@ -99,6 +124,7 @@ impl Learned {
             let v = self.per_if.entry(i).or_default();
             v.remove(&(old, ip));
             v.insert((now, ip));
+            self.probed.remove(&(i, ip));
             return Heard::Refreshed;
         }
         let on_if = self.per_if.get(&i).map_or(0, BTreeSet::len);
@@ -135,6 +161,7 @@ impl Learned {
 
     /// Stops counting neighbour `ip` on `i` (forgotten, or made static).
     pub fn remove(&mut self, i: u32, ip: Ipv4Addr) {
+        self.probed.remove(&(i, ip));
         if let Some(t) = self.heard.remove(&(i, ip)) {
             self.by_age.remove(&(t, i, ip));
             if let Some(v) = self.per_if.get_mut(&i) {
@@ -148,6 +175,7 @@ impl Learned {
 
     /// Forgets interface `i`'s learned neighbours (the interface went).
     pub fn remove_interface(&mut self, i: u32) {
+        self.probed.retain(|&(pi, _), _| pi != i);
         for (_, ip) in self.per_if.remove(&i).unwrap_or_default() {
             if let Some(t) = self.heard.remove(&(i, ip)) {
                 self.by_age.remove(&(t, i, ip));
@@ -155,22 +183,42 @@ impl Learned {
         }
     }
 
-    /// The learned neighbours not heard for longer than the age at `now`, taken out of the
-    /// books (the caller forgets them).
-    pub fn expire(&mut self, now: u64) -> Vec<(u32, Ipv4Addr)> {
-        let mut out = Vec::new();
+    /// What is due at `now` among the learned neighbours not heard for longer than the age:
+    /// the k-th probe of one falls `age + (k-1) * interval` after it was last heard, and one
+    /// that has had all its probes is gone an interval after the last.
+    pub fn expire(&mut self, now: u64) -> Due {
+        let mut due = Due::default();
         if self.limits.age_ms == 0 {
-            return out;
+            return due;
         }
-        while let Some(&(t, i, ip)) = self.by_age.first() {
-            if now.saturating_sub(t) <= self.limits.age_ms {
-                break;
+        let silent: Vec<(u64, u32, Ipv4Addr)> = self
+            .by_age
+            .iter()
+            .take_while(|&&(t, _, _)| now.saturating_sub(t) > self.limits.age_ms)
+            .copied()
+            .collect();
+        for (t, i, ip) in silent {
+            let sent = self.probed.get(&(i, ip)).copied().unwrap_or(0);
+            let next = t + self.limits.age_ms + u64::from(sent) * PROBE_INTERVAL_MS;
+            if now < next {
+                continue;
             }
-            self.remove(i, ip);
-            self.counts.expired += 1;
-            out.push((i, ip));
+            if sent < PROBES {
+                self.probed.insert((i, ip), sent + 1);
+                due.probe.push((i, ip, sent + 1));
+            } else {
+                self.forget(i, ip);
+                due.gone.push((i, ip));
+            }
         }
-        out
+        due
+    }
+
+    /// Takes a silent neighbour out of the books now, unprobed (it cannot be asked), counted
+    /// as expired.
+    pub fn forget(&mut self, i: u32, ip: Ipv4Addr) {
+        self.remove(i, ip);
+        self.counts.expired += 1;
     }
 }
 
@@ -233,30 +281,46 @@ mod tests {
                 refused: 3,
                 refused_room: 0,
                 evicted: 4,
-                expired: 0
+                expired: 0,
+                probes: 0,
             }
         );
     }
 
-    /// Learned neighbours age out in the order they were last heard; a refresh keeps one.
+    /// A silent neighbour is probed three times, a second apart, from its age on, and is
+    /// gone a second after the last unanswered probe; one that answers starts over; the
+    /// ages of others are their own.
     #[test]
-    fn silent_neighbours_age_out() {
+    fn silent_neighbours_are_probed_then_forgotten() {
         let mut l = Learned::new(limits());
         l.hear(1, ip(1), 0);
         l.hear(1, ip(2), 100);
         l.hear(2, ip(3), 200);
         l.hear(1, ip(1), 5000);
-        assert_eq!(l.expire(10_150), vec![(1, ip(2))]);
-        assert_eq!(l.expire(14_000), vec![(2, ip(3))]);
-        assert_eq!(l.expire(14_000), vec![], "ip 1 was heard at 5000");
-        l.remove_interface(1);
+        assert_eq!(l.expire(10_000), Due::default(), "not past the age yet");
+        assert_eq!(l.expire(10_150).probe, vec![(1, ip(2), 1)]);
+        assert_eq!(l.expire(10_150), Due::default(), "one probe per interval");
+        assert_eq!(l.expire(11_100).probe, vec![(1, ip(2), 2), (2, ip(3), 1)]);
+        let d = l.expire(12_100);
+        assert_eq!(d.probe, vec![(1, ip(2), 3), (2, ip(3), 2)]);
+        assert_eq!(d.gone, vec![]);
+        // ip 3 answers its first probe: heard, its probes start over at its new age.
+        assert_eq!(l.hear(2, ip(3), 12_300), Heard::Refreshed);
+        let d = l.expire(13_100);
+        assert_eq!(d.gone, vec![(1, ip(2))], "a second after its third probe");
+        assert_eq!(l.len(), 2);
+        assert_eq!(l.expire(15_001).probe, vec![(1, ip(1), 1)]);
+        assert_eq!(l.expire(22_301).probe, vec![(1, ip(1), 2), (2, ip(3), 1)]);
+        l.forget(1, ip(1));
+        l.remove_interface(2);
         assert_eq!(l.len(), 0);
         assert_eq!(l.counts.expired, 2);
+        assert_eq!(l.expire(u64::MAX), Due::default());
         let mut never = Learned::new(Limits {
             age_ms: 0,
             ..limits()
         });
         never.hear(1, ip(1), 0);
-        assert!(never.expire(u64::MAX).is_empty());
+        assert_eq!(never.expire(u64::MAX), Due::default());
     }
 }

@@ -468,6 +468,7 @@ impl Rib {
             refused_room: c.refused_room,
             evicted: c.evicted,
             expired: c.expired,
+            probes: c.probes,
         }
     }
 
@@ -526,18 +527,71 @@ impl Rib {
         c.on_link(ip) && !c.owns(ip) && !self.routes.contains_key(&key(c.table, host(ip)))
     }
 
-    /// Forgets the learned neighbours silent for longer than their age; how many.
-    pub fn expire_neighbours(&mut self, ifs: &[IfConfig]) -> usize {
+    /// The learned neighbours silent for longer than their age: the ARP requests to send
+    /// now (see [`learned`]); those that answered none, or that nobody can ask, forgotten.
+    pub fn expire_neighbours(&mut self, ifs: &[IfConfig]) -> Vec<nodes::Probe> {
         let now = self.now_ms();
         self.expire_neighbours_at(ifs, now)
     }
 
-    pub fn expire_neighbours_at(&mut self, ifs: &[IfConfig], now: u64) -> usize {
-        let gone = self.learned.expire(now);
-        for &(i, ip) in &gone {
+    pub fn expire_neighbours_at(&mut self, ifs: &[IfConfig], now: u64) -> Vec<nodes::Probe> {
+        let due = self.learned.expire(now);
+        for &(i, ip) in &due.gone {
             self.forget_neighbour(ifs, i, ip);
         }
-        gone.len()
+        let mut probes = Vec::with_capacity(due.probe.len());
+        let mut tunnel_senders = HashMap::new();
+        for (i, ip, k) in due.probe {
+            let c = ifs.get(i as usize);
+            let sender = c.and_then(|c| {
+                c.source_for(ip).or_else(|| {
+                    *tunnel_senders
+                        .entry(i)
+                        .or_insert_with(|| self.tunnel_sender(ifs, i))
+                })
+            });
+            match (sender, self.adj.mac_of(i, ip)) {
+                (Some(sender), Some(mac)) => {
+                    self.learned.counts.probes += 1;
+                    probes.push(nodes::Probe {
+                        tx_if: i,
+                        target: ip,
+                        sender,
+                        // The last one asks everyone: the neighbour may have a new MAC.
+                        dst_mac: if k < learned::PROBES { mac } else { [0xff; 6] },
+                    })
+                }
+                _ => {
+                    self.learned.forget(i, ip);
+                    self.forget_neighbour(ifs, i, ip);
+                }
+            }
+        }
+        probes
+    }
+
+    /// Whom to ask on behalf of on tunnel `i`, which has no address: an address this node
+    /// delivers in the tunnel's network, a pod's (a neighbour on an interface of the same
+    /// table that is no tunnel) or else one of ours there; what `ip4-glean` does with a
+    /// packet's sender, and what the far side's `arp-input` accepts from this tunnel.
+    fn tunnel_sender(&self, ifs: &[IfConfig], i: u32) -> Option<Ipv4Addr> {
+        let c = ifs.get(i as usize).filter(|c| c.tunnel().is_some())?;
+        let local = |n: u32| {
+            ifs.get(n as usize)
+                .is_some_and(|o| n != i && o.table == c.table && o.tunnel().is_none())
+        };
+        let pod = self
+            .adj
+            .each_neighbour()
+            .filter(|&(n, a, _)| local(n) && c.on_link(a))
+            .map(|(_, a, _)| a)
+            .min();
+        pod.or_else(|| {
+            (0..ifs.len() as u32)
+                .filter(|&n| local(n))
+                .flat_map(|n| ifs[n as usize].addresses.iter().map(|&(a, _)| a))
+                .find(|&a| c.on_link(a))
+        })
     }
 
     /// Forgets a neighbour's MAC and host route (not its books: the caller's).

@@ -448,18 +448,122 @@ fn learned_neighbours_are_capped_and_age() {
         Some(Adjacency::Rewrite { .. })
     ));
     assert_eq!(rib.neighbour_totals().evicted, 1);
-    // A static neighbour is outside the caps.
+    // A static neighbour is outside the caps. Silent ones are asked three times from their
+    // age on, a second apart (to their MAC, the last to everyone), from our address there,
+    // and forgotten with their host routes a second after; one that answers stays.
     rib.add_neighbor(&ifs, 0, ip("10.0.0.99"), PEER).unwrap();
-    assert_eq!(rib.expire_neighbours_at(&ifs, 60_011), 4);
-    assert_eq!(rib.expire_neighbours_at(&ifs, 61_002), 1);
+    let asked = |rib: &mut Rib, now: u64| -> Vec<String> {
+        let probes = rib.expire_neighbours_at(&ifs, now);
+        let mut v: Vec<String> = probes
+            .iter()
+            .map(|p| {
+                let to = if p.dst_mac == PEER { "" } else { " to all" };
+                format!("{} from {} on {}{to}", p.target, p.sender, p.tx_if)
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let first = [
+        "10.0.0.3 from 10.0.0.1 on 0",
+        "10.0.0.4 from 10.0.0.1 on 0",
+        "10.0.1.2 from 10.0.1.1 on 1",
+        "10.0.1.3 from 10.0.1.1 on 1",
+    ];
+    assert_eq!(asked(&mut rib, 60_011), first);
+    assert_eq!(rib.neighbours().len(), 6, "kept while asked");
+    heard(&mut rib, 1, "10.0.1.2", 60_500);
+    assert_eq!(
+        asked(&mut rib, 61_011),
+        [
+            "10.0.0.3 from 10.0.0.1 on 0",
+            "10.0.0.4 from 10.0.0.1 on 0",
+            "10.0.1.3 from 10.0.1.1 on 1",
+            "10.0.1.4 from 10.0.1.1 on 1",
+        ]
+    );
+    assert_eq!(
+        asked(&mut rib, 62_011),
+        [
+            "10.0.0.3 from 10.0.0.1 on 0 to all",
+            "10.0.0.4 from 10.0.0.1 on 0 to all",
+            "10.0.1.3 from 10.0.1.1 on 1 to all",
+            "10.0.1.4 from 10.0.1.1 on 1",
+        ]
+    );
+    assert_eq!(
+        asked(&mut rib, 63_011),
+        ["10.0.1.4 from 10.0.1.1 on 1 to all"]
+    );
+    assert!(matches!(
+        lookup(&rib, 0, "10.0.0.3"),
+        Some(Adjacency::Glean { .. })
+    ));
+    assert!(asked(&mut rib, 64_011).is_empty());
     assert_eq!(
         rib.neighbours()
             .iter()
             .map(|n| n.1.to_string())
             .collect::<Vec<_>>(),
-        ["10.0.0.99"]
+        ["10.0.0.99", "10.0.1.2"]
     );
-    assert_eq!(rib.neighbour_totals().expired, 5);
+    let t = rib.neighbour_totals();
+    assert_eq!((t.expired, t.probes), (4, 13));
+}
+
+/// A silent neighbour on a tunnel (no address of its own) is asked on behalf of a pod of
+/// this node in the tunnel's network, else one of our addresses in that network's table;
+/// with neither it is forgotten unasked.
+#[test]
+fn a_tunnels_neighbours_are_asked_for_from_a_pod_of_its_network() {
+    let (mut rib, mut ifs) = two_interfaces();
+    rib.set_neighbour_limits(learned::Limits {
+        age_ms: 1000,
+        ..learned::Limits::default()
+    });
+    // Interface 2: a tunnel of table 0's network 10.0.0.0/16, to VTEP 192.0.2.2.
+    let mut t = IfConfig::new([2, 0, 0, 0, 2, 1], 0);
+    t.device = nodes::Device::Vxlan(nodes::VxlanTunnel {
+        vni: 56,
+        src: ip("192.0.2.1"),
+        dst: ip("192.0.2.2"),
+        underlay: 0,
+        uplink: 0,
+        df: true,
+        ranges: vec![(ip("10.0.0.0"), 16)],
+        counters: Default::default(),
+    });
+    ifs.push(t);
+    rib.set_interface_mac(2, ifs[2].mac);
+    let remote = |a: &str| Learned {
+        ifindex: 2,
+        ip: ip(a),
+        mac: PEER,
+    };
+    rib.learn_at(&ifs, remote("10.0.2.2"), 0).unwrap();
+    // No pod yet: our address on interface 0 (10.0.0.1, in the network) speaks.
+    let p = rib.expire_neighbours_at(&ifs, 1001);
+    assert_eq!(p.len(), 1);
+    assert_eq!(
+        (p[0].tx_if, p[0].sender, p[0].target),
+        (2, ip("10.0.0.1"), ip("10.0.2.2"))
+    );
+    // A pod on interface 0 is preferred.
+    rib.add_neighbor(&ifs, 0, ip("10.0.0.7"), [2, 0, 0, 0, 7, 7])
+        .unwrap();
+    let p = rib.expire_neighbours_at(&ifs, 2001);
+    assert_eq!(p[0].sender, ip("10.0.0.7"));
+    // Nobody of the network on this node: forgotten at once, unasked.
+    rib.learn_at(&ifs, remote("10.0.2.3"), 2001).unwrap();
+    for c in ifs.iter_mut().take(2) {
+        c.table = 9;
+    }
+    let p = rib.expire_neighbours_at(&ifs, 3002);
+    assert_eq!(
+        p.iter().map(|p| p.target).collect::<Vec<_>>(),
+        Vec::<Ipv4Addr>::new()
+    );
+    assert_eq!(rib.neighbour_totals().expired, 2);
 }
 
 /// A receive route makes an address ours without an interface, never over another route,
