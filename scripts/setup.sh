@@ -39,6 +39,8 @@ command -v curl >/dev/null 2>&1 || pkgs+=(curl)
 command -v tmux >/dev/null 2>&1 || pkgs+=(tmux)
 # iperf3: the ordinary program in the pods of `veclane bench pods` (TCP and UDP).
 command -v iperf3 >/dev/null 2>&1 || pkgs+=(iperf3)
+# ethtool: the pods' offloads, turned off on the veth candidate path of `bench pods`.
+command -v ethtool >/dev/null 2>&1 || pkgs+=(ethtool)
 if [ "${#pkgs[@]}" -gt 0 ]; then
   # wireshark-common asks whether non-root users may capture; the answer does not matter here.
   echo "wireshark-common wireshark-common/install-setuid boolean false" | as_root debconf-set-selections 2>/dev/null || true

@@ -1,7 +1,7 @@
 //! `veclane bench pods` end to end, short tests: every path (one node and two, veclane and
-//! the kernel) carries every test, each row has its figure and its CPU time, and every packet
-//! the pods sent is received or counted as dropped. Never how fast: speed is what the
-//! scenario itself reports.
+//! the kernel, and the veth candidate on both its drivers) carries every test, each row has
+//! its figure and its CPU time, and every packet the pods sent is received or counted as
+//! dropped. Never how fast: speed is what the scenario itself reports.
 
 use std::process::Command;
 
@@ -13,10 +13,48 @@ fn pods_measures_every_path_and_every_loss_is_counted() {
         eprintln!("the pods scenario {why}: skipped");
         return;
     }
+    let (stdout, rows) = run(&[]);
+    assert_eq!(rows.len(), 20, "five tests, four paths: {stdout}");
+    // The table of medians names every test and path.
+    for w in [
+        "tcp-1",
+        "udp-1400",
+        "rr",
+        "veclane-tap",
+        "kernel-veth",
+        "veclane-vxlan",
+        "kernel-vxlan",
+    ] {
+        assert!(stdout.contains(w), "{w}: {stdout}");
+    }
+    assert!(
+        !stdout.contains("veclane-veth"),
+        "the candidate only when named"
+    );
+    // The candidate pod interface, a veth driven through AF_PACKET or AF_XDP, when named, on
+    // either driver (here: two runs at once would see each other's namespaces).
+    for driver in ["af-packet", "af-xdp"] {
+        let args = [
+            "--pod-paths",
+            "veclane-veth",
+            "--pod-tests",
+            "tcp-1,udp-64,rr",
+            "--pod-uplink",
+            driver,
+        ];
+        let (stdout, rows) = run(&args);
+        assert_eq!(rows.len(), 3, "{stdout}");
+        assert!(stdout.contains(&format!("veth driven through {driver}")));
+    }
+}
+
+/// `bench pods` with short tests and `args`: its output and its rows, each checked.
+fn run(args: &[&str]) -> (String, Vec<serde_json::Value>) {
     let out = tempfile::tempdir().unwrap();
     let o = Command::new(env!("CARGO_BIN_EXE_veclane"))
         .args(["bench", "pods", "--reps", "1", "--trial-secs", "1", "--out"])
         .arg(out.path())
+        .args(args)
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&o.stdout);
@@ -31,7 +69,6 @@ fn pods_measures_every_path_and_every_loss_is_counted() {
         .unwrap_or_else(|| panic!("no JSON path in\n{stdout}"));
     let r: serde_json::Value = serde_json::from_slice(&std::fs::read(json).unwrap()).unwrap();
     let rows = r["rows"].as_array().unwrap();
-    assert_eq!(rows.len(), 20, "five tests, four paths: {r}");
     for row in rows {
         let (test, path) = (row["test"].as_str().unwrap(), row["path"].as_str().unwrap());
         let figure = match test {
@@ -59,19 +96,8 @@ fn pods_measures_every_path_and_every_loss_is_counted() {
             assert!(0.0 < p50 && p50 <= p99, "{row}");
         }
     }
-    // The table of medians names every test and path.
-    for w in [
-        "tcp-1",
-        "udp-1400",
-        "rr",
-        "veclane-tap",
-        "kernel-veth",
-        "veclane-vxlan",
-        "kernel-vxlan",
-    ] {
-        assert!(stdout.contains(w), "{w}: {stdout}");
-    }
     let netns = Command::new("ip").args(["netns", "list"]).output().unwrap();
     let left = String::from_utf8_lossy(&netns.stdout);
     assert!(!left.contains("vlbench-"), "namespaces left: {left}");
+    (stdout.into_owned(), rows.clone())
 }

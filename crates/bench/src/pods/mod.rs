@@ -31,6 +31,9 @@ pub enum PodPath {
     /// The kernel's veth pairs and a routing namespace.
     #[serde(rename = "kernel-veth")]
     Kernel,
+    /// veth pairs whose other ends veclane drives through a kernel-uplink driver (AF_PACKET
+    /// or AF_XDP): a candidate pod interface, measured beside the tap when asked for.
+    VeclaneVeth,
     /// The pods on two nodes (namespaces joined by a veth pair, the underlay), veclane on
     /// each with the pods' network in VXLAN over an AF_PACKET uplink.
     VeclaneVxlan,
@@ -40,7 +43,16 @@ pub enum PodPath {
 }
 
 impl PodPath {
-    pub const ALL: [PodPath; 4] = [
+    pub const ALL: [PodPath; 5] = [
+        PodPath::VeclaneTap,
+        PodPath::Kernel,
+        PodPath::VeclaneVeth,
+        PodPath::VeclaneVxlan,
+        PodPath::KernelVxlan,
+    ];
+
+    /// The paths measured unless others are named: all but the candidate.
+    pub const DEFAULT: [PodPath; 4] = [
         PodPath::VeclaneTap,
         PodPath::Kernel,
         PodPath::VeclaneVxlan,
@@ -51,6 +63,7 @@ impl PodPath {
         match self {
             PodPath::VeclaneTap => "veclane-tap",
             PodPath::Kernel => "kernel-veth",
+            PodPath::VeclaneVeth => "veclane-veth",
             PodPath::VeclaneVxlan => "veclane-vxlan",
             PodPath::KernelVxlan => "kernel-vxlan",
         }
@@ -61,6 +74,7 @@ impl PodPath {
         match self {
             PodPath::VeclaneTap => "vt",
             PodPath::Kernel => "kv",
+            PodPath::VeclaneVeth => "vv",
             PodPath::VeclaneVxlan => "vx",
             PodPath::KernelVxlan => "kx",
         }

@@ -10,6 +10,13 @@
 //!   router with forwarding on, a host route to each pod and a static neighbour for it: what
 //!   the standard `ptp` CNI plugin builds, without veclane anywhere.
 //!
+//! - veclane on a veth ([`PodPath::VeclaneVeth`], a candidate pod interface measured beside
+//!   the tap): `eth0` is a veth whose other end is in a namespace where veclane drives it
+//!   through the kernel-uplink driver of `--pod-uplink` (AF_PACKET or AF_XDP), with a host
+//!   route and a static neighbour for each pod. Neither driver takes a super-frame or (AF_XDP)
+//!   a partial checksum from the pod, so the pods' `eth0` segments and checksums in software
+//!   (`ethtool -K eth0 tso off gso off gro off`, and `tx off` for AF_XDP).
+//!
 //! - two nodes ([`super::two_nodes`]): the same two kinds, each pod on a node of its own, the
 //!   nodes namespaces joined by a veth pair (the underlay) and the pods' traffic in VXLAN
 //!   between them.
@@ -83,14 +90,20 @@ impl Uplink {
     }
 
     /// Its configuration section on interface `u0` with `addr`, and the interface's name.
-    pub(super) fn config(self, addr: &str) -> (String, &'static str) {
-        let (section, name) = match self {
-            Uplink::AfPacket => ("af-packet", "host-u0"),
-            Uplink::AfXdp => ("af-xdp", "xdp-u0"),
+    pub(super) fn config(self, addr: &str) -> (String, String) {
+        self.config_on("u0", &format!("addresses = [\"{addr}\"]\n"))
+    }
+
+    /// Its configuration section on host interface `dev` with `more` lines, and the
+    /// interface's name.
+    fn config_on(self, dev: &str, more: &str) -> (String, String) {
+        let (section, prefix) = match self {
+            Uplink::AfPacket => ("af-packet", "host"),
+            Uplink::AfXdp => ("af-xdp", "xdp"),
         };
         (
-            format!("[[{section}]]\nhost-if = \"u0\"\naddresses = [\"{addr}\"]\nmtu = 1500\n\n"),
-            name,
+            format!("[[{section}]]\nhost-if = \"{dev}\"\n{more}mtu = 1500\n\n"),
+            format!("{prefix}-{dev}"),
         )
     }
 }
@@ -156,10 +169,58 @@ impl Pods {
                     _dirs: vec![dir],
                 })
             }
+            PodPath::VeclaneVeth => veth_pods(&tag, a, b, at),
             PodPath::VeclaneVxlan => super::two_nodes::veclane(&tag, a, b, at),
             PodPath::KernelVxlan => super::two_nodes::kernel(&tag, a, b),
         }
     }
+}
+
+/// The pods on veth pairs whose other ends veclane drives in a namespace of its own (see the
+/// module).
+fn veth_pods(tag: &str, a: Netns, b: Netns, at: &Placement) -> Result<Pods, DutError> {
+    let r = pod_netns(format!("{tag}-r"))?;
+    let dir =
+        tempfile::tempdir().map_err(DutError::io("cannot make the daemon's runtime directory"))?;
+    let mut config = format!(
+        "[daemon]\nmode = \"{}\"\nworkers = [{}]\nmain-core = {}\n\n",
+        at.mode, at.worker_cpu, at.main_cpu
+    );
+    let mut gateways = Vec::new();
+    for (pod, dev, addr) in [(&a, "va", POD_A), (&b, "vb", POD_B)] {
+        gateways.push(veth(&r, dev, pod)?);
+        let mut off = vec!["-K", "eth0", "tso", "off", "gso", "off", "gro", "off"];
+        if at.uplink == Uplink::AfXdp {
+            off.extend(["tx", "off"]);
+        }
+        ethtool(pod, &off)?;
+        ethtool(&r, &["-K", dev, "tso", "off", "gso", "off", "gro", "off"])?;
+        let (section, name) = at.uplink.config_on(dev, "");
+        let pod_mac = link_mac(&pod.name, "eth0")?;
+        config += &format!(
+            "{section}[[route]]\nprefix = \"{addr}/32\"\nvia = \"{addr}\"\ninterface = \"{name}\"\n\n\
+             [[neighbor]]\ninterface = \"{name}\"\nip = \"{addr}\"\nmac = \"{pod_mac}\"\n\n"
+        );
+    }
+    let d = Daemon::start_in_netns(&r.name, &at.bin, dir.path(), &config)?;
+    for ((pod, addr), gw) in [(&a, POD_A), (&b, POD_B)].into_iter().zip(&gateways) {
+        pod_side(pod, addr, gw)?;
+    }
+    Ok(Pods {
+        path: PodPath::VeclaneVeth,
+        a,
+        b,
+        daemons: vec![d],
+        between: vec![(r, vec!["va", "vb"])],
+        _dirs: vec![dir],
+    })
+}
+
+/// `ethtool ARGS` in namespace `ns`.
+fn ethtool(ns: &Netns, args: &[&str]) -> Result<(), DutError> {
+    let mut v = vec!["ethtool"];
+    v.extend_from_slice(args);
+    ns.exec(&v)
 }
 
 /// A namespace for a pod (or the router), its loopback up.

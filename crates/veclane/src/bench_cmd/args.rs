@@ -230,13 +230,14 @@ pub struct BenchArgs {
     #[arg(long, value_delimiter = ',', value_parser = pod_tests())]
     pub(super) pod_tests: Vec<String>,
     /// pods: the paths between the pods, taking turns in this order [default:
-    /// veclane-tap,kernel-veth,veclane-vxlan,kernel-vxlan].
+    /// veclane-tap,kernel-veth,veclane-vxlan,kernel-vxlan; veclane-veth only when named].
     #[arg(long, value_delimiter = ',', value_parser = pod_paths())]
     pub(super) pod_paths: Vec<String>,
     /// pods: veclane's receive mode (the daemon's `mode`: adaptive, interrupt, polling).
     #[arg(long, default_value = "adaptive")]
     pub(super) pod_rx_mode: api::RxMode,
-    /// pods: the uplink veclane's nodes use on the two-node path.
+    /// pods: the uplink veclane's nodes use on the two-node path, and the driver of the
+    /// `veclane-veth` candidate.
     #[arg(long, default_value = "af-packet", value_parser = pod_uplinks())]
     pub(super) pod_uplink: String,
     /// Directory for the reports (JSON, CSV, SVG) [default: $VECLANE_RESULTS, else

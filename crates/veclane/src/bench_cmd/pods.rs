@@ -7,10 +7,18 @@ use super::args::BenchArgs;
 
 /// Every test over every path, `--reps` times, `--trial-secs` each (default 8).
 pub(super) fn run(a: &BenchArgs) -> anyhow::Result<()> {
-    // Those named (clap took only known names), in their order; all by default.
+    // Those named (clap took only known names), in their order; the defaults otherwise.
     fn pick<T: Copy>(names: &[String], all: &[T], name: fn(T) -> &'static str) -> Vec<T> {
+        pick_or(names, all, all, name)
+    }
+    fn pick_or<T: Copy>(
+        names: &[String],
+        all: &[T],
+        default: &[T],
+        name: fn(T) -> &'static str,
+    ) -> Vec<T> {
         if names.is_empty() {
-            return all.to_vec();
+            return default.to_vec();
         }
         names
             .iter()
@@ -18,7 +26,12 @@ pub(super) fn run(a: &BenchArgs) -> anyhow::Result<()> {
             .collect()
     }
     let tests = pick(&a.pod_tests, &PodTest::ALL, PodTest::name);
-    let paths = pick(&a.pod_paths, &PodPath::ALL, PodPath::name);
+    let paths = pick_or(
+        &a.pod_paths,
+        &PodPath::ALL,
+        &PodPath::DEFAULT,
+        PodPath::name,
+    );
     let secs = a.trial_secs.unwrap_or(8.0);
     if a.reps == 0 || !secs.is_finite() || secs < 1.0 {
         bail!("--reps must be at least 1 and --trial-secs at least 1 for pods");
@@ -51,6 +64,12 @@ pub(super) fn run(a: &BenchArgs) -> anyhow::Result<()> {
          thread on {}); {} s a test, {} repetitions, paths taking turns",
         cfg.app_cpu, cfg.place.worker_cpu, cfg.place.mode, cfg.place.main_cpu, cfg.secs, cfg.reps
     );
+    if cfg.paths.contains(&PodPath::VeclaneVeth) {
+        println!(
+            "veclane on veth: the pods' veth driven through {} (their offloads off)",
+            cfg.place.uplink.name()
+        );
+    }
     if cfg.paths.contains(&PodPath::VeclaneVxlan) {
         println!(
             "two nodes: both daemons' workers on CPU {}, an {} uplink each",
