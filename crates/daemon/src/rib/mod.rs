@@ -543,6 +543,11 @@ impl Rib {
         let mut tunnel_senders = HashMap::new();
         for (i, ip, k) in due.probe {
             let c = ifs.get(i as usize);
+            // An interface in ip mode resolves without ARP: nothing to ask, nothing stale.
+            if c.is_some_and(|c| c.l3) {
+                self.learned.hear(i, ip, now);
+                continue;
+            }
             let sender = c.and_then(|c| {
                 c.source_for(ip).or_else(|| {
                     *tunnel_senders

@@ -564,6 +564,20 @@ fn a_tunnels_neighbours_are_asked_for_from_a_pod_of_its_network() {
         Vec::<Ipv4Addr>::new()
     );
     assert_eq!(rib.neighbour_totals().expired, 2);
+    // On an interface in ip mode (resolved without ARP) a neighbour is neither asked nor
+    // forgotten.
+    ifs[1].l3 = true;
+    let l3 = Learned {
+        ifindex: 1,
+        ip: ip("10.0.1.9"),
+        mac: [0; 6],
+    };
+    rib.learn_at(&ifs, l3, 3002).unwrap();
+    for now in [4003, 5004, 6005, 7006] {
+        assert!(rib.expire_neighbours_at(&ifs, now).is_empty());
+    }
+    assert!(rib.neighbours().iter().any(|n| n.1 == ip("10.0.1.9")));
+    assert_eq!(rib.neighbour_totals().expired, 2);
 }
 
 /// A receive route makes an address ours without an interface, never over another route,
