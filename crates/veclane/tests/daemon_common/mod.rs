@@ -445,3 +445,72 @@ pub fn cpu_seconds(pid: u32) -> f64 {
     let ticks: f64 = f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap();
     ticks / 100.0
 }
+
+// What the memif forwarding tests share: two routed ports and a check of what they sent.
+
+pub const MAC0: &str = "02:00:00:00:00:a0";
+pub const MAC1: &str = "02:00:00:00:00:a1";
+pub const POD0: [u8; 6] = [2, 0, 0, 0, 0xb0, 0];
+pub const POD1: [u8; 6] = [2, 0, 0, 0, 0xb1, 0];
+
+/// Two memif masters on `memif.sock`, ids 0 and 1, 10.0.0.1/24 and 10.0.1.1/24, single-copy
+/// on the CPU, in `mode`.
+pub fn two_port_config(mode: &str) -> String {
+    two_port_config_copy(mode, "single", "cpu")
+}
+
+/// [`two_port_config`] with its copy mode and copy engine.
+pub fn two_port_config_copy(mode: &str, copy: &str, engine: &str) -> String {
+    format!(
+        r#"
+[daemon]
+mode = "{mode}"
+buffers = 4096
+copy = "{copy}"
+copy-engine = "{engine}"
+
+[[interface]]
+socket = "memif.sock"
+id = 0
+role = "master"
+mac = "{MAC0}"
+addresses = ["10.0.0.1/24"]
+
+[[interface]]
+socket = "memif.sock"
+id = 1
+role = "master"
+mac = "{MAC1}"
+addresses = ["10.0.1.1/24"]
+"#
+    )
+}
+
+/// Checks that `f` is frame `i` routed: the MACs `(src, dst)`, TTL 63, a valid IPv4
+/// checksum, UDP carrying `want`.
+pub fn assert_routed_udp(f: &[u8], macs: ([u8; 6], [u8; 6]), want: &[u8], i: usize) {
+    let p = etherparse::SlicedPacket::from_ethernet(f).unwrap();
+    let Some(etherparse::LinkSlice::Ethernet2(e)) = &p.link else {
+        panic!("frame {i}: not Ethernet II")
+    };
+    assert_eq!((e.source(), e.destination()), macs, "frame {i}: MACs");
+    let Some(etherparse::NetSlice::Ipv4(ip)) = &p.net else {
+        panic!("frame {i}: not IPv4")
+    };
+    assert_eq!(ip.header().ttl(), 63, "frame {i}: TTL");
+    assert_eq!(
+        ip.header().to_header().calc_header_checksum(),
+        ip.header().header_checksum(),
+        "frame {i}: IPv4 checksum"
+    );
+    let Some(etherparse::TransportSlice::Udp(u)) = &p.transport else {
+        panic!("frame {i}: not UDP")
+    };
+    assert_eq!(u.payload(), want, "frame {i}: payload");
+}
+
+/// Frame `i`'s UDP payload: 22 to 1471 bytes, a pattern of `i`.
+pub fn payload(i: usize) -> Vec<u8> {
+    let len = 22 + (i * 37) % 1450;
+    (0..len).map(|k| (k as u8) ^ (i as u8)).collect()
+}
