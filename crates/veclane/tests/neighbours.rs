@@ -36,19 +36,14 @@ fn learned(d: &Daemon) -> (u64, u64) {
     (summary(d, ""), summary(d, "refused "))
 }
 
-#[test]
-fn an_arp_flood_from_the_underlay_fills_only_its_share() {
-    if skip() {
-        return;
-    }
-    let lab = Lab::with_mtu(&["node", "ext", "bad"], 1500);
-    let d = Daemon::start_in(Some(&lab.ns("node")), CONFIG);
+/// Host 10.50.0.9 in `ext` pings the node until it answers (it is learned then). Its first
+/// ping may be lost: the host sends it the moment our ARP reply arrives, and the worker can
+/// route the echo's reply before the control thread has installed what that ARP request
+/// taught it (a glean then).
+fn host_reaches(lab: &Lab, d: &Daemon) {
     lab.exec("ext", &["ip", "addr", "add", "10.50.0.9/16", "dev", "v0"]);
-    // The host is learned before the flood. Its first ping may be lost: the host sends it
-    // the moment our ARP reply arrives, and the worker can route the echo's reply before
-    // the control thread has installed what that ARP request taught it (a glean then).
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while ping_from(&lab, "ext", "10.50.0.1", 1) == 0 {
+    while ping_from(lab, "ext", "10.50.0.1", 1) == 0 {
         assert!(
             std::time::Instant::now() < deadline,
             "{}\n{}",
@@ -56,6 +51,17 @@ fn an_arp_flood_from_the_underlay_fills_only_its_share() {
             d.ok("show ip neighbors")
         );
     }
+}
+
+#[test]
+fn an_arp_flood_from_the_underlay_fills_only_its_share() {
+    if skip() {
+        return;
+    }
+    let lab = Lab::with_mtu(&["node", "ext", "bad"], 1500);
+    let d = Daemon::start_in(Some(&lab.ns("node")), CONFIG);
+    // The host is learned before the flood.
+    host_reaches(&lab, &d);
     assert_eq!(learned(&d).0, 1, "{}", d.ok("show ip neighbors"));
     // 3,000 requests for the node's address, each from another sender (10.50.1.0 on), from
     // a raw socket: what a table-filling attacker sends.
@@ -105,15 +111,7 @@ fn a_silent_host_is_asked_again_and_forgotten_only_unanswered() {
     let lab = Lab::with_mtu(&["node", "ext"], 1500);
     let config = CONFIG.replace("stale-seconds = 600", "age-seconds = 1");
     let d = Daemon::start_in(Some(&lab.ns("node")), &config);
-    lab.exec("ext", &["ip", "addr", "add", "10.50.0.9/16", "dev", "v0"]);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while ping_from(&lab, "ext", "10.50.0.1", 1) == 0 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{}",
-            d.ok("show errors")
-        );
-    }
+    host_reaches(&lab, &d);
     std::thread::sleep(std::time::Duration::from_millis(3500));
     let n = d.ok("show ip neighbors");
     assert!(n.contains("10.50.0.9"), "{n}");
