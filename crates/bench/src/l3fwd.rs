@@ -40,10 +40,18 @@ pub struct L3fwdOptions {
     /// [`crate::stateful`]).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub new_flows: bool,
+    /// With `service` (not `new_flows`): this many established flows, the generator's
+    /// source ports in turn (`--service-flows`; 0 and 1 are one flow).
+    #[serde(skip_serializing_if = "one_or_none")]
+    pub service_flows: u16,
 }
 
 fn is_zero(n: &u32) -> bool {
     *n == 0
+}
+
+fn one_or_none(n: &u16) -> bool {
+    *n <= 1
 }
 
 /// testpmd's forwarding mode in the l3fwd scenario: `io` (frames untouched) or `mac` (source

@@ -13,6 +13,10 @@
 //!   1,024,000 flows, more than either DUT keeps, so in the steady state every frame is a flow
 //!   the DUT no longer knows (veclane evicts its oldest unanswered sessions to make room; VPP's
 //!   cnat overwrites expired ones), and the zero-loss rate is new flows per second.
+//! - `--service-flows N` (with `--service`): N established flows through the one VIP, the
+//!   generator's source ports in turn (every frame's packets spread over them): what the
+//!   DUT's per-flow state costs once the flows outnumber what it keeps close (veclane's flow
+//!   cache holds 4096 a worker).
 //! - `--policy-rules N`: N rules on the generator's side, the pod's egress: N - 1 that never
 //!   match (TCP from 192.0.2.0/24) and a last one that allows the flows (UDP to
 //!   10.10.2.0/24). veclane judges after DNAT, at the backend's port; VPP's input ACL runs
@@ -60,6 +64,8 @@ pub fn frames(spec: &mut trafgen::FrameSpec, o: &L3fwdOptions) {
         spec.dst_ip = NEW_FLOWS_VIP;
         spec.dst_ips = NEW_FLOWS_VIPS;
         spec.flows = NEW_FLOWS_PORTS;
+    } else if o.service && o.service_flows > 1 {
+        spec.flows = o.service_flows;
     }
 }
 
@@ -176,6 +182,8 @@ pub fn required(o: &L3fwdOptions) -> Option<&'static str> {
         Some("--policy-rules")
     } else if o.new_flows {
         Some("--new-flows")
+    } else if o.service_flows > 1 {
+        Some("--service-flows")
     } else {
         None
     }
@@ -222,6 +230,19 @@ mod tests {
         );
     }
 
+    /// `--service-flows N`: the generator's source ports cycle over N flows to the one VIP.
+    #[test]
+    fn service_flows_are_the_generators_source_ports() {
+        let mut spec = trafgen::FrameSpec::default();
+        let o = L3fwdOptions {
+            service_flows: 20_000,
+            ..opts(true, 0, false)
+        };
+        frames(&mut spec, &o);
+        spec.validate().unwrap();
+        assert_eq!((spec.flows, spec.dst_ips, spec.dst_ip), (20_000, 1, VIP));
+    }
+
     #[test]
     fn vpp_gets_cnat_translations_and_a_reflexive_acl() {
         let mut t = VppTopology::l3fwd([2, 0, 0, 0, 0, 1]);
@@ -260,5 +281,13 @@ mod tests {
         c.l3fwd = opts(false, 0, true);
         let e = c.check().unwrap_err().to_string();
         assert!(e.contains("--new-flows needs --service"), "{e}");
+        for (service, new_flows) in [(false, false), (true, true)] {
+            c.l3fwd = L3fwdOptions {
+                service_flows: 100,
+                ..opts(service, 0, new_flows)
+            };
+            let e = c.check().unwrap_err().to_string();
+            assert!(e.contains("--service-flows needs --service"), "{e}");
+        }
     }
 }

@@ -150,10 +150,11 @@ impl Node for EthernetInput {
             .map(|l| l.lock());
         // (The sessions' clock is read only then: a node without sessions reads none.)
         let now = local.as_ref().map(|_| sessions.now());
-        let cached = local
-            .as_mut()
-            .zip(now)
-            .map(|(l, now)| l.cache.frame(&sessions.table, policies.load().epoch, now));
+        let missed = worker_sessions::Missed::default();
+        let cached = local.as_mut().zip(now).map(|(l, now)| {
+            l.cache
+                .frame(&sessions.table, (policies.load().epoch, now), &missed)
+        });
         let mut fuse = Fuse {
             services,
             vrfs: vrfs.load(),
@@ -169,6 +170,7 @@ impl Node for EthernetInput {
             check,
             session,
             cached,
+            flow_missed: false,
         };
         // A node without tunnels runs the loop without the bypass check at all.
         if vxlan.vteps.is_empty() {
@@ -224,6 +226,10 @@ struct Fuse<'a> {
     /// sweeps: a frame that also visits `ip4-session` sweeps there).
     cached: Option<worker_sessions::Frame<'a>>,
     used: bool,
+    /// The last packet [`Fuse::forward`] refused was one the flow cache sent to
+    /// `ip4-session` by its flow ([`worker_sessions::Miss::Flow`]): the packets of other
+    /// flows after it may still be forwarded here.
+    flow_missed: bool,
 }
 
 impl<'a> Fuse<'a> {
@@ -267,8 +273,9 @@ impl<'a> Fuse<'a> {
     #[inline(always)]
     fn forward(&mut self, m: &mut buffer::Meta, f: &mut [u8]) -> Option<u16> {
         let table = self.table(m.vrf);
+        self.flow_missed = false;
         let device = self.forward_by(table?, m, f);
-        if device.is_none() && self.stateful {
+        if device.is_none() && self.stateful && !self.flow_missed {
             self.on = false;
         }
         device
@@ -283,7 +290,13 @@ impl<'a> Fuse<'a> {
                 if m.flags & skip != 0 || m.gso_size != 0 {
                     return None;
                 }
-                Some(c.hit(m.vrf, f, m.total_len)?)
+                match c.hit(m.vrf, f, m.total_len) {
+                    Ok(c) => Some(c),
+                    Err(miss) => {
+                        self.flow_missed = miss == worker_sessions::Miss::Flow;
+                        return None;
+                    }
+                }
             }
             None => None,
         };
@@ -436,8 +449,9 @@ impl EthernetInput {
                 // to ip4-lookup takes the rest, and forwarding here stops for the frame.
                 let table = fuse.table(vrf);
                 let cache = fuse.cache();
+                let forwards = fused.is_some() || to != ip4_input::Fast::Lookup || fuse.flow_missed;
                 let fwd = match table {
-                    Some(t) if fuse.on && (fused.is_some() || to != ip4_input::Fast::Lookup) => {
+                    Some(t) if fuse.on && forwards => {
                         Some((t.view(), &fuse.fast, cache, fuse.version))
                     }
                     _ => None,
@@ -462,6 +476,9 @@ impl EthernetInput {
                     ),
                 };
                 i += taken;
+                if fuse.cached.is_some_and(|c| c.gave_up()) {
+                    fuse.on = false;
+                }
                 if cached != 0 {
                     fuse.used = true;
                     ctx.count_errors(Error::Cached, cached as u64);

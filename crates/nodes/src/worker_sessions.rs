@@ -20,11 +20,26 @@
 //!
 //! A packet that meets another flow's copy in its slot (a collision, or a flow whose copy a
 //! newer one replaced) simply goes to `ip4-session`: the cache changes the cost of a packet,
-//! never its fate. Its size bounds its memory: [`CACHE_SLOTS`] × 64 bytes a worker.
+//! never its fate. Its size bounds its memory: [`CACHE_SLOTS`] × 64 bytes (1 MiB) a worker.
+//! With 4,000 flows a worker sent in turn, 4096 slots missed 51% of their packets and 16384
+//! miss 11%; a two-way array of 4096 sets missed 9% but cost 11 instructions more a packet
+//! on a hit (docs/results/2026-11-30-many-flows.md).
+//!
+//! A miss does not end the cache's use for the rest of the frame: the packets of other flows
+//! after it are still forwarded from it. Those of the missed packet's own flow are not (they
+//! would overtake it, which waits for `ip4-session`): a flow without a copy, or whose copy no
+//! longer holds, misses for the rest of the frame anyway (copies are made after it); a flow
+//! whose copy holds but whose packet went there (a SYN, FIN or RST) is remembered in the
+//! frame's filter ([`Missed`], a bit per slot modulo 64), and a packet whose slot's bit is
+//! set goes there too (another flow on the same bit only takes the longer way). A packet
+//! whose flow cannot be told (not TCP or UDP, a later fragment, a header cut short) still
+//! ends the cache's use for the frame, and so do misses that are nearly all of a frame's
+//! packets (more flows than slots: probing would cost more than it saves).
 //!
 //! The two nodes run on the worker's thread one after the other; each takes the lock once a
 //! frame, never contended (the control thread does not touch it).
 
+use std::cell::Cell;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use session::{Delta, Forwarding, Handle, Owner, tcp_flags};
@@ -34,7 +49,7 @@ use crate::ETH_HDR;
 use crate::services::{OwnerStats, Sessions};
 
 /// How many copies a worker's flow cache holds (a power of two).
-pub const CACHE_SLOTS: usize = 4096;
+pub const CACHE_SLOTS: usize = 16384;
 
 /// The most time one frame's sweep accounts for (ms).
 const SWEEP_SPAN_MS: u32 = 2;
@@ -230,20 +245,39 @@ impl FlowCache {
         true
     }
 
-    /// A frame's view of the cache, for `ethernet-input`, under policy `epoch`.
+    /// A frame's view of the cache, for `ethernet-input`, under policy `epoch`, with the
+    /// frame's filter of missed flows `missed` (empty).
     pub(crate) fn frame<'a>(
         &'a mut self,
         table: &'a session::Table,
-        epoch: u32,
-        now: u32,
+        (epoch, now): (u32, u32),
+        missed: &'a Missed,
     ) -> Frame<'a> {
         self.judged_in(epoch);
         Frame {
             slots: &self.slots,
             records: table.records(),
             now,
+            missed,
         }
     }
+}
+
+/// The slots of the flows whose copy held but one of whose packets a frame sent to
+/// `ip4-session` (a SYN, FIN or RST), one bit per slot modulo 64 (see the module), and whether the frame gave up on the cache: when most of its packets miss (more
+/// flows than slots), probing costs more than it saves, and the rest of the frame goes the
+/// long way without it.
+#[derive(Debug, Default)]
+pub(crate) struct Missed(Cell<u64>, Cell<bool>);
+
+/// Why [`Frame::hit`] gave no copy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Miss {
+    /// The packet's flow goes to `ip4-session` (and is remembered for the frame): the
+    /// packets of other flows after it may still be forwarded from the cache.
+    Flow,
+    /// The packet's flow cannot be told: the frame's packets after it go the long way too.
+    Unknown,
 }
 
 /// What `ethernet-input` needs of the sessions for one frame.
@@ -252,45 +286,64 @@ pub(crate) struct Frame<'a> {
     slots: &'a [Cached; CACHE_SLOTS],
     records: session::Records<'a>,
     now: u32,
+    missed: &'a Missed,
 }
 
 impl<'a> Frame<'a> {
+    /// The frame gives up on the cache (see [`Missed`]).
+    pub(crate) fn give_up(&self) {
+        self.missed.1.set(true);
+    }
+
+    pub(crate) fn gave_up(&self) -> bool {
+        self.missed.1.get()
+    }
+
     /// The copy to forward the packet `f` of VRF `vrf` by (from its Ethernet header on, in
     /// one buffer; its IPv4 header checked and without options, `len` bytes long), if it is
     /// TCP or UDP with its header whole, not a later fragment, carries no SYN, FIN or RST,
-    /// and its session's copy in the cache still holds: the packet is observed in its
-    /// session then. `None`: `ip4-session` takes it.
+    /// no packet of its flow went to `ip4-session` earlier in the frame, and its session's
+    /// copy in the cache still holds: the packet is observed in its session then. Otherwise
+    /// `ip4-session` takes it, and [`Miss`] says whether the frame's later packets of other
+    /// flows may still be forwarded from the cache.
     #[inline(always)]
-    pub(crate) fn hit(&self, vrf: u32, f: &[u8], len: u32) -> Option<&'a Cached> {
-        let h = f.first_chunk::<{ UDP_CHECK_AT + 2 }>()?;
+    pub(crate) fn hit(&self, vrf: u32, f: &[u8], len: u32) -> Result<&'a Cached, Miss> {
+        let h = f
+            .first_chunk::<{ UDP_CHECK_AT + 2 }>()
+            .ok_or(Miss::Unknown)?;
         // The fragment offset (the low 13 bits of the IPv4 header's bytes 6 and 7) and the
         // protocol (byte 9) in one word: a first fragment or none, of TCP or UDP.
         // (In the host's order: no swap.)
-        let frag_proto = u32::from_ne_bytes(*h[IP_AT + 6..].first_chunk::<4>()?)
-            & u32::from_ne_bytes([0x1f, 0xff, 0, 0xff]);
+        let frag_proto =
+            u32::from_ne_bytes(*h[IP_AT + 6..].first_chunk::<4>().ok_or(Miss::Unknown)?)
+                & u32::from_ne_bytes([0x1f, 0xff, 0, 0xff]);
         let first_of = |proto: u8| u32::from_ne_bytes([0, 0, 0, proto]);
         const TCP_LEN: usize = IP_AT + MIN_HEADER_LEN + wire::tcp::MIN_HEADER_LEN;
-        let steady = match frag_proto {
-            x if x == first_of(session::PROTO_UDP) => len >= (MIN_HEADER_LEN + 8) as u32,
-            // The flags byte, 13 into the TCP header.
-            x if x == first_of(session::PROTO_TCP) => {
-                len >= (TCP_LEN - IP_AT) as u32
-                    && f.first_chunk::<TCP_LEN>().is_some_and(|t| {
-                        let f = t[PORTS_AT + 13];
-                        f & (tcp_flags::SYN | tcp_flags::FIN | tcp_flags::RST) == 0
-                    })
+        // The TCP flags' byte, 13 into the TCP header (0 for UDP).
+        let flags = match frag_proto {
+            x if x == first_of(session::PROTO_UDP) && len >= (MIN_HEADER_LEN + 8) as u32 => 0,
+            x if x == first_of(session::PROTO_TCP) && len >= (TCP_LEN - IP_AT) as u32 => {
+                f.first_chunk::<TCP_LEN>().ok_or(Miss::Unknown)?[PORTS_AT + 13]
             }
-            _ => false,
+            _ => return Err(Miss::Unknown),
         };
-        if !steady {
-            return None;
+        let w = key_of(vrf, h[IP_AT..].first_chunk().ok_or(Miss::Unknown)?);
+        let s = FlowCache::slot(w);
+        let c = &self.slots[s];
+        // Without its copy, or with a copy that no longer holds, the flow's later packets in
+        // the frame miss too (ip4-session copies only after the frame): nothing to remember.
+        if c.w != w {
+            return Err(Miss::Flow);
         }
-        let w = key_of(vrf, h[IP_AT..].first_chunk()?);
-        let c = &self.slots[FlowCache::slot(w)];
-        if c.w != w || !self.records.refresh(c.handle, c.status, self.now) {
-            return None;
+        let (missed, bit) = (self.missed.0.get(), 1u64 << (s & 63));
+        if flags & (tcp_flags::SYN | tcp_flags::FIN | tcp_flags::RST) != 0 {
+            self.missed.0.set(missed | bit);
+            return Err(Miss::Flow);
         }
-        Some(c)
+        if missed != 0 && missed & bit != 0 || !self.records.refresh(c.handle, c.status, self.now) {
+            return Err(Miss::Flow);
+        }
+        Ok(c)
     }
 }
 

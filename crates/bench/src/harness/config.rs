@@ -204,6 +204,9 @@ impl L3fwdConfig {
             if self.l3fwd.new_flows && !self.l3fwd.service {
                 return Err(E::NewFlowsWithoutService);
             }
+            if self.l3fwd.service_flows > 1 && (!self.l3fwd.service || self.l3fwd.new_flows) {
+                return Err(E::ServiceFlows);
+            }
         }
         if self.dut_cpus.is_empty() {
             return Err(E::NoDutCpu);
@@ -300,6 +303,8 @@ pub enum ConfigError {
     StatefulDut { what: &'static str, dut: crate::Dut },
     #[error("--new-flows needs --service: the new flows are new sessions of services")]
     NewFlowsWithoutService,
+    #[error("--service-flows needs --service, and makes no sense with --new-flows")]
+    ServiceFlows,
     #[error(
         "--underlay: the harness configures veclane on a kernel underlay, not {0} (leave it out of --dut)"
     )]

@@ -110,6 +110,10 @@ fn direct<const BYPASS: bool, const FUSE: bool, S: SourceCheck>(
 /// `ip4-lookup` is taken only when the cache forwards it ([`worker_sessions::Frame::hit`]),
 /// through that adjacency, within its MTU and with a TTL above one, and then rewritten as its
 /// session says and forwarded.
+/// Misses of the flow cache in a direct loop after which, if they are seven eighths of its
+/// packets, the frame gives up on the cache.
+const GIVE_UP_AFTER: usize = 16;
+
 #[inline(never)]
 fn direct_cached<const BYPASS: bool, S: SourceCheck>(
     pool: &mut buffer::Pool,
@@ -119,8 +123,9 @@ fn direct_cached<const BYPASS: bool, S: SourceCheck>(
     (fast, cache, fib): (&Fast, worker_sessions::Frame<'_>, u64),
     (bufs, next, look): (&[u32], &mut [u16], Next),
 ) -> (usize, usize) {
+    // Without a rewrite yet (the frame's packets so far all missed), misses only.
     let Some(r) = fast.rw.as_ref() else {
-        return (0, 0);
+        return misses::<BYPASS, S>(pool, (rx, vrf, src), mac, vteps, cache, (bufs, next, look));
     };
     let (adj, device, hdr, mtu, tx_if) = (fast.adj, fast.next, &r.hdr, r.mtu, r.tx_if);
     let mut pool = pool.view();
@@ -140,8 +145,20 @@ fn direct_cached<const BYPASS: bool, S: SourceCheck>(
             if m.gso_size != 0 {
                 return taken(i, passed);
             }
-            let Some(c) = cache.hit(vrf, data, len) else {
-                return taken(i, passed);
+            let c = match cache.hit(vrf, data, len) {
+                Ok(c) => c,
+                // Its flow waits for ip4-session; others' packets after it need not. When
+                // most of the frame misses, the rest of it goes on without the cache.
+                Err(worker_sessions::Miss::Flow) => {
+                    *n = pass_on(m, vrf, cut, to, look);
+                    passed += 1;
+                    if passed >= GIVE_UP_AFTER && passed * 8 > 7 * (i + 1) {
+                        cache.give_up();
+                        return taken(i + 1, passed);
+                    }
+                    continue;
+                }
+                Err(worker_sessions::Miss::Unknown) => return taken(i, passed),
             };
             let frame = cut.map(|c| c.checked_add(ETH_HDR as u16));
             // `forward` writes nothing when it refuses (a TTL that would expire).
@@ -160,6 +177,43 @@ fn direct_cached<const BYPASS: bool, S: SourceCheck>(
         passed += 1;
     }
     taken(bufs.len(), passed)
+}
+
+/// [`direct_cached`] before the frame has a rewrite: the packets the flow cache sends to
+/// `ip4-session` by their flow are passed on, up to the first that is anything else (a hit
+/// goes back to the node's loop, which finds its route and rewrite).
+#[inline(never)]
+fn misses<const BYPASS: bool, S: SourceCheck>(
+    pool: &mut buffer::Pool,
+    (rx, vrf, src): (u32, u32, S),
+    mac: u64,
+    vteps: &[(u32, wire::Ipv4Addr)],
+    cache: worker_sessions::Frame<'_>,
+    (bufs, next, look): (&[u32], &mut [u16], Next),
+) -> (usize, usize) {
+    let mut pool = pool.view();
+    for (i, (&b, n)) in bufs.iter().zip(next.iter_mut()).enumerate() {
+        let Some((m, data)) = pool.meta_data_mut(b) else {
+            return (i, 0);
+        };
+        let Some((to, cut, avail, _)) = admit::<BYPASS, S>(m, data, (rx, vrf, src), mac, vteps)
+        else {
+            return (i, 0);
+        };
+        let len = cut.map_or(avail, u32::from);
+        if to != ip4_input::Fast::Lookup
+            || m.gso_size != 0
+            || cache.hit(vrf, data, len).err() != Some(worker_sessions::Miss::Flow)
+        {
+            return (i, 0);
+        }
+        *n = pass_on(m, vrf, cut, to, look);
+        if i + 1 >= GIVE_UP_AFTER {
+            cache.give_up();
+            return (i + 1, 0);
+        }
+    }
+    (bufs.len(), 0)
 }
 
 /// The direct loops' checks of a packet (`m`, its frame `data`): one buffer, received on

@@ -291,6 +291,10 @@ pub struct BenchArgs {
     /// new flow to the DUT (its zero-loss rate is new flows per second).
     #[arg(long)]
     pub(super) new_flows: bool,
+    /// l3fwd with --service: this many established flows through the VIP, the generator's
+    /// source ports in turn.
+    #[arg(long, default_value_t = 1)]
+    pub(super) service_flows: u16,
     /// VPP's binary, for --dut vpp.
     #[arg(long)]
     pub(super) vpp_bin: Option<std::path::PathBuf>,

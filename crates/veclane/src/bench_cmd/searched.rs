@@ -85,6 +85,7 @@ pub(super) fn run_l3fwd(
             service: a.service,
             policy_rules: a.policy_rules,
             new_flows: a.new_flows,
+            service_flows: a.service_flows,
         },
         mrr_secs: a.mrr_secs,
         warmup_secs: a.warmup_ms / 1e3,
