@@ -341,6 +341,17 @@ fn the_flow_cache_forwards_established_packets_as_ip4_session_does() {
     );
 }
 
+/// TCP frame `frame` with its FIN flag set and its TCP checksum made right again.
+fn with_fin(mut frame: Vec<u8>) -> Vec<u8> {
+    frame[47] |= 0x01;
+    let t = &frame[34..];
+    let sum = etherparse::TcpHeader::from_slice(t).unwrap().0;
+    let ip = etherparse::Ipv4Header::from_slice(&frame[14..]).unwrap().0;
+    let want = sum.calc_checksum_ipv4(&ip, &t[20..]).unwrap();
+    frame[50..52].copy_from_slice(&want.to_be_bytes());
+    frame
+}
+
 /// The IPv4 header checksum of `frame` made right again after a change.
 fn fix_ip_checksum(frame: &mut [u8]) {
     frame[24..26].copy_from_slice(&[0, 0]);
@@ -394,13 +405,7 @@ fn a_change_takes_a_cached_flow_back_to_ip4_session() {
         assert!(via_session && out.is_empty(), "{:?}", s.rt.errors());
     }
     // A FIN: the session closes.
-    let mut fin = ack.clone();
-    fin[47] |= 0x01;
-    let t = &fin[34..];
-    let sum = etherparse::TcpHeader::from_slice(t).unwrap().0;
-    let ip = etherparse::Ipv4Header::from_slice(&fin[14..]).unwrap().0;
-    let want = sum.calc_checksum_ipv4(&ip, &t[20..]).unwrap();
-    fin[50..52].copy_from_slice(&want.to_be_bytes());
+    let fin = with_fin(ack.clone());
     assert!(through(s, 0, &fin).1);
     assert_eq!(session_of(s, c).state(), session::State::TcpClosing);
     // Its backend goes: its next packet goes to the other one.
@@ -607,13 +612,7 @@ fn a_flows_packets_never_overtake_one_that_went_to_ip4_session() {
         assert!(through(s, 0, &ack).1, "copied");
         assert!(!through(s, 0, &ack).1, "from the cache");
     }
-    let mut fin = tcp(MAC[0], a, (VIP, 80), false);
-    fin[47] |= 0x01;
-    let t = &fin[34..];
-    let sum = etherparse::TcpHeader::from_slice(t).unwrap().0;
-    let ip = etherparse::Ipv4Header::from_slice(&fin[14..]).unwrap().0;
-    let want = sum.calc_checksum_ipv4(&ip, &t[20..]).unwrap();
-    fin[50..52].copy_from_slice(&want.to_be_bytes());
+    let fin = with_fin(tcp(MAC[0], a, (VIP, 80), false));
     let ack = |c| (0, tcp(MAC[0], c, (VIP, 80), false));
     let before = vectors(&s.rt, "ip4-session");
     let out = send(s, vec![(0, fin), ack(a), ack(b)]);
