@@ -13,9 +13,10 @@
 use fib::Ipv4Addr;
 use graph::commands::Commands;
 use graph::{Ctx, Node};
-use wire::{Arp, ArpOp, EtherType, Ethernet, MacAddr};
+use wire::MacAddr;
 
-use crate::{ETH_HDR, Shared};
+use crate::Shared;
+use crate::ip4_glean::{REQUEST_LEN, write_request};
 
 /// One ARP request to send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,9 +30,6 @@ pub struct Probe {
     /// The Ethernet destination: the neighbour's known MAC, or broadcast.
     pub dst_mac: [u8; 6],
 }
-
-/// Ethernet header and ARP packet.
-const LEN: usize = ETH_HDR + wire::arp::LEN;
 
 #[derive(Debug)]
 pub struct ArpProbe {
@@ -94,20 +92,17 @@ impl Node for ArpProbe {
             let Some(ifc) = up(p) else {
                 return false;
             };
-            if data.len() < LEN {
+            let Some(frame) = data.first_chunk_mut::<REQUEST_LEN>() else {
                 return false;
-            }
-            let (eth, arp) = data[..LEN].split_at_mut(ETH_HDR);
-            let mut e = Ethernet::new_unchecked(eth);
-            e.set_dst(MacAddr(p.dst_mac));
-            e.set_src(MacAddr(ifc.mac));
-            e.set_ethertype(EtherType::Arp);
-            let request = (MacAddr([0; 6]), p.target);
-            if Arp::emit(arp, ArpOp::Request, (MacAddr(ifc.mac), p.sender), request).is_err() {
-                return false;
-            }
-            m.len = LEN as u16;
-            m.total_len = LEN as u32;
+            };
+            write_request(
+                frame,
+                MacAddr(p.dst_mac),
+                (MacAddr(ifc.mac), p.sender),
+                p.target,
+            );
+            m.len = REQUEST_LEN as u16;
+            m.total_len = REQUEST_LEN as u32;
             true
         });
         for (&b, p) in out[start..].iter().zip(&self.pending) {
@@ -131,6 +126,8 @@ mod tests {
     use arc_swap::ArcSwap;
     use fib::adj::AdjTable;
     use graph::commands::{CommandSender, channel};
+
+    use wire::{Arp, ArpOp, EtherType, Ethernet};
 
     use super::*;
     use crate::IfConfig;
@@ -178,7 +175,7 @@ mod tests {
         assert_eq!(frames.len(), 2);
         for ((next, bytes, _, meta), dst) in frames.iter().zip([PEER, [0xff; 6]]) {
             assert_eq!((*next, meta.tx_if), ("interface-output", 0));
-            assert_eq!(bytes.len(), LEN);
+            assert_eq!(bytes.len(), REQUEST_LEN);
             let eth = Ethernet::new_checked(&bytes[..]).unwrap();
             assert_eq!((eth.dst(), eth.src()), (MacAddr(dst), MacAddr(MAC)));
             assert_eq!(eth.ethertype(), EtherType::Arp);

@@ -48,7 +48,29 @@ enum Refused {
 }
 
 /// Ethernet header and ARP packet.
-const REQUEST_LEN: usize = ETH_HDR + wire::arp::LEN;
+pub(crate) const REQUEST_LEN: usize = ETH_HDR + wire::arp::LEN;
+
+/// Writes into `frame` an ARP request for `target` from `(mac, sender)`, to Ethernet
+/// destination `dst` (broadcast, or a neighbour asked again at its known MAC).
+pub(crate) fn write_request(
+    frame: &mut [u8; REQUEST_LEN],
+    dst: MacAddr,
+    (mac, sender): (MacAddr, Ipv4Addr),
+    target: Ipv4Addr,
+) {
+    let (eth, arp) = frame.split_at_mut(ETH_HDR);
+    let mut e = Ethernet::new_unchecked(eth);
+    e.set_dst(dst);
+    e.set_src(mac);
+    e.set_ethertype(EtherType::Arp);
+    // Exactly an ARP packet's length: emit cannot fail.
+    let _ = Arp::emit(
+        arp,
+        ArpOp::Request,
+        (mac, sender),
+        (MacAddr([0; 6]), target),
+    );
+}
 
 /// The last request for one (interface, next hop) pair.
 #[derive(Debug, Clone, Copy)]
@@ -260,18 +282,9 @@ impl Node for Ip4Glean {
                 ctx.count_error(Error::NoRoom);
                 continue;
             }
-            let (eth, arp) = ctx.pool.room_mut(b)[..REQUEST_LEN].split_at_mut(ETH_HDR);
-            if let Ok(mut e) = Ethernet::new_checked(eth) {
-                e.set_dst(MacAddr::BROADCAST);
-                e.set_src(MacAddr(ifc.mac));
-                e.set_ethertype(EtherType::Arp);
+            if let Some(frame) = ctx.pool.room_mut(b).first_chunk_mut::<REQUEST_LEN>() {
+                write_request(frame, MacAddr::BROADCAST, (MacAddr(ifc.mac), me), next_hop);
             }
-            let _ = Arp::emit(
-                arp,
-                ArpOp::Request,
-                (MacAddr(ifc.mac), me),
-                (MacAddr([0; 6]), next_hop),
-            );
             let m = ctx.pool.meta_mut(b);
             m.len = REQUEST_LEN as u16;
             m.total_len = REQUEST_LEN as u32;
