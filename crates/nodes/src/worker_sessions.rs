@@ -263,17 +263,21 @@ impl FlowCache {
     }
 }
 
-/// The slots of the flows whose copy held but one of whose packets a frame sent to
-/// `ip4-session` (a SYN, FIN or RST), one bit per slot modulo 64 (see the module), and whether the frame gave up on the cache: when most of its packets miss (more
-/// flows than slots), probing costs more than it saves, and the rest of the frame goes the
-/// long way without it.
+/// A frame's filter of missed flows (see the module).
 #[derive(Debug, Default)]
-pub(crate) struct Missed(Cell<u64>, Cell<bool>);
+pub(crate) struct Missed {
+    /// The slots of the flows whose copy held but one of whose packets the frame sent to
+    /// `ip4-session` (a SYN, FIN or RST), one bit per slot modulo 64.
+    held: Cell<u64>,
+    /// The frame gave up on the cache: nearly all its packets missed (more flows than
+    /// slots), probing costs more than it saves, and the rest of it goes the long way.
+    gave_up: Cell<bool>,
+}
 
 /// Why [`Frame::hit`] gave no copy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Miss {
-    /// The packet's flow goes to `ip4-session` (and is remembered for the frame): the
+    /// The packet's flow goes to `ip4-session` (its later packets in the frame do too): the
     /// packets of other flows after it may still be forwarded from the cache.
     Flow,
     /// The packet's flow cannot be told: the frame's packets after it go the long way too.
@@ -292,11 +296,11 @@ pub(crate) struct Frame<'a> {
 impl<'a> Frame<'a> {
     /// The frame gives up on the cache (see [`Missed`]).
     pub(crate) fn give_up(&self) {
-        self.missed.1.set(true);
+        self.missed.gave_up.set(true);
     }
 
     pub(crate) fn gave_up(&self) -> bool {
-        self.missed.1.get()
+        self.missed.gave_up.get()
     }
 
     /// The copy to forward the packet `f` of VRF `vrf` by (from its Ethernet header on, in
@@ -335,12 +339,12 @@ impl<'a> Frame<'a> {
         if c.w != w {
             return Err(Miss::Flow);
         }
-        let (missed, bit) = (self.missed.0.get(), 1u64 << (s & 63));
+        let (held, bit) = (self.missed.held.get(), 1u64 << (s & 63));
         if flags & (tcp_flags::SYN | tcp_flags::FIN | tcp_flags::RST) != 0 {
-            self.missed.0.set(missed | bit);
+            self.missed.held.set(held | bit);
             return Err(Miss::Flow);
         }
-        if missed != 0 && missed & bit != 0 || !self.records.refresh(c.handle, c.status, self.now) {
+        if held != 0 && held & bit != 0 || !self.records.refresh(c.handle, c.status, self.now) {
             return Err(Miss::Flow);
         }
         Ok(c)

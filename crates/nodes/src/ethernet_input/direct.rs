@@ -105,15 +105,16 @@ fn direct<const BYPASS: bool, const FUSE: bool, S: SourceCheck>(
     bufs.len()
 }
 
-/// [`direct`] for a VRF that keeps sessions, with the worker's flow cache `cache` (the VRF's
-/// table at version `fib`) and the rewrite of the frame's last adjacency `fast`: a packet for
-/// `ip4-lookup` is taken only when the cache forwards it ([`worker_sessions::Frame::hit`]),
-/// through that adjacency, within its MTU and with a TTL above one, and then rewritten as its
-/// session says and forwarded.
 /// Misses of the flow cache in a direct loop after which, if they are seven eighths of its
 /// packets, the frame gives up on the cache.
 const GIVE_UP_AFTER: usize = 16;
 
+/// [`direct`] for a VRF that keeps sessions, with the worker's flow cache `cache` (the VRF's
+/// table at version `fib`) and the rewrite of the frame's last adjacency `fast`: a packet for
+/// `ip4-lookup` is taken only when the cache forwards it ([`worker_sessions::Frame::hit`]),
+/// through that adjacency, within its MTU and with a TTL above one, and then rewritten as its
+/// session says and forwarded. A packet the cache sends to `ip4-session` by its flow is passed
+/// on and the loop goes on ([`worker_sessions::Miss::Flow`]).
 #[inline(never)]
 fn direct_cached<const BYPASS: bool, S: SourceCheck>(
     pool: &mut buffer::Pool,
