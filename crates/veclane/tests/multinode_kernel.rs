@@ -93,19 +93,6 @@ fn resolve(a: &Daemon, b: &Daemon, ids: &[u32]) {
     }
 }
 
-/// `show ip neighbors`' summary counter after `what` (as "asked again 3").
-fn neighbour_count(d: &Daemon, what: &str) -> u64 {
-    let s = d.ok("show ip neighbors");
-    let first = s.lines().next().unwrap_or_default();
-    let at = first.find(what).unwrap_or_else(|| panic!("{what}: {s}")) + what.len();
-    let n = first[at..]
-        .trim_start()
-        .split(|c: char| !c.is_ascii_digit())
-        .next();
-    n.and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("{what}: {s}"))
-}
-
 /// Between two veclane nodes nothing but their own ARP refreshes a learned neighbour. With
 /// `age-seconds = 1` a stream from A's blue pod to B's outlives every learned neighbour's
 /// age several times over (the VTEPs on the underlay, B's pod on A's tunnel, A's pod on
@@ -153,8 +140,8 @@ fn neighbours_in_use_are_asked_again_not_lost() {
     );
     for d in [&a, &b] {
         let n = d.ok("show ip neighbors");
-        assert!(neighbour_count(d, "asked again") >= 4, "{n}");
-        assert_eq!(neighbour_count(d, "expired"), 0, "{n}");
+        assert!(d.neighbour_summary("asked again ") >= 4, "{n}");
+        assert_eq!(d.neighbour_summary("expired "), 0, "{n}");
         assert!(
             n.contains("10.10."),
             "the tunnel's neighbour is still there: {n}"

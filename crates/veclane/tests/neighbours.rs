@@ -18,22 +18,9 @@ const CONFIG: &str = "[daemon]\nmode = \"interrupt\"\nbuffers = 4096\n\n\
      [daemon.neighbours]\nper-interface = 64\nstale-seconds = 600\n\n\
      [[af-packet]]\nhost-if = \"v0\"\naddresses = [\"10.50.0.1/16\"]\nmtu = 1500\n\n";
 
-/// The summary line's number after `after` ("" for the first).
-fn summary(d: &Daemon, after: &str) -> u64 {
-    let s = d.ok("show ip neighbors");
-    let first = s.lines().next().unwrap_or_default().to_string();
-    let i = first.find(after).unwrap_or_else(|| panic!("{after}: {s}")) + after.len();
-    first[i..]
-        .split(|c: char| !c.is_ascii_digit())
-        .find(|w| !w.is_empty())
-        .unwrap()
-        .parse()
-        .unwrap()
-}
-
 /// The summary line's numbers: (learned, refused).
 fn learned(d: &Daemon) -> (u64, u64) {
-    (summary(d, ""), summary(d, "refused "))
+    (d.neighbour_summary(""), d.neighbour_summary("refused "))
 }
 
 /// Host 10.50.0.9 in `ext` pings the node until it answers (it is learned then). Its first
@@ -115,8 +102,8 @@ fn a_silent_host_is_asked_again_and_forgotten_only_unanswered() {
     std::thread::sleep(std::time::Duration::from_millis(3500));
     let n = d.ok("show ip neighbors");
     assert!(n.contains("10.50.0.9"), "{n}");
-    assert!(summary(&d, "asked again ") >= 2, "{n}");
-    assert_eq!(summary(&d, "expired "), 0, "{n}");
+    assert!(d.neighbour_summary("asked again ") >= 2, "{n}");
+    assert_eq!(d.neighbour_summary("expired "), 0, "{n}");
     assert!(
         d.ok("show errors")
             .contains("arp request sent to a silent neighbour")
@@ -124,7 +111,7 @@ fn a_silent_host_is_asked_again_and_forgotten_only_unanswered() {
     // The host stops answering ARP: asked three times, then forgotten.
     lab.exec("ext", &["ip", "link", "set", "v0", "arp", "off"]);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while summary(&d, "expired ") == 0 {
+    while d.neighbour_summary("expired ") == 0 {
         assert!(
             std::time::Instant::now() < deadline,
             "{}",

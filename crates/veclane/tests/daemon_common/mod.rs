@@ -203,6 +203,19 @@ impl Daemon {
         out
     }
 
+    /// The first number after `after` in `show ip neighbors`' summary line ("" for its
+    /// first: the learned count; "asked again " for the probes).
+    pub fn neighbour_summary(&self, after: &str) -> u64 {
+        let s = self.ok("show ip neighbors");
+        let first = s.lines().next().unwrap_or_default();
+        let i = first.find(after).unwrap_or_else(|| panic!("{after}: {s}")) + after.len();
+        first[i..]
+            .split(|c: char| !c.is_ascii_digit())
+            .find(|w| !w.is_empty())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{after}: {s}"))
+    }
+
     /// `show interface` over the API.
     pub fn interfaces(&self) -> Vec<api::InterfaceInfo> {
         let r = self
